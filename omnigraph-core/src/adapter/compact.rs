@@ -1,0 +1,97 @@
+//! A compaction staged as one detached Rewrite.
+//!
+//! Lance's own `commit_compaction` first commits a ReserveFragments on the linear
+//! lineage to claim fragment ids; a detached Rewrite must not touch the lineage, so the
+//! new fragments take ids above the base's `max_fragment_id` here instead. With the ids
+//! assigned explicitly, row-id-domain indexes (vector, full-text) follow the rewrite; a
+//! BTree (address domain) loses the rewritten fragments and must be rebuilt by the
+//! caller (the index fold).
+
+use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, write_error};
+use crate::error::Result;
+use lance::Dataset;
+use lance::dataset::optimize::{CompactionOptions, plan_compaction};
+use lance::dataset::transaction::{Operation, RewriteGroup, TransactionBuilder};
+use std::sync::Arc;
+
+/// Compaction's default I/O buffer per task (bytes): Lance's default is 2 GiB.
+pub const DEFAULT_COMPACTION_IO_BUFFER_BYTES: u64 = 64 << 20;
+/// Compaction's default scan batch size (rows).
+pub const DEFAULT_COMPACTION_BATCH_ROWS: usize = 8_192;
+/// Compaction's default target fragment size (rows), Lance's own default.
+pub const DEFAULT_TARGET_ROWS_PER_FRAGMENT: usize = 1_048_576;
+
+/// The memory knobs of one compaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactionBudget {
+    /// Bytes of I/O buffer per task.
+    pub io_buffer_bytes: u64,
+    /// Rows per scan batch.
+    pub batch_rows: usize,
+    /// Target rows per output fragment.
+    pub target_rows_per_fragment: usize,
+}
+
+impl Default for CompactionBudget {
+    fn default() -> Self {
+        CompactionBudget {
+            io_buffer_bytes: DEFAULT_COMPACTION_IO_BUFFER_BYTES,
+            batch_rows: DEFAULT_COMPACTION_BATCH_ROWS,
+            target_rows_per_fragment: DEFAULT_TARGET_ROWS_PER_FRAGMENT,
+        }
+    }
+}
+
+/// Plans compaction on `base` and, when there is work, executes the tasks one at a time
+/// and stages one detached Rewrite. Returns `None` when the plan is empty.
+pub async fn stage_compaction(
+    base: &Arc<Dataset>,
+    budget: &CompactionBudget,
+    origin: &LinkOrigin,
+) -> Result<Option<StagedLink>> {
+    #[allow(deprecated)] // CompactionOptions has deprecated fields; defaults fill them.
+    let options = CompactionOptions {
+        target_rows_per_fragment: budget.target_rows_per_fragment,
+        io_buffer_size: Some(budget.io_buffer_bytes),
+        batch_size: Some(budget.batch_rows),
+        num_threads: Some(1),
+        ..Default::default()
+    };
+    let plan = plan_compaction(base, &options)
+        .await
+        .map_err(|error| read_error("plan compaction", error))?;
+    if plan.tasks.is_empty() {
+        return Ok(None);
+    }
+    let mut next_fragment_id = base.manifest().max_fragment_id().map_or(0, |max| max + 1);
+    let mut groups = Vec::new();
+    let mut rows_rewritten = 0u64;
+    for task in plan.compaction_tasks() {
+        let result = task
+            .execute(base)
+            .await
+            .map_err(|error| write_error("execute compaction task", error))?;
+        let mut new_fragments = result.new_fragments;
+        for fragment in &mut new_fragments {
+            fragment.id = next_fragment_id;
+            next_fragment_id += 1;
+            rows_rewritten += fragment.physical_rows.unwrap_or(0) as u64;
+        }
+        groups.push(RewriteGroup {
+            old_fragments: result.original_fragments,
+            new_fragments,
+        });
+    }
+    let transaction = TransactionBuilder::new(
+        plan.read_version,
+        Operation::Rewrite {
+            groups,
+            rewritten_indices: Vec::new(),
+            frag_reuse_index: None,
+        },
+    )
+    .build();
+    commit_link(base, transaction, origin, LinkKind::Rewrite, rows_rewritten)
+        .await
+        .map(Some)
+}

@@ -1,0 +1,122 @@
+//! Index builds staged as detached CreateIndex links.
+//!
+//! Lance writes the index files (`execute_uncommitted`) and the link commits a
+//! CreateIndex on the base; with `replace`, indexes of the same name at the base are
+//! listed as removed, so the name keeps pointing at exactly one index. Whether a vector
+//! column can be trained is the caller's judgement: Lance 14 builds an untrained PQ
+//! index silently on too few rows and fails IVF_FLAT on all-null vectors.
+
+use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, write_error};
+use crate::error::Result;
+use lance::Dataset;
+use lance::dataset::transaction::{Operation, TransactionBuilder};
+use lance::index::DatasetIndexExt;
+use lance::index::vector::VectorIndexParams;
+use lance_index::IndexType;
+use lance_index::scalar::{InvertedIndexParams, ScalarIndexParams};
+use lance_linalg::distance::MetricType;
+use std::sync::Arc;
+
+/// Full-text build memory across its workers (MiB); Lance's default is 2 GiB per worker.
+pub const FULL_TEXT_MEMORY_MIB: u64 = 512;
+/// Full-text build workers.
+pub const FULL_TEXT_WORKERS: usize = 2;
+/// k-means iterations for a PQ codebook.
+pub const PQ_MAX_ITERATIONS: usize = 50;
+
+/// The kind of index to build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexBuildKind {
+    /// A scalar BTree.
+    BTree,
+    /// An inverted full-text index.
+    FullText,
+    /// IVF with flat (uncompressed) partitions, L2 distance.
+    IvfFlat {
+        /// Number of IVF partitions.
+        partitions: usize,
+    },
+    /// IVF with product quantisation, L2 distance.
+    IvfPq {
+        /// Number of IVF partitions.
+        partitions: usize,
+        /// PQ sub-vectors (must divide the dimension).
+        sub_vectors: usize,
+    },
+}
+
+/// One index to build.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexBuild {
+    /// The indexed column.
+    pub column: String,
+    /// The index name, stable across rebuilds.
+    pub name: String,
+    /// What to build.
+    pub kind: IndexBuildKind,
+    /// Replace indexes of the same name at the base.
+    pub replace: bool,
+}
+
+/// Builds `build` on `base` and stages it as a detached CreateIndex link.
+pub async fn stage_index(
+    base: &Arc<Dataset>,
+    build: &IndexBuild,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    let removed_indices = if build.replace {
+        base.load_indices()
+            .await
+            .map_err(|error| read_error("list indexes", error))?
+            .iter()
+            .filter(|index| index.name == build.name)
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut dataset = (**base).clone();
+    let columns = [build.column.as_str()];
+    let scalar = ScalarIndexParams::default();
+    let full_text = InvertedIndexParams::default()
+        .memory_limit_mb(FULL_TEXT_MEMORY_MIB)
+        .num_workers(FULL_TEXT_WORKERS);
+    let vector;
+    let (index_type, params): (IndexType, &dyn lance_index::IndexParams) = match build.kind {
+        IndexBuildKind::BTree => (IndexType::BTree, &scalar),
+        IndexBuildKind::FullText => (IndexType::Inverted, &full_text),
+        IndexBuildKind::IvfFlat { partitions } => {
+            vector = VectorIndexParams::ivf_flat(partitions, MetricType::L2);
+            (IndexType::Vector, &vector)
+        }
+        IndexBuildKind::IvfPq {
+            partitions,
+            sub_vectors,
+        } => {
+            vector = VectorIndexParams::ivf_pq(
+                partitions,
+                8,
+                sub_vectors,
+                MetricType::L2,
+                PQ_MAX_ITERATIONS,
+            );
+            (IndexType::Vector, &vector)
+        }
+    };
+    let metadata = dataset
+        .create_index_builder(&columns, index_type, params)
+        .name(build.name.clone())
+        .replace(build.replace)
+        .execute_uncommitted()
+        .await
+        .map_err(|error| write_error(format!("build index {}", build.name), error))?;
+    let transaction = TransactionBuilder::new(
+        super::version_of(base),
+        Operation::CreateIndex {
+            new_indices: vec![metadata],
+            removed_indices,
+        },
+    )
+    .build();
+    commit_link(base, transaction, origin, LinkKind::CreateIndex, 0).await
+}

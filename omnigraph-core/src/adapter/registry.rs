@@ -1,0 +1,19 @@
+//! The registered list of the adapter's public entry points. `cargo xtask guards` checks
+//! that every public function in the adapter is listed here and every listed name
+//! exists, so a new way into Lance's write path is always a reviewed change.
+
+/// Every public function of the adapter.
+pub const ENTRY_POINTS: &[&str] = &[
+    "create_table",
+    "open_table_at",
+    "read_link_origin",
+    "stage_append",
+    "recommit_append",
+    "stage_delete",
+    "stage_merge_insert",
+    "stage_update",
+    "stage_compaction",
+    "stage_index",
+    "version_of",
+    "is_detached",
+];

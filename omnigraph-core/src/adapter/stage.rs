@@ -1,0 +1,228 @@
+//! Data links: append, delete, merge-insert, update, and re-committing an append on a
+//! newer base.
+
+use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, staged, write_error};
+use crate::error::{InputLocation, OmniError, Result};
+use arrow_array::RecordBatch;
+use lance::Dataset;
+use lance::dataset::transaction::Operation;
+use lance::dataset::{
+    DeleteBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode,
+    WriteParams,
+};
+use std::sync::Arc;
+
+/// Stages new rows on `base` as one detached Append.
+pub async fn stage_append(
+    base: &Arc<Dataset>,
+    batches: Vec<RecordBatch>,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let params = WriteParams {
+        mode: WriteMode::Append,
+        ..Default::default()
+    };
+    let transaction = InsertBuilder::new(base.clone())
+        .with_params(&params)
+        .execute_uncommitted(batches)
+        .await
+        .map_err(|error| write_error("write appended rows", error))?;
+    commit_link(base, transaction, origin, LinkKind::Append, rows as u64).await
+}
+
+/// Re-commits a staged append on a newer base: the same data files, with fragment ids
+/// and stable row ids renumbered from the new base (Lance renumbers an Append cleanly).
+/// Anything but an append is refused: other operations carry ids of their base.
+pub async fn recommit_append(
+    staged_link: &StagedLink,
+    new_base: &Arc<Dataset>,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    let mut transaction = staged_link.transaction.clone();
+    let Operation::Append { fragments } = &mut transaction.operation else {
+        return Err(OmniError::internal(format!(
+            "only an append can be re-committed on a new base, not a {}",
+            staged_link.kind.name()
+        )));
+    };
+    // Id 0 means "assign at commit": the new base assigns fresh fragment and row ids.
+    for fragment in fragments.iter_mut() {
+        fragment.id = 0;
+        fragment.row_id_meta = None;
+    }
+    transaction.read_version = super::version_of(new_base);
+    transaction.uuid = uuid::Uuid::new_v4().to_string();
+    commit_link(
+        new_base,
+        transaction,
+        origin,
+        LinkKind::Append,
+        staged_link.rows_affected,
+    )
+    .await
+}
+
+/// Stages the deletion of the rows of `base` where `predicate` (SQL) holds. Deleting
+/// nothing still stages a link, so a caller's chain stays uniform; callers that want no
+/// version for a no-op check `rows_affected`.
+pub async fn stage_delete(
+    base: &Arc<Dataset>,
+    predicate: &str,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    let uncommitted = DeleteBuilder::new(base.clone(), predicate)
+        .execute_uncommitted()
+        .await
+        .map_err(|error| classify_predicate_error(predicate, "delete", error))?;
+    commit_link(
+        base,
+        uncommitted.transaction,
+        origin,
+        LinkKind::Delete,
+        uncommitted.num_deleted_rows,
+    )
+    .await
+}
+
+/// Stages an upsert by `key`: rows whose key exists replace the old row, others are
+/// inserted.
+pub async fn stage_merge_insert(
+    base: &Arc<Dataset>,
+    key: &str,
+    batches: Vec<RecordBatch>,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    merge_by_key(
+        base,
+        key,
+        batches,
+        WhenNotMatched::InsertAll,
+        LinkKind::MergeInsert,
+        origin,
+    )
+    .await
+}
+
+/// Stages an update: the rows of `base` where `predicate` holds get `assignments`
+/// (`(column, SQL expression)`), and keep their key. Lance 14's `UpdateBuilder` has no
+/// uncommitted form, so the new rows are computed by a scan and staged as a merge on the
+/// key that never inserts.
+pub async fn stage_update(
+    base: &Arc<Dataset>,
+    key: &str,
+    predicate: &str,
+    assignments: &[(String, String)],
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    if assignments.iter().any(|(column, _)| column == key) {
+        return Err(OmniError::bad_input(
+            InputLocation::in_source("update").field(key),
+            format!("{key} is the key; an update cannot change it"),
+        ));
+    }
+    let schema = base.schema();
+    let mut projection: Vec<(String, String)> = Vec::new();
+    for field in schema.fields.iter() {
+        let expression = assignments
+            .iter()
+            .find(|(column, _)| column == &field.name)
+            .map(|(_, expression)| expression.clone())
+            .unwrap_or_else(|| quote_identifier(&field.name));
+        projection.push((field.name.clone(), expression));
+    }
+    for (column, _) in assignments {
+        if schema.field(column).is_none() {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("update").field(column),
+                format!("no column {column}"),
+            ));
+        }
+    }
+    let mut scanner = base.scan();
+    scanner
+        .filter(predicate)
+        .map_err(|error| classify_predicate_error(predicate, "update", error))?;
+    scanner
+        .project_with_transform(&projection)
+        .map_err(|error| classify_predicate_error(predicate, "update assignment", error))?;
+    let updated = scanner
+        .try_into_batch()
+        .await
+        .map_err(|error| classify_predicate_error(predicate, "update", error))?;
+    // The projection's types follow the expressions; cast back to the table's schema so
+    // an assignment like `age = 41` (an Int64 literal) fits an Int32 column.
+    let target: arrow_schema::SchemaRef = Arc::new(arrow_schema::Schema::from(schema));
+    let updated = cast_to(&updated, &target)?;
+    merge_by_key(
+        base,
+        key,
+        vec![updated],
+        WhenNotMatched::DoNothing,
+        LinkKind::Update,
+        origin,
+    )
+    .await
+}
+
+async fn merge_by_key(
+    base: &Arc<Dataset>,
+    key: &str,
+    batches: Vec<RecordBatch>,
+    when_not_matched: WhenNotMatched,
+    kind: LinkKind,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    let mut builder = MergeInsertBuilder::try_new(base.clone(), vec![key.to_string()])
+        .map_err(|error| read_error(format!("merge on {key}"), error))?;
+    builder
+        .when_matched(WhenMatched::UpdateAll)
+        .when_not_matched(when_not_matched);
+    let job = builder
+        .try_build()
+        .map_err(|error| read_error(format!("merge on {key}"), error))?;
+    let uncommitted = job
+        .execute_uncommitted_batches(batches)
+        .await
+        .map_err(|error| write_error(format!("merge on {key}"), error))?;
+    let rows = uncommitted.stats.num_inserted_rows + uncommitted.stats.num_updated_rows;
+    commit_link(base, uncommitted.transaction, origin, kind, rows).await
+}
+
+fn cast_to(batch: &RecordBatch, target: &arrow_schema::SchemaRef) -> Result<RecordBatch> {
+    let columns = target
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(field, column)| {
+            arrow::compute::cast(column, field.data_type()).map_err(|error| {
+                OmniError::bad_input(
+                    InputLocation::in_source("update").field(field.name().clone()),
+                    format!("the new value does not fit {}: {error}", field.data_type()),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    RecordBatch::try_new(target.clone(), columns)
+        .map_err(|error| OmniError::internal(format!("updated rows do not fit the table: {error}")))
+}
+
+/// A bad predicate or expression is the caller's input; anything else is storage.
+fn classify_predicate_error(predicate: &str, what: &str, error: lance::Error) -> OmniError {
+    match &error {
+        lance::Error::InvalidInput { .. }
+        | lance::Error::Schema { .. }
+        | lance::Error::FieldNotFound { .. } => OmniError::bad_input(
+            InputLocation::in_source(format!("{what} predicate")),
+            format!("{predicate:?}: {error}"),
+        ),
+        _ => staged(OmniError::from_lance(
+            format!("{what} where {predicate}"),
+            error,
+        )),
+    }
+}
+
+fn quote_identifier(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}

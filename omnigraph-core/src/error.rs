@@ -1,0 +1,681 @@
+//! The one error type of the engine, the evidence every error carries, and the table that
+//! maps each error to a stable code, a CLI exit code and an HTTP status.
+//!
+//! Evidence answers the caller's first question after a failure: did anything durable
+//! happen? It is set where the error is raised, by the layer that knows what it wrote, and
+//! can only be raised later (`with_evidence`) by a layer that knows more (a publisher that
+//! has already staged files turns a `BeforeEffect` storage failure into `Unpublished`).
+
+use std::fmt;
+
+/// What a failed call left behind in durable storage.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Evidence {
+    /// Nothing durable was written. Retry freely.
+    BeforeEffect,
+    /// Durable but unreachable staging exists; cleanup reclaims it. Retry; nothing to undo.
+    Unpublished,
+    /// The outcome of a publication is unknown after read-back. Read the head first.
+    InDoubt,
+    /// A multi-unit run published some units (listed by name). Rerun; it re-plans.
+    PartlyPublished {
+        /// The units (tables) whose publication landed before the failure.
+        published_units: Vec<String>,
+    },
+}
+
+impl Evidence {
+    /// The stable snake_case name of this evidence.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Evidence::BeforeEffect => "before_effect",
+            Evidence::Unpublished => "unpublished",
+            Evidence::InDoubt => "in_doubt",
+            Evidence::PartlyPublished { .. } => "partly_published",
+        }
+    }
+}
+
+impl fmt::Display for Evidence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Evidence::PartlyPublished { published_units } => {
+                write!(f, "partly_published [{}]", published_units.join(", "))
+            }
+            other => f.write_str(other.code()),
+        }
+    }
+}
+
+/// How a storage failure should be treated, classified from the error's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageKind {
+    /// A passing fault (timeout, reset connection, throttling): retry later.
+    Transient,
+    /// The store is set up wrongly (credentials, unknown option, bad path form).
+    Configuration,
+    /// An object that should exist does not.
+    NotFound,
+    /// A conditional request failed (the object exists already, or changed).
+    Precondition,
+    /// The request cannot succeed as made (unsupported operation, corrupt data).
+    Permanent,
+    /// Nothing in the error's type says which.
+    Unknown,
+}
+
+impl StorageKind {
+    /// Every storage kind, in table order.
+    pub const ALL: [StorageKind; 6] = [
+        StorageKind::Transient,
+        StorageKind::Configuration,
+        StorageKind::NotFound,
+        StorageKind::Precondition,
+        StorageKind::Permanent,
+        StorageKind::Unknown,
+    ];
+}
+
+/// Where in the caller's input a bad value was found. Every part is optional; the
+/// parts that are known are named in the message.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InputLocation {
+    /// The file or argument the input came from (`schema.pg`, `--json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// One-based line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// One-based column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u64>,
+    /// Zero-based row within a batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub row: Option<u64>,
+    /// The type the value was meant for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub type_name: Option<String>,
+    /// The property or field the value was meant for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl InputLocation {
+    /// A location in a named source.
+    pub fn in_source(source: impl Into<String>) -> Self {
+        InputLocation {
+            source: Some(source.into()),
+            ..Default::default()
+        }
+    }
+
+    /// This location at a line and column.
+    pub fn at(mut self, line: u64, column: u64) -> Self {
+        self.line = Some(line);
+        self.column = Some(column);
+        self
+    }
+
+    /// This location at a row of a batch.
+    pub fn row(mut self, row: u64) -> Self {
+        self.row = Some(row);
+        self
+    }
+
+    /// This location naming a type.
+    pub fn type_name(mut self, type_name: impl Into<String>) -> Self {
+        self.type_name = Some(type_name.into());
+        self
+    }
+
+    /// This location naming a field.
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+}
+
+impl fmt::Display for InputLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(source) = &self.source {
+            parts.push(source.clone());
+        }
+        match (self.line, self.column) {
+            (Some(line), Some(column)) => parts.push(format!("line {line}, column {column}")),
+            (Some(line), None) => parts.push(format!("line {line}")),
+            _ => {}
+        }
+        if let Some(row) = self.row {
+            parts.push(format!("row {row}"));
+        }
+        if let Some(type_name) = &self.type_name {
+            parts.push(format!("type {type_name}"));
+        }
+        if let Some(field) = &self.field {
+            parts.push(format!("field {field}"));
+        }
+        if parts.is_empty() {
+            f.write_str("input")
+        } else {
+            f.write_str(&parts.join(", "))
+        }
+    }
+}
+
+/// The source of a storage failure, kept for its message and chain.
+pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Every error the engine returns. Each variant carries its [`Evidence`].
+#[derive(Debug, thiserror::Error)]
+pub enum OmniError {
+    /// The caller's input is malformed or does not fit the schema's shape.
+    #[error("bad input at {location}: {message}")]
+    BadInput {
+        /// Where the bad value is (boxed: it is the largest part of any error).
+        location: Box<InputLocation>,
+        /// What is wrong with it.
+        message: String,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// A named thing (root, type, key, commit, index) does not exist.
+    #[error("not found: {what}")]
+    NotFound {
+        /// What was looked for, e.g. `type Person` or `commit 42`.
+        what: String,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// Data or a schema change breaks a rule of the schema.
+    #[error("schema violation in {type_name}: {message}")]
+    SchemaViolation {
+        /// The type whose rule was broken.
+        type_name: String,
+        /// What rule was broken.
+        message: String,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// A key that must be unique already exists.
+    #[error("key conflict in {type_name}: key {key} already exists")]
+    KeyConflict {
+        /// The type holding the key.
+        type_name: String,
+        /// The conflicting key, rendered.
+        key: String,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// Something the writer read before staging changed before it could publish.
+    #[error("read set changed: {member} was {expected} and is now {actual}")]
+    ReadSetChanged {
+        /// What changed: `graph_head:<branch>` or `pin:<table>`.
+        member: String,
+        /// The value the writer read.
+        expected: String,
+        /// The value found at publication.
+        actual: String,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// A publication's commit could not be read back after a transport error.
+    #[error("publication of commit {commit_id} is in doubt: read the head before retrying")]
+    PublishInDoubt {
+        /// The id of the commit whose publication is unknown.
+        commit_id: String,
+        /// Always [`Evidence::InDoubt`].
+        evidence: Evidence,
+    },
+    /// A retrying writer lost the race to publish too many times.
+    #[error("contention: gave up after {attempts} publication attempts")]
+    ContentionExhausted {
+        /// How many attempts were made.
+        attempts: u32,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// A maintenance run was cancelled before it finished.
+    #[error("maintenance cancelled")]
+    MaintenanceCancelled {
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// A graph already exists at the root.
+    #[error("a graph already exists at {root}")]
+    AlreadyInitialized {
+        /// The root that already holds a graph.
+        root: String,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// A stored object is malformed, truncated, of an unknown format, or out of sequence.
+    #[error("corrupt state in {object}: {message}")]
+    Corrupt {
+        /// The object (path) that is wrong.
+        object: String,
+        /// What is wrong with it.
+        message: String,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// The object store or Lance failed.
+    #[error("storage failure ({kind:?}) during {operation}: {source}")]
+    Storage {
+        /// The classified kind.
+        kind: StorageKind,
+        /// What the engine was doing (`put _graph/FORMAT`, `open table t1`).
+        operation: String,
+        /// The underlying error.
+        #[source]
+        source: BoxedSource,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// A broken invariant of the engine itself.
+    #[error("internal error: {message}")]
+    Internal {
+        /// What invariant broke.
+        message: String,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+}
+
+/// The result type of the engine.
+pub type Result<T, E = OmniError> = std::result::Result<T, E>;
+
+/// The kind of an [`OmniError`], with storage failures split by [`StorageKind`]: the key
+/// of the [`ERROR_TABLE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// [`OmniError::BadInput`].
+    BadInput,
+    /// [`OmniError::NotFound`].
+    NotFound,
+    /// [`OmniError::SchemaViolation`].
+    SchemaViolation,
+    /// [`OmniError::KeyConflict`].
+    KeyConflict,
+    /// [`OmniError::ReadSetChanged`].
+    ReadSetChanged,
+    /// [`OmniError::PublishInDoubt`].
+    PublishInDoubt,
+    /// [`OmniError::ContentionExhausted`].
+    ContentionExhausted,
+    /// [`OmniError::MaintenanceCancelled`].
+    MaintenanceCancelled,
+    /// [`OmniError::AlreadyInitialized`].
+    AlreadyInitialized,
+    /// [`OmniError::Corrupt`].
+    Corrupt,
+    /// [`OmniError::Storage`] of the given kind.
+    Storage(StorageKind),
+    /// [`OmniError::Internal`].
+    Internal,
+}
+
+/// The stable identity of an error kind for callers outside Rust.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorCode {
+    /// Stable snake_case code, printed by the CLI and served by hosts.
+    pub code: &'static str,
+    /// The `omnigraph` process exit code.
+    pub exit_code: i32,
+    /// The HTTP status for hosts that serve the engine.
+    pub http_status: u16,
+}
+
+/// CLI exit code: success.
+pub const EXIT_SUCCESS: i32 = 0;
+/// CLI exit code: a failure with no more specific code.
+pub const EXIT_FAILURE: i32 = 1;
+/// CLI exit code: usage error or bad input.
+pub const EXIT_USAGE: i32 = 2;
+/// CLI exit code: a conflict or a failed precondition.
+pub const EXIT_CONFLICT: i32 = 4;
+/// CLI exit code: temporary failure, retry later (sysexits `EX_TEMPFAIL`).
+pub const EXIT_TEMPORARY: i32 = 75;
+
+const fn code(code: &'static str, exit_code: i32, http_status: u16) -> ErrorCode {
+    ErrorCode {
+        code,
+        exit_code,
+        http_status,
+    }
+}
+
+/// The one table from error kind to code, exit code and HTTP status.
+///
+/// `PublishInDoubt` is deliberately not "temporary": a blind retry of an insert whose
+/// first publication landed would insert twice, so the caller must read the head first.
+pub const ERROR_TABLE: &[(ErrorKind, ErrorCode)] = &[
+    (ErrorKind::BadInput, code("bad_input", EXIT_USAGE, 400)),
+    (ErrorKind::NotFound, code("not_found", EXIT_FAILURE, 404)),
+    (
+        ErrorKind::SchemaViolation,
+        code("schema_violation", EXIT_USAGE, 422),
+    ),
+    (
+        ErrorKind::KeyConflict,
+        code("key_conflict", EXIT_CONFLICT, 409),
+    ),
+    (
+        ErrorKind::ReadSetChanged,
+        code("read_set_changed", EXIT_CONFLICT, 409),
+    ),
+    (
+        ErrorKind::PublishInDoubt,
+        code("publish_in_doubt", EXIT_FAILURE, 500),
+    ),
+    (
+        ErrorKind::ContentionExhausted,
+        code("contention_exhausted", EXIT_TEMPORARY, 503),
+    ),
+    (
+        ErrorKind::MaintenanceCancelled,
+        code("maintenance_cancelled", EXIT_TEMPORARY, 503),
+    ),
+    (
+        ErrorKind::AlreadyInitialized,
+        code("already_initialized", EXIT_CONFLICT, 409),
+    ),
+    (ErrorKind::Corrupt, code("corrupt_state", EXIT_FAILURE, 500)),
+    (
+        ErrorKind::Storage(StorageKind::Transient),
+        code("storage_transient", EXIT_TEMPORARY, 503),
+    ),
+    (
+        ErrorKind::Storage(StorageKind::Configuration),
+        code("storage_configuration", EXIT_FAILURE, 500),
+    ),
+    (
+        ErrorKind::Storage(StorageKind::NotFound),
+        code("storage_not_found", EXIT_FAILURE, 500),
+    ),
+    (
+        ErrorKind::Storage(StorageKind::Precondition),
+        code("storage_precondition", EXIT_CONFLICT, 412),
+    ),
+    (
+        ErrorKind::Storage(StorageKind::Permanent),
+        code("storage_permanent", EXIT_FAILURE, 500),
+    ),
+    (
+        ErrorKind::Storage(StorageKind::Unknown),
+        code("storage_unknown", EXIT_FAILURE, 500),
+    ),
+    (ErrorKind::Internal, code("internal", EXIT_FAILURE, 500)),
+];
+
+/// The table row for a kind.
+pub fn error_code(kind: ErrorKind) -> ErrorCode {
+    ERROR_TABLE
+        .iter()
+        .find(|(row_kind, _)| *row_kind == kind)
+        .map(|(_, row_code)| *row_code)
+        // Every kind has a row; the table test enumerates them.
+        .unwrap_or(code("internal", EXIT_FAILURE, 500))
+}
+
+impl OmniError {
+    /// This error's kind, the key of the [`ERROR_TABLE`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            OmniError::BadInput { .. } => ErrorKind::BadInput,
+            OmniError::NotFound { .. } => ErrorKind::NotFound,
+            OmniError::SchemaViolation { .. } => ErrorKind::SchemaViolation,
+            OmniError::KeyConflict { .. } => ErrorKind::KeyConflict,
+            OmniError::ReadSetChanged { .. } => ErrorKind::ReadSetChanged,
+            OmniError::PublishInDoubt { .. } => ErrorKind::PublishInDoubt,
+            OmniError::ContentionExhausted { .. } => ErrorKind::ContentionExhausted,
+            OmniError::MaintenanceCancelled { .. } => ErrorKind::MaintenanceCancelled,
+            OmniError::AlreadyInitialized { .. } => ErrorKind::AlreadyInitialized,
+            OmniError::Corrupt { .. } => ErrorKind::Corrupt,
+            OmniError::Storage { kind, .. } => ErrorKind::Storage(*kind),
+            OmniError::Internal { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// The stable code, exit code and HTTP status of this error.
+    pub fn code(&self) -> ErrorCode {
+        error_code(self.kind())
+    }
+
+    /// What this error says was left behind.
+    pub fn evidence(&self) -> &Evidence {
+        match self {
+            OmniError::BadInput { evidence, .. }
+            | OmniError::NotFound { evidence, .. }
+            | OmniError::SchemaViolation { evidence, .. }
+            | OmniError::KeyConflict { evidence, .. }
+            | OmniError::ReadSetChanged { evidence, .. }
+            | OmniError::PublishInDoubt { evidence, .. }
+            | OmniError::ContentionExhausted { evidence, .. }
+            | OmniError::MaintenanceCancelled { evidence, .. }
+            | OmniError::AlreadyInitialized { evidence, .. }
+            | OmniError::Corrupt { evidence, .. }
+            | OmniError::Storage { evidence, .. }
+            | OmniError::Internal { evidence, .. } => evidence,
+        }
+    }
+
+    fn evidence_mut(&mut self) -> &mut Evidence {
+        match self {
+            OmniError::BadInput { evidence, .. }
+            | OmniError::NotFound { evidence, .. }
+            | OmniError::SchemaViolation { evidence, .. }
+            | OmniError::KeyConflict { evidence, .. }
+            | OmniError::ReadSetChanged { evidence, .. }
+            | OmniError::PublishInDoubt { evidence, .. }
+            | OmniError::ContentionExhausted { evidence, .. }
+            | OmniError::MaintenanceCancelled { evidence, .. }
+            | OmniError::AlreadyInitialized { evidence, .. }
+            | OmniError::Corrupt { evidence, .. }
+            | OmniError::Storage { evidence, .. }
+            | OmniError::Internal { evidence, .. } => evidence,
+        }
+    }
+
+    /// Raise the evidence to at least `at_least`: a layer that has staged files knows
+    /// that a failure below it is no longer `BeforeEffect`. Evidence never goes down, and
+    /// `InDoubt` and `PartlyPublished` are never replaced by weaker claims.
+    pub fn with_evidence(mut self, at_least: Evidence) -> Self {
+        let current = self.evidence_mut();
+        if evidence_rank(&at_least) > evidence_rank(current) {
+            *current = at_least;
+        }
+        self
+    }
+
+    /// Bad input at a location.
+    pub fn bad_input(location: InputLocation, message: impl Into<String>) -> Self {
+        OmniError::BadInput {
+            location: Box::new(location),
+            message: message.into(),
+            evidence: Evidence::BeforeEffect,
+        }
+    }
+
+    /// A missing thing, before any effect.
+    pub fn not_found(what: impl Into<String>) -> Self {
+        OmniError::NotFound {
+            what: what.into(),
+            evidence: Evidence::BeforeEffect,
+        }
+    }
+
+    /// A corrupt or unreadable stored object, before any effect.
+    pub fn corrupt(object: impl Into<String>, message: impl Into<String>) -> Self {
+        OmniError::Corrupt {
+            object: object.into(),
+            message: message.into(),
+            evidence: Evidence::BeforeEffect,
+        }
+    }
+
+    /// A broken engine invariant, before any effect.
+    pub fn internal(message: impl Into<String>) -> Self {
+        OmniError::Internal {
+            message: message.into(),
+            evidence: Evidence::BeforeEffect,
+        }
+    }
+
+    /// A storage failure of an explicit kind, before any effect.
+    pub fn storage(kind: StorageKind, operation: impl Into<String>, source: BoxedSource) -> Self {
+        OmniError::Storage {
+            kind,
+            operation: operation.into(),
+            source,
+            evidence: Evidence::BeforeEffect,
+        }
+    }
+
+    /// A failure from `object_store`, classified by its variant.
+    pub fn from_object_store(operation: impl Into<String>, error: object_store::Error) -> Self {
+        let kind = crate::classify::object_store_kind(&error);
+        OmniError::storage(kind, operation, Box::new(error))
+    }
+
+    /// A failure from Lance, classified by its variant and the type of its source.
+    pub fn from_lance(operation: impl Into<String>, error: lance::Error) -> Self {
+        let kind = crate::classify::lance_kind(&error);
+        OmniError::storage(kind, operation, Box::new(error))
+    }
+}
+
+fn evidence_rank(evidence: &Evidence) -> u8 {
+    match evidence {
+        Evidence::BeforeEffect => 0,
+        Evidence::Unpublished => 1,
+        Evidence::PartlyPublished { .. } => 2,
+        Evidence::InDoubt => 3,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn every_kind() -> Vec<ErrorKind> {
+        let mut kinds = vec![
+            ErrorKind::BadInput,
+            ErrorKind::NotFound,
+            ErrorKind::SchemaViolation,
+            ErrorKind::KeyConflict,
+            ErrorKind::ReadSetChanged,
+            ErrorKind::PublishInDoubt,
+            ErrorKind::ContentionExhausted,
+            ErrorKind::MaintenanceCancelled,
+            ErrorKind::AlreadyInitialized,
+            ErrorKind::Corrupt,
+            ErrorKind::Internal,
+        ];
+        kinds.extend(
+            StorageKind::ALL
+                .iter()
+                .map(|kind| ErrorKind::Storage(*kind)),
+        );
+        kinds
+    }
+
+    #[test]
+    fn every_kind_has_exactly_one_row_and_codes_are_unique_snake_case() {
+        let kinds = every_kind();
+        assert_eq!(ERROR_TABLE.len(), kinds.len());
+        for kind in &kinds {
+            let rows = ERROR_TABLE.iter().filter(|(k, _)| k == kind).count();
+            assert_eq!(rows, 1, "{kind:?} must have exactly one row");
+        }
+        let mut seen = HashSet::new();
+        for (kind, row) in ERROR_TABLE {
+            assert!(seen.insert(row.code), "duplicate code {}", row.code);
+            assert!(
+                row.code
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{kind:?}: code {} is not snake_case",
+                row.code
+            );
+            assert!(
+                [EXIT_FAILURE, EXIT_USAGE, EXIT_CONFLICT, EXIT_TEMPORARY].contains(&row.exit_code),
+                "{kind:?}: exit code {} is not one of the documented ones",
+                row.exit_code
+            );
+            assert!((400..600).contains(&row.http_status));
+        }
+    }
+
+    #[test]
+    fn table_values_that_callers_rely_on() {
+        let cancelled = OmniError::MaintenanceCancelled {
+            evidence: Evidence::Unpublished,
+        };
+        assert_eq!(
+            cancelled.code(),
+            ErrorCode {
+                code: "maintenance_cancelled",
+                exit_code: 75,
+                http_status: 503
+            }
+        );
+        let conflict = OmniError::ReadSetChanged {
+            member: "graph_head:main".into(),
+            expected: "3".into(),
+            actual: "4".into(),
+            evidence: Evidence::Unpublished,
+        };
+        assert_eq!(conflict.code().http_status, 409);
+        assert_eq!(conflict.code().exit_code, 4);
+        let bad = OmniError::bad_input(InputLocation::in_source("x.jsonl").at(3, 1), "bad");
+        assert_eq!((bad.code().exit_code, bad.code().http_status), (2, 400));
+        let transient = OmniError::storage(StorageKind::Transient, "get", "x".into());
+        assert_eq!(
+            (transient.code().exit_code, transient.code().http_status),
+            (75, 503)
+        );
+        let exists = OmniError::AlreadyInitialized {
+            root: "r".into(),
+            evidence: Evidence::BeforeEffect,
+        };
+        assert_eq!(exists.code().exit_code, 4);
+    }
+
+    #[test]
+    fn evidence_only_rises() {
+        let error = OmniError::internal("x").with_evidence(Evidence::Unpublished);
+        assert_eq!(error.evidence(), &Evidence::Unpublished);
+        let error = error.with_evidence(Evidence::BeforeEffect);
+        assert_eq!(error.evidence(), &Evidence::Unpublished);
+        let error = error.with_evidence(Evidence::InDoubt);
+        assert_eq!(error.evidence(), &Evidence::InDoubt);
+        let error = error.with_evidence(Evidence::PartlyPublished {
+            published_units: vec!["t1".into()],
+        });
+        assert_eq!(error.evidence(), &Evidence::InDoubt);
+    }
+
+    #[test]
+    fn messages_name_what_and_where() {
+        let location = InputLocation::in_source("people.jsonl")
+            .at(7, 12)
+            .type_name("Person")
+            .field("age");
+        let error = OmniError::bad_input(location, "expected Int32, found \"x\"");
+        assert_eq!(
+            error.to_string(),
+            "bad input at people.jsonl, line 7, column 12, type Person, field age: expected Int32, found \"x\""
+        );
+        let evidence = Evidence::PartlyPublished {
+            published_units: vec!["t1".into(), "t2".into()],
+        };
+        assert_eq!(evidence.to_string(), "partly_published [t1, t2]");
+        let json = serde_json::to_value(&evidence).unwrap();
+        assert_eq!(json["kind"], "partly_published");
+        assert_eq!(json["published_units"][1], "t2");
+    }
+}

@@ -1,0 +1,132 @@
+//! The registry of failpoint names: the only place a name is spelled.
+//!
+//! Call sites write `fail::fail_point!(failpoints::STAGE_BEFORE_MANIFEST.name())`; the
+//! guard (`cargo xtask guards`) refuses a string literal there. Failpoints are compiled
+//! in only with the `failpoints` feature (the `fail` crate's own switch); without it a
+//! `fail_point!` is empty.
+//!
+//! The `fail` crate's registry is process-global, but tests run in parallel: a failpoint
+//! armed for one test must not fire in another. So a failpoint fires only inside a
+//! failpoint scope (a task-local set by [`Armed::run`]); everywhere else [`check`] is a
+//! no-op. Tests arm through [`arm`], which also holds the `fail` crate's scenario lock so
+//! that tests arming failpoints run one at a time, and disarms everything on drop.
+
+/// A failpoint name from this registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Failpoint(&'static str);
+
+impl Failpoint {
+    /// The name the `fail` crate knows it by.
+    pub const fn name(&self) -> &'static str {
+        self.0
+    }
+}
+
+/// In the adapter: a link's data (and index) files are written; its detached manifest
+/// is not. Firing here leaves unpublished files and no version.
+pub const STAGE_BEFORE_MANIFEST: Failpoint = Failpoint("adapter.stage.before_manifest");
+/// In the adapter: a link's detached manifest is written; the caller has not seen it.
+pub const STAGE_AFTER_MANIFEST: Failpoint = Failpoint("adapter.stage.after_manifest");
+/// In the adapter: a table's directory is named but its first manifest is not written.
+pub const CREATE_BEFORE_COMMIT: Failpoint = Failpoint("adapter.create.before_commit");
+
+/// Every failpoint, for listings and for tests that sweep them all.
+pub const ALL: &[Failpoint] = &[
+    STAGE_BEFORE_MANIFEST,
+    STAGE_AFTER_MANIFEST,
+    CREATE_BEFORE_COMMIT,
+];
+
+/// Fires a registered failpoint: returns the injected error when it is armed with
+/// `return`, and nothing otherwise (always nothing without the `failpoints` feature).
+pub fn check(point: Failpoint) -> crate::Result<()> {
+    if in_scope() {
+        fail::fail_point!(point.name(), |_| {
+            Err(crate::OmniError::storage(
+                crate::StorageKind::Transient,
+                format!("failpoint {}", point.name()),
+                format!("injected at failpoint {}", point.name()).into(),
+            ))
+        });
+    }
+    Ok(())
+}
+
+tokio::task_local! {
+    static FAILPOINT_SCOPE: ();
+}
+
+fn in_scope() -> bool {
+    cfg!(feature = "failpoints") && FAILPOINT_SCOPE.try_with(|_| ()).is_ok()
+}
+
+/// An armed failpoint scenario; dropping it disarms every failpoint.
+#[cfg(feature = "failpoints")]
+pub struct Armed {
+    _scenario: fail::FailScenario<'static>,
+}
+
+/// Arms `point` with a `fail` action (`"return"`, `"1*return"`, `"panic"`, `"sleep(10)"`,
+/// …) for as long as the returned guard lives. Serialises with every other armed test.
+#[cfg(feature = "failpoints")]
+pub fn arm(point: Failpoint, action: &str) -> Armed {
+    let armed = Armed {
+        _scenario: fail::FailScenario::setup(),
+    };
+    armed.also(point, action);
+    armed
+}
+
+#[cfg(feature = "failpoints")]
+impl Armed {
+    /// Arms one more failpoint in this scenario.
+    pub fn also(&self, point: Failpoint, action: &str) {
+        fail::cfg(point.name(), action).unwrap_or_else(|error| {
+            panic!("failpoint {} action {action:?}: {error}", point.name())
+        });
+    }
+
+    /// Runs `future` inside the failpoint scope: only there do armed failpoints fire.
+    pub async fn run<F: std::future::Future>(&self, future: F) -> F::Output {
+        FAILPOINT_SCOPE.scope((), future).await
+    }
+
+    /// Runs `body` synchronously inside the failpoint scope.
+    pub fn run_sync<R>(&self, body: impl FnOnce() -> R) -> R {
+        FAILPOINT_SCOPE.sync_scope((), body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_and_dotted() {
+        let mut seen = HashSet::new();
+        for point in ALL {
+            assert!(seen.insert(point.name()), "duplicate {}", point.name());
+            assert!(point.name().split('.').count() >= 2, "{}", point.name());
+        }
+    }
+
+    #[cfg(feature = "failpoints")]
+    #[test]
+    fn an_armed_point_fires_and_disarms_on_drop() {
+        let quiet = {
+            let armed = arm(STAGE_BEFORE_MANIFEST, "return");
+            let error = armed.run_sync(|| check(STAGE_BEFORE_MANIFEST)).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                crate::ErrorKind::Storage(crate::StorageKind::Transient)
+            );
+            assert!(armed.run_sync(|| check(STAGE_AFTER_MANIFEST)).is_ok());
+            // Outside the scope an armed failpoint does not fire.
+            assert!(check(STAGE_BEFORE_MANIFEST).is_ok());
+            drop(armed);
+            arm(STAGE_AFTER_MANIFEST, "off")
+        };
+        assert!(quiet.run_sync(|| check(STAGE_BEFORE_MANIFEST)).is_ok());
+    }
+}

@@ -1,0 +1,26 @@
+//! OmniGraph core: what every layer above needs and nothing that publishes.
+//!
+//! - [`error`]: [`OmniError`], the [`Evidence`] every error carries, and the table from
+//!   each error to its stable code, CLI exit code and HTTP status.
+//! - [`classify`]: storage failures from `object_store` and Lance, classified by type.
+//! - [`schema`]: the `.pg` schema language and the checked [`schema::Catalog`].
+//! - [`storage`]: a root (local folder, `memory://`, `s3://`) and the counting,
+//!   fault-injecting wrapper every request in it passes through.
+//! - [`adapter`]: the only module that calls Lance write APIs; it stages detached links.
+//! - [`failpoints`]: the registry of failpoint names.
+//! - [`seams`]: the clock and id seams for deterministic simulation.
+
+#![warn(missing_docs)]
+
+pub mod adapter;
+pub mod classify;
+pub mod error;
+pub mod failpoints;
+pub mod schema;
+pub mod seams;
+pub mod storage;
+
+pub use error::{
+    EXIT_CONFLICT, EXIT_FAILURE, EXIT_SUCCESS, EXIT_TEMPORARY, EXIT_USAGE, ErrorCode, ErrorKind,
+    Evidence, InputLocation, OmniError, Result, StorageKind,
+};

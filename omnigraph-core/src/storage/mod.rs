@@ -1,0 +1,13 @@
+//! The storage root and the object-store wrapper every request in it passes through.
+
+mod root;
+mod wrapper;
+
+pub use root::{
+    INDEX_CACHE_BYTES, MAX_ROOT_URI_LEN, METADATA_CACHE_BYTES, PutOutcome, RootLocation,
+    StorageRoot,
+};
+pub use wrapper::{
+    FaultAction, FaultHandle, FaultRule, Request, RequestCounts, RequestKind, RequestProbe,
+    StoreWrapper, glob_matches,
+};

@@ -1,0 +1,331 @@
+//! A graph's storage root: where its objects live, the wrapped store the engine and Lance
+//! share, and the Lance session every table in the root is opened with.
+
+use super::wrapper::{FaultHandle, FaultRule, RequestProbe, StoreWrapper};
+use crate::error::{InputLocation, OmniError, Result, StorageKind};
+use bytes::Bytes;
+use futures::TryStreamExt;
+use lance::io::{ObjectStore as LanceStore, ObjectStoreParams};
+use lance::session::Session;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use std::sync::Arc;
+
+/// Lance index cache per root session (bytes). Explicit: Lance's default is 6 GiB.
+pub const INDEX_CACHE_BYTES: usize = 256 << 20;
+/// Lance metadata cache per root session (bytes).
+pub const METADATA_CACHE_BYTES: usize = 64 << 20;
+/// The longest root URI accepted.
+pub const MAX_ROOT_URI_LEN: usize = 4096;
+
+/// Where a root's objects live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RootLocation {
+    /// A local folder (absolute path).
+    Local(std::path::PathBuf),
+    /// Process-shared memory under a name (`memory://name/optional/prefix`).
+    Memory {
+        /// The shared store's name.
+        name: String,
+        /// A prefix inside it.
+        prefix: String,
+    },
+    /// An S3-compatible bucket (`s3://bucket/prefix`), with the `s3` feature.
+    S3 {
+        /// The bucket.
+        bucket: String,
+        /// A prefix inside it.
+        prefix: String,
+    },
+}
+
+impl RootLocation {
+    /// Parses a root URI: a local path, `file://…`, `memory://…` or `s3://…`.
+    pub fn parse(uri: &str) -> Result<RootLocation> {
+        let bad = |message: String| {
+            OmniError::bad_input(InputLocation::in_source("root URI").field(uri), message)
+        };
+        if uri.is_empty() {
+            return Err(bad("the root URI is empty".into()));
+        }
+        if uri.len() > MAX_ROOT_URI_LEN {
+            return Err(bad(format!(
+                "the root URI is longer than {MAX_ROOT_URI_LEN} bytes"
+            )));
+        }
+        if let Some(rest) = uri.strip_prefix("memory://") {
+            let (name, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let name = if name.is_empty() { "default" } else { name };
+            if !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(bad(format!(
+                    "memory root name {name:?} must be ASCII letters, digits, '-' or '_'"
+                )));
+            }
+            return Ok(RootLocation::Memory {
+                name: name.to_string(),
+                prefix: clean_prefix(prefix).map_err(bad)?,
+            });
+        }
+        if let Some(rest) = uri.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(bad("an s3:// root needs a bucket".into()));
+            }
+            return Ok(RootLocation::S3 {
+                bucket: bucket.to_string(),
+                prefix: clean_prefix(prefix).map_err(bad)?,
+            });
+        }
+        let local = if let Some(rest) = uri.strip_prefix("file://") {
+            std::path::PathBuf::from(rest)
+        } else if uri.contains("://") {
+            return Err(bad(format!(
+                "unsupported root URI scheme in {uri:?}: use a local path, file://, memory:// or s3://"
+            )));
+        } else {
+            std::path::PathBuf::from(uri)
+        };
+        let absolute = std::path::absolute(&local)
+            .map_err(|error| bad(format!("cannot make {uri:?} absolute: {error}")))?;
+        // Resolve symlinks where the folder exists, so two spellings of one folder share
+        // one branch gate.
+        let canonical = std::fs::canonicalize(&absolute).unwrap_or(absolute);
+        Ok(RootLocation::Local(canonical))
+    }
+
+    /// The URI Lance opens for the root (every request routed through wrappers: plain
+    /// `file://` would bypass them).
+    fn lance_base(&self) -> String {
+        match self {
+            RootLocation::Local(path) => format!("file-object-store://{}", path.display())
+                .trim_end_matches('/')
+                .to_string(),
+            RootLocation::Memory { name, prefix } => {
+                join_uri(&format!("shared-memory://{name}"), prefix)
+            }
+            RootLocation::S3 { bucket, prefix } => join_uri(&format!("s3://{bucket}"), prefix),
+        }
+    }
+
+    /// The canonical identity of the root, the key of per-root registries.
+    pub fn canonical(&self) -> String {
+        match self {
+            RootLocation::Local(path) => format!("file://{}", path.display()),
+            RootLocation::Memory { name, prefix } => join_uri(&format!("memory://{name}"), prefix),
+            RootLocation::S3 { bucket, prefix } => join_uri(&format!("s3://{bucket}"), prefix),
+        }
+    }
+}
+
+fn clean_prefix(prefix: &str) -> std::result::Result<String, String> {
+    let trimmed = prefix.trim_matches('/');
+    for part in trimmed.split('/').filter(|part| !part.is_empty()) {
+        if part == "." || part == ".." {
+            return Err(format!(
+                "the root prefix {prefix:?} has a '.' or '..' segment"
+            ));
+        }
+    }
+    Ok(trimmed.to_string())
+}
+
+fn join_uri(base: &str, prefix: &str) -> String {
+    if prefix.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}/{prefix}")
+    }
+}
+
+/// What a put-if-absent found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// The object was created.
+    Created,
+    /// An object was already there; nothing was written.
+    AlreadyExists,
+}
+
+/// An open storage root.
+#[derive(Debug)]
+pub struct StorageRoot {
+    location: RootLocation,
+    lance_base: String,
+    wrapper: StoreWrapper,
+    params: ObjectStoreParams,
+    session: Arc<Session>,
+    store: Arc<LanceStore>,
+    base_path: Path,
+}
+
+impl StorageRoot {
+    /// Opens the root at `uri`. Nothing is read or written: a root that holds no graph
+    /// opens fine, and the graph layer decides what that means.
+    pub async fn open(uri: &str) -> Result<Arc<StorageRoot>> {
+        let location = RootLocation::parse(uri)?;
+        if let RootLocation::S3 { .. } = location
+            && !cfg!(feature = "s3")
+        {
+            return Err(OmniError::storage(
+                StorageKind::Configuration,
+                format!("open {uri}"),
+                "this build has no S3 support: build omnigraph-core with the `s3` feature".into(),
+            ));
+        }
+        let lance_base = location.lance_base();
+        let session = Arc::new(Session::new(
+            INDEX_CACHE_BYTES,
+            METADATA_CACHE_BYTES,
+            Arc::new(lance::io::ObjectStoreRegistry::default()),
+        ));
+        // The wrapper strips the root's own path so patterns and probes see
+        // root-relative paths; learn that path from Lance's parse of the URI first.
+        let base_path = LanceStore::extract_path_from_uri(session.store_registry(), &lance_base)
+            .map_err(|error| OmniError::from_lance(format!("parse root {uri}"), error))?;
+        let wrapper = StoreWrapper::new(base_path.as_ref());
+        let params = ObjectStoreParams {
+            object_store_wrapper: Some(Arc::new(wrapper.clone())),
+            ..Default::default()
+        };
+        let (store, _) =
+            LanceStore::from_uri_and_params(session.store_registry(), &lance_base, &params)
+                .await
+                .map_err(|error| OmniError::from_lance(format!("open root {uri}"), error))?;
+        Ok(Arc::new(StorageRoot {
+            location,
+            lance_base,
+            wrapper,
+            params,
+            session,
+            store,
+            base_path,
+        }))
+    }
+
+    /// Where the root lives.
+    pub fn location(&self) -> &RootLocation {
+        &self.location
+    }
+
+    /// The canonical identity of the root (`file:///abs`, `memory://name`, `s3://b/p`).
+    pub fn canonical(&self) -> String {
+        self.location.canonical()
+    }
+
+    /// The URI Lance opens for an object under the root, e.g. `tables/<id>`.
+    pub fn lance_uri(&self, relative: &str) -> String {
+        join_uri(&self.lance_base, relative.trim_matches('/'))
+    }
+
+    /// The store parameters every Lance call in this root uses (they carry the wrapper).
+    pub fn store_params(&self) -> &ObjectStoreParams {
+        &self.params
+    }
+
+    /// The Lance session shared by every table in this root.
+    pub fn session(&self) -> Arc<Session> {
+        self.session.clone()
+    }
+
+    /// Starts recording requests made in this root (by the engine and by Lance).
+    pub fn probe(&self) -> RequestProbe {
+        self.wrapper.probe()
+    }
+
+    /// Injects a fault into this root's requests until the handle drops.
+    pub fn inject(&self, rule: FaultRule) -> FaultHandle {
+        self.wrapper.inject(rule)
+    }
+
+    fn path(&self, relative: &str) -> Path {
+        let mut path = self.base_path.clone();
+        for part in relative.split('/').filter(|part| !part.is_empty()) {
+            path = path.join(part);
+        }
+        path
+    }
+
+    fn inner(&self) -> &Arc<dyn ObjectStore> {
+        &self.store.inner
+    }
+
+    /// Reads an object; `None` when it does not exist.
+    pub async fn get(&self, relative: &str) -> Result<Option<Bytes>> {
+        match self.inner().get(&self.path(relative)).await {
+            Ok(result) => {
+                result.bytes().await.map(Some).map_err(|error| {
+                    OmniError::from_object_store(format!("read {relative}"), error)
+                })
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(error) => Err(OmniError::from_object_store(
+                format!("get {relative}"),
+                error,
+            )),
+        }
+    }
+
+    /// Writes an object only if none exists at the path: the engine's CAS.
+    pub async fn put_if_absent(&self, relative: &str, bytes: Bytes) -> Result<PutOutcome> {
+        let options = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .inner()
+            .put_opts(&self.path(relative), PutPayload::from_bytes(bytes), options)
+            .await
+        {
+            Ok(_) => Ok(PutOutcome::Created),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(PutOutcome::AlreadyExists),
+            Err(error) => Err(OmniError::from_object_store(
+                format!("put-if-absent {relative}"),
+                error,
+            )),
+        }
+    }
+
+    /// Writes (overwrites) an object.
+    pub async fn put(&self, relative: &str, bytes: Bytes) -> Result<()> {
+        self.inner()
+            .put(&self.path(relative), PutPayload::from_bytes(bytes))
+            .await
+            .map(|_| ())
+            .map_err(|error| OmniError::from_object_store(format!("put {relative}"), error))
+    }
+
+    /// Lists the objects under a prefix (recursively), as root-relative paths, sorted.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        let base = self.base_path.as_ref().to_string();
+        let mut names: Vec<String> = self
+            .inner()
+            .list(Some(&self.path(prefix)))
+            .map_ok(|meta| {
+                let full = meta.location.as_ref().to_string();
+                full.strip_prefix(base.as_str())
+                    .unwrap_or(&full)
+                    .trim_start_matches('/')
+                    .to_string()
+            })
+            .try_collect()
+            .await
+            .map_err(|error| OmniError::from_object_store(format!("list {prefix}"), error))?;
+        names.sort();
+        Ok(names)
+    }
+
+    /// Deletes an object; deleting a missing object is not an error.
+    pub async fn delete(&self, relative: &str) -> Result<()> {
+        // Called as a function: `.delete(` reads as a Lance write to the guard.
+        match ObjectStoreExt::delete(self.inner().as_ref(), &self.path(relative)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(OmniError::from_object_store(
+                format!("delete {relative}"),
+                error,
+            )),
+        }
+    }
+}

@@ -1,0 +1,611 @@
+//! The request-counting, fault-injecting object-store wrapper.
+//!
+//! It implements Lance's `WrappingObjectStore`, so every request Lance makes for a table
+//! in the root passes through it, and the engine's own requests (the commit log) use the
+//! same wrapped store. Counting is scoped: a [`RequestProbe`] records the requests made
+//! while it lives, so a test asserts exact counts for exactly the calls it makes. Faults
+//! are scoped the same way: a [`FaultHandle`] removes its rule when dropped.
+//!
+//! Paths are matched and recorded relative to the graph root (`_graph/FORMAT`,
+//! `tables/<id>/_versions/d….manifest`), whatever the store's own prefix is.
+
+use crate::error::StorageKind;
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use lance::io::WrappingObjectStore;
+use object_store::list::PaginatedListStore;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
+};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+/// The kind of an object-store request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    /// A whole-object GET.
+    Get,
+    /// A GET of one or more byte ranges.
+    RangedGet,
+    /// A HEAD (metadata only).
+    Head,
+    /// A PUT that overwrites, or a multipart upload.
+    Put,
+    /// A PUT that succeeds only if the object does not exist.
+    PutIfAbsent,
+    /// A LIST (recursive or one level).
+    List,
+    /// A DELETE of one object.
+    Delete,
+    /// A COPY or RENAME.
+    CopyOrRename,
+}
+
+impl RequestKind {
+    /// Every kind, in report order.
+    pub const ALL: [RequestKind; 8] = [
+        RequestKind::Get,
+        RequestKind::RangedGet,
+        RequestKind::Head,
+        RequestKind::Put,
+        RequestKind::PutIfAbsent,
+        RequestKind::List,
+        RequestKind::Delete,
+        RequestKind::CopyOrRename,
+    ];
+}
+
+/// One request as a probe saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// Its kind.
+    pub kind: RequestKind,
+    /// The path relative to the graph root (a LIST names its prefix).
+    pub path: String,
+}
+
+/// Request counts by kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RequestCounts {
+    /// Count per kind; kinds with no requests are absent.
+    pub by_kind: BTreeMap<RequestKind, u64>,
+}
+
+impl RequestCounts {
+    /// The count of one kind.
+    pub fn get(&self, kind: RequestKind) -> u64 {
+        self.by_kind.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// All requests.
+    pub fn total(&self) -> u64 {
+        self.by_kind.values().sum()
+    }
+}
+
+impl fmt::Display for RequestCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .by_kind
+            .iter()
+            .map(|(kind, count)| format!("{kind:?}={count}"))
+            .collect();
+        write!(f, "total={} [{}]", self.total(), parts.join(", "))
+    }
+}
+
+#[derive(Debug, Default)]
+struct ProbeLog {
+    requests: Mutex<Vec<Request>>,
+}
+
+/// Records every request through its root's wrapper while it lives.
+#[derive(Debug)]
+pub struct RequestProbe {
+    log: Arc<ProbeLog>,
+}
+
+impl RequestProbe {
+    /// Counts by kind since the probe started (or was last reset).
+    pub fn counts(&self) -> RequestCounts {
+        let mut counts = RequestCounts::default();
+        for request in self.log.requests.lock().iter() {
+            *counts.by_kind.entry(request.kind).or_default() += 1;
+        }
+        counts
+    }
+
+    /// The requests in the order they were made.
+    pub fn requests(&self) -> Vec<Request> {
+        self.log.requests.lock().clone()
+    }
+
+    /// Forgets what was recorded so far.
+    pub fn reset(&self) {
+        self.log.requests.lock().clear();
+    }
+}
+
+/// What an injected fault does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Fail before the request reaches the store, with an error of this kind.
+    FailBefore(StorageKind),
+    /// Make the request, then report a transient error: the effect happened, the
+    /// acknowledgement was lost.
+    LostAck,
+}
+
+/// Which requests a fault applies to.
+#[derive(Clone, Debug)]
+pub struct FaultRule {
+    /// A glob over the root-relative path: `*` matches any run of characters, `/`
+    /// included.
+    pub path_pattern: String,
+    /// The kinds it applies to; empty means every kind.
+    pub kinds: Vec<RequestKind>,
+    /// What it does.
+    pub action: FaultAction,
+    /// How many matching requests it fires on before it goes quiet; `None` is forever.
+    pub times: Option<u64>,
+}
+
+impl FaultRule {
+    /// A rule for requests of `kinds` under a path glob, firing forever.
+    pub fn new(
+        path_pattern: impl Into<String>,
+        kinds: &[RequestKind],
+        action: FaultAction,
+    ) -> Self {
+        FaultRule {
+            path_pattern: path_pattern.into(),
+            kinds: kinds.to_vec(),
+            action,
+            times: None,
+        }
+    }
+
+    /// Fires on the first `times` matching requests only.
+    pub fn times(mut self, times: u64) -> Self {
+        self.times = Some(times);
+        self
+    }
+}
+
+#[derive(Debug)]
+struct ActiveFault {
+    rule: FaultRule,
+    fired: AtomicU64,
+}
+
+/// An injected fault; dropping it removes the rule.
+#[derive(Debug)]
+pub struct FaultHandle {
+    fault: Arc<ActiveFault>,
+    state: Weak<WrapperState>,
+}
+
+impl FaultHandle {
+    /// How many requests the fault has fired on.
+    pub fn fired(&self) -> u64 {
+        self.fault.fired.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FaultHandle {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.upgrade() {
+            state
+                .faults
+                .lock()
+                .retain(|fault| !Arc::ptr_eq(fault, &self.fault));
+        }
+    }
+}
+
+#[derive(Debug)]
+struct WrapperState {
+    /// The root's path inside the store, stripped from every recorded path.
+    base: String,
+    probes: Mutex<Vec<Weak<ProbeLog>>>,
+    faults: Mutex<Vec<Arc<ActiveFault>>>,
+}
+
+impl WrapperState {
+    fn relative(&self, path: &Path) -> String {
+        let full = path.as_ref();
+        if self.base.is_empty() {
+            return full.to_string();
+        }
+        match full.strip_prefix(self.base.as_str()) {
+            Some(rest) => rest.trim_start_matches('/').to_string(),
+            None => full.to_string(),
+        }
+    }
+
+    /// Records the request and returns the fault to apply, if any.
+    fn observe(&self, kind: RequestKind, path: &Path) -> Option<FaultAction> {
+        let relative = self.relative(path);
+        {
+            let mut probes = self.probes.lock();
+            probes.retain(|probe| probe.strong_count() > 0);
+            for probe in probes.iter().filter_map(Weak::upgrade) {
+                probe.requests.lock().push(Request {
+                    kind,
+                    path: relative.clone(),
+                });
+            }
+        }
+        let faults = self.faults.lock();
+        for fault in faults.iter() {
+            let rule = &fault.rule;
+            let kind_matches = rule.kinds.is_empty() || rule.kinds.contains(&kind);
+            if !kind_matches || !glob_matches(&rule.path_pattern, &relative) {
+                continue;
+            }
+            let fired = fault.fired.fetch_add(1, Ordering::SeqCst);
+            if rule.times.is_none_or(|times| fired < times) {
+                return Some(rule.action);
+            }
+            fault.fired.fetch_sub(1, Ordering::SeqCst);
+        }
+        None
+    }
+}
+
+/// The wrapper a root installs in Lance's store parameters and uses for its own store.
+#[derive(Debug, Clone)]
+pub struct StoreWrapper {
+    state: Arc<WrapperState>,
+}
+
+impl StoreWrapper {
+    /// A wrapper for a root whose objects live under `base` inside the store.
+    pub fn new(base: &str) -> StoreWrapper {
+        StoreWrapper {
+            state: Arc::new(WrapperState {
+                base: base.trim_matches('/').to_string(),
+                probes: Mutex::new(Vec::new()),
+                faults: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Starts recording requests.
+    pub fn probe(&self) -> RequestProbe {
+        let log = Arc::new(ProbeLog::default());
+        self.state.probes.lock().push(Arc::downgrade(&log));
+        RequestProbe { log }
+    }
+
+    /// Injects a fault until the handle drops.
+    pub fn inject(&self, rule: FaultRule) -> FaultHandle {
+        let fault = Arc::new(ActiveFault {
+            rule,
+            fired: AtomicU64::new(0),
+        });
+        self.state.faults.lock().push(fault.clone());
+        FaultHandle {
+            fault,
+            state: Arc::downgrade(&self.state),
+        }
+    }
+
+    /// Wraps a store directly (for stores Lance did not build).
+    pub fn wrap_store(&self, inner: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+        Arc::new(WrappedStore {
+            inner,
+            state: self.state.clone(),
+        })
+    }
+}
+
+impl WrappingObjectStore for StoreWrapper {
+    fn wrap(&self, _store_prefix: &str, original: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+        self.wrap_store(original)
+    }
+
+    /// No pushdown: a pushed-down listing would walk past the counter and the faults.
+    fn wrap_paginated(
+        &self,
+        _store_prefix: &str,
+        _original: Arc<dyn PaginatedListStore>,
+    ) -> Option<Arc<dyn PaginatedListStore>> {
+        None
+    }
+}
+
+/// `*` matches any run of characters (including `/`); everything else matches itself.
+pub fn glob_matches(pattern: &str, text: &str) -> bool {
+    let pattern: Vec<char> = pattern.chars().collect();
+    let text: Vec<char> = text.chars().collect();
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && pattern[p] == '*' {
+            star = Some((p, t));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == text[t] {
+            p += 1;
+            t += 1;
+        } else if let Some((star_p, star_t)) = star {
+            p = star_p + 1;
+            t = star_t + 1;
+            star = Some((star_p, star_t + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|c| *c == '*')
+}
+
+fn injected(kind: StorageKind, path: &str) -> object_store::Error {
+    let path = path.to_string();
+    let source: Box<dyn std::error::Error + Send + Sync> =
+        format!("injected fault on {path}").into();
+    match kind {
+        StorageKind::NotFound => object_store::Error::NotFound { path, source },
+        StorageKind::Precondition => object_store::Error::Precondition { path, source },
+        StorageKind::Configuration => object_store::Error::PermissionDenied { path, source },
+        StorageKind::Permanent => object_store::Error::NotSupported { source },
+        StorageKind::Transient => object_store::Error::Generic {
+            store: "omnigraph-fault",
+            source: Box::new(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                format!("injected transient fault on {path}"),
+            )),
+        },
+        StorageKind::Unknown => object_store::Error::Generic {
+            store: "omnigraph-fault",
+            source,
+        },
+    }
+}
+
+fn lost_ack(path: &str) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "omnigraph-fault",
+        source: Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            format!("injected lost acknowledgement on {path} (the request took effect)"),
+        )),
+    }
+}
+
+#[derive(Debug)]
+struct WrappedStore {
+    inner: Arc<dyn ObjectStore>,
+    state: Arc<WrapperState>,
+}
+
+impl fmt::Display for WrappedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OmniGraphWrapped({})", self.inner)
+    }
+}
+
+impl WrappedStore {
+    /// Records the request; fails it before it is made when a fault says so. Returns
+    /// whether the acknowledgement must be lost after it is made.
+    fn before(&self, kind: RequestKind, path: &Path) -> object_store::Result<bool> {
+        match self.state.observe(kind, path) {
+            Some(FaultAction::FailBefore(storage_kind)) => {
+                Err(injected(storage_kind, path.as_ref()))
+            }
+            Some(FaultAction::LostAck) => Ok(true),
+            None => Ok(false),
+        }
+    }
+
+    fn after<T>(
+        lose: bool,
+        path: &Path,
+        result: object_store::Result<T>,
+    ) -> object_store::Result<T> {
+        match result {
+            Ok(_) if lose => Err(lost_ack(path.as_ref())),
+            other => other,
+        }
+    }
+}
+
+#[async_trait]
+impl ObjectStore for WrappedStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let kind = match opts.mode {
+            PutMode::Create => RequestKind::PutIfAbsent,
+            _ => RequestKind::Put,
+        };
+        let lose = self.before(kind, location)?;
+        Self::after(
+            lose,
+            location,
+            self.inner.put_opts(location, payload, opts).await,
+        )
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        let lose = self.before(RequestKind::Put, location)?;
+        let upload = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(WrappedUpload {
+            inner: upload,
+            lose,
+            path: location.clone(),
+        }))
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let kind = if options.head {
+            RequestKind::Head
+        } else if options.range.is_some() {
+            RequestKind::RangedGet
+        } else {
+            RequestKind::Get
+        };
+        let lose = self.before(kind, location)?;
+        Self::after(lose, location, self.inner.get_opts(location, options).await)
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        let lose = self.before(RequestKind::RangedGet, location)?;
+        Self::after(
+            lose,
+            location,
+            self.inner.get_ranges(location, ranges).await,
+        )
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        let state = self.state.clone();
+        let inner = self.inner.clone();
+        // One request per path, so faults and counts apply per object.
+        locations
+            .then(move |location| {
+                let state = state.clone();
+                let inner = inner.clone();
+                async move {
+                    let location = location?;
+                    let store = WrappedStore { inner, state };
+                    let lose = store.before(RequestKind::Delete, &location)?;
+                    let single =
+                        futures::stream::once(futures::future::ready(Ok(location.clone()))).boxed();
+                    let mut results = store.inner.delete_stream(single);
+                    let result = match results.next().await {
+                        Some(result) => result,
+                        None => Ok(location.clone()),
+                    };
+                    Self::after(lose, &location, result)
+                }
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let at = prefix.cloned().unwrap_or_default();
+        match self.before(RequestKind::List, &at) {
+            Err(error) => futures::stream::once(futures::future::ready(Err(error))).boxed(),
+            Ok(true) => {
+                futures::stream::once(futures::future::ready(Err(lost_ack(at.as_ref())))).boxed()
+            }
+            Ok(false) => self.inner.list(prefix),
+        }
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let at = prefix.cloned().unwrap_or_default();
+        match self.before(RequestKind::List, &at) {
+            Err(error) => futures::stream::once(futures::future::ready(Err(error))).boxed(),
+            Ok(true) => {
+                futures::stream::once(futures::future::ready(Err(lost_ack(at.as_ref())))).boxed()
+            }
+            Ok(false) => self.inner.list_with_offset(prefix, offset),
+        }
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let at = prefix.cloned().unwrap_or_default();
+        let lose = self.before(RequestKind::List, &at)?;
+        Self::after(lose, &at, self.inner.list_with_delimiter(prefix).await)
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        let lose = self.before(RequestKind::CopyOrRename, to)?;
+        Self::after(lose, to, self.inner.copy_opts(from, to, options).await)
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        let lose = self.before(RequestKind::CopyOrRename, to)?;
+        Self::after(lose, to, self.inner.rename_opts(from, to, options).await)
+    }
+}
+
+/// A multipart upload whose completion can lose its acknowledgement.
+#[derive(Debug)]
+struct WrappedUpload {
+    inner: Box<dyn MultipartUpload>,
+    lose: bool,
+    path: Path,
+}
+
+#[async_trait]
+impl MultipartUpload for WrappedUpload {
+    fn put_part(&mut self, data: PutPayload) -> UploadPart {
+        self.inner.put_part(data)
+    }
+
+    async fn complete(&mut self) -> object_store::Result<PutResult> {
+        let result = self.inner.complete().await;
+        WrappedStore::after(self.lose, &self.path, result)
+    }
+
+    async fn abort(&mut self) -> object_store::Result<()> {
+        self.inner.abort().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_matches("_graph/FORMAT", "_graph/FORMAT"));
+        assert!(glob_matches(
+            "tables/*/_versions/d*.manifest",
+            "tables/t1/_versions/d123.manifest"
+        ));
+        assert!(!glob_matches(
+            "tables/*/_versions/d*.manifest",
+            "tables/t1/_versions/1.manifest"
+        ));
+        assert!(glob_matches("*", "anything/at/all"));
+        assert!(glob_matches(
+            "*commits*",
+            "_graph/branches/main/commits/00000000000000000001.json"
+        ));
+        assert!(!glob_matches("_graph/*", "tables/t1"));
+    }
+}

@@ -1,0 +1,210 @@
+//! Helpers the suites share: test roots on a local folder and in memory, a small typed
+//! table, and readers that return what a user would check (rows, keys, row ids).
+
+use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use futures::TryStreamExt;
+use lance::Dataset;
+use omnigraph_core::adapter::{self, LinkOrigin};
+use omnigraph_core::storage::StorageRoot;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The dimension of the test table's vectors.
+pub const DIMENSION: i32 = 4;
+
+/// Where a test root lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// A fresh temporary folder.
+    Local,
+    /// A fresh process-shared `memory://` name.
+    Memory,
+}
+
+/// Both backends, for tests that must hold on each.
+pub const BACKENDS: [Backend; 2] = [Backend::Local, Backend::Memory];
+
+/// A root for one test; the folder (if any) lives as long as it does.
+pub struct TestRoot {
+    /// The open root.
+    pub root: Arc<StorageRoot>,
+    /// The URI it was opened from.
+    pub uri: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestRoot {
+    /// A fresh, empty root on `backend`.
+    pub async fn new(backend: Backend) -> TestRoot {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let (uri, dir) = match backend {
+            Backend::Local => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                (dir.path().join("graph").display().to_string(), Some(dir))
+            }
+            Backend::Memory => (
+                format!(
+                    "memory://test-{}-{}",
+                    std::process::id(),
+                    NEXT.fetch_add(1, Ordering::SeqCst)
+                ),
+                None,
+            ),
+        };
+        let root = StorageRoot::open(&uri).await.expect("open root");
+        TestRoot {
+            root,
+            uri,
+            _dir: dir,
+        }
+    }
+
+    /// A second, independent handle on the same root (its own Lance session).
+    pub async fn reopen(&self) -> Arc<StorageRoot> {
+        StorageRoot::open(&self.uri).await.expect("reopen root")
+    }
+}
+
+/// The test table: `id: Int64` key, `name: String`, `text: String?`, `vec: Vector(4)?`.
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("text", DataType::Utf8, true),
+        Field::new(
+            "vec",
+            DataType::FixedSizeList(
+                Arc::new(Field::new("item", DataType::Float32, true)),
+                DIMENSION,
+            ),
+            true,
+        ),
+    ]))
+}
+
+/// Rows with ids `start..start+count`; vectors are deterministic, or all null.
+pub fn rows(start: i64, count: usize, null_vectors: bool) -> RecordBatch {
+    let ids: Vec<i64> = (start..start + count as i64).collect();
+    let names: Vec<String> = ids.iter().map(|id| format!("name-{id}")).collect();
+    let words = ["apple", "banana", "cherry", "durian"];
+    let texts: Vec<String> = ids
+        .iter()
+        .map(|id| format!("{} pie number {id}", words[(*id as usize) % words.len()]))
+        .collect();
+    let mut vectors = FixedSizeListBuilder::new(Float32Builder::new(), DIMENSION);
+    for id in &ids {
+        if null_vectors {
+            for _ in 0..DIMENSION {
+                vectors.values().append_null();
+            }
+            vectors.append(false);
+        } else {
+            for component in 0..DIMENSION {
+                let value = ((id * 7919 + component as i64 * 104_729) % 1000) as f32 / 1000.0;
+                vectors.values().append_value(value);
+            }
+            vectors.append(true);
+        }
+    }
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from(names)),
+            Arc::new(StringArray::from(texts)),
+            Arc::new(vectors.finish()),
+        ],
+    )
+    .expect("test batch")
+}
+
+/// An origin for links staged in tests.
+pub fn origin(base_version: u64) -> LinkOrigin {
+    LinkOrigin {
+        branch: "main".into(),
+        base_seq: 0,
+        base_version,
+    }
+}
+
+/// A new table `tables/<name>` with the test schema.
+pub async fn new_table(root: &StorageRoot, name: &str) -> Arc<Dataset> {
+    adapter::create_table(root, &format!("tables/{name}"), schema())
+        .await
+        .expect("create table")
+}
+
+/// `(id, stable row id)` of every row, sorted by id.
+pub async fn ids_and_row_ids(dataset: &Dataset) -> Vec<(i64, u64)> {
+    let mut scanner = dataset.scan();
+    scanner.project(&["id"]).expect("project");
+    scanner.with_row_id();
+    let batches: Vec<RecordBatch> = scanner
+        .try_into_stream()
+        .await
+        .expect("scan")
+        .try_collect()
+        .await
+        .expect("scan batches");
+    let mut out = Vec::new();
+    for batch in batches {
+        let ids = batch
+            .column_by_name("id")
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            .expect("id column")
+            .clone();
+        let row_ids = batch
+            .column_by_name("_rowid")
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .expect("_rowid column")
+            .clone();
+        for index in 0..batch.num_rows() {
+            out.push((ids.value(index), row_ids.value(index)));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The ids of the rows where `filter` holds, sorted.
+pub async fn ids_where(dataset: &Dataset, filter: &str) -> Vec<i64> {
+    let mut scanner = dataset.scan();
+    scanner.project(&["id"]).expect("project");
+    scanner.filter(filter).expect("filter");
+    let batches: Vec<RecordBatch> = scanner
+        .try_into_stream()
+        .await
+        .expect("scan")
+        .try_collect()
+        .await
+        .expect("scan batches");
+    let mut ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|batch| {
+            let column = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("id column")
+                .clone();
+            (0..column.len()).map(move |index| column.value(index))
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The string value of `column` for the row with `id`.
+pub async fn string_of(dataset: &Dataset, id: i64, column: &str) -> Option<String> {
+    let mut scanner = dataset.scan();
+    scanner.project(&[column]).expect("project");
+    scanner.filter(&format!("id = {id}")).expect("filter");
+    let batch = scanner.try_into_batch().await.expect("scan");
+    if batch.num_rows() == 0 {
+        return None;
+    }
+    let values = batch.column(0).as_any().downcast_ref::<StringArray>()?;
+    (!values.is_null(0)).then(|| values.value(0).to_string())
+}

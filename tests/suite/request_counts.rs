@@ -1,0 +1,77 @@
+//! Exact object-store request counts for the adapter's hot paths, on a local folder and
+//! in memory. Every request Lance makes passes through the root's wrapper.
+
+use omnigraph_core::adapter;
+use omnigraph_core::storage::RequestKind;
+use omnigraph_tests::{BACKENDS, TestRoot, new_table, origin, rows};
+
+#[tokio::test]
+async fn one_detached_append_is_three_puts() {
+    for backend in BACKENDS {
+        let test = TestRoot::new(backend).await;
+        let table = new_table(&test.root, "t1").await;
+        let probe = test.root.probe();
+        let link = adapter::stage_append(&table, vec![rows(0, 100, false)], &origin(1))
+            .await
+            .unwrap();
+        let counts = probe.counts();
+        let requests = probe.requests();
+        assert_eq!(counts.total(), 3, "{backend:?}: {counts} {requests:?}");
+        assert_eq!(counts.get(RequestKind::Put), 2, "{backend:?}: {requests:?}");
+        assert_eq!(
+            counts.get(RequestKind::PutIfAbsent),
+            1,
+            "{backend:?}: {requests:?}"
+        );
+        let paths: Vec<&str> = requests
+            .iter()
+            .map(|request| request.path.as_str())
+            .collect();
+        assert!(paths[0].starts_with("tables/t1/data/"), "{paths:?}");
+        assert!(
+            paths[1].starts_with("tables/t1/_transactions/"),
+            "{paths:?}"
+        );
+        assert_eq!(
+            paths[2],
+            format!("tables/t1/_versions/d{}.manifest", link.version),
+            "the manifest is the put-if-absent"
+        );
+        assert_eq!(requests[2].kind, RequestKind::PutIfAbsent);
+    }
+}
+
+#[tokio::test]
+async fn opening_a_table_at_a_detached_version_is_a_head_and_one_read() {
+    for backend in BACKENDS {
+        let test = TestRoot::new(backend).await;
+        let table = new_table(&test.root, "t1").await;
+        let link = adapter::stage_append(&table, vec![rows(0, 100, false)], &origin(1))
+            .await
+            .unwrap();
+        // A fresh root handle: its own Lance session, nothing cached.
+        let cold = test.reopen().await;
+        let probe = cold.probe();
+        let opened = adapter::open_table_at(&cold, "tables/t1", link.version)
+            .await
+            .unwrap();
+        let counts = probe.counts();
+        assert_eq!(
+            counts.total(),
+            2,
+            "{backend:?}: {counts} {:?}",
+            probe.requests()
+        );
+        assert_eq!(counts.get(RequestKind::Head), 1, "{backend:?}: {counts}");
+        assert_eq!(
+            counts.get(RequestKind::RangedGet),
+            1,
+            "{backend:?}: {counts}"
+        );
+        assert_eq!(
+            probe.requests()[0].path,
+            format!("tables/t1/_versions/d{}.manifest", link.version)
+        );
+        assert_eq!(opened.count_rows(None).await.unwrap(), 100);
+    }
+}
