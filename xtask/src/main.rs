@@ -86,22 +86,107 @@ fn ci() -> Result<(), String> {
     )?;
     println!("== guards");
     run_guards(&[])?;
-    step(&root, "tests", &["test", "--workspace"])?;
+    // Library, binary and integration tests; the workspace has no doc tests, and
+    // compiling them would link Lance once per snippet.
+    let (passed, failed) = test_step(
+        &root,
+        &["test", "--workspace", "--lib", "--bins", "--tests"],
+    )?;
+    println!("tests: {passed} passed, {failed} failed");
     println!("xtask ci: all green");
     Ok(())
 }
 
+/// A cargo command for a step. `cargo run` hands the xtask binary its own
+/// `CARGO_MANIFEST_DIR` and `CARGO_PKG_*`; some build scripts (ring's) rerun when those
+/// change, so they are removed to keep the child's environment the same as a plain
+/// `cargo` invocation and the shared build cache warm.
+fn cargo(root: &Path, args: &[&str]) -> Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.args(args).current_dir(root);
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().to_string();
+        let from_cargo_run = key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || matches!(
+                key.as_str(),
+                "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "OUT_DIR"
+            );
+        if from_cargo_run {
+            command.env_remove(&key);
+        }
+    }
+    command
+}
+
 fn step(root: &Path, name: &str, args: &[&str]) -> Result<(), String> {
     println!("== {name}: cargo {}", args.join(" "));
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(args)
-        .current_dir(root)
+    let status = cargo(root, args)
         .status()
         .map_err(|error| format!("{name}: could not run cargo: {error}"))?;
     if status.success() {
         Ok(())
     } else {
         Err(format!("{name} failed ({status})"))
+    }
+}
+
+/// Runs the tests, echoing their output, and totals the `test result:` lines.
+fn test_step(root: &Path, args: &[&str]) -> Result<(u64, u64), String> {
+    use std::io::{BufRead, BufReader, Write};
+    println!("== tests: cargo {}", args.join(" "));
+    let mut child = cargo(root, args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("tests: could not run cargo: {error}"))?;
+    let (mut passed, mut failed) = (0u64, 0u64);
+    if let Some(stdout) = child.stdout.take() {
+        let mut out = std::io::stdout();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.map_err(|error| format!("tests: reading output: {error}"))?;
+            let _ = writeln!(out, "{line}");
+            if let Some((line_passed, line_failed)) = parse_test_result(&line) {
+                passed += line_passed;
+                failed += line_failed;
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|error| format!("tests: waiting for cargo: {error}"))?;
+    if status.success() {
+        Ok((passed, failed))
+    } else {
+        println!("tests: {passed} passed, {failed} failed");
+        Err(format!("tests failed ({status})"))
+    }
+}
+
+/// `test result: ok. 31 passed; 0 failed; …` → (31, 0).
+fn parse_test_result(line: &str) -> Option<(u64, u64)> {
+    let rest = line.strip_prefix("test result: ")?;
+    let number_before = |word: &str| -> Option<u64> {
+        let end = rest.find(word)?;
+        rest[..end].trim_end().rsplit(' ').next()?.parse().ok()
+    };
+    Some((number_before(" passed")?, number_before(" failed")?))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn test_result_lines_are_totalled() {
+        assert_eq!(
+            super::parse_test_result(
+                "test result: ok. 31 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out"
+            ),
+            Some((31, 0))
+        );
+        assert_eq!(
+            super::parse_test_result("test result: FAILED. 3 passed; 2 failed; 0 ignored"),
+            Some((3, 2))
+        );
+        assert_eq!(super::parse_test_result("running 3 tests"), None);
     }
 }
