@@ -30,15 +30,23 @@ pub const STAGE_AFTER_MANIFEST: Failpoint = Failpoint("adapter.stage.after_manif
 /// In the adapter: a table's directory is named but its first manifest is not written.
 pub const CREATE_BEFORE_COMMIT: Failpoint = Failpoint("adapter.create.before_commit");
 
+/// In the publisher: the commit object is built; its put-if-absent is not sent.
+pub const PUBLISH_BEFORE_COMMIT_PUT: Failpoint = Failpoint("publish.before_commit_put");
+/// In the publisher: the commit object landed; the `HEAD` copy is not written.
+pub const PUBLISH_AFTER_COMMIT_PUT: Failpoint = Failpoint("publish.after_commit_put");
+
 /// Every failpoint, for listings and for tests that sweep them all.
 pub const ALL: &[Failpoint] = &[
     STAGE_BEFORE_MANIFEST,
     STAGE_AFTER_MANIFEST,
     CREATE_BEFORE_COMMIT,
+    PUBLISH_BEFORE_COMMIT_PUT,
+    PUBLISH_AFTER_COMMIT_PUT,
 ];
 
 /// Fires a registered failpoint: returns the injected error when it is armed with
 /// `return`, and nothing otherwise (always nothing without the `failpoints` feature).
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub fn check(point: Failpoint) -> crate::Result<()> {
     if in_scope() {
         fail::fail_point!(point.name(), |_| {

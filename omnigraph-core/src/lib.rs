@@ -20,6 +20,13 @@ pub mod schema;
 pub mod seams;
 pub mod storage;
 
+/// Arrow arrays, re-exported so the layers above use Lance's exact arrow version.
+pub use arrow_array;
+/// Arrow schemas, re-exported for the same reason.
+pub use arrow_schema;
+/// Lance, re-exported for reads in the layers above; writes go through [`adapter`].
+pub use lance;
+
 pub use error::{
     EXIT_CONFLICT, EXIT_FAILURE, EXIT_SUCCESS, EXIT_TEMPORARY, EXIT_USAGE, ErrorCode, ErrorKind,
     Evidence, InputLocation, OmniError, Result, StorageKind,

@@ -1,1 +1,25 @@
-//! placeholder
+//! OmniGraph publication: atomic multi-table publication over Lance.
+//!
+//! - [`graph`]: create and open a graph; snapshots and time travel.
+//! - [`commit`]: the immutable graph commit and its table pins.
+//! - [`log`]: a branch's commit log, head discovery at constant cost, history pages.
+//! - [`publisher`]: the exact compare-and-swap that makes staged versions visible.
+//! - [`staging`]: detached staging chains per table, published in one commit.
+//! - [`gate`]: one publisher per (root, branch) in a process.
+//! - [`layout`]: where every object lives under the root.
+
+#![warn(missing_docs)]
+
+pub mod commit;
+pub mod gate;
+pub mod graph;
+pub mod layout;
+pub mod log;
+pub mod publisher;
+pub mod staging;
+
+pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
+pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
+pub use log::CommitLog;
+pub use publisher::{Publication, ReadSet, publish};
+pub use staging::{Staging, TableChain};

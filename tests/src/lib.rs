@@ -208,3 +208,100 @@ pub async fn string_of(dataset: &Dataset, id: i64, column: &str) -> Option<Strin
     let values = batch.column(0).as_any().downcast_ref::<StringArray>()?;
     (!values.is_null(0)).then(|| values.value(0).to_string())
 }
+
+/// The schema the graph suites use.
+pub const SOCIAL_SCHEMA: &str = "
+node Person { id: String @key, name: String @index(fts), age: Int32? @index }
+node Company { id: String @key, name: String }
+edge WorksAt: Person -> Company { since: Int32? }
+";
+
+/// A graph for one test; the folder (if any) lives as long as it does.
+pub struct TestGraph {
+    /// The open graph.
+    pub graph: omnigraph_publish::Graph,
+    /// Its genesis commit.
+    pub genesis: omnigraph_publish::GraphCommit,
+    /// The URI it was created at.
+    pub uri: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestGraph {
+    /// A fresh graph with [`SOCIAL_SCHEMA`] on `backend`.
+    pub async fn new(backend: Backend) -> TestGraph {
+        let TestRoot { uri, _dir, .. } = TestRoot::new(backend).await;
+        let catalog = omnigraph_core::schema::parse("social.pg", SOCIAL_SCHEMA).expect("schema");
+        let (graph, genesis) = omnigraph_publish::Graph::create(&uri, &catalog, "test")
+            .await
+            .expect("create graph");
+        TestGraph {
+            graph,
+            genesis,
+            uri,
+            _dir,
+        }
+    }
+
+    /// A second, independent handle on the same graph.
+    pub async fn reopen(&self) -> omnigraph_publish::Graph {
+        omnigraph_publish::Graph::open(&self.uri)
+            .await
+            .expect("open graph")
+    }
+
+    /// The table id of `type_name` at genesis.
+    pub fn table_id(&self, type_name: &str) -> String {
+        self.genesis
+            .pin_of_type(type_name)
+            .expect("type in genesis")
+            .table_id
+            .clone()
+    }
+}
+
+/// `count` Person rows with keys `p{start}…`.
+pub fn people(start: usize, count: usize) -> RecordBatch {
+    let ids: Vec<String> = (start..start + count).map(|i| format!("p{i}")).collect();
+    let names: Vec<String> = ids.iter().map(|id| format!("name of {id}")).collect();
+    let ages: Vec<Option<i32>> = (start..start + count)
+        .map(|i| Some(20 + (i % 50) as i32))
+        .collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("age", DataType::Int32, true),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(ids)),
+            Arc::new(StringArray::from(names)),
+            Arc::new(arrow_array::Int32Array::from(ages)),
+        ],
+    )
+    .expect("people batch")
+}
+
+/// `count` Company rows with keys `c{start}…`.
+pub fn companies(start: usize, count: usize) -> RecordBatch {
+    let ids: Vec<String> = (start..start + count).map(|i| format!("c{i}")).collect();
+    let names: Vec<String> = ids.iter().map(|id| format!("company {id}")).collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("name", DataType::Utf8, false),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(ids)),
+            Arc::new(StringArray::from(names)),
+        ],
+    )
+    .expect("companies batch")
+}
+
+/// Every object under the root, for "nothing changed" assertions.
+pub async fn all_objects(root: &StorageRoot) -> Vec<String> {
+    root.list("").await.expect("list root")
+}

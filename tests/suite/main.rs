@@ -2,6 +2,8 @@
 //! as few test executables as possible.
 
 mod adapter_links;
+mod cost;
 mod lance_surface;
+mod publish;
 mod request_counts;
 mod storage_root;

@@ -1,0 +1,251 @@
+//! Creating and opening a graph: the format object, the schema document, one table per
+//! type, and the genesis commit; snapshots and time travel on an open graph.
+
+use crate::commit::{CommitOperation, GraphCommit, TableKind, TablePin};
+use crate::layout;
+use crate::log::CommitLog;
+use crate::staging::open_pinned;
+use omnigraph_core::adapter;
+use omnigraph_core::schema::Catalog;
+use omnigraph_core::storage::{PutOutcome, StorageRoot};
+use omnigraph_core::{Evidence, OmniError, Result, seams};
+use std::sync::Arc;
+
+/// The format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// The name in every format object.
+pub const FORMAT_NAME: &str = "omnigraph";
+
+/// The content of `_graph/FORMAT`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FormatDoc {
+    /// Always [`FORMAT_NAME`].
+    pub format: String,
+    /// The layout version.
+    pub format_version: u32,
+    /// A unique id for the graph.
+    pub graph_id: String,
+    /// When it was created (microseconds since the epoch).
+    pub created_at: i64,
+}
+
+/// Which commit of a branch to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommitRef {
+    /// The newest commit.
+    Head,
+    /// The commit with this seq.
+    Seq(u64),
+    /// The commit with this id.
+    Id(String),
+}
+
+impl CommitRef {
+    /// Parses `--at` text: digits are a seq, anything else a commit id.
+    pub fn parse(text: &str) -> CommitRef {
+        match text.parse::<u64>() {
+            Ok(seq) => CommitRef::Seq(seq),
+            Err(_) => CommitRef::Id(text.to_string()),
+        }
+    }
+}
+
+/// An open graph.
+#[derive(Clone, Debug)]
+pub struct Graph {
+    root: Arc<StorageRoot>,
+    format: FormatDoc,
+}
+
+impl Graph {
+    /// Creates a graph at `uri` with `catalog`: one empty table per type, and genesis
+    /// (seq 0) on `main`. A root that already holds a graph is refused with
+    /// `AlreadyInitialized` and nothing is changed.
+    pub async fn create(uri: &str, catalog: &Catalog, actor: &str) -> Result<(Graph, GraphCommit)> {
+        let root = StorageRoot::open(uri).await?;
+        if root.get(layout::FORMAT).await?.is_some() {
+            return Err(OmniError::AlreadyInitialized {
+                root: root.canonical(),
+                evidence: Evidence::BeforeEffect,
+            });
+        }
+        let unpublished = |error: OmniError| error.with_evidence(Evidence::Unpublished);
+        let schema_bytes = bytes::Bytes::from(catalog.document().to_string());
+        root.put_if_absent(&layout::schema_path(catalog.hash()), schema_bytes)
+            .await
+            .map_err(unpublished)?;
+        let mut pins = Vec::new();
+        for type_def in catalog.types() {
+            let table_id = format!("t{}", seams::new_id().to_ascii_lowercase());
+            let path = layout::table_path(&table_id);
+            let table = adapter::create_table(&root, &path, type_def.arrow_schema())
+                .await
+                .map_err(unpublished)?;
+            pins.push(TablePin {
+                table_id,
+                type_name: type_def.name().to_string(),
+                kind: if type_def.is_node() {
+                    TableKind::Node
+                } else {
+                    TableKind::Edge
+                },
+                path,
+                version: adapter::version_of(&table),
+                row_count: 0,
+            });
+        }
+        let format = FormatDoc {
+            format: FORMAT_NAME.to_string(),
+            format_version: FORMAT_VERSION,
+            graph_id: seams::new_id(),
+            created_at: seams::now_micros(),
+        };
+        let format_bytes = serde_json::to_vec(&format)
+            .map_err(|error| OmniError::internal(format!("encode format: {error}")))?;
+        match root
+            .put_if_absent(layout::FORMAT, format_bytes.into())
+            .await
+            .map_err(unpublished)?
+        {
+            PutOutcome::Created => {}
+            PutOutcome::AlreadyExists => {
+                // Another create won the race; the tables made here are unreachable.
+                return Err(OmniError::AlreadyInitialized {
+                    root: root.canonical(),
+                    evidence: Evidence::Unpublished,
+                });
+            }
+        }
+        let genesis = GraphCommit {
+            seq: 0,
+            commit_id: seams::new_id(),
+            parent_commit_id: None,
+            branch: layout::MAIN_BRANCH.to_string(),
+            created_at: seams::now_micros(),
+            actor: actor.to_string(),
+            operation: CommitOperation {
+                kind: "init".into(),
+                summary: format!("{} types", catalog.types().len()),
+            },
+            schema: catalog.hash().to_string(),
+            pins,
+        };
+        let log = CommitLog::new(root.clone(), layout::MAIN_BRANCH)?;
+        let path = layout::commit_path(layout::MAIN_BRANCH, 0);
+        match root
+            .put_if_absent(&path, genesis.to_bytes()?)
+            .await
+            .map_err(unpublished)?
+        {
+            PutOutcome::Created => {}
+            PutOutcome::AlreadyExists => {
+                return Err(OmniError::corrupt(
+                    path,
+                    "a genesis commit exists although this create wrote the format object",
+                )
+                .with_evidence(Evidence::Unpublished));
+            }
+        }
+        log.write_head_copy(&genesis).await;
+        Ok((Graph { root, format }, genesis))
+    }
+
+    /// Opens the graph at `uri`; refuses a root without a graph and an unknown format.
+    pub async fn open(uri: &str) -> Result<Graph> {
+        let root = StorageRoot::open(uri).await?;
+        Graph::open_root(root).await
+    }
+
+    /// Opens the graph in an already open root.
+    pub async fn open_root(root: Arc<StorageRoot>) -> Result<Graph> {
+        let Some(bytes) = root.get(layout::FORMAT).await? else {
+            return Err(OmniError::not_found(format!(
+                "graph at {} (no {})",
+                root.canonical(),
+                layout::FORMAT
+            )));
+        };
+        let format: FormatDoc = serde_json::from_slice(&bytes).map_err(|error| {
+            OmniError::corrupt(layout::FORMAT, format!("not a format object: {error}"))
+        })?;
+        if format.format != FORMAT_NAME || format.format_version != FORMAT_VERSION {
+            return Err(OmniError::corrupt(
+                layout::FORMAT,
+                format!(
+                    "format {:?} version {} is not supported (this build reads {FORMAT_NAME} version {FORMAT_VERSION})",
+                    format.format, format.format_version
+                ),
+            ));
+        }
+        Ok(Graph { root, format })
+    }
+
+    /// The storage root.
+    pub fn root(&self) -> &Arc<StorageRoot> {
+        &self.root
+    }
+
+    /// The format object.
+    pub fn format(&self) -> &FormatDoc {
+        &self.format
+    }
+
+    /// The commit log of `branch`.
+    pub fn log(&self, branch: &str) -> Result<CommitLog> {
+        CommitLog::new(self.root.clone(), branch)
+    }
+
+    /// The commit `at` names on `branch`.
+    pub async fn commit(&self, branch: &str, at: &CommitRef) -> Result<GraphCommit> {
+        let log = self.log(branch)?;
+        match at {
+            CommitRef::Head => log.head().await,
+            CommitRef::Seq(seq) => log.require(*seq).await,
+            CommitRef::Id(id) => log.find(id).await,
+        }
+    }
+
+    /// A snapshot: one commit and the tables it pins.
+    pub async fn snapshot(&self, branch: &str, at: &CommitRef) -> Result<Snapshot> {
+        Ok(Snapshot {
+            root: self.root.clone(),
+            commit: self.commit(branch, at).await?,
+        })
+    }
+
+    /// The schema document a commit names.
+    pub async fn catalog(&self, commit: &GraphCommit) -> Result<Catalog> {
+        let path = layout::schema_path(&commit.schema);
+        let bytes = self.root.get(&path).await?.ok_or_else(|| {
+            OmniError::corrupt(
+                &path,
+                format!("commit {} names a schema that is missing", commit.seq),
+            )
+        })?;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| OmniError::corrupt(&path, "the schema document is not UTF-8"))?;
+        Catalog::from_document(&path, text)
+    }
+}
+
+/// One commit, read as a consistent view of every table.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    root: Arc<StorageRoot>,
+    commit: GraphCommit,
+}
+
+impl Snapshot {
+    /// The commit.
+    pub fn commit(&self) -> &GraphCommit {
+        &self.commit
+    }
+
+    /// The table holding `type_name`, at the pinned version.
+    pub async fn table(&self, type_name: &str) -> Result<Arc<omnigraph_core::lance::Dataset>> {
+        let pin = self.commit.pin_of_type(type_name).ok_or_else(|| {
+            OmniError::not_found(format!("type {type_name} in commit {}", self.commit.seq))
+        })?;
+        open_pinned(&self.root, &self.commit, pin).await
+    }
+}

@@ -1,0 +1,210 @@
+//! Detached staging chains: per table, links staged on the table's pinned version
+//! (through the adapter), then the chain tips of every touched table published in one
+//! commit. A multi-table change is all visible or not at all: until the commit lands,
+//! every link is unreachable staging.
+
+use crate::commit::{CommitOperation, GraphCommit, TablePin};
+use crate::publisher::{self, Publication, ReadSet};
+use omnigraph_core::adapter::{self, LinkOrigin, StagedLink};
+use omnigraph_core::storage::StorageRoot;
+use omnigraph_core::{Evidence, OmniError, Result};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// One table's chain: its pin at the base and the links staged on it.
+#[derive(Debug)]
+pub struct TableChain {
+    pin: TablePin,
+    tip: Arc<omnigraph_core::lance::Dataset>,
+    links: Vec<StagedLink>,
+}
+
+impl TableChain {
+    /// The pin the chain started from.
+    pub fn base_pin(&self) -> &TablePin {
+        &self.pin
+    }
+
+    /// The table at the chain's tip (the base version while no link is staged).
+    pub fn tip(&self) -> &Arc<omnigraph_core::lance::Dataset> {
+        &self.tip
+    }
+
+    /// The links staged so far, oldest first.
+    pub fn links(&self) -> &[StagedLink] {
+        &self.links
+    }
+}
+
+/// Staging on one captured head.
+#[derive(Debug)]
+pub struct Staging {
+    root: Arc<StorageRoot>,
+    base: GraphCommit,
+    chains: BTreeMap<String, TableChain>,
+}
+
+impl Staging {
+    /// Starts staging on `base` (the head the writer captured).
+    pub fn new(root: Arc<StorageRoot>, base: GraphCommit) -> Staging {
+        Staging {
+            root,
+            base,
+            chains: BTreeMap::new(),
+        }
+    }
+
+    /// The captured head.
+    pub fn base(&self) -> &GraphCommit {
+        &self.base
+    }
+
+    /// Whether any link was staged (so a failure leaves unpublished files).
+    pub fn has_staged(&self) -> bool {
+        self.chains.values().any(|chain| !chain.links.is_empty())
+    }
+
+    /// The chain of `table_id`, opening the table at its pin on first use.
+    pub async fn chain(&mut self, table_id: &str) -> Result<&mut TableChain> {
+        if !self.chains.contains_key(table_id) {
+            let pin = self
+                .base
+                .pin(table_id)
+                .ok_or_else(|| {
+                    OmniError::not_found(format!("table {table_id} in commit {}", self.base.seq))
+                })?
+                .clone();
+            let tip = open_pinned(&self.root, &self.base, &pin).await?;
+            self.chains.insert(
+                table_id.to_string(),
+                TableChain {
+                    pin,
+                    tip,
+                    links: Vec::new(),
+                },
+            );
+        }
+        Ok(self.chains.get_mut(table_id).expect("inserted above"))
+    }
+
+    /// Stages a link on the tip of `table_id`'s chain. `stage` receives the tip and the
+    /// origin to record; a failure after earlier links is `Unpublished`.
+    pub async fn stage<F, Fut>(&mut self, table_id: &str, stage: F) -> Result<&StagedLink>
+    where
+        F: FnOnce(Arc<omnigraph_core::lance::Dataset>, LinkOrigin) -> Fut,
+        Fut: std::future::Future<Output = Result<StagedLink>>,
+    {
+        let staged_before = self.has_staged();
+        let (tip, base_version) = {
+            let chain = self.chain(table_id).await?;
+            (chain.tip.clone(), chain.pin.version)
+        };
+        let origin = LinkOrigin {
+            branch: self.base.branch.clone(),
+            base_seq: self.base.seq,
+            base_version,
+        };
+        let link = stage(tip, origin).await.map_err(|error| {
+            if staged_before {
+                error.with_evidence(Evidence::Unpublished)
+            } else {
+                error
+            }
+        })?;
+        let chain = self.chains.get_mut(table_id).expect("opened above");
+        chain.tip = link.dataset.clone();
+        chain.links.push(link);
+        Ok(chain.links.last().expect("pushed above"))
+    }
+
+    /// Stages an append of `batches` to `table_id`.
+    pub async fn append(
+        &mut self,
+        table_id: &str,
+        batches: Vec<omnigraph_core::arrow_array::RecordBatch>,
+    ) -> Result<&StagedLink> {
+        self.stage(table_id, |tip, origin| async move {
+            adapter::stage_append(&tip, batches, &origin).await
+        })
+        .await
+    }
+
+    /// Stages the deletion of the rows of `table_id` where `predicate` holds.
+    pub async fn delete(&mut self, table_id: &str, predicate: &str) -> Result<&StagedLink> {
+        let predicate = predicate.to_string();
+        self.stage(table_id, |tip, origin| async move {
+            adapter::stage_delete(&tip, &predicate, &origin).await
+        })
+        .await
+    }
+
+    /// The new pins: every chain with links, at its tip.
+    pub async fn tip_pins(&self) -> Result<Vec<TablePin>> {
+        let mut pins = Vec::new();
+        for chain in self.chains.values().filter(|chain| !chain.links.is_empty()) {
+            let row_count = chain.tip.count_rows(None).await.map_err(|error| {
+                OmniError::from_lance("count rows at the chain tip", error)
+                    .with_evidence(Evidence::Unpublished)
+            })? as u64;
+            pins.push(TablePin {
+                version: adapter::version_of(&chain.tip),
+                row_count,
+                ..chain.pin.clone()
+            });
+        }
+        Ok(pins)
+    }
+
+    /// Publishes every chain's tip in one commit.
+    pub async fn publish(
+        &self,
+        read_set: ReadSet,
+        operation: CommitOperation,
+        actor: &str,
+    ) -> Result<GraphCommit> {
+        let publication = Publication {
+            base: self.base.clone(),
+            read_set,
+            pins: self.tip_pins().await?,
+            dropped_tables: Vec::new(),
+            schema: None,
+            operation,
+            actor: actor.to_string(),
+            staged: self.has_staged(),
+        };
+        publisher::publish(&self.root, &publication).await
+    }
+
+    /// The read set of a pin-based writer: the base pins of every table it staged on.
+    pub fn planned_pins(&self) -> ReadSet {
+        ReadSet::Pins(
+            self.chains
+                .values()
+                .map(|chain| (chain.pin.table_id.clone(), chain.pin.version))
+                .collect(),
+        )
+    }
+}
+
+/// Opens a table at the version `commit` pins; a pin that cannot be opened is corrupt
+/// state naming the commit, the table and the version.
+pub async fn open_pinned(
+    root: &StorageRoot,
+    commit: &GraphCommit,
+    pin: &TablePin,
+) -> Result<Arc<omnigraph_core::lance::Dataset>> {
+    adapter::open_table_at(root, &pin.path, pin.version)
+        .await
+        .map_err(|error| {
+            OmniError::corrupt(
+                format!(
+                    "{} (commit {} of branch {}, table {} of type {})",
+                    pin.path, commit.seq, commit.branch, pin.table_id, pin.type_name
+                ),
+                format!(
+                    "the pinned version {} cannot be opened: {error}",
+                    pin.version
+                ),
+            )
+        })
+}

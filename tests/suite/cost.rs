@@ -1,0 +1,159 @@
+//! The cost golden: exact object-store request counts of the hot paths, compared with
+//! `tests/golden/cost.txt`, so any change to them is a reviewed diff. Regenerate with
+//! `OMNIGRAPH_BLESS=1 cargo test -p omnigraph-tests --test suite cost::`.
+
+use omnigraph_core::adapter;
+use omnigraph_core::storage::{RequestCounts, StorageRoot};
+use omnigraph_publish::{
+    CommitOperation, CommitRef, Graph, Publication, ReadSet, Staging, publish,
+};
+use omnigraph_tests::{Backend, TestGraph, TestRoot, new_table, origin, people, rows};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/golden/cost.txt");
+
+fn line(counts: &RequestCounts) -> String {
+    let kinds: Vec<String> = counts
+        .by_kind
+        .iter()
+        .map(|(kind, count)| {
+            format!(
+                "{}={count}",
+                serde_json::to_value(kind).unwrap().as_str().unwrap()
+            )
+        })
+        .collect();
+    format!("{} [{}]", counts.total(), kinds.join(" "))
+}
+
+fn empty_commit(base: omnigraph_publish::GraphCommit) -> Publication {
+    Publication {
+        base,
+        read_set: ReadSet::Strict,
+        pins: Vec::new(),
+        dropped_tables: Vec::new(),
+        schema: None,
+        operation: CommitOperation {
+            kind: "test".into(),
+            summary: "cost".into(),
+        },
+        actor: "cost".into(),
+        staged: false,
+    }
+}
+
+/// Grows the log of `graph` to `depth` commits with empty publications.
+async fn grow_to(graph: &Graph, depth: u64) {
+    let log = graph.log("main").unwrap();
+    let mut head = log.head().await.unwrap();
+    while head.seq < depth {
+        head = publish(graph.root(), &empty_commit(head)).await.unwrap();
+    }
+}
+
+/// Head read and empty publication on a fresh handle at `depth`.
+async fn log_costs(test: &TestGraph, depth: u64, costs: &mut BTreeMap<String, String>) {
+    grow_to(&test.graph, depth).await;
+    let root: Arc<StorageRoot> = StorageRoot::open(&test.uri).await.unwrap();
+    let graph = Graph::open_root(root.clone()).await.unwrap();
+    let probe = root.probe();
+    let head = graph.commit("main", &CommitRef::Head).await.unwrap();
+    costs.insert(
+        format!("log.head_read.depth_{depth}"),
+        line(&probe.counts()),
+    );
+    probe.reset();
+    publish(graph.root(), &empty_commit(head)).await.unwrap();
+    costs.insert(
+        format!("publish.empty_commit.depth_{depth}"),
+        line(&probe.counts()),
+    );
+}
+
+async fn measure() -> BTreeMap<String, String> {
+    let mut costs = BTreeMap::new();
+
+    let test = TestRoot::new(Backend::Local).await;
+    let table = new_table(&test.root, "t1").await;
+    let probe = test.root.probe();
+    let link = adapter::stage_append(&table, vec![rows(0, 100, false)], &origin(1))
+        .await
+        .unwrap();
+    costs.insert("adapter.detached_append".into(), line(&probe.counts()));
+    let cold = test.reopen().await;
+    let probe = cold.probe();
+    adapter::open_table_at(&cold, "tables/t1", link.version)
+        .await
+        .unwrap();
+    costs.insert("adapter.open_detached_cold".into(), line(&probe.counts()));
+
+    let shallow = TestGraph::new(Backend::Local).await;
+    log_costs(&shallow, 10, &mut costs).await;
+    let deep = TestGraph::new(Backend::Local).await;
+    log_costs(&deep, 1000, &mut costs).await;
+
+    // A one-table staged publication on a warm handle: stage, count, publish.
+    let person = shallow.table_id("Person");
+    let head = shallow
+        .graph
+        .commit("main", &CommitRef::Head)
+        .await
+        .unwrap();
+    let mut staging = Staging::new(shallow.graph.root().clone(), head);
+    staging.chain(&person).await.unwrap();
+    let probe = shallow.graph.root().probe();
+    staging.append(&person, vec![people(0, 1)]).await.unwrap();
+    staging
+        .publish(
+            ReadSet::Strict,
+            CommitOperation {
+                kind: "test".into(),
+                summary: "one row".into(),
+            },
+            "cost",
+        )
+        .await
+        .unwrap();
+    costs.insert("publish.one_row_append_warm".into(), line(&probe.counts()));
+    costs
+}
+
+fn render(costs: &BTreeMap<String, String>) -> String {
+    let mut text = String::from(
+        "# Exact object-store requests per operation: total [by kind].\n\
+         # Checked by tests/suite/cost.rs; regenerate with OMNIGRAPH_BLESS=1.\n",
+    );
+    for (name, value) in costs {
+        text.push_str(&format!("{name} = {value}\n"));
+    }
+    text
+}
+
+#[tokio::test]
+async fn request_counts_match_the_golden_file() {
+    let costs = measure().await;
+    // The rules the golden encodes, asserted here too so a bless cannot hide them.
+    assert_eq!(
+        costs["log.head_read.depth_10"], costs["log.head_read.depth_1000"],
+        "reading the head must not grow with history"
+    );
+    assert!(
+        costs["log.head_read.depth_1000"].starts_with("2 "),
+        "{costs:?}"
+    );
+    assert_eq!(
+        costs["publish.empty_commit.depth_10"], costs["publish.empty_commit.depth_1000"],
+        "a publication costs the same at any depth"
+    );
+    let rendered = render(&costs);
+    if std::env::var("OMNIGRAPH_BLESS").is_ok() {
+        std::fs::write(GOLDEN, &rendered).unwrap();
+        return;
+    }
+    let golden = std::fs::read_to_string(GOLDEN).unwrap_or_default();
+    assert_eq!(
+        rendered, golden,
+        "request counts changed; review and regenerate with OMNIGRAPH_BLESS=1"
+    );
+}
