@@ -1,5 +1,7 @@
 //! OmniGraph publication: atomic multi-table publication over Lance.
 //!
+//! - [`omnigraph`]: the handle users call: writers and reads on one branch.
+//! - [`rows`]: JSON objects to validated Arrow rows of one type.
 //! - [`graph`]: create and open a graph; snapshots and time travel.
 //! - [`commit`]: the immutable graph commit and its table pins.
 //! - [`log`]: a branch's commit log, head discovery at constant cost, history pages.
@@ -15,11 +17,14 @@ pub mod gate;
 pub mod graph;
 pub mod layout;
 pub mod log;
+pub mod omnigraph;
 pub mod publisher;
+pub mod rows;
 pub mod staging;
 
 pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
 pub use log::CommitLog;
+pub use omnigraph::{Omnigraph, ScanRequest};
 pub use publisher::{Publication, ReadSet, publish};
 pub use staging::{Staging, TableChain};

@@ -64,6 +64,37 @@ impl Staging {
         self.chains.values().any(|chain| !chain.links.is_empty())
     }
 
+    /// Starts the chain of `table_id` from an already open handle on its pinned version
+    /// (a warm handle's cache), so staging does not open the table again.
+    pub fn seed(
+        &mut self,
+        table_id: &str,
+        table: Arc<omnigraph_core::lance::Dataset>,
+    ) -> Result<()> {
+        let pin = self
+            .base
+            .pin(table_id)
+            .ok_or_else(|| {
+                OmniError::not_found(format!("table {table_id} in commit {}", self.base.seq))
+            })?
+            .clone();
+        if adapter::version_of(&table) != pin.version {
+            return Err(OmniError::internal(format!(
+                "seeding table {table_id} at version {} but the base pins {}",
+                adapter::version_of(&table),
+                pin.version
+            )));
+        }
+        self.chains
+            .entry(table_id.to_string())
+            .or_insert(TableChain {
+                pin,
+                tip: table,
+                links: Vec::new(),
+            });
+        Ok(())
+    }
+
     /// The chain of `table_id`, opening the table at its pin on first use.
     pub async fn chain(&mut self, table_id: &str) -> Result<&mut TableChain> {
         if !self.chains.contains_key(table_id) {

@@ -116,6 +116,34 @@ async fn measure() -> BTreeMap<String, String> {
         .await
         .unwrap();
     costs.insert("publish.one_row_append_warm".into(), line(&probe.counts()));
+
+    // A single-row insert on a warm handle, into a table that has rows (so the key is
+    // checked against them).
+    let test = TestRoot::new(Backend::Local).await;
+    let graph = omnigraph_publish::Omnigraph::create(&test.uri, omnigraph_tests::SOCIAL_SCHEMA)
+        .await
+        .unwrap();
+    let warm_rows =
+        |start: usize, count: usize| -> Vec<serde_json::Map<String, serde_json::Value>> {
+            (start..start + count)
+                .map(|i| {
+                    serde_json::json!({"id": format!("p{i}"), "name": "x"})
+                        .as_object()
+                        .unwrap()
+                        .clone()
+                })
+                .collect()
+        };
+    graph.insert_json("Person", warm_rows(0, 10)).await.unwrap();
+    graph.insert_json("Person", warm_rows(10, 1)).await.unwrap();
+    let probe = graph.graph().root().probe();
+    graph.insert_json("Person", warm_rows(11, 1)).await.unwrap();
+    costs.insert("writers.insert_one_row_warm".into(), line(&probe.counts()));
+    if std::env::var("OMNIGRAPH_COST_TRACE").is_ok() {
+        for request in probe.requests() {
+            eprintln!("insert_one_row_warm: {:?} {}", request.kind, request.path);
+        }
+    }
     costs
 }
 
@@ -145,6 +173,16 @@ async fn request_counts_match_the_golden_file() {
     assert_eq!(
         costs["publish.empty_commit.depth_10"], costs["publish.empty_commit.depth_1000"],
         "a publication costs the same at any depth"
+    );
+    let insert: u64 = costs["writers.insert_one_row_warm"]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        insert <= 8,
+        "a single-row insert on a warm handle costs {insert} requests (limit 8)"
     );
     let rendered = render(&costs);
     if std::env::var("OMNIGRAPH_BLESS").is_ok() {

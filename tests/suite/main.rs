@@ -6,4 +6,7 @@ mod cost;
 mod lance_surface;
 mod publish;
 mod request_counts;
+#[cfg(feature = "s3")]
+mod s3;
 mod storage_root;
+mod writers;

@@ -16,6 +16,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("guards") => run_guards(&args[1..]),
+        Some("s3") => s3(),
         Some("help") | Some("--help") | Some("-h") | None => {
             print_help();
             Ok(())
@@ -36,7 +37,8 @@ fn print_help() {
         "cargo xtask <task>\n\n\
          tasks:\n  \
          ci                 format check, clippy -D warnings, guards, the whole test suite\n  \
-         guards [--root D]  Lance write calls only in the adapter, no Lance cleanup, failpoint names are constants"
+         guards [--root D]  Lance write calls only in the adapter, no Lance cleanup, failpoint names are constants\n  \
+         s3                 start a local S3-compatible server (SeaweedFS) and run the S3 suite against it"
     );
 }
 
@@ -66,6 +68,53 @@ fn run_guards(args: &[String]) -> Result<(), String> {
             eprintln!("{violation}");
         }
         Err(format!("guards: {} violation(s)", report.violations.len()))
+    }
+}
+
+/// Runs the S3 suite against a local SeaweedFS started by `tools/s3-test-server`.
+fn s3() -> Result<(), String> {
+    let root = workspace_root();
+    let server = root.join("tools/s3-test-server");
+    let run = |action: &str| {
+        Command::new("bash")
+            .arg(&server)
+            .arg(action)
+            .current_dir(&root)
+            .output()
+            .map_err(|error| format!("s3: could not run {}: {error}", server.display()))
+    };
+    let started = run("start")?;
+    print!("{}", String::from_utf8_lossy(&started.stdout));
+    if !started.status.success() {
+        eprint!("{}", String::from_utf8_lossy(&started.stderr));
+        let _ = run("stop");
+        return Err("s3: the test server did not start".into());
+    }
+    let environment = run("env")?;
+    let mut command = cargo(
+        &root,
+        &[
+            "test",
+            "-p",
+            "omnigraph-tests",
+            "--features",
+            "s3",
+            "--test",
+            "suite",
+            "s3::",
+        ],
+    );
+    for line in String::from_utf8_lossy(&environment.stdout).lines() {
+        if let Some((key, value)) = line.split_once('=') {
+            command.env(key, value);
+        }
+    }
+    let status = command.status();
+    let _ = run("stop");
+    match status {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!("s3 suite failed ({status})")),
+        Err(error) => Err(format!("s3: could not run cargo: {error}")),
     }
 }
 

@@ -1,0 +1,490 @@
+//! The `Omnigraph` handle: the writers and reads a user calls, each on the publication
+//! protocol. This first part has `insert` and the reads that check it (`get`, `scan`);
+//! load, update, delete and schema apply build on the same pieces.
+
+use crate::commit::{CommitOperation, GraphCommit};
+use crate::graph::{CommitRef, Graph};
+use crate::layout;
+use crate::rows::{self, RowSource, TypedRows};
+use crate::staging::{Staging, open_pinned};
+use futures::TryStreamExt;
+use omnigraph_core::adapter;
+use omnigraph_core::arrow_array::{Array, RecordBatch};
+use omnigraph_core::lance::Dataset;
+use omnigraph_core::schema::{Catalog, TypeDef};
+use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
+use parking_lot::Mutex;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// How many times an insert re-commits its staged rows on a newer head before it gives
+/// up with `ContentionExhausted`.
+pub const MAX_INSERT_ATTEMPTS: u32 = 8;
+/// Keys looked up per existence query.
+pub const KEY_LOOKUP_CHUNK: usize = 1_000;
+/// The most rows a `scan` returns when no limit is given.
+pub const DEFAULT_SCAN_LIMIT: usize = 10_000;
+
+/// A handle on one branch of a graph.
+#[derive(Debug)]
+pub struct Omnigraph {
+    graph: Graph,
+    branch: String,
+    actor: String,
+    /// The newest head this handle has seen; writers start from it and the CAS
+    /// catches a stale one, so a warm handle does not read the head before a write.
+    known_head: Mutex<Option<GraphCommit>>,
+    catalog: Mutex<Option<Arc<Catalog>>>,
+    /// The newest open handle per table id: a pinned version opens once per handle.
+    tables: Mutex<HashMap<String, Arc<Dataset>>>,
+}
+
+/// What to read from one type.
+#[derive(Clone, Debug, Default)]
+pub struct ScanRequest {
+    /// A SQL filter over the type's columns.
+    pub filter: Option<String>,
+    /// The columns to return; all when empty.
+    pub columns: Vec<String>,
+    /// The most rows to return ([`DEFAULT_SCAN_LIMIT`] when `None`).
+    pub limit: Option<usize>,
+}
+
+impl Omnigraph {
+    /// Creates a graph at `uri` with the schema in `schema_text` (`.pg` source).
+    pub async fn create(uri: &str, schema_text: &str) -> Result<Omnigraph> {
+        let catalog = omnigraph_core::schema::parse("schema", schema_text)?;
+        let (graph, genesis) = Graph::create(uri, &catalog, &default_actor()).await?;
+        let handle = Omnigraph::on(graph, layout::MAIN_BRANCH)?;
+        *handle.known_head.lock() = Some(genesis);
+        *handle.catalog.lock() = Some(Arc::new(catalog));
+        Ok(handle)
+    }
+
+    /// Opens the graph at `uri` on `main`.
+    pub async fn open(uri: &str) -> Result<Omnigraph> {
+        Omnigraph::on(Graph::open(uri).await?, layout::MAIN_BRANCH)
+    }
+
+    fn on(graph: Graph, branch: &str) -> Result<Omnigraph> {
+        layout::check_branch(branch)?;
+        Ok(Omnigraph {
+            graph,
+            branch: branch.to_string(),
+            actor: default_actor(),
+            known_head: Mutex::new(None),
+            catalog: Mutex::new(None),
+            tables: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The graph underneath (log, snapshots, root).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Reads the branch head (and remembers it).
+    pub async fn head(&self) -> Result<GraphCommit> {
+        let head = self.graph.commit(&self.branch, &CommitRef::Head).await?;
+        *self.known_head.lock() = Some(head.clone());
+        Ok(head)
+    }
+
+    async fn base(&self) -> Result<GraphCommit> {
+        let known = self.known_head.lock().clone();
+        match known {
+            Some(head) => Ok(head),
+            None => self.head().await,
+        }
+    }
+
+    /// The catalog in force at `commit`.
+    pub async fn catalog_at(&self, commit: &GraphCommit) -> Result<Arc<Catalog>> {
+        if let Some(catalog) = self.catalog.lock().clone()
+            && catalog.hash() == commit.schema
+        {
+            return Ok(catalog);
+        }
+        let catalog = Arc::new(self.graph.catalog(commit).await?);
+        *self.catalog.lock() = Some(catalog.clone());
+        Ok(catalog)
+    }
+
+    /// Inserts JSON objects as rows of `type_name`. Every row is checked first; a bad
+    /// one fails the call with nothing published. Rows whose key exists already are a
+    /// `KeyConflict`; an edge whose endpoint node does not exist is `BadInput`.
+    pub async fn insert_json(
+        &self,
+        type_name: &str,
+        objects: Vec<Map<String, Value>>,
+    ) -> Result<GraphCommit> {
+        let sourced: Vec<(RowSource, Map<String, Value>)> = objects
+            .into_iter()
+            .enumerate()
+            .map(|(index, object)| {
+                (
+                    RowSource {
+                        source: "insert".into(),
+                        line: None,
+                        row: index as u64,
+                    },
+                    object,
+                )
+            })
+            .collect();
+        let mut base = self.base().await?;
+        let mut attempts = 0u32;
+        let mut staged: Option<adapter::StagedLink> = None;
+        loop {
+            attempts += 1;
+            let catalog = self.catalog_at(&base).await?;
+            let type_def = catalog.require(type_name)?;
+            let rows = rows::rows_from_json(type_def, &sourced)?;
+            let evidence = if staged.is_some() {
+                Evidence::Unpublished
+            } else {
+                Evidence::BeforeEffect
+            };
+            self.check_rows(&base, &catalog, type_def, &rows)
+                .await
+                .map_err(|error| error.with_evidence(evidence.clone()))?;
+            let pin = base
+                .pin_of_type(type_name)
+                .ok_or_else(|| {
+                    OmniError::not_found(format!("type {type_name} in commit {}", base.seq))
+                })?
+                .clone();
+            // Stage once; on a later attempt, re-commit the same files on the new pin.
+            let mut staging = Staging::new(self.graph.root().clone(), base.clone());
+            staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
+            match staged.take() {
+                None => {
+                    staging
+                        .append(&pin.table_id, vec![rows.batch.clone()])
+                        .await?;
+                }
+                Some(link) => {
+                    staging
+                        .stage(&pin.table_id, |tip, origin| async move {
+                            adapter::recommit_append(&link, &tip, &origin).await
+                        })
+                        .await
+                        .map_err(|error| error.with_evidence(Evidence::Unpublished))?;
+                }
+            }
+            let operation = CommitOperation {
+                kind: "insert".into(),
+                summary: format!("{} rows into {type_name}", rows.keys.len()),
+            };
+            match staging
+                .publish(staging.planned_pins(), operation, &self.actor)
+                .await
+            {
+                Ok(commit) => {
+                    let tip = staging.chain(&pin.table_id).await?.tip().clone();
+                    self.tables.lock().insert(pin.table_id.clone(), tip);
+                    *self.known_head.lock() = Some(commit.clone());
+                    return Ok(commit);
+                }
+                Err(OmniError::ReadSetChanged { member, .. }) if member.starts_with("pin:") => {
+                    if attempts >= MAX_INSERT_ATTEMPTS {
+                        return Err(OmniError::ContentionExhausted {
+                            attempts,
+                            evidence: Evidence::Unpublished,
+                        });
+                    }
+                    let link = staging
+                        .chain(&pin.table_id)
+                        .await?
+                        .links()
+                        .last()
+                        .cloned()
+                        .expect("a staged append");
+                    staged = Some(link);
+                    base = self.head().await?;
+                }
+                Err(other) => return Err(other),
+            }
+        }
+    }
+
+    /// Checks rows against the snapshot: their keys must be new, and an edge's
+    /// endpoints must exist.
+    async fn check_rows(
+        &self,
+        base: &GraphCommit,
+        catalog: &Catalog,
+        type_def: &TypeDef,
+        rows: &TypedRows,
+    ) -> Result<()> {
+        let type_name = type_def.name();
+        let key_column = type_def.key_column();
+        let key_type = type_def
+            .columns()
+            .iter()
+            .find(|column| column.name == key_column)
+            .map(|column| column.data_type)
+            .ok_or_else(|| OmniError::internal(format!("{type_name} has no key column")))?;
+        let existing = self
+            .existing_keys(base, type_name, key_column, key_type, &rows.keys)
+            .await?;
+        if let Some(key) = existing.first() {
+            return Err(OmniError::KeyConflict {
+                type_name: type_name.to_string(),
+                key: key.clone(),
+                evidence: Evidence::BeforeEffect,
+            });
+        }
+        if let omnigraph_core::schema::DeclKind::Edge { from, to } = type_def.kind() {
+            for (role, endpoint_type, keys) in [
+                (
+                    "src",
+                    from,
+                    rows.endpoints
+                        .iter()
+                        .map(|(src, _)| src.clone())
+                        .collect::<Vec<_>>(),
+                ),
+                (
+                    "dst",
+                    to,
+                    rows.endpoints
+                        .iter()
+                        .map(|(_, dst)| dst.clone())
+                        .collect::<Vec<_>>(),
+                ),
+            ] {
+                let node = catalog.require(endpoint_type)?;
+                let node_key = node.key_column();
+                let node_key_type = node
+                    .columns()
+                    .iter()
+                    .find(|column| column.name == node_key)
+                    .map(|column| column.data_type)
+                    .ok_or_else(|| {
+                        OmniError::internal(format!("{endpoint_type} has no key column"))
+                    })?;
+                let mut unique = keys.clone();
+                unique.sort();
+                unique.dedup();
+                let found = self
+                    .existing_keys(base, endpoint_type, node_key, node_key_type, &unique)
+                    .await?;
+                if let Some(position) = keys.iter().position(|key| !found.contains(key)) {
+                    return Err(OmniError::bad_input(
+                        InputLocation::in_source("insert")
+                            .row(position as u64)
+                            .type_name(type_name)
+                            .field(role),
+                        format!(
+                            "{role} {} is not a {endpoint_type} in commit {}",
+                            keys[position], base.seq
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Which of `keys` (rendered JSON) exist in `type_name` at `base`.
+    async fn existing_keys(
+        &self,
+        base: &GraphCommit,
+        type_name: &str,
+        key_column: &str,
+        key_type: omnigraph_core::schema::PropertyType,
+        keys: &[String],
+    ) -> Result<Vec<String>> {
+        let pin = base.pin_of_type(type_name).ok_or_else(|| {
+            OmniError::not_found(format!("type {type_name} in commit {}", base.seq))
+        })?;
+        if pin.row_count == 0 || keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let table = self.table_at(base, &pin.table_id).await?;
+        let mut found = Vec::new();
+        for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
+            let literals: Vec<String> = chunk
+                .iter()
+                .map(|key| rows::key_literal(key, key_type))
+                .collect();
+            let filter = format!("`{key_column}` IN ({})", literals.join(", "));
+            let batches = scan_table(
+                &table,
+                &ScanRequest {
+                    filter: Some(filter),
+                    columns: vec![key_column.to_string()],
+                    limit: Some(chunk.len()),
+                },
+            )
+            .await?;
+            for batch in &batches {
+                for index in 0..batch.num_rows() {
+                    found.push(rows::render_key(&json_value(
+                        batch.column(0).as_ref(),
+                        index,
+                    )));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The table `table_id` at the version `commit` pins, from the handle's cache when
+    /// it holds that version.
+    async fn table_at(&self, commit: &GraphCommit, table_id: &str) -> Result<Arc<Dataset>> {
+        let pin = commit.pin(table_id).ok_or_else(|| {
+            OmniError::not_found(format!("table {table_id} in commit {}", commit.seq))
+        })?;
+        if let Some(table) = self.tables.lock().get(table_id)
+            && adapter::version_of(table) == pin.version
+        {
+            return Ok(table.clone());
+        }
+        let table = open_pinned(self.graph.root(), commit, pin).await?;
+        self.tables
+            .lock()
+            .insert(table_id.to_string(), table.clone());
+        Ok(table)
+    }
+
+    /// The row of `type_name` whose key is `key`, as JSON, at `at`.
+    pub async fn get(
+        &self,
+        type_name: &str,
+        key: &Value,
+        at: &CommitRef,
+    ) -> Result<Option<Map<String, Value>>> {
+        let commit = self.graph.commit(&self.branch, at).await?;
+        let catalog = self.catalog_at(&commit).await?;
+        let type_def = catalog.require(type_name)?;
+        let key_column = type_def.key_column();
+        let key_type = type_def
+            .columns()
+            .iter()
+            .find(|column| column.name == key_column)
+            .map(|column| column.data_type)
+            .ok_or_else(|| OmniError::internal(format!("{type_name} has no key column")))?;
+        let filter = format!(
+            "`{key_column}` = {}",
+            rows::key_literal(&rows::render_key(key), key_type)
+        );
+        let found = self
+            .scan(
+                type_name,
+                &ScanRequest {
+                    filter: Some(filter),
+                    columns: Vec::new(),
+                    limit: Some(1),
+                },
+                &CommitRef::Seq(commit.seq),
+            )
+            .await?;
+        Ok(batches_to_json(&found).into_iter().next())
+    }
+
+    /// Rows of `type_name` at `at`, filtered, projected and limited.
+    pub async fn scan(
+        &self,
+        type_name: &str,
+        request: &ScanRequest,
+        at: &CommitRef,
+    ) -> Result<Vec<RecordBatch>> {
+        let snapshot = self.graph.snapshot(&self.branch, at).await?;
+        let table = snapshot.table(type_name).await?;
+        scan_table(&table, request).await
+    }
+}
+
+async fn scan_table(
+    table: &omnigraph_core::lance::Dataset,
+    request: &ScanRequest,
+) -> Result<Vec<RecordBatch>> {
+    let bad = |what: &str, error: omnigraph_core::lance::Error| {
+        OmniError::bad_input(
+            InputLocation::in_source("scan").field(what),
+            error.to_string(),
+        )
+    };
+    let mut scanner = table.scan();
+    if let Some(filter) = &request.filter {
+        scanner
+            .filter(filter)
+            .map_err(|error| bad("filter", error))?;
+    }
+    if !request.columns.is_empty() {
+        scanner
+            .project(&request.columns)
+            .map_err(|error| bad("columns", error))?;
+    }
+    let limit = request.limit.unwrap_or(DEFAULT_SCAN_LIMIT) as i64;
+    scanner
+        .limit(Some(limit), None)
+        .map_err(|error| bad("limit", error))?;
+    let stream = scanner
+        .try_into_stream()
+        .await
+        .map_err(|error| bad("filter", error))?;
+    stream
+        .try_collect()
+        .await
+        .map_err(|error| OmniError::from_lance("scan", error))
+}
+
+/// Rows as JSON objects, column by column.
+pub fn batches_to_json(batches: &[RecordBatch]) -> Vec<Map<String, Value>> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let schema = batch.schema();
+        for row in 0..batch.num_rows() {
+            let mut object = Map::new();
+            for (field, column) in schema.fields().iter().zip(batch.columns()) {
+                object.insert(field.name().clone(), json_value(column.as_ref(), row));
+            }
+            out.push(object);
+        }
+    }
+    out
+}
+
+/// One cell as JSON.
+pub fn json_value(column: &dyn Array, row: usize) -> Value {
+    use omnigraph_core::arrow_array::cast::AsArray;
+    use omnigraph_core::arrow_array::types::{
+        Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
+    };
+    use omnigraph_core::arrow_schema::DataType;
+    if column.is_null(row) {
+        return Value::Null;
+    }
+    match column.data_type() {
+        DataType::Utf8 => Value::from(column.as_string::<i32>().value(row)),
+        DataType::Boolean => Value::from(column.as_boolean().value(row)),
+        DataType::Int32 => Value::from(column.as_primitive::<Int32Type>().value(row)),
+        DataType::Int64 => Value::from(column.as_primitive::<Int64Type>().value(row)),
+        DataType::Float32 => Value::from(column.as_primitive::<Float32Type>().value(row) as f64),
+        DataType::Float64 => Value::from(column.as_primitive::<Float64Type>().value(row)),
+        DataType::Timestamp(_, _) => {
+            Value::from(column.as_primitive::<TimestampMicrosecondType>().value(row))
+        }
+        DataType::FixedSizeList(_, _) => {
+            let list = column.as_fixed_size_list().value(row);
+            let values = list.as_primitive::<Float32Type>();
+            Value::from(
+                values
+                    .iter()
+                    .map(|v| v.map_or(Value::Null, |f| Value::from(f as f64)))
+                    .collect::<Vec<_>>(),
+            )
+        }
+        other => Value::from(format!("<{other}>")),
+    }
+}
+
+fn default_actor() -> String {
+    std::env::var("OMNIGRAPH_ACTOR")
+        .or_else(|_| std::env::var("USER"))
+        .unwrap_or_else(|_| "omnigraph".into())
+}

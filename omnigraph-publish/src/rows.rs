@@ -1,0 +1,393 @@
+//! JSON objects to validated Arrow rows of one type.
+//!
+//! Every value is checked against the type's columns before anything is staged: a
+//! missing key or required property, a wrong type, an unknown property, a vector of the
+//! wrong length, a key given twice in one call. The first bad value fails the whole call
+//! with `BadInput` naming the source, line (or row), type and field.
+
+use omnigraph_core::arrow_array::builder::{
+    BooleanBuilder, FixedSizeListBuilder, Float32Builder, Float64Builder, Int32Builder,
+    Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
+};
+use omnigraph_core::arrow_array::{ArrayRef, RecordBatch};
+use omnigraph_core::schema::{PropertyType, TypeDef};
+use omnigraph_core::{InputLocation, OmniError, Result};
+use serde_json::{Map, Value};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Where a row came from, for error messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowSource {
+    /// The file or argument (`people.jsonl`, `--json`).
+    pub source: String,
+    /// One-based line of a JSONL file; `None` for rows given in a call.
+    pub line: Option<u64>,
+    /// Zero-based position in the call.
+    pub row: u64,
+}
+
+impl RowSource {
+    fn location(&self, type_name: &str, field: Option<&str>) -> InputLocation {
+        let mut location = InputLocation::in_source(&self.source).type_name(type_name);
+        match self.line {
+            Some(line) => location.line = Some(line),
+            None => location = location.row(self.row),
+        }
+        if let Some(field) = field {
+            location = location.field(field);
+        }
+        location
+    }
+}
+
+/// Fields a JSONL record may carry besides the type's columns.
+pub const TYPE_FIELD: &str = "type";
+
+/// One row's key, rendered for messages and lookups.
+pub type RowKey = String;
+
+/// Rows of one type, validated, with their keys in order.
+#[derive(Clone, Debug)]
+pub struct TypedRows {
+    /// The rows as one batch with the table's Arrow schema.
+    pub batch: RecordBatch,
+    /// Each row's key, rendered (`"p1"` or `42`).
+    pub keys: Vec<RowKey>,
+    /// For an edge type: each row's `(src, dst)` endpoint keys, rendered.
+    pub endpoints: Vec<(RowKey, RowKey)>,
+}
+
+/// Converts JSON objects to rows of `type_def`, checking every value.
+pub fn rows_from_json(
+    type_def: &TypeDef,
+    objects: &[(RowSource, Map<String, Value>)],
+) -> Result<TypedRows> {
+    let columns = type_def.columns();
+    let type_name = type_def.name();
+    let key_column = type_def.key_column();
+    let mut seen_keys: HashSet<RowKey> = HashSet::new();
+    let mut keys = Vec::with_capacity(objects.len());
+    let mut endpoints = Vec::new();
+    let mut builders: Vec<ColumnBuilder> = columns
+        .iter()
+        .map(|column| ColumnBuilder::new(column.data_type, objects.len()))
+        .collect();
+    for (source, object) in objects {
+        for name in object.keys() {
+            if name != TYPE_FIELD && !columns.iter().any(|column| &column.name == name) {
+                return Err(OmniError::bad_input(
+                    source.location(type_name, Some(name)),
+                    format!("{type_name} has no property {name}"),
+                ));
+            }
+        }
+        for (column, builder) in columns.iter().zip(builders.iter_mut()) {
+            let value = object.get(&column.name).unwrap_or(&Value::Null);
+            if value.is_null() && !column.nullable {
+                let what = if column.name == key_column {
+                    "the key"
+                } else {
+                    "a required property"
+                };
+                return Err(OmniError::bad_input(
+                    source.location(type_name, Some(&column.name)),
+                    format!("{} is {what} of {type_name} and is missing", column.name),
+                ));
+            }
+            builder.push(value).map_err(|expected| {
+                OmniError::bad_input(
+                    source.location(type_name, Some(&column.name)),
+                    format!("expected {expected}, found {}", describe(value)),
+                )
+            })?;
+        }
+        let key = render_key(&object[key_column]);
+        if !seen_keys.insert(key.clone()) {
+            return Err(OmniError::bad_input(
+                source.location(type_name, Some(key_column)),
+                format!("key {key} of {type_name} is given more than once"),
+            ));
+        }
+        keys.push(key);
+        if !type_def.is_node() {
+            endpoints.push((render_key(&object["src"]), render_key(&object["dst"])));
+        }
+    }
+    let arrays: Vec<ArrayRef> = builders.into_iter().map(ColumnBuilder::finish).collect();
+    let batch = RecordBatch::try_new(type_def.arrow_schema(), arrays)
+        .map_err(|error| OmniError::internal(format!("rows of {type_name}: {error}")))?;
+    Ok(TypedRows {
+        batch,
+        keys,
+        endpoints,
+    })
+}
+
+/// A key as text: strings quoted, numbers bare, so `"1"` and `1` differ.
+pub fn render_key(value: &Value) -> RowKey {
+    value.to_string()
+}
+
+/// A SQL literal for a rendered key of a column of `data_type`.
+pub fn key_literal(key: &str, data_type: PropertyType) -> String {
+    match data_type {
+        PropertyType::String => {
+            let text: String = serde_json::from_str(key).unwrap_or_else(|_| key.to_string());
+            format!("'{}'", text.replace('\'', "''"))
+        }
+        _ => key.to_string(),
+    }
+}
+
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(_) => format!("a boolean ({value})"),
+        Value::Number(_) => format!("a number ({value})"),
+        Value::String(text) if text.len() > 40 => format!("a string ({:?}…)", &text[..40]),
+        Value::String(_) => format!("a string ({value})"),
+        Value::Array(items) => format!("an array of {} items", items.len()),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// The Arrow columns for a type, built value by value.
+enum ColumnBuilder {
+    String(StringBuilder),
+    Bool(BooleanBuilder),
+    Int32(Int32Builder),
+    Int64(Int64Builder),
+    Float32(Float32Builder),
+    Float64(Float64Builder),
+    Timestamp(TimestampMicrosecondBuilder),
+    Vector(FixedSizeListBuilder<Float32Builder>, u32),
+}
+
+impl ColumnBuilder {
+    fn new(data_type: PropertyType, capacity: usize) -> ColumnBuilder {
+        match data_type {
+            PropertyType::String => {
+                ColumnBuilder::String(StringBuilder::with_capacity(capacity, capacity * 16))
+            }
+            PropertyType::Bool => ColumnBuilder::Bool(BooleanBuilder::with_capacity(capacity)),
+            PropertyType::Int32 => ColumnBuilder::Int32(Int32Builder::with_capacity(capacity)),
+            PropertyType::Int64 => ColumnBuilder::Int64(Int64Builder::with_capacity(capacity)),
+            PropertyType::Float32 => {
+                ColumnBuilder::Float32(Float32Builder::with_capacity(capacity))
+            }
+            PropertyType::Float64 => {
+                ColumnBuilder::Float64(Float64Builder::with_capacity(capacity))
+            }
+            PropertyType::Timestamp => ColumnBuilder::Timestamp(
+                TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone("UTC"),
+            ),
+            PropertyType::Vector(dimension) => ColumnBuilder::Vector(
+                FixedSizeListBuilder::with_capacity(
+                    Float32Builder::new(),
+                    dimension as i32,
+                    capacity,
+                ),
+                dimension,
+            ),
+        }
+    }
+
+    /// Appends one value; on a mismatch, returns what was expected.
+    fn push(&mut self, value: &Value) -> std::result::Result<(), String> {
+        let null = value.is_null();
+        match self {
+            ColumnBuilder::String(builder) => match value {
+                Value::String(text) => builder.append_value(text),
+                _ if null => builder.append_null(),
+                _ => return Err("a string".into()),
+            },
+            ColumnBuilder::Bool(builder) => match value {
+                Value::Bool(flag) => builder.append_value(*flag),
+                _ if null => builder.append_null(),
+                _ => return Err("a boolean".into()),
+            },
+            ColumnBuilder::Int32(builder) => match value.as_i64() {
+                Some(number) => builder.append_value(
+                    i32::try_from(number).map_err(|_| "an Int32 (out of range)".to_string())?,
+                ),
+                None if null => builder.append_null(),
+                None => return Err("an integer (Int32)".into()),
+            },
+            ColumnBuilder::Int64(builder) => match value.as_i64() {
+                Some(number) => builder.append_value(number),
+                None if null => builder.append_null(),
+                None => return Err("an integer (Int64)".into()),
+            },
+            ColumnBuilder::Float32(builder) => match value.as_f64() {
+                Some(number) => builder.append_value(number as f32),
+                None if null => builder.append_null(),
+                None => return Err("a number (Float32)".into()),
+            },
+            ColumnBuilder::Float64(builder) => match value.as_f64() {
+                Some(number) => builder.append_value(number),
+                None if null => builder.append_null(),
+                None => return Err("a number (Float64)".into()),
+            },
+            ColumnBuilder::Timestamp(builder) => match value.as_i64() {
+                Some(micros) => builder.append_value(micros),
+                None if null => builder.append_null(),
+                None => return Err("a timestamp (microseconds since the epoch)".into()),
+            },
+            ColumnBuilder::Vector(builder, dimension) => match value {
+                Value::Array(items) => {
+                    if items.len() != *dimension as usize {
+                        return Err(format!(
+                            "a vector of {dimension} numbers (got {})",
+                            items.len()
+                        ));
+                    }
+                    let numbers: Option<Vec<f64>> = items.iter().map(Value::as_f64).collect();
+                    let numbers =
+                        numbers.ok_or_else(|| format!("a vector of {dimension} numbers"))?;
+                    for number in numbers {
+                        builder.values().append_value(number as f32);
+                    }
+                    builder.append(true);
+                }
+                _ if null => {
+                    for _ in 0..*dimension {
+                        builder.values().append_null();
+                    }
+                    builder.append(false);
+                }
+                _ => return Err(format!("a vector of {dimension} numbers")),
+            },
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> ArrayRef {
+        match self {
+            ColumnBuilder::String(mut builder) => Arc::new(builder.finish()),
+            ColumnBuilder::Bool(mut builder) => Arc::new(builder.finish()),
+            ColumnBuilder::Int32(mut builder) => Arc::new(builder.finish()),
+            ColumnBuilder::Int64(mut builder) => Arc::new(builder.finish()),
+            ColumnBuilder::Float32(mut builder) => Arc::new(builder.finish()),
+            ColumnBuilder::Float64(mut builder) => Arc::new(builder.finish()),
+            ColumnBuilder::Timestamp(mut builder) => Arc::new(builder.finish()),
+            ColumnBuilder::Vector(mut builder, _) => Arc::new(builder.finish()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use omnigraph_core::ErrorKind;
+    use omnigraph_core::schema::parse;
+
+    const SCHEMA: &str =
+        "node Person { id: String @key, name: String, age: Int32?, v: Vector(3)?, at: Timestamp? }
+        node Company { id: Int64 @key }
+        edge WorksAt: Person -> Company { since: Int32? }";
+
+    fn objects(lines: &[&str]) -> Vec<(RowSource, Map<String, Value>)> {
+        lines
+            .iter()
+            .enumerate()
+            .map(|(index, line)| {
+                (
+                    RowSource {
+                        source: "people.jsonl".into(),
+                        line: Some(index as u64 + 1),
+                        row: index as u64,
+                    },
+                    serde_json::from_str(line).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn error_of(type_name: &str, lines: &[&str]) -> String {
+        let catalog = parse("s.pg", SCHEMA).unwrap();
+        let error = rows_from_json(catalog.get(type_name).unwrap(), &objects(lines)).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+        error.to_string()
+    }
+
+    #[test]
+    fn valid_rows_become_a_batch_with_the_table_schema() {
+        let catalog = parse("s.pg", SCHEMA).unwrap();
+        let rows = rows_from_json(
+            catalog.get("Person").unwrap(),
+            &objects(&[
+                r#"{"type":"Person","id":"p1","name":"Ada","age":36,"v":[1,2,3],"at":1700000000000000}"#,
+                r#"{"id":"p2","name":"Bob"}"#,
+            ]),
+        )
+        .unwrap();
+        assert_eq!(rows.batch.num_rows(), 2);
+        assert_eq!(
+            rows.batch.schema(),
+            catalog.get("Person").unwrap().arrow_schema()
+        );
+        assert_eq!(rows.keys, vec!["\"p1\"", "\"p2\""]);
+        assert_eq!(rows.batch.column(2).null_count(), 1);
+
+        let edges = rows_from_json(
+            catalog.get("WorksAt").unwrap(),
+            &objects(&[r#"{"type":"WorksAt","id":"e1","src":"p1","dst":7,"since":2020}"#]),
+        )
+        .unwrap();
+        assert_eq!(
+            edges.endpoints,
+            vec![("\"p1\"".to_string(), "7".to_string())]
+        );
+    }
+
+    #[test]
+    fn each_kind_of_bad_value_names_line_type_and_field() {
+        let message = error_of("Person", &[r#"{"id":"p1","name":"A"}"#, r#"{"name":"B"}"#]);
+        assert!(
+            message.contains("people.jsonl, line 2, type Person, field id"),
+            "{message}"
+        );
+        assert!(message.contains("the key"), "{message}");
+        let message = error_of("Person", &[r#"{"id":"p1"}"#]);
+        assert!(
+            message.contains("field name") && message.contains("required"),
+            "{message}"
+        );
+        let message = error_of("Person", &[r#"{"id":"p1","name":"A","age":"old"}"#]);
+        assert!(
+            message.contains("field age: expected an integer (Int32), found a string"),
+            "{message}"
+        );
+        let message = error_of("Person", &[r#"{"id":"p1","name":"A","age":99999999999}"#]);
+        assert!(message.contains("out of range"), "{message}");
+        let message = error_of("Person", &[r#"{"id":"p1","name":"A","shoe":42}"#]);
+        assert!(
+            message.contains("field shoe") && message.contains("no property shoe"),
+            "{message}"
+        );
+        let message = error_of("Person", &[r#"{"id":"p1","name":"A","v":[1,2]}"#]);
+        assert!(
+            message.contains("a vector of 3 numbers (got 2)"),
+            "{message}"
+        );
+        let message = error_of(
+            "Person",
+            &[r#"{"id":"p1","name":"A"}"#, r#"{"id":"p1","name":"B"}"#],
+        );
+        assert!(
+            message.contains("line 2") && message.contains("more than once"),
+            "{message}"
+        );
+        let message = error_of("WorksAt", &[r#"{"id":"e1","src":"p1"}"#]);
+        assert!(message.contains("field dst"), "{message}");
+        let message = error_of("Company", &[r#"{"id":"7"}"#]);
+        assert!(message.contains("expected an integer (Int64)"), "{message}");
+    }
+
+    #[test]
+    fn key_literals_are_quoted_for_sql() {
+        assert_eq!(key_literal("\"o'neil\"", PropertyType::String), "'o''neil'");
+        assert_eq!(key_literal("42", PropertyType::Int64), "42");
+    }
+}

@@ -1,0 +1,302 @@
+//! The `Omnigraph` handle's insert and reads on real Lance tables, on a local folder and
+//! in memory.
+
+use omnigraph_core::{ErrorKind, Evidence, OmniError};
+use omnigraph_publish::{CommitRef, Omnigraph, ScanRequest};
+use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects};
+use serde_json::{Map, Value, json};
+
+fn objects(values: Value) -> Vec<Map<String, Value>> {
+    values
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|value| value.as_object().unwrap().clone())
+        .collect()
+}
+
+async fn new_graph(backend: Backend) -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(backend).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    (graph, test)
+}
+
+#[tokio::test]
+async fn insert_then_get_and_scan() {
+    for backend in BACKENDS {
+        let (graph, _test) = new_graph(backend).await;
+        let commit = graph
+            .insert_json(
+                "Person",
+                objects(json!([
+                    {"id": "p1", "name": "Ada", "age": 36},
+                    {"id": "p2", "name": "Bob"},
+                    {"id": "p3", "name": "Cy", "age": 20}
+                ])),
+            )
+            .await
+            .unwrap();
+        assert_eq!(commit.seq, 1);
+        assert_eq!(commit.operation.summary, "3 rows into Person");
+        let ada = graph
+            .get("Person", &json!("p1"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(ada["name"], "Ada", "{backend:?}");
+        assert_eq!(ada["age"], 36);
+        let bob = graph
+            .get("Person", &json!("p2"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(bob["age"], Value::Null);
+        assert!(
+            graph
+                .get("Person", &json!("p9"), &CommitRef::Head)
+                .await
+                .unwrap()
+                .is_none()
+        );
+
+        let batches = graph
+            .scan(
+                "Person",
+                &ScanRequest {
+                    filter: Some("age >= 30 OR age IS NULL".into()),
+                    columns: vec!["id".into()],
+                    limit: Some(10),
+                },
+                &CommitRef::Head,
+            )
+            .await
+            .unwrap();
+        let rows = omnigraph_publish::omnigraph::batches_to_json(&batches);
+        let mut ids: Vec<&str> = rows.iter().map(|row| row["id"].as_str().unwrap()).collect();
+        ids.sort();
+        assert_eq!(ids, ["p1", "p2"]);
+        assert_eq!(rows[0].len(), 1, "projection");
+        let limited = graph
+            .scan(
+                "Person",
+                &ScanRequest {
+                    limit: Some(2),
+                    ..Default::default()
+                },
+                &CommitRef::Head,
+            )
+            .await
+            .unwrap();
+        assert_eq!(limited.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
+        let error = graph
+            .scan(
+                "Person",
+                &ScanRequest {
+                    filter: Some("nope >".into()),
+                    ..Default::default()
+                },
+                &CommitRef::Head,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::BadInput);
+    }
+}
+
+#[tokio::test]
+async fn bad_rows_fail_the_whole_call_and_publish_nothing() {
+    for backend in BACKENDS {
+        let (graph, test) = new_graph(backend).await;
+        let before = all_objects(&test.root).await;
+        for (rows, field) in [
+            (
+                json!([{"id": "p1", "name": "A"}, {"name": "no key"}]),
+                "field id",
+            ),
+            (json!([{"id": "p1", "name": 7}]), "field name"),
+            (json!([{"id": "p1", "name": "A", "shoe": 42}]), "field shoe"),
+            (
+                json!([{"id": "p1", "name": "A"}, {"id": "p1", "name": "B"}]),
+                "field id",
+            ),
+        ] {
+            let error = graph
+                .insert_json("Person", objects(rows))
+                .await
+                .unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::BadInput, "{backend:?}: {error}");
+            assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+            assert!(error.to_string().contains(field), "{error}");
+            assert!(error.to_string().contains("type Person"), "{error}");
+        }
+        let error = graph
+            .insert_json("Robot", objects(json!([{"id": "r"}])))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotFound);
+        assert_eq!(
+            graph.head().await.unwrap().seq,
+            0,
+            "{backend:?}: the head did not move"
+        );
+        assert_eq!(
+            all_objects(&test.root).await,
+            before,
+            "{backend:?}: nothing was written"
+        );
+    }
+}
+
+#[tokio::test]
+async fn existing_keys_conflict_and_edges_need_their_endpoints() {
+    for backend in BACKENDS {
+        let (graph, _test) = new_graph(backend).await;
+        graph
+            .insert_json("Person", objects(json!([{"id": "p1", "name": "Ada"}])))
+            .await
+            .unwrap();
+        graph
+            .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+            .await
+            .unwrap();
+        let error = graph
+            .insert_json(
+                "Person",
+                objects(json!([{"id": "p2", "name": "B"}, {"id": "p1", "name": "again"}])),
+            )
+            .await
+            .unwrap_err();
+        match &error {
+            OmniError::KeyConflict {
+                type_name,
+                key,
+                evidence,
+            } => {
+                assert_eq!((type_name.as_str(), key.as_str()), ("Person", "\"p1\""));
+                assert_eq!(evidence, &Evidence::BeforeEffect);
+            }
+            other => panic!("{backend:?}: expected KeyConflict, got {other}"),
+        }
+        assert_eq!(error.code().exit_code, 4);
+        let error = graph
+            .insert_json(
+                "WorksAt",
+                objects(json!([{"id": "e1", "src": "p1", "dst": "c9"}])),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::BadInput);
+        assert!(error.to_string().contains("field dst"), "{error}");
+        assert!(
+            error.to_string().contains("\"c9\" is not a Company"),
+            "{error}"
+        );
+        let commit = graph
+            .insert_json(
+                "WorksAt",
+                objects(json!([{"id": "e1", "src": "p1", "dst": "c1", "since": 2020}])),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            commit.pin_of_type("WorksAt").unwrap().row_count,
+            1,
+            "{backend:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn racing_inserts_recommit_and_both_land() {
+    for backend in BACKENDS {
+        let (first, test) = new_graph(backend).await;
+        let second = Omnigraph::open(&test.uri).await.unwrap();
+        // Both handles are warm on genesis.
+        second.head().await.unwrap();
+        first
+            .insert_json("Person", objects(json!([{"id": "a1", "name": "A"}])))
+            .await
+            .unwrap();
+        let commit = second
+            .insert_json(
+                "Person",
+                objects(json!([{"id": "b1", "name": "B"}, {"id": "b2", "name": "B2"}])),
+            )
+            .await
+            .unwrap();
+        assert_eq!(commit.seq, 2, "{backend:?}: re-committed on the new head");
+        assert_eq!(commit.pin_of_type("Person").unwrap().row_count, 3);
+        for key in ["a1", "b1", "b2"] {
+            assert!(
+                first
+                    .get("Person", &json!(key), &CommitRef::Head)
+                    .await
+                    .unwrap()
+                    .is_some(),
+                "{key}"
+            );
+        }
+        // A racing insert of a key the winner took is refused on re-check, after staging.
+        let third = Omnigraph::open(&test.uri).await.unwrap();
+        third.head().await.unwrap();
+        first
+            .insert_json("Person", objects(json!([{"id": "x", "name": "first"}])))
+            .await
+            .unwrap();
+        let error = third
+            .insert_json("Person", objects(json!([{"id": "x", "name": "third"}])))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::KeyConflict, "{backend:?}: {error}");
+        assert_eq!(error.evidence(), &Evidence::Unpublished);
+        let x = first
+            .get("Person", &json!("x"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(x["name"], "first");
+    }
+}
+
+#[tokio::test]
+async fn time_travel_reads_the_rows_of_an_older_commit() {
+    let (graph, _test) = new_graph(Backend::Local).await;
+    let first = graph
+        .insert_json("Person", objects(json!([{"id": "p1", "name": "Ada"}])))
+        .await
+        .unwrap();
+    graph
+        .insert_json("Person", objects(json!([{"id": "p2", "name": "Bob"}])))
+        .await
+        .unwrap();
+    let at_first = CommitRef::Seq(first.seq);
+    assert!(
+        graph
+            .get("Person", &json!("p2"), &at_first)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        graph
+            .get("Person", &json!("p2"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let by_id = CommitRef::Id(first.commit_id.clone());
+    assert!(
+        graph
+            .get("Person", &json!("p1"), &by_id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        graph
+            .get("Person", &json!("p1"), &CommitRef::Seq(0))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
