@@ -161,7 +161,7 @@ impl Omnigraph {
             match staged.take() {
                 None => {
                     staging
-                        .append(&pin.table_id, vec![rows.batch.clone()])
+                        .stage_append(&pin.table_id, vec![rows.batch.clone()])
                         .await?;
                 }
                 Some(link) => {

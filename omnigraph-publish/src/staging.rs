@@ -149,7 +149,7 @@ impl Staging {
     }
 
     /// Stages an append of `batches` to `table_id`.
-    pub async fn append(
+    pub async fn stage_append(
         &mut self,
         table_id: &str,
         batches: Vec<omnigraph_core::arrow_array::RecordBatch>,
@@ -161,7 +161,7 @@ impl Staging {
     }
 
     /// Stages the deletion of the rows of `table_id` where `predicate` holds.
-    pub async fn delete(&mut self, table_id: &str, predicate: &str) -> Result<&StagedLink> {
+    pub async fn stage_delete(&mut self, table_id: &str, predicate: &str) -> Result<&StagedLink> {
         let predicate = predicate.to_string();
         self.stage(table_id, |tip, origin| async move {
             adapter::stage_delete(&tip, &predicate, &origin).await

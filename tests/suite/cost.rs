@@ -103,7 +103,10 @@ async fn measure() -> BTreeMap<String, String> {
     let mut staging = Staging::new(shallow.graph.root().clone(), head);
     staging.chain(&person).await.unwrap();
     let probe = shallow.graph.root().probe();
-    staging.append(&person, vec![people(0, 1)]).await.unwrap();
+    staging
+        .stage_append(&person, vec![people(0, 1)])
+        .await
+        .unwrap();
     staging
         .publish(
             ReadSet::Strict,

@@ -25,7 +25,9 @@ async fn insert_people(
     count: usize,
 ) -> omnigraph_core::Result<GraphCommit> {
     let mut staging = Staging::new(graph.root().clone(), base);
-    staging.append(person, vec![people(start, count)]).await?;
+    staging
+        .stage_append(person, vec![people(start, count)])
+        .await?;
     staging
         .publish(
             ReadSet::Strict,
@@ -175,12 +177,12 @@ async fn two_handles_race_and_exactly_one_strict_writer_wins() {
         let base = left.commit("main", &CommitRef::Head).await.unwrap();
         let mut left_staging = Staging::new(left.root().clone(), base.clone());
         left_staging
-            .append(&person, vec![people(0, 3)])
+            .stage_append(&person, vec![people(0, 3)])
             .await
             .unwrap();
         let mut right_staging = Staging::new(right.root().clone(), base.clone());
         right_staging
-            .append(&person, vec![people(100, 4)])
+            .stage_append(&person, vec![people(100, 4)])
             .await
             .unwrap();
 
@@ -225,7 +227,7 @@ async fn a_pin_based_writer_moves_onto_a_head_where_only_other_tables_moved() {
         // A maintenance-like writer plans on Company; meanwhile Person moves.
         let mut company_staging = Staging::new(test.graph.root().clone(), base.clone());
         company_staging
-            .append(&company, vec![companies(0, 2)])
+            .stage_append(&company, vec![companies(0, 2)])
             .await
             .unwrap();
         let moved = insert_people(&test.graph, base.clone(), &person, 0, 5)
@@ -249,7 +251,10 @@ async fn a_pin_based_writer_moves_onto_a_head_where_only_other_tables_moved() {
 
         // Planned from a Person pin that has moved since: refused, naming the pin.
         let mut stale = Staging::new(test.graph.root().clone(), base.clone());
-        stale.append(&person, vec![people(50, 1)]).await.unwrap();
+        stale
+            .stage_append(&person, vec![people(50, 1)])
+            .await
+            .unwrap();
         let error = stale
             .publish(stale.planned_pins(), operation("stale"), "m")
             .await
@@ -399,9 +404,12 @@ async fn a_failed_multi_table_publication_leaves_every_pin_unchanged() {
         let test = TestGraph::new(backend).await;
         let (person, company) = (test.table_id("Person"), test.table_id("Company"));
         let mut staging = Staging::new(test.graph.root().clone(), test.genesis.clone());
-        staging.append(&person, vec![people(0, 4)]).await.unwrap();
         staging
-            .append(&company, vec![companies(0, 2)])
+            .stage_append(&person, vec![people(0, 4)])
+            .await
+            .unwrap();
+        staging
+            .stage_append(&company, vec![companies(0, 2)])
             .await
             .unwrap();
         {

@@ -74,9 +74,14 @@ async fn s3_graph_publication_race() {
     let person = genesis.pin_of_type("Person").unwrap().table_id.clone();
     let other = Graph::open(&uri).await.unwrap();
     let mut left = Staging::new(graph.root().clone(), genesis.clone());
-    left.append(&person, vec![people(0, 2)]).await.unwrap();
+    left.stage_append(&person, vec![people(0, 2)])
+        .await
+        .unwrap();
     let mut right = Staging::new(other.root().clone(), genesis.clone());
-    right.append(&person, vec![people(10, 3)]).await.unwrap();
+    right
+        .stage_append(&person, vec![people(10, 3)])
+        .await
+        .unwrap();
     let operation = omnigraph_publish::CommitOperation {
         kind: "test".into(),
         summary: "s3".into(),
