@@ -74,6 +74,18 @@ impl GraphCommit {
         self.pins.iter().find(|pin| pin.type_name == type_name)
     }
 
+    /// The pin of a table by id, or a typed `NotFound` naming this commit.
+    pub fn require_pin(&self, table_id: &str) -> Result<&TablePin> {
+        self.pin(table_id)
+            .ok_or_else(|| OmniError::not_found(format!("table {table_id} in commit {}", self.seq)))
+    }
+
+    /// The pin of the table holding `type_name`, or a typed `NotFound`.
+    pub fn require_pin_of_type(&self, type_name: &str) -> Result<&TablePin> {
+        self.pin_of_type(type_name)
+            .ok_or_else(|| OmniError::not_found(format!("type {type_name} in commit {}", self.seq)))
+    }
+
     /// The stored bytes.
     pub fn to_bytes(&self) -> Result<bytes::Bytes> {
         serde_json::to_vec(self)

@@ -149,12 +149,7 @@ impl Omnigraph {
             self.check_rows(&base, &catalog, type_def, &rows)
                 .await
                 .map_err(|error| error.with_evidence(evidence.clone()))?;
-            let pin = base
-                .pin_of_type(type_name)
-                .ok_or_else(|| {
-                    OmniError::not_found(format!("type {type_name} in commit {}", base.seq))
-                })?
-                .clone();
+            let pin = base.require_pin_of_type(type_name)?.clone();
             // Stage once; on a later attempt, re-commit the same files on the new pin.
             let mut staging = Staging::new(self.graph.root().clone(), base.clone());
             staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
@@ -219,16 +214,7 @@ impl Omnigraph {
         rows: &TypedRows,
     ) -> Result<()> {
         let type_name = type_def.name();
-        let key_column = type_def.key_column();
-        let key_type = type_def
-            .columns()
-            .iter()
-            .find(|column| column.name == key_column)
-            .map(|column| column.data_type)
-            .ok_or_else(|| OmniError::internal(format!("{type_name} has no key column")))?;
-        let existing = self
-            .existing_keys(base, type_name, key_column, key_type, &rows.keys)
-            .await?;
+        let existing = self.existing_keys(base, type_def, &rows.keys).await?;
         if let Some(key) = existing.first() {
             return Err(OmniError::KeyConflict {
                 type_name: type_name.to_string(),
@@ -256,21 +242,10 @@ impl Omnigraph {
                 ),
             ] {
                 let node = catalog.require(endpoint_type)?;
-                let node_key = node.key_column();
-                let node_key_type = node
-                    .columns()
-                    .iter()
-                    .find(|column| column.name == node_key)
-                    .map(|column| column.data_type)
-                    .ok_or_else(|| {
-                        OmniError::internal(format!("{endpoint_type} has no key column"))
-                    })?;
                 let mut unique = keys.clone();
                 unique.sort();
                 unique.dedup();
-                let found = self
-                    .existing_keys(base, endpoint_type, node_key, node_key_type, &unique)
-                    .await?;
+                let found = self.existing_keys(base, node, &unique).await?;
                 if let Some(position) = keys.iter().position(|key| !found.contains(key)) {
                     return Err(OmniError::bad_input(
                         InputLocation::in_source("insert")
@@ -288,18 +263,15 @@ impl Omnigraph {
         Ok(())
     }
 
-    /// Which of `keys` (rendered JSON) exist in `type_name` at `base`.
+    /// Which of `keys` (rendered JSON) exist in the table of `type_def` at `base`.
     async fn existing_keys(
         &self,
         base: &GraphCommit,
-        type_name: &str,
-        key_column: &str,
-        key_type: omnigraph_core::schema::PropertyType,
+        type_def: &TypeDef,
         keys: &[String],
     ) -> Result<Vec<String>> {
-        let pin = base.pin_of_type(type_name).ok_or_else(|| {
-            OmniError::not_found(format!("type {type_name} in commit {}", base.seq))
-        })?;
+        let (key_column, key_type) = (type_def.key_column(), type_def.key_type());
+        let pin = base.require_pin_of_type(type_def.name())?;
         if pin.row_count == 0 || keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -335,9 +307,7 @@ impl Omnigraph {
     /// The table `table_id` at the version `commit` pins, from the handle's cache when
     /// it holds that version.
     async fn table_at(&self, commit: &GraphCommit, table_id: &str) -> Result<Arc<Dataset>> {
-        let pin = commit.pin(table_id).ok_or_else(|| {
-            OmniError::not_found(format!("table {table_id} in commit {}", commit.seq))
-        })?;
+        let pin = commit.require_pin(table_id)?;
         if let Some(table) = self.tables.lock().get(table_id)
             && adapter::version_of(table) == pin.version
         {
@@ -361,12 +331,7 @@ impl Omnigraph {
         let catalog = self.catalog_at(&commit).await?;
         let type_def = catalog.require(type_name)?;
         let key_column = type_def.key_column();
-        let key_type = type_def
-            .columns()
-            .iter()
-            .find(|column| column.name == key_column)
-            .map(|column| column.data_type)
-            .ok_or_else(|| OmniError::internal(format!("{type_name} has no key column")))?;
+        let key_type = type_def.key_type();
         let filter = format!(
             "`{key_column}` = {}",
             rows::key_literal(&rows::render_key(key), key_type)

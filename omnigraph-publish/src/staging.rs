@@ -71,13 +71,7 @@ impl Staging {
         table_id: &str,
         table: Arc<omnigraph_core::lance::Dataset>,
     ) -> Result<()> {
-        let pin = self
-            .base
-            .pin(table_id)
-            .ok_or_else(|| {
-                OmniError::not_found(format!("table {table_id} in commit {}", self.base.seq))
-            })?
-            .clone();
+        let pin = self.base.require_pin(table_id)?.clone();
         if adapter::version_of(&table) != pin.version {
             return Err(OmniError::internal(format!(
                 "seeding table {table_id} at version {} but the base pins {}",
@@ -98,13 +92,7 @@ impl Staging {
     /// The chain of `table_id`, opening the table at its pin on first use.
     pub async fn chain(&mut self, table_id: &str) -> Result<&mut TableChain> {
         if !self.chains.contains_key(table_id) {
-            let pin = self
-                .base
-                .pin(table_id)
-                .ok_or_else(|| {
-                    OmniError::not_found(format!("table {table_id} in commit {}", self.base.seq))
-                })?
-                .clone();
+            let pin = self.base.require_pin(table_id)?.clone();
             let tip = open_pinned(&self.root, &self.base, &pin).await?;
             self.chains.insert(
                 table_id.to_string(),

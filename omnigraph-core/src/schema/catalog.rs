@@ -98,6 +98,16 @@ impl TypeDef {
         }
     }
 
+    /// The type of the key column.
+    pub fn key_type(&self) -> PropertyType {
+        let key = self.key_column();
+        self.columns
+            .iter()
+            .find(|column| column.name == key)
+            .map(|column| column.data_type)
+            .unwrap_or_else(|| unreachable!("a checked type has its key among its columns"))
+    }
+
     /// The table's columns: an edge's `id`, `src`, `dst` first, then the properties.
     pub fn columns(&self) -> &[Column] {
         &self.columns
