@@ -1,6 +1,7 @@
 //! OmniGraph publication: atomic multi-table publication over Lance.
 //!
 //! - [`omnigraph`]: the handle users call: writers and reads on one branch.
+//! - [`ingest`]: insert and load: validated batches, staged and published in one commit.
 //! - [`rows`]: JSON objects to validated Arrow rows of one type.
 //! - [`graph`]: create and open a graph; snapshots and time travel.
 //! - [`commit`]: the immutable graph commit and its table pins.
@@ -15,6 +16,7 @@
 pub mod commit;
 pub mod gate;
 pub mod graph;
+pub mod ingest;
 pub mod layout;
 pub mod log;
 pub mod omnigraph;
@@ -24,6 +26,7 @@ pub mod staging;
 
 pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
+pub use ingest::{IngestReport, LoadMode};
 pub use log::CommitLog;
 pub use omnigraph::{Omnigraph, ScanRequest};
 pub use publisher::{Publication, ReadSet, publish};

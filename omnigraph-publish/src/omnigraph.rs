@@ -2,25 +2,23 @@
 //! protocol. This first part has `insert` and the reads that check it (`get`, `scan`);
 //! load, update, delete and schema apply build on the same pieces.
 
-use crate::commit::{CommitOperation, GraphCommit};
+use crate::commit::GraphCommit;
 use crate::graph::{CommitRef, Graph};
+use crate::ingest::{Ingest, IngestReport, LoadMode, MAX_JSONL_LINE_BYTES};
 use crate::layout;
-use crate::rows::{self, RowSource, TypedRows};
+use crate::rows::{self, RowSource};
 use crate::staging::{Staging, open_pinned};
 use futures::TryStreamExt;
 use omnigraph_core::adapter;
 use omnigraph_core::arrow_array::{Array, RecordBatch};
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::schema::{Catalog, TypeDef};
-use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
+use omnigraph_core::{InputLocation, OmniError, Result};
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// How many times an insert re-commits its staged rows on a newer head before it gives
-/// up with `ContentionExhausted`.
-pub const MAX_INSERT_ATTEMPTS: u32 = 8;
 /// Keys looked up per existence query.
 pub const KEY_LOOKUP_CHUNK: usize = 1_000;
 /// The most rows a `scan` returns when no limit is given.
@@ -91,7 +89,7 @@ impl Omnigraph {
         Ok(head)
     }
 
-    async fn base(&self) -> Result<GraphCommit> {
+    pub(crate) async fn base(&self) -> Result<GraphCommit> {
         let known = self.known_head.lock().clone();
         match known {
             Some(head) => Ok(head),
@@ -119,152 +117,86 @@ impl Omnigraph {
         type_name: &str,
         objects: Vec<Map<String, Value>>,
     ) -> Result<GraphCommit> {
-        let sourced: Vec<(RowSource, Map<String, Value>)> = objects
-            .into_iter()
-            .enumerate()
-            .map(|(index, object)| {
-                (
-                    RowSource {
-                        source: "insert".into(),
-                        line: None,
-                        row: index as u64,
-                    },
-                    object,
-                )
-            })
-            .collect();
-        let mut base = self.base().await?;
-        let mut attempts = 0u32;
-        let mut staged: Option<adapter::StagedLink> = None;
-        loop {
-            attempts += 1;
-            let catalog = self.catalog_at(&base).await?;
-            let type_def = catalog.require(type_name)?;
-            let rows = rows::rows_from_json(type_def, &sourced)?;
-            let evidence = if staged.is_some() {
-                Evidence::Unpublished
-            } else {
-                Evidence::BeforeEffect
+        let mut ingest = Ingest::start(self, LoadMode::Append).await?;
+        for (row, object) in objects.into_iter().enumerate() {
+            let source = RowSource {
+                source: "insert".into(),
+                line: None,
+                row: row as u64,
             };
-            self.check_rows(&base, &catalog, type_def, &rows)
-                .await
-                .map_err(|error| error.with_evidence(evidence.clone()))?;
-            let pin = base.require_pin_of_type(type_name)?.clone();
-            // Stage once; on a later attempt, re-commit the same files on the new pin.
-            let mut staging = Staging::new(self.graph.root().clone(), base.clone());
-            staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
-            match staged.take() {
-                None => {
-                    staging
-                        .stage_append(&pin.table_id, vec![rows.batch.clone()])
-                        .await?;
-                }
-                Some(link) => {
-                    staging
-                        .stage(&pin.table_id, |tip, origin| async move {
-                            adapter::recommit_append(&link, &tip, &origin).await
-                        })
-                        .await
-                        .map_err(|error| error.with_evidence(Evidence::Unpublished))?;
-                }
-            }
-            let operation = CommitOperation {
-                kind: "insert".into(),
-                summary: format!("{} rows into {type_name}", rows.keys.len()),
-            };
-            match staging
-                .publish(staging.planned_pins(), operation, &self.actor)
-                .await
-            {
-                Ok(commit) => {
-                    let tip = staging.chain(&pin.table_id).await?.tip().clone();
-                    self.tables.lock().insert(pin.table_id.clone(), tip);
-                    *self.known_head.lock() = Some(commit.clone());
-                    return Ok(commit);
-                }
-                Err(OmniError::ReadSetChanged { member, .. }) if member.starts_with("pin:") => {
-                    if attempts >= MAX_INSERT_ATTEMPTS {
-                        return Err(OmniError::ContentionExhausted {
-                            attempts,
-                            evidence: Evidence::Unpublished,
-                        });
-                    }
-                    let link = staging
-                        .chain(&pin.table_id)
-                        .await?
-                        .links()
-                        .last()
-                        .cloned()
-                        .expect("a staged append");
-                    staged = Some(link);
-                    base = self.head().await?;
-                }
-                Err(other) => return Err(other),
-            }
+            ingest.push(type_name, source, object).await?;
         }
+        let report = ingest.finish("insert").await?;
+        report.commit.ok_or_else(|| {
+            OmniError::bad_input(
+                InputLocation::in_source("insert"),
+                "there are no rows to insert",
+            )
+        })
     }
 
-    /// Checks rows against the snapshot: their keys must be new, and an edge's
-    /// endpoints must exist.
-    async fn check_rows(
-        &self,
-        base: &GraphCommit,
-        catalog: &Catalog,
-        type_def: &TypeDef,
-        rows: &TypedRows,
-    ) -> Result<()> {
-        let type_name = type_def.name();
-        let existing = self.existing_keys(base, type_def, &rows.keys).await?;
-        if let Some(key) = existing.first() {
-            return Err(OmniError::KeyConflict {
-                type_name: type_name.to_string(),
-                key: key.clone(),
-                evidence: Evidence::BeforeEffect,
-            });
-        }
-        if let omnigraph_core::schema::DeclKind::Edge { from, to } = type_def.kind() {
-            for (role, endpoint_type, keys) in [
-                (
-                    "src",
-                    from,
-                    rows.endpoints
-                        .iter()
-                        .map(|(src, _)| src.clone())
-                        .collect::<Vec<_>>(),
-                ),
-                (
-                    "dst",
-                    to,
-                    rows.endpoints
-                        .iter()
-                        .map(|(_, dst)| dst.clone())
-                        .collect::<Vec<_>>(),
-                ),
-            ] {
-                let node = catalog.require(endpoint_type)?;
-                let mut unique = keys.clone();
-                unique.sort();
-                unique.dedup();
-                let found = self.existing_keys(base, node, &unique).await?;
-                if let Some(position) = keys.iter().position(|key| !found.contains(key)) {
+    /// Loads a JSONL file: one object per line, each with a `type` field naming its
+    /// node or edge type (an edge's `src` and `dst` are its endpoints' keys). Rows are
+    /// validated and staged in bounded batches and published in one commit; a bad line
+    /// fails the load, naming the file, line, type and field, and publishes nothing.
+    pub async fn load(&self, path: &std::path::Path, mode: LoadMode) -> Result<IngestReport> {
+        use tokio::io::AsyncBufReadExt;
+        let name = path.display().to_string();
+        let file = tokio::fs::File::open(path).await.map_err(|error| {
+            OmniError::bad_input(
+                InputLocation::in_source(&name),
+                format!("cannot open: {error}"),
+            )
+        })?;
+        let mut lines = tokio::io::BufReader::new(file).lines();
+        let mut ingest = Ingest::start(self, mode).await?;
+        let mut line_number = 0u64;
+        loop {
+            let line = lines.next_line().await.map_err(|error| {
+                let mut at = InputLocation::in_source(&name);
+                at.line = Some(line_number + 1);
+                OmniError::bad_input(at, format!("cannot read: {error}"))
+            })?;
+            let Some(line) = line else { break };
+            line_number += 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let mut at = InputLocation::in_source(&name);
+            at.line = Some(line_number);
+            if line.len() > MAX_JSONL_LINE_BYTES {
+                return Err(OmniError::bad_input(
+                    at,
+                    format!(
+                        "the line is {} bytes; the limit is {MAX_JSONL_LINE_BYTES}",
+                        line.len()
+                    ),
+                ));
+            }
+            let object: Map<String, Value> = serde_json::from_str(&line).map_err(|error| {
+                OmniError::bad_input(at.clone(), format!("not a JSON object: {error}"))
+            })?;
+            let type_name = match object.get(rows::TYPE_FIELD) {
+                Some(Value::String(type_name)) => type_name.clone(),
+                _ => {
                     return Err(OmniError::bad_input(
-                        InputLocation::in_source("insert")
-                            .row(position as u64)
-                            .type_name(type_name)
-                            .field(role),
-                        format!(
-                            "{role} {} is not a {endpoint_type} in commit {}",
-                            keys[position], base.seq
-                        ),
+                        at.field(rows::TYPE_FIELD),
+                        "every line needs a \"type\" naming its node or edge type",
                     ));
                 }
-            }
+            };
+            let source = RowSource {
+                source: name.clone(),
+                line: Some(line_number),
+                row: line_number - 1,
+            };
+            ingest.push(&type_name, source, object).await?;
         }
-        Ok(())
+        ingest.finish("load").await
     }
 
     /// Which of `keys` (rendered JSON) exist in the table of `type_def` at `base`.
-    async fn existing_keys(
+    pub(crate) async fn existing_keys(
         &self,
         base: &GraphCommit,
         type_def: &TypeDef,
@@ -304,9 +236,30 @@ impl Omnigraph {
         Ok(found)
     }
 
+    /// Who this handle publishes as.
+    pub fn actor(&self) -> &str {
+        &self.actor
+    }
+
+    /// After a publication: the new head, and the chain tips as the open tables of
+    /// their new pins, so the next write on this handle reads neither again.
+    pub(crate) async fn remember(&self, commit: &GraphCommit, staging: &Staging) -> Result<()> {
+        for table_id in staging.chain_ids() {
+            if let Some(link) = staging.links_of(&table_id).last() {
+                self.tables.lock().insert(table_id, link.dataset.clone());
+            }
+        }
+        *self.known_head.lock() = Some(commit.clone());
+        Ok(())
+    }
+
     /// The table `table_id` at the version `commit` pins, from the handle's cache when
     /// it holds that version.
-    async fn table_at(&self, commit: &GraphCommit, table_id: &str) -> Result<Arc<Dataset>> {
+    pub(crate) async fn table_at(
+        &self,
+        commit: &GraphCommit,
+        table_id: &str,
+    ) -> Result<Arc<Dataset>> {
         let pin = commit.require_pin(table_id)?;
         if let Some(table) = self.tables.lock().get(table_id)
             && adapter::version_of(table) == pin.version

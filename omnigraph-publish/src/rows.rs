@@ -28,7 +28,8 @@ pub struct RowSource {
 }
 
 impl RowSource {
-    fn location(&self, type_name: &str, field: Option<&str>) -> InputLocation {
+    /// Where this row is, naming its type and optionally a field.
+    pub fn location(&self, type_name: &str, field: Option<&str>) -> InputLocation {
         let mut location = InputLocation::in_source(&self.source).type_name(type_name);
         match self.line {
             Some(line) => location.line = Some(line),
@@ -43,6 +44,9 @@ impl RowSource {
 
 /// Fields a JSONL record may carry besides the type's columns.
 pub const TYPE_FIELD: &str = "type";
+
+/// A JSON object with where it came from: the input of [`rows_from_json`].
+pub type SourcedObject = (RowSource, Map<String, Value>);
 
 /// One row's key, rendered for messages and lookups.
 pub type RowKey = String;
@@ -59,10 +63,7 @@ pub struct TypedRows {
 }
 
 /// Converts JSON objects to rows of `type_def`, checking every value.
-pub fn rows_from_json(
-    type_def: &TypeDef,
-    objects: &[(RowSource, Map<String, Value>)],
-) -> Result<TypedRows> {
+pub fn rows_from_json(type_def: &TypeDef, objects: &[SourcedObject]) -> Result<TypedRows> {
     let columns = type_def.columns();
     let type_name = type_def.name();
     let key_column = type_def.key_column();

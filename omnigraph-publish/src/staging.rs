@@ -59,6 +59,23 @@ impl Staging {
         &self.base
     }
 
+    /// Whether a chain for `table_id` has been started.
+    pub fn has_chain(&self, table_id: &str) -> bool {
+        self.chains.contains_key(table_id)
+    }
+
+    /// The ids of the tables with a chain, in order.
+    pub fn chain_ids(&self) -> Vec<String> {
+        self.chains.keys().cloned().collect()
+    }
+
+    /// The links staged on `table_id` (none if it has no chain).
+    pub fn links_of(&self, table_id: &str) -> &[StagedLink] {
+        self.chains
+            .get(table_id)
+            .map_or(&[], |chain| chain.links.as_slice())
+    }
+
     /// Whether any link was staged (so a failure leaves unpublished files).
     pub fn has_staged(&self) -> bool {
         self.chains.values().any(|chain| !chain.links.is_empty())

@@ -2,7 +2,7 @@
 //! in memory.
 
 use omnigraph_core::{ErrorKind, Evidence, OmniError};
-use omnigraph_publish::{CommitRef, Omnigraph, ScanRequest};
+use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
 use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects};
 use serde_json::{Map, Value, json};
 
@@ -37,7 +37,7 @@ async fn insert_then_get_and_scan() {
             .await
             .unwrap();
         assert_eq!(commit.seq, 1);
-        assert_eq!(commit.operation.summary, "3 rows into Person");
+        assert_eq!(commit.operation.summary, "3 Person");
         let ada = graph
             .get("Person", &json!("p1"), &CommitRef::Head)
             .await
@@ -133,7 +133,8 @@ async fn bad_rows_fail_the_whole_call_and_publish_nothing() {
             .insert_json("Robot", objects(json!([{"id": "r"}])))
             .await
             .unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::NotFound);
+        assert_eq!(error.kind(), ErrorKind::BadInput);
+        assert!(error.to_string().contains("no type Robot"), "{error}");
         assert_eq!(
             graph.head().await.unwrap().seq,
             0,
@@ -299,4 +300,207 @@ async fn time_travel_reads_the_rows_of_an_older_commit() {
             .unwrap()
             .is_none()
     );
+}
+
+fn write_jsonl(dir: &std::path::Path, name: &str, lines: &[Value]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let text: Vec<String> = lines.iter().map(|line| line.to_string()).collect();
+    std::fs::write(&path, text.join("\n") + "\n").unwrap();
+    path
+}
+
+#[tokio::test]
+async fn load_mixed_types_with_edges_to_nodes_of_the_same_file() {
+    for backend in BACKENDS {
+        let (graph, _test) = new_graph(backend).await;
+        let dir = tempfile::tempdir().unwrap();
+        // The edge comes before its endpoints: endpoints are checked at the end.
+        let path = write_jsonl(
+            dir.path(),
+            "graph.jsonl",
+            &[
+                json!({"type": "WorksAt", "id": "e1", "src": "p1", "dst": "c1", "since": 2020}),
+                json!({"type": "Person", "id": "p1", "name": "Ada", "age": 36}),
+                json!({"type": "Person", "id": "p2", "name": "Bob"}),
+                json!({"type": "Company", "id": "c1", "name": "Acme"}),
+            ],
+        );
+        let report = graph.load(&path, LoadMode::Append).await.unwrap();
+        let commit = report.commit.unwrap();
+        assert_eq!(commit.seq, 1, "{backend:?}: one commit for the whole file");
+        assert_eq!(report.rows["Person"], 2);
+        assert_eq!(report.rows["WorksAt"], 1);
+        assert_eq!(commit.pin_of_type("Company").unwrap().row_count, 1);
+        assert_eq!(commit.pin_of_type("WorksAt").unwrap().row_count, 1);
+    }
+}
+
+#[tokio::test]
+async fn a_bad_line_fails_the_load_naming_file_line_type_and_field() {
+    for backend in BACKENDS {
+        let (graph, test) = new_graph(backend).await;
+        let dir = tempfile::tempdir().unwrap();
+        let good = json!({"type": "Person", "id": "p1", "name": "Ada"});
+        for (bad, expected) in [
+            (
+                json!({"type": "Person", "id": "p2", "name": "B", "age": "x"}),
+                "line 2, type Person, field age",
+            ),
+            (
+                json!({"type": "Robot", "id": "r1"}),
+                "line 2, type Robot, field type",
+            ),
+            (json!({"id": "p2", "name": "B"}), "line 2, field type"),
+            (
+                json!({"type": "Person", "id": "p1", "name": "again"}),
+                "line 2, type Person, field id",
+            ),
+            (
+                json!({"type": "WorksAt", "id": "e1", "src": "p1", "dst": "c404"}),
+                "line 2, type WorksAt, field dst",
+            ),
+        ] {
+            let path = write_jsonl(dir.path(), "bad.jsonl", &[good.clone(), bad]);
+            let error = graph.load(&path, LoadMode::Append).await.unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::BadInput, "{backend:?}: {error}");
+            let message = error.to_string();
+            assert!(message.contains("bad.jsonl"), "{message}");
+            assert!(message.contains(expected), "{expected}: {message}");
+        }
+        std::fs::write(dir.path().join("broken.jsonl"), "{\"type\": \"Person\",\n").unwrap();
+        let error = graph
+            .load(&dir.path().join("broken.jsonl"), LoadMode::Append)
+            .await
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("broken.jsonl, line 1"),
+            "{error}"
+        );
+        assert_eq!(
+            graph.head().await.unwrap().seq,
+            0,
+            "{backend:?}: nothing published"
+        );
+        let _ = test;
+    }
+}
+
+#[tokio::test]
+async fn a_merge_load_changes_only_the_rows_it_names() {
+    for backend in BACKENDS {
+        let (graph, _test) = new_graph(backend).await;
+        graph
+            .insert_json(
+                "Person",
+                objects(json!([
+                    {"id": "p1", "name": "Ada", "age": 36},
+                    {"id": "p2", "name": "Bob", "age": 40}
+                ])),
+            )
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_jsonl(
+            dir.path(),
+            "merge.jsonl",
+            &[
+                json!({"type": "Person", "id": "p2", "name": "Robert", "age": 41}),
+                json!({"type": "Person", "id": "p3", "name": "Cy"}),
+            ],
+        );
+        let error = graph.load(&path, LoadMode::Append).await.unwrap_err();
+        assert_eq!(
+            error.kind(),
+            ErrorKind::KeyConflict,
+            "append refuses an existing key"
+        );
+        let report = graph.load(&path, LoadMode::Merge).await.unwrap();
+        let commit = report.commit.unwrap();
+        assert_eq!(
+            commit.pin_of_type("Person").unwrap().row_count,
+            3,
+            "{backend:?}"
+        );
+        let p1 = graph
+            .get("Person", &json!("p1"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (p1["name"].as_str(), p1["age"].as_i64()),
+            (Some("Ada"), Some(36))
+        );
+        let p2 = graph
+            .get("Person", &json!("p2"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (p2["name"].as_str(), p2["age"].as_i64()),
+            (Some("Robert"), Some(41))
+        );
+        assert!(
+            graph
+                .get("Person", &json!("p3"), &CommitRef::Head)
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_large_load_is_staged_in_bounded_batches_and_published_once() {
+    let (graph, _test) = new_graph(Backend::Local).await;
+    let dir = tempfile::tempdir().unwrap();
+    let count = omnigraph_publish::ingest::INGEST_BATCH_ROWS * 2 + 17;
+    let lines: Vec<Value> = (0..count)
+        .map(|i| json!({"type": "Person", "id": format!("p{i}"), "name": "x", "age": (i % 90) as i32}))
+        .collect();
+    let path = write_jsonl(dir.path(), "big.jsonl", &lines);
+    let report = graph.load(&path, LoadMode::Append).await.unwrap();
+    let commit = report.commit.unwrap();
+    assert_eq!(commit.seq, 1);
+    assert_eq!(
+        commit.pin_of_type("Person").unwrap().row_count,
+        count as u64
+    );
+    let table = graph
+        .graph()
+        .snapshot("main", &CommitRef::Head)
+        .await
+        .unwrap()
+        .table("Person")
+        .await
+        .unwrap();
+    assert_eq!(
+        table.manifest().fragments.len(),
+        3,
+        "one fragment per staged batch"
+    );
+}
+
+#[tokio::test]
+async fn racing_loads_recommit_every_batch() {
+    let (first, test) = new_graph(Backend::Memory).await;
+    let second = Omnigraph::open(&test.uri).await.unwrap();
+    second.head().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_jsonl(
+        dir.path(),
+        "b.jsonl",
+        &[
+            json!({"type": "Person", "id": "b1", "name": "B"}),
+            json!({"type": "Company", "id": "c1", "name": "C"}),
+        ],
+    );
+    first
+        .insert_json("Person", objects(json!([{"id": "a1", "name": "A"}])))
+        .await
+        .unwrap();
+    let report = second.load(&path, LoadMode::Append).await.unwrap();
+    let commit = report.commit.unwrap();
+    assert_eq!(commit.seq, 2);
+    assert_eq!(commit.pin_of_type("Person").unwrap().row_count, 2);
+    assert_eq!(commit.pin_of_type("Company").unwrap().row_count, 1);
 }
