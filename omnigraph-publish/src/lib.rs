@@ -2,6 +2,7 @@
 //!
 //! - [`omnigraph`]: the handle users call: writers and reads on one branch.
 //! - [`ingest`]: insert and load: validated batches, staged and published in one commit.
+//! - [`mutate`]: update and delete, strict writers; deletes cascade to incident edges.
 //! - [`rows`]: JSON objects to validated Arrow rows of one type.
 //! - [`graph`]: create and open a graph; snapshots and time travel.
 //! - [`commit`]: the immutable graph commit and its table pins.
@@ -19,6 +20,7 @@ pub mod graph;
 pub mod ingest;
 pub mod layout;
 pub mod log;
+pub mod mutate;
 pub mod omnigraph;
 pub mod publisher;
 pub mod rows;
@@ -28,6 +30,7 @@ pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
 pub use ingest::{IngestReport, LoadMode};
 pub use log::CommitLog;
+pub use mutate::PreparedWrite;
 pub use omnigraph::{Omnigraph, ScanRequest};
 pub use publisher::{Publication, ReadSet, publish};
 pub use staging::{Staging, TableChain};

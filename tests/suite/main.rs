@@ -4,6 +4,7 @@
 mod adapter_links;
 mod cost;
 mod lance_surface;
+mod mutations;
 mod publish;
 mod request_counts;
 #[cfg(feature = "s3")]

@@ -1,0 +1,309 @@
+//! Update and delete: strict writers. They read the branch head, stage their links, and
+//! publish only if nothing at all was published on the branch since: otherwise
+//! `ReadSetChanged { member: "graph_head:<branch>" }`, nothing published, and the
+//! caller retries. Deleting nodes deletes their incident edges in the same commit.
+
+use crate::commit::{CommitOperation, GraphCommit};
+use crate::omnigraph::Omnigraph;
+use crate::publisher::ReadSet;
+use crate::rows::{self, RowKey};
+use crate::staging::Staging;
+use omnigraph_core::adapter;
+use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
+use omnigraph_core::{InputLocation, OmniError, Result};
+use serde_json::Value;
+
+/// A strict write staged on a captured head, ready to publish.
+#[derive(Debug)]
+pub struct PreparedWrite {
+    staging: Staging,
+    operation: CommitOperation,
+    rows: u64,
+}
+
+impl PreparedWrite {
+    /// The head the write was staged on.
+    pub fn base(&self) -> &GraphCommit {
+        self.staging.base()
+    }
+
+    /// Rows the write changes (updated, or deleted including cascaded edges).
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Publishes the write if the branch head has not moved since it was captured.
+    /// Returns `None` when the write changes nothing (and so publishes nothing).
+    pub async fn publish(self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
+        if !self.staging.has_staged() {
+            return Ok(None);
+        }
+        let commit = self
+            .staging
+            .publish(ReadSet::Strict, self.operation, handle.actor())
+            .await?;
+        handle.remember(&commit, &self.staging).await?;
+        Ok(Some(commit))
+    }
+}
+
+impl Omnigraph {
+    /// Sets properties on the rows of `type_name` where `predicate` (SQL) holds, and
+    /// publishes. See [`Omnigraph::prepare_update`].
+    pub async fn update(
+        &self,
+        type_name: &str,
+        predicate: &str,
+        assignments: &[(String, Value)],
+    ) -> Result<Option<GraphCommit>> {
+        self.prepare_update(type_name, predicate, assignments)
+            .await?
+            .publish(self)
+            .await
+    }
+
+    /// Stages an update on the current head: each `(property, value)` is checked
+    /// against the schema (the key cannot change; a required property cannot be null).
+    pub async fn prepare_update(
+        &self,
+        type_name: &str,
+        predicate: &str,
+        assignments: &[(String, Value)],
+    ) -> Result<PreparedWrite> {
+        let base = self.head().await?;
+        let catalog = self.catalog_at(&base).await?;
+        let type_def = catalog.require(type_name)?;
+        if assignments.is_empty() {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("update").type_name(type_name),
+                "no property to set",
+            ));
+        }
+        let mut expressions = Vec::with_capacity(assignments.len());
+        for (property, value) in assignments {
+            expressions.push((
+                property.clone(),
+                assignment_literal(type_def, property, value)?,
+            ));
+        }
+        let pin = base.require_pin_of_type(type_name)?.clone();
+        let mut staging = Staging::new(self.graph().root().clone(), base.clone());
+        staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
+        let matching = count_where(staging.chain(&pin.table_id).await?.tip(), predicate).await?;
+        if matching > 0 {
+            let key = type_def.key_column().to_string();
+            let predicate = predicate.to_string();
+            staging
+                .stage(&pin.table_id, |tip, origin| async move {
+                    adapter::stage_update(&tip, &key, &predicate, &expressions, &origin).await
+                })
+                .await?;
+        }
+        Ok(PreparedWrite {
+            staging,
+            operation: CommitOperation {
+                kind: "update".into(),
+                summary: format!("{matching} {type_name} where {predicate}"),
+            },
+            rows: matching,
+        })
+    }
+
+    /// Deletes the rows of `type_name` where `predicate` holds, with the edges incident
+    /// to deleted nodes, in one commit. See [`Omnigraph::prepare_delete`].
+    pub async fn delete(&self, type_name: &str, predicate: &str) -> Result<Option<GraphCommit>> {
+        self.prepare_delete(type_name, predicate)
+            .await?
+            .publish(self)
+            .await
+    }
+
+    /// Stages a delete on the current head, cascading to incident edges.
+    pub async fn prepare_delete(&self, type_name: &str, predicate: &str) -> Result<PreparedWrite> {
+        let base = self.head().await?;
+        let catalog = self.catalog_at(&base).await?;
+        let type_def = catalog.require(type_name)?;
+        let pin = base.require_pin_of_type(type_name)?.clone();
+        let mut staging = Staging::new(self.graph().root().clone(), base.clone());
+        staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
+        let deleted_keys = keys_where(
+            staging.chain(&pin.table_id).await?.tip(),
+            type_def,
+            predicate,
+        )
+        .await?;
+        let mut rows = 0u64;
+        if !deleted_keys.is_empty() {
+            rows += staging
+                .stage_delete(&pin.table_id, predicate)
+                .await?
+                .rows_affected;
+        }
+        if type_def.is_node() && !deleted_keys.is_empty() {
+            for edge in catalog.types() {
+                let DeclKind::Edge { from, to } = edge.kind() else {
+                    continue;
+                };
+                let mut roles = Vec::new();
+                if from == type_name {
+                    roles.push("src");
+                }
+                if to == type_name {
+                    roles.push("dst");
+                }
+                if roles.is_empty() {
+                    continue;
+                }
+                let edge_pin = base.require_pin_of_type(edge.name())?.clone();
+                if edge_pin.row_count == 0 {
+                    continue;
+                }
+                if !staging.has_chain(&edge_pin.table_id) {
+                    staging.seed(
+                        &edge_pin.table_id,
+                        self.table_at(&base, &edge_pin.table_id).await?,
+                    )?;
+                }
+                for chunk in deleted_keys.chunks(crate::omnigraph::KEY_LOOKUP_CHUNK) {
+                    let literals: Vec<String> = chunk
+                        .iter()
+                        .map(|key| rows::key_literal(key, type_def.key_type()))
+                        .collect();
+                    let list = literals.join(", ");
+                    let edge_predicate = roles
+                        .iter()
+                        .map(|role| format!("`{role}` IN ({list})"))
+                        .collect::<Vec<_>>()
+                        .join(" OR ");
+                    let tip = staging.chain(&edge_pin.table_id).await?.tip().clone();
+                    if count_where(&tip, &edge_predicate).await? > 0 {
+                        rows += staging
+                            .stage_delete(&edge_pin.table_id, &edge_predicate)
+                            .await?
+                            .rows_affected;
+                    }
+                }
+            }
+        }
+        Ok(PreparedWrite {
+            staging,
+            operation: CommitOperation {
+                kind: "delete".into(),
+                summary: format!(
+                    "{} {type_name} where {predicate} ({rows} rows in all)",
+                    deleted_keys.len()
+                ),
+            },
+            rows,
+        })
+    }
+}
+
+/// Rows of `table` where `predicate` holds; a bad predicate is `BadInput`.
+async fn count_where(table: &omnigraph_core::lance::Dataset, predicate: &str) -> Result<u64> {
+    table
+        .count_rows(Some(predicate.to_string()))
+        .await
+        .map(|count| count as u64)
+        .map_err(|error| {
+            OmniError::bad_input(
+                InputLocation::in_source("predicate").field(predicate),
+                error.to_string(),
+            )
+        })
+}
+
+/// The keys (rendered) of the rows of `table` where `predicate` holds.
+async fn keys_where(
+    table: &omnigraph_core::lance::Dataset,
+    type_def: &TypeDef,
+    predicate: &str,
+) -> Result<Vec<RowKey>> {
+    use futures::TryStreamExt;
+    let bad = |error: omnigraph_core::lance::Error| {
+        OmniError::bad_input(
+            InputLocation::in_source("predicate").field(predicate),
+            error.to_string(),
+        )
+    };
+    let mut scanner = table.scan();
+    scanner.filter(predicate).map_err(bad)?;
+    scanner.project(&[type_def.key_column()]).map_err(bad)?;
+    let batches: Vec<omnigraph_core::arrow_array::RecordBatch> = scanner
+        .try_into_stream()
+        .await
+        .map_err(bad)?
+        .try_collect()
+        .await
+        .map_err(|error| OmniError::from_lance("scan keys", error))?;
+    let mut keys = Vec::new();
+    for batch in &batches {
+        for row in 0..batch.num_rows() {
+            keys.push(rows::render_key(&crate::omnigraph::json_value(
+                batch.column(0).as_ref(),
+                row,
+            )));
+        }
+    }
+    Ok(keys)
+}
+
+/// The SQL literal that sets `property` to `value`, checked against the schema.
+fn assignment_literal(type_def: &TypeDef, property: &str, value: &Value) -> Result<String> {
+    let type_name = type_def.name();
+    let bad = |message: String| {
+        OmniError::bad_input(
+            InputLocation::in_source("update")
+                .type_name(type_name)
+                .field(property),
+            message,
+        )
+    };
+    let column = type_def
+        .columns()
+        .iter()
+        .find(|column| column.name == property)
+        .ok_or_else(|| bad(format!("{type_name} has no property {property}")))?;
+    if property == type_def.key_column() {
+        return Err(bad(format!(
+            "{property} is the key of {type_name}; an update cannot change it"
+        )));
+    }
+    if value.is_null() {
+        return if column.nullable {
+            Ok("NULL".into())
+        } else {
+            Err(bad(format!(
+                "{property} is required and cannot be set to null"
+            )))
+        };
+    }
+    let mismatch = |expected: &str| bad(format!("expected {expected}, found {value}"));
+    match column.data_type {
+        PropertyType::String => value
+            .as_str()
+            .map(|text| format!("'{}'", text.replace('\'', "''")))
+            .ok_or_else(|| mismatch("a string")),
+        PropertyType::Bool => value
+            .as_bool()
+            .map(|flag| flag.to_string())
+            .ok_or_else(|| mismatch("a boolean")),
+        PropertyType::Int32 => value
+            .as_i64()
+            .filter(|number| i32::try_from(*number).is_ok())
+            .map(|number| number.to_string())
+            .ok_or_else(|| mismatch("an Int32")),
+        PropertyType::Int64 | PropertyType::Timestamp => value
+            .as_i64()
+            .map(|number| number.to_string())
+            .ok_or_else(|| mismatch("an integer")),
+        PropertyType::Float32 | PropertyType::Float64 => value
+            .as_f64()
+            .filter(|number| number.is_finite())
+            .map(|number| format!("{number:?}"))
+            .ok_or_else(|| mismatch("a number")),
+        PropertyType::Vector(_) => Err(bad(format!(
+            "{property} is a vector; update sets scalar properties (load in merge mode replaces vectors)"
+        ))),
+    }
+}

@@ -1,0 +1,257 @@
+//! Update and delete on real Lance tables: strict publication, cascades, bad input.
+
+use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
+use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind};
+use omnigraph_publish::{CommitRef, Omnigraph};
+use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects};
+use serde_json::{Map, Value, json};
+
+fn objects(values: Value) -> Vec<Map<String, Value>> {
+    values
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|value| value.as_object().unwrap().clone())
+        .collect()
+}
+
+/// Three people, two companies, three edges.
+async fn populated(backend: Backend) -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(backend).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    graph
+        .insert_json(
+            "Person",
+            objects(json!([
+                {"id": "p1", "name": "Ada", "age": 36},
+                {"id": "p2", "name": "Bob", "age": 40},
+                {"id": "p3", "name": "Cy", "age": 20}
+            ])),
+        )
+        .await
+        .unwrap();
+    graph
+        .insert_json(
+            "Company",
+            objects(json!([{"id": "c1", "name": "Acme"}, {"id": "c2", "name": "Initech"}])),
+        )
+        .await
+        .unwrap();
+    graph
+        .insert_json(
+            "WorksAt",
+            objects(json!([
+                {"id": "e1", "src": "p1", "dst": "c1"},
+                {"id": "e2", "src": "p2", "dst": "c1"},
+                {"id": "e3", "src": "p1", "dst": "c2"}
+            ])),
+        )
+        .await
+        .unwrap();
+    (graph, test)
+}
+
+async fn name_of(graph: &Omnigraph, key: &str) -> Option<Value> {
+    graph
+        .get("Person", &json!(key), &CommitRef::Head)
+        .await
+        .unwrap()
+        .map(|row| row["name"].clone())
+}
+
+#[tokio::test]
+async fn update_changes_only_matching_rows() {
+    for backend in BACKENDS {
+        let (graph, _test) = populated(backend).await;
+        let commit = graph
+            .update(
+                "Person",
+                "age >= 36",
+                &[("name".into(), json!("Senior")), ("age".into(), json!(50))],
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            commit.pin_of_type("Person").unwrap().row_count,
+            3,
+            "{backend:?}"
+        );
+        assert_eq!(name_of(&graph, "p1").await, Some(json!("Senior")));
+        assert_eq!(name_of(&graph, "p2").await, Some(json!("Senior")));
+        assert_eq!(name_of(&graph, "p3").await, Some(json!("Cy")));
+        let p1 = graph
+            .get("Person", &json!("p1"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(p1["age"], 50);
+        // Nothing matches: nothing is published.
+        let head = graph.head().await.unwrap();
+        assert!(
+            graph
+                .update("Person", "age > 1000", &[("age".into(), json!(1))])
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(graph.head().await.unwrap(), head);
+        // Time travel still sees the old values.
+        let before = graph
+            .get("Person", &json!("p1"), &CommitRef::Seq(commit.seq - 1))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(before["name"], "Ada");
+    }
+}
+
+#[tokio::test]
+async fn bad_updates_are_bad_input_and_change_nothing() {
+    let (graph, test) = populated(Backend::Memory).await;
+    let before = all_objects(&test.root).await;
+    for (predicate, property, value, expected) in [
+        ("true", "id", json!("x"), "the key"),
+        ("true", "shoe", json!(1), "no property shoe"),
+        ("true", "age", json!("old"), "expected an Int32"),
+        ("true", "name", Value::Null, "required"),
+        ("nope >", "age", json!(1), "predicate"),
+    ] {
+        let error = graph
+            .update("Person", predicate, &[(property.into(), value)])
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::BadInput, "{property}: {error}");
+        assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+        assert!(error.to_string().contains(expected), "{expected}: {error}");
+    }
+    assert_eq!(all_objects(&test.root).await, before);
+}
+
+#[tokio::test]
+async fn an_update_prepared_before_an_insert_publishes_must_retry() {
+    for backend in BACKENDS {
+        let (graph, test) = populated(backend).await;
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        let prepared = graph
+            .prepare_update("Person", "id = 'p3'", &[("age".into(), json!(21))])
+            .await
+            .unwrap();
+        let inserted = other
+            .insert_json("Person", objects(json!([{"id": "p4", "name": "Dee"}])))
+            .await
+            .unwrap();
+        let error = prepared.publish(&graph).await.unwrap_err();
+        match &error {
+            OmniError::ReadSetChanged {
+                member,
+                actual,
+                evidence,
+                ..
+            } => {
+                assert_eq!(member, "graph_head:main");
+                assert!(actual.contains(&inserted.commit_id), "{actual}");
+                assert_eq!(evidence, &Evidence::Unpublished);
+            }
+            other => panic!("{backend:?}: expected ReadSetChanged, got {other}"),
+        }
+        assert_eq!(graph.head().await.unwrap(), inserted, "nothing published");
+        let retried = graph
+            .update("Person", "id = 'p3'", &[("age".into(), json!(21))])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(retried.seq, inserted.seq + 1);
+        let p3 = graph
+            .get("Person", &json!("p3"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(p3["age"], 21);
+        assert!(
+            graph
+                .get("Person", &json!("p4"), &CommitRef::Head)
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+}
+
+#[tokio::test]
+async fn deleting_nodes_deletes_their_edges_in_the_same_commit() {
+    for backend in BACKENDS {
+        let (graph, _test) = populated(backend).await;
+        let before = graph.head().await.unwrap();
+        let commit = graph.delete("Person", "id = 'p1'").await.unwrap().unwrap();
+        assert_eq!(commit.seq, before.seq + 1, "{backend:?}: one commit");
+        assert_eq!(commit.pin_of_type("Person").unwrap().row_count, 2);
+        assert_eq!(
+            commit.pin_of_type("WorksAt").unwrap().row_count,
+            1,
+            "e1 and e3 went with p1"
+        );
+        assert_eq!(
+            commit.pin_of_type("Company").unwrap(),
+            before.pin_of_type("Company").unwrap()
+        );
+        assert!(
+            graph
+                .get("WorksAt", &json!("e2"), &CommitRef::Head)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            graph
+                .get("WorksAt", &json!("e1"), &CommitRef::Head)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // Deleting a company cascades on the destination side.
+        let commit = graph.delete("Company", "id = 'c1'").await.unwrap().unwrap();
+        assert_eq!(commit.pin_of_type("WorksAt").unwrap().row_count, 0);
+        // Deleting nothing publishes nothing.
+        assert!(
+            graph
+                .delete("Person", "id = 'nobody'")
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failed_cascading_delete_leaves_nodes_and_edges_unchanged() {
+    for backend in BACKENDS {
+        let (graph, test) = populated(backend).await;
+        let before = graph.head().await.unwrap();
+        {
+            let _fault = graph.graph().root().inject(FaultRule::new(
+                "_graph/branches/main/commits/*",
+                &[RequestKind::PutIfAbsent],
+                FaultAction::FailBefore(StorageKind::Transient),
+            ));
+            let error = graph.delete("Person", "id = 'p1'").await.unwrap_err();
+            assert_eq!(error.evidence(), &Evidence::Unpublished, "{backend:?}");
+        }
+        let head = Omnigraph::open(&test.uri)
+            .await
+            .unwrap()
+            .head()
+            .await
+            .unwrap();
+        assert_eq!(head, before, "{backend:?}: neither table moved");
+        assert!(
+            graph
+                .get("WorksAt", &json!("e1"), &CommitRef::Head)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let error = graph.delete("Person", "nope >").await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::BadInput);
+    }
+}
