@@ -6,7 +6,7 @@ use crate::layout;
 use crate::log::CommitLog;
 use crate::staging::open_pinned;
 use omnigraph_core::adapter;
-use omnigraph_core::schema::Catalog;
+use omnigraph_core::schema::{Catalog, TypeDef};
 use omnigraph_core::storage::{PutOutcome, StorageRoot};
 use omnigraph_core::{Evidence, OmniError, Result, seams};
 use std::sync::Arc;
@@ -76,23 +76,11 @@ impl Graph {
             .map_err(unpublished)?;
         let mut pins = Vec::new();
         for type_def in catalog.types() {
-            let table_id = format!("t{}", seams::new_id().to_ascii_lowercase());
-            let path = layout::table_path(&table_id);
-            let table = adapter::create_table(&root, &path, type_def.arrow_schema())
-                .await
-                .map_err(unpublished)?;
-            pins.push(TablePin {
-                table_id,
-                type_name: type_def.name().to_string(),
-                kind: if type_def.is_node() {
-                    TableKind::Node
-                } else {
-                    TableKind::Edge
-                },
-                path,
-                version: adapter::version_of(&table),
-                row_count: 0,
-            });
+            pins.push(
+                create_type_table(&root, type_def)
+                    .await
+                    .map_err(unpublished)?,
+            );
         }
         let format = FormatDoc {
             format: FORMAT_NAME.to_string(),
@@ -226,6 +214,25 @@ impl Graph {
             .map_err(|_| OmniError::corrupt(&path, "the schema document is not UTF-8"))?;
         Catalog::from_document(&path, text)
     }
+}
+
+/// Creates the empty table of a new type under a minted id, and its pin.
+pub(crate) async fn create_type_table(root: &StorageRoot, type_def: &TypeDef) -> Result<TablePin> {
+    let table_id = format!("t{}", seams::new_id().to_ascii_lowercase());
+    let path = layout::table_path(&table_id);
+    let table = adapter::create_table(root, &path, type_def.arrow_schema()).await?;
+    Ok(TablePin {
+        table_id,
+        type_name: type_def.name().to_string(),
+        kind: if type_def.is_node() {
+            TableKind::Node
+        } else {
+            TableKind::Edge
+        },
+        path,
+        version: adapter::version_of(&table),
+        row_count: 0,
+    })
 }
 
 /// One commit, read as a consistent view of every table.

@@ -3,6 +3,7 @@
 //! - [`omnigraph`]: the handle users call: writers and reads on one branch.
 //! - [`ingest`]: insert and load: validated batches, staged and published in one commit.
 //! - [`mutate`]: update and delete, strict writers; deletes cascade to incident edges.
+//! - [`schema_apply`]: moving a graph to a new schema, refusing data loss unless forced.
 //! - [`rows`]: JSON objects to validated Arrow rows of one type.
 //! - [`graph`]: create and open a graph; snapshots and time travel.
 //! - [`commit`]: the immutable graph commit and its table pins.
@@ -24,6 +25,7 @@ pub mod mutate;
 pub mod omnigraph;
 pub mod publisher;
 pub mod rows;
+pub mod schema_apply;
 pub mod staging;
 
 pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
@@ -33,4 +35,5 @@ pub use log::CommitLog;
 pub use mutate::PreparedWrite;
 pub use omnigraph::{Omnigraph, ScanRequest};
 pub use publisher::{Publication, ReadSet, publish};
+pub use schema_apply::{SchemaApplyReport, SchemaChange};
 pub use staging::{Staging, TableChain};

@@ -9,5 +9,6 @@ mod publish;
 mod request_counts;
 #[cfg(feature = "s3")]
 mod s3;
+mod schema_apply;
 mod storage_root;
 mod writers;

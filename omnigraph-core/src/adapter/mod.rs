@@ -8,12 +8,16 @@
 //! that can still publish from dead staging.
 
 mod compact;
+mod evolve;
 mod index;
 pub mod registry;
 mod stage;
 mod table;
 
 pub use compact::{CompactionBudget, stage_compaction};
+pub use evolve::{
+    stage_add_null_columns, stage_drop_columns, stage_drop_index, stage_set_nullability,
+};
 pub use index::{IndexBuild, IndexBuildKind, stage_index};
 pub use stage::{recommit_append, stage_append, stage_delete, stage_merge_insert, stage_update};
 pub use table::{create_table, open_table_at, read_link_origin};
@@ -59,8 +63,10 @@ pub enum LinkKind {
     Update,
     /// Fragments rewritten by compaction.
     Rewrite,
-    /// An index built or replaced.
+    /// An index built, replaced or dropped.
     CreateIndex,
+    /// The table's schema widened or narrowed (metadata only).
+    Evolve,
 }
 
 impl LinkKind {
@@ -73,6 +79,7 @@ impl LinkKind {
             LinkKind::Update => "update",
             LinkKind::Rewrite => "rewrite",
             LinkKind::CreateIndex => "create_index",
+            LinkKind::Evolve => "evolve",
         }
     }
 }

@@ -14,6 +14,10 @@ pub const ENTRY_POINTS: &[&str] = &[
     "stage_update",
     "stage_compaction",
     "stage_index",
+    "stage_add_null_columns",
+    "stage_drop_columns",
+    "stage_drop_index",
+    "stage_set_nullability",
     "version_of",
     "is_detached",
 ];
