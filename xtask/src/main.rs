@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("guards") => run_guards(&args[1..]),
         Some("s3") => s3(),
+        Some("bench") => bench(&args[1..]),
         Some("help") | Some("--help") | Some("-h") | None => {
             print_help();
             Ok(())
@@ -38,7 +39,8 @@ fn print_help() {
          tasks:\n  \
          ci                 format check, clippy -D warnings, guards, the whole test suite\n  \
          guards [--root D]  Lance write calls only in the adapter, no Lance cleanup, failpoint names are constants\n  \
-         s3                 start a local S3-compatible server (SeaweedFS) and run the S3 suite against it"
+         s3                 start a local S3-compatible server (SeaweedFS) and run the S3 suite against it\n  \
+         bench [--rows N] [--json]  ingest benchmark: JSONL load vs adapter baseline, warm single-row inserts"
     );
 }
 
@@ -69,6 +71,22 @@ fn run_guards(args: &[String]) -> Result<(), String> {
         }
         Err(format!("guards: {} violation(s)", report.violations.len()))
     }
+}
+
+/// Runs the ingest benchmark binary (dev profile, so it reuses the test build).
+fn bench(args: &[String]) -> Result<(), String> {
+    let root = workspace_root();
+    let mut cargo_args = vec![
+        "run",
+        "--quiet",
+        "-p",
+        "omnigraph-tests",
+        "--bin",
+        "omnigraph-bench",
+        "--",
+    ];
+    cargo_args.extend(args.iter().map(String::as_str));
+    step(&root, "bench", &cargo_args)
 }
 
 /// Runs the S3 suite against a local SeaweedFS started by `tools/s3-test-server`.
