@@ -26,6 +26,8 @@ pub use arrow_array;
 pub use arrow_schema;
 /// Lance, re-exported for reads in the layers above; writes go through [`adapter`].
 pub use lance;
+/// Lance's index types (queries, parameters), re-exported for the read side.
+pub use lance_index;
 
 pub use error::{
     EXIT_CONFLICT, EXIT_FAILURE, EXIT_SUCCESS, EXIT_TEMPORARY, EXIT_USAGE, ErrorCode, ErrorKind,

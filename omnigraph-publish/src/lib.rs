@@ -1,6 +1,8 @@
 //! OmniGraph publication: atomic multi-table publication over Lance.
 //!
 //! - [`omnigraph`]: the handle users call: writers and reads on one branch.
+//! - [`indexes`]: the index writer (declared indexes, trainability) and coverage.
+//! - [`reads`]: neighbours, nearest vectors and full-text search.
 //! - [`ingest`]: insert and load: validated batches, staged and published in one commit.
 //! - [`mutate`]: update and delete, strict writers; deletes cascade to incident edges.
 //! - [`schema_apply`]: moving a graph to a new schema, refusing data loss unless forced.
@@ -18,22 +20,26 @@
 pub mod commit;
 pub mod gate;
 pub mod graph;
+pub mod indexes;
 pub mod ingest;
 pub mod layout;
 pub mod log;
 pub mod mutate;
 pub mod omnigraph;
 pub mod publisher;
+pub mod reads;
 pub mod rows;
 pub mod schema_apply;
 pub mod staging;
 
 pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
+pub use indexes::{IndexBuildReport, IndexCoverage, PendingIndex};
 pub use ingest::{IngestReport, LoadMode};
 pub use log::CommitLog;
 pub use mutate::PreparedWrite;
 pub use omnigraph::{Omnigraph, ScanRequest};
 pub use publisher::{Publication, ReadSet, publish};
+pub use reads::Direction;
 pub use schema_apply::{SchemaApplyReport, SchemaChange};
 pub use staging::{Staging, TableChain};

@@ -236,6 +236,11 @@ impl Omnigraph {
         Ok(found)
     }
 
+    /// The branch this handle reads and writes.
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
     /// Who this handle publishes as.
     pub fn actor(&self) -> &str {
         &self.actor

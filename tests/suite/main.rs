@@ -3,6 +3,7 @@
 
 mod adapter_links;
 mod cost;
+mod graph_reads;
 mod lance_surface;
 mod mutations;
 mod publish;

@@ -1,0 +1,301 @@
+//! The index writer and coverage reporting.
+//!
+//! `build_indexes` stages, for every declared index a table lacks at its pin, the build
+//! as a detached link (BTree for keys, `@index` and edge endpoints; IVF for
+//! `@index(vector)`; inverted for `@index(fts)`) and publishes them all in one commit.
+//! Whether a vector column can be trained is decided here, not by Lance (which builds
+//! an untrained PQ index on too few rows and fails IVF_FLAT on all-null vectors): an
+//! untrainable column is reported under `pending_indexes` with its reason.
+
+use crate::commit::{CommitOperation, GraphCommit};
+use crate::graph::CommitRef;
+use crate::omnigraph::Omnigraph;
+use crate::staging::Staging;
+use omnigraph_core::adapter::{self, IndexBuild, IndexBuildKind};
+use omnigraph_core::lance::Dataset;
+use omnigraph_core::lance::index::DatasetIndexExt;
+use omnigraph_core::schema::{DeclaredIndex, IndexKind, TypeDef};
+use omnigraph_core::{OmniError, Result};
+use std::sync::Arc;
+
+/// Fewest non-null vectors an IVF index is trained on.
+pub const MIN_VECTOR_TRAINING_ROWS: u64 = 256;
+/// Vectors per IVF partition aimed for when a first build chooses the partition count.
+pub const VECTORS_PER_PARTITION: u64 = 1_000;
+/// The most IVF partitions a first build chooses.
+pub const MAX_IVF_PARTITIONS: u64 = 256;
+
+/// A declared index that could not be built yet, and why.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PendingIndex {
+    /// The type.
+    pub type_name: String,
+    /// The indexed property.
+    pub property: String,
+    /// The index name.
+    pub index: String,
+    /// Why it is pending.
+    pub reason: String,
+}
+
+/// What an index build run did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexBuildReport {
+    /// The commit that made the new indexes visible; `None` when nothing was built.
+    pub commit: Option<GraphCommit>,
+    /// `(type, index)` of every index built.
+    pub built: Vec<(String, String)>,
+    /// Declared indexes that cannot be built yet.
+    pub pending_indexes: Vec<PendingIndex>,
+}
+
+/// One declared index at one commit.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct IndexCoverage {
+    /// The type.
+    pub type_name: String,
+    /// The index name.
+    pub index: String,
+    /// Whether an index of that name exists at the pinned version.
+    pub built: bool,
+    /// Rows the index does not cover (appended or rewritten after the build); all rows
+    /// when it is not built.
+    pub uncovered_rows: u64,
+}
+
+impl Omnigraph {
+    /// Builds every declared index that the tables lack at the head, in one commit.
+    pub async fn build_indexes(&self) -> Result<IndexBuildReport> {
+        let base = self.head().await?;
+        let catalog = self.catalog_at(&base).await?;
+        let mut staging = Staging::new(self.graph().root().clone(), base.clone());
+        let (built, pending_indexes) =
+            stage_create_indices(self, &mut staging, catalog.types()).await?;
+        if built.is_empty() {
+            return Ok(IndexBuildReport {
+                commit: None,
+                built,
+                pending_indexes,
+            });
+        }
+        let operation = CommitOperation {
+            kind: "build_indexes".into(),
+            summary: format!("{} indexes", built.len()),
+        };
+        let commit = staging
+            .publish(staging.planned_pins(), operation, self.actor())
+            .await?;
+        self.remember(&commit, &staging).await?;
+        Ok(IndexBuildReport {
+            commit: Some(commit),
+            built,
+            pending_indexes,
+        })
+    }
+
+    /// Rebuilds one built index whole under its name; a vector index keeps its
+    /// partition count.
+    pub async fn rebuild_index(&self, type_name: &str, index_name: &str) -> Result<GraphCommit> {
+        let base = self.head().await?;
+        let catalog = self.catalog_at(&base).await?;
+        let type_def = catalog.require(type_name)?;
+        let declared = type_def
+            .declared_indexes()
+            .iter()
+            .find(|index| index.name == index_name)
+            .ok_or_else(|| {
+                OmniError::not_found(format!("index {index_name} declared on {type_name}"))
+            })?
+            .clone();
+        let pin = base.require_pin_of_type(type_name)?.clone();
+        let mut staging = Staging::new(self.graph().root().clone(), base.clone());
+        staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
+        let tip = staging.chain(&pin.table_id).await?.tip().clone();
+        let kind = match declared.kind {
+            IndexKind::Vector => {
+                let partitions = built_partitions(&tip, index_name).await?.ok_or_else(|| {
+                    OmniError::not_found(format!("built index {index_name} on {type_name}"))
+                })?;
+                IndexBuildKind::IvfFlat { partitions }
+            }
+            IndexKind::BTree => IndexBuildKind::BTree,
+            IndexKind::FullText => IndexBuildKind::FullText,
+        };
+        let build = IndexBuild {
+            column: declared.column.clone(),
+            name: declared.name.clone(),
+            kind,
+            replace: true,
+        };
+        staging
+            .stage(&pin.table_id, |tip, origin| async move {
+                adapter::stage_index(&tip, &build, &origin).await
+            })
+            .await?;
+        let operation = CommitOperation {
+            kind: "rebuild_index".into(),
+            summary: format!("{type_name}.{index_name}"),
+        };
+        let commit = staging
+            .publish(staging.planned_pins(), operation, self.actor())
+            .await?;
+        self.remember(&commit, &staging).await?;
+        Ok(commit)
+    }
+
+    /// For every table and declared index at `at`: built or not, and rows uncovered.
+    pub async fn index_coverage(&self, at: &CommitRef) -> Result<Vec<IndexCoverage>> {
+        let commit = self.graph().commit(self.branch(), at).await?;
+        let catalog = self.catalog_at(&commit).await?;
+        let mut report = Vec::new();
+        for type_def in catalog.types() {
+            let pin = commit.require_pin_of_type(type_def.name())?;
+            let table = self.table_at(&commit, &pin.table_id).await?;
+            let built = table
+                .load_indices()
+                .await
+                .map_err(|error| OmniError::from_lance("list indexes", error))?;
+            for declared in type_def.declared_indexes() {
+                let index = built.iter().find(|index| index.name == declared.name);
+                let uncovered_rows = match index {
+                    None => pin.row_count,
+                    Some(index) => {
+                        let covered = index
+                            .effective_fragment_bitmap(table.fragment_bitmap())
+                            .unwrap_or_default();
+                        table
+                            .manifest()
+                            .fragments
+                            .iter()
+                            .filter(|fragment| !covered.contains(fragment.id as u32))
+                            .map(live_rows)
+                            .sum()
+                    }
+                };
+                report.push(IndexCoverage {
+                    type_name: type_def.name().to_string(),
+                    index: declared.name.clone(),
+                    built: index.is_some(),
+                    uncovered_rows,
+                });
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn live_rows(fragment: &omnigraph_core::lance::table::format::Fragment) -> u64 {
+    let physical = fragment.physical_rows.unwrap_or(0) as u64;
+    let deleted = fragment
+        .deletion_file
+        .as_ref()
+        .and_then(|file| file.num_deleted_rows)
+        .unwrap_or(0) as u64;
+    physical.saturating_sub(deleted)
+}
+
+/// Stages on `staging` the build of every declared index of `types` that is missing at
+/// the base; returns what was staged and what must wait.
+pub async fn stage_create_indices(
+    handle: &Omnigraph,
+    staging: &mut Staging,
+    types: &[TypeDef],
+) -> Result<(Vec<(String, String)>, Vec<PendingIndex>)> {
+    let base = staging.base().clone();
+    let mut built = Vec::new();
+    let mut pending = Vec::new();
+    for type_def in types {
+        let pin = base.require_pin_of_type(type_def.name())?.clone();
+        let table = handle.table_at(&base, &pin.table_id).await?;
+        let existing = table
+            .load_indices()
+            .await
+            .map_err(|error| OmniError::from_lance("list indexes", error))?;
+        for declared in type_def.declared_indexes() {
+            if existing.iter().any(|index| index.name == declared.name) {
+                continue;
+            }
+            let kind = match plan_build(&table, pin.row_count, declared).await? {
+                Ok(kind) => kind,
+                Err(reason) => {
+                    pending.push(PendingIndex {
+                        type_name: type_def.name().to_string(),
+                        property: declared.column.clone(),
+                        index: declared.name.clone(),
+                        reason,
+                    });
+                    continue;
+                }
+            };
+            if !staging.has_chain(&pin.table_id) {
+                staging.seed(&pin.table_id, table.clone())?;
+            }
+            let build = IndexBuild {
+                column: declared.column.clone(),
+                name: declared.name.clone(),
+                kind,
+                replace: false,
+            };
+            staging
+                .stage(&pin.table_id, |tip, origin| async move {
+                    adapter::stage_index(&tip, &build, &origin).await
+                })
+                .await?;
+            built.push((type_def.name().to_string(), declared.name.clone()));
+        }
+    }
+    Ok((built, pending))
+}
+
+/// What to build for `declared`, or why it must wait.
+async fn plan_build(
+    table: &Arc<Dataset>,
+    row_count: u64,
+    declared: &DeclaredIndex,
+) -> Result<std::result::Result<IndexBuildKind, String>> {
+    if row_count == 0 {
+        return Ok(Err("the table has no rows yet".into()));
+    }
+    Ok(Ok(match declared.kind {
+        IndexKind::BTree => IndexBuildKind::BTree,
+        IndexKind::FullText => IndexBuildKind::FullText,
+        IndexKind::Vector => {
+            let vectors = table
+                .count_rows(Some(format!("`{}` IS NOT NULL", declared.column)))
+                .await
+                .map_err(|error| OmniError::from_lance("count vectors", error))?
+                as u64;
+            if vectors == 0 {
+                return Ok(Err("no non-null vectors to train on".into()));
+            }
+            if vectors < MIN_VECTOR_TRAINING_ROWS {
+                return Ok(Err(format!(
+                    "{vectors} non-null vectors; an IVF index trains on at least {MIN_VECTOR_TRAINING_ROWS}"
+                )));
+            }
+            IndexBuildKind::IvfFlat {
+                partitions: first_partition_count(vectors),
+            }
+        }
+    }))
+}
+
+/// The partition count a first build chooses for `vectors` training vectors.
+pub fn first_partition_count(vectors: u64) -> usize {
+    (vectors / VECTORS_PER_PARTITION).clamp(1, MAX_IVF_PARTITIONS) as usize
+}
+
+/// The partition count of a built IVF index, from Lance's own statistics.
+pub async fn built_partitions(table: &Dataset, index_name: &str) -> Result<Option<usize>> {
+    let statistics = match table.index_statistics(index_name).await {
+        Ok(text) => text,
+        Err(_) => return Ok(None),
+    };
+    let value: serde_json::Value = serde_json::from_str(&statistics).map_err(|error| {
+        OmniError::internal(format!("index statistics of {index_name}: {error}"))
+    })?;
+    let partitions = value["num_partitions"]
+        .as_u64()
+        .or_else(|| value["indices"][0]["num_partitions"].as_u64());
+    Ok(partitions.map(|count| count as usize))
+}

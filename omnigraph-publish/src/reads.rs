@@ -1,0 +1,270 @@
+//! Graph reads at the head or any commit: neighbours through an edge type, nearest
+//! vectors, and full-text search. Lance uses a built index by itself (a BTree on an
+//! edge's endpoint column, IVF for vectors); full-text search needs its inverted index
+//! and says how to build it when it is missing, rather than scanning slowly.
+
+use crate::graph::CommitRef;
+use crate::omnigraph::{Omnigraph, batches_to_json};
+use crate::rows;
+use futures::TryStreamExt;
+use omnigraph_core::arrow_array::{Float32Array, RecordBatch};
+use omnigraph_core::lance::Dataset;
+use omnigraph_core::lance::index::DatasetIndexExt;
+use omnigraph_core::lance_index::scalar::FullTextSearchQuery;
+use omnigraph_core::schema::{DeclKind, IndexKind, PropertyType, TypeDef};
+use omnigraph_core::{InputLocation, OmniError, Result};
+use serde_json::{Map, Value};
+
+/// The most rows a graph read returns.
+pub const MAX_READ_LIMIT: usize = 10_000;
+/// The largest k of a nearest or text query.
+pub const MAX_K: usize = 1_000;
+/// A nearest query probes one IVF partition in this many. Measured on 20,000 uniform
+/// random 16-dimensional vectors in 20 partitions: a quarter gave recall@10 of 0.88,
+/// a half stays above 0.9.
+pub const PROBE_ONE_PARTITION_IN: usize = 2;
+
+/// Which way to follow an edge type from a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the edge's source to its destination.
+    Out,
+    /// From the edge's destination to its source.
+    In,
+}
+
+fn bad(what: &str, message: String) -> OmniError {
+    OmniError::bad_input(InputLocation::in_source("query").field(what), message)
+}
+
+impl Omnigraph {
+    /// The nodes reached from node `key` of `type_name` through `edge_type`.
+    pub async fn neighbors(
+        &self,
+        type_name: &str,
+        key: &Value,
+        edge_type: &str,
+        direction: Direction,
+        limit: usize,
+        at: &CommitRef,
+    ) -> Result<Vec<Map<String, Value>>> {
+        let commit = self.graph().commit(self.branch(), at).await?;
+        let catalog = self.catalog_at(&commit).await?;
+        let node = catalog.require(type_name)?;
+        let edge = catalog.require(edge_type)?;
+        let DeclKind::Edge { from, to } = edge.kind() else {
+            return Err(bad(
+                "edge",
+                format!("{edge_type} is a node type, not an edge type"),
+            ));
+        };
+        let (near_column, far_column, near_type, far_type) = match direction {
+            Direction::Out => ("src", "dst", from, to),
+            Direction::In => ("dst", "src", to, from),
+        };
+        if near_type != type_name {
+            return Err(bad(
+                "edge",
+                format!("{edge_type} does not start at {type_name} in direction {direction:?}"),
+            ));
+        }
+        let limit = limit.min(MAX_READ_LIMIT);
+        let literal = rows::key_literal(&rows::render_key(key), node.key_type());
+        let edges = self
+            .table_at(&commit, &commit.require_pin_of_type(edge_type)?.table_id)
+            .await?;
+        let far_keys: Vec<Value> = collect(
+            &edges,
+            Some(&format!("`{near_column}` = {literal}")),
+            &[far_column],
+            Some(limit),
+        )
+        .await?
+        .into_iter()
+        .filter_map(|mut row| row.remove(far_column))
+        .collect();
+        if far_keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let far = catalog.require(far_type)?;
+        let literals: Vec<String> = far_keys
+            .iter()
+            .map(|key| rows::key_literal(&rows::render_key(key), far.key_type()))
+            .collect();
+        let nodes = self
+            .table_at(&commit, &commit.require_pin_of_type(far_type)?.table_id)
+            .await?;
+        collect(
+            &nodes,
+            Some(&format!(
+                "`{}` IN ({})",
+                far.key_column(),
+                literals.join(", ")
+            )),
+            &[],
+            Some(limit),
+        )
+        .await
+    }
+
+    /// The `k` rows of `type_name` whose `property` vector is nearest (L2) to `query`,
+    /// each with its `_distance`; only rows where `filter` holds when one is given.
+    pub async fn nearest(
+        &self,
+        type_name: &str,
+        property: &str,
+        query: &[f32],
+        k: usize,
+        filter: Option<&str>,
+        at: &CommitRef,
+    ) -> Result<Vec<Map<String, Value>>> {
+        let commit = self.graph().commit(self.branch(), at).await?;
+        let catalog = self.catalog_at(&commit).await?;
+        let type_def = catalog.require(type_name)?;
+        check_vector(type_def, property, query)?;
+        if k == 0 || k > MAX_K {
+            return Err(bad("k", format!("k must be 1 to {MAX_K}")));
+        }
+        let table = self
+            .table_at(&commit, &commit.require_pin_of_type(type_name)?.table_id)
+            .await?;
+        let index_name = format!("{property}_{}", IndexKind::Vector.suffix());
+        let partitions = crate::indexes::built_partitions(&table, &index_name).await?;
+        let query = Float32Array::from(query.to_vec());
+        let mut scanner = table.scan();
+        scanner
+            .nearest(property, &query, k)
+            .map_err(|error| bad("vector", error.to_string()))?;
+        if let Some(partitions) = partitions {
+            scanner.nprobes(partitions.div_ceil(PROBE_ONE_PARTITION_IN).max(1));
+        }
+        if let Some(filter) = filter {
+            scanner
+                .filter(filter)
+                .map_err(|error| bad("filter", error.to_string()))?;
+            scanner.prefilter(true);
+        }
+        run(&scanner).await
+    }
+
+    /// The `k` rows of `type_name` whose `property` best matches the text `query`, each
+    /// with its `_score`. Needs the property's inverted index (`@index(fts)`, built).
+    pub async fn search_text(
+        &self,
+        type_name: &str,
+        property: &str,
+        query: &str,
+        k: usize,
+        at: &CommitRef,
+    ) -> Result<Vec<Map<String, Value>>> {
+        let commit = self.graph().commit(self.branch(), at).await?;
+        let catalog = self.catalog_at(&commit).await?;
+        let type_def = catalog.require(type_name)?;
+        if k == 0 || k > MAX_K {
+            return Err(bad("k", format!("k must be 1 to {MAX_K}")));
+        }
+        let index_name = format!("{property}_{}", IndexKind::FullText.suffix());
+        if !type_def
+            .declared_indexes()
+            .iter()
+            .any(|index| index.name == index_name)
+        {
+            return Err(bad(
+                "property",
+                format!(
+                    "{type_name}.{property} declares no full-text index: add @index(fts) and apply the schema"
+                ),
+            ));
+        }
+        let table = self
+            .table_at(&commit, &commit.require_pin_of_type(type_name)?.table_id)
+            .await?;
+        let built = table
+            .load_indices()
+            .await
+            .map_err(|error| OmniError::from_lance("list indexes", error))?
+            .iter()
+            .any(|index| index.name == index_name);
+        if !built {
+            return Err(OmniError::not_found(format!(
+                "full-text index {index_name} on {type_name}.{property} at commit {}: build it with `omnigraph build-indexes` (Omnigraph::build_indexes)",
+                commit.seq
+            )));
+        }
+        let search = FullTextSearchQuery::new(query.to_string())
+            .with_column(property.to_string())
+            .map_err(|error| bad("property", error.to_string()))?
+            .limit(Some(k as i64));
+        let mut scanner = table.scan();
+        scanner
+            .full_text_search(search)
+            .map_err(|error| bad("text", error.to_string()))?;
+        scanner
+            .limit(Some(k as i64), None)
+            .map_err(|error| bad("k", error.to_string()))?;
+        run(&scanner).await
+    }
+}
+
+fn check_vector(type_def: &TypeDef, property: &str, query: &[f32]) -> Result<()> {
+    let column = type_def
+        .columns()
+        .iter()
+        .find(|column| column.name == property)
+        .ok_or_else(|| {
+            bad(
+                "property",
+                format!("{} has no property {property}", type_def.name()),
+            )
+        })?;
+    match column.data_type {
+        PropertyType::Vector(dimension) if dimension as usize == query.len() => Ok(()),
+        PropertyType::Vector(dimension) => Err(bad(
+            "vector",
+            format!(
+                "{property} has dimension {dimension}; the query has {}",
+                query.len()
+            ),
+        )),
+        other => Err(bad(
+            "property",
+            format!("{property} is {}, not a vector", other.to_pg()),
+        )),
+    }
+}
+
+async fn collect(
+    table: &Dataset,
+    filter: Option<&str>,
+    columns: &[&str],
+    limit: Option<usize>,
+) -> Result<Vec<Map<String, Value>>> {
+    let mut scanner = table.scan();
+    if let Some(filter) = filter {
+        scanner
+            .filter(filter)
+            .map_err(|error| bad("filter", error.to_string()))?;
+    }
+    if !columns.is_empty() {
+        scanner
+            .project(columns)
+            .map_err(|error| bad("columns", error.to_string()))?;
+    }
+    scanner
+        .limit(limit.map(|limit| limit as i64), None)
+        .map_err(|error| bad("limit", error.to_string()))?;
+    run(&scanner).await
+}
+
+async fn run(
+    scanner: &omnigraph_core::lance::dataset::scanner::Scanner,
+) -> Result<Vec<Map<String, Value>>> {
+    let batches: Vec<RecordBatch> = scanner
+        .try_into_stream()
+        .await
+        .map_err(|error| bad("query", error.to_string()))?
+        .try_collect()
+        .await
+        .map_err(|error| OmniError::from_lance("read", error))?;
+    Ok(batches_to_json(&batches))
+}
