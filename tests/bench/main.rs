@@ -6,20 +6,124 @@
 //!   against the baseline of staging the same rows, already as Arrow batches, with the
 //!   adapter alone (no parsing, validation, key checks or publication).
 //! - insert: single-row inserts on a warm handle: requests (exact, from the root's
-//!   probe) and wall time per insert.
+//!   probe) and wall time per insert, before and after the key index is built.
+//! - reads: on M Person rows (default 100,000) with 16-dimensional embeddings and one
+//!   edge each to 1,000 companies, the median latency of `neighbors` and `nearest`
+//!   without indexes and with them, as ratios.
 //!
-//! `--rows N` changes N; `--json` prints one JSON document.
+//! `--rows N` and `--read-rows M` change the sizes; `--json` prints one JSON document.
 
 use omnigraph_core::adapter;
 use omnigraph_publish::rows::{RowSource, rows_from_json};
-use omnigraph_publish::{LoadMode, Omnigraph};
+use omnigraph_publish::{CommitRef, Direction, LoadMode, Omnigraph};
 use omnigraph_tests::{SOCIAL_SCHEMA, origin};
+use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Map, Value, json};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 /// Single-row inserts timed on the warm handle.
 const INSERTS: usize = 50;
+/// Queries timed per read kind.
+const READ_QUERIES: usize = 30;
+/// Companies the read benchmark's edges point at.
+const COMPANIES: usize = 1_000;
+/// The read benchmark's vector dimension (the schema's `Vector(16)`).
+const DIMENSION: usize = 16;
+
+const READ_SCHEMA: &str = "
+node Person { id: String @key, name: String @index(fts), age: Int32? @index, embedding: Vector(16)? @index(vector) }
+node Company { id: String @key, name: String }
+edge WorksAt: Person -> Company { since: Int32? }
+";
+
+fn argument(args: &[String], name: &str, default: usize) -> usize {
+    args.iter()
+        .position(|arg| arg == name)
+        .and_then(|at| args.get(at + 1))
+        .and_then(|value| value.parse::<usize>().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// Median latencies of neighbors and nearest on `graph` at its head.
+async fn read_latencies(
+    graph: &Omnigraph,
+    rng: &mut StdRng,
+    people: usize,
+) -> (Duration, Duration) {
+    let mut neighbor_times = Vec::with_capacity(READ_QUERIES);
+    let mut nearest_times = Vec::with_capacity(READ_QUERIES);
+    for _ in 0..READ_QUERIES {
+        let key = json!(format!("p{}", rng.random_range(0..people)));
+        let started = Instant::now();
+        graph
+            .neighbors(
+                "Person",
+                &key,
+                "WorksAt",
+                Direction::Out,
+                10,
+                &CommitRef::Head,
+            )
+            .await
+            .expect("neighbors");
+        neighbor_times.push(started.elapsed());
+        let query: Vec<f32> = (0..DIMENSION).map(|_| rng.random::<f32>()).collect();
+        let started = Instant::now();
+        graph
+            .nearest("Person", "embedding", &query, 10, None, &CommitRef::Head)
+            .await
+            .expect("nearest");
+        nearest_times.push(started.elapsed());
+    }
+    (median(neighbor_times), median(nearest_times))
+}
+
+/// The read benchmark: latencies without and with indexes.
+async fn read_bench(dir: &std::path::Path, people: usize) -> Value {
+    let mut rng = StdRng::seed_from_u64(42);
+    let path = dir.join("read.jsonl");
+    {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&path).expect("create jsonl"));
+        for company in 0..COMPANIES {
+            writeln!(
+                file,
+                "{}",
+                json!({"type": "Company", "id": format!("c{company}"), "name": "co"})
+            )
+            .expect("write");
+        }
+        for index in 0..people {
+            let embedding: Vec<f32> = (0..DIMENSION).map(|_| rng.random::<f32>()).collect();
+            let row = json!({"type": "Person", "id": format!("p{index}"), "name": "x", "embedding": embedding});
+            writeln!(file, "{row}").expect("write");
+            let edge = json!({"type": "WorksAt", "id": format!("e{index}"), "src": format!("p{index}"), "dst": format!("c{}", index % COMPANIES)});
+            writeln!(file, "{edge}").expect("write");
+        }
+    }
+    let uri = dir.join("read-graph").display().to_string();
+    let graph = Omnigraph::create(&uri, READ_SCHEMA)
+        .await
+        .expect("create graph");
+    graph.load(&path, LoadMode::Append).await.expect("load");
+    let (neighbors_plain, nearest_plain) = read_latencies(&graph, &mut rng, people).await;
+    graph.build_indexes().await.expect("build indexes");
+    let (neighbors_indexed, nearest_indexed) = read_latencies(&graph, &mut rng, people).await;
+    json!({
+        "read_rows": people,
+        "neighbors_ms_without_indexes": millis(neighbors_plain),
+        "neighbors_ms_with_indexes": millis(neighbors_indexed),
+        "neighbors_speedup": neighbors_plain.as_secs_f64() / neighbors_indexed.as_secs_f64().max(f64::EPSILON),
+        "nearest_ms_without_indexes": millis(nearest_plain),
+        "nearest_ms_with_indexes": millis(nearest_indexed),
+        "nearest_speedup": nearest_plain.as_secs_f64() / nearest_indexed.as_secs_f64().max(f64::EPSILON),
+    })
+}
 
 fn person(index: usize) -> Map<String, Value> {
     json!({"type": "Person", "id": format!("p{index}"), "name": format!("person {index}"), "age": (index % 90) as i32})
@@ -31,12 +135,8 @@ fn person(index: usize) -> Map<String, Value> {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let rows = args
-        .iter()
-        .position(|arg| arg == "--rows")
-        .and_then(|at| args.get(at + 1))
-        .and_then(|value| value.parse::<usize>().ok())
-        .unwrap_or(200_000);
+    let rows = argument(&args, "--rows", 200_000);
+    let read_rows = argument(&args, "--read-rows", 100_000);
     let as_json = args.iter().any(|arg| arg == "--json");
     let dir = tempfile::tempdir().expect("temp dir");
 
@@ -111,6 +211,18 @@ async fn main() {
         times.push(started.elapsed());
         requests.push(probe.counts().total());
     }
+    // The same after the key index is built: covered fragments are looked up in it.
+    graph.build_indexes().await.expect("build indexes");
+    let mut indexed_requests = Vec::with_capacity(INSERTS);
+    for index in 0..INSERTS {
+        let probe = graph.graph().root().probe();
+        graph
+            .insert_json("Person", vec![person(rows + INSERTS + index)])
+            .await
+            .expect("insert");
+        indexed_requests.push(probe.counts().total());
+    }
+    let reads = read_bench(dir.path(), read_rows).await;
     times.sort();
     let median = times[times.len() / 2];
     let ratio = load.as_secs_f64() / baseline.as_secs_f64().max(f64::EPSILON);
@@ -126,6 +238,9 @@ async fn main() {
         "insert_requests_max": requests.iter().max(),
         "insert_median_ms": millis(median),
         "insert_p90_ms": millis(times[times.len() * 9 / 10]),
+        "insert_requests_after_index_min": indexed_requests.iter().min(),
+        "insert_requests_after_index_max": indexed_requests.iter().max(),
+        "reads": reads,
     });
     if as_json {
         println!("{document}");
@@ -150,6 +265,28 @@ async fn main() {
         millis(times[times.len() * 9 / 10]),
         requests.iter().min().unwrap_or(&0),
         requests.iter().max().unwrap_or(&0)
+    );
+    println!(
+        "  ... after build-indexes          {}..{} requests",
+        indexed_requests.iter().min().unwrap_or(&0),
+        indexed_requests.iter().max().unwrap_or(&0)
+    );
+    let reads = &document["reads"];
+    println!(
+        "  neighbors on {} rows          {:>8.2} ms -> {:>8.2} ms with indexes ({:.1}x)",
+        reads["read_rows"],
+        reads["neighbors_ms_without_indexes"]
+            .as_f64()
+            .unwrap_or(0.0),
+        reads["neighbors_ms_with_indexes"].as_f64().unwrap_or(0.0),
+        reads["neighbors_speedup"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "  nearest k=10 on {} rows       {:>8.2} ms -> {:>8.2} ms with indexes ({:.1}x)",
+        reads["read_rows"],
+        reads["nearest_ms_without_indexes"].as_f64().unwrap_or(0.0),
+        reads["nearest_ms_with_indexes"].as_f64().unwrap_or(0.0),
+        reads["nearest_speedup"].as_f64().unwrap_or(0.0)
     );
 }
 
