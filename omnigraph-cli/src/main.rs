@@ -1,29 +1,226 @@
 //! `omnigraph`: the command line over an OmniGraph root.
 //!
-//! Today it checks schema files (`omnigraph schema check FILE`); the graph commands
-//! (init, load, query, search, optimize…) arrive with the publication layer.
+//! Every command takes `--json` and then prints one JSON document on stdout and nothing
+//! else there; without it, aligned tables for people. Errors print their code, message
+//! and evidence on stderr and exit with the code from the core error table.
 
-use clap::{Parser, Subcommand};
-use omnigraph_core::schema::{self, Catalog};
-use omnigraph_core::{EXIT_SUCCESS, OmniError};
+mod commands;
+mod demo;
+mod output;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use omnigraph_core::OmniError;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// OmniGraph: typed property graphs kept as Lance tables, published by exact CAS.
 #[derive(Parser)]
 #[command(name = "omnigraph", version, about, long_about = None)]
-struct Cli {
+pub struct Cli {
     /// Print one JSON document on stdout and nothing else there.
     #[arg(long, global = true)]
     json: bool,
+    /// More logging on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
 
+/// How a load meets existing keys.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ModeArg {
+    /// Every key must be new.
+    Append,
+    /// Upsert by key.
+    Merge,
+}
+
+/// Which way to follow an edge.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DirectionArg {
+    /// Source to destination.
+    Out,
+    /// Destination to source.
+    In,
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Schema files in the `.pg` language.
+    /// Create a graph at ROOT with the schema in FILE.
+    Init {
+        /// A local path or a URI (file://, memory://, s3://).
+        root: String,
+        /// The `.pg` schema file.
+        #[arg(long)]
+        schema: PathBuf,
+    },
+    /// Load a JSONL file (one object per line, each with a "type").
+    Load {
+        /// The graph root.
+        root: String,
+        /// The JSONL file.
+        file: PathBuf,
+        /// append: keys must be new; merge: upsert by key.
+        #[arg(long, value_enum, default_value = "append")]
+        mode: ModeArg,
+    },
+    /// Insert rows of one type given as a JSON object or array.
+    Insert {
+        /// The graph root.
+        root: String,
+        /// The node or edge type.
+        #[arg(long = "type")]
+        type_name: String,
+        /// A JSON object, or an array of objects. (`--json` is taken by the output
+        /// switch every command has.)
+        #[arg(long)]
+        rows: String,
+    },
+    /// Set properties on the rows of a type where a predicate holds.
+    Update {
+        /// The graph root.
+        root: String,
+        /// The type.
+        #[arg(long = "type")]
+        type_name: String,
+        /// A SQL predicate, e.g. "age > 30".
+        #[arg(long = "where")]
+        predicate: String,
+        /// prop=value (value as JSON, or a bare string).
+        #[arg(long = "set", required = true)]
+        assignments: Vec<String>,
+    },
+    /// Delete the rows of a type where a predicate holds (nodes take their edges).
+    Delete {
+        /// The graph root.
+        root: String,
+        /// The type.
+        #[arg(long = "type")]
+        type_name: String,
+        /// A SQL predicate.
+        #[arg(long = "where")]
+        predicate: String,
+    },
+    /// Schema files and the graph's schema.
     #[command(subcommand)]
     Schema(SchemaCommand),
+    /// The row of a type with a key.
+    Get {
+        /// The graph root.
+        root: String,
+        /// The type.
+        #[arg(long = "type")]
+        type_name: String,
+        /// The key.
+        key: String,
+        /// A commit seq or id (default: the head).
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// Rows of a type, filtered, projected and limited.
+    Query {
+        /// The graph root.
+        root: String,
+        /// The type.
+        #[arg(long = "type")]
+        type_name: String,
+        /// A SQL predicate.
+        #[arg(long = "where")]
+        predicate: Option<String>,
+        /// Columns, comma-separated.
+        #[arg(long)]
+        select: Option<String>,
+        /// The most rows.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// A commit seq or id (default: the head).
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// Nodes reached from a node through an edge type.
+    Neighbors {
+        /// The graph root.
+        root: String,
+        /// The node type.
+        #[arg(long = "type")]
+        type_name: String,
+        /// The node's key.
+        key: String,
+        /// The edge type.
+        #[arg(long)]
+        edge: String,
+        /// out: along the edge; in: against it.
+        #[arg(long, value_enum, default_value = "out")]
+        direction: DirectionArg,
+        /// The most neighbours.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// A commit seq or id (default: the head).
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// Full-text or vector search on a property.
+    Search {
+        /// The graph root.
+        root: String,
+        /// The type.
+        #[arg(long = "type")]
+        type_name: String,
+        /// The property.
+        #[arg(long)]
+        property: String,
+        /// Text to match (needs @index(fts), built).
+        #[arg(long, conflicts_with = "vector", required_unless_present = "vector")]
+        text: Option<String>,
+        /// A query vector: comma-separated numbers.
+        #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+        vector: Option<Vec<f32>>,
+        /// How many results.
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+        /// A SQL filter (vector search).
+        #[arg(long = "where")]
+        predicate: Option<String>,
+        /// A commit seq or id (default: the head).
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// Build every declared index the tables lack.
+    BuildIndexes {
+        /// The graph root.
+        root: String,
+    },
+    /// The commit log, newest first.
+    Log {
+        /// The graph root.
+        root: String,
+        /// The most commits.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Each table's Lance URI and pinned version, for any Lance reader.
+    Tables {
+        /// The graph root.
+        root: String,
+        /// A commit seq or id (default: the head).
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// The head, the tables and their index coverage.
+    Status {
+        /// The graph root.
+        root: String,
+    },
+    /// The main job on an embedded default: build a sample graph and query it.
+    Demo {
+        /// Where to build it.
+        #[arg(long, default_value = "demo.omni")]
+        root: PathBuf,
+        /// People in the sample graph.
+        #[arg(long, default_value_t = 3_000)]
+        people: usize,
+    },
 }
 
 #[derive(Subcommand)]
@@ -31,116 +228,153 @@ enum SchemaCommand {
     /// Check a schema file and show its tables, columns, indexes and content hash.
     Check {
         /// The `.pg` file.
-        file: std::path::PathBuf,
+        file: PathBuf,
+    },
+    /// Move a graph to the schema in FILE (data loss needs --force).
+    Apply {
+        /// The graph root.
+        root: String,
+        /// The `.pg` file.
+        file: PathBuf,
+        /// Allow changes that lose data.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The schema in force at the head.
+    Show {
+        /// The graph root.
+        root: String,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let outcome = match &cli.command {
-        Command::Schema(SchemaCommand::Check { file }) => schema_check(file, cli.json),
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error[internal]: cannot start the runtime: {error}");
+            return ExitCode::from(1);
+        }
     };
-    match outcome {
-        Ok(()) => ExitCode::from(EXIT_SUCCESS as u8),
-        Err(error) => report(&error, cli.json),
+    let json = cli.json;
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => output::report_error(&error, json),
     }
 }
 
-fn schema_check(file: &std::path::Path, json: bool) -> Result<(), OmniError> {
-    let name = file.display().to_string();
-    let text = std::fs::read_to_string(file).map_err(|error| {
-        OmniError::bad_input(
-            omnigraph_core::InputLocation::in_source(&name),
-            format!("cannot read the schema file: {error}"),
-        )
-    })?;
-    let catalog = schema::parse(&name, &text)?;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&catalog_json(&catalog)).unwrap_or_default()
-        );
-    } else {
-        print_catalog(&catalog);
-    }
-    Ok(())
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
-fn catalog_json(catalog: &Catalog) -> serde_json::Value {
-    let types: Vec<serde_json::Value> = catalog
-        .types()
-        .iter()
-        .map(|type_def| {
-            serde_json::json!({
-                "name": type_def.name(),
-                "kind": if type_def.is_node() { "node" } else { "edge" },
-                "key": type_def.key_column(),
-                "columns": type_def.columns().iter().map(|column| serde_json::json!({
-                    "name": column.name,
-                    "type": column.data_type.to_pg(),
-                    "nullable": column.nullable,
-                })).collect::<Vec<_>>(),
-                "indexes": type_def.declared_indexes().iter().map(|index| serde_json::json!({
-                    "name": index.name,
-                    "column": index.column,
-                    "kind": index.kind.suffix(),
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    serde_json::json!({ "hash": catalog.hash(), "types": types })
-}
-
-fn print_catalog(catalog: &Catalog) {
-    println!("schema {}", catalog.hash());
-    for type_def in catalog.types() {
-        let kind = if type_def.is_node() { "node" } else { "edge" };
-        println!(
-            "\n{kind} {} (key {})",
-            type_def.name(),
-            type_def.key_column()
-        );
-        let width = type_def
-            .columns()
-            .iter()
-            .map(|column| column.name.len())
-            .max()
-            .unwrap_or(0);
-        for column in type_def.columns() {
-            let optional = if column.nullable { "?" } else { "" };
-            println!(
-                "  {:width$}  {}{optional}",
-                column.name,
-                column.data_type.to_pg()
-            );
+async fn run(cli: Cli) -> Result<(), OmniError> {
+    let out = output::Output::new(cli.json);
+    match cli.command {
+        Command::Init { root, schema } => commands::init(&out, &root, &schema).await,
+        Command::Load { root, file, mode } => commands::load(&out, &root, &file, mode).await,
+        Command::Insert {
+            root,
+            type_name,
+            rows,
+        } => commands::insert(&out, &root, &type_name, &rows).await,
+        Command::Update {
+            root,
+            type_name,
+            predicate,
+            assignments,
+        } => commands::update(&out, &root, &type_name, &predicate, &assignments).await,
+        Command::Delete {
+            root,
+            type_name,
+            predicate,
+        } => commands::delete(&out, &root, &type_name, &predicate).await,
+        Command::Schema(SchemaCommand::Check { file }) => commands::schema_check(&out, &file),
+        Command::Schema(SchemaCommand::Apply { root, file, force }) => {
+            commands::schema_apply(&out, &root, &file, force).await
         }
-        for index in type_def.declared_indexes() {
-            println!(
-                "  index {} on {} ({})",
-                index.name,
-                index.column,
-                index.kind.suffix()
-            );
+        Command::Schema(SchemaCommand::Show { root }) => commands::schema_show(&out, &root).await,
+        Command::Get {
+            root,
+            type_name,
+            key,
+            at,
+        } => commands::get(&out, &root, &type_name, &key, at.as_deref()).await,
+        Command::Query {
+            root,
+            type_name,
+            predicate,
+            select,
+            limit,
+            at,
+        } => {
+            commands::query(
+                &out,
+                &root,
+                &type_name,
+                predicate,
+                select,
+                limit,
+                at.as_deref(),
+            )
+            .await
         }
+        Command::Neighbors {
+            root,
+            type_name,
+            key,
+            edge,
+            direction,
+            limit,
+            at,
+        } => {
+            commands::neighbors(
+                &out,
+                &root,
+                &type_name,
+                &key,
+                &edge,
+                direction,
+                limit,
+                at.as_deref(),
+            )
+            .await
+        }
+        Command::Search {
+            root,
+            type_name,
+            property,
+            text,
+            vector,
+            k,
+            predicate,
+            at,
+        } => {
+            let query = commands::SearchQuery {
+                text,
+                vector,
+                k,
+                predicate,
+            };
+            commands::search(&out, &root, &type_name, &property, query, at.as_deref()).await
+        }
+        Command::BuildIndexes { root } => commands::build_indexes(&out, &root).await,
+        Command::Log { root, limit } => commands::log(&out, &root, limit).await,
+        Command::Tables { root, at } => commands::tables(&out, &root, at.as_deref()).await,
+        Command::Status { root } => commands::status(&out, &root).await,
+        Command::Demo { root, people } => demo::run(&out, &root, people).await,
     }
-}
-
-/// Prints the error's code, message and evidence on stderr (as JSON with `--json`) and
-/// returns the exit code from the core error table.
-fn report(error: &OmniError, json: bool) -> ExitCode {
-    let code = error.code();
-    if json {
-        let document = serde_json::json!({
-            "error": {
-                "code": code.code,
-                "message": error.to_string(),
-                "evidence": error.evidence(),
-            }
-        });
-        eprintln!("{document}");
-    } else {
-        eprintln!("error[{}]: {error}", code.code);
-        eprintln!("evidence: {}", error.evidence());
-    }
-    ExitCode::from(code.exit_code as u8)
 }

@@ -1,16 +1,58 @@
 //! Drives the built `omnigraph` binary as an operator would.
 
-use std::process::Command;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
 
-fn omnigraph(args: &[&str]) -> std::process::Output {
+fn omnigraph(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_omnigraph"))
         .args(args)
         .output()
         .expect("run omnigraph")
 }
 
+fn json_of(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "stdout is one JSON document ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
 fn example() -> String {
     format!("{}/../examples/social.pg", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// A graph root with the example schema.
+fn init_graph(dir: &Path) -> String {
+    let root = dir.join("g.omni").display().to_string();
+    let document = json_of(&omnigraph(&[
+        "init",
+        &root,
+        "--schema",
+        &example(),
+        "--json",
+    ]));
+    assert_eq!(document["commit"]["seq"], 0);
+    root
+}
+
+fn head_seq(root: &str) -> u64 {
+    json_of(&omnigraph(&["status", root, "--json"]))["head"]["seq"]
+        .as_u64()
+        .unwrap()
 }
 
 #[test]
@@ -18,7 +60,25 @@ fn help_lists_the_commands() {
     let output = omnigraph(&["--help"]);
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
-    assert!(text.contains("schema"), "{text}");
+    for command in [
+        "init",
+        "load",
+        "insert",
+        "update",
+        "delete",
+        "schema",
+        "get",
+        "query",
+        "neighbors",
+        "search",
+        "build-indexes",
+        "log",
+        "tables",
+        "status",
+        "demo",
+    ] {
+        assert!(text.contains(command), "{command} in {text}");
+    }
 }
 
 #[test]
@@ -27,44 +87,263 @@ fn schema_check_prints_tables_and_json() {
     assert!(output.status.success(), "{output:?}");
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.contains("edge WorksAt (key id)"), "{text}");
-    assert!(
-        text.contains("index embedding_vector on embedding (vector)"),
-        "{text}"
-    );
-
-    let output = omnigraph(&["schema", "check", &example(), "--json"]);
-    assert!(output.status.success());
-    let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let document = json_of(&omnigraph(&["schema", "check", &example(), "--json"]));
     assert_eq!(document["hash"].as_str().unwrap().len(), 64);
     assert_eq!(document["types"].as_array().unwrap().len(), 5);
-    assert_eq!(document["types"][3]["columns"][1]["name"], "src");
 }
 
 #[test]
 fn a_bad_schema_exits_2_with_code_location_and_evidence() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bad.pg");
-    std::fs::write(&path, "node A {\n  k: String @key,\n  n: Strng\n}\n").unwrap();
-    let output = omnigraph(&["schema", "check", path.to_str().unwrap()]);
+    let path = write(
+        dir.path(),
+        "bad.pg",
+        "node A {\n  k: String @key,\n  n: Strng\n}\n",
+    );
+    let output = omnigraph(&["schema", "check", &path]);
     assert_eq!(output.status.code(), Some(2));
     assert!(output.stdout.is_empty());
     let text = String::from_utf8(output.stderr).unwrap();
-    assert!(text.contains("error[bad_input]"), "{text}");
-    assert!(text.contains("line 3, column 6"), "{text}");
+    assert!(
+        text.contains("error[bad_input]") && text.contains("line 3, column 6"),
+        "{text}"
+    );
     assert!(text.contains("evidence: before_effect"), "{text}");
-
-    let output = omnigraph(&["schema", "check", path.to_str().unwrap(), "--json"]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(output.stdout.is_empty());
-    let document: serde_json::Value = serde_json::from_slice(&output.stderr).unwrap();
+    let output = omnigraph(&["schema", "check", &path, "--json"]);
+    let document: Value = serde_json::from_slice(&output.stderr).unwrap();
     assert_eq!(document["error"]["code"], "bad_input");
     assert_eq!(document["error"]["evidence"]["kind"], "before_effect");
 }
 
 #[test]
-fn bad_flags_are_usage_errors() {
-    let output = omnigraph(&["schema", "check"]);
+fn bad_flags_and_a_missing_root() {
+    assert_eq!(omnigraph(&["schema", "check"]).status.code(), Some(2));
+    assert_eq!(omnigraph(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(
+        omnigraph(&["search", "x", "--type", "T", "--property", "p"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing-here").display().to_string();
+    let output = omnigraph(&["status", &missing, "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let document: Value = serde_json::from_slice(&output.stderr).unwrap();
+    assert_eq!(document["error"]["code"], "not_found");
+}
+
+#[test]
+fn every_command_round_trips_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let data = write(
+        dir.path(),
+        "data.jsonl",
+        &[
+            r#"{"type": "Person", "id": "p1", "name": "Ada Lovelace", "age": 36}"#,
+            r#"{"type": "Person", "id": "p2", "name": "Alan Turing", "age": 41}"#,
+            r#"{"type": "Company", "id": "c1", "name": "Analytical Engines"}"#,
+            r#"{"type": "WorksAt", "id": "w1", "src": "p1", "dst": "c1", "since": 1843}"#,
+            r#"{"type": "WorksAt", "id": "w2", "src": "p2", "dst": "c1"}"#,
+        ]
+        .join("\n"),
+    );
+    let loaded = json_of(&omnigraph(&["load", &root, &data, "--json"]));
+    assert_eq!(loaded["rows"]["Person"], 2);
+    assert_eq!(loaded["commit"]["seq"], 1);
+    let inserted = json_of(&omnigraph(&[
+        "insert",
+        &root,
+        "--type",
+        "Person",
+        "--rows",
+        r#"{"id": "p3", "name": "Grace Hopper"}"#,
+        "--json",
+    ]));
+    assert_eq!(inserted["commit"]["seq"], 2);
+    let updated = json_of(&omnigraph(&[
+        "update",
+        &root,
+        "--type",
+        "Person",
+        "--where",
+        "id = 'p3'",
+        "--set",
+        "age=85",
+        "--json",
+    ]));
+    assert_eq!(updated["commit"]["seq"], 3);
+    let person = json_of(&omnigraph(&[
+        "get", &root, "--type", "Person", "p3", "--json",
+    ]));
+    assert_eq!(person["age"], 85);
+    let old = json_of(&omnigraph(&[
+        "get", &root, "--type", "Person", "p3", "--at", "2", "--json",
+    ]));
+    assert_eq!(old["age"], Value::Null, "time travel with --at");
+    let rows = json_of(&omnigraph(&[
+        "query", &root, "--type", "Person", "--where", "age > 40", "--select", "id,age", "--json",
+    ]));
+    assert_eq!(rows["rows"].as_array().unwrap().len(), 2);
+    assert_eq!(rows["rows"][0].as_object().unwrap().len(), 2);
+    let neighbors = json_of(&omnigraph(&[
+        "neighbors",
+        &root,
+        "--type",
+        "Company",
+        "c1",
+        "--edge",
+        "WorksAt",
+        "--direction",
+        "in",
+        "--json",
+    ]));
+    assert_eq!(neighbors["rows"].as_array().unwrap().len(), 2);
+    let built = json_of(&omnigraph(&["build-indexes", &root, "--json"]));
+    assert!(built["built"].as_array().unwrap().len() >= 5, "{built}");
+    assert_eq!(built["pending_indexes"][0]["index"], "embedding_vector");
+    let found = json_of(&omnigraph(&[
+        "search",
+        &root,
+        "--type",
+        "Person",
+        "--property",
+        "name",
+        "--text",
+        "turing",
+        "--json",
+    ]));
+    assert_eq!(found["rows"][0]["id"], "p2");
+    let deleted = json_of(&omnigraph(&[
+        "delete",
+        &root,
+        "--type",
+        "Person",
+        "--where",
+        "id = 'p1'",
+        "--json",
+    ]));
+    assert!(deleted["commit"]["seq"].as_u64().unwrap() > 4);
+    let tables = json_of(&omnigraph(&["tables", &root, "--json"]));
+    let works_at = tables["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "WorksAt")
+        .unwrap();
+    assert_eq!(works_at["rows"], 1, "the cascade took w1");
+    assert!(
+        Path::new(works_at["uri"].as_str().unwrap()).is_dir(),
+        "a plain Lance reader can open it"
+    );
+    let log = json_of(&omnigraph(&["log", &root, "--limit", "3", "--json"]));
+    assert_eq!(log["commits"].as_array().unwrap().len(), 3);
+    let status = json_of(&omnigraph(&["status", &root, "--json"]));
+    assert!(status["indexes"].as_array().unwrap().len() > 5);
+    let shown = json_of(&omnigraph(&["schema", "show", &root, "--json"]));
+    assert_eq!(shown["types"].as_array().unwrap().len(), 5);
+    let extended = write(
+        dir.path(),
+        "more.pg",
+        &(std::fs::read_to_string(example()).unwrap() + "\nnode City { name: String @key }\n"),
+    );
+    let applied = json_of(&omnigraph(&["schema", "apply", &root, &extended, "--json"]));
+    assert_eq!(applied["changes"][0]["change"], "add_type");
+    // Human output is a table, not JSON.
+    let output = omnigraph(&["query", &root, "--type", "Person", "--select", "id,name"]);
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        text.starts_with("id") && text.contains("Alan Turing"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_malformed_jsonl_line_exits_2_naming_the_line_and_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let data = write(
+        dir.path(),
+        "bad.jsonl",
+        "{\"type\": \"Person\", \"id\": \"p1\", \"name\": \"A\"}\n{\"type\": \"Person\", \"id\": 7\n",
+    );
+    let output = omnigraph(&["load", &root, &data]);
     assert_eq!(output.status.code(), Some(2));
-    let output = omnigraph(&["frobnicate"]);
-    assert_eq!(output.status.code(), Some(2));
+    let text = String::from_utf8(output.stderr).unwrap();
+    assert!(text.contains("bad.jsonl, line 2"), "{text}");
+    assert_eq!(head_seq(&root), 0);
+}
+
+#[test]
+fn conflicts_exit_4_and_init_on_an_existing_root_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    json_of(&omnigraph(&[
+        "insert",
+        &root,
+        "--type",
+        "Person",
+        "--rows",
+        r#"{"id": "p1", "name": "A"}"#,
+        "--json",
+    ]));
+    let output = omnigraph(&[
+        "insert",
+        &root,
+        "--type",
+        "Person",
+        "--rows",
+        r#"[{"id": "p1", "name": "again"}]"#,
+    ]);
+    assert_eq!(output.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("error[key_conflict]"));
+    let output = omnigraph(&["init", &root, "--schema", &example()]);
+    assert_eq!(output.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("already_initialized"));
+    assert_eq!(head_seq(&root), 1);
+}
+
+#[test]
+fn the_demo_runs_on_a_temporary_root_and_refuses_other_roots() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("demo.omni").display().to_string();
+    let document = json_of(&omnigraph(&[
+        "demo", "--root", &root, "--people", "300", "--json",
+    ]));
+    let steps: Vec<&str> = document["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert!(
+        steps.contains(&"load") && steps.contains(&"vector search Person.embedding"),
+        "{steps:?}"
+    );
+    let vector = document["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "vector search Person.embedding")
+        .unwrap();
+    assert_eq!(vector["detail"]["hits"], 5);
+    // A second run replaces its own demo graph.
+    let again = omnigraph(&["demo", "--root", &root, "--people", "300"]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(String::from_utf8_lossy(&again.stdout).contains("people nearest"));
+    // Any other non-empty folder is left alone.
+    let other = dir.path().join("precious");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("keep.txt"), "mine").unwrap();
+    let refused = omnigraph(&["demo", "--root", other.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(4));
+    assert_eq!(
+        std::fs::read_to_string(other.join("keep.txt")).unwrap(),
+        "mine"
+    );
 }

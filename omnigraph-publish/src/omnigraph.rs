@@ -52,9 +52,15 @@ pub struct ScanRequest {
 impl Omnigraph {
     /// Creates a graph at `uri` with the schema in `schema_text` (`.pg` source).
     pub async fn create(uri: &str, schema_text: &str) -> Result<Omnigraph> {
+        Omnigraph::create_as(uri, schema_text, &default_actor()).await
+    }
+
+    /// Creates a graph as `actor`: the handle publishes as it, and genesis names it.
+    pub async fn create_as(uri: &str, schema_text: &str, actor: &str) -> Result<Omnigraph> {
         let catalog = omnigraph_core::schema::parse("schema", schema_text)?;
-        let (graph, genesis) = Graph::create(uri, &catalog, &default_actor()).await?;
-        let handle = Omnigraph::on(graph, layout::MAIN_BRANCH)?;
+        let (graph, genesis) = Graph::create(uri, &catalog, actor).await?;
+        let mut handle = Omnigraph::on(graph, layout::MAIN_BRANCH)?;
+        handle.actor = actor.to_string();
         *handle.known_head.lock() = Some(genesis);
         *handle.catalog.lock() = Some(Arc::new(catalog));
         Ok(handle)

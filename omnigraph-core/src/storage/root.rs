@@ -220,6 +220,19 @@ impl StorageRoot {
         join_uri(&self.lance_base, relative.trim_matches('/'))
     }
 
+    /// The URI a plain Lance reader (pylance, `lance` in Rust) opens for an object
+    /// under the root: a local path for a folder, `s3://…` for a bucket. A
+    /// `memory://` root lives only in this process.
+    pub fn reader_uri(&self, relative: &str) -> String {
+        let relative = relative.trim_matches('/');
+        match &self.location {
+            RootLocation::Local(path) => path.join(relative).display().to_string(),
+            RootLocation::Memory { .. } | RootLocation::S3 { .. } => {
+                join_uri(&self.location.canonical(), relative)
+            }
+        }
+    }
+
     /// The store parameters every Lance call in this root uses (they carry the wrapper).
     pub fn store_params(&self) -> &ObjectStoreParams {
         &self.params

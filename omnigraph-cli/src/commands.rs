@@ -1,0 +1,511 @@
+//! One function per command: open the graph, call the library, emit the result.
+
+use crate::output::{Output, print_rows};
+use crate::{DirectionArg, ModeArg};
+use omnigraph_core::schema::{self, Catalog, PropertyType};
+use omnigraph_core::{InputLocation, OmniError, Result};
+use omnigraph_publish::{CommitRef, Direction, GraphCommit, LoadMode, Omnigraph, ScanRequest};
+use serde_json::{Map, Value, json};
+use std::path::Path;
+
+fn at_ref(at: Option<&str>) -> CommitRef {
+    at.map_or(CommitRef::Head, CommitRef::parse)
+}
+
+fn read_file(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|error| {
+        OmniError::bad_input(
+            InputLocation::in_source(path.display().to_string()),
+            format!("cannot read the file: {error}"),
+        )
+    })
+}
+
+/// A commit as JSON for `--json` output.
+fn commit_json(commit: &GraphCommit) -> Value {
+    serde_json::to_value(commit).unwrap_or(Value::Null)
+}
+
+fn print_commit(verb: &str, commit: Option<&GraphCommit>) {
+    match commit {
+        Some(commit) => println!(
+            "{verb}: commit {} ({}) on {}: {}",
+            commit.seq, commit.commit_id, commit.branch, commit.operation.summary
+        ),
+        None => println!("{verb}: nothing to publish"),
+    }
+}
+
+/// A key from the command line, typed by the type's key column.
+async fn parse_key(graph: &Omnigraph, type_name: &str, key: &str) -> Result<Value> {
+    let head = graph.head().await?;
+    let catalog = graph.catalog_at(&head).await?;
+    let type_def = catalog.require(type_name)?;
+    match type_def.key_type() {
+        PropertyType::Int32 | PropertyType::Int64 => {
+            key.parse::<i64>().map(Value::from).map_err(|_| {
+                OmniError::bad_input(
+                    InputLocation::in_source("key").type_name(type_name),
+                    format!("the key of {type_name} is an integer; {key:?} is not"),
+                )
+            })
+        }
+        _ => Ok(Value::String(key.to_string())),
+    }
+}
+
+pub async fn init(out: &Output, root: &str, schema_file: &Path) -> Result<()> {
+    let text = read_file(schema_file)?;
+    let catalog = schema::parse(&schema_file.display().to_string(), &text)?;
+    let graph = Omnigraph::create(root, catalog.to_pg().as_str()).await?;
+    let head = graph.head().await?;
+    out.emit(
+        json!({"root": root, "commit": commit_json(&head), "schema": catalog.hash()}),
+        |_| {
+            println!(
+                "created graph at {root}: {} types, schema {}",
+                head.pins.len(),
+                catalog.hash()
+            );
+        },
+    );
+    Ok(())
+}
+
+pub async fn load(out: &Output, root: &str, file: &Path, mode: ModeArg) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let mode = match mode {
+        ModeArg::Append => LoadMode::Append,
+        ModeArg::Merge => LoadMode::Merge,
+    };
+    let spinner = out.spinner(&format!("loading {}", file.display()));
+    let started = std::time::Instant::now();
+    let report = graph.load(file, mode).await;
+    if let Some(spinner) = spinner {
+        spinner.finish_and_clear();
+    }
+    let report = report?;
+    let elapsed = started.elapsed().as_secs_f64();
+    out.emit(
+        json!({"commit": report.commit.as_ref().map(commit_json), "rows": report.rows, "seconds": elapsed}),
+        |_| {
+            for (type_name, count) in &report.rows {
+                println!("  {type_name:<20} {count:>10} rows");
+            }
+            print_commit("loaded", report.commit.as_ref());
+            println!("  in {elapsed:.2} s");
+        },
+    );
+    Ok(())
+}
+
+pub async fn insert(out: &Output, root: &str, type_name: &str, rows: &str) -> Result<()> {
+    let parsed: Value = serde_json::from_str(rows).map_err(|error| {
+        OmniError::bad_input(
+            InputLocation::in_source("--rows"),
+            format!("not JSON: {error}"),
+        )
+    })?;
+    let objects: Vec<Map<String, Value>> = match parsed {
+        Value::Object(object) => vec![object],
+        Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(row, item)| match item {
+                Value::Object(object) => Ok(object),
+                _ => Err(OmniError::bad_input(
+                    InputLocation::in_source("--rows").row(row as u64),
+                    "each row must be a JSON object",
+                )),
+            })
+            .collect::<Result<_>>()?,
+        _ => {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("--rows"),
+                "give a JSON object or an array of objects",
+            ));
+        }
+    };
+    let graph = Omnigraph::open(root).await?;
+    let commit = graph.insert_json(type_name, objects).await?;
+    out.emit(json!({"commit": commit_json(&commit)}), |_| {
+        print_commit("inserted", Some(&commit))
+    });
+    Ok(())
+}
+
+pub async fn update(
+    out: &Output,
+    root: &str,
+    type_name: &str,
+    predicate: &str,
+    assignments: &[String],
+) -> Result<()> {
+    let mut parsed = Vec::with_capacity(assignments.len());
+    for assignment in assignments {
+        let (property, value) = assignment.split_once('=').ok_or_else(|| {
+            OmniError::bad_input(
+                InputLocation::in_source("--set").field(assignment.clone()),
+                "expected prop=value",
+            )
+        })?;
+        let value =
+            serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_string()));
+        parsed.push((property.trim().to_string(), value));
+    }
+    let graph = Omnigraph::open(root).await?;
+    let commit = graph.update(type_name, predicate, &parsed).await?;
+    out.emit(json!({"commit": commit.as_ref().map(commit_json)}), |_| {
+        print_commit("updated", commit.as_ref())
+    });
+    Ok(())
+}
+
+pub async fn delete(out: &Output, root: &str, type_name: &str, predicate: &str) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let commit = graph.delete(type_name, predicate).await?;
+    out.emit(json!({"commit": commit.as_ref().map(commit_json)}), |_| {
+        print_commit("deleted", commit.as_ref())
+    });
+    Ok(())
+}
+
+pub fn schema_check(out: &Output, file: &Path) -> Result<()> {
+    let text = read_file(file)?;
+    let catalog = schema::parse(&file.display().to_string(), &text)?;
+    out.emit(catalog_json(&catalog), |_| print_catalog(&catalog));
+    Ok(())
+}
+
+pub async fn schema_apply(out: &Output, root: &str, file: &Path, force: bool) -> Result<()> {
+    let text = read_file(file)?;
+    schema::parse(&file.display().to_string(), &text)?;
+    let graph = Omnigraph::open(root).await?;
+    let report = graph.apply_schema(&text, force).await?;
+    out.emit(
+        json!({"commit": report.commit.as_ref().map(commit_json), "changes": report.changes}),
+        |_| {
+            for change in &report.changes {
+                println!("  {}", serde_json::to_string(change).unwrap_or_default());
+            }
+            print_commit("schema applied", report.commit.as_ref());
+        },
+    );
+    Ok(())
+}
+
+pub async fn schema_show(out: &Output, root: &str) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let head = graph.head().await?;
+    let catalog = graph.catalog_at(&head).await?;
+    out.emit(catalog_json(&catalog), |_| print!("{}", catalog.to_pg()));
+    Ok(())
+}
+
+pub async fn get(
+    out: &Output,
+    root: &str,
+    type_name: &str,
+    key: &str,
+    at: Option<&str>,
+) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let key = parse_key(&graph, type_name, key).await?;
+    let row = graph.get(type_name, &key, &at_ref(at)).await?;
+    let Some(row) = row else {
+        return Err(OmniError::not_found(format!("{type_name} with key {key}")));
+    };
+    out.emit(Value::Object(row.clone()), |_| {
+        let width = row.keys().map(String::len).max().unwrap_or(0);
+        for (name, value) in &row {
+            println!("{name:<width$}  {value}");
+        }
+    });
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn query(
+    out: &Output,
+    root: &str,
+    type_name: &str,
+    predicate: Option<String>,
+    select: Option<String>,
+    limit: usize,
+    at: Option<&str>,
+) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let request = ScanRequest {
+        filter: predicate,
+        columns: select
+            .map(|text| {
+                text.split(',')
+                    .map(|c| c.trim().to_string())
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        limit: Some(limit),
+    };
+    let batches = graph.scan(type_name, &request, &at_ref(at)).await?;
+    let rows = omnigraph_publish::omnigraph::batches_to_json(&batches);
+    out.emit(json!({"rows": rows}), |_| print_rows(&rows));
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn neighbors(
+    out: &Output,
+    root: &str,
+    type_name: &str,
+    key: &str,
+    edge: &str,
+    direction: DirectionArg,
+    limit: usize,
+    at: Option<&str>,
+) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let key = parse_key(&graph, type_name, key).await?;
+    let direction = match direction {
+        DirectionArg::Out => Direction::Out,
+        DirectionArg::In => Direction::In,
+    };
+    let rows = graph
+        .neighbors(type_name, &key, edge, direction, limit, &at_ref(at))
+        .await?;
+    out.emit(json!({"rows": rows}), |_| print_rows(&rows));
+    Ok(())
+}
+
+/// What `search` looks for.
+pub struct SearchQuery {
+    /// Text to match.
+    pub text: Option<String>,
+    /// A query vector.
+    pub vector: Option<Vec<f32>>,
+    /// How many results.
+    pub k: usize,
+    /// A filter for vector search.
+    pub predicate: Option<String>,
+}
+
+pub async fn search(
+    out: &Output,
+    root: &str,
+    type_name: &str,
+    property: &str,
+    query: SearchQuery,
+    at: Option<&str>,
+) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let at = at_ref(at);
+    let rows = match (query.text, query.vector) {
+        (Some(text), None) => {
+            graph
+                .search_text(type_name, property, &text, query.k, &at)
+                .await?
+        }
+        (None, Some(vector)) => {
+            graph
+                .nearest(
+                    type_name,
+                    property,
+                    &vector,
+                    query.k,
+                    query.predicate.as_deref(),
+                    &at,
+                )
+                .await?
+        }
+        _ => {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("search"),
+                "give exactly one of --text and --vector",
+            ));
+        }
+    };
+    out.emit(json!({"rows": rows}), |_| print_rows(&rows));
+    Ok(())
+}
+
+pub async fn build_indexes(out: &Output, root: &str) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let spinner = out.spinner("building indexes");
+    let report = graph.build_indexes().await;
+    if let Some(spinner) = spinner {
+        spinner.finish_and_clear();
+    }
+    let report = report?;
+    out.emit(
+        json!({
+            "commit": report.commit.as_ref().map(commit_json),
+            "built": report.built.iter().map(|(t, i)| json!({"type": t, "index": i})).collect::<Vec<_>>(),
+            "pending_indexes": report.pending_indexes,
+        }),
+        |_| {
+            for (type_name, index) in &report.built {
+                println!("  built    {type_name}.{index}");
+            }
+            for pending in &report.pending_indexes {
+                println!("  pending  {}.{}: {}", pending.type_name, pending.index, pending.reason);
+            }
+            print_commit("build-indexes", report.commit.as_ref());
+        },
+    );
+    Ok(())
+}
+
+pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let commits = graph.graph().log(graph.branch())?.log(limit, None).await?;
+    let rows: Vec<Map<String, Value>> = commits
+        .iter()
+        .map(|commit| {
+            let mut row = Map::new();
+            row.insert("seq".into(), json!(commit.seq));
+            row.insert("commit_id".into(), json!(commit.commit_id));
+            row.insert("created_at".into(), json!(commit.created_at));
+            row.insert("actor".into(), json!(commit.actor));
+            row.insert("operation".into(), json!(commit.operation.kind));
+            row.insert("summary".into(), json!(commit.operation.summary));
+            row
+        })
+        .collect();
+    out.emit(
+        json!({"commits": commits.iter().map(commit_json).collect::<Vec<_>>()}),
+        |_| print_rows(&rows),
+    );
+    Ok(())
+}
+
+pub async fn tables(out: &Output, root: &str, at: Option<&str>) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let commit = graph.graph().commit(graph.branch(), &at_ref(at)).await?;
+    let rows: Vec<Map<String, Value>> = commit
+        .pins
+        .iter()
+        .map(|pin| {
+            let mut row = Map::new();
+            row.insert("type".into(), json!(pin.type_name));
+            row.insert("kind".into(), json!(pin.kind));
+            row.insert("rows".into(), json!(pin.row_count));
+            row.insert("version".into(), json!(pin.version));
+            row.insert(
+                "uri".into(),
+                json!(graph.graph().root().reader_uri(&pin.path)),
+            );
+            row
+        })
+        .collect();
+    out.emit(
+        json!({"seq": commit.seq, "commit_id": commit.commit_id, "tables": rows}),
+        |_| {
+            println!("commit {} ({})", commit.seq, commit.commit_id);
+            print_rows(&rows);
+        },
+    );
+    Ok(())
+}
+
+pub async fn status(out: &Output, root: &str) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let head = graph.head().await?;
+    let coverage = graph.index_coverage(&CommitRef::Head).await?;
+    let tables: Vec<Value> = head
+        .pins
+        .iter()
+        .map(|pin| json!({"type": pin.type_name, "rows": pin.row_count, "version": pin.version}))
+        .collect();
+    out.emit(
+        json!({
+            "root": graph.graph().root().canonical(),
+            "branch": head.branch,
+            "head": commit_json(&head),
+            "tables": tables,
+            "indexes": coverage,
+        }),
+        |_| {
+            println!(
+                "graph {} on {}",
+                graph.graph().root().canonical(),
+                head.branch
+            );
+            println!(
+                "head  commit {} ({}): {} {}",
+                head.seq, head.commit_id, head.operation.kind, head.operation.summary
+            );
+            for pin in &head.pins {
+                println!("  {:<20} {:>10} rows", pin.type_name, pin.row_count);
+            }
+            for index in &coverage {
+                let state = if index.built { "built" } else { "not built" };
+                println!(
+                    "  index {:<28} {state:<10} {} rows uncovered",
+                    format!("{}.{}", index.type_name, index.index),
+                    index.uncovered_rows
+                );
+            }
+        },
+    );
+    Ok(())
+}
+
+/// The catalog as a JSON document.
+pub fn catalog_json(catalog: &Catalog) -> Value {
+    let types: Vec<Value> = catalog
+        .types()
+        .iter()
+        .map(|type_def| {
+            json!({
+                "name": type_def.name(),
+                "kind": if type_def.is_node() { "node" } else { "edge" },
+                "key": type_def.key_column(),
+                "columns": type_def.columns().iter().map(|column| json!({
+                    "name": column.name,
+                    "type": column.data_type.to_pg(),
+                    "nullable": column.nullable,
+                })).collect::<Vec<_>>(),
+                "indexes": type_def.declared_indexes().iter().map(|index| json!({
+                    "name": index.name,
+                    "column": index.column,
+                    "kind": index.kind.suffix(),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "hash": catalog.hash(), "types": types })
+}
+
+fn print_catalog(catalog: &Catalog) {
+    println!("schema {}", catalog.hash());
+    for type_def in catalog.types() {
+        let kind = if type_def.is_node() { "node" } else { "edge" };
+        println!(
+            "\n{kind} {} (key {})",
+            type_def.name(),
+            type_def.key_column()
+        );
+        let width = type_def
+            .columns()
+            .iter()
+            .map(|column| column.name.len())
+            .max()
+            .unwrap_or(0);
+        for column in type_def.columns() {
+            let optional = if column.nullable { "?" } else { "" };
+            println!(
+                "  {:width$}  {}{optional}",
+                column.name,
+                column.data_type.to_pg()
+            );
+        }
+        for index in type_def.declared_indexes() {
+            println!(
+                "  index {} on {} ({})",
+                index.name,
+                index.column,
+                index.kind.suffix()
+            );
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! How results and errors reach the terminal: one JSON document with `--json`, aligned
+//! tables otherwise; errors on stderr with their code and evidence.
+
+use omnigraph_core::OmniError;
+use serde_json::{Map, Value};
+use std::process::ExitCode;
+
+/// Where a command's result goes.
+pub struct Output {
+    json: bool,
+}
+
+impl Output {
+    /// JSON mode or human mode.
+    pub fn new(json: bool) -> Output {
+        Output { json }
+    }
+
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        self.json
+    }
+
+    /// Prints `document` as JSON, or calls `human` to print it for people.
+    pub fn emit(&self, document: Value, human: impl FnOnce(&Value)) {
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&document).unwrap_or_default()
+            );
+        } else {
+            human(&document);
+        }
+    }
+
+    /// A progress spinner on a terminal for long work; none with `--json` or when
+    /// stderr is not a terminal.
+    pub fn spinner(&self, message: &str) -> Option<indicatif::ProgressBar> {
+        use std::io::IsTerminal;
+        if self.json || !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_message(message.to_string());
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        Some(bar)
+    }
+}
+
+/// Prints rows as an aligned table with the given columns (all when empty).
+pub fn print_rows(rows: &[Map<String, Value>]) {
+    if rows.is_empty() {
+        println!("(no rows)");
+        return;
+    }
+    let columns: Vec<String> = rows[0].keys().cloned().collect();
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| columns.iter().map(|column| cell(row.get(column))).collect())
+        .collect();
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(index, column)| {
+            cells
+                .iter()
+                .map(|row| row[index].chars().count())
+                .chain([column.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |values: Vec<String>| {
+        values
+            .iter()
+            .zip(&widths)
+            .map(|(value, width)| format!("{value:<width$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    println!("{}", line(columns.clone()));
+    for row in cells {
+        println!("{}", line(row));
+    }
+}
+
+fn cell(value: Option<&Value>) -> String {
+    const MAX_CELL: usize = 48;
+    let text = match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(items)) => format!("[{} values]", items.len()),
+        Some(other) => other.to_string(),
+    };
+    if text.chars().count() > MAX_CELL {
+        format!("{}…", text.chars().take(MAX_CELL - 1).collect::<String>())
+    } else {
+        text
+    }
+}
+
+/// Prints the error's code, message and evidence on stderr (as JSON with `--json`) and
+/// returns the exit code from the core error table.
+pub fn report_error(error: &OmniError, json: bool) -> ExitCode {
+    let code = error.code();
+    if json {
+        let document = serde_json::json!({
+            "error": {
+                "code": code.code,
+                "message": error.to_string(),
+                "evidence": error.evidence(),
+                "exit_code": code.exit_code,
+            }
+        });
+        eprintln!("{document}");
+    } else {
+        eprintln!("error[{}]: {error}", code.code);
+        eprintln!("evidence: {}", error.evidence());
+    }
+    ExitCode::from(u8::try_from(code.exit_code).unwrap_or(1))
+}
