@@ -141,6 +141,45 @@ impl Omnigraph {
         })
     }
 
+    /// Inserts Arrow record batches as rows of `type_name`. Each batch's columns must be
+    /// columns of the type with the same Arrow types; the rows then go through the same
+    /// checks as [`Omnigraph::insert_json`] (keys, required values, edge endpoints).
+    pub async fn insert_batches(
+        &self,
+        type_name: &str,
+        batches: &[RecordBatch],
+    ) -> Result<GraphCommit> {
+        let base = self.base().await?;
+        let catalog = self.catalog_at(&base).await?;
+        let type_def = catalog.require(type_name)?;
+        let table_schema = type_def.arrow_schema();
+        for batch in batches {
+            for field in batch.schema().fields() {
+                let expected = table_schema.field_with_name(field.name()).map_err(|_| {
+                    OmniError::bad_input(
+                        InputLocation::in_source("batch")
+                            .type_name(type_name)
+                            .field(field.name().clone()),
+                        format!("{type_name} has no property {}", field.name()),
+                    )
+                })?;
+                if expected.data_type() != field.data_type() {
+                    return Err(OmniError::bad_input(
+                        InputLocation::in_source("batch")
+                            .type_name(type_name)
+                            .field(field.name().clone()),
+                        format!(
+                            "expected {}, found {}",
+                            expected.data_type(),
+                            field.data_type()
+                        ),
+                    ));
+                }
+            }
+        }
+        self.insert_json(type_name, batches_to_json(batches)).await
+    }
+
     /// Loads a JSONL file: one object per line, each with a `type` field naming its
     /// node or edge type (an edge's `src` and `dst` are its endpoints' keys). Rows are
     /// validated and staged in bounded batches and published in one commit; a bad line

@@ -504,3 +504,30 @@ async fn racing_loads_recommit_every_batch() {
     assert_eq!(commit.pin_of_type("Person").unwrap().row_count, 2);
     assert_eq!(commit.pin_of_type("Company").unwrap().row_count, 1);
 }
+
+#[tokio::test]
+async fn arrow_batches_insert_with_the_same_checks() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let commit = graph
+        .insert_batches("Person", &[omnigraph_tests::people(0, 5)])
+        .await
+        .unwrap();
+    assert_eq!(commit.pin_of_type("Person").unwrap().row_count, 5);
+    let p3 = graph
+        .get("Person", &json!("p3"), &CommitRef::Head)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p3["name"], "name of p3");
+    let error = graph
+        .insert_batches("Person", &[omnigraph_tests::people(4, 2)])
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::KeyConflict);
+    let error = graph
+        .insert_batches("Company", &[omnigraph_tests::people(10, 1)])
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput);
+    assert!(error.to_string().contains("no property age"), "{error}");
+}
