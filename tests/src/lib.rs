@@ -305,3 +305,13 @@ pub fn companies(start: usize, count: usize) -> RecordBatch {
 pub async fn all_objects(root: &StorageRoot) -> Vec<String> {
     root.list("").await.expect("list root")
 }
+
+/// The objects of a JSON array, as rows for `insert_json`.
+pub fn objects(values: serde_json::Value) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    values
+        .as_array()
+        .expect("a JSON array")
+        .iter()
+        .map(|value| value.as_object().expect("a JSON object").clone())
+        .collect()
+}

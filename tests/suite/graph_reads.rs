@@ -5,7 +5,7 @@ use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::{ErrorKind, OmniError};
 use omnigraph_publish::indexes::{built_partitions, first_partition_count};
 use omnigraph_publish::{CommitRef, Direction, Omnigraph};
-use omnigraph_tests::{Backend, TestRoot};
+use omnigraph_tests::{Backend, TestRoot, objects};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
@@ -16,14 +16,11 @@ node Person { id: String @key, name: String @index(fts), age: Int32? @index, emb
 node Company { id: String @key, name: String }
 edge WorksAt: Person -> Company { since: Int32? }
 ";
-const WORDS: [&str; 6] = ["apple", "banana", "cherry", "durian", "elder", "fig"];
-
 fn as_objects(values: Vec<Value>) -> Vec<Map<String, Value>> {
-    values
-        .into_iter()
-        .map(|value| value.as_object().unwrap().clone())
-        .collect()
+    objects(Value::Array(values))
 }
+
+const WORDS: [&str; 6] = ["apple", "banana", "cherry", "durian", "elder", "fig"];
 
 fn vector(rng: &mut StdRng) -> Vec<f32> {
     (0..DIMENSION).map(|_| rng.random::<f32>()).collect()

@@ -3,17 +3,8 @@
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
 use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind};
 use omnigraph_publish::{CommitRef, Omnigraph};
-use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects};
-use serde_json::{Map, Value, json};
-
-fn objects(values: Value) -> Vec<Map<String, Value>> {
-    values
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|value| value.as_object().unwrap().clone())
-        .collect()
-}
+use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, objects};
+use serde_json::{Value, json};
 
 /// Three people, two companies, three edges.
 async fn populated(backend: Backend) -> (Omnigraph, TestRoot) {

@@ -3,17 +3,8 @@
 
 use omnigraph_core::{ErrorKind, Evidence, OmniError};
 use omnigraph_publish::{CommitRef, Omnigraph, SchemaChange};
-use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot};
-use serde_json::{Map, Value, json};
-
-fn objects(values: Value) -> Vec<Map<String, Value>> {
-    values
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_object().unwrap().clone())
-        .collect()
-}
+use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, objects};
+use serde_json::{Value, json};
 
 async fn graph_with_people(backend: Backend) -> (Omnigraph, TestRoot) {
     let test = TestRoot::new(backend).await;

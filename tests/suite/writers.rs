@@ -3,17 +3,8 @@
 
 use omnigraph_core::{ErrorKind, Evidence, OmniError};
 use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
-use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects};
-use serde_json::{Map, Value, json};
-
-fn objects(values: Value) -> Vec<Map<String, Value>> {
-    values
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|value| value.as_object().unwrap().clone())
-        .collect()
-}
+use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, objects};
+use serde_json::{Value, json};
 
 async fn new_graph(backend: Backend) -> (Omnigraph, TestRoot) {
     let test = TestRoot::new(backend).await;
