@@ -25,6 +25,10 @@ pub const MAX_INGEST_ATTEMPTS: u32 = 8;
 pub const INGEST_BATCH_ROWS: usize = 8_192;
 /// The longest JSONL line accepted, in bytes.
 pub const MAX_JSONL_LINE_BYTES: usize = 1 << 20;
+/// A merge keeps up to this many of its rows in memory so that it can merge them again
+/// on a newer head when another writer moved a table first; a larger merge that loses
+/// the race fails with `ReadSetChanged` (nothing published) and is rerun by the caller.
+pub const MAX_MERGE_RETAINED_ROWS: usize = 1_000_000;
 
 /// How loaded rows meet existing rows with the same key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +68,9 @@ pub(crate) struct Ingest<'a> {
     keys: HashMap<String, HashSet<RowKey>>,
     endpoints: Vec<PendingEndpoint>,
     rows: BTreeMap<String, u64>,
+    /// Merge mode: `(table_id, key column, rows)` of every staged merge, while the total
+    /// stays within [`MAX_MERGE_RETAINED_ROWS`]; `None` once it does not.
+    merged: Option<Vec<(String, String, omnigraph_core::arrow_array::RecordBatch)>>,
 }
 
 impl<'a> Ingest<'a> {
@@ -81,6 +88,7 @@ impl<'a> Ingest<'a> {
             keys: HashMap::new(),
             endpoints: Vec::new(),
             rows: BTreeMap::new(),
+            merged: Some(Vec::new()),
         })
     }
 
@@ -181,6 +189,7 @@ impl<'a> Ingest<'a> {
             LoadMode::Merge => {
                 let key = type_def.key_column().to_string();
                 let batch = typed.batch;
+                self.retain_merge(&pin.table_id, &key, &batch);
                 self.staging
                     .stage(&pin.table_id, |tip, origin| async move {
                         adapter::stage_merge_insert(&tip, &key, vec![batch], &origin).await
@@ -190,6 +199,24 @@ impl<'a> Ingest<'a> {
         }
         *self.rows.entry(type_name.to_string()).or_default() += count;
         Ok(())
+    }
+
+    /// Keeps a merged batch for a possible re-merge, within the retention cap.
+    fn retain_merge(
+        &mut self,
+        table_id: &str,
+        key: &str,
+        batch: &omnigraph_core::arrow_array::RecordBatch,
+    ) {
+        let Some(merged) = self.merged.as_mut() else {
+            return;
+        };
+        let retained: usize = merged.iter().map(|(_, _, batch)| batch.num_rows()).sum();
+        if retained + batch.num_rows() > MAX_MERGE_RETAINED_ROWS {
+            self.merged = None;
+        } else {
+            merged.push((table_id.to_string(), key.to_string(), batch.clone()));
+        }
     }
 
     /// Every edge endpoint must be a node of the call or of `base`.
@@ -285,7 +312,8 @@ impl<'a> Ingest<'a> {
                     });
                 }
                 Err(OmniError::ReadSetChanged { member, .. })
-                    if member.starts_with("pin:") && self.mode == LoadMode::Append =>
+                    if member.starts_with("pin:")
+                        && (self.mode == LoadMode::Append || self.merged.is_some()) =>
                 {
                     if attempts >= MAX_INGEST_ATTEMPTS {
                         return Err(OmniError::ContentionExhausted {
@@ -301,7 +329,9 @@ impl<'a> Ingest<'a> {
         }
     }
 
-    /// Moves every staged append onto the current head, re-checking keys and endpoints.
+    /// Moves the staged rows onto the current head: appends are re-committed (same
+    /// files, renumbered), merges are merged again from the retained rows; keys (in
+    /// append mode) and endpoints are checked again.
     async fn recommit_on_head(&mut self) -> Result<()> {
         let unpublished = |error: OmniError| error.with_evidence(Evidence::Unpublished);
         let head = self.handle.head().await.map_err(unpublished)?;
@@ -314,6 +344,9 @@ impl<'a> Ingest<'a> {
             });
         }
         for (type_name, keys) in &self.keys {
+            if self.mode == LoadMode::Merge {
+                break;
+            }
             let type_def = self.catalog.require(type_name)?;
             let keys: Vec<RowKey> = keys.iter().cloned().collect();
             let existing = self
@@ -340,6 +373,29 @@ impl<'a> Ingest<'a> {
             })
             .collect();
         let mut staging = Staging::new(self.handle.graph().root().clone(), head.clone());
+        if let Some(merged) = &self.merged
+            && self.mode == LoadMode::Merge
+        {
+            for (table_id, key, batch) in merged.clone() {
+                if !staging.has_chain(&table_id) {
+                    let table = self
+                        .handle
+                        .table_at(&head, &table_id)
+                        .await
+                        .map_err(unpublished)?;
+                    staging.seed(&table_id, table).map_err(unpublished)?;
+                }
+                staging
+                    .stage(&table_id, |tip, origin| async move {
+                        adapter::stage_merge_insert(&tip, &key, vec![batch], &origin).await
+                    })
+                    .await
+                    .map_err(unpublished)?;
+            }
+            self.staging = staging;
+            self.base = head;
+            return Ok(());
+        }
         for (table_id, links) in chains {
             staging
                 .seed(

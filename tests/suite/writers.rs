@@ -522,3 +522,49 @@ async fn arrow_batches_insert_with_the_same_checks() {
     assert_eq!(error.kind(), ErrorKind::BadInput);
     assert!(error.to_string().contains("no property age"), "{error}");
 }
+
+#[tokio::test]
+async fn a_merge_load_that_loses_the_race_merges_again_on_the_new_head() {
+    let (first, test) = new_graph(Backend::Local).await;
+    first
+        .insert_json(
+            "Person",
+            objects(json!([{"id": "p1", "name": "Ada", "age": 36}])),
+        )
+        .await
+        .unwrap();
+    let second = Omnigraph::open(&test.uri).await.unwrap();
+    second.head().await.unwrap();
+    // The first handle moves Person after the second captured its head.
+    first
+        .insert_json("Person", objects(json!([{"id": "p2", "name": "Bob"}])))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_jsonl(
+        dir.path(),
+        "m.jsonl",
+        &[
+            json!({"type": "Person", "id": "p1", "name": "Ada L.", "age": 37}),
+            json!({"type": "Person", "id": "p3", "name": "Cy"}),
+        ],
+    );
+    let report = second.load(&path, LoadMode::Merge).await.unwrap();
+    let commit = report.commit.unwrap();
+    assert_eq!(commit.seq, 3, "merged again on the new head");
+    assert_eq!(commit.pin_of_type("Person").unwrap().row_count, 3);
+    let p1 = first
+        .get("Person", &json!("p1"), &CommitRef::Head)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p1["name"], "Ada L.");
+    assert!(
+        first
+            .get("Person", &json!("p2"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .is_some(),
+        "the other writer's row stays"
+    );
+}
