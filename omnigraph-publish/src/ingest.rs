@@ -306,6 +306,7 @@ impl<'a> Ingest<'a> {
             {
                 Ok(commit) => {
                     self.handle.remember(&commit, &self.staging).await?;
+                    self.update_key_caches().await?;
                     return Ok(IngestReport {
                         commit: Some(commit),
                         rows: self.rows,
@@ -327,6 +328,31 @@ impl<'a> Ingest<'a> {
                 Err(other) => return Err(other),
             }
         }
+    }
+
+    /// After publication: appended keys join the handle's key caches; merged tables
+    /// are read again next time.
+    async fn update_key_caches(&mut self) -> Result<()> {
+        for (type_name, keys) in &self.keys {
+            let pin = self.base.require_pin_of_type(type_name)?;
+            let Some(link) = self.staging.links_of(&pin.table_id).last() else {
+                continue;
+            };
+            match self.mode {
+                LoadMode::Append => {
+                    self.handle
+                        .note_appended(
+                            &pin.table_id,
+                            pin.version,
+                            &link.dataset,
+                            keys.iter().cloned(),
+                        )
+                        .await;
+                }
+                LoadMode::Merge => self.handle.forget_keys(&pin.table_id).await,
+            }
+        }
+        Ok(())
     }
 
     /// Moves the staged rows onto the current head: appends are re-committed (same

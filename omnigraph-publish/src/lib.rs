@@ -3,6 +3,7 @@
 //! - [`omnigraph`]: the handle users call: writers and reads on one branch.
 //! - [`indexes`]: the index writer (declared indexes, trainability) and coverage.
 //! - [`reads`]: neighbours, nearest vectors and full-text search.
+//! - [`key_cache`]: a warm handle's keys per table, so key checks cost no request.
 //! - [`ingest`]: insert and load: validated batches, staged and published in one commit.
 //! - [`mutate`]: update and delete, strict writers; deletes cascade to incident edges.
 //! - [`schema_apply`]: moving a graph to a new schema, refusing data loss unless forced.
@@ -22,6 +23,7 @@ pub mod gate;
 pub mod graph;
 pub mod indexes;
 pub mod ingest;
+pub mod key_cache;
 pub mod layout;
 pub mod log;
 pub mod mutate;

@@ -5,6 +5,7 @@
 use crate::commit::GraphCommit;
 use crate::graph::{CommitRef, Graph};
 use crate::ingest::{Ingest, IngestReport, LoadMode, MAX_JSONL_LINE_BYTES};
+use crate::key_cache::TableKeys;
 use crate::layout;
 use crate::rows::{self, RowSource};
 use crate::staging::{Staging, open_pinned};
@@ -36,6 +37,8 @@ pub struct Omnigraph {
     catalog: Mutex<Option<Arc<Catalog>>>,
     /// The newest open handle per table id: a pinned version opens once per handle.
     tables: Mutex<HashMap<String, Arc<Dataset>>>,
+    /// The keys of each node table this handle has checked keys against.
+    key_caches: tokio::sync::Mutex<HashMap<String, TableKeys>>,
 }
 
 /// What to read from one type.
@@ -80,6 +83,7 @@ impl Omnigraph {
             known_head: Mutex::new(None),
             catalog: Mutex::new(None),
             tables: Mutex::new(HashMap::new()),
+            key_caches: tokio::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -253,6 +257,13 @@ impl Omnigraph {
             return Ok(Vec::new());
         }
         let table = self.table_at(base, &pin.table_id).await?;
+        {
+            let mut caches = self.key_caches.lock().await;
+            let cache = caches.entry(pin.table_id.clone()).or_default();
+            if cache.refresh(&table, key_column).await? {
+                return Ok(cache.existing(keys));
+            }
+        }
         let mut found = Vec::new();
         for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
             let literals: Vec<String> = chunk
@@ -279,6 +290,25 @@ impl Omnigraph {
             }
         }
         Ok(found)
+    }
+
+    /// After this handle appended `keys` to `table_id` (from `base_version` to `tip`),
+    /// its key cache takes them without reading the table again.
+    pub(crate) async fn note_appended(
+        &self,
+        table_id: &str,
+        base_version: u64,
+        tip: &Dataset,
+        keys: impl IntoIterator<Item = String>,
+    ) {
+        if let Some(cache) = self.key_caches.lock().await.get_mut(table_id) {
+            cache.extend(base_version, tip, keys);
+        }
+    }
+
+    /// Forgets the cached keys of `table_id` (after a write that may have removed keys).
+    pub(crate) async fn forget_keys(&self, table_id: &str) {
+        self.key_caches.lock().await.remove(table_id);
     }
 
     /// The branch this handle reads and writes.

@@ -142,8 +142,16 @@ async fn measure() -> BTreeMap<String, String> {
     let probe = graph.graph().root().probe();
     graph.insert_json("Person", warm_rows(11, 1)).await.unwrap();
     costs.insert("writers.insert_one_row_warm".into(), line(&probe.counts()));
+    graph.build_indexes().await.unwrap();
+    graph.insert_json("Person", warm_rows(12, 1)).await.unwrap();
+    let indexed = graph.graph().root().probe();
+    graph.insert_json("Person", warm_rows(13, 1)).await.unwrap();
+    costs.insert(
+        "writers.insert_one_row_warm_indexed".into(),
+        line(&indexed.counts()),
+    );
     if std::env::var("OMNIGRAPH_COST_TRACE").is_ok() {
-        for request in probe.requests() {
+        for request in probe.requests().iter().chain(indexed.requests().iter()) {
             eprintln!("insert_one_row_warm: {:?} {}", request.kind, request.path);
         }
     }

@@ -568,3 +568,39 @@ async fn a_merge_load_that_loses_the_race_merges_again_on_the_new_head() {
         "the other writer's row stays"
     );
 }
+
+#[tokio::test]
+async fn the_key_cache_follows_other_writers_deletes_and_appends() {
+    let (first, test) = new_graph(Backend::Local).await;
+    first
+        .insert_json(
+            "Person",
+            objects(json!([{"id": "p1", "name": "A"}, {"id": "p2", "name": "B"}])),
+        )
+        .await
+        .unwrap();
+    // `first` has read its keys; `second` deletes p1 and appends p3.
+    first
+        .insert_json("Person", objects(json!([{"id": "p0", "name": "Z"}])))
+        .await
+        .unwrap();
+    let second = Omnigraph::open(&test.uri).await.unwrap();
+    second.delete("Person", "id = 'p1'").await.unwrap().unwrap();
+    second
+        .insert_json("Person", objects(json!([{"id": "p3", "name": "C"}])))
+        .await
+        .unwrap();
+    first.head().await.unwrap();
+    // p1 is free again; p3 is taken; p2 is still taken.
+    first
+        .insert_json("Person", objects(json!([{"id": "p1", "name": "A again"}])))
+        .await
+        .unwrap();
+    for taken in ["p3", "p2", "p1"] {
+        let error = first
+            .insert_json("Person", objects(json!([{"id": taken, "name": "dup"}])))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::KeyConflict, "{taken}: {error}");
+    }
+}
