@@ -355,6 +355,42 @@ pub async fn build_indexes(out: &Output, root: &str) -> Result<()> {
     Ok(())
 }
 
+pub async fn optimize(out: &Output, root: &str) -> Result<()> {
+    let graph = Omnigraph::open(root).await?;
+    let spinner = out.spinner("optimizing");
+    let report = omnigraph_maintenance::optimize(&graph, &Default::default()).await;
+    if let Some(spinner) = spinner {
+        spinner.finish_and_clear();
+    }
+    let report = report?;
+    out.emit(serde_json::to_value(&report).unwrap_or(Value::Null), |_| {
+        print_optimize(&report)
+    });
+    Ok(())
+}
+
+/// The per-table result of an optimize run, for people.
+pub fn print_optimize(report: &omnigraph_maintenance::OptimizeReport) {
+    for table in &report.tables {
+        let outcome = match (&table.error, table.commit_seq) {
+            (Some(error), _) => format!("not published: {error}"),
+            (None, Some(seq)) => format!("commit {seq}"),
+            (None, None) => "nothing to do".to_string(),
+        };
+        println!(
+            "  {:<16} fragments {:>4} -> {:<4} folded {:<2} built {:<2} {outcome}",
+            table.type_key,
+            table.fragments_before,
+            table.fragments_after,
+            table.indexes_folded.len(),
+            table.indexes_built.len()
+        );
+        for pending in &table.pending_indexes {
+            println!("      pending {}: {}", pending.index, pending.reason);
+        }
+    }
+}
+
 pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
     let graph = Omnigraph::open(root).await?;
     let commits = graph.graph().log(graph.branch())?.log(limit, None).await?;

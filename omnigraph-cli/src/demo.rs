@@ -76,6 +76,26 @@ pub async fn run(out: &Output, root: &Path, people: usize) -> Result<()> {
         json!({"rows": report.rows, "seq": report.commit.map(|c| c.seq)}),
     );
 
+    // The load staged one fragment per batch; insert a few single rows so there is
+    // something to compact, then optimize and show fragments before and after.
+    for extra in 0..5 {
+        let row = json!({"id": format!("x{extra}"), "name": format!("Late {extra}")});
+        graph
+            .insert_json("Person", vec![row.as_object().cloned().unwrap_or_default()])
+            .await?;
+    }
+    let started = Instant::now();
+    let optimized = omnigraph_maintenance::optimize(&graph, &Default::default()).await?;
+    let fragments: Vec<Value> = optimized
+        .tables
+        .iter()
+        .map(|table| json!({"type": table.type_key, "before": table.fragments_before, "after": table.fragments_after}))
+        .collect();
+    step("optimize", started, json!({"fragments": fragments}));
+    if !out.json() {
+        crate::commands::print_optimize(&optimized);
+    }
+
     let started = Instant::now();
     let spinner = out.spinner("building indexes");
     let indexes = graph.build_indexes().await;

@@ -191,6 +191,11 @@ enum Command {
         /// The graph root.
         root: String,
     },
+    /// Compact each table and fold or build its indexes, one commit per table.
+    Optimize {
+        /// The graph root.
+        root: String,
+    },
     /// The commit log, newest first.
     Log {
         /// The graph root.
@@ -372,6 +377,7 @@ async fn run(cli: Cli) -> Result<(), OmniError> {
             commands::search(&out, &root, &type_name, &property, query, at.as_deref()).await
         }
         Command::BuildIndexes { root } => commands::build_indexes(&out, &root).await,
+        Command::Optimize { root } => commands::optimize(&out, &root).await,
         Command::Log { root, limit } => commands::log(&out, &root, limit).await,
         Command::Tables { root, at } => commands::tables(&out, &root, at.as_deref()).await,
         Command::Status { root } => commands::status(&out, &root).await,

@@ -237,6 +237,8 @@ fn every_command_round_trips_as_json() {
         Path::new(works_at["uri"].as_str().unwrap()).is_dir(),
         "a plain Lance reader can open it"
     );
+    let optimized = json_of(&omnigraph(&["optimize", &root, "--json"]));
+    assert_eq!(optimized["tables"].as_array().unwrap().len(), 5);
     let log = json_of(&omnigraph(&["log", &root, "--limit", "3", "--json"]));
     assert_eq!(log["commits"].as_array().unwrap().len(), 3);
     let status = json_of(&omnigraph(&["status", &root, "--json"]));

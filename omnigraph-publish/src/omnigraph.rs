@@ -451,7 +451,8 @@ pub fn batches_to_json(batches: &[RecordBatch]) -> Vec<Map<String, Value>> {
 pub fn json_value(column: &dyn Array, row: usize) -> Value {
     use omnigraph_core::arrow_array::cast::AsArray;
     use omnigraph_core::arrow_array::types::{
-        Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
+        Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType, UInt32Type,
+        UInt64Type,
     };
     use omnigraph_core::arrow_schema::DataType;
     if column.is_null(row) {
@@ -462,6 +463,8 @@ pub fn json_value(column: &dyn Array, row: usize) -> Value {
         DataType::Boolean => Value::from(column.as_boolean().value(row)),
         DataType::Int32 => Value::from(column.as_primitive::<Int32Type>().value(row)),
         DataType::Int64 => Value::from(column.as_primitive::<Int64Type>().value(row)),
+        DataType::UInt32 => Value::from(column.as_primitive::<UInt32Type>().value(row)),
+        DataType::UInt64 => Value::from(column.as_primitive::<UInt64Type>().value(row)),
         DataType::Float32 => Value::from(column.as_primitive::<Float32Type>().value(row) as f64),
         DataType::Float64 => Value::from(column.as_primitive::<Float64Type>().value(row)),
         DataType::Timestamp(_, _) => {

@@ -153,6 +153,43 @@ impl Staging {
         Ok(chain.links.last().expect("pushed above"))
     }
 
+    /// Like [`Staging::stage`] for a link that may have nothing to do (`Ok(None)`):
+    /// then nothing is staged and the chain is unchanged.
+    pub async fn stage_optional<F, Fut>(
+        &mut self,
+        table_id: &str,
+        stage: F,
+    ) -> Result<Option<&StagedLink>>
+    where
+        F: FnOnce(Arc<omnigraph_core::lance::Dataset>, LinkOrigin) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<StagedLink>>>,
+    {
+        let staged_before = self.has_staged();
+        let (tip, base_version) = {
+            let chain = self.chain(table_id).await?;
+            (chain.tip.clone(), chain.pin.version)
+        };
+        let origin = LinkOrigin {
+            branch: self.base.branch.clone(),
+            base_seq: self.base.seq,
+            base_version,
+        };
+        let link = stage(tip, origin).await.map_err(|error| {
+            if staged_before {
+                error.with_evidence(Evidence::Unpublished)
+            } else {
+                error
+            }
+        })?;
+        let Some(link) = link else {
+            return Ok(None);
+        };
+        let chain = self.chains.get_mut(table_id).expect("opened above");
+        chain.tip = link.dataset.clone();
+        chain.links.push(link);
+        Ok(chain.links.last())
+    }
+
     /// Stages an append of `batches` to `table_id`.
     pub async fn stage_append(
         &mut self,

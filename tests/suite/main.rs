@@ -6,6 +6,7 @@ mod cost;
 mod graph_reads;
 mod lance_surface;
 mod mutations;
+mod optimize;
 mod publish;
 mod request_counts;
 #[cfg(feature = "s3")]
