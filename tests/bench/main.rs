@@ -11,7 +11,13 @@
 //!   edge each to 1,000 companies, the median latency of `neighbors` and `nearest`
 //!   without indexes and with them, as ratios.
 //!
-//! `--rows N` and `--read-rows M` change the sizes; `--json` prints one JSON document.
+//! - optimize (with `--optimize`): identical copies of a K-row table (default
+//!   1,000,000) made by 200 appends with a BTree and an IVF index; OmniGraph's optimize
+//!   against Lance's own linear `compact_files` then `optimize_indices`, as a time ratio,
+//!   with the peak resident memory of each (Linux VmHWM, reset between phases).
+//!
+//! `--rows N`, `--read-rows M` and `--optimize-rows K` change the sizes; `--json` prints
+//! one JSON document.
 
 use omnigraph_core::adapter;
 use omnigraph_publish::rows::{RowSource, rows_from_json};
@@ -132,11 +138,130 @@ fn person(index: usize) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
+const OPTIMIZE_SCHEMA: &str = "node Item { id: Int64 @key, v: Vector(16)? @index(vector) }";
+/// Appends that build the optimize benchmark's table.
+const OPTIMIZE_APPENDS: usize = 200;
+
+/// Peak resident memory since the last reset, in MiB (Linux; 0 elsewhere).
+fn peak_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmHWM:"))
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// Resets the peak resident memory (Linux `clear_refs` 5).
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn item_batch(
+    start: usize,
+    count: usize,
+    rng: &mut StdRng,
+) -> omnigraph_core::arrow_array::RecordBatch {
+    use omnigraph_core::arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
+    use omnigraph_core::arrow_array::{ArrayRef, Int64Array};
+    let catalog = omnigraph_core::schema::parse("bench.pg", OPTIMIZE_SCHEMA).expect("schema");
+    let schema = catalog.get("Item").expect("Item").arrow_schema();
+    let ids = Int64Array::from((start as i64..(start + count) as i64).collect::<Vec<_>>());
+    let mut vectors = FixedSizeListBuilder::new(Float32Builder::new(), DIMENSION as i32);
+    for _ in 0..count {
+        for _ in 0..DIMENSION {
+            vectors.values().append_value(rng.random::<f32>());
+        }
+        vectors.append(true);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        std::sync::Arc::new(ids),
+        std::sync::Arc::new(vectors.finish()),
+    ];
+    omnigraph_core::arrow_array::RecordBatch::try_new(schema, columns).expect("item batch")
+}
+
+/// OmniGraph's optimize against Lance's linear compaction on identical tables.
+async fn optimize_bench(dir: &std::path::Path, rows: usize) -> Value {
+    let per_append = rows.div_ceil(OPTIMIZE_APPENDS);
+    let partitions = omnigraph_publish::indexes::first_partition_count(per_append as u64);
+    let mut rng = StdRng::seed_from_u64(99);
+    let batches: Vec<_> = (0..OPTIMIZE_APPENDS)
+        .map(|i| item_batch(i * per_append, per_append, &mut rng))
+        .collect();
+
+    let uri = dir.join("optimize-graph").display().to_string();
+    let graph = Omnigraph::create(&uri, OPTIMIZE_SCHEMA)
+        .await
+        .expect("create graph");
+    for (index, batch) in batches.iter().enumerate() {
+        graph
+            .insert_batches("Item", std::slice::from_ref(batch))
+            .await
+            .expect("append");
+        if index == 0 {
+            graph.build_indexes().await.expect("build indexes");
+        }
+    }
+    reset_peak();
+    let started = Instant::now();
+    let report = omnigraph_maintenance::optimize(&graph, &Default::default())
+        .await
+        .expect("optimize");
+    let ours = started.elapsed();
+    let ours_peak = peak_mib();
+
+    let catalog = omnigraph_core::schema::parse("bench.pg", OPTIMIZE_SCHEMA).expect("schema");
+    let schema = catalog.get("Item").expect("Item").arrow_schema();
+    let path = dir.join("optimize-baseline").display().to_string();
+    let mut baseline = adapter::baseline_create(&path, schema)
+        .await
+        .expect("baseline create");
+    for (index, batch) in batches.into_iter().enumerate() {
+        adapter::baseline_append(&mut baseline, batch)
+            .await
+            .expect("baseline append");
+        if index == 0 {
+            adapter::baseline_index(&mut baseline, "id", "v", partitions)
+                .await
+                .expect("baseline index");
+        }
+    }
+    reset_peak();
+    let started = Instant::now();
+    adapter::baseline_compact_and_optimize_indices(
+        &mut baseline,
+        adapter::DEFAULT_COMPACTION_IO_BUFFER_BYTES,
+    )
+    .await
+    .expect("baseline optimize");
+    let theirs = started.elapsed();
+    let theirs_peak = peak_mib();
+    let table = &report.tables[0];
+    json!({
+        "optimize_rows": rows,
+        "appends": OPTIMIZE_APPENDS,
+        "omnigraph_optimize_seconds": ours.as_secs_f64(),
+        "lance_linear_seconds": theirs.as_secs_f64(),
+        "ratio": ours.as_secs_f64() / theirs.as_secs_f64().max(f64::EPSILON),
+        "omnigraph_peak_mib": ours_peak,
+        "lance_linear_peak_mib": theirs_peak,
+        "fragments_before": table.fragments_before,
+        "fragments_after": table.fragments_after,
+    })
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rows = argument(&args, "--rows", 200_000);
     let read_rows = argument(&args, "--read-rows", 100_000);
+    let optimize_rows = argument(&args, "--optimize-rows", 1_000_000);
+    let with_optimize = args.iter().any(|arg| arg == "--optimize");
     let as_json = args.iter().any(|arg| arg == "--json");
     let dir = tempfile::tempdir().expect("temp dir");
 
@@ -223,6 +348,11 @@ async fn main() {
         indexed_requests.push(probe.counts().total());
     }
     let reads = read_bench(dir.path(), read_rows).await;
+    let optimize = if with_optimize {
+        optimize_bench(dir.path(), optimize_rows).await
+    } else {
+        Value::Null
+    };
     times.sort();
     let median = times[times.len() / 2];
     let ratio = load.as_secs_f64() / baseline.as_secs_f64().max(f64::EPSILON);
@@ -241,6 +371,7 @@ async fn main() {
         "insert_requests_after_index_min": indexed_requests.iter().min(),
         "insert_requests_after_index_max": indexed_requests.iter().max(),
         "reads": reads,
+        "optimize": optimize,
     });
     if as_json {
         println!("{document}");
@@ -288,6 +419,23 @@ async fn main() {
         reads["nearest_ms_with_indexes"].as_f64().unwrap_or(0.0),
         reads["nearest_speedup"].as_f64().unwrap_or(0.0)
     );
+    let optimize = &document["optimize"];
+    if !optimize.is_null() {
+        println!(
+            "  optimize {} rows / {} appends   {:>8.2} s vs Lance linear {:.2} s (ratio {:.2}); peak {:.0} MiB vs {:.0} MiB; fragments {} -> {}",
+            optimize["optimize_rows"],
+            optimize["appends"],
+            optimize["omnigraph_optimize_seconds"]
+                .as_f64()
+                .unwrap_or(0.0),
+            optimize["lance_linear_seconds"].as_f64().unwrap_or(0.0),
+            optimize["ratio"].as_f64().unwrap_or(0.0),
+            optimize["omnigraph_peak_mib"].as_f64().unwrap_or(0.0),
+            optimize["lance_linear_peak_mib"].as_f64().unwrap_or(0.0),
+            optimize["fragments_before"],
+            optimize["fragments_after"]
+        );
+    }
 }
 
 fn millis(duration: Duration) -> f64 {

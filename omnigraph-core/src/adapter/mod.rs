@@ -7,6 +7,7 @@
 //! base version) in its Lance transaction properties, so cleanup can later tell staging
 //! that can still publish from dead staging.
 
+mod baseline;
 mod compact;
 mod evolve;
 mod index;
@@ -14,7 +15,13 @@ pub mod registry;
 mod stage;
 mod table;
 
-pub use compact::{CompactionBudget, stage_compaction};
+pub use baseline::{
+    baseline_append, baseline_compact_and_optimize_indices, baseline_create, baseline_index,
+};
+pub use compact::{
+    CompactionBudget, DEFAULT_COMPACTION_BATCH_ROWS, DEFAULT_COMPACTION_IO_BUFFER_BYTES,
+    DEFAULT_TARGET_ROWS_PER_FRAGMENT, stage_compaction,
+};
 pub use evolve::{
     stage_add_null_columns, stage_drop_columns, stage_drop_index, stage_set_nullability,
 };

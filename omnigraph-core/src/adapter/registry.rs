@@ -20,4 +20,8 @@ pub const ENTRY_POINTS: &[&str] = &[
     "stage_set_nullability",
     "version_of",
     "is_detached",
+    "baseline_create",
+    "baseline_append",
+    "baseline_index",
+    "baseline_compact_and_optimize_indices",
 ];

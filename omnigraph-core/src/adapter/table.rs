@@ -19,25 +19,35 @@ pub async fn create_table(
     relative: &str,
     schema: SchemaRef,
 ) -> Result<Arc<Dataset>> {
+    let dataset = create_table_at_uri(&root.lance_uri(relative), schema, Some(root)).await?;
+    Ok(Arc::new(dataset))
+}
+
+/// Creates an empty dataset at `uri` with the engine's table settings; within `root`'s
+/// store parameters and session when given.
+pub(super) async fn create_table_at_uri(
+    uri: &str,
+    schema: SchemaRef,
+    root: Option<&StorageRoot>,
+) -> Result<Dataset> {
     let params = WriteParams {
         mode: WriteMode::Create,
         enable_stable_row_ids: true,
         enable_v2_manifest_paths: true,
         auto_cleanup: None,
         skip_auto_cleanup: true,
-        store_params: Some(root.store_params().clone()),
-        session: Some(root.session()),
+        store_params: root.map(|root| root.store_params().clone()),
+        session: root.map(StorageRoot::session),
         ..Default::default()
     };
     failpoints::check(failpoints::CREATE_BEFORE_COMMIT)?;
     let empty = RecordBatchIterator::new(Vec::<std::result::Result<RecordBatch, _>>::new(), schema);
-    let dataset = Dataset::write(empty, root.lance_uri(relative).as_str(), Some(params))
+    Dataset::write(empty, uri, Some(params))
         .await
         .map_err(|error| {
-            OmniError::from_lance(format!("create table {relative}"), error)
+            OmniError::from_lance(format!("create table {uri}"), error)
                 .with_evidence(crate::Evidence::Unpublished)
-        })?;
-    Ok(Arc::new(dataset))
+        })
 }
 
 /// Opens the table at `relative` at exactly `version` (linear or detached).
