@@ -150,6 +150,24 @@ async fn measure() -> BTreeMap<String, String> {
         "writers.insert_one_row_warm_indexed".into(),
         line(&indexed.counts()),
     );
+
+    // Optimize's own objects: exactly one commit (and its HEAD copy) per published
+    // table; everything else it writes is Lance's files under tables/.
+    let maintenance = graph.graph().root().probe();
+    let report = omnigraph_maintenance::optimize(&graph, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(report.tables.iter().filter(|t| t.published).count(), 1);
+    let mut own_counts = RequestCounts::default();
+    for request in maintenance.requests() {
+        if !request.path.starts_with("tables/") {
+            *own_counts.by_kind.entry(request.kind).or_default() += 1;
+        }
+    }
+    costs.insert(
+        "maintenance.optimize_one_table.graph_objects".into(),
+        line(&own_counts),
+    );
     if std::env::var("OMNIGRAPH_COST_TRACE").is_ok() {
         for request in probe.requests().iter().chain(indexed.requests().iter()) {
             eprintln!("insert_one_row_warm: {:?} {}", request.kind, request.path);

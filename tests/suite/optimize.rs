@@ -64,6 +64,7 @@ async fn fifty_small_inserts_compact_keeping_rows_row_ids_and_results() {
         assert_eq!(before_table.manifest().fragments.len(), 50);
         let before_rows = ids_and_row_ids_of(&before_table).await;
         let scalar_before = scalar_ids(&graph).await;
+        let text_before = text_ids(&graph).await;
         let report = run_optimize(&graph, &budget()).await.unwrap();
         let person = report
             .tables
@@ -110,13 +111,15 @@ async fn fifty_small_inserts_compact_keeping_rows_row_ids_and_results() {
             plan.contains("ScalarIndexQuery") && plan.contains("id_btree"),
             "the BTree is used again: {plan}"
         );
-        let found = graph
-            .search_text("Person", "name", "apple", 100, &CommitRef::Head)
-            .await
-            .unwrap();
-        assert!(
-            found.iter().any(|row| row["id"] == "p0"),
-            "text search still answers"
+        assert_eq!(
+            text_ids(&graph).await,
+            text_before,
+            "full-text results are unchanged"
+        );
+        assert_eq!(
+            text_before.len(),
+            17,
+            "apple: p0 and every third of p1..p49"
         );
     }
 }
@@ -144,6 +147,19 @@ async fn ids_and_row_ids_of(table: &omnigraph_core::lance::Dataset) -> Vec<(Stri
         .collect();
     out.sort();
     out
+}
+
+async fn text_ids(graph: &Omnigraph) -> Vec<String> {
+    let found = graph
+        .search_text("Person", "name", "apple", 100, &CommitRef::Head)
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = found
+        .iter()
+        .map(|row| row["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
 }
 
 async fn scalar_ids(graph: &Omnigraph) -> Vec<String> {
@@ -179,6 +195,19 @@ fn vectors(rng: &mut StdRng, start: usize, count: usize) -> Vec<serde_json::Map<
         .collect()
 }
 
+/// For each stored vector, the id of its nearest row.
+async fn nearest_self(graph: &Omnigraph, probes: &[(String, Vec<f32>)]) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for (id, vector) in probes {
+        let rows = graph
+            .nearest("Person", "embedding", vector, 1, None, &CommitRef::Head)
+            .await
+            .unwrap();
+        found.push((id.clone(), rows[0]["id"].as_str().unwrap().to_string()));
+    }
+    found
+}
+
 #[tokio::test]
 async fn a_four_partition_ivf_index_keeps_four_partitions_after_a_fold() {
     let test = TestRoot::new(Backend::Local).await;
@@ -201,6 +230,31 @@ async fn a_four_partition_ivf_index_keeps_four_partitions_after_a_fold() {
             .await
             .unwrap();
     }
+    // Stored vectors as queries: each finds itself first, before and after the fold.
+    let request = omnigraph_publish::ScanRequest {
+        filter: Some("id IN ('v7', 'v1234', 'v3999', 'v4003')".into()),
+        columns: vec!["id".into(), "embedding".into()],
+        limit: Some(10),
+    };
+    let stored = graph
+        .scan("Person", &request, &CommitRef::Head)
+        .await
+        .unwrap();
+    let probes: Vec<(String, Vec<f32>)> = omnigraph_publish::omnigraph::batches_to_json(&stored)
+        .into_iter()
+        .map(|row| {
+            let vector = row["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect();
+            (row["id"].as_str().unwrap().to_string(), vector)
+        })
+        .collect();
+    assert_eq!(probes.len(), 4);
+    let before = nearest_self(&graph, &probes).await;
+    assert!(before.iter().all(|(id, found)| id == found), "{before:?}");
     let report = run_optimize(&graph, &budget()).await.unwrap();
     assert!(
         report.tables[0]
@@ -228,6 +282,11 @@ async fn a_four_partition_ivf_index_keeps_four_partitions_after_a_fold() {
             .iter()
             .all(|f| covered.contains(f.id as u32)),
         "the fold covers every fragment"
+    );
+    assert_eq!(
+        nearest_self(&graph, &probes).await,
+        before,
+        "vector results are unchanged by the fold"
     );
 }
 
