@@ -130,27 +130,13 @@ impl Staging {
         F: FnOnce(Arc<omnigraph_core::lance::Dataset>, LinkOrigin) -> Fut,
         Fut: std::future::Future<Output = Result<StagedLink>>,
     {
-        let staged_before = self.has_staged();
-        let (tip, base_version) = {
-            let chain = self.chain(table_id).await?;
-            (chain.tip.clone(), chain.pin.version)
+        let always = move |tip, origin| {
+            let link = stage(tip, origin);
+            async move { link.await.map(Some) }
         };
-        let origin = LinkOrigin {
-            branch: self.base.branch.clone(),
-            base_seq: self.base.seq,
-            base_version,
-        };
-        let link = stage(tip, origin).await.map_err(|error| {
-            if staged_before {
-                error.with_evidence(Evidence::Unpublished)
-            } else {
-                error
-            }
-        })?;
-        let chain = self.chains.get_mut(table_id).expect("opened above");
-        chain.tip = link.dataset.clone();
-        chain.links.push(link);
-        Ok(chain.links.last().expect("pushed above"))
+        self.stage_optional(table_id, always)
+            .await?
+            .ok_or_else(|| OmniError::internal("a staged link vanished from its chain"))
     }
 
     /// Like [`Staging::stage`] for a link that may have nothing to do (`Ok(None)`):
