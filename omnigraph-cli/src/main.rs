@@ -4,6 +4,10 @@
 //! else there; without it, aligned tables for people. Errors print their code, message
 //! and evidence on stderr and exit with the code from the core error table.
 
+// The commands await deep futures (load -> ingest -> staging -> publisher -> Lance);
+// computing their layout exceeds the default query depth of 128.
+#![recursion_limit = "256"]
+
 mod commands;
 mod demo;
 mod output;

@@ -19,6 +19,10 @@
 //! `--rows N`, `--read-rows M` and `--optimize-rows K` change the sizes; `--json` prints
 //! one JSON document.
 
+// Deep futures (writers -> staging -> publisher -> Lance) exceed the default query
+// depth of 128 when their layout is computed.
+#![recursion_limit = "256"]
+
 use omnigraph_core::adapter;
 use omnigraph_publish::rows::{RowSource, rows_from_json};
 use omnigraph_publish::{CommitRef, Direction, LoadMode, Omnigraph};

@@ -1,6 +1,10 @@
 //! The one integration test binary: a module per area, so the workspace links Lance into
 //! as few test executables as possible.
 
+// Deep futures (writers -> staging -> publisher -> Lance) exceed the default query
+// depth of 128 when their layout is computed.
+#![recursion_limit = "256"]
+
 mod adapter_links;
 mod cost;
 mod graph_reads;
