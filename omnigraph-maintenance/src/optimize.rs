@@ -9,7 +9,7 @@
 //! table's pin moved, the unit fails with `ReadSetChanged { member: "pin:<table>" }` and
 //! the next run re-plans. A writer is never blocked: nothing is held while staging.
 
-use omnigraph_core::adapter::{self, CompactionBudget, IndexBuild, IndexBuildKind};
+use omnigraph_core::adapter::{self, CompactionBudget, IndexBuildKind};
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::schema::IndexKind;
 use omnigraph_core::{Evidence, OmniError, Result};
@@ -158,16 +158,8 @@ pub async fn plan_unit(
                 continue;
             }
         };
-        let build = IndexBuild {
-            column: declared.column.clone(),
-            name: declared.name.clone(),
-            kind,
-            replace: true,
-        };
         staging
-            .stage(&pin.table_id, |tip, origin| async move {
-                adapter::stage_index(&tip, &build, &origin).await
-            })
+            .stage_index(&pin.table_id, declared, kind, true)
             .await?;
         indexes_folded.push(declared.name.clone());
     }

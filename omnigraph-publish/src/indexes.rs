@@ -11,7 +11,7 @@ use crate::commit::{CommitOperation, GraphCommit};
 use crate::graph::CommitRef;
 use crate::omnigraph::Omnigraph;
 use crate::staging::Staging;
-use omnigraph_core::adapter::{self, IndexBuild, IndexBuildKind};
+use omnigraph_core::adapter::IndexBuildKind;
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::schema::{DeclaredIndex, IndexKind, TypeDef};
@@ -121,16 +121,8 @@ impl Omnigraph {
             IndexKind::BTree => IndexBuildKind::BTree,
             IndexKind::FullText => IndexBuildKind::FullText,
         };
-        let build = IndexBuild {
-            column: declared.column.clone(),
-            name: declared.name.clone(),
-            kind,
-            replace: true,
-        };
         staging
-            .stage(&pin.table_id, |tip, origin| async move {
-                adapter::stage_index(&tip, &build, &origin).await
-            })
+            .stage_index(&pin.table_id, &declared, kind, true)
             .await?;
         let operation = CommitOperation {
             kind: "rebuild_index".into(),
@@ -230,16 +222,8 @@ pub async fn stage_create_indices(
             if !staging.has_chain(&pin.table_id) {
                 staging.seed(&pin.table_id, table.clone())?;
             }
-            let build = IndexBuild {
-                column: declared.column.clone(),
-                name: declared.name.clone(),
-                kind,
-                replace: false,
-            };
             staging
-                .stage(&pin.table_id, |tip, origin| async move {
-                    adapter::stage_index(&tip, &build, &origin).await
-                })
+                .stage_index(&pin.table_id, declared, kind, false)
                 .await?;
             built.push((type_def.name().to_string(), declared.name.clone()));
         }

@@ -389,15 +389,6 @@ impl<'a> Ingest<'a> {
             }
         }
         self.check_endpoints(&head).await.map_err(unpublished)?;
-        let chains: Vec<(String, Vec<StagedLink>)> = self
-            .staging
-            .chain_ids()
-            .into_iter()
-            .map(|table_id| {
-                let links = self.staging.links_of(&table_id).to_vec();
-                (table_id, links)
-            })
-            .collect();
         let mut staging = Staging::new(self.handle.graph().root().clone(), head.clone());
         if let Some(merged) = &self.merged
             && self.mode == LoadMode::Merge
@@ -422,6 +413,15 @@ impl<'a> Ingest<'a> {
             self.base = head;
             return Ok(());
         }
+        let chains: Vec<(String, Vec<StagedLink>)> = self
+            .staging
+            .chain_ids()
+            .into_iter()
+            .map(|table_id| {
+                let links = self.staging.links_of(&table_id).to_vec();
+                (table_id, links)
+            })
+            .collect();
         for (table_id, links) in chains {
             staging
                 .seed(

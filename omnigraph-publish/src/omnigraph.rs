@@ -353,6 +353,16 @@ impl Omnigraph {
         Ok(table)
     }
 
+    /// The table holding `type_name` at the version `commit` pins (from the cache).
+    pub(crate) async fn table_of_type(
+        &self,
+        commit: &GraphCommit,
+        type_name: &str,
+    ) -> Result<Arc<Dataset>> {
+        self.table_at(commit, &commit.require_pin_of_type(type_name)?.table_id)
+            .await
+    }
+
     /// The row of `type_name` whose key is `key`, as JSON, at `at`.
     pub async fn get(
         &self,
@@ -390,8 +400,8 @@ impl Omnigraph {
         request: &ScanRequest,
         at: &CommitRef,
     ) -> Result<Vec<RecordBatch>> {
-        let snapshot = self.graph.snapshot(&self.branch, at).await?;
-        let table = snapshot.table(type_name).await?;
+        let commit = self.graph.commit(&self.branch, at).await?;
+        let table = self.table_of_type(&commit, type_name).await?;
         scan_table(&table, request).await
     }
 }

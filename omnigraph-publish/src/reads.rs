@@ -70,9 +70,7 @@ impl Omnigraph {
         }
         let limit = limit.min(MAX_READ_LIMIT);
         let literal = rows::key_literal(&rows::render_key(key), node.key_type());
-        let edges = self
-            .table_at(&commit, &commit.require_pin_of_type(edge_type)?.table_id)
-            .await?;
+        let edges = self.table_of_type(&commit, edge_type).await?;
         let far_keys: Vec<Value> = collect(
             &edges,
             Some(&format!("`{near_column}` = {literal}")),
@@ -91,9 +89,7 @@ impl Omnigraph {
             .iter()
             .map(|key| rows::key_literal(&rows::render_key(key), far.key_type()))
             .collect();
-        let nodes = self
-            .table_at(&commit, &commit.require_pin_of_type(far_type)?.table_id)
-            .await?;
+        let nodes = self.table_of_type(&commit, far_type).await?;
         collect(
             &nodes,
             Some(&format!(
@@ -125,9 +121,7 @@ impl Omnigraph {
         if k == 0 || k > MAX_K {
             return Err(bad("k", format!("k must be 1 to {MAX_K}")));
         }
-        let table = self
-            .table_at(&commit, &commit.require_pin_of_type(type_name)?.table_id)
-            .await?;
+        let table = self.table_of_type(&commit, type_name).await?;
         let index_name = format!("{property}_{}", IndexKind::Vector.suffix());
         let partitions = crate::indexes::built_partitions(&table, &index_name).await?;
         let query = Float32Array::from(query.to_vec());
@@ -176,9 +170,7 @@ impl Omnigraph {
                 ),
             ));
         }
-        let table = self
-            .table_at(&commit, &commit.require_pin_of_type(type_name)?.table_id)
-            .await?;
+        let table = self.table_of_type(&commit, type_name).await?;
         let built = table
             .load_indices()
             .await

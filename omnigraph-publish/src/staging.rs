@@ -197,6 +197,27 @@ impl Staging {
         .await
     }
 
+    /// Stages the build of the declared index `declared` as `kind` on `table_id`,
+    /// replacing an index of the same name when `replace`.
+    pub async fn stage_index(
+        &mut self,
+        table_id: &str,
+        declared: &omnigraph_core::schema::DeclaredIndex,
+        kind: adapter::IndexBuildKind,
+        replace: bool,
+    ) -> Result<&StagedLink> {
+        let build = adapter::IndexBuild {
+            column: declared.column.clone(),
+            name: declared.name.clone(),
+            kind,
+            replace,
+        };
+        self.stage(table_id, |tip, origin| async move {
+            adapter::stage_index(&tip, &build, &origin).await
+        })
+        .await
+    }
+
     /// The new pins: every chain with links, at its tip.
     pub async fn tip_pins(&self) -> Result<Vec<TablePin>> {
         let mut pins = Vec::new();

@@ -315,3 +315,15 @@ pub fn objects(values: serde_json::Value) -> Vec<serde_json::Map<String, serde_j
         .map(|value| value.as_object().expect("a JSON object").clone())
         .collect()
 }
+
+/// The table of `type_name` at the head of `graph`'s main branch.
+pub async fn head_table(graph: &omnigraph_publish::Omnigraph, type_name: &str) -> Arc<Dataset> {
+    graph
+        .graph()
+        .snapshot("main", &omnigraph_publish::CommitRef::Head)
+        .await
+        .expect("head snapshot")
+        .table(type_name)
+        .await
+        .expect("head table")
+}

@@ -5,7 +5,7 @@ use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::{ErrorKind, OmniError};
 use omnigraph_publish::indexes::{built_partitions, first_partition_count};
 use omnigraph_publish::{CommitRef, Direction, Omnigraph};
-use omnigraph_tests::{Backend, TestRoot, objects};
+use omnigraph_tests::{Backend, TestRoot, head_table, objects};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
@@ -166,14 +166,7 @@ async fn builds_each_kind_reports_pending_vectors_and_coverage() {
         .rebuild_index("Person", "embedding_vector")
         .await
         .unwrap();
-    let table = graph
-        .graph()
-        .snapshot("main", &CommitRef::Head)
-        .await
-        .unwrap()
-        .table("Person")
-        .await
-        .unwrap();
+    let table = head_table(&graph, "Person").await;
     assert_eq!(
         built_partitions(&table, "embedding_vector").await.unwrap(),
         Some(partitions)
@@ -260,14 +253,7 @@ async fn neighbors_match_a_brute_force_scan_with_and_without_indexes() {
             assert_eq!(ids(&found), expected);
         }
         // With the endpoint BTree built, the edge lookup uses it.
-        let edges = graph
-            .graph()
-            .snapshot("main", &CommitRef::Head)
-            .await
-            .unwrap()
-            .table("WorksAt")
-            .await
-            .unwrap();
+        let edges = head_table(&graph, "WorksAt").await;
         let mut scanner = edges.scan();
         scanner.filter("src = 'p7'").unwrap();
         let plan = scanner.explain_plan(true).await.unwrap();
@@ -354,14 +340,7 @@ async fn nearest_is_exact_without_an_index_and_recalls_with_ivf() {
             scanner.explain_plan(true).await.unwrap()
         }
     };
-    let head_table = graph
-        .graph()
-        .snapshot("main", &CommitRef::Head)
-        .await
-        .unwrap()
-        .table("Person")
-        .await
-        .unwrap();
+    let head_table = head_table(&graph, "Person").await;
     let old_table = graph
         .graph()
         .snapshot("main", &CommitRef::Seq(exact_commit.seq))

@@ -9,7 +9,7 @@ use omnigraph_maintenance::optimize as run_optimize;
 use omnigraph_maintenance::optimize::{plan_unit, publish_unit};
 use omnigraph_publish::indexes::built_partitions;
 use omnigraph_publish::{CommitRef, Omnigraph};
-use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, objects};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, head_table, objects};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
 
@@ -19,17 +19,6 @@ node Person { id: String @key, name: String, embedding: Vector(16)? @index(vecto
 
 fn budget() -> omnigraph_core::adapter::CompactionBudget {
     Default::default()
-}
-
-async fn person_table(graph: &Omnigraph) -> std::sync::Arc<omnigraph_core::lance::Dataset> {
-    graph
-        .graph()
-        .snapshot("main", &CommitRef::Head)
-        .await
-        .unwrap()
-        .table("Person")
-        .await
-        .unwrap()
 }
 
 async fn fifty_inserts(backend: Backend) -> (Omnigraph, TestRoot) {
@@ -60,7 +49,7 @@ async fn fifty_inserts(backend: Backend) -> (Omnigraph, TestRoot) {
 async fn fifty_small_inserts_compact_keeping_rows_row_ids_and_results() {
     for backend in [Backend::Local, Backend::Memory] {
         let (graph, _test) = fifty_inserts(backend).await;
-        let before_table = person_table(&graph).await;
+        let before_table = head_table(&graph, "Person").await;
         assert_eq!(before_table.manifest().fragments.len(), 50);
         let before_rows = ids_and_row_ids_of(&before_table).await;
         let scalar_before = scalar_ids(&graph).await;
@@ -97,7 +86,7 @@ async fn fifty_small_inserts_compact_keeping_rows_row_ids_and_results() {
                 .all(|t| !t.published)
         );
 
-        let after_table = person_table(&graph).await;
+        let after_table = head_table(&graph, "Person").await;
         assert_eq!(
             ids_and_row_ids_of(&after_table).await,
             before_rows,
@@ -219,7 +208,7 @@ async fn a_four_partition_ivf_index_keeps_four_partitions_after_a_fold() {
         .unwrap();
     graph.build_indexes().await.unwrap();
     assert_eq!(
-        built_partitions(&*person_table(&graph).await, "embedding_vector")
+        built_partitions(&*head_table(&graph, "Person").await, "embedding_vector")
             .await
             .unwrap(),
         Some(4)
@@ -262,7 +251,7 @@ async fn a_four_partition_ivf_index_keeps_four_partitions_after_a_fold() {
             .contains(&"embedding_vector".to_string()),
         "{report:?}"
     );
-    let table = person_table(&graph).await;
+    let table = head_table(&graph, "Person").await;
     assert_eq!(
         built_partitions(&table, "embedding_vector").await.unwrap(),
         Some(4)
@@ -464,11 +453,22 @@ async fn repeated_runs_converge_and_write_only_lance_files_and_commits() {
     }
     // The full-text index (not folded) covers only the first fragment, so Lance keeps
     // the two apart: the fixpoint is two fragments until that index is rebuilt.
-    assert_eq!(person_table(&graph).await.manifest().fragments.len(), 2);
+    assert_eq!(
+        head_table(&graph, "Person")
+            .await
+            .manifest()
+            .fragments
+            .len(),
+        2
+    );
     graph.rebuild_index("Person", "name_fts").await.unwrap();
     run_optimize(&graph, &budget()).await.unwrap();
     assert_eq!(
-        person_table(&graph).await.manifest().fragments.len(),
+        head_table(&graph, "Person")
+            .await
+            .manifest()
+            .fragments
+            .len(),
         1,
         "one fragment once every index covers all"
     );

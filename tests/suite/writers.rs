@@ -3,7 +3,9 @@
 
 use omnigraph_core::{ErrorKind, Evidence, OmniError};
 use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
-use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, objects};
+use omnigraph_tests::{
+    BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, head_table, objects,
+};
 use serde_json::{Value, json};
 
 async fn new_graph(backend: Backend) -> (Omnigraph, TestRoot) {
@@ -456,14 +458,7 @@ async fn a_large_load_is_staged_in_bounded_batches_and_published_once() {
         commit.pin_of_type("Person").unwrap().row_count,
         count as u64
     );
-    let table = graph
-        .graph()
-        .snapshot("main", &CommitRef::Head)
-        .await
-        .unwrap()
-        .table("Person")
-        .await
-        .unwrap();
+    let table = head_table(&graph, "Person").await;
     assert_eq!(
         table.manifest().fragments.len(),
         3,
