@@ -50,6 +50,13 @@ pub struct OptimizeReport {
     pub tables: Vec<TableOptimize>,
 }
 
+impl OptimizeReport {
+    /// The entry of the table holding `type_key`.
+    pub fn table(&self, type_key: &str) -> Option<&TableOptimize> {
+        self.tables.iter().find(|table| table.type_key == type_key)
+    }
+}
+
 /// One table's staged work, ready to publish.
 pub struct PlannedUnit {
     staging: Staging,

@@ -327,3 +327,15 @@ pub async fn head_table(graph: &omnigraph_publish::Omnigraph, type_name: &str) -
         .await
         .expect("head table")
 }
+
+/// A fault on every put-if-absent of a commit object of `main` until the handle drops.
+pub fn fault_commit_puts(
+    root: &StorageRoot,
+    action: omnigraph_core::storage::FaultAction,
+) -> omnigraph_core::storage::FaultHandle {
+    root.inject(omnigraph_core::storage::FaultRule::new(
+        "_graph/branches/main/commits/*",
+        &[omnigraph_core::storage::RequestKind::PutIfAbsent],
+        action,
+    ))
+}

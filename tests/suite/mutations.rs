@@ -1,9 +1,11 @@
 //! Update and delete on real Lance tables: strict publication, cascades, bad input.
 
-use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
+use omnigraph_core::storage::FaultAction;
 use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind};
 use omnigraph_publish::{CommitRef, Omnigraph};
-use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, objects};
+use omnigraph_tests::{
+    BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, fault_commit_puts, objects,
+};
 use serde_json::{Value, json};
 
 /// Three people, two companies, three edges.
@@ -220,11 +222,10 @@ async fn a_failed_cascading_delete_leaves_nodes_and_edges_unchanged() {
         let (graph, test) = populated(backend).await;
         let before = graph.head().await.unwrap();
         {
-            let _fault = graph.graph().root().inject(FaultRule::new(
-                "_graph/branches/main/commits/*",
-                &[RequestKind::PutIfAbsent],
+            let _fault = fault_commit_puts(
+                graph.graph().root(),
                 FaultAction::FailBefore(StorageKind::Transient),
-            ));
+            );
             let error = graph.delete("Person", "id = 'p1'").await.unwrap_err();
             assert_eq!(error.evidence(), &Evidence::Unpublished, "{backend:?}");
         }

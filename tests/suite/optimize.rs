@@ -3,13 +3,13 @@
 //! evidence, and convergence over runs.
 
 use omnigraph_core::lance::index::DatasetIndexExt;
-use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
+use omnigraph_core::storage::{FaultAction, RequestKind};
 use omnigraph_core::{Evidence, OmniError, StorageKind, failpoints};
 use omnigraph_maintenance::optimize as run_optimize;
 use omnigraph_maintenance::optimize::{plan_unit, publish_unit};
 use omnigraph_publish::indexes::built_partitions;
 use omnigraph_publish::{CommitRef, Omnigraph};
-use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, head_table, objects};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, fault_commit_puts, head_table, objects};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
 
@@ -55,11 +55,7 @@ async fn fifty_small_inserts_compact_keeping_rows_row_ids_and_results() {
         let scalar_before = scalar_ids(&graph).await;
         let text_before = text_ids(&graph).await;
         let report = run_optimize(&graph, &budget()).await.unwrap();
-        let person = report
-            .tables
-            .iter()
-            .find(|t| t.type_key == "Person")
-            .unwrap();
+        let person = report.table("Person").unwrap();
         assert!(person.published, "{person:?}");
         // Lance bins neighbouring fragments only when the same indexes cover them: the
         // indexed first fragment and the 49 later ones compact apart in the first run.
@@ -336,11 +332,7 @@ async fn a_concurrent_insert_wins_and_the_next_run_compacts() {
         "the insert is visible"
     );
     let report = run_optimize(&graph, &budget()).await.unwrap();
-    let person = report
-        .tables
-        .iter()
-        .find(|t| t.type_key == "Person")
-        .unwrap();
+    let person = report.table("Person").unwrap();
     assert!(
         person.published && person.fragments_after <= 2,
         "{person:?}"
@@ -386,11 +378,10 @@ async fn a_failure_before_publication_changes_nothing_and_the_retry_compacts() {
     let (graph, _test) = fifty_inserts(Backend::Local).await;
     let before = graph.head().await.unwrap();
     {
-        let _fault = graph.graph().root().inject(FaultRule::new(
-            "_graph/branches/main/commits/*",
-            &[RequestKind::PutIfAbsent],
+        let _fault = fault_commit_puts(
+            graph.graph().root(),
             FaultAction::FailBefore(StorageKind::Transient),
-        ));
+        );
         let error = run_optimize(&graph, &budget()).await.unwrap_err();
         assert_eq!(error.evidence(), &Evidence::Unpublished);
     }
@@ -408,11 +399,7 @@ async fn a_failure_before_publication_changes_nothing_and_the_retry_compacts() {
     assert_eq!(error.evidence(), &Evidence::Unpublished);
     assert_eq!(graph.head().await.unwrap(), before);
     let report = run_optimize(&graph, &budget()).await.unwrap();
-    let person = report
-        .tables
-        .iter()
-        .find(|t| t.type_key == "Person")
-        .unwrap();
+    let person = report.table("Person").unwrap();
     assert!(
         person.published && person.fragments_after <= 2,
         "{person:?}"

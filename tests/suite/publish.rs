@@ -7,7 +7,7 @@ use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind, failpoints};
 use omnigraph_publish::{
     CommitOperation, CommitRef, Graph, GraphCommit, Publication, ReadSet, Staging, layout, publish,
 };
-use omnigraph_tests::{BACKENDS, TestGraph, all_objects, companies, people};
+use omnigraph_tests::{BACKENDS, TestGraph, all_objects, companies, fault_commit_puts, people};
 
 fn operation(summary: &str) -> CommitOperation {
     CommitOperation {
@@ -313,11 +313,10 @@ async fn a_failure_before_the_commit_put_leaves_the_head_unchanged() {
         let test = TestGraph::new(backend).await;
         let person = test.table_id("Person");
         {
-            let _fault = test.graph.root().inject(FaultRule::new(
-                "_graph/branches/main/commits/*",
-                &[RequestKind::PutIfAbsent],
+            let _fault = fault_commit_puts(
+                test.graph.root(),
                 FaultAction::FailBefore(StorageKind::Transient),
-            ));
+            );
             let error = insert_people(&test.graph, test.genesis.clone(), &person, 0, 7)
                 .await
                 .unwrap_err();
@@ -370,11 +369,7 @@ async fn a_failure_before_the_commit_put_leaves_the_head_unchanged() {
 #[tokio::test]
 async fn an_unreadable_read_back_is_in_doubt() {
     let test = TestGraph::new(omnigraph_tests::Backend::Memory).await;
-    let _put = test.graph.root().inject(FaultRule::new(
-        "_graph/branches/main/commits/*",
-        &[RequestKind::PutIfAbsent],
-        FaultAction::LostAck,
-    ));
+    let _put = fault_commit_puts(test.graph.root(), FaultAction::LostAck);
     let _get = test.graph.root().inject(FaultRule::new(
         "_graph/branches/main/commits/00000000000000000001.json",
         &[RequestKind::Get],
@@ -413,11 +408,10 @@ async fn a_failed_multi_table_publication_leaves_every_pin_unchanged() {
             .await
             .unwrap();
         {
-            let _fault = test.graph.root().inject(FaultRule::new(
-                "_graph/branches/main/commits/*",
-                &[RequestKind::PutIfAbsent],
+            let _fault = fault_commit_puts(
+                test.graph.root(),
                 FaultAction::FailBefore(StorageKind::Unknown),
-            ));
+            );
             let error = staging
                 .publish(ReadSet::Strict, operation("both"), "t")
                 .await
