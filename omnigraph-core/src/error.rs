@@ -165,6 +165,62 @@ impl fmt::Display for InputLocation {
     }
 }
 
+/// One member of a writer's read set: something it read that must not have changed
+/// when it publishes. The stable string form (`graph_head:<branch>`, `schema:<branch>`,
+/// `pin:<table>`, `read_pin:<table>`) is what errors and JSON show.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReadSetMember {
+    /// The whole branch head: a strict writer (update, delete, schema apply).
+    GraphHead {
+        /// The branch.
+        branch: String,
+    },
+    /// The schema in force on the branch.
+    Schema {
+        /// The branch.
+        branch: String,
+    },
+    /// The pin of a table the writer staged on.
+    Pin {
+        /// The table id.
+        table_id: String,
+    },
+    /// The pin of a table the writer only read to validate its write: the node table
+    /// behind an edge-endpoint check, or the table behind a key check.
+    ReadPin {
+        /// The table id.
+        table_id: String,
+    },
+}
+
+impl ReadSetMember {
+    /// Whether a conflict on this member can be re-checked on the new head (a table
+    /// moved), as opposed to the whole head or the schema moving.
+    pub fn is_table(&self) -> bool {
+        matches!(
+            self,
+            ReadSetMember::Pin { .. } | ReadSetMember::ReadPin { .. }
+        )
+    }
+}
+
+impl fmt::Display for ReadSetMember {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadSetMember::GraphHead { branch } => write!(f, "graph_head:{branch}"),
+            ReadSetMember::Schema { branch } => write!(f, "schema:{branch}"),
+            ReadSetMember::Pin { table_id } => write!(f, "pin:{table_id}"),
+            ReadSetMember::ReadPin { table_id } => write!(f, "read_pin:{table_id}"),
+        }
+    }
+}
+
+impl serde::Serialize for ReadSetMember {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// The source of a storage failure, kept for its message and chain.
 pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -212,8 +268,8 @@ pub enum OmniError {
     /// Something the writer read before staging changed before it could publish.
     #[error("read set changed: {member} was {expected} and is now {actual}")]
     ReadSetChanged {
-        /// What changed: `graph_head:<branch>` or `pin:<table>`.
-        member: String,
+        /// What changed.
+        member: ReadSetMember,
         /// The value the writer read.
         expected: String,
         /// The value found at publication.
@@ -624,7 +680,9 @@ mod tests {
             }
         );
         let conflict = OmniError::ReadSetChanged {
-            member: "graph_head:main".into(),
+            member: ReadSetMember::GraphHead {
+                branch: "main".into(),
+            },
             expected: "3".into(),
             actual: "4".into(),
             evidence: Evidence::Unpublished,
@@ -677,5 +735,35 @@ mod tests {
         let json = serde_json::to_value(&evidence).unwrap();
         assert_eq!(json["kind"], "partly_published");
         assert_eq!(json["published_units"][1], "t2");
+        let members = [
+            (
+                ReadSetMember::GraphHead {
+                    branch: "main".into(),
+                },
+                "graph_head:main",
+            ),
+            (
+                ReadSetMember::Schema {
+                    branch: "main".into(),
+                },
+                "schema:main",
+            ),
+            (
+                ReadSetMember::Pin {
+                    table_id: "t1".into(),
+                },
+                "pin:t1",
+            ),
+            (
+                ReadSetMember::ReadPin {
+                    table_id: "t2".into(),
+                },
+                "read_pin:t2",
+            ),
+        ];
+        for (member, text) in members {
+            assert_eq!(member.to_string(), text);
+            assert_eq!(serde_json::to_value(&member).unwrap(), text);
+        }
     }
 }

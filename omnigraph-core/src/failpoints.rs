@@ -30,6 +30,9 @@ pub const STAGE_AFTER_MANIFEST: Failpoint = Failpoint("adapter.stage.after_manif
 /// In the adapter: a table's directory is named but its first manifest is not written.
 pub const CREATE_BEFORE_COMMIT: Failpoint = Failpoint("adapter.create.before_commit");
 
+/// In graph creation: `_graph/FORMAT` is written; the genesis commit is not.
+pub const CREATE_AFTER_FORMAT: Failpoint = Failpoint("graph.create.after_format");
+
 /// In the publisher: the commit object is built; its put-if-absent is not sent.
 pub const PUBLISH_BEFORE_COMMIT_PUT: Failpoint = Failpoint("publish.before_commit_put");
 /// In the publisher: the commit object landed; the `HEAD` copy is not written.
@@ -40,6 +43,7 @@ pub const ALL: &[Failpoint] = &[
     STAGE_BEFORE_MANIFEST,
     STAGE_AFTER_MANIFEST,
     CREATE_BEFORE_COMMIT,
+    CREATE_AFTER_FORMAT,
     PUBLISH_BEFORE_COMMIT_PUT,
     PUBLISH_AFTER_COMMIT_PUT,
 ];

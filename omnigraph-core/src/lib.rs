@@ -31,5 +31,5 @@ pub use lance_index;
 
 pub use error::{
     EXIT_CONFLICT, EXIT_FAILURE, EXIT_SUCCESS, EXIT_TEMPORARY, EXIT_USAGE, ErrorCode, ErrorKind,
-    Evidence, InputLocation, OmniError, Result, StorageKind,
+    Evidence, InputLocation, OmniError, ReadSetMember, Result, StorageKind,
 };

@@ -232,7 +232,7 @@ pub async fn publish_unit(graph: &Omnigraph, unit: PlannedUnit) -> Result<TableO
             expected,
             actual,
             ..
-        }) if member.starts_with("pin:") => {
+        }) if member.is_table() => {
             report.error = Some(format!(
                 "ReadSetChanged {{ member: {member}, expected: {expected}, actual: {actual} }}"
             ));

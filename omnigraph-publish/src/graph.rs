@@ -8,7 +8,7 @@ use crate::staging::open_pinned;
 use omnigraph_core::adapter;
 use omnigraph_core::schema::{Catalog, TypeDef};
 use omnigraph_core::storage::{PutOutcome, StorageRoot};
-use omnigraph_core::{Evidence, OmniError, Result, seams};
+use omnigraph_core::{Evidence, OmniError, Result, failpoints, seams};
 use std::sync::Arc;
 
 /// The format this build writes and reads.
@@ -62,7 +62,15 @@ impl Graph {
     /// (seq 0) on `main`. A root that already holds a graph is refused with
     /// `AlreadyInitialized` and nothing is changed.
     pub async fn create(uri: &str, catalog: &Catalog, actor: &str) -> Result<(Graph, GraphCommit)> {
-        let root = StorageRoot::open(uri).await?;
+        Graph::create_in_root(StorageRoot::open(uri).await?, catalog, actor).await
+    }
+
+    /// Creates a graph in an already open root (see [`Graph::create`]).
+    pub async fn create_in_root(
+        root: Arc<StorageRoot>,
+        catalog: &Catalog,
+        actor: &str,
+    ) -> Result<(Graph, GraphCommit)> {
         if root.get(layout::FORMAT).await?.is_some() {
             return Err(OmniError::AlreadyInitialized {
                 root: root.canonical(),
@@ -95,7 +103,9 @@ impl Graph {
             .await
             .map_err(unpublished)?
         {
-            PutOutcome::Created => {}
+            PutOutcome::Created => {
+                failpoints::check(failpoints::CREATE_AFTER_FORMAT).map_err(unpublished)?;
+            }
             PutOutcome::AlreadyExists => {
                 // Another create won the race; the tables made here are unreachable.
                 return Err(OmniError::AlreadyInitialized {

@@ -30,6 +30,12 @@ pub const MAX_JSONL_LINE_BYTES: usize = 1 << 20;
 /// the race fails with `ReadSetChanged` (nothing published) and is rerun by the caller.
 pub const MAX_MERGE_RETAINED_ROWS: usize = 1_000_000;
 
+/// A merge keeps up to this many bytes of its rows (their Arrow buffers) in memory so
+/// that it can merge them again on a newer head when another writer moved a table
+/// first; a larger merge that loses the race fails with `ReadSetChanged` (nothing
+/// published) and is rerun by the caller.
+pub const MAX_MERGE_RETAINED_BYTES: usize = 64 << 20;
+
 /// How loaded rows meet existing rows with the same key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LoadMode {
@@ -313,7 +319,7 @@ impl<'a> Ingest<'a> {
                     });
                 }
                 Err(OmniError::ReadSetChanged { member, .. })
-                    if member.starts_with("pin:")
+                    if member.is_table()
                         && (self.mode == LoadMode::Append || self.merged.is_some()) =>
                 {
                     if attempts >= MAX_INGEST_ATTEMPTS {
@@ -363,7 +369,9 @@ impl<'a> Ingest<'a> {
         let head = self.handle.head().await.map_err(unpublished)?;
         if head.schema != self.base.schema {
             return Err(OmniError::ReadSetChanged {
-                member: format!("schema:{}", head.branch),
+                member: omnigraph_core::ReadSetMember::Schema {
+                    branch: head.branch.clone(),
+                },
                 expected: self.base.schema.clone(),
                 actual: head.schema.clone(),
                 evidence: Evidence::Unpublished,

@@ -7,6 +7,9 @@ use omnigraph_core::{InputLocation, OmniError, Result};
 pub const FORMAT: &str = "_graph/FORMAT";
 /// The largest branch name, in bytes.
 pub const MAX_BRANCH_LEN: usize = 64;
+/// The largest commit object a reader accepts, in bytes. A commit holds one pin per
+/// type, so even [`omnigraph_core::schema::MAX_TYPES`] pins stay far below it.
+pub const MAX_COMMIT_BYTES: usize = 4 << 20;
 /// The branch every graph starts with.
 pub const MAIN_BRANCH: &str = "main";
 

@@ -10,6 +10,12 @@ use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{OmniError, Result};
 use std::sync::Arc;
 
+/// The most commits head discovery probes forward from `HEAD` before it lists the
+/// commits folder instead: a `HEAD` that lags further is stale, not a hint.
+pub const MAX_HEAD_PROBE: usize = 64;
+/// The most commits `find` walks back from the head looking for a commit id; older
+/// commits are named by seq.
+pub const MAX_FIND_WALK: usize = 1_000;
 /// The most commits one `log` call returns.
 pub const MAX_LOG_PAGE: usize = 1_000;
 

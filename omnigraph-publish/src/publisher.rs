@@ -11,7 +11,7 @@ use crate::gate;
 use crate::layout;
 use crate::log::CommitLog;
 use omnigraph_core::storage::{PutOutcome, StorageRoot};
-use omnigraph_core::{Evidence, OmniError, Result, failpoints, seams};
+use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result, failpoints, seams};
 use std::sync::Arc;
 
 /// How many times a pin-based publication moves onto a newer head before giving up.
@@ -142,7 +142,9 @@ fn check_read_set(base: &GraphCommit, head: &GraphCommit, publication: &Publicat
     let describe = |commit: &GraphCommit| format!("seq {} ({})", commit.seq, commit.commit_id);
     match &publication.read_set {
         ReadSet::Strict => Err(OmniError::ReadSetChanged {
-            member: format!("graph_head:{}", base.branch),
+            member: ReadSetMember::GraphHead {
+                branch: base.branch.clone(),
+            },
             expected: describe(base),
             actual: describe(head),
             evidence: Evidence::BeforeEffect,
@@ -150,7 +152,9 @@ fn check_read_set(base: &GraphCommit, head: &GraphCommit, publication: &Publicat
         ReadSet::Pins(planned) => {
             if head.schema != base.schema {
                 return Err(OmniError::ReadSetChanged {
-                    member: format!("schema:{}", base.branch),
+                    member: ReadSetMember::Schema {
+                        branch: base.branch.clone(),
+                    },
                     expected: base.schema.clone(),
                     actual: head.schema.clone(),
                     evidence: Evidence::BeforeEffect,
@@ -160,7 +164,9 @@ fn check_read_set(base: &GraphCommit, head: &GraphCommit, publication: &Publicat
                 let actual = head.pin(table_id).map(|pin| pin.version);
                 if actual != Some(*version) {
                     return Err(OmniError::ReadSetChanged {
-                        member: format!("pin:{table_id}"),
+                        member: ReadSetMember::Pin {
+                            table_id: table_id.clone(),
+                        },
                         expected: version.to_string(),
                         actual: actual.map_or_else(|| "dropped".to_string(), |v| v.to_string()),
                         evidence: Evidence::BeforeEffect,

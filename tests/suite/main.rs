@@ -11,6 +11,7 @@ mod graph_reads;
 mod lance_surface;
 mod mutations;
 mod optimize;
+mod protocol;
 mod publish;
 mod request_counts;
 #[cfg(feature = "s3")]

@@ -142,7 +142,7 @@ async fn an_update_prepared_before_an_insert_publishes_must_retry() {
                 evidence,
                 ..
             } => {
-                assert_eq!(member, "graph_head:main");
+                assert_eq!(member.to_string(), "graph_head:main");
                 assert!(actual.contains(&inserted.commit_id), "{actual}");
                 assert_eq!(evidence, &Evidence::Unpublished);
             }

@@ -355,7 +355,7 @@ async fn an_update_prepared_before_optimize_publishes_must_retry() {
         .unwrap();
     run_optimize(&graph, &budget()).await.unwrap();
     match prepared.publish(&graph).await.unwrap_err() {
-        OmniError::ReadSetChanged { member, .. } => assert_eq!(member, "graph_head:main"),
+        OmniError::ReadSetChanged { member, .. } => assert_eq!(member.to_string(), "graph_head:main"),
         other => panic!("expected ReadSetChanged, got {other}"),
     }
     graph

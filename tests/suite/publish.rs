@@ -201,7 +201,7 @@ async fn two_handles_race_and_exactly_one_strict_writer_wins() {
                 actual,
                 evidence,
             } => {
-                assert_eq!(member, "graph_head:main");
+                assert_eq!(member.to_string(), "graph_head:main");
                 assert_eq!(expected, &format!("seq 0 ({})", base.commit_id));
                 assert_eq!(actual, &format!("seq 1 ({})", won.commit_id));
                 assert_eq!(
@@ -266,7 +266,7 @@ async fn a_pin_based_writer_moves_onto_a_head_where_only_other_tables_moved() {
                 actual,
                 ..
             } => {
-                assert_eq!(member, &format!("pin:{person}"));
+                assert_eq!(member.to_string(), format!("pin:{person}"));
                 assert_eq!(expected, "1");
                 assert_eq!(actual, &moved.pin(&person).unwrap().version.to_string());
             }

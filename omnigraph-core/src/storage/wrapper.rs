@@ -143,6 +143,16 @@ pub enum FaultAction {
     /// Make the request, then report a transient error: the effect happened, the
     /// acknowledgement was lost.
     LostAck,
+    /// Make the request, then report `AlreadyExists`: what an S3 client sees when it
+    /// retries a conditional PUT whose first attempt landed (the retry gets 412).
+    DuplicatedAck,
+    /// Report a timeout at once and make the request later, after this delay: a PUT
+    /// still in flight when the caller gave up on it. Requests other than a PUT fail
+    /// before they are made, like a transient fault.
+    AppliedLater(std::time::Duration),
+    /// Hold the request for this long, then make it (async requests only; a LIST
+    /// stream is not held).
+    Delay(std::time::Duration),
 }
 
 /// Which requests a fault applies to.
@@ -381,6 +391,24 @@ fn lost_ack(path: &str) -> object_store::Error {
     }
 }
 
+fn duplicated_ack(path: &str) -> object_store::Error {
+    object_store::Error::AlreadyExists {
+        path: path.to_string(),
+        source: format!("injected duplicated acknowledgement on {path} (the request took effect)")
+            .into(),
+    }
+}
+
+fn timed_out(path: &str) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "omnigraph-fault",
+        source: Box::new(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("injected timeout on {path} (the request is still in flight)"),
+        )),
+    }
+}
+
 #[derive(Debug)]
 struct WrappedStore {
     inner: Arc<dyn ObjectStore>,
@@ -394,27 +422,65 @@ impl fmt::Display for WrappedStore {
 }
 
 impl WrappedStore {
-    /// Records the request; fails it before it is made when a fault says so. Returns
-    /// whether the acknowledgement must be lost after it is made.
-    fn before(&self, kind: RequestKind, path: &Path) -> object_store::Result<bool> {
-        match self.state.observe(kind, path) {
-            Some(FaultAction::FailBefore(storage_kind)) => {
-                Err(injected(storage_kind, path.as_ref()))
+    /// Makes one request through the faults that apply to it.
+    async fn request<T, F, Fut>(
+        &self,
+        kind: RequestKind,
+        path: &Path,
+        make: F,
+    ) -> object_store::Result<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = object_store::Result<T>>,
+    {
+        Self::apply(self.state.observe(kind, path), path, make).await
+    }
+
+    /// Makes a request that `action` (if any) applies to.
+    async fn apply<T, F, Fut>(
+        action: Option<FaultAction>,
+        path: &Path,
+        make: F,
+    ) -> object_store::Result<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = object_store::Result<T>>,
+    {
+        match action {
+            None => make().await,
+            Some(FaultAction::FailBefore(storage_kind)) => Err(injected(storage_kind, path.as_ref())),
+            Some(FaultAction::AppliedLater(_)) => {
+                Err(injected(StorageKind::Transient, path.as_ref()))
             }
-            Some(FaultAction::LostAck) => Ok(true),
-            None => Ok(false),
+            Some(FaultAction::LostAck) => {
+                make().await?;
+                Err(lost_ack(path.as_ref()))
+            }
+            Some(FaultAction::DuplicatedAck) => {
+                make().await?;
+                Err(duplicated_ack(path.as_ref()))
+            }
+            Some(FaultAction::Delay(delay)) => {
+                tokio::time::sleep(delay).await;
+                make().await
+            }
         }
     }
 
-    fn after<T>(
-        lose: bool,
-        path: &Path,
-        result: object_store::Result<T>,
-    ) -> object_store::Result<T> {
-        match result {
-            Ok(_) if lose => Err(lost_ack(path.as_ref())),
-            other => other,
-        }
+    /// A LIST: counted and failed like any request, never held.
+    fn list_request(
+        &self,
+        at: &Path,
+        make: impl FnOnce() -> BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let failure = match self.state.observe(RequestKind::List, at) {
+            None | Some(FaultAction::Delay(_)) => return make(),
+            Some(FaultAction::FailBefore(kind)) => injected(kind, at.as_ref()),
+            Some(FaultAction::AppliedLater(_)) => injected(StorageKind::Transient, at.as_ref()),
+            Some(FaultAction::LostAck) => lost_ack(at.as_ref()),
+            Some(FaultAction::DuplicatedAck) => duplicated_ack(at.as_ref()),
+        };
+        futures::stream::once(futures::future::ready(Err(failure))).boxed()
     }
 }
 
@@ -430,12 +496,20 @@ impl ObjectStore for WrappedStore {
             PutMode::Create => RequestKind::PutIfAbsent,
             _ => RequestKind::Put,
         };
-        let lose = self.before(kind, location)?;
-        Self::after(
-            lose,
-            location,
-            self.inner.put_opts(location, payload, opts).await,
-        )
+        let action = self.state.observe(kind, location);
+        if let Some(FaultAction::AppliedLater(delay)) = action {
+            // The write lands after the caller has given up on it.
+            let (inner, later) = (self.inner.clone(), location.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = inner.put_opts(&later, payload, opts).await;
+            });
+            return Err(timed_out(location.as_ref()));
+        }
+        Self::apply(action, location, || {
+            self.inner.put_opts(location, payload, opts)
+        })
+        .await
     }
 
     async fn put_multipart_opts(
@@ -443,7 +517,20 @@ impl ObjectStore for WrappedStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        let lose = self.before(RequestKind::Put, location)?;
+        let action = self.state.observe(RequestKind::Put, location);
+        let lose = match action {
+            Some(FaultAction::FailBefore(kind)) => return Err(injected(kind, location.as_ref())),
+            Some(FaultAction::AppliedLater(_)) => {
+                return Err(injected(StorageKind::Transient, location.as_ref()));
+            }
+            Some(FaultAction::Delay(delay)) => {
+                tokio::time::sleep(delay).await;
+                None
+            }
+            Some(FaultAction::LostAck) => Some(lost_ack as fn(&str) -> object_store::Error),
+            Some(FaultAction::DuplicatedAck) => Some(duplicated_ack as fn(&str) -> object_store::Error),
+            None => None,
+        };
         let upload = self.inner.put_multipart_opts(location, opts).await?;
         Ok(Box::new(WrappedUpload {
             inner: upload,
@@ -464,8 +551,8 @@ impl ObjectStore for WrappedStore {
         } else {
             RequestKind::Get
         };
-        let lose = self.before(kind, location)?;
-        Self::after(lose, location, self.inner.get_opts(location, options).await)
+        self.request(kind, location, || self.inner.get_opts(location, options))
+            .await
     }
 
     async fn get_ranges(
@@ -473,12 +560,10 @@ impl ObjectStore for WrappedStore {
         location: &Path,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
-        let lose = self.before(RequestKind::RangedGet, location)?;
-        Self::after(
-            lose,
-            location,
-            self.inner.get_ranges(location, ranges).await,
-        )
+        self.request(RequestKind::RangedGet, location, || {
+            self.inner.get_ranges(location, ranges)
+        })
+        .await
     }
 
     fn delete_stream(
@@ -490,20 +575,25 @@ impl ObjectStore for WrappedStore {
         // One request per path, so faults and counts apply per object.
         locations
             .then(move |location| {
-                let state = state.clone();
-                let inner = inner.clone();
+                let store = WrappedStore {
+                    inner: inner.clone(),
+                    state: state.clone(),
+                };
                 async move {
                     let location = location?;
-                    let store = WrappedStore { inner, state };
-                    let lose = store.before(RequestKind::Delete, &location)?;
-                    let single =
-                        futures::stream::once(futures::future::ready(Ok(location.clone()))).boxed();
-                    let mut results = store.inner.delete_stream(single);
-                    let result = match results.next().await {
-                        Some(result) => result,
-                        None => Ok(location.clone()),
-                    };
-                    Self::after(lose, &location, result)
+                    store
+                        .request(RequestKind::Delete, &location, || async {
+                            let single = futures::stream::once(futures::future::ready(Ok(
+                                location.clone(),
+                            )))
+                            .boxed();
+                            let mut results = store.inner.delete_stream(single);
+                            match results.next().await {
+                                Some(result) => result,
+                                None => Ok(location.clone()),
+                            }
+                        })
+                        .await
                 }
             })
             .boxed()
@@ -511,13 +601,7 @@ impl ObjectStore for WrappedStore {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         let at = prefix.cloned().unwrap_or_default();
-        match self.before(RequestKind::List, &at) {
-            Err(error) => futures::stream::once(futures::future::ready(Err(error))).boxed(),
-            Ok(true) => {
-                futures::stream::once(futures::future::ready(Err(lost_ack(at.as_ref())))).boxed()
-            }
-            Ok(false) => self.inner.list(prefix),
-        }
+        self.list_request(&at, || self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -526,19 +610,15 @@ impl ObjectStore for WrappedStore {
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         let at = prefix.cloned().unwrap_or_default();
-        match self.before(RequestKind::List, &at) {
-            Err(error) => futures::stream::once(futures::future::ready(Err(error))).boxed(),
-            Ok(true) => {
-                futures::stream::once(futures::future::ready(Err(lost_ack(at.as_ref())))).boxed()
-            }
-            Ok(false) => self.inner.list_with_offset(prefix, offset),
-        }
+        self.list_request(&at, || self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         let at = prefix.cloned().unwrap_or_default();
-        let lose = self.before(RequestKind::List, &at)?;
-        Self::after(lose, &at, self.inner.list_with_delimiter(prefix).await)
+        self.request(RequestKind::List, &at, || {
+            self.inner.list_with_delimiter(prefix)
+        })
+        .await
     }
 
     async fn copy_opts(
@@ -547,8 +627,10 @@ impl ObjectStore for WrappedStore {
         to: &Path,
         options: CopyOptions,
     ) -> object_store::Result<()> {
-        let lose = self.before(RequestKind::CopyOrRename, to)?;
-        Self::after(lose, to, self.inner.copy_opts(from, to, options).await)
+        self.request(RequestKind::CopyOrRename, to, || {
+            self.inner.copy_opts(from, to, options)
+        })
+        .await
     }
 
     async fn rename_opts(
@@ -557,8 +639,10 @@ impl ObjectStore for WrappedStore {
         to: &Path,
         options: RenameOptions,
     ) -> object_store::Result<()> {
-        let lose = self.before(RequestKind::CopyOrRename, to)?;
-        Self::after(lose, to, self.inner.rename_opts(from, to, options).await)
+        self.request(RequestKind::CopyOrRename, to, || {
+            self.inner.rename_opts(from, to, options)
+        })
+        .await
     }
 }
 
@@ -566,7 +650,8 @@ impl ObjectStore for WrappedStore {
 #[derive(Debug)]
 struct WrappedUpload {
     inner: Box<dyn MultipartUpload>,
-    lose: bool,
+    /// The error to report after a completion that took effect.
+    lose: Option<fn(&str) -> object_store::Error>,
     path: Path,
 }
 
@@ -577,8 +662,11 @@ impl MultipartUpload for WrappedUpload {
     }
 
     async fn complete(&mut self) -> object_store::Result<PutResult> {
-        let result = self.inner.complete().await;
-        WrappedStore::after(self.lose, &self.path, result)
+        let result = self.inner.complete().await?;
+        match self.lose {
+            Some(error) => Err(error(self.path.as_ref())),
+            None => Ok(result),
+        }
     }
 
     async fn abort(&mut self) -> object_store::Result<()> {

@@ -1,0 +1,1001 @@
+//! Publication correctness: each test reproduces a way the protocol could break the
+//! graph's invariants or report a false outcome, on real Lance tables and real storage
+//! (a local folder or `memory://`), with faults injected through the object-store
+//! wrapper and the named failpoints.
+
+use bytes::Bytes;
+use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, StorageRoot};
+use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind, failpoints};
+use omnigraph_publish::{
+    CommitOperation, CommitRef, Graph, GraphCommit, LoadMode, Omnigraph, Publication, ReadSet,
+    ScanRequest, layout, publish,
+};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, all_objects, fault_commit_puts, objects};
+use serde_json::{Value, json};
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+fn empty_publication(base: GraphCommit, read_set: ReadSet, summary: &str) -> Publication {
+    Publication {
+        base,
+        read_set,
+        pins: Vec::new(),
+        dropped_tables: Vec::new(),
+        schema: None,
+        operation: CommitOperation {
+            kind: "test".into(),
+            summary: summary.into(),
+        },
+        actor: "test".into(),
+        staged: false,
+    }
+}
+
+async fn new_graph(backend: Backend) -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(backend).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    (graph, test)
+}
+
+/// A graph with people `p1..p3` and company `c1`.
+async fn seeded_graph(backend: Backend) -> (Omnigraph, TestRoot) {
+    let (graph, test) = new_graph(backend).await;
+    graph
+        .insert_json(
+            "Person",
+            objects(json!([
+                {"id": "p1", "name": "Ada", "age": 36},
+                {"id": "p2", "name": "Bob", "age": 41},
+                {"id": "p3", "name": "Cy"}
+            ])),
+        )
+        .await
+        .unwrap();
+    graph
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+        .await
+        .unwrap();
+    (graph, test)
+}
+
+async fn head_of(uri: &str) -> GraphCommit {
+    Graph::open(uri)
+        .await
+        .unwrap()
+        .commit("main", &CommitRef::Head)
+        .await
+        .unwrap()
+}
+
+/// Every value of `column` in the table of `type_name` at the head.
+async fn column_values(graph: &Omnigraph, type_name: &str, column: &str) -> Vec<String> {
+    let batches = graph
+        .scan(
+            type_name,
+            &ScanRequest {
+                filter: None,
+                columns: vec![column.to_string()],
+                limit: Some(1_000_000),
+            },
+            &CommitRef::Head,
+        )
+        .await
+        .unwrap();
+    omnigraph_publish::omnigraph::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| row[column].as_str().unwrap().to_string())
+        .collect()
+}
+
+// ---- 1. Dangling edges -------------------------------------------------------------
+
+#[tokio::test]
+async fn an_edge_insert_racing_a_node_delete_never_publishes_a_dangling_edge() {
+    for backend in omnigraph_tests::BACKENDS {
+        let (deleter, test) = seeded_graph(backend).await;
+        // B is warm at seq n: its next insert starts from the head it knows.
+        let writer = Omnigraph::open(&test.uri).await.unwrap();
+        writer.head().await.unwrap();
+        // A deletes p3, which has no edges: the edge table's pin does not move.
+        deleter.delete("Person", "id = 'p3'").await.unwrap().unwrap();
+        let error = writer
+            .insert_json(
+                "WorksAt",
+                objects(json!([{"id": "w1", "src": "p3", "dst": "c1"}])),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::BadInput, "{backend:?}: {error}");
+        assert!(error.to_string().contains("p3"), "{error}");
+        assert_eq!(error.evidence(), &Evidence::Unpublished, "its link was staged");
+        assert!(
+            column_values(&deleter, "WorksAt", "id").await.is_empty(),
+            "{backend:?}: no edge was published"
+        );
+        // An edge to a node that still exists lands on the new head.
+        let commit = writer
+            .insert_json(
+                "WorksAt",
+                objects(json!([{"id": "w2", "src": "p1", "dst": "c1"}])),
+            )
+            .await
+            .unwrap();
+        assert_eq!(commit.pin_of_type("WorksAt").unwrap().row_count, 1);
+    }
+}
+
+#[tokio::test]
+async fn a_merge_load_of_edges_racing_a_node_delete_is_refused() {
+    let (deleter, test) = seeded_graph(Backend::Memory).await;
+    let writer = Omnigraph::open(&test.uri).await.unwrap();
+    writer.head().await.unwrap();
+    deleter.delete("Person", "id = 'p2'").await.unwrap().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edges.jsonl");
+    std::fs::write(
+        &path,
+        json!({"type": "WorksAt", "id": "w1", "src": "p2", "dst": "c1"}).to_string() + "\n",
+    )
+    .unwrap();
+    let error = writer.load(&path, LoadMode::Merge).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    assert!(column_values(&deleter, "WorksAt", "id").await.is_empty());
+}
+
+// ---- 2. The publisher's own commit reported as lost ---------------------------------
+
+#[tokio::test]
+async fn a_duplicated_acknowledgement_of_the_commit_put_is_our_publication() {
+    for backend in omnigraph_tests::BACKENDS {
+        let (graph, test) = new_graph(backend).await;
+        let base = graph.head().await.unwrap();
+        let fault = graph.graph().root().inject(
+            FaultRule::new(
+                "_graph/branches/main/commits/*",
+                &[RequestKind::PutIfAbsent],
+                FaultAction::DuplicatedAck,
+            )
+            .times(1),
+        );
+        // A strict publication: before, its own commit made it ReadSetChanged.
+        let published = publish(
+            graph.graph().root(),
+            &empty_publication(base.clone(), ReadSet::Strict, "mine"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(fault.fired(), 1);
+        drop(fault);
+        assert_eq!(published.seq, base.seq + 1);
+        assert_eq!(head_of(&test.uri).await, published, "{backend:?}");
+
+        // An insert: before, its own keys came back as a KeyConflict.
+        let _fault = graph.graph().root().inject(
+            FaultRule::new(
+                "_graph/branches/main/commits/*",
+                &[RequestKind::PutIfAbsent],
+                FaultAction::DuplicatedAck,
+            )
+            .times(1),
+        );
+        let commit = graph
+            .insert_json("Person", objects(json!([{"id": "p1", "name": "Ada"}])))
+            .await
+            .unwrap();
+        assert_eq!(commit.seq, published.seq + 1, "exactly one new commit");
+        let head = head_of(&test.uri).await;
+        assert_eq!(head, commit);
+        assert_eq!(head.pin_of_type("Person").unwrap().row_count, 1);
+    }
+}
+
+// ---- 3. Restartable creation --------------------------------------------------------
+
+fn social_catalog() -> omnigraph_core::schema::Catalog {
+    omnigraph_core::schema::parse("social.pg", SOCIAL_SCHEMA).unwrap()
+}
+
+/// The graph at `uri` opens, its head is genesis, and it takes a write.
+async fn assert_usable(uri: &str) {
+    let head = head_of(uri).await;
+    assert_eq!(head.seq, 0);
+    assert_eq!(head.pins.len(), 3);
+    let graph = Omnigraph::open(uri).await.unwrap();
+    let commit = graph
+        .insert_json("Person", objects(json!([{"id": "p1", "name": "Ada"}])))
+        .await
+        .unwrap();
+    assert_eq!(commit.seq, 1);
+}
+
+#[tokio::test]
+async fn a_create_that_stopped_after_the_format_object_is_finished_by_the_next() {
+    for backend in omnigraph_tests::BACKENDS {
+        let test = TestRoot::new(backend).await;
+        let armed = failpoints::arm(failpoints::CREATE_AFTER_FORMAT, "return");
+        let error = armed
+            .run(Graph::create(&test.uri, &social_catalog(), "t"))
+            .await
+            .unwrap_err();
+        drop(armed);
+        assert_eq!(error.evidence(), &Evidence::Unpublished, "{error}");
+        assert!(
+            all_objects(&test.root)
+                .await
+                .contains(&layout::FORMAT.to_string())
+        );
+        let (_, genesis) = Graph::create(&test.uri, &social_catalog(), "t")
+            .await
+            .unwrap();
+        assert_eq!(genesis.seq, 0, "{backend:?}");
+        assert_usable(&test.uri).await;
+    }
+}
+
+#[tokio::test]
+async fn lost_and_duplicated_acknowledgements_during_create_are_resolved() {
+    let cases = [
+        ("_graph/FORMAT", FaultAction::LostAck),
+        ("_graph/FORMAT", FaultAction::DuplicatedAck),
+        ("_graph/branches/main/commits/*", FaultAction::LostAck),
+        ("_graph/branches/main/commits/*", FaultAction::DuplicatedAck),
+    ];
+    for (pattern, action) in cases {
+        let test = TestRoot::new(Backend::Memory).await;
+        let root = StorageRoot::open(&test.uri).await.unwrap();
+        let fault = root.inject(FaultRule::new(pattern, &[RequestKind::PutIfAbsent], action).times(1));
+        let (_, genesis) = Graph::create_in_root(root.clone(), &social_catalog(), "t")
+            .await
+            .unwrap_or_else(|error| panic!("{pattern} {action:?}: {error}"));
+        assert_eq!(fault.fired(), 1, "{pattern} {action:?}");
+        assert_eq!(head_of(&test.uri).await, genesis, "{pattern} {action:?}");
+        assert_usable(&test.uri).await;
+    }
+}
+
+#[tokio::test]
+async fn a_create_whose_genesis_put_failed_is_finished_by_the_next() {
+    let test = TestRoot::new(Backend::Local).await;
+    let root = StorageRoot::open(&test.uri).await.unwrap();
+    {
+        let _fault = fault_commit_puts(&root, FaultAction::FailBefore(StorageKind::Transient));
+        let error = Graph::create_in_root(root.clone(), &social_catalog(), "t")
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Storage(StorageKind::Transient));
+        assert_eq!(error.evidence(), &Evidence::Unpublished);
+    }
+    assert!(Graph::open(&test.uri).await.is_ok(), "FORMAT is there");
+    Graph::create(&test.uri, &social_catalog(), "t")
+        .await
+        .unwrap();
+    assert_usable(&test.uri).await;
+    // A finished graph is not created again.
+    let error = Graph::create(&test.uri, &social_catalog(), "t")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::AlreadyInitialized);
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+}
+
+// ---- 4. A PUT still in flight after a transport error -------------------------------
+
+#[tokio::test]
+async fn a_commit_put_that_lands_after_a_timeout_is_decided_by_reissuing_it() {
+    for backend in omnigraph_tests::BACKENDS {
+        let (graph, test) = new_graph(backend).await;
+        let base = graph.head().await.unwrap();
+        let fault = graph.graph().root().inject(
+            FaultRule::new(
+                "_graph/branches/main/commits/*",
+                &[RequestKind::PutIfAbsent],
+                FaultAction::AppliedLater(Duration::from_millis(300)),
+            )
+            .times(1),
+        );
+        let outcome = publish(
+            graph.graph().root(),
+            &empty_publication(base.clone(), ReadSet::Strict, "slow"),
+        )
+        .await;
+        assert_eq!(fault.fired(), 1);
+        // Let the delayed write land, whatever the publisher decided.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let head = head_of(&test.uri).await;
+        let published = outcome.unwrap_or_else(|error| {
+            panic!("{backend:?}: reported {error} but the head is now seq {}", head.seq)
+        });
+        assert_eq!(head, published, "{backend:?}: exactly one new commit");
+        assert_eq!(head.seq, base.seq + 1);
+    }
+}
+
+#[tokio::test]
+async fn a_publication_that_cannot_be_decided_is_in_doubt() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let base = graph.head().await.unwrap();
+    let _put = fault_commit_puts(
+        graph.graph().root(),
+        FaultAction::AppliedLater(Duration::from_millis(50)),
+    );
+    let _get = graph.graph().root().inject(FaultRule::new(
+        "_graph/branches/main/commits/*",
+        &[RequestKind::Get],
+        FaultAction::FailBefore(StorageKind::Transient),
+    ));
+    let error = publish(
+        graph.graph().root(),
+        &empty_publication(base, ReadSet::Strict, "x"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::PublishInDoubt, "{error}");
+    assert_eq!(error.evidence(), &Evidence::InDoubt);
+}
+
+// ---- 5. A warm handle after another process applies a schema ------------------------
+
+#[tokio::test]
+async fn a_warm_handle_recovers_after_another_handle_applies_a_schema() {
+    let (warm, test) = seeded_graph(Backend::Memory).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let wider = SOCIAL_SCHEMA.replace(
+        "node Company { id: String @key, name: String }",
+        "node Company { id: String @key, name: String, city: String? }",
+    );
+    other.apply_schema(&wider, false).await.unwrap();
+    let first = warm
+        .insert_json("Person", objects(json!([{"id": "p4", "name": "Di"}])))
+        .await;
+    if let Err(error) = &first {
+        assert_eq!(error.kind(), ErrorKind::ReadSetChanged, "{error}");
+    }
+    // Whatever the first attempt said, the handle is not stuck.
+    let second = warm
+        .insert_json("Person", objects(json!([{"id": "p5", "name": "Ed"}])))
+        .await
+        .unwrap();
+    assert_eq!(second.schema, head_of(&test.uri).await.schema);
+    let ids: BTreeSet<String> = column_values(&warm, "Person", "id")
+        .await
+        .into_iter()
+        .collect();
+    assert!(ids.contains("p5"));
+}
+
+// ---- 6. Transient storage errors are not corruption or bad input --------------------
+
+fn transient_on(root: &StorageRoot, pattern: &str) -> omnigraph_core::storage::FaultHandle {
+    root.inject(FaultRule::new(
+        pattern,
+        &[RequestKind::Get, RequestKind::RangedGet, RequestKind::Head],
+        FaultAction::FailBefore(StorageKind::Transient),
+    ))
+}
+
+fn assert_transient(error: &OmniError, what: &str) {
+    assert_eq!(
+        error.kind(),
+        ErrorKind::Storage(StorageKind::Transient),
+        "{what}: {error}"
+    );
+    assert_eq!(error.code().code, "storage_transient", "{what}");
+    assert_eq!(error.code().exit_code, 75, "{what}");
+}
+
+#[tokio::test]
+async fn a_throttled_read_is_storage_transient_on_every_read_path() {
+    let (_graph, test) = seeded_graph(Backend::Memory).await;
+
+    // Opening a pinned table.
+    let fresh = Omnigraph::open(&test.uri).await.unwrap();
+    let snapshot = fresh
+        .graph()
+        .snapshot("main", &CommitRef::Head)
+        .await
+        .unwrap();
+    {
+        let _fault = transient_on(fresh.graph().root(), "tables/*");
+        let error = snapshot.table("Person").await.unwrap_err();
+        assert_transient(&error, "open_pinned");
+    }
+
+    // count_where (update), keys_where (delete) and scan_table (scan, get).
+    let fresh = Omnigraph::open(&test.uri).await.unwrap();
+    fresh.head().await.unwrap();
+    fresh
+        .scan("Person", &ScanRequest::default(), &CommitRef::Head)
+        .await
+        .unwrap();
+    let fresh = Omnigraph::open(&test.uri).await.unwrap();
+    let head = fresh.head().await.unwrap();
+    let _ = fresh.catalog_at(&head).await.unwrap();
+    let _fault = transient_on(fresh.graph().root(), "tables/*/data/*");
+    let error = fresh
+        .update("Person", "name = 'Ada'", &[("age".to_string(), json!(37))])
+        .await
+        .unwrap_err();
+    assert_transient(&error, "count_where");
+    let error = fresh.delete("Person", "name = 'Ada'").await.unwrap_err();
+    assert_transient(&error, "keys_where");
+    let error = fresh
+        .scan(
+            "Person",
+            &ScanRequest {
+                filter: Some("name = 'Ada'".into()),
+                ..Default::default()
+            },
+            &CommitRef::Head,
+        )
+        .await
+        .unwrap_err();
+    assert_transient(&error, "scan_table");
+}
+
+// ---- 7. Evidence is not under-reported ----------------------------------------------
+
+#[tokio::test]
+async fn a_bad_line_after_staged_batches_says_unpublished() {
+    let (graph, test) = new_graph(Backend::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("people.jsonl");
+    let good = 3 * omnigraph_publish::ingest::INGEST_BATCH_ROWS;
+    let mut text = String::with_capacity(good * 48);
+    for index in 0..good {
+        text.push_str(&json!({"type": "Person", "id": format!("p{index}"), "name": "x"}).to_string());
+        text.push('\n');
+    }
+    text.push_str("{not json\n");
+    std::fs::write(&path, text).unwrap();
+    let error = graph.load(&path, LoadMode::Append).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput);
+    assert!(error.to_string().contains(&format!("line {}", good + 1)), "{error}");
+    assert_eq!(error.evidence(), &Evidence::Unpublished, "three batches were staged");
+    assert_eq!(head_of(&test.uri).await.seq, 0, "nothing published");
+}
+
+#[tokio::test]
+async fn a_schema_refusal_after_a_table_was_created_says_unpublished() {
+    let (graph, _test) = seeded_graph(Backend::Memory).await;
+    // Adds a type (a new table) and makes a property with nulls required (refused).
+    let next = format!(
+        "{SOCIAL_SCHEMA}\nnode Aardvark {{ id: String @key }}\n"
+    )
+    .replace("age: Int32? @index", "age: Int32 @index");
+    let error = graph.apply_schema(&next, true).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::SchemaViolation, "{error}");
+    assert_eq!(
+        error.evidence(),
+        &Evidence::Unpublished,
+        "the new type's table was created"
+    );
+}
+
+// ---- 8. Untrusted stored state ------------------------------------------------------
+
+/// Writes `commit` as the next commit after `head`, bypassing the publisher.
+async fn plant(root: &StorageRoot, commit: &GraphCommit) {
+    root.put_if_absent(
+        &layout::commit_path("main", commit.seq),
+        Bytes::from(serde_json::to_vec(commit).unwrap()),
+    )
+    .await
+    .unwrap();
+}
+
+fn successor(head: &GraphCommit, id: &str) -> GraphCommit {
+    let mut next = head.clone();
+    next.seq = head.seq + 1;
+    next.parent_commit_id = Some(head.commit_id.clone());
+    next.commit_id = id.to_string();
+    next
+}
+
+#[tokio::test]
+async fn a_commit_whose_pin_points_elsewhere_is_corrupt() {
+    let (graph, test) = seeded_graph(Backend::Local).await;
+    let head = graph.head().await.unwrap();
+    let company_path = head.pin_of_type("Company").unwrap().path.clone();
+    let mut crafted = successor(&head, "01CRAFTEDPATH0000000000000");
+    for pin in &mut crafted.pins {
+        if pin.type_name == "Person" {
+            // Readers of Person would open Company's table.
+            pin.path = company_path.clone();
+        }
+    }
+    plant(graph.graph().root(), &crafted).await;
+    let reader = Graph::open(&test.uri).await.unwrap();
+    let error = match reader.snapshot("main", &CommitRef::Head).await {
+        Ok(snapshot) => snapshot
+            .table("Person")
+            .await
+            .map(|_| ())
+            .expect_err("a pin whose path is not its table's folder is refused"),
+        Err(error) => error,
+    };
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    assert!(error.to_string().contains(&layout::commit_path("main", crafted.seq)), "{error}");
+
+    let mut escaping = crafted.clone();
+    escaping.seq += 1;
+    escaping.parent_commit_id = Some(crafted.commit_id.clone());
+    escaping.commit_id = "01CRAFTEDPATH0000000000001".into();
+    for pin in &mut escaping.pins {
+        pin.path = "../../outside".into();
+    }
+    let error = GraphCommit::parse("x", &serde_json::to_vec(&escaping).unwrap(), "main", escaping.seq)
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+}
+
+#[tokio::test]
+async fn a_crafted_table_id_or_schema_hash_is_refused_on_read_and_on_write() {
+    let (graph, _test) = seeded_graph(Backend::Memory).await;
+    let head = graph.head().await.unwrap();
+    let mut bad_id = successor(&head, "01CRAFTEDID000000000000000");
+    bad_id.pins[0].table_id = "../../etc".into();
+    let error = GraphCommit::parse("c", &serde_json::to_vec(&bad_id).unwrap(), "main", bad_id.seq)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt);
+    let mut bad_schema = successor(&head, "01CRAFTEDSCHEMA00000000000");
+    bad_schema.schema = "../../../etc/passwd".into();
+    let error =
+        GraphCommit::parse("c", &serde_json::to_vec(&bad_schema).unwrap(), "main", bad_schema.seq)
+            .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt);
+
+    // The publisher refuses to write a commit that would not validate.
+    let mut publication = empty_publication(head.clone(), ReadSet::Strict, "crafted");
+    let mut pin = head.pins[0].clone();
+    pin.table_id = "../../etc".into();
+    publication.pins.push(pin);
+    let error = publish(graph.graph().root(), &publication).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+    assert_eq!(graph.head().await.unwrap(), head, "nothing published");
+}
+
+#[tokio::test]
+async fn head_content_is_never_trusted_over_the_commit_it_copies() {
+    let (graph, test) = seeded_graph(Backend::Memory).await;
+    let head = graph.head().await.unwrap();
+    let mut forged = head.clone();
+    forged.commit_id = "01FORGEDHEAD00000000000000".into();
+    for pin in &mut forged.pins {
+        pin.row_count = 999;
+    }
+    graph
+        .graph()
+        .root()
+        .put(
+            &layout::head_path("main"),
+            Bytes::from(serde_json::to_vec(&forged).unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(head_of(&test.uri).await, head);
+}
+
+#[tokio::test]
+async fn an_oversized_commit_is_refused_without_being_read() {
+    let (graph, test) = new_graph(Backend::Memory).await;
+    let head = graph.head().await.unwrap();
+    let mut huge = successor(&head, "01HUGECOMMIT00000000000000");
+    let limit = omnigraph_publish::layout::MAX_COMMIT_BYTES;
+    let base_len = serde_json::to_vec(&huge).unwrap().len();
+    // Valid JSON, one byte over the limit.
+    huge.operation.summary = "x".repeat(limit + 1 - base_len);
+    let bytes = serde_json::to_vec(&huge).unwrap();
+    assert_eq!(bytes.len(), limit + 1);
+    plant(graph.graph().root(), &huge).await;
+    let reader = Graph::open(&test.uri).await.unwrap();
+    let error = reader
+        .commit("main", &CommitRef::Seq(huge.seq))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    assert!(error.to_string().contains(&limit.to_string()), "{error}");
+}
+
+// ---- 9. A gap is never filled by a fork ---------------------------------------------
+
+#[tokio::test]
+async fn a_writer_never_fills_a_gap_in_the_log() {
+    let (graph, test) = new_graph(Backend::Local).await;
+    let genesis = graph.head().await.unwrap();
+    let mut head = genesis.clone();
+    for index in 0..3 {
+        head = publish(
+            graph.graph().root(),
+            &empty_publication(head, ReadSet::Strict, &format!("{index}")),
+        )
+        .await
+        .unwrap();
+    }
+    let root = graph.graph().root();
+    let first = root
+        .get(&layout::commit_path("main", 1))
+        .await
+        .unwrap()
+        .unwrap();
+    // HEAD lags at 1, commit 2 is gone, commit 3 exists.
+    root.put(&layout::head_path("main"), first).await.unwrap();
+    root.delete(&layout::commit_path("main", 2)).await.unwrap();
+    let before = all_objects(root).await;
+
+    let writer = Omnigraph::open(&test.uri).await.unwrap();
+    let error = writer
+        .insert_json("Person", objects(json!([{"id": "p1", "name": "Ada"}])))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    assert!(
+        error.to_string().contains(&layout::commit_path("main", 2)),
+        "names the missing object: {error}"
+    );
+    assert!(
+        root.get(&layout::commit_path("main", 2)).await.unwrap().is_none(),
+        "no commit was published into the gap"
+    );
+    assert_eq!(all_objects(root).await, before);
+}
+
+// ---- 10. Bounded loops and typed cursors --------------------------------------------
+
+#[tokio::test]
+async fn a_log_cursor_past_the_head_is_bad_input() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let log = graph.graph().log("main").unwrap();
+    let error = log.log(10, Some(7)).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    assert_eq!(log.log(10, Some(1)).await.unwrap().len(), 1, "before head+1 is the head");
+}
+
+#[tokio::test]
+async fn an_integer_key_given_as_text_is_refused_before_any_filter() {
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, "node Item { id: Int64 @key, name: String }")
+        .await
+        .unwrap();
+    graph
+        .insert_json("Item", objects(json!([{"id": 1, "name": "one"}, {"id": 2, "name": "two"}])))
+        .await
+        .unwrap();
+    let error = graph
+        .get("Item", &json!("3 OR id > 0"), &CommitRef::Head)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    assert!(
+        graph
+            .get("Item", &json!(2), &CommitRef::Head)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn a_stale_head_copy_costs_a_bounded_probe() {
+    let (graph, test) = new_graph(Backend::Memory).await;
+    let genesis = graph.head().await.unwrap();
+    let root = graph.graph().root();
+    let genesis_bytes = root.get(&layout::head_path("main")).await.unwrap().unwrap();
+    let mut head = genesis;
+    let depth = omnigraph_publish::log::MAX_HEAD_PROBE as u64 + 20;
+    while head.seq < depth {
+        head = publish(root, &empty_publication(head, ReadSet::Strict, "grow"))
+            .await
+            .unwrap();
+    }
+    root.put(&layout::head_path("main"), genesis_bytes)
+        .await
+        .unwrap();
+    let fresh = StorageRoot::open(&test.uri).await.unwrap();
+    let reader = Graph::open_root(fresh.clone()).await.unwrap();
+    let probe = fresh.probe();
+    assert_eq!(reader.commit("main", &CommitRef::Head).await.unwrap(), head);
+    let counts = probe.counts();
+    assert!(
+        counts.get(RequestKind::Get) <= omnigraph_publish::log::MAX_HEAD_PROBE as u64 + 4,
+        "{counts}"
+    );
+    assert_eq!(counts.get(RequestKind::List), 1, "{counts}");
+}
+
+#[tokio::test]
+async fn finding_a_commit_by_id_walks_a_bounded_distance() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let genesis = graph.head().await.unwrap();
+    let root = graph.graph().root();
+    let mut head = genesis.clone();
+    let depth = omnigraph_publish::log::MAX_FIND_WALK as u64 + 5;
+    while head.seq < depth {
+        head = publish(root, &empty_publication(head, ReadSet::Strict, "grow"))
+            .await
+            .unwrap();
+    }
+    let log = graph.graph().log("main").unwrap();
+    let error = log.find(&genesis.commit_id).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
+    assert!(error.to_string().contains("seq"), "says how to name it: {error}");
+    let recent = log.log(3, None).await.unwrap();
+    assert_eq!(log.find(&recent[2].commit_id).await.unwrap(), recent[2]);
+}
+
+// ---- 11. Bounded memory on input ----------------------------------------------------
+
+#[tokio::test]
+async fn the_jsonl_line_limit_holds_while_reading() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("endless.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let writer_path = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut pipe = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&writer_path)
+            .unwrap();
+        // One byte over the limit, no newline, and the pipe stays open: a reader that
+        // waits for the end of the line before checking its length never returns.
+        let line = vec![b'a'; omnigraph_publish::ingest::MAX_JSONL_LINE_BYTES + 1];
+        let _ = pipe.write_all(&line);
+        let _ = stopped.recv_timeout(Duration::from_secs(30));
+    });
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(10), graph.load(&fifo, LoadMode::Append)).await;
+    let _ = stop.send(());
+    writer.join().unwrap();
+    let error = outcome
+        .expect("the load refuses the line while reading it")
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    assert!(error.to_string().contains("line 1"), "{error}");
+}
+
+#[tokio::test]
+async fn a_line_at_the_limit_loads() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.jsonl");
+    let frame = json!({"type": "Person", "id": "p1", "name": ""}).to_string();
+    let name = "n".repeat(omnigraph_publish::ingest::MAX_JSONL_LINE_BYTES - frame.len());
+    let line = json!({"type": "Person", "id": "p1", "name": name}).to_string();
+    assert_eq!(line.len(), omnigraph_publish::ingest::MAX_JSONL_LINE_BYTES);
+    std::fs::write(&path, line + "\n").unwrap();
+    let report = graph.load(&path, LoadMode::Append).await.unwrap();
+    assert_eq!(report.rows["Person"], 1);
+}
+
+/// Merge-loads `rows` people with names of `name_bytes` bytes on a handle whose head
+/// is stale, so the load loses the race once.
+async fn merge_after_a_lost_race(rows: usize, name_bytes: usize) -> omnigraph_core::Result<()> {
+    let (first, test) = seeded_graph(Backend::Memory).await;
+    let second = Omnigraph::open(&test.uri).await.unwrap();
+    second.head().await.unwrap();
+    first
+        .insert_json("Person", objects(json!([{"id": "q1", "name": "Q"}])))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("merge.jsonl");
+    let name = "m".repeat(name_bytes);
+    let mut text = String::new();
+    for index in 0..rows {
+        text.push_str(&json!({"type": "Person", "id": format!("m{index}"), "name": name}).to_string());
+        text.push('\n');
+    }
+    std::fs::write(&path, text).unwrap();
+    second.load(&path, LoadMode::Merge).await.map(|_| ())
+}
+
+#[tokio::test]
+async fn the_merge_retention_cap_counts_bytes() {
+    let cap = omnigraph_publish::ingest::MAX_MERGE_RETAINED_BYTES;
+    let name_bytes = 1_000_000;
+    // Names alone just over the cap: the rows are not kept, so the load cannot merge
+    // again after losing the race.
+    let over = cap / name_bytes + 1;
+    let error = merge_after_a_lost_race(over, name_bytes).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::ReadSetChanged, "{error}");
+    assert_eq!(error.evidence(), &Evidence::Unpublished);
+    // Well under the cap they are kept, and the load merges again on the new head.
+    merge_after_a_lost_race(4, name_bytes).await.unwrap();
+}
+
+#[tokio::test]
+async fn filling_one_tables_key_cache_does_not_block_another_tables_writers() {
+    let (seed, test) = seeded_graph(Backend::Memory).await;
+    let company = seed
+        .head()
+        .await
+        .unwrap()
+        .pin_of_type("Company")
+        .unwrap()
+        .table_id
+        .clone();
+    let handle = std::sync::Arc::new(Omnigraph::open(&test.uri).await.unwrap());
+    handle.head().await.unwrap();
+    // Company's key scan is slow; Person's is not.
+    let _slow = handle.graph().root().inject(FaultRule::new(
+        format!("tables/{company}/data/*"),
+        &[RequestKind::Get, RequestKind::RangedGet],
+        FaultAction::Delay(Duration::from_secs(4)),
+    ));
+    let slow = {
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            handle
+                .insert_json("Company", objects(json!([{"id": "c2", "name": "Bolt"}])))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!slow.is_finished());
+    tokio::time::timeout(
+        Duration::from_secs(3),
+        handle.insert_json("Person", objects(json!([{"id": "p9", "name": "Ida"}]))),
+    )
+    .await
+    .expect("Person's key check does not wait for Company's key scan")
+    .unwrap();
+    assert!(!slow.is_finished(), "Company's insert is still reading keys");
+    slow.await.unwrap().unwrap();
+}
+
+// ---- The same races across two OS processes ------------------------------------------
+
+const ROUNDS: usize = 24;
+
+/// Retries `attempt` on the conflicts a writer is expected to retry.
+async fn retrying<T, F, Fut>(mut attempt: F) -> omnigraph_core::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = omnigraph_core::Result<T>>,
+{
+    let mut tries = 0;
+    loop {
+        match attempt().await {
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    ErrorKind::ReadSetChanged | ErrorKind::ContentionExhausted
+                ) && tries < 200 =>
+            {
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Run as a child process by `two_processes_insert_edges_and_delete_nodes`; a no-op when
+/// run directly. Writes one line per acknowledged outcome to the output file.
+#[tokio::test]
+async fn child_process_graph_writer() {
+    let (Ok(uri), Ok(role), Ok(out)) = (
+        std::env::var("OMNIGRAPH_TEST_CHILD_ROOT"),
+        std::env::var("OMNIGRAPH_TEST_CHILD_ROLE"),
+        std::env::var("OMNIGRAPH_TEST_CHILD_OUT"),
+    ) else {
+        return;
+    };
+    let graph = Omnigraph::open(&uri).await.unwrap();
+    let mut acknowledged = Vec::new();
+    for round in 0..ROUNDS {
+        let own = format!("{role}{round}");
+        retrying(|| {
+            graph.insert_json(
+                "Person",
+                objects(json!([{"id": own.clone(), "name": "child"}])),
+            )
+        })
+        .await
+        .unwrap_or_else(|error| panic!("{role}: insert {own}: {error}"));
+        acknowledged.push(format!("Person {own}"));
+        let target = format!("s{round}");
+        if role == "a" {
+            if round % 2 == 0 {
+                retrying(|| graph.delete("Person", &format!("id = '{target}'")))
+                    .await
+                    .unwrap_or_else(|error| panic!("delete {target}: {error}"));
+                acknowledged.push(format!("deleted {target}"));
+            }
+        } else {
+            let edge = format!("e{round}");
+            let outcome = retrying(|| {
+                graph.insert_json(
+                    "WorksAt",
+                    objects(json!([{"id": edge.clone(), "src": target.clone(), "dst": "c1"}])),
+                )
+            })
+            .await;
+            match outcome {
+                Ok(_) => acknowledged.push(format!("WorksAt {edge}")),
+                Err(error) if error.kind() == ErrorKind::BadInput => {
+                    acknowledged.push(format!("refused {edge}"));
+                }
+                Err(error) => panic!("edge {edge}: {error}"),
+            }
+        }
+    }
+    std::fs::write(out, acknowledged.join("\n")).unwrap();
+}
+
+#[tokio::test]
+async fn two_processes_insert_edges_and_delete_nodes() {
+    let (graph, test) = seeded_graph(Backend::Local).await;
+    let sources: Vec<Value> = (0..ROUNDS)
+        .map(|round| json!({"id": format!("s{round}"), "name": "source"}))
+        .collect();
+    graph
+        .insert_json("Person", objects(Value::Array(sources)))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spawn = |role: &str| {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "protocol::child_process_graph_writer",
+                "--exact",
+                "--test-threads=1",
+            ])
+            .env("OMNIGRAPH_TEST_CHILD_ROOT", &test.uri)
+            .env("OMNIGRAPH_TEST_CHILD_ROLE", role)
+            .env("OMNIGRAPH_TEST_CHILD_OUT", dir.path().join(role))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut deleter, mut edger) = (spawn("a"), spawn("b"));
+    assert!(deleter.wait().unwrap().success());
+    assert!(edger.wait().unwrap().success());
+    let mut acknowledged = Vec::new();
+    for role in ["a", "b"] {
+        let text = std::fs::read_to_string(dir.path().join(role)).unwrap();
+        acknowledged.extend(text.lines().map(str::to_string));
+    }
+
+    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    let people = column_values(&reader, "Person", "id").await;
+    let edges = column_values(&reader, "WorksAt", "id").await;
+    let sources = column_values(&reader, "WorksAt", "src").await;
+    let person_set: HashSet<&String> = people.iter().collect();
+    assert_eq!(person_set.len(), people.len(), "no duplicate Person key");
+    let edge_set: HashSet<&String> = edges.iter().collect();
+    assert_eq!(edge_set.len(), edges.len(), "no duplicate edge key");
+    for src in &sources {
+        assert!(person_set.contains(src), "dangling edge from {src}");
+    }
+    for line in &acknowledged {
+        let (what, key) = line.split_once(' ').unwrap();
+        match what {
+            "Person" => assert!(person_set.contains(&key.to_string()), "lost {line}"),
+            "deleted" => assert!(!person_set.contains(&key.to_string()), "{line} is back"),
+            "WorksAt" => {
+                // An acknowledged edge stays unless its source was deleted after it.
+                let round: usize = key[1..].parse().unwrap();
+                if round % 2 == 1 {
+                    assert!(edge_set.contains(&key.to_string()), "lost {line}");
+                }
+            }
+            "refused" => {
+                let round: usize = key[1..].parse().unwrap();
+                assert_eq!(round % 2, 0, "{line}: its source was never deleted");
+            }
+            other => panic!("unknown outcome {other}"),
+        }
+    }
+    assert_eq!(
+        acknowledged.iter().filter(|line| line.starts_with("Person ")).count(),
+        2 * ROUNDS
+    );
+}
