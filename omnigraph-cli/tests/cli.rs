@@ -349,3 +349,31 @@ fn the_demo_runs_on_a_temporary_root_and_refuses_other_roots() {
         "mine"
     );
 }
+
+#[test]
+fn init_finishes_a_root_whose_create_stopped_after_the_format_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    // As if the first init stopped between `_graph/FORMAT` and genesis.
+    let branch = Path::new(&root).join("_graph/branches/main");
+    std::fs::remove_file(branch.join("commits/00000000000000000000.json")).unwrap();
+    std::fs::remove_file(branch.join("HEAD")).unwrap();
+    assert!(Path::new(&root).join("_graph/FORMAT").exists());
+    let refused = omnigraph(&["status", &root, "--json"]);
+    assert!(
+        !refused.status.success(),
+        "an unfinished graph does not open"
+    );
+    let document = json_of(&omnigraph(&[
+        "init",
+        &root,
+        "--schema",
+        &example(),
+        "--json",
+    ]));
+    assert_eq!(document["commit"]["seq"], 0);
+    assert_eq!(head_seq(&root), 0);
+    // A finished graph is not initialised again.
+    let again = omnigraph(&["init", &root, "--schema", &example(), "--json"]);
+    assert_eq!(again.status.code(), Some(4));
+}

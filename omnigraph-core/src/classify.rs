@@ -74,6 +74,58 @@ pub fn lance_kind(error: &lance::Error) -> StorageKind {
     }
 }
 
+/// Whether a Lance error says a storage request failed, and of what kind: `Some` when
+/// its type (an object-store or I/O error in its source chain, a timeout, a missing
+/// object) names a storage failure; `None` when it is about the request itself (a
+/// filter that does not parse, a column that does not exist). Callers that take user
+/// input use it to tell a throttled read from bad input.
+pub fn lance_storage_cause(error: &lance::Error) -> Option<StorageKind> {
+    use lance::Error as E;
+    match error {
+        E::IO { source, .. } | E::Namespace { source, .. } | E::External { source, .. } => {
+            storage_source(source.as_ref())
+        }
+        E::Wrapped { error, .. } => storage_source(error.as_ref()),
+        E::Shared { source, .. } => lance_storage_cause(source),
+        E::RetryableCommitConflict { .. }
+        | E::TooMuchWriteContention { .. }
+        | E::Timeout { .. }
+        | E::Backpressure { .. } => Some(StorageKind::Transient),
+        E::DatasetNotFound { .. } | E::NotFound { .. } | E::VersionNotFound { .. } => {
+            Some(StorageKind::NotFound)
+        }
+        _ => {
+            // Lance wraps DataFusion and Arrow failures in other variants; look for a
+            // storage error underneath them too.
+            let source: &(dyn StdError + 'static) = error;
+            source.source().and_then(storage_source)
+        }
+    }
+}
+
+/// The kind of the first object-store or I/O error in a source chain, if any.
+fn storage_source(source: &(dyn StdError + 'static)) -> Option<StorageKind> {
+    let mut current: Option<&(dyn StdError + 'static)> = Some(source);
+    while let Some(error) = current {
+        if let Some(store) = error.downcast_ref::<object_store::Error>() {
+            return Some(object_store_kind(store));
+        }
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            return Some(io_kind(io));
+        }
+        if let Some(lance) = error.downcast_ref::<lance::Error>() {
+            return lance_storage_cause(lance);
+        }
+        if let Some(crate::error::OmniError::Storage { kind, .. }) =
+            error.downcast_ref::<crate::error::OmniError>()
+        {
+            return Some(*kind);
+        }
+        current = error.source();
+    }
+    None
+}
+
 /// The kind of a standard I/O failure.
 pub fn io_kind(error: &std::io::Error) -> StorageKind {
     match error.kind() {

@@ -98,10 +98,7 @@ pub async fn plan_unit(
     let catalog = graph.catalog_at(&base).await?;
     let type_def = catalog.require(type_name)?;
     let pin = base.require_pin_of_type(type_name)?.clone();
-    let snapshot = graph
-        .graph()
-        .snapshot(graph.branch(), &omnigraph_publish::CommitRef::Seq(base.seq))
-        .await?;
+    let snapshot = graph.graph().snapshot_of(base.clone());
     let table = snapshot.table(type_name).await?;
     let mut staging = Staging::new(graph.graph().root().clone(), base.clone());
     staging.seed(&pin.table_id, table.clone())?;
@@ -209,7 +206,7 @@ pub async fn publish_unit(graph: &Omnigraph, unit: PlannedUnit) -> Result<TableO
         return Ok(report);
     }
     let read_set =
-        omnigraph_publish::ReadSet::Pins(vec![(report.table_id.clone(), planned_version)]);
+        omnigraph_publish::ReadSet::staged(vec![(report.table_id.clone(), planned_version)]);
     let operation = CommitOperation {
         kind: "optimize".into(),
         summary: format!(
@@ -221,10 +218,11 @@ pub async fn publish_unit(graph: &Omnigraph, unit: PlannedUnit) -> Result<TableO
             report.indexes_built.len()
         ),
     };
-    match staging.publish(read_set, operation, graph.actor()).await {
+    // Published through the handle, which remembers the new head: nothing is read
+    // after the commit lands, so a landed unit is never reported as failed.
+    match graph.publish_staged(&staging, read_set, operation).await {
         Ok(commit) => {
             mark_published(&mut report, &commit);
-            graph.head().await?;
             Ok(report)
         }
         Err(OmniError::ReadSetChanged {

@@ -1,7 +1,17 @@
 //! The graph commit (DESIGN §4): one immutable JSON object per publication. A snapshot
 //! is one commit; reading it is one GET.
 
+use crate::layout;
 use omnigraph_core::{OmniError, Result};
+use std::collections::HashSet;
+
+/// The longest commit id (and parent id) a commit may hold; ids from the id seam are
+/// 26-character ULIDs.
+pub const MAX_COMMIT_ID_LEN: usize = 64;
+/// The longest actor a commit may name, in bytes.
+pub const MAX_ACTOR_LEN: usize = 1_024;
+/// The longest operation kind, in bytes.
+pub const MAX_OPERATION_KIND_LEN: usize = 64;
 
 /// Whether a pinned table holds a node type or an edge type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -110,14 +120,98 @@ impl GraphCommit {
                 ),
             ));
         }
-        if seq == 0 && commit.parent_commit_id.is_some()
-            || seq > 0 && commit.parent_commit_id.is_none()
-        {
-            return Err(OmniError::corrupt(
-                object,
-                "only genesis (seq 0) has no parent",
+        commit
+            .validate()
+            .map_err(|message| OmniError::corrupt(object, message))?;
+        Ok(commit)
+    }
+
+    /// Checks every field a reader or writer relies on: run after every read and
+    /// before every write. Ids and the schema hash become parts of paths, so they are
+    /// held to a strict alphabet; a pin's path must be its table's own folder.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        layout::check_branch(&self.branch)
+            .map_err(|_| format!("branch {:?} is not a valid branch name", self.branch))?;
+        check_id("commit_id", &self.commit_id)?;
+        match (&self.parent_commit_id, self.seq) {
+            (None, 0) => {}
+            (Some(parent), seq) if seq > 0 => check_id("parent_commit_id", parent)?,
+            _ => return Err("only genesis (seq 0) has no parent".into()),
+        }
+        if !layout::is_schema_hash(&self.schema) {
+            return Err(format!(
+                "schema {:?} is not a SHA-256 hash in lowercase hex",
+                self.schema
             ));
         }
-        Ok(commit)
+        if self.actor.len() > MAX_ACTOR_LEN {
+            return Err(format!(
+                "actor is {} bytes; the limit is {MAX_ACTOR_LEN}",
+                self.actor.len()
+            ));
+        }
+        let kind = &self.operation.kind;
+        if kind.is_empty()
+            || kind.len() > MAX_OPERATION_KIND_LEN
+            || !kind
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return Err(format!("operation kind {kind:?} is not a snake_case word"));
+        }
+        if self.pins.len() > omnigraph_core::schema::MAX_TYPES {
+            return Err(format!(
+                "{} pins; a schema has at most {} types",
+                self.pins.len(),
+                omnigraph_core::schema::MAX_TYPES
+            ));
+        }
+        let (mut ids, mut types) = (HashSet::new(), HashSet::new());
+        for pin in &self.pins {
+            layout::check_table_id(&pin.table_id)?;
+            if pin.path != layout::table_path(&pin.table_id) {
+                return Err(format!(
+                    "the pin of table {} has path {:?}, not its folder {:?}",
+                    pin.table_id,
+                    pin.path,
+                    layout::table_path(&pin.table_id)
+                ));
+            }
+            if !omnigraph_core::schema::is_identifier(&pin.type_name) {
+                return Err(format!(
+                    "type name {:?} is not an identifier",
+                    pin.type_name
+                ));
+            }
+            if !layout::is_pinnable_version(pin.version) {
+                return Err(format!(
+                    "table {} is pinned at version {}: neither its creation (1) nor a detached version",
+                    pin.table_id, pin.version
+                ));
+            }
+            if !ids.insert(pin.table_id.as_str()) {
+                return Err(format!("table {} is pinned twice", pin.table_id));
+            }
+            if !types.insert(pin.type_name.as_str()) {
+                return Err(format!("type {} is pinned twice", pin.type_name));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks an id that may become part of a path or a filter.
+fn check_id(field: &str, id: &str) -> std::result::Result<(), String> {
+    let valid = !id.is_empty()
+        && id.len() <= MAX_COMMIT_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field} {id:?} must be 1 to {MAX_COMMIT_ID_LEN} ASCII letters, digits, '-' or '_'"
+        ))
     }
 }

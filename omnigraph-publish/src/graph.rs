@@ -4,6 +4,7 @@
 use crate::commit::{CommitOperation, GraphCommit, TableKind, TablePin};
 use crate::layout;
 use crate::log::CommitLog;
+use crate::publisher::{self, Decided};
 use crate::staging::open_pinned;
 use omnigraph_core::adapter;
 use omnigraph_core::schema::{Catalog, TypeDef};
@@ -60,7 +61,9 @@ pub struct Graph {
 impl Graph {
     /// Creates a graph at `uri` with `catalog`: one empty table per type, and genesis
     /// (seq 0) on `main`. A root that already holds a graph is refused with
-    /// `AlreadyInitialized` and nothing is changed.
+    /// `AlreadyInitialized` and nothing is changed. Creation is restartable: a create
+    /// that stopped after writing `_graph/FORMAT` but before genesis is finished by the
+    /// next one, and a lost or duplicated acknowledgement is resolved by reading back.
     pub async fn create(uri: &str, catalog: &Catalog, actor: &str) -> Result<(Graph, GraphCommit)> {
         Graph::create_in_root(StorageRoot::open(uri).await?, catalog, actor).await
     }
@@ -71,7 +74,9 @@ impl Graph {
         catalog: &Catalog,
         actor: &str,
     ) -> Result<(Graph, GraphCommit)> {
-        if root.get(layout::FORMAT).await?.is_some() {
+        let log = CommitLog::new(root.clone(), layout::MAIN_BRANCH)?;
+        let existing_format = read_format(&root).await?;
+        if log.read(0).await?.is_some() {
             return Err(OmniError::AlreadyInitialized {
                 root: root.canonical(),
                 evidence: Evidence::BeforeEffect,
@@ -79,7 +84,7 @@ impl Graph {
         }
         let unpublished = |error: OmniError| error.with_evidence(Evidence::Unpublished);
         let schema_bytes = bytes::Bytes::from(catalog.document().to_string());
-        root.put_if_absent(&layout::schema_path(catalog.hash()), schema_bytes)
+        put_immutable(&root, &layout::schema_path(catalog.hash()), schema_bytes)
             .await
             .map_err(unpublished)?;
         let mut pins = Vec::new();
@@ -90,30 +95,12 @@ impl Graph {
                     .map_err(unpublished)?,
             );
         }
-        let format = FormatDoc {
-            format: FORMAT_NAME.to_string(),
-            format_version: FORMAT_VERSION,
-            graph_id: seams::new_id(),
-            created_at: seams::now_micros(),
+        let format = match existing_format {
+            // An unfinished create left the format object: finish under it.
+            Some(format) => format,
+            None => write_format(&root).await.map_err(unpublished)?,
         };
-        let format_bytes = serde_json::to_vec(&format)
-            .map_err(|error| OmniError::internal(format!("encode format: {error}")))?;
-        match root
-            .put_if_absent(layout::FORMAT, format_bytes.into())
-            .await
-            .map_err(unpublished)?
-        {
-            PutOutcome::Created => {
-                failpoints::check(failpoints::CREATE_AFTER_FORMAT).map_err(unpublished)?;
-            }
-            PutOutcome::AlreadyExists => {
-                // Another create won the race; the tables made here are unreachable.
-                return Err(OmniError::AlreadyInitialized {
-                    root: root.canonical(),
-                    evidence: Evidence::Unpublished,
-                });
-            }
-        }
+        failpoints::check(failpoints::CREATE_AFTER_FORMAT).map_err(unpublished)?;
         let genesis = GraphCommit {
             seq: 0,
             commit_id: seams::new_id(),
@@ -128,20 +115,22 @@ impl Graph {
             schema: catalog.hash().to_string(),
             pins,
         };
-        let log = CommitLog::new(root.clone(), layout::MAIN_BRANCH)?;
+        genesis.validate().map_err(|message| {
+            OmniError::internal(format!("refusing to write genesis: {message}"))
+                .with_evidence(Evidence::Unpublished)
+        })?;
         let path = layout::commit_path(layout::MAIN_BRANCH, 0);
-        match root
-            .put_if_absent(&path, genesis.to_bytes()?)
+        match publisher::put_and_decide(&root, &log, &path, &genesis, genesis.to_bytes()?)
             .await
             .map_err(unpublished)?
         {
-            PutOutcome::Created => {}
-            PutOutcome::AlreadyExists => {
-                return Err(OmniError::corrupt(
-                    path,
-                    "a genesis commit exists although this create wrote the format object",
-                )
-                .with_evidence(Evidence::Unpublished));
+            Decided::Ours => {}
+            Decided::Theirs => {
+                // Another create finished first; the tables made here are unreachable.
+                return Err(OmniError::AlreadyInitialized {
+                    root: root.canonical(),
+                    evidence: Evidence::Unpublished,
+                });
             }
         }
         log.write_head_copy(&genesis).await;
@@ -156,25 +145,13 @@ impl Graph {
 
     /// Opens the graph in an already open root.
     pub async fn open_root(root: Arc<StorageRoot>) -> Result<Graph> {
-        let Some(bytes) = root.get(layout::FORMAT).await? else {
+        let Some(format) = read_format(&root).await? else {
             return Err(OmniError::not_found(format!(
                 "graph at {} (no {})",
                 root.canonical(),
                 layout::FORMAT
             )));
         };
-        let format: FormatDoc = serde_json::from_slice(&bytes).map_err(|error| {
-            OmniError::corrupt(layout::FORMAT, format!("not a format object: {error}"))
-        })?;
-        if format.format != FORMAT_NAME || format.format_version != FORMAT_VERSION {
-            return Err(OmniError::corrupt(
-                layout::FORMAT,
-                format!(
-                    "format {:?} version {} is not supported (this build reads {FORMAT_NAME} version {FORMAT_VERSION})",
-                    format.format, format.format_version
-                ),
-            ));
-        }
         Ok(Graph { root, format })
     }
 
@@ -211,18 +188,104 @@ impl Graph {
         })
     }
 
+    /// A snapshot of a commit already read (no request).
+    pub fn snapshot_of(&self, commit: GraphCommit) -> Snapshot {
+        Snapshot {
+            root: self.root.clone(),
+            commit,
+        }
+    }
+
     /// The schema document a commit names.
     pub async fn catalog(&self, commit: &GraphCommit) -> Result<Catalog> {
         let path = layout::schema_path(&commit.schema);
-        let bytes = self.root.get(&path).await?.ok_or_else(|| {
-            OmniError::corrupt(
-                &path,
-                format!("commit {} names a schema that is missing", commit.seq),
-            )
-        })?;
+        let bytes = self
+            .root
+            .get_capped(&path, layout::MAX_SCHEMA_DOCUMENT_BYTES)
+            .await?
+            .ok_or_else(|| {
+                OmniError::corrupt(
+                    &path,
+                    format!("commit {} names a schema that is missing", commit.seq),
+                )
+            })?;
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| OmniError::corrupt(&path, "the schema document is not UTF-8"))?;
         Catalog::from_document(&path, text)
+    }
+}
+
+/// The format object, validated; `None` when the root has none.
+async fn read_format(root: &StorageRoot) -> Result<Option<FormatDoc>> {
+    let Some(bytes) = root
+        .get_capped(layout::FORMAT, layout::MAX_FORMAT_BYTES)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let format: FormatDoc = serde_json::from_slice(&bytes).map_err(|error| {
+        OmniError::corrupt(layout::FORMAT, format!("not a format object: {error}"))
+    })?;
+    if format.format != FORMAT_NAME || format.format_version != FORMAT_VERSION {
+        return Err(OmniError::corrupt(
+            layout::FORMAT,
+            format!(
+                "format {:?} version {} is not supported (this build reads {FORMAT_NAME} version {FORMAT_VERSION})",
+                format.format, format.format_version
+            ),
+        ));
+    }
+    Ok(Some(format))
+}
+
+/// Writes a new format object, or returns the one already there (this create's own
+/// after a lost acknowledgement, or a concurrent create's): genesis decides the race.
+async fn write_format(root: &StorageRoot) -> Result<FormatDoc> {
+    let format = FormatDoc {
+        format: FORMAT_NAME.to_string(),
+        format_version: FORMAT_VERSION,
+        graph_id: seams::new_id(),
+        created_at: seams::now_micros(),
+    };
+    let bytes = serde_json::to_vec(&format)
+        .map_err(|error| OmniError::internal(format!("encode format: {error}")))?;
+    let written = root.put_if_absent(layout::FORMAT, bytes.into()).await;
+    if let Ok(PutOutcome::Created) = written {
+        return Ok(format);
+    }
+    match (read_format(root).await?, written) {
+        (Some(found), _) => Ok(found),
+        (None, Err(error)) => Err(error),
+        (None, Ok(_)) => Err(OmniError::corrupt(
+            layout::FORMAT,
+            "put-if-absent found the format object but it cannot be read back",
+        )),
+    }
+}
+
+/// Writes a content-addressed object once: an object already there with the same
+/// bytes (this call's own after a lost acknowledgement) is success.
+pub(crate) async fn put_immutable(
+    root: &StorageRoot,
+    path: &str,
+    bytes: bytes::Bytes,
+) -> Result<()> {
+    let written = root.put_if_absent(path, bytes.clone()).await;
+    if let Ok(PutOutcome::Created) = written {
+        return Ok(());
+    }
+    match (root.get_capped(path, bytes.len()).await, written) {
+        (Ok(Some(found)), _) if found == bytes => Ok(()),
+        (Ok(Some(_)), _) | (Err(OmniError::Corrupt { .. }), _) => Err(OmniError::corrupt(
+            path,
+            "a content-addressed object holds other bytes than its name says",
+        )),
+        (_, Err(error)) => Err(error),
+        (Err(error), Ok(_)) => Err(error),
+        (Ok(None), Ok(_)) => Err(OmniError::corrupt(
+            path,
+            "put-if-absent found the object but it cannot be read back",
+        )),
     }
 }
 

@@ -82,10 +82,9 @@ impl Omnigraph {
             kind: "build_indexes".into(),
             summary: format!("{} indexes", built.len()),
         };
-        let commit = staging
-            .publish(staging.planned_pins(), operation, self.actor())
+        let commit = self
+            .publish_staged(&staging, staging.planned_pins(), operation)
             .await?;
-        self.remember(&commit, &staging).await?;
         Ok(IndexBuildReport {
             commit: Some(commit),
             built,
@@ -128,11 +127,8 @@ impl Omnigraph {
             kind: "rebuild_index".into(),
             summary: format!("{type_name}.{index_name}"),
         };
-        let commit = staging
-            .publish(staging.planned_pins(), operation, self.actor())
-            .await?;
-        self.remember(&commit, &staging).await?;
-        Ok(commit)
+        self.publish_staged(&staging, staging.planned_pins(), operation)
+            .await
     }
 
     /// For every table and declared index at `at`: built or not, and rows uncovered.

@@ -7,14 +7,22 @@
 //! fails the call and nothing is published. When another writer moved a table first,
 //! an append re-commits its staged files on the new pins (Lance renumbers an Append
 //! cleanly) and re-checks its keys, a bounded number of times.
+//!
+//! The read set is every table the call read to validate its rows: the tables it
+//! staged on, and the node tables behind its edge-endpoint checks. When any of them
+//! moved, the checks run again on the new head before anything is published, so an
+//! edge never lands after its endpoint was deleted. Evidence comes from one place: a
+//! failure is `Unpublished` exactly when the call's staging holds links.
 
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::omnigraph::Omnigraph;
+use crate::publisher::ReadSet;
 use crate::rows::{self, RowKey, RowSource, SourcedObject};
 use crate::staging::Staging;
-use omnigraph_core::adapter::{self, StagedLink};
+use omnigraph_core::adapter;
+use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::schema::{Catalog, DeclKind};
-use omnigraph_core::{Evidence, OmniError, Result};
+use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -25,10 +33,6 @@ pub const MAX_INGEST_ATTEMPTS: u32 = 8;
 pub const INGEST_BATCH_ROWS: usize = 8_192;
 /// The longest JSONL line accepted, in bytes.
 pub const MAX_JSONL_LINE_BYTES: usize = 1 << 20;
-/// A merge keeps up to this many of its rows in memory so that it can merge them again
-/// on a newer head when another writer moved a table first; a larger merge that loses
-/// the race fails with `ReadSetChanged` (nothing published) and is rerun by the caller.
-pub const MAX_MERGE_RETAINED_ROWS: usize = 1_000_000;
 
 /// A merge keeps up to this many bytes of its rows (their Arrow buffers) in memory so
 /// that it can merge them again on a newer head when another writer moved a table
@@ -73,10 +77,14 @@ pub(crate) struct Ingest<'a> {
     buffers: HashMap<String, Vec<SourcedObject>>,
     keys: HashMap<String, HashSet<RowKey>>,
     endpoints: Vec<PendingEndpoint>,
+    /// The node tables read to check endpoints: `table_id` to the version read.
+    checked: BTreeMap<String, u64>,
     rows: BTreeMap<String, u64>,
-    /// Merge mode: `(table_id, key column, rows)` of every staged merge, while the total
-    /// stays within [`MAX_MERGE_RETAINED_ROWS`]; `None` once it does not.
-    merged: Option<Vec<(String, String, omnigraph_core::arrow_array::RecordBatch)>>,
+    /// Merge mode: `(table_id, key column, rows)` of every staged merge, while their
+    /// Arrow bytes stay within [`MAX_MERGE_RETAINED_BYTES`]; `None` once they do not.
+    merged: Option<Vec<(String, String, RecordBatch)>>,
+    /// The Arrow bytes held in `merged`.
+    merged_bytes: usize,
 }
 
 impl<'a> Ingest<'a> {
@@ -93,22 +101,35 @@ impl<'a> Ingest<'a> {
             buffers: HashMap::new(),
             keys: HashMap::new(),
             endpoints: Vec::new(),
+            checked: BTreeMap::new(),
             rows: BTreeMap::new(),
             merged: Some(Vec::new()),
+            merged_bytes: 0,
         })
     }
 
-    /// Whether a failure now leaves staged files behind.
-    fn evidence(&self) -> Evidence {
-        if self.staging.has_staged() {
-            Evidence::Unpublished
-        } else {
-            Evidence::BeforeEffect
-        }
+    /// `error` with the evidence of what this call has staged: the one place an
+    /// ingest failure's evidence is raised. The call's checks may have run against
+    /// the handle's cached head, which other writers may have moved past (a node
+    /// inserted, a key deleted, a type added): the handle forgets it, so a retry checks
+    /// against the branch head.
+    pub(crate) fn failed(&self, error: OmniError) -> OmniError {
+        self.handle.forget_head();
+        error.with_evidence(self.staging.evidence())
     }
 
     /// Adds one row of `type_name`; stages a batch when the type's buffer is full.
     pub(crate) async fn push(
+        &mut self,
+        type_name: &str,
+        source: RowSource,
+        object: Map<String, Value>,
+    ) -> Result<()> {
+        let pushed = self.push_row(type_name, source, object).await;
+        pushed.map_err(|error| self.failed(error))
+    }
+
+    async fn push_row(
         &mut self,
         type_name: &str,
         source: RowSource,
@@ -119,8 +140,7 @@ impl<'a> Ingest<'a> {
             return Err(OmniError::bad_input(
                 location,
                 format!("the schema has no type {type_name}"),
-            )
-            .with_evidence(self.evidence()));
+            ));
         }
         let buffer = self.buffers.entry(type_name.to_string()).or_default();
         buffer.push((source, object));
@@ -138,11 +158,9 @@ impl<'a> Ingest<'a> {
         if buffer.is_empty() {
             return Ok(());
         }
-        let evidence = self.evidence();
         let catalog = self.catalog.clone();
         let type_def = catalog.require(type_name)?;
-        let typed = rows::rows_from_json(type_def, &buffer)
-            .map_err(|e| e.with_evidence(evidence.clone()))?;
+        let typed = rows::rows_from_json(type_def, &buffer)?;
         let seen = self.keys.entry(type_name.to_string()).or_default();
         for ((source, _), key) in buffer.iter().zip(&typed.keys) {
             if !seen.insert(key.clone()) {
@@ -150,8 +168,7 @@ impl<'a> Ingest<'a> {
                 return Err(OmniError::bad_input(
                     location,
                     format!("key {key} of {type_name} is given more than once"),
-                )
-                .with_evidence(evidence));
+                ));
             }
         }
         if self.mode == LoadMode::Append {
@@ -163,7 +180,7 @@ impl<'a> Ingest<'a> {
                 return Err(OmniError::KeyConflict {
                     type_name: type_name.to_string(),
                     key,
-                    evidence,
+                    evidence: Evidence::BeforeEffect,
                 });
             }
         }
@@ -208,25 +225,24 @@ impl<'a> Ingest<'a> {
     }
 
     /// Keeps a merged batch for a possible re-merge, within the retention cap.
-    fn retain_merge(
-        &mut self,
-        table_id: &str,
-        key: &str,
-        batch: &omnigraph_core::arrow_array::RecordBatch,
-    ) {
+    fn retain_merge(&mut self, table_id: &str, key: &str, batch: &RecordBatch) {
         let Some(merged) = self.merged.as_mut() else {
             return;
         };
-        let retained: usize = merged.iter().map(|(_, _, batch)| batch.num_rows()).sum();
-        if retained + batch.num_rows() > MAX_MERGE_RETAINED_ROWS {
+        let bytes = batch_bytes(batch);
+        if self.merged_bytes.saturating_add(bytes) > MAX_MERGE_RETAINED_BYTES {
             self.merged = None;
+            self.merged_bytes = 0;
         } else {
+            self.merged_bytes += bytes;
             merged.push((table_id.to_string(), key.to_string(), batch.clone()));
         }
     }
 
-    /// Every edge endpoint must be a node of the call or of `base`.
-    async fn check_endpoints(&self, base: &GraphCommit) -> Result<()> {
+    /// Every edge endpoint must be a node of the call or of `base`. The node tables
+    /// read for it join the read set at their `base` versions.
+    async fn check_endpoints(&mut self, base: &GraphCommit) -> Result<()> {
+        self.checked.clear();
         let mut missing: BTreeMap<&str, Vec<&PendingEndpoint>> = BTreeMap::new();
         for endpoint in &self.endpoints {
             let in_call = self
@@ -240,8 +256,11 @@ impl<'a> Ingest<'a> {
                     .push(endpoint);
             }
         }
+        let mut checked = BTreeMap::new();
         for (node_type, endpoints) in missing {
             let node = self.catalog.require(node_type)?;
+            let pin = base.require_pin_of_type(node_type)?;
+            checked.insert(pin.table_id.clone(), pin.version);
             let mut keys: Vec<RowKey> = endpoints
                 .iter()
                 .map(|endpoint| endpoint.key.clone())
@@ -267,16 +286,38 @@ impl<'a> Ingest<'a> {
                         "{} {} is not a {node_type} in commit {} nor in this call",
                         endpoint.role, endpoint.key, base.seq
                     ),
-                )
-                .with_evidence(self.evidence()));
+                ));
             }
         }
+        self.checked = checked;
         Ok(())
     }
 
-    /// Stages what is buffered, checks the endpoints and publishes, re-committing on a
-    /// newer head when another writer moved a table first.
+    /// What must not have changed at publication: the base pins of the tables staged
+    /// on, and those of the node tables read only to check endpoints.
+    fn read_set(&self) -> ReadSet {
+        let staged = self.staging.base_pins();
+        let checked = self
+            .checked
+            .iter()
+            .filter(|(table_id, _)| !self.staging.has_chain(table_id))
+            .map(|(table_id, version)| (table_id.clone(), *version))
+            .collect();
+        ReadSet::Pins { staged, checked }
+    }
+
+    /// Stages what is buffered, checks the endpoints and publishes, re-checking and
+    /// re-committing on a newer head when another writer moved a table it read.
     pub(crate) async fn finish(mut self, operation_kind: &str) -> Result<IngestReport> {
+        let published = self.publish(operation_kind).await;
+        let commit = published.map_err(|error| self.failed(error))?;
+        Ok(IngestReport {
+            commit,
+            rows: self.rows,
+        })
+    }
+
+    async fn publish(&mut self, operation_kind: &str) -> Result<Option<GraphCommit>> {
         let types: Vec<String> = self.buffers.keys().cloned().collect();
         for type_name in types {
             self.flush(&type_name).await?;
@@ -284,10 +325,7 @@ impl<'a> Ingest<'a> {
         let base = self.base.clone();
         self.check_endpoints(&base).await?;
         if !self.staging.has_staged() {
-            return Ok(IngestReport {
-                commit: None,
-                rows: self.rows,
-            });
+            return Ok(None);
         }
         let summary = self
             .rows
@@ -302,26 +340,16 @@ impl<'a> Ingest<'a> {
         let mut attempts = 1u32;
         loop {
             match self
-                .staging
-                .publish(
-                    self.staging.planned_pins(),
-                    operation.clone(),
-                    self.handle.actor(),
-                )
+                .handle
+                .publish_staged(&self.staging, self.read_set(), operation.clone())
                 .await
             {
                 Ok(commit) => {
-                    self.handle.remember(&commit, &self.staging).await?;
-                    self.update_key_caches().await?;
-                    return Ok(IngestReport {
-                        commit: Some(commit),
-                        rows: self.rows,
-                    });
+                    // Nothing fallible runs once the commit landed.
+                    self.update_key_caches().await;
+                    return Ok(Some(commit));
                 }
-                Err(OmniError::ReadSetChanged { member, .. })
-                    if member.is_table()
-                        && (self.mode == LoadMode::Append || self.merged.is_some()) =>
-                {
+                Err(OmniError::ReadSetChanged { member, .. }) if member.is_table() => {
                     if attempts >= MAX_INGEST_ATTEMPTS {
                         return Err(OmniError::ContentionExhausted {
                             attempts,
@@ -329,7 +357,7 @@ impl<'a> Ingest<'a> {
                         });
                     }
                     attempts += 1;
-                    self.recommit_on_head().await?;
+                    self.move_onto_head().await?;
                 }
                 Err(other) => return Err(other),
             }
@@ -338,9 +366,11 @@ impl<'a> Ingest<'a> {
 
     /// After publication: appended keys join the handle's key caches; merged tables
     /// are read again next time.
-    async fn update_key_caches(&mut self) -> Result<()> {
+    async fn update_key_caches(&mut self) {
         for (type_name, keys) in &self.keys {
-            let pin = self.base.require_pin_of_type(type_name)?;
+            let Some(pin) = self.base.pin_of_type(type_name) else {
+                continue;
+            };
             let Some(link) = self.staging.links_of(&pin.table_id).last() else {
                 continue;
             };
@@ -358,99 +388,93 @@ impl<'a> Ingest<'a> {
                 LoadMode::Merge => self.handle.forget_keys(&pin.table_id).await,
             }
         }
-        Ok(())
     }
 
-    /// Moves the staged rows onto the current head: appends are re-committed (same
-    /// files, renumbered), merges are merged again from the retained rows; keys (in
-    /// append mode) and endpoints are checked again.
-    async fn recommit_on_head(&mut self) -> Result<()> {
-        let unpublished = |error: OmniError| error.with_evidence(Evidence::Unpublished);
-        let head = self.handle.head().await.map_err(unpublished)?;
+    /// Moves the call onto the current head: keys (in append mode) and endpoints are
+    /// checked again there; chains of tables that did not move stay as staged; on
+    /// tables that moved, appends are re-committed (same files, renumbered) and merges
+    /// merged again from the retained rows.
+    async fn move_onto_head(&mut self) -> Result<()> {
+        let head = self.handle.head().await?;
         if head.schema != self.base.schema {
             return Err(OmniError::ReadSetChanged {
-                member: omnigraph_core::ReadSetMember::Schema {
+                member: ReadSetMember::Schema {
                     branch: head.branch.clone(),
                 },
                 expected: self.base.schema.clone(),
                 actual: head.schema.clone(),
-                evidence: Evidence::Unpublished,
+                evidence: Evidence::BeforeEffect,
             });
         }
-        for (type_name, keys) in &self.keys {
-            if self.mode == LoadMode::Merge {
-                break;
-            }
-            let type_def = self.catalog.require(type_name)?;
-            let keys: Vec<RowKey> = keys.iter().cloned().collect();
-            let existing = self
-                .handle
-                .existing_keys(&head, type_def, &keys)
-                .await
-                .map_err(unpublished)?;
-            if let Some(key) = existing.into_iter().next() {
-                return Err(OmniError::KeyConflict {
-                    type_name: type_name.clone(),
-                    key,
-                    evidence: Evidence::Unpublished,
-                });
-            }
-        }
-        self.check_endpoints(&head).await.map_err(unpublished)?;
-        let mut staging = Staging::new(self.handle.graph().root().clone(), head.clone());
-        if let Some(merged) = &self.merged
-            && self.mode == LoadMode::Merge
-        {
-            for (table_id, key, batch) in merged.clone() {
-                if !staging.has_chain(&table_id) {
-                    let table = self
-                        .handle
-                        .table_at(&head, &table_id)
-                        .await
-                        .map_err(unpublished)?;
-                    staging.seed(&table_id, table).map_err(unpublished)?;
+        if self.mode == LoadMode::Append {
+            for (type_name, keys) in &self.keys {
+                let type_def = self.catalog.require(type_name)?;
+                let keys: Vec<RowKey> = keys.iter().cloned().collect();
+                let existing = self.handle.existing_keys(&head, type_def, &keys).await?;
+                if let Some(key) = existing.into_iter().next() {
+                    return Err(OmniError::KeyConflict {
+                        type_name: type_name.clone(),
+                        key,
+                        evidence: Evidence::BeforeEffect,
+                    });
                 }
-                staging
-                    .stage(&table_id, |tip, origin| async move {
-                        adapter::stage_merge_insert(&tip, &key, vec![batch], &origin).await
-                    })
-                    .await
-                    .map_err(unpublished)?;
-            }
-            self.staging = staging;
-            self.base = head;
-            return Ok(());
-        }
-        let chains: Vec<(String, Vec<StagedLink>)> = self
-            .staging
-            .chain_ids()
-            .into_iter()
-            .map(|table_id| {
-                let links = self.staging.links_of(&table_id).to_vec();
-                (table_id, links)
-            })
-            .collect();
-        for (table_id, links) in chains {
-            staging
-                .seed(
-                    &table_id,
-                    self.handle
-                        .table_at(&head, &table_id)
-                        .await
-                        .map_err(unpublished)?,
-                )
-                .map_err(unpublished)?;
-            for link in links {
-                staging
-                    .stage(&table_id, |tip, origin| async move {
-                        adapter::recommit_append(&link, &tip, &origin).await
-                    })
-                    .await
-                    .map_err(unpublished)?;
             }
         }
-        self.staging = staging;
+        self.check_endpoints(&head).await?;
+        let moved = self.staging.rebase(head.clone())?;
+        for (table_id, links) in moved {
+            let table = self.handle.table_at(&head, &table_id).await?;
+            self.staging.seed(&table_id, table)?;
+            match (self.mode, &self.merged) {
+                (LoadMode::Append, _) => {
+                    for link in links {
+                        self.staging
+                            .stage(&table_id, |tip, origin| async move {
+                                adapter::recommit_append(&link, &tip, &origin).await
+                            })
+                            .await?;
+                    }
+                }
+                (LoadMode::Merge, Some(merged)) => {
+                    let retained: Vec<_> = merged
+                        .iter()
+                        .filter(|(merged_table, _, _)| *merged_table == table_id)
+                        .cloned()
+                        .collect();
+                    for (_, key, batch) in retained {
+                        self.staging
+                            .stage(&table_id, |tip, origin| async move {
+                                adapter::stage_merge_insert(&tip, &key, vec![batch], &origin).await
+                            })
+                            .await?;
+                    }
+                }
+                (LoadMode::Merge, None) => {
+                    // Too large to keep: the caller reruns the merge.
+                    return Err(OmniError::ReadSetChanged {
+                        expected: self.base.require_pin(&table_id)?.version.to_string(),
+                        actual: head.require_pin(&table_id)?.version.to_string(),
+                        member: ReadSetMember::Pin { table_id },
+                        evidence: Evidence::BeforeEffect,
+                    });
+                }
+            }
+        }
         self.base = head;
         Ok(())
     }
+}
+
+/// The bytes of a batch's Arrow buffers (the slices it uses, not their capacity).
+fn batch_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|column| {
+            column
+                .to_data()
+                .get_slice_memory_size()
+                .unwrap_or(usize::MAX)
+        })
+        .fold(0, usize::saturating_add)
 }

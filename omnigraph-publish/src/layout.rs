@@ -48,6 +48,44 @@ pub fn table_path(table_id: &str) -> String {
     format!("tables/{table_id}")
 }
 
+/// The largest format object a reader accepts, in bytes.
+pub const MAX_FORMAT_BYTES: usize = 64 << 10;
+/// The largest schema document a reader accepts, in bytes: the largest schema source
+/// with room for its JSON framing.
+pub const MAX_SCHEMA_DOCUMENT_BYTES: usize = 4 * omnigraph_core::schema::MAX_SCHEMA_BYTES;
+/// The longest table id, in bytes (minted ids are `t` and a 26-character ULID).
+pub const MAX_TABLE_ID_LEN: usize = 64;
+
+/// Whether `hash` is a schema hash: 64 lowercase hex digits (SHA-256).
+pub fn is_schema_hash(hash: &str) -> bool {
+    hash.len() == 64
+        && hash
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Checks a table id read back from storage: it becomes part of a path.
+pub fn check_table_id(table_id: &str) -> std::result::Result<(), String> {
+    let valid = !table_id.is_empty()
+        && table_id.len() <= MAX_TABLE_ID_LEN
+        && table_id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "table id {table_id:?} must be 1 to {MAX_TABLE_ID_LEN} lowercase ASCII letters, digits, '-' or '_'"
+        ))
+    }
+}
+
+/// Whether a commit may pin `version`: a table's creation (1) or a detached version.
+/// Versions on the linear lineage above the creation are foreign writes, never pinned.
+pub fn is_pinnable_version(version: u64) -> bool {
+    version == 1 || omnigraph_core::adapter::is_detached(version)
+}
+
 /// Checks a branch name: ASCII letters, digits, `-` and `_`, at most
 /// [`MAX_BRANCH_LEN`] bytes.
 pub fn check_branch(branch: &str) -> Result<()> {
@@ -85,6 +123,21 @@ mod tests {
             None
         );
         assert_eq!(seq_of_commit_path("_graph/branches/main/HEAD"), None);
+    }
+
+    #[test]
+    fn ids_hashes_and_versions_read_from_storage_are_checked() {
+        assert!(check_table_id("t01hxyz").is_ok());
+        for bad in ["", "../x", "a/b", "T1", &"t".repeat(65), "t 1"] {
+            assert!(check_table_id(bad).is_err(), "{bad:?}");
+        }
+        assert!(is_schema_hash(&"ab".repeat(32)));
+        assert!(!is_schema_hash(&"AB".repeat(32)));
+        assert!(!is_schema_hash("../../etc/passwd"));
+        assert!(is_pinnable_version(1));
+        assert!(is_pinnable_version(1 << 63));
+        assert!(!is_pinnable_version(0));
+        assert!(!is_pinnable_version(2));
     }
 
     #[test]

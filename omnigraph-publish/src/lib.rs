@@ -23,6 +23,7 @@ pub mod gate;
 pub mod graph;
 pub mod indexes;
 pub mod ingest;
+mod jsonl;
 pub mod key_cache;
 pub mod layout;
 pub mod log;

@@ -1,13 +1,16 @@
 //! Reading a branch's commit log: the head, a commit by seq or id, and pages of history.
 //!
-//! Head discovery costs the same at any depth: GET `HEAD` (a copy of the newest commit),
-//! then probe `seq+1`, `seq+2`… until NotFound. Only when `HEAD` is missing or unreadable
-//! is the commits folder listed.
+//! Head discovery costs the same at any depth. `HEAD` (a best-effort copy of the newest
+//! commit) is only a hint for a seq `s`: its content is never used. Commits `s`, `s+1`
+//! and `s+2` are read together; the head is the last commit before the first missing
+//! one, and a commit found after a missing one is a gap, reported as corruption so that
+//! no writer ever publishes into it. The commits folder is listed only when `HEAD` is
+//! missing, unreadable, points past the log, or lags by more than [`MAX_HEAD_PROBE`].
 
 use crate::commit::GraphCommit;
 use crate::layout;
 use omnigraph_core::storage::StorageRoot;
-use omnigraph_core::{OmniError, Result};
+use omnigraph_core::{InputLocation, OmniError, Result};
 use std::sync::Arc;
 
 /// The most commits head discovery probes forward from `HEAD` before it lists the
@@ -41,10 +44,15 @@ impl CommitLog {
         &self.branch
     }
 
-    /// Commit `seq`, or `None` if it does not exist. One GET.
+    /// Commit `seq`, or `None` if it does not exist. One GET, size-capped, and the
+    /// commit is validated before it is returned.
     pub async fn read(&self, seq: u64) -> Result<Option<GraphCommit>> {
         let path = layout::commit_path(&self.branch, seq);
-        match self.root.get(&path).await? {
+        match self
+            .root
+            .get_capped(&path, layout::MAX_COMMIT_BYTES)
+            .await?
+        {
             Some(bytes) => GraphCommit::parse(&path, &bytes, &self.branch, seq).map(Some),
             None => Ok(None),
         }
@@ -57,38 +65,83 @@ impl CommitLog {
             .ok_or_else(|| OmniError::not_found(format!("commit {seq} on branch {}", self.branch)))
     }
 
-    /// The newest commit of the branch.
+    /// The newest commit of the branch. Fresh `HEAD`: four GETs in two round trips.
     pub async fn head(&self) -> Result<GraphCommit> {
-        let mut newest = match self.head_copy().await? {
-            Some(copy) => copy,
-            None => self.head_by_listing().await?,
+        // A hint at the very end of the seq space cannot be probed past: no hint.
+        let Some(hint) = self
+            .head_hint()
+            .await?
+            .filter(|seq| seq.checked_add(MAX_HEAD_PROBE as u64 + 2).is_some())
+        else {
+            return self.head_by_listing().await;
         };
-        // HEAD is best effort and may lag: probe forward until NotFound.
-        while let Some(next) = self.read(newest.seq + 1).await? {
-            if next.parent_commit_id.as_deref() != Some(newest.commit_id.as_str()) {
+        let (at, next, after) =
+            tokio::try_join!(self.read(hint), self.read(hint + 1), self.read(hint + 2))?;
+        let Some(mut newest) = at else {
+            // HEAD points past the log: it is not a hint.
+            return self.head_by_listing().await;
+        };
+        let (mut next, mut after) = (next, after);
+        for _ in 0..MAX_HEAD_PROBE {
+            let Some(commit) = next else {
+                if let Some(beyond) = after {
+                    return Err(self.gap(newest.seq + 1, beyond.seq));
+                }
+                return Ok(newest);
+            };
+            if commit.parent_commit_id.as_deref() != Some(newest.commit_id.as_str()) {
                 return Err(OmniError::corrupt(
-                    layout::commit_path(&self.branch, next.seq),
+                    layout::commit_path(&self.branch, commit.seq),
                     format!(
                         "its parent is {:?}, but commit {} is {}",
-                        next.parent_commit_id, newest.seq, newest.commit_id
+                        commit.parent_commit_id, newest.seq, newest.commit_id
                     ),
                 ));
             }
-            newest = next;
+            newest = commit;
+            next = after;
+            after = self.read(newest.seq + 2).await?;
         }
-        Ok(newest)
+        // HEAD lags too far to be worth probing from.
+        self.head_by_listing().await
     }
 
-    /// The commit `HEAD` copies, if `HEAD` exists and parses. Never authoritative.
-    async fn head_copy(&self) -> Result<Option<GraphCommit>> {
+    /// The corruption of a log where commit `missing` is gone but `found` exists.
+    fn gap(&self, missing: u64, found: u64) -> OmniError {
+        OmniError::corrupt(
+            layout::commit_path(&self.branch, missing),
+            format!(
+                "the log of branch {} has a gap: commit {missing} is missing but {found} exists; \
+                 nothing is published until it is restored",
+                self.branch
+            ),
+        )
+    }
+
+    /// The seq `HEAD` names, if `HEAD` exists and parses. Never authoritative.
+    async fn head_hint(&self) -> Result<Option<u64>> {
+        #[derive(serde::Deserialize)]
+        struct Hint {
+            seq: u64,
+            branch: String,
+        }
         let path = layout::head_path(&self.branch);
-        let Some(bytes) = self.root.get(&path).await? else {
+        let Some(bytes) = self
+            .root
+            .get_capped(&path, layout::MAX_COMMIT_BYTES)
+            .await
+            .or_else(|error| match error {
+                // An oversized HEAD is no hint; the log decides.
+                OmniError::Corrupt { .. } => Ok(None),
+                other => Err(other),
+            })?
+        else {
             return Ok(None);
         };
-        let Ok(copy) = serde_json::from_slice::<GraphCommit>(&bytes) else {
+        let Ok(hint) = serde_json::from_slice::<Hint>(&bytes) else {
             return Ok(None);
         };
-        Ok((copy.branch == self.branch).then_some(copy))
+        Ok((hint.branch == self.branch).then_some(hint.seq))
     }
 
     /// The head found by listing the commits folder: the fallback when `HEAD` is gone.
@@ -108,13 +161,7 @@ impl CommitLog {
         };
         for (expected, found) in seqs.iter().enumerate() {
             if *found != expected as u64 {
-                return Err(OmniError::corrupt(
-                    layout::commit_path(&self.branch, expected as u64),
-                    format!(
-                        "the log of branch {} has a gap: commit {expected} is missing but {found} exists",
-                        self.branch
-                    ),
-                ));
+                return Err(self.gap(expected as u64, *found));
             }
         }
         self.read(newest).await?.ok_or_else(|| {
@@ -126,7 +173,8 @@ impl CommitLog {
     }
 
     /// Up to `limit` commits, newest first, starting below `before` (a seq) or at the
-    /// head. A missing commit inside the range is a gap: a typed error naming it.
+    /// head. A cursor past the head is bad input; a missing commit inside the range is a
+    /// gap: a typed error naming it.
     pub async fn log(&self, limit: usize, before: Option<u64>) -> Result<Vec<GraphCommit>> {
         let limit = limit.min(MAX_LOG_PAGE);
         let mut commits = Vec::with_capacity(limit);
@@ -137,15 +185,31 @@ impl CommitLog {
         };
         let mut seq = start;
         while commits.len() < limit {
-            let commit = self.read(seq).await?.ok_or_else(|| {
-                OmniError::corrupt(
+            let Some(commit) = self.read(seq).await? else {
+                if seq == start
+                    && let Some(cursor) = before
+                {
+                    let head = self.head().await?;
+                    if cursor > head.seq + 1 {
+                        return Err(OmniError::bad_input(
+                            InputLocation::in_source("log").field("before"),
+                            format!(
+                                "the cursor {cursor} is past the head of branch {} (seq {}); the newest page starts at --before {}",
+                                self.branch,
+                                head.seq,
+                                head.seq + 1
+                            ),
+                        ));
+                    }
+                }
+                return Err(OmniError::corrupt(
                     layout::commit_path(&self.branch, seq),
                     format!(
                         "the log of branch {} has a gap at commit {seq}",
                         self.branch
                     ),
-                )
-            })?;
+                ));
+            };
             commits.push(commit);
             if seq == 0 {
                 break;
@@ -155,11 +219,11 @@ impl CommitLog {
         Ok(commits)
     }
 
-    /// The commit with `commit_id`, walking back from the head.
+    /// The commit with `commit_id`, walking back from the head at most
+    /// [`MAX_FIND_WALK`] commits; an older commit is named by its seq.
     pub async fn find(&self, commit_id: &str) -> Result<GraphCommit> {
-        let head = self.head().await?;
-        let mut current = head;
-        loop {
+        let mut current = self.head().await?;
+        for _ in 0..MAX_FIND_WALK {
             if current.commit_id == commit_id {
                 return Ok(current);
             }
@@ -176,6 +240,10 @@ impl CommitLog {
                 )
             })?;
         }
+        Err(OmniError::not_found(format!(
+            "commit {commit_id} among the newest {MAX_FIND_WALK} commits of branch {} (name an older commit by its seq)",
+            self.branch
+        )))
     }
 
     /// Writes the best-effort `HEAD` copy. Failures are ignored: `HEAD` is never

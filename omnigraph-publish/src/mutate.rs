@@ -4,7 +4,7 @@
 //! caller retries. Deleting nodes deletes their incident edges in the same commit.
 
 use crate::commit::{CommitOperation, GraphCommit};
-use crate::omnigraph::Omnigraph;
+use crate::omnigraph::{Omnigraph, input_or_storage};
 use crate::publisher::ReadSet;
 use crate::rows::{self, RowKey};
 use crate::staging::Staging;
@@ -38,11 +38,9 @@ impl PreparedWrite {
         if !self.staging.has_staged() {
             return Ok(None);
         }
-        let commit = self
-            .staging
-            .publish(ReadSet::Strict, self.operation, handle.actor())
+        let commit = handle
+            .publish_staged(&self.staging, ReadSet::Strict, self.operation)
             .await?;
-        handle.remember(&commit, &self.staging).await?;
         Ok(Some(commit))
     }
 }
@@ -123,9 +121,38 @@ impl Omnigraph {
         let base = self.head().await?;
         let catalog = self.catalog_at(&base).await?;
         let type_def = catalog.require(type_name)?;
-        let pin = base.require_pin_of_type(type_name)?.clone();
         let mut staging = Staging::new(self.graph().root().clone(), base.clone());
-        staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
+        let staged = self
+            .stage_delete_cascade(&mut staging, &base, &catalog, type_def, predicate)
+            .await;
+        let (deleted_keys, rows) =
+            staged.map_err(|error| error.with_evidence(staging.evidence()))?;
+        Ok(PreparedWrite {
+            staging,
+            operation: CommitOperation {
+                kind: "delete".into(),
+                summary: format!(
+                    "{} {type_name} where {predicate} ({rows} rows in all)",
+                    deleted_keys.len()
+                ),
+            },
+            rows,
+        })
+    }
+
+    /// Stages the delete of the rows of `type_def` where `predicate` holds and of their
+    /// incident edges; returns the deleted keys and the rows deleted in all.
+    async fn stage_delete_cascade(
+        &self,
+        staging: &mut Staging,
+        base: &GraphCommit,
+        catalog: &omnigraph_core::schema::Catalog,
+        type_def: &TypeDef,
+        predicate: &str,
+    ) -> Result<(Vec<RowKey>, u64)> {
+        let type_name = type_def.name();
+        let pin = base.require_pin_of_type(type_name)?.clone();
+        staging.seed(&pin.table_id, self.table_at(base, &pin.table_id).await?)?;
         let deleted_keys = keys_where(
             staging.chain(&pin.table_id).await?.tip(),
             type_def,
@@ -155,14 +182,14 @@ impl Omnigraph {
                     continue;
                 }
                 let edge_pin = base.require_pin_of_type(edge.name())?.clone();
-                if edge_pin.row_count == 0 {
+                // The table's manifest, not the commit's `row_count`, says whether
+                // there can be edges to cascade to.
+                let edges = self.table_at(base, &edge_pin.table_id).await?;
+                if edges.manifest().fragments.is_empty() {
                     continue;
                 }
                 if !staging.has_chain(&edge_pin.table_id) {
-                    staging.seed(
-                        &edge_pin.table_id,
-                        self.table_at(&base, &edge_pin.table_id).await?,
-                    )?;
+                    staging.seed(&edge_pin.table_id, edges)?;
                 }
                 for chunk in deleted_keys.chunks(crate::omnigraph::KEY_LOOKUP_CHUNK) {
                     let literals: Vec<String> = chunk
@@ -185,32 +212,23 @@ impl Omnigraph {
                 }
             }
         }
-        Ok(PreparedWrite {
-            staging,
-            operation: CommitOperation {
-                kind: "delete".into(),
-                summary: format!(
-                    "{} {type_name} where {predicate} ({rows} rows in all)",
-                    deleted_keys.len()
-                ),
-            },
-            rows,
-        })
+        Ok((deleted_keys, rows))
     }
 }
 
-/// Rows of `table` where `predicate` holds; a bad predicate is `BadInput`.
+/// Where a caller's predicate is named in errors.
+fn predicate_location(predicate: &str) -> InputLocation {
+    InputLocation::in_source("predicate").field(predicate)
+}
+
+/// Rows of `table` where `predicate` holds; a bad predicate is `BadInput`, a failed
+/// storage request keeps its kind.
 async fn count_where(table: &omnigraph_core::lance::Dataset, predicate: &str) -> Result<u64> {
     table
         .count_rows(Some(predicate.to_string()))
         .await
         .map(|count| count as u64)
-        .map_err(|error| {
-            OmniError::bad_input(
-                InputLocation::in_source("predicate").field(predicate),
-                error.to_string(),
-            )
-        })
+        .map_err(|error| input_or_storage(predicate_location(predicate), "count rows", error))
 }
 
 /// The keys (rendered) of the rows of `table` where `predicate` holds.
@@ -221,10 +239,7 @@ async fn keys_where(
 ) -> Result<Vec<RowKey>> {
     use futures::TryStreamExt;
     let bad = |error: omnigraph_core::lance::Error| {
-        OmniError::bad_input(
-            InputLocation::in_source("predicate").field(predicate),
-            error.to_string(),
-        )
+        input_or_storage(predicate_location(predicate), "scan keys", error)
     };
     let mut scanner = table.scan();
     scanner.filter(predicate).map_err(bad)?;

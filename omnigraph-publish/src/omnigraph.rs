@@ -37,8 +37,9 @@ pub struct Omnigraph {
     catalog: Mutex<Option<Arc<Catalog>>>,
     /// The newest open handle per table id: a pinned version opens once per handle.
     tables: Mutex<HashMap<String, Arc<Dataset>>>,
-    /// The keys of each node table this handle has checked keys against.
-    key_caches: tokio::sync::Mutex<HashMap<String, TableKeys>>,
+    /// The keys of each table this handle has checked keys against, each behind its
+    /// own lock: filling one table's cache never blocks key checks on another.
+    key_caches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<TableKeys>>>>,
 }
 
 /// What to read from one type.
@@ -83,7 +84,7 @@ impl Omnigraph {
             known_head: Mutex::new(None),
             catalog: Mutex::new(None),
             tables: Mutex::new(HashMap::new()),
-            key_caches: tokio::sync::Mutex::new(HashMap::new()),
+            key_caches: Mutex::new(HashMap::new()),
         })
     }
 
@@ -189,7 +190,6 @@ impl Omnigraph {
     /// validated and staged in bounded batches and published in one commit; a bad line
     /// fails the load, naming the file, line, type and field, and publishes nothing.
     pub async fn load(&self, path: &std::path::Path, mode: LoadMode) -> Result<IngestReport> {
-        use tokio::io::AsyncBufReadExt;
         let name = path.display().to_string();
         let file = tokio::fs::File::open(path).await.map_err(|error| {
             OmniError::bad_input(
@@ -197,51 +197,12 @@ impl Omnigraph {
                 format!("cannot open: {error}"),
             )
         })?;
-        let mut lines = tokio::io::BufReader::new(file).lines();
         let mut ingest = Ingest::start(self, mode).await?;
-        let mut line_number = 0u64;
-        loop {
-            let line = lines.next_line().await.map_err(|error| {
-                let mut at = InputLocation::in_source(&name);
-                at.line = Some(line_number + 1);
-                OmniError::bad_input(at, format!("cannot read: {error}"))
-            })?;
-            let Some(line) = line else { break };
-            line_number += 1;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let mut at = InputLocation::in_source(&name);
-            at.line = Some(line_number);
-            if line.len() > MAX_JSONL_LINE_BYTES {
-                return Err(OmniError::bad_input(
-                    at,
-                    format!(
-                        "the line is {} bytes; the limit is {MAX_JSONL_LINE_BYTES}",
-                        line.len()
-                    ),
-                ));
-            }
-            let object: Map<String, Value> = serde_json::from_str(&line).map_err(|error| {
-                OmniError::bad_input(at.clone(), format!("not a JSON object: {error}"))
-            })?;
-            let type_name = match object.get(rows::TYPE_FIELD) {
-                Some(Value::String(type_name)) => type_name.clone(),
-                _ => {
-                    return Err(OmniError::bad_input(
-                        at.field(rows::TYPE_FIELD),
-                        "every line needs a \"type\" naming its node or edge type",
-                    ));
-                }
-            };
-            let source = RowSource {
-                source: name.clone(),
-                line: Some(line_number),
-                row: line_number - 1,
-            };
-            ingest.push(&type_name, source, object).await?;
+        let read = push_jsonl(&mut ingest, &name, tokio::io::BufReader::new(file)).await;
+        match read {
+            Ok(()) => ingest.finish("load").await,
+            Err(error) => Err(ingest.failed(error)),
         }
-        ingest.finish("load").await
     }
 
     /// Which of `keys` (rendered JSON) exist in the table of `type_def` at `base`.
@@ -253,13 +214,18 @@ impl Omnigraph {
     ) -> Result<Vec<String>> {
         let (key_column, key_type) = (type_def.key_column(), type_def.key_type());
         let pin = base.require_pin_of_type(type_def.name())?;
-        if pin.row_count == 0 || keys.is_empty() {
+        if keys.is_empty() {
             return Ok(Vec::new());
         }
+        // The table's own manifest says whether it is empty, not the commit's
+        // `row_count`: a stored number is not trusted to skip a check.
         let table = self.table_at(base, &pin.table_id).await?;
+        if table.manifest().fragments.is_empty() {
+            return Ok(Vec::new());
+        }
         {
-            let mut caches = self.key_caches.lock().await;
-            let cache = caches.entry(pin.table_id.clone()).or_default();
+            let cache = self.key_cache(&pin.table_id);
+            let mut cache = cache.lock().await;
             if cache.refresh(&table, key_column).await? {
                 return Ok(cache.existing(keys));
             }
@@ -292,6 +258,15 @@ impl Omnigraph {
         Ok(found)
     }
 
+    /// The key cache of `table_id`; the handle-wide lock is held only to find it.
+    fn key_cache(&self, table_id: &str) -> Arc<tokio::sync::Mutex<TableKeys>> {
+        self.key_caches
+            .lock()
+            .entry(table_id.to_string())
+            .or_default()
+            .clone()
+    }
+
     /// After this handle appended `keys` to `table_id` (from `base_version` to `tip`),
     /// its key cache takes them without reading the table again.
     pub(crate) async fn note_appended(
@@ -301,14 +276,15 @@ impl Omnigraph {
         tip: &Dataset,
         keys: impl IntoIterator<Item = String>,
     ) {
-        if let Some(cache) = self.key_caches.lock().await.get_mut(table_id) {
-            cache.extend(base_version, tip, keys);
+        let cache = self.key_caches.lock().get(table_id).cloned();
+        if let Some(cache) = cache {
+            cache.lock().await.extend(base_version, tip, keys);
         }
     }
 
     /// Forgets the cached keys of `table_id` (after a write that may have removed keys).
     pub(crate) async fn forget_keys(&self, table_id: &str) {
-        self.key_caches.lock().await.remove(table_id);
+        self.key_caches.lock().remove(table_id);
     }
 
     /// The branch this handle reads and writes.
@@ -321,16 +297,60 @@ impl Omnigraph {
         &self.actor
     }
 
+    /// Publishes `staging` as this handle: on success the handle remembers the new head
+    /// and tips; on any read-set conflict it forgets its cached head, so the next write
+    /// starts from the branch head instead of failing on the same stale one forever.
+    pub async fn publish_staged(
+        &self,
+        staging: &Staging,
+        read_set: crate::publisher::ReadSet,
+        operation: crate::commit::CommitOperation,
+    ) -> Result<GraphCommit> {
+        let publication = staging
+            .publication(read_set, operation, &self.actor)
+            .await?;
+        self.publish_as_handle(&publication, staging).await
+    }
+
+    /// Publishes `publication` (staged in `staging`) as this handle; see
+    /// [`Omnigraph::publish_staged`].
+    pub(crate) async fn publish_as_handle(
+        &self,
+        publication: &crate::publisher::Publication,
+        staging: &Staging,
+    ) -> Result<GraphCommit> {
+        match crate::publisher::publish(self.graph.root(), publication).await {
+            Ok(commit) => {
+                self.remember(&commit, staging);
+                Ok(commit)
+            }
+            Err(error) => {
+                if matches!(
+                    error.kind(),
+                    omnigraph_core::ErrorKind::ReadSetChanged
+                        | omnigraph_core::ErrorKind::ContentionExhausted
+                ) {
+                    self.forget_head();
+                }
+                Err(error)
+            }
+        }
+    }
+
     /// After a publication: the new head, and the chain tips as the open tables of
     /// their new pins, so the next write on this handle reads neither again.
-    pub(crate) async fn remember(&self, commit: &GraphCommit, staging: &Staging) -> Result<()> {
+    pub(crate) fn remember(&self, commit: &GraphCommit, staging: &Staging) {
         for table_id in staging.chain_ids() {
             if let Some(link) = staging.links_of(&table_id).last() {
                 self.tables.lock().insert(table_id, link.dataset.clone());
             }
         }
         *self.known_head.lock() = Some(commit.clone());
-        Ok(())
+    }
+
+    /// Forgets the cached head: the next write reads the branch head first.
+    pub(crate) fn forget_head(&self) {
+        *self.known_head.lock() = None;
     }
 
     /// The table `table_id` at the version `commit` pins, from the handle's cache when
@@ -373,11 +393,10 @@ impl Omnigraph {
         let commit = self.graph.commit(&self.branch, at).await?;
         let catalog = self.catalog_at(&commit).await?;
         let type_def = catalog.require(type_name)?;
-        let key_column = type_def.key_column();
-        let key_type = type_def.key_type();
         let filter = format!(
-            "`{key_column}` = {}",
-            rows::key_literal(&rows::render_key(key), key_type)
+            "`{}` = {}",
+            type_def.key_column(),
+            rows::key_filter_literal(type_def, key)?
         );
         let found = self
             .scan(
@@ -410,35 +429,94 @@ async fn scan_table(
     table: &omnigraph_core::lance::Dataset,
     request: &ScanRequest,
 ) -> Result<Vec<RecordBatch>> {
-    let bad = |what: &str, error: omnigraph_core::lance::Error| {
-        OmniError::bad_input(
-            InputLocation::in_source("scan").field(what),
-            error.to_string(),
-        )
-    };
+    let at = |what: &str| InputLocation::in_source("scan").field(what);
     let mut scanner = table.scan();
     if let Some(filter) = &request.filter {
         scanner
             .filter(filter)
-            .map_err(|error| bad("filter", error))?;
+            .map_err(|error| input_or_storage(at("filter"), "scan", error))?;
     }
     if !request.columns.is_empty() {
         scanner
             .project(&request.columns)
-            .map_err(|error| bad("columns", error))?;
+            .map_err(|error| input_or_storage(at("columns"), "scan", error))?;
     }
     let limit = request.limit.unwrap_or(DEFAULT_SCAN_LIMIT) as i64;
     scanner
         .limit(Some(limit), None)
-        .map_err(|error| bad("limit", error))?;
+        .map_err(|error| input_or_storage(at("limit"), "scan", error))?;
     let stream = scanner
         .try_into_stream()
         .await
-        .map_err(|error| bad("filter", error))?;
+        .map_err(|error| input_or_storage(at("filter"), "scan", error))?;
     stream
         .try_collect()
         .await
         .map_err(|error| OmniError::from_lance("scan", error))
+}
+
+/// A Lance failure while taking the caller's filter or columns: a storage request
+/// that failed keeps its storage kind (a throttled GET is transient, not bad input);
+/// anything else is the input's fault.
+pub(crate) fn input_or_storage(
+    location: InputLocation,
+    operation: &str,
+    error: omnigraph_core::lance::Error,
+) -> OmniError {
+    match omnigraph_core::classify::lance_storage_cause(&error) {
+        Some(kind) => OmniError::storage(kind, operation, Box::new(error)),
+        None => OmniError::bad_input(location, error.to_string()),
+    }
+}
+
+/// Reads JSONL from `reader` into `ingest`, one object per line, each line bounded by
+/// [`MAX_JSONL_LINE_BYTES`] while it is read.
+async fn push_jsonl(
+    ingest: &mut Ingest<'_>,
+    name: &str,
+    mut reader: impl tokio::io::AsyncBufRead + Unpin,
+) -> Result<()> {
+    let mut line = Vec::new();
+    let mut line_number = 0u64;
+    loop {
+        line_number += 1;
+        let mut at = InputLocation::in_source(name);
+        at.line = Some(line_number);
+        let read = crate::jsonl::next_line(&mut reader, &mut line, MAX_JSONL_LINE_BYTES)
+            .await
+            .map_err(|error| OmniError::bad_input(at.clone(), format!("cannot read: {error}")))?;
+        match read {
+            crate::jsonl::Line::End => return Ok(()),
+            crate::jsonl::Line::TooLong => {
+                return Err(OmniError::bad_input(
+                    at,
+                    format!("the line is longer than the limit of {MAX_JSONL_LINE_BYTES} bytes"),
+                ));
+            }
+            crate::jsonl::Line::Read => {}
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let object: Map<String, Value> = serde_json::from_slice(&line).map_err(|error| {
+            OmniError::bad_input(at.clone(), format!("not a JSON object: {error}"))
+        })?;
+        let type_name = match object.get(rows::TYPE_FIELD) {
+            Some(Value::String(type_name)) => type_name.clone(),
+            _ => {
+                return Err(OmniError::bad_input(
+                    at.field(rows::TYPE_FIELD),
+                    "every line needs a \"type\" naming its node or edge type",
+                ));
+            }
+        };
+        let source = RowSource {
+            source: name.to_string(),
+            line: Some(line_number),
+            row: line_number - 1,
+        };
+        ingest.push(&type_name, source, object).await?;
+    }
 }
 
 /// Rows as JSON objects, column by column.

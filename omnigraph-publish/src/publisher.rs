@@ -1,17 +1,22 @@
 //! The exact-CAS publisher (DESIGN §5, steps 3 to 6).
 //!
 //! A publication is a put-if-absent of `commits/<n+1>` built on the captured head `n`.
-//! When another commit took `n+1` first, the writer's read set decides: a strict writer
-//! fails; a pin-based writer fails only if a table it planned from moved, and otherwise
-//! publishes its pins on the new head. A transport error on the PUT is resolved by
-//! reading the commit back; only an unreadable read-back is `PublishInDoubt`.
+//! Whose commit is at `n+1` afterwards is always decided by reading it back and
+//! comparing commit ids, never assumed: an S3 client retries a conditional PUT whose
+//! first attempt landed and then sees 412, and a PUT that timed out may still land.
+//! When another writer's commit took `n+1`, the writer's read set decides: a strict
+//! writer fails; a pin-based writer fails only if a table it staged on or read to
+//! validate moved, and otherwise publishes its pins on the new head. Only a publication
+//! that cannot be decided after re-issuing the identical PUT is `PublishInDoubt`.
 
 use crate::commit::{CommitOperation, GraphCommit, TablePin};
 use crate::gate;
 use crate::layout;
 use crate::log::CommitLog;
 use omnigraph_core::storage::{PutOutcome, StorageRoot};
-use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result, failpoints, seams};
+use omnigraph_core::{
+    ErrorKind, Evidence, OmniError, ReadSetMember, Result, StorageKind, failpoints, seams,
+};
 use std::sync::Arc;
 
 /// How many times a pin-based publication moves onto a newer head before giving up.
@@ -22,8 +27,24 @@ pub const MAX_PUBLISH_REBASES: u32 = 32;
 pub enum ReadSet {
     /// The whole branch head (update, delete, schema apply).
     Strict,
-    /// The pins the writer planned from: `(table_id, version)`. Other tables may move.
-    Pins(Vec<(String, u64)>),
+    /// Pins, as `(table_id, version)`; tables in neither list may move.
+    Pins {
+        /// The pins of the tables the writer staged on.
+        staged: Vec<(String, u64)>,
+        /// The pins of the tables the writer only read to validate its write (the
+        /// node tables behind endpoint checks): a conflict there is re-checked.
+        checked: Vec<(String, u64)>,
+    },
+}
+
+impl ReadSet {
+    /// The read set of a writer that read only the tables it staged on.
+    pub fn staged(pins: Vec<(String, u64)>) -> ReadSet {
+        ReadSet::Pins {
+            staged: pins,
+            checked: Vec::new(),
+        }
+    }
 }
 
 /// One publication request.
@@ -47,6 +68,14 @@ pub struct Publication {
     pub staged: bool,
 }
 
+/// Whose commit is at the path a publication wrote.
+pub(crate) enum Decided {
+    /// Ours: the publication landed.
+    Ours,
+    /// Another writer's: the publication did not land.
+    Theirs,
+}
+
 /// Publishes `publication` on its base's branch in `root`.
 pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Result<GraphCommit> {
     let log = CommitLog::new(root.clone(), &publication.base.branch)?;
@@ -61,25 +90,22 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
     loop {
         let candidate = next_commit(&base, publication);
         let path = layout::commit_path(log.branch(), candidate.seq);
+        // Never write what a reader would refuse.
+        candidate.validate().map_err(|message| {
+            OmniError::internal(format!(
+                "refusing to publish commit {}: {message}",
+                candidate.seq
+            ))
+            .with_evidence(failure_evidence.clone())
+        })?;
         let bytes = candidate.to_bytes()?;
         failpoints::check(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
             .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
-        let outcome = match root.put_if_absent(&path, bytes).await {
-            Ok(outcome) => outcome,
-            Err(put_error) => match read_back(&log, &candidate).await {
-                ReadBack::Ours => PutOutcome::Created,
-                ReadBack::Theirs => PutOutcome::AlreadyExists,
-                ReadBack::Absent => return Err(put_error.with_evidence(failure_evidence)),
-                ReadBack::Unreadable => {
-                    return Err(OmniError::PublishInDoubt {
-                        commit_id: candidate.commit_id,
-                        evidence: Evidence::InDoubt,
-                    });
-                }
-            },
-        };
-        match outcome {
-            PutOutcome::Created => {
+        match put_and_decide(root, &log, &path, &candidate, bytes)
+            .await
+            .map_err(|error| error.with_evidence(failure_evidence.clone()))?
+        {
+            Decided::Ours => {
                 // Published. A failure from here on must not be reported as a failure
                 // of the publication: HEAD is only a best-effort copy.
                 if failpoints::check(failpoints::PUBLISH_AFTER_COMMIT_PUT).is_ok() {
@@ -87,7 +113,7 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
                 }
                 return Ok(candidate);
             }
-            PutOutcome::AlreadyExists => {
+            Decided::Theirs => {
                 let head = log
                     .head()
                     .await
@@ -104,6 +130,55 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
                 base = head;
             }
         }
+    }
+}
+
+/// Puts `candidate` at `path` if absent and decides whose commit is there. A transport
+/// error is resolved by reading back, then by re-issuing the identical PUT (the first
+/// may still be in flight); what still cannot be decided is `PublishInDoubt`.
+pub(crate) async fn put_and_decide(
+    root: &StorageRoot,
+    log: &CommitLog,
+    path: &str,
+    candidate: &GraphCommit,
+    bytes: bytes::Bytes,
+) -> Result<Decided> {
+    let in_doubt = || OmniError::PublishInDoubt {
+        commit_id: candidate.commit_id.clone(),
+        evidence: Evidence::InDoubt,
+    };
+    let first = root.put_if_absent(path, bytes.clone()).await;
+    let may_land_later = match &first {
+        Ok(PutOutcome::Created) => return Ok(Decided::Ours),
+        // The slot is taken, by this very commit (a retried conditional PUT whose first
+        // attempt landed) or by another; a slot that reads back empty (a conflicting
+        // PUT still in flight) is settled by re-issuing below.
+        Ok(PutOutcome::AlreadyExists) => true,
+        // A refusal (permissions, an unsupported request) cannot land later, but a
+        // client's own retry of it may have landed first: read back before believing it.
+        Err(error) => matches!(
+            error.kind(),
+            ErrorKind::Storage(StorageKind::Transient | StorageKind::Unknown)
+        ),
+    };
+    match read_back(log, candidate).await? {
+        ReadBack::Ours => return Ok(Decided::Ours),
+        ReadBack::Theirs => return Ok(Decided::Theirs),
+        ReadBack::Unreadable => return Err(in_doubt()),
+        ReadBack::Absent => {}
+    }
+    if let Err(error) = first
+        && !may_land_later
+    {
+        return Err(error);
+    }
+    match root.put_if_absent(path, bytes).await {
+        Ok(PutOutcome::Created) => Ok(Decided::Ours),
+        Ok(PutOutcome::AlreadyExists) | Err(_) => match read_back(log, candidate).await? {
+            ReadBack::Ours => Ok(Decided::Ours),
+            ReadBack::Theirs => Ok(Decided::Theirs),
+            ReadBack::Absent | ReadBack::Unreadable => Err(in_doubt()),
+        },
     }
 }
 
@@ -149,7 +224,7 @@ fn check_read_set(base: &GraphCommit, head: &GraphCommit, publication: &Publicat
             actual: describe(head),
             evidence: Evidence::BeforeEffect,
         }),
-        ReadSet::Pins(planned) => {
+        ReadSet::Pins { staged, checked } => {
             if head.schema != base.schema {
                 return Err(OmniError::ReadSetChanged {
                     member: ReadSetMember::Schema {
@@ -160,13 +235,25 @@ fn check_read_set(base: &GraphCommit, head: &GraphCommit, publication: &Publicat
                     evidence: Evidence::BeforeEffect,
                 });
             }
-            for (table_id, version) in planned {
+            let members = staged
+                .iter()
+                .map(|(table_id, version)| {
+                    let member = ReadSetMember::Pin {
+                        table_id: table_id.clone(),
+                    };
+                    (member, table_id, version)
+                })
+                .chain(checked.iter().map(|(table_id, version)| {
+                    let member = ReadSetMember::ReadPin {
+                        table_id: table_id.clone(),
+                    };
+                    (member, table_id, version)
+                }));
+            for (member, table_id, version) in members {
                 let actual = head.pin(table_id).map(|pin| pin.version);
                 if actual != Some(*version) {
                     return Err(OmniError::ReadSetChanged {
-                        member: ReadSetMember::Pin {
-                            table_id: table_id.clone(),
-                        },
+                        member,
                         expected: version.to_string(),
                         actual: actual.map_or_else(|| "dropped".to_string(), |v| v.to_string()),
                         evidence: Evidence::BeforeEffect,
@@ -185,12 +272,21 @@ enum ReadBack {
     Unreadable,
 }
 
-/// After a transport error on the commit PUT: whose commit, if any, is at its path?
-async fn read_back(log: &CommitLog, candidate: &GraphCommit) -> ReadBack {
-    match log.read(candidate.seq).await {
-        Ok(Some(found)) if found.commit_id == candidate.commit_id => ReadBack::Ours,
-        Ok(Some(_)) => ReadBack::Theirs,
-        Ok(None) => ReadBack::Absent,
-        Err(_) => ReadBack::Unreadable,
+/// How many times a read-back is tried before the outcome is called unreadable: the
+/// failure that hit the PUT often hits the GET right after it.
+const READ_BACK_ATTEMPTS_MAX: u32 = 3;
+
+/// Whose commit, if any, is at the candidate's path? A commit there that does not
+/// validate is certainly not ours: corrupt state, not doubt.
+async fn read_back(log: &CommitLog, candidate: &GraphCommit) -> Result<ReadBack> {
+    for _ in 0..READ_BACK_ATTEMPTS_MAX {
+        match log.read(candidate.seq).await {
+            Ok(Some(found)) if found.commit_id == candidate.commit_id => return Ok(ReadBack::Ours),
+            Ok(Some(_)) => return Ok(ReadBack::Theirs),
+            Ok(None) => return Ok(ReadBack::Absent),
+            Err(error @ OmniError::Corrupt { .. }) => return Err(error),
+            Err(_) => continue,
+        }
     }
+    Ok(ReadBack::Unreadable)
 }

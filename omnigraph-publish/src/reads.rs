@@ -37,6 +37,16 @@ fn bad(what: &str, message: String) -> OmniError {
     OmniError::bad_input(InputLocation::in_source("query").field(what), message)
 }
 
+/// A Lance failure while running a query: bad input naming `what`, unless a storage
+/// request failed (a throttled read keeps its storage kind).
+fn query_error(what: &str, error: omnigraph_core::lance::Error) -> OmniError {
+    crate::omnigraph::input_or_storage(
+        InputLocation::in_source("query").field(what),
+        "query",
+        error,
+    )
+}
+
 impl Omnigraph {
     /// The nodes reached from node `key` of `type_name` through `edge_type`.
     pub async fn neighbors(
@@ -69,7 +79,7 @@ impl Omnigraph {
             ));
         }
         let limit = limit.min(MAX_READ_LIMIT);
-        let literal = rows::key_literal(&rows::render_key(key), node.key_type());
+        let literal = rows::key_filter_literal(node, key)?;
         let edges = self.table_of_type(&commit, edge_type).await?;
         let far_keys: Vec<Value> = collect(
             &edges,
@@ -128,14 +138,14 @@ impl Omnigraph {
         let mut scanner = table.scan();
         scanner
             .nearest(property, &query, k)
-            .map_err(|error| bad("vector", error.to_string()))?;
+            .map_err(|error| query_error("vector", error))?;
         if let Some(partitions) = partitions {
             scanner.nprobes(partitions.div_ceil(PROBE_ONE_PARTITION_IN).max(1));
         }
         if let Some(filter) = filter {
             scanner
                 .filter(filter)
-                .map_err(|error| bad("filter", error.to_string()))?;
+                .map_err(|error| query_error("filter", error))?;
             scanner.prefilter(true);
         }
         run(&scanner).await
@@ -185,15 +195,15 @@ impl Omnigraph {
         }
         let search = FullTextSearchQuery::new(query.to_string())
             .with_column(property.to_string())
-            .map_err(|error| bad("property", error.to_string()))?
+            .map_err(|error| query_error("property", error))?
             .limit(Some(k as i64));
         let mut scanner = table.scan();
         scanner
             .full_text_search(search)
-            .map_err(|error| bad("text", error.to_string()))?;
+            .map_err(|error| query_error("text", error))?;
         scanner
             .limit(Some(k as i64), None)
-            .map_err(|error| bad("k", error.to_string()))?;
+            .map_err(|error| query_error("k", error))?;
         run(&scanner).await
     }
 }
@@ -235,16 +245,16 @@ async fn collect(
     if let Some(filter) = filter {
         scanner
             .filter(filter)
-            .map_err(|error| bad("filter", error.to_string()))?;
+            .map_err(|error| query_error("filter", error))?;
     }
     if !columns.is_empty() {
         scanner
             .project(columns)
-            .map_err(|error| bad("columns", error.to_string()))?;
+            .map_err(|error| query_error("columns", error))?;
     }
     scanner
         .limit(limit.map(|limit| limit as i64), None)
-        .map_err(|error| bad("limit", error.to_string()))?;
+        .map_err(|error| query_error("limit", error))?;
     run(&scanner).await
 }
 
@@ -254,7 +264,7 @@ async fn run(
     let batches: Vec<RecordBatch> = scanner
         .try_into_stream()
         .await
-        .map_err(|error| bad("query", error.to_string()))?
+        .map_err(|error| query_error("query", error))?
         .try_collect()
         .await
         .map_err(|error| OmniError::from_lance("read", error))?;

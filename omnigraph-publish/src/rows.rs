@@ -130,6 +130,31 @@ pub fn render_key(value: &Value) -> RowKey {
     value.to_string()
 }
 
+/// The SQL literal of a caller's key for `type_def`'s key column, checked against the
+/// key's type first: a key never reaches a filter as text it was not typed as.
+pub fn key_filter_literal(type_def: &TypeDef, key: &Value) -> Result<String> {
+    let key_type = type_def.key_type();
+    let fits = match key_type {
+        PropertyType::String => key.is_string(),
+        PropertyType::Int32 => key.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
+        PropertyType::Int64 | PropertyType::Timestamp => key.as_i64().is_some(),
+        _ => false,
+    };
+    if !fits {
+        return Err(OmniError::bad_input(
+            InputLocation::in_source("key")
+                .type_name(type_def.name())
+                .field(type_def.key_column()),
+            format!(
+                "the key of {} is {key_type:?}; {} is not",
+                type_def.name(),
+                describe(key)
+            ),
+        ));
+    }
+    Ok(key_literal(&render_key(key), key_type))
+}
+
 /// A SQL literal for a rendered key of a column of `data_type`.
 pub fn key_literal(key: &str, data_type: PropertyType) -> String {
     match data_type {

@@ -9,10 +9,9 @@
 //! re-add instead.
 
 use crate::commit::{CommitOperation, GraphCommit};
-use crate::graph::create_type_table;
 use crate::layout;
 use crate::omnigraph::Omnigraph;
-use crate::publisher::{self, Publication, ReadSet};
+use crate::publisher::ReadSet;
 use crate::staging::Staging;
 use omnigraph_core::adapter;
 use omnigraph_core::lance::index::DatasetIndexExt;
@@ -119,19 +118,49 @@ impl Omnigraph {
                 "would lose data; apply with force to proceed",
             ));
         }
-        let root = self.graph().root().clone();
-        let mut staging = Staging::new(root.clone(), base.clone());
-        let mut new_pins = Vec::new();
+        let mut staging = Staging::new(self.graph().root().clone(), base.clone());
+        // Evidence comes from one place: whatever the staging holds when a step fails.
+        let staged = self
+            .stage_schema_changes(&mut staging, &base, &next, &changes)
+            .await;
+        let dropped_tables = staged.map_err(|error| error.with_evidence(staging.evidence()))?;
+        let unpublished = |error: OmniError| error.with_evidence(Evidence::Unpublished);
+        let summary = format!("{} changes", changes.len());
+        let mut publication = staging
+            .publication(
+                ReadSet::Strict,
+                CommitOperation {
+                    kind: "schema_apply".into(),
+                    summary,
+                },
+                self.actor(),
+            )
+            .await
+            .map_err(unpublished)?;
+        publication.dropped_tables = dropped_tables;
+        publication.schema = Some(next.hash().to_string());
+        publication.staged = true;
+        let commit = self.publish_as_handle(&publication, &staging).await?;
+        Ok(SchemaApplyReport {
+            commit: Some(commit),
+            changes,
+        })
+    }
+
+    /// Stages every change on `staging` and writes the new schema document; returns
+    /// the tables the commit drops.
+    async fn stage_schema_changes(
+        &self,
+        staging: &mut Staging,
+        base: &GraphCommit,
+        next: &Catalog,
+        changes: &[SchemaChange],
+    ) -> Result<Vec<String>> {
         let mut dropped_tables = Vec::new();
-        for change in &changes {
+        for change in changes {
             match change {
                 SchemaChange::AddType { type_name } => {
-                    let type_def = next.require(type_name)?;
-                    new_pins.push(
-                        create_type_table(&root, type_def)
-                            .await
-                            .map_err(|e| e.with_evidence(Evidence::Unpublished))?,
-                    );
+                    staging.create_table(next.require(type_name)?).await?;
                 }
                 SchemaChange::DropType { type_name, .. } => {
                     dropped_tables.push(base.require_pin_of_type(type_name)?.table_id.clone());
@@ -184,8 +213,12 @@ impl Omnigraph {
                             .await
                             .map_err(|error| OmniError::from_lance("count nulls", error))?;
                         if nulls > 0 {
-                            return Err(refusal(change, &format!("{nulls} rows hold null; even forced, a required property cannot be null"))
-                                .with_evidence(staged_evidence(&staging)));
+                            return Err(refusal(
+                                change,
+                                &format!(
+                                    "{nulls} rows hold null; even forced, a required property cannot be null"
+                                ),
+                            ));
                         }
                     }
                     let columns = vec![property.clone()];
@@ -220,43 +253,14 @@ impl Omnigraph {
                 }
             }
         }
-        let unpublished = |error: OmniError| error.with_evidence(Evidence::Unpublished);
-        root.put_if_absent(
+        crate::graph::put_immutable(
+            self.graph().root(),
             &layout::schema_path(next.hash()),
             next.document().to_string().into(),
         )
         .await
-        .map_err(unpublished)?;
-        let mut pins = staging.tip_pins().await?;
-        pins.extend(new_pins);
-        let summary = format!("{} changes", changes.len());
-        let publication = Publication {
-            base: base.clone(),
-            read_set: ReadSet::Strict,
-            pins,
-            dropped_tables,
-            schema: Some(next.hash().to_string()),
-            operation: CommitOperation {
-                kind: "schema_apply".into(),
-                summary,
-            },
-            actor: self.actor().to_string(),
-            staged: true,
-        };
-        let commit = publisher::publish(&root, &publication).await?;
-        self.remember(&commit, &staging).await?;
-        Ok(SchemaApplyReport {
-            commit: Some(commit),
-            changes,
-        })
-    }
-}
-
-fn staged_evidence(staging: &Staging) -> Evidence {
-    if staging.has_staged() {
-        Evidence::Unpublished
-    } else {
-        Evidence::BeforeEffect
+        .map_err(|error| error.with_evidence(Evidence::Unpublished))?;
+        Ok(dropped_tables)
     }
 }
 

@@ -7,7 +7,7 @@ use crate::commit::{CommitOperation, GraphCommit, TablePin};
 use crate::publisher::{self, Publication, ReadSet};
 use omnigraph_core::adapter::{self, LinkOrigin, StagedLink};
 use omnigraph_core::storage::StorageRoot;
-use omnigraph_core::{Evidence, OmniError, Result};
+use omnigraph_core::{ErrorKind, Evidence, OmniError, Result, StorageKind};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -42,6 +42,11 @@ pub struct Staging {
     root: Arc<StorageRoot>,
     base: GraphCommit,
     chains: BTreeMap<String, TableChain>,
+    /// Tables created for new types (schema apply): durable, unreachable until published.
+    created: Vec<TablePin>,
+    /// Whether any link was ever staged here, including links that a rebase took out:
+    /// their files stay until cleanup reclaims them.
+    wrote: bool,
 }
 
 impl Staging {
@@ -51,6 +56,8 @@ impl Staging {
             root,
             base,
             chains: BTreeMap::new(),
+            created: Vec::new(),
+            wrote: false,
         }
     }
 
@@ -76,9 +83,52 @@ impl Staging {
             .map_or(&[], |chain| chain.links.as_slice())
     }
 
-    /// Whether any link was staged (so a failure leaves unpublished files).
+    /// Whether any link was staged or table created (so a failure leaves unpublished
+    /// files).
     pub fn has_staged(&self) -> bool {
-        self.chains.values().any(|chain| !chain.links.is_empty())
+        !self.created.is_empty() || self.chains.values().any(|chain| !chain.links.is_empty())
+    }
+
+    /// What a failure now leaves behind: the one place a writer's evidence comes from.
+    pub fn evidence(&self) -> Evidence {
+        if self.wrote || self.has_staged() {
+            Evidence::Unpublished
+        } else {
+            Evidence::BeforeEffect
+        }
+    }
+
+    /// Creates the empty table of a new type, published with the chains' tips.
+    pub async fn create_table(&mut self, type_def: &omnigraph_core::schema::TypeDef) -> Result<()> {
+        let pin = crate::graph::create_type_table(&self.root, type_def)
+            .await
+            .map_err(|error| error.with_evidence(Evidence::Unpublished))?;
+        self.created.push(pin);
+        Ok(())
+    }
+
+    /// Moves staging onto `head` (same schema, a newer head of the same branch).
+    /// Chains whose table is still pinned at their base version stay as they are; the
+    /// chains of tables that moved are taken out and returned with their links, to be
+    /// staged again on the new pins.
+    pub fn rebase(&mut self, head: GraphCommit) -> Result<Vec<(String, Vec<StagedLink>)>> {
+        if !self.created.is_empty() {
+            return Err(OmniError::internal(
+                "a writer that creates tables is strict and never rebases",
+            ));
+        }
+        let mut moved = Vec::new();
+        let ids: Vec<String> = self.chains.keys().cloned().collect();
+        for table_id in ids {
+            let head_version = head.require_pin(&table_id)?.version;
+            let chain = self.chains.get(&table_id).expect("listed above");
+            if head_version != chain.pin.version {
+                let chain = self.chains.remove(&table_id).expect("listed above");
+                moved.push((table_id, chain.links));
+            }
+        }
+        self.base = head;
+        Ok(moved)
     }
 
     /// Starts the chain of `table_id` from an already open handle on its pinned version
@@ -150,7 +200,7 @@ impl Staging {
         F: FnOnce(Arc<omnigraph_core::lance::Dataset>, LinkOrigin) -> Fut,
         Fut: std::future::Future<Output = Result<Option<StagedLink>>>,
     {
-        let staged_before = self.has_staged();
+        let staged_before = self.wrote || self.has_staged();
         let (tip, base_version) = {
             let chain = self.chain(table_id).await?;
             (chain.tip.clone(), chain.pin.version)
@@ -170,6 +220,7 @@ impl Staging {
         let Some(link) = link else {
             return Ok(None);
         };
+        self.wrote = true;
         let chain = self.chains.get_mut(table_id).expect("opened above");
         chain.tip = link.dataset.clone();
         chain.links.push(link);
@@ -218,9 +269,9 @@ impl Staging {
         .await
     }
 
-    /// The new pins: every chain with links, at its tip.
+    /// The new pins: every chain with links, at its tip, and every created table.
     pub async fn tip_pins(&self) -> Result<Vec<TablePin>> {
-        let mut pins = Vec::new();
+        let mut pins = self.created.clone();
         for chain in self.chains.values().filter(|chain| !chain.links.is_empty()) {
             let row_count = chain.tip.count_rows(None).await.map_err(|error| {
                 OmniError::from_lance("count rows at the chain tip", error)
@@ -235,14 +286,14 @@ impl Staging {
         Ok(pins)
     }
 
-    /// Publishes every chain's tip in one commit.
-    pub async fn publish(
+    /// The publication of every chain's tip (and every created table) in one commit.
+    pub async fn publication(
         &self,
         read_set: ReadSet,
         operation: CommitOperation,
         actor: &str,
-    ) -> Result<GraphCommit> {
-        let publication = Publication {
+    ) -> Result<Publication> {
+        Ok(Publication {
             base: self.base.clone(),
             read_set,
             pins: self.tip_pins().await?,
@@ -251,40 +302,59 @@ impl Staging {
             operation,
             actor: actor.to_string(),
             staged: self.has_staged(),
-        };
+        })
+    }
+
+    /// Publishes every chain's tip in one commit.
+    pub async fn publish(
+        &self,
+        read_set: ReadSet,
+        operation: CommitOperation,
+        actor: &str,
+    ) -> Result<GraphCommit> {
+        let publication = self.publication(read_set, operation, actor).await?;
         publisher::publish(&self.root, &publication).await
     }
 
     /// The read set of a pin-based writer: the base pins of every table it staged on.
     pub fn planned_pins(&self) -> ReadSet {
-        ReadSet::Pins(
-            self.chains
-                .values()
-                .map(|chain| (chain.pin.table_id.clone(), chain.pin.version))
-                .collect(),
-        )
+        ReadSet::staged(self.base_pins())
+    }
+
+    /// `(table_id, base version)` of every table with a chain.
+    pub fn base_pins(&self) -> Vec<(String, u64)> {
+        self.chains
+            .values()
+            .map(|chain| (chain.pin.table_id.clone(), chain.pin.version))
+            .collect()
     }
 }
 
-/// Opens a table at the version `commit` pins; a pin that cannot be opened is corrupt
-/// state naming the commit, the table and the version.
+/// Opens a table at the version `commit` pins, from the folder its validated id names.
+/// A pinned version that is missing or unreadable is corrupt state naming the commit,
+/// the table and the version; a passing or configuration failure of the store keeps
+/// its own kind, so a throttled read is retried, not reported as corruption.
 pub async fn open_pinned(
     root: &StorageRoot,
     commit: &GraphCommit,
     pin: &TablePin,
 ) -> Result<Arc<omnigraph_core::lance::Dataset>> {
-    adapter::open_table_at(root, &pin.path, pin.version)
+    let path = crate::layout::table_path(&pin.table_id);
+    adapter::open_table_at(root, &path, pin.version)
         .await
-        .map_err(|error| {
-            OmniError::corrupt(
-                format!(
-                    "{} (commit {} of branch {}, table {} of type {})",
-                    pin.path, commit.seq, commit.branch, pin.table_id, pin.type_name
-                ),
-                format!(
-                    "the pinned version {} cannot be opened: {error}",
-                    pin.version
-                ),
-            )
+        .map_err(|error| match error.kind() {
+            ErrorKind::Storage(StorageKind::NotFound | StorageKind::Permanent) => {
+                OmniError::corrupt(
+                    format!(
+                        "{path} (commit {} of branch {}, table {} of type {})",
+                        commit.seq, commit.branch, pin.table_id, pin.type_name
+                    ),
+                    format!(
+                        "the pinned version {} cannot be opened: {error}",
+                        pin.version
+                    ),
+                )
+            }
+            _ => error,
         })
 }

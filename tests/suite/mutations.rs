@@ -224,7 +224,7 @@ async fn a_failed_cascading_delete_leaves_nodes_and_edges_unchanged() {
         {
             let _fault = fault_commit_puts(
                 graph.graph().root(),
-                FaultAction::FailBefore(StorageKind::Transient),
+                FaultAction::FailBefore(StorageKind::Configuration),
             );
             let error = graph.delete("Person", "id = 'p1'").await.unwrap_err();
             assert_eq!(error.evidence(), &Evidence::Unpublished, "{backend:?}");

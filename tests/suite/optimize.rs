@@ -355,7 +355,9 @@ async fn an_update_prepared_before_optimize_publishes_must_retry() {
         .unwrap();
     run_optimize(&graph, &budget()).await.unwrap();
     match prepared.publish(&graph).await.unwrap_err() {
-        OmniError::ReadSetChanged { member, .. } => assert_eq!(member.to_string(), "graph_head:main"),
+        OmniError::ReadSetChanged { member, .. } => {
+            assert_eq!(member.to_string(), "graph_head:main")
+        }
         other => panic!("expected ReadSetChanged, got {other}"),
     }
     graph
@@ -380,7 +382,7 @@ async fn a_failure_before_publication_changes_nothing_and_the_retry_compacts() {
     {
         let _fault = fault_commit_puts(
             graph.graph().root(),
-            FaultAction::FailBefore(StorageKind::Transient),
+            FaultAction::FailBefore(StorageKind::Configuration),
         );
         let error = run_optimize(&graph, &budget()).await.unwrap_err();
         assert_eq!(error.evidence(), &Evidence::Unpublished);

@@ -313,14 +313,15 @@ async fn a_failure_before_the_commit_put_leaves_the_head_unchanged() {
         let test = TestGraph::new(backend).await;
         let person = test.table_id("Person");
         {
+            // A refusal (permission denied) cannot land later: a plain storage error.
             let _fault = fault_commit_puts(
                 test.graph.root(),
-                FaultAction::FailBefore(StorageKind::Transient),
+                FaultAction::FailBefore(StorageKind::Configuration),
             );
             let error = insert_people(&test.graph, test.genesis.clone(), &person, 0, 7)
                 .await
                 .unwrap_err();
-            assert_eq!(error.kind(), ErrorKind::Storage(StorageKind::Transient));
+            assert_eq!(error.kind(), ErrorKind::Storage(StorageKind::Configuration));
             assert_eq!(
                 error.evidence(),
                 &Evidence::Unpublished,
@@ -337,6 +338,19 @@ async fn a_failure_before_the_commit_put_leaves_the_head_unchanged() {
                 &Evidence::BeforeEffect,
                 "{backend:?}: nothing was staged"
             );
+        }
+        {
+            // A transient error on every attempt may still land: in doubt, never a
+            // clean failure.
+            let _fault = fault_commit_puts(
+                test.graph.root(),
+                FaultAction::FailBefore(StorageKind::Transient),
+            );
+            let error = insert_people(&test.graph, test.genesis.clone(), &person, 0, 7)
+                .await
+                .unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::PublishInDoubt, "{error}");
+            assert_eq!(error.evidence(), &Evidence::InDoubt);
         }
         let armed = failpoints::arm(failpoints::PUBLISH_BEFORE_COMMIT_PUT, "return");
         let error = armed
@@ -410,7 +424,7 @@ async fn a_failed_multi_table_publication_leaves_every_pin_unchanged() {
         {
             let _fault = fault_commit_puts(
                 test.graph.root(),
-                FaultAction::FailBefore(StorageKind::Unknown),
+                FaultAction::FailBefore(StorageKind::Permanent),
             );
             let error = staging
                 .publish(ReadSet::Strict, operation("both"), "t")
@@ -496,14 +510,15 @@ async fn bad_storage_state_is_a_typed_error_naming_the_object() {
         .await
         .unwrap();
 
-    // A commit that pins a version that cannot be opened.
+    // A commit that pins a (detached) version that cannot be opened.
+    let missing_version = (1u64 << 63) + 12_345;
     let mut broken = head.clone();
     broken.seq = head.seq + 1;
     broken.parent_commit_id = Some(head.commit_id.clone());
     broken.commit_id = "broken".into();
     for pin in &mut broken.pins {
         if pin.table_id == person {
-            pin.version = 12_345;
+            pin.version = missing_version;
         }
     }
     root.put_if_absent(
@@ -518,7 +533,7 @@ async fn bad_storage_state_is_a_typed_error_naming_the_object() {
     assert_eq!(error.kind(), ErrorKind::Corrupt);
     let message = error.to_string();
     assert!(
-        message.contains(&person) && message.contains("12345"),
+        message.contains(&person) && message.contains(&missing_version.to_string()),
         "{message}"
     );
 }

@@ -33,6 +33,16 @@ pub const MAX_VECTOR_DIMENSION: u32 = 16_384;
 /// The version of the schema document format this build writes and reads.
 pub const SCHEMA_DOCUMENT_VERSION: u32 = 1;
 
+/// Whether `name` is a valid type or property name: an ASCII letter, then ASCII
+/// letters, digits and '_', at most [`MAX_NAME_LEN`] bytes. Names read back from storage
+/// are checked with it before use.
+pub fn is_identifier(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// A position in schema source: one-based line and column. Absent (zero) for
 /// declarations read from a stored document.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -281,6 +281,39 @@ impl StorageRoot {
         }
     }
 
+    /// Reads an object of at most `max_bytes`; `None` when it does not exist. A larger
+    /// object is refused as corrupt from the size its GET reports, before its body is
+    /// read into memory.
+    pub async fn get_capped(&self, relative: &str, max_bytes: usize) -> Result<Option<Bytes>> {
+        let too_large = |size: u64| {
+            OmniError::corrupt(
+                relative,
+                format!("the object is {size} bytes; the limit is {max_bytes}"),
+            )
+        };
+        let result = match self.inner().get(&self.path(relative)).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(error) => {
+                return Err(OmniError::from_object_store(
+                    format!("get {relative}"),
+                    error,
+                ));
+            }
+        };
+        if result.meta.size > max_bytes as u64 {
+            return Err(too_large(result.meta.size));
+        }
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|error| OmniError::from_object_store(format!("read {relative}"), error))?;
+        if bytes.len() > max_bytes {
+            return Err(too_large(bytes.len() as u64));
+        }
+        Ok(Some(bytes))
+    }
+
     /// Writes an object only if none exists at the path: the engine's CAS.
     pub async fn put_if_absent(&self, relative: &str, bytes: Bytes) -> Result<PutOutcome> {
         let options = PutOptions {

@@ -144,11 +144,13 @@ pub enum FaultAction {
     /// acknowledgement was lost.
     LostAck,
     /// Make the request, then report `AlreadyExists`: what an S3 client sees when it
-    /// retries a conditional PUT whose first attempt landed (the retry gets 412).
+    /// retries a conditional PUT whose first attempt landed (the retry gets 412). Meant
+    /// for put-if-absent; on other requests it reports the same error.
     DuplicatedAck,
     /// Report a timeout at once and make the request later, after this delay: a PUT
-    /// still in flight when the caller gave up on it. Requests other than a PUT fail
-    /// before they are made, like a transient fault.
+    /// still in flight when the caller gave up on it. Requests other than a
+    /// single-request PUT (a multipart upload included) fail before they are made,
+    /// like a transient fault.
     AppliedLater(std::time::Duration),
     /// Hold the request for this long, then make it (async requests only; a LIST
     /// stream is not held).
@@ -448,7 +450,9 @@ impl WrappedStore {
     {
         match action {
             None => make().await,
-            Some(FaultAction::FailBefore(storage_kind)) => Err(injected(storage_kind, path.as_ref())),
+            Some(FaultAction::FailBefore(storage_kind)) => {
+                Err(injected(storage_kind, path.as_ref()))
+            }
             Some(FaultAction::AppliedLater(_)) => {
                 Err(injected(StorageKind::Transient, path.as_ref()))
             }
@@ -528,7 +532,9 @@ impl ObjectStore for WrappedStore {
                 None
             }
             Some(FaultAction::LostAck) => Some(lost_ack as fn(&str) -> object_store::Error),
-            Some(FaultAction::DuplicatedAck) => Some(duplicated_ack as fn(&str) -> object_store::Error),
+            Some(FaultAction::DuplicatedAck) => {
+                Some(duplicated_ack as fn(&str) -> object_store::Error)
+            }
             None => None,
         };
         let upload = self.inner.put_multipart_opts(location, opts).await?;
@@ -583,10 +589,9 @@ impl ObjectStore for WrappedStore {
                     let location = location?;
                     store
                         .request(RequestKind::Delete, &location, || async {
-                            let single = futures::stream::once(futures::future::ready(Ok(
-                                location.clone(),
-                            )))
-                            .boxed();
+                            let single =
+                                futures::stream::once(futures::future::ready(Ok(location.clone())))
+                                    .boxed();
                             let mut results = store.inner.delete_stream(single);
                             match results.next().await {
                                 Some(result) => result,

@@ -1,0 +1,113 @@
+//! Reading JSONL lines with a bound that holds while the line is read: a line longer
+//! than the limit is refused as soon as the limit is passed, never buffered whole.
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// What [`next_line`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Line {
+    /// A line is in the buffer (without its `\n` or `\r\n`).
+    Read,
+    /// The input has ended.
+    End,
+    /// The line is longer than the limit; what was read of it is discarded.
+    TooLong,
+}
+
+/// Reads the next line of `reader` into `line` (cleared first), holding at most
+/// `max_bytes` of it; the line ending does not count.
+pub(crate) async fn next_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    max_bytes: usize,
+) -> std::io::Result<Line> {
+    line.clear();
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            if line.is_empty() {
+                return Ok(Line::End);
+            }
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return Ok(Line::Read);
+        }
+        let (take, ends) = match available.iter().position(|byte| *byte == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (available.len(), false),
+        };
+        let held = line.len() + take - usize::from(ends);
+        // A `\r` at the end of what is held may be part of a `\r\n` ending, which does
+        // not count towards the limit.
+        let last_held = if ends {
+            (take >= 2)
+                .then(|| available[take - 2])
+                .or(line.last().copied())
+        } else {
+            Some(available[take - 1])
+        };
+        let carriage = usize::from(held > 0 && last_held == Some(b'\r'));
+        if held - carriage > max_bytes {
+            line.clear();
+            return Ok(Line::TooLong);
+        }
+        line.extend_from_slice(&available[..take]);
+        reader.consume(take);
+        if ends {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return Ok(Line::Read);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<(Line, Vec<u8>)> {
+        let mut reader = tokio::io::BufReader::with_capacity(3, input);
+        let mut out = Vec::new();
+        let mut line = Vec::new();
+        for _ in 0..10 {
+            let read = next_line(&mut reader, &mut line, max).await.unwrap();
+            out.push((read, line.clone()));
+            if read != Line::Read {
+                break;
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn lines_within_the_limit_are_read_and_longer_ones_refused_while_reading() {
+        let read = |bytes: &[u8]| (Line::Read, bytes.to_vec());
+        assert_eq!(
+            lines(b"abc\r\nde\n\nlast", 4).await,
+            vec![
+                read(b"abc"),
+                read(b"de"),
+                read(b""),
+                read(b"last"),
+                (Line::End, Vec::new())
+            ]
+        );
+        assert_eq!(
+            lines(b"abcde\nx", 4).await,
+            vec![(Line::TooLong, Vec::new())]
+        );
+        assert_eq!(
+            lines(b"abcd\r\n", 4).await,
+            vec![read(b"abcd"), (Line::End, Vec::new())],
+            "the line ending does not count"
+        );
+        assert_eq!(
+            lines(b"abcd\r", 4).await,
+            vec![read(b"abcd"), (Line::End, Vec::new())],
+            "nor does a last line's"
+        );
+    }
+}
