@@ -4,9 +4,12 @@ use crate::output::{Output, print_rows};
 use crate::{DirectionArg, ModeArg};
 use omnigraph_core::schema::{self, Catalog, PropertyType};
 use omnigraph_core::{InputLocation, OmniError, Result};
+use omnigraph_maintenance::{MaintenanceBudget, MaintenanceExt, UnitOutcome};
 use omnigraph_publish::{CommitRef, Direction, GraphCommit, LoadMode, Omnigraph, ScanRequest};
 use serde_json::{Map, Value, json};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 fn at_ref(at: Option<&str>) -> CommitRef {
     at.map_or(CommitRef::Head, CommitRef::parse)
@@ -329,9 +332,10 @@ pub async fn search(
 }
 
 pub async fn build_indexes(out: &Output, root: &str) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = Arc::new(Omnigraph::open(root).await?);
+    cancel_on_interrupt(graph.clone());
     let spinner = out.spinner("building indexes");
-    let report = graph.build_indexes().await;
+    let report = graph.maintenance().build_indexes().await;
     if let Some(spinner) = spinner {
         spinner.finish_and_clear();
     }
@@ -355,10 +359,21 @@ pub async fn build_indexes(out: &Output, root: &str) -> Result<()> {
     Ok(())
 }
 
-pub async fn optimize(out: &Output, root: &str) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+/// Optimizes through the root's lane with the environment's budget (and
+/// `--concurrency`); returns the exit status of the worst unit outcome.
+pub async fn optimize(out: &Output, root: &str, concurrency: Option<usize>) -> Result<i32> {
+    let mut budget = MaintenanceBudget::from_env()?;
+    if let Some(units) = concurrency {
+        budget = budget.with_unit_concurrency(units);
+    }
+    let graph = Arc::new(Omnigraph::open(root).await?);
+    cancel_on_interrupt(graph.clone());
     let spinner = out.spinner("optimizing");
-    let report = omnigraph_maintenance::optimize(&graph, &Default::default()).await;
+    let report = graph
+        .maintenance()
+        .with_maintenance_budget(budget)
+        .optimize()
+        .await;
     if let Some(spinner) = spinner {
         spinner.finish_and_clear();
     }
@@ -366,16 +381,43 @@ pub async fn optimize(out: &Output, root: &str) -> Result<()> {
     out.emit(serde_json::to_value(&report).unwrap_or(Value::Null), |_| {
         print_optimize(&report)
     });
-    Ok(())
+    Ok(report.exit_code())
+}
+
+/// The first Ctrl-C cancels the maintenance run gracefully (the error then says what
+/// was published); a second one exits at once. One handler per process: the `omnigraph`
+/// process runs one command.
+fn cancel_on_interrupt(graph: Arc<Omnigraph>) {
+    let presses = AtomicU32::new(0);
+    let installed = ctrlc::set_handler(move || {
+        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+            eprintln!(
+                "cancelling: the run stops at its next cancel point (Ctrl-C again exits at once)"
+            );
+            graph.cancel_maintenance();
+        } else {
+            std::process::exit(130);
+        }
+    });
+    if let Err(error) = installed {
+        eprintln!("warning: Ctrl-C will not cancel gracefully: {error}");
+    }
 }
 
 /// The per-table result of an optimize run, for people.
 pub fn print_optimize(report: &omnigraph_maintenance::OptimizeReport) {
     for table in &report.tables {
-        let outcome = match (&table.error, table.commit_seq) {
-            (Some(error), _) => format!("not published: {error}"),
-            (None, Some(seq)) => format!("commit {seq}"),
-            (None, None) => "nothing to do".to_string(),
+        let outcome = match &table.outcome {
+            UnitOutcome::Published { commit_seq } => format!("commit {commit_seq}"),
+            UnitOutcome::NothingToDo => "nothing to do".to_string(),
+            UnitOutcome::PinMoved { member, .. } => {
+                format!("not published: {member} moved (a rerun re-plans)")
+            }
+            UnitOutcome::Failed {
+                message, evidence, ..
+            } => {
+                format!("failed ({evidence}): {message}")
+            }
         };
         println!(
             "  {:<16} fragments {:>4} -> {:<4} folded {:<2} built {:<2} {outcome}",

@@ -190,15 +190,19 @@ enum Command {
         #[arg(long)]
         at: Option<String>,
     },
-    /// Build every declared index the tables lack.
+    /// Build every declared index the tables lack (Ctrl-C cancels; twice exits).
     BuildIndexes {
         /// The graph root.
         root: String,
     },
-    /// Compact each table and fold or build its indexes, one commit per table.
+    /// Compact each table and fold or build its indexes, one commit per table
+    /// (Ctrl-C cancels at the next cancel point; twice exits at once).
     Optimize {
         /// The graph root.
         root: String,
+        /// Tables optimized at once, 1 or 2 (default: OMNIGRAPH_MAINTENANCE_CONCURRENCY, or 1).
+        #[arg(long)]
+        concurrency: Option<usize>,
     },
     /// The commit log, newest first.
     Log {
@@ -271,7 +275,7 @@ fn main() -> ExitCode {
     };
     let json = cli.json;
     match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(error) => output::report_error(&error, json),
     }
 }
@@ -290,9 +294,11 @@ fn init_logging(verbose: u8) {
         .try_init();
 }
 
-async fn run(cli: Cli) -> Result<(), OmniError> {
+/// Runs a command; returns its exit status (a maintenance report's worst outcome, or
+/// success).
+async fn run(cli: Cli) -> Result<i32, OmniError> {
     let out = output::Output::new(cli.json);
-    match cli.command {
+    let done = match cli.command {
         Command::Init { root, schema } => commands::init(&out, &root, &schema).await,
         Command::Load { root, file, mode } => commands::load(&out, &root, &file, mode).await,
         Command::Insert {
@@ -381,10 +387,13 @@ async fn run(cli: Cli) -> Result<(), OmniError> {
             commands::search(&out, &root, &type_name, &property, query, at.as_deref()).await
         }
         Command::BuildIndexes { root } => commands::build_indexes(&out, &root).await,
-        Command::Optimize { root } => commands::optimize(&out, &root).await,
+        Command::Optimize { root, concurrency } => {
+            return commands::optimize(&out, &root, concurrency).await;
+        }
         Command::Log { root, limit } => commands::log(&out, &root, limit).await,
         Command::Tables { root, at } => commands::tables(&out, &root, at.as_deref()).await,
         Command::Status { root } => commands::status(&out, &root).await,
         Command::Demo { root, people } => demo::run(&out, &root, people).await,
-    }
+    };
+    done.map(|()| omnigraph_core::EXIT_SUCCESS)
 }

@@ -1,13 +1,23 @@
 //! OmniGraph maintenance: work that keeps a graph fast without changing what it holds.
 //!
+//! - [`Maintenance`] (and [`MaintenanceExt`] on a graph handle): every maintenance run
+//!   goes through the root's lane, within a [`MaintenanceBudget`], can be cancelled,
+//!   and classifies its failures' evidence from what it has done.
 //! - [`optimize`]: per table, a staged compaction, index folds and deferred index
 //!   builds, published by exact CAS on the pin the table was planned from.
-//!
-//! The lane, budget and cancellation of runs arrive with the maintenance-lane work; the
-//! unit loop here (`plan_unit`, then `publish_unit`) is shaped to be wrapped by them.
+//! - `lane`: one run at a time per root in a process, in arrival order.
+//! - [`budget`]: the knobs, and `OMNIGRAPH_MAINTENANCE_CONCURRENCY`.
 
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
+pub mod budget;
+mod lane;
+mod maintenance;
 pub mod optimize;
+mod run;
 
-pub use optimize::{OptimizeReport, TableOptimize, optimize};
+pub use budget::MaintenanceBudget;
+pub use lane::MaintenanceActivity;
+pub use maintenance::{Maintenance, MaintenanceExt};
+pub use optimize::{OptimizeReport, TableOptimize, UnitOutcome, optimize};

@@ -2,19 +2,62 @@
 //!
 //! A table is a unit. For each, on the pinned version at the captured head: stage the
 //! compaction (one detached Rewrite), then fold every index whose coverage lags the new
-//! layout (rebuilt whole under its name; a vector index keeps its partition count;
+//! layout, judged on the chain's tip (rebuilt whole under its name; a vector index
+//! keeps its partition count, and one that can no longer train is reported pending;
 //! full-text indexes are not folded and are reported), then build declared indexes
 //! that are missing. The chain tip is published with an exact CAS on the pin the table
 //! was planned from: if only other tables moved it lands on the new head; if this
-//! table's pin moved, the unit fails with `ReadSetChanged { member: "pin:<table>" }` and
-//! the next run re-plans. A writer is never blocked: nothing is held while staging.
+//! table's pin moved, the unit's outcome is `pin_moved` and the next run re-plans. A
+//! writer is never blocked: nothing is held while staging.
+//!
+//! Runs go through the root's maintenance lane ([`crate::Maintenance`]); every unit
+//! ends with a typed [`UnitOutcome`], and a cancel stops the run at the next cancel
+//! point (staging is dropped where it stands; a publication in progress finishes).
 
+use crate::budget::MaintenanceBudget;
+use crate::lane::{CancelToken, cancelled};
+use crate::run::RunRecord;
+use futures::StreamExt;
 use omnigraph_core::adapter::{self, CompactionBudget, IndexBuildKind};
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::schema::IndexKind;
 use omnigraph_core::{Evidence, OmniError, Result};
-use omnigraph_publish::indexes::{PendingIndex, built_partitions, stage_create_indices};
-use omnigraph_publish::{CommitOperation, GraphCommit, Omnigraph, Staging};
+use omnigraph_publish::indexes::{
+    PendingIndex, built_partitions, stage_create_indices, vector_training_rows,
+};
+use omnigraph_publish::{CommitOperation, Omnigraph, Staging};
+
+/// How one unit (table) of a run ended.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum UnitOutcome {
+    /// The unit's commit landed.
+    Published {
+        /// The commit's seq.
+        commit_seq: u64,
+    },
+    /// Nothing to compact, fold or build (pending indexes may still be listed).
+    NothingToDo,
+    /// Another writer moved the table's pin first; nothing published, the next run
+    /// re-plans. The typed read-set conflict, as its parts.
+    PinMoved {
+        /// The read-set member (`pin:<table>`).
+        member: String,
+        /// The version the unit was planned from.
+        expected: String,
+        /// The version at the head.
+        actual: String,
+    },
+    /// The unit failed; the run went on with the next one.
+    Failed {
+        /// The error's stable code.
+        code: String,
+        /// The error's message.
+        message: String,
+        /// What the unit left behind.
+        evidence: Evidence,
+    },
+}
 
 /// What optimize did to one table.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -35,12 +78,47 @@ pub struct TableOptimize {
     pub indexes_built: Vec<String>,
     /// Indexes that could not be built or folded, with why.
     pub pending_indexes: Vec<PendingIndex>,
-    /// Whether the unit published.
-    pub published: bool,
-    /// The commit it published.
-    pub commit_seq: Option<u64>,
-    /// Why the unit did not publish, when it had work (a moved pin, a failure).
-    pub error: Option<String>,
+    /// How the unit ended.
+    #[serde(flatten)]
+    pub outcome: UnitOutcome,
+}
+
+impl TableOptimize {
+    /// Whether the unit's commit landed.
+    pub fn published(&self) -> bool {
+        matches!(self.outcome, UnitOutcome::Published { .. })
+    }
+
+    /// The seq of the commit the unit published.
+    pub fn commit_seq(&self) -> Option<u64> {
+        match self.outcome {
+            UnitOutcome::Published { commit_seq } => Some(commit_seq),
+            _ => None,
+        }
+    }
+
+    /// A unit that failed before it had a plan.
+    fn failed(type_key: &str, error: &OmniError) -> TableOptimize {
+        TableOptimize {
+            type_key: type_key.to_string(),
+            table_id: String::new(),
+            fragments_before: 0,
+            fragments_after: 0,
+            rows: 0,
+            indexes_folded: Vec::new(),
+            indexes_built: Vec::new(),
+            pending_indexes: Vec::new(),
+            outcome: failed_outcome(error),
+        }
+    }
+}
+
+fn failed_outcome(error: &OmniError) -> UnitOutcome {
+    UnitOutcome::Failed {
+        code: error.code().code.to_string(),
+        message: error.to_string(),
+        evidence: error.evidence().clone(),
+    }
 }
 
 /// What an optimize run did.
@@ -54,6 +132,155 @@ impl OptimizeReport {
     /// The entry of the table holding `type_key`.
     pub fn table(&self, type_key: &str) -> Option<&TableOptimize> {
         self.tables.iter().find(|table| table.type_key == type_key)
+    }
+
+    /// The process exit status of the worst outcome: 0 when every unit published or
+    /// had nothing to do; 4 when a unit lost its pin to a writer (a rerun re-plans); 75
+    /// for a transient failure; 1 for any other failure.
+    pub fn exit_code(&self) -> i32 {
+        self.tables
+            .iter()
+            .map(|table| match &table.outcome {
+                UnitOutcome::Published { .. } | UnitOutcome::NothingToDo => {
+                    omnigraph_core::EXIT_SUCCESS
+                }
+                UnitOutcome::PinMoved { .. } => omnigraph_core::EXIT_CONFLICT,
+                UnitOutcome::Failed { code, .. } => {
+                    if code == "storage_transient" {
+                        omnigraph_core::EXIT_TEMPORARY
+                    } else {
+                        omnigraph_core::EXIT_FAILURE
+                    }
+                }
+            })
+            .max_by_key(|code| exit_severity(*code))
+            .unwrap_or(omnigraph_core::EXIT_SUCCESS)
+    }
+}
+
+/// Orders exit codes by how bad the outcome is.
+fn exit_severity(code: i32) -> u8 {
+    match code {
+        omnigraph_core::EXIT_SUCCESS => 0,
+        omnigraph_core::EXIT_CONFLICT => 1,
+        omnigraph_core::EXIT_TEMPORARY => 2,
+        _ => 3,
+    }
+}
+
+/// Optimizes every table of the graph through the root's maintenance lane, within
+/// `budget`. See [`crate::Maintenance::optimize`].
+pub async fn optimize(graph: &Omnigraph, budget: &MaintenanceBudget) -> Result<OptimizeReport> {
+    crate::Maintenance::of(graph)
+        .with_maintenance_budget(*budget)
+        .optimize()
+        .await
+}
+
+/// The units of one run, `budget.unit_concurrency` at a time, in schema order. Every
+/// unit ends with an outcome; a cancel stops the run once the units in flight have
+/// stopped at their cancel points (a publication in progress finishes).
+pub(crate) async fn run_units(
+    graph: &Omnigraph,
+    budget: &MaintenanceBudget,
+    token: &CancelToken,
+    record: &mut RunRecord,
+) -> Result<OptimizeReport> {
+    let head = graph.head().await?;
+    let catalog = graph.catalog_at(&head).await?;
+    let types: Vec<String> = catalog
+        .types()
+        .iter()
+        .map(|type_def| type_def.name().to_string())
+        .collect();
+    let compaction = budget.compaction;
+    let mut units = futures::stream::iter(types)
+        .map(|type_name| async move {
+            let outcome = run_unit(graph, &type_name, &compaction, token).await;
+            (type_name, outcome)
+        })
+        .buffered(budget.unit_concurrency);
+    let mut report = OptimizeReport::default();
+    while let Some((type_name, outcome)) = units.next().await {
+        match outcome {
+            Ran::Done { table, staged } => {
+                if table.published() {
+                    record.note_published(&type_name);
+                } else if staged {
+                    record.note_staged();
+                }
+                report.tables.push(*table);
+            }
+            Ran::Cancelled { staged } => {
+                if staged {
+                    record.note_staged();
+                }
+            }
+        }
+    }
+    if token.is_cancelled() {
+        return Err(cancelled(Evidence::BeforeEffect));
+    }
+    Ok(report)
+}
+
+/// How one unit's run ended.
+enum Ran {
+    /// With an outcome; `staged` when it left files it did not publish.
+    Done {
+        table: Box<TableOptimize>,
+        staged: bool,
+    },
+    /// Stopped at a cancel point.
+    Cancelled { staged: bool },
+}
+
+async fn run_unit(
+    graph: &Omnigraph,
+    type_name: &str,
+    budget: &CompactionBudget,
+    token: &CancelToken,
+) -> Ran {
+    if token.is_cancelled() {
+        return Ran::Cancelled { staged: false };
+    }
+    // Staging is dropped where it stands when a cancel comes: its effects stay
+    // unreachable, and cleanup reclaims them.
+    let planned = tokio::select! {
+        planned = plan_unit(graph, type_name, budget) => planned,
+        () = token.cancelled() => return Ran::Cancelled { staged: true },
+    };
+    let unit = match planned {
+        Ok(unit) => unit,
+        Err(error) => {
+            let staged = error.evidence() != &Evidence::BeforeEffect;
+            return Ran::Done {
+                table: Box::new(TableOptimize::failed(type_name, &error)),
+                staged,
+            };
+        }
+    };
+    let staged = unit.staging.has_staged();
+    // The cancel point before publication; a publication once started finishes.
+    if token.is_cancelled() {
+        return Ran::Cancelled { staged };
+    }
+    let planned = unit.report.clone();
+    match publish_unit(graph, unit).await {
+        Ok(table) => {
+            let left_staging = staged && !table.published();
+            Ran::Done {
+                table: Box::new(table),
+                staged: left_staging,
+            }
+        }
+        Err(error) => Ran::Done {
+            table: Box::new(TableOptimize {
+                outcome: failed_outcome(&error),
+                ..planned
+            }),
+            staged,
+        },
     }
 }
 
@@ -76,18 +303,6 @@ impl PlannedUnit {
     }
 }
 
-/// Optimizes every table of the graph, one unit at a time.
-pub async fn optimize(graph: &Omnigraph, budget: &CompactionBudget) -> Result<OptimizeReport> {
-    let head = graph.head().await?;
-    let catalog = graph.catalog_at(&head).await?;
-    let mut report = OptimizeReport::default();
-    for type_def in catalog.types() {
-        let unit = plan_unit(graph, type_def.name(), budget).await?;
-        report.tables.push(publish_unit(graph, unit).await?);
-    }
-    Ok(report)
-}
-
 /// Plans and stages the unit of `type_name` on the current head.
 pub async fn plan_unit(
     graph: &Omnigraph,
@@ -102,11 +317,27 @@ pub async fn plan_unit(
     let table = snapshot.table(type_name).await?;
     let mut staging = Staging::new(graph.graph().root().clone(), base.clone());
     staging.seed(&pin.table_id, table.clone())?;
+    // Evidence comes from what the chain holds when a step fails.
+    let planned = plan_chain(graph, &mut staging, type_def, &pin, &table, budget).await;
+    let report = planned.map_err(|error| error.with_evidence(staging.evidence()))?;
+    Ok(PlannedUnit {
+        staging,
+        report,
+        planned_version: pin.version,
+    })
+}
+
+/// Stages the unit's chain on `staging`: compaction, folds, deferred builds.
+async fn plan_chain(
+    graph: &Omnigraph,
+    staging: &mut Staging,
+    type_def: &omnigraph_core::schema::TypeDef,
+    pin: &omnigraph_publish::TablePin,
+    table: &std::sync::Arc<omnigraph_core::lance::Dataset>,
+    budget: &CompactionBudget,
+) -> Result<TableOptimize> {
+    let type_name = type_def.name();
     let fragments_before = table.manifest().fragments.len();
-    let built_before = table
-        .load_indices()
-        .await
-        .map_err(|error| OmniError::from_lance("list indexes", error))?;
 
     // 1. Compaction.
     staging
@@ -115,17 +346,23 @@ pub async fn plan_unit(
         })
         .await?;
 
-    // 2. Folds: every built index whose coverage lags the (rewritten) layout.
+    // 2. Folds: every index whose coverage lags the (rewritten) layout, judged on the
+    // chain's tip: an index Lance carried across the rewrite (row-id domain) covers the
+    // new fragments there and is not rebuilt.
     let mut indexes_folded = Vec::new();
     let mut pending_indexes = Vec::new();
+    let tip = staging.chain(&pin.table_id).await?.tip().clone();
+    let built_at_tip = tip
+        .load_indices()
+        .await
+        .map_err(|error| OmniError::from_lance("list indexes", error))?;
     for declared in type_def.declared_indexes() {
-        let Some(index) = built_before
+        let Some(index) = built_at_tip
             .iter()
             .find(|index| index.name == declared.name)
         else {
             continue;
         };
-        let tip = staging.chain(&pin.table_id).await?.tip().clone();
         let covered = index
             .effective_fragment_bitmap(tip.fragment_bitmap())
             .unwrap_or_default();
@@ -137,28 +374,33 @@ pub async fn plan_unit(
         if !lagging {
             continue;
         }
+        let pending = |reason: String| PendingIndex {
+            type_name: type_name.to_string(),
+            property: declared.column.clone(),
+            index: declared.name.clone(),
+            reason,
+        };
         let kind = match declared.kind {
             IndexKind::BTree => IndexBuildKind::BTree,
-            IndexKind::Vector => match built_partitions(&table, &declared.name).await? {
-                Some(partitions) => IndexBuildKind::IvfFlat { partitions },
-                None => {
-                    pending_indexes.push(PendingIndex {
-                        type_name: type_name.to_string(),
-                        property: declared.column.clone(),
-                        index: declared.name.clone(),
-                        reason: "the built vector index reports no partition count; rebuild it"
-                            .into(),
-                    });
+            IndexKind::Vector => {
+                // A fold trains like a first build: too few vectors wait, they never
+                // abort the run.
+                if let Err(reason) = vector_training_rows(&tip, &declared.column).await? {
+                    pending_indexes.push(pending(reason));
                     continue;
                 }
-            },
+                match built_partitions(table, &declared.name).await? {
+                    Some(partitions) => IndexBuildKind::IvfFlat { partitions },
+                    None => {
+                        pending_indexes.push(pending(
+                            "the built vector index reports no partition count; rebuild it".into(),
+                        ));
+                        continue;
+                    }
+                }
+            }
             IndexKind::FullText => {
-                pending_indexes.push(PendingIndex {
-                    type_name: type_name.to_string(),
-                    property: declared.column.clone(),
-                    index: declared.name.clone(),
-                    reason: "full-text indexes are not folded; new rows are searched once the index is rebuilt (Omnigraph::rebuild_index)".into(),
-                });
+                pending_indexes.push(pending("full-text indexes are not folded; new rows are searched once the index is rebuilt (Omnigraph::rebuild_index)".into()));
                 continue;
             }
         };
@@ -170,7 +412,7 @@ pub async fn plan_unit(
 
     // 3. Deferred builds of declared but unbuilt indexes.
     let (built, pending) =
-        stage_create_indices(graph, &mut staging, std::slice::from_ref(type_def)).await?;
+        stage_create_indices(graph, staging, std::slice::from_ref(type_def)).await?;
     pending_indexes.extend(pending);
     let tip = staging.chain(&pin.table_id).await?.tip().clone();
     let report = TableOptimize {
@@ -182,20 +424,14 @@ pub async fn plan_unit(
         indexes_folded,
         indexes_built: built.into_iter().map(|(_, index)| index).collect(),
         pending_indexes,
-        published: false,
-        commit_seq: None,
-        error: None,
+        outcome: UnitOutcome::NothingToDo,
     };
-    Ok(PlannedUnit {
-        staging,
-        report,
-        planned_version: pin.version,
-    })
+    Ok(report)
 }
 
 /// Publishes a planned unit with an exact CAS on the pin it was planned from. A pin
-/// that moved is reported on the unit (nothing published); other failures are errors
-/// with `Unpublished` evidence.
+/// that moved is the unit's `pin_moved` outcome (nothing published); other failures are
+/// errors with at least `Unpublished` evidence.
 pub async fn publish_unit(graph: &Omnigraph, unit: PlannedUnit) -> Result<TableOptimize> {
     let PlannedUnit {
         staging,
@@ -222,7 +458,9 @@ pub async fn publish_unit(graph: &Omnigraph, unit: PlannedUnit) -> Result<TableO
     // after the commit lands, so a landed unit is never reported as failed.
     match graph.publish_staged(&staging, read_set, operation).await {
         Ok(commit) => {
-            mark_published(&mut report, &commit);
+            report.outcome = UnitOutcome::Published {
+                commit_seq: commit.seq,
+            };
             Ok(report)
         }
         Err(OmniError::ReadSetChanged {
@@ -231,16 +469,13 @@ pub async fn publish_unit(graph: &Omnigraph, unit: PlannedUnit) -> Result<TableO
             actual,
             ..
         }) if member.is_table() => {
-            report.error = Some(format!(
-                "ReadSetChanged {{ member: {member}, expected: {expected}, actual: {actual} }}"
-            ));
+            report.outcome = UnitOutcome::PinMoved {
+                member: member.to_string(),
+                expected,
+                actual,
+            };
             Ok(report)
         }
         Err(other) => Err(other.with_evidence(Evidence::Unpublished)),
     }
-}
-
-fn mark_published(report: &mut TableOptimize, commit: &GraphCommit) {
-    report.published = true;
-    report.commit_seq = Some(commit.seq);
 }

@@ -63,14 +63,27 @@ pub struct IndexCoverage {
     pub uncovered_rows: u64,
 }
 
-impl Omnigraph {
-    /// Builds every declared index that the tables lack at the head, in one commit.
-    pub async fn build_indexes(&self) -> Result<IndexBuildReport> {
-        let base = self.head().await?;
-        let catalog = self.catalog_at(&base).await?;
-        let mut staging = Staging::new(self.graph().root().clone(), base.clone());
-        let (built, pending_indexes) =
-            stage_create_indices(self, &mut staging, catalog.types()).await?;
+/// Index builds staged on a captured head, ready to publish.
+#[derive(Debug)]
+pub struct PreparedIndexBuild {
+    staging: Staging,
+    built: Vec<(String, String)>,
+    pending_indexes: Vec<PendingIndex>,
+}
+
+impl PreparedIndexBuild {
+    /// Whether any link was staged (so a drop leaves unpublished files).
+    pub fn has_staged(&self) -> bool {
+        self.staging.has_staged()
+    }
+
+    /// Publishes the staged builds in one commit (nothing when none was staged).
+    pub async fn publish(self, handle: &Omnigraph) -> Result<IndexBuildReport> {
+        let PreparedIndexBuild {
+            staging,
+            built,
+            pending_indexes,
+        } = self;
         if built.is_empty() {
             return Ok(IndexBuildReport {
                 commit: None,
@@ -82,11 +95,34 @@ impl Omnigraph {
             kind: "build_indexes".into(),
             summary: format!("{} indexes", built.len()),
         };
-        let commit = self
+        let commit = handle
             .publish_staged(&staging, staging.planned_pins(), operation)
             .await?;
         Ok(IndexBuildReport {
             commit: Some(commit),
+            built,
+            pending_indexes,
+        })
+    }
+}
+
+impl Omnigraph {
+    /// Builds every declared index that the tables lack at the head, in one commit.
+    pub async fn build_indexes(&self) -> Result<IndexBuildReport> {
+        self.prepare_build_indexes().await?.publish(self).await
+    }
+
+    /// Stages the build of every declared index that the tables lack at the head;
+    /// nothing is visible until the prepared build is published.
+    pub async fn prepare_build_indexes(&self) -> Result<PreparedIndexBuild> {
+        let base = self.head().await?;
+        let catalog = self.catalog_at(&base).await?;
+        let mut staging = Staging::new(self.graph().root().clone(), base.clone());
+        let staged = stage_create_indices(self, &mut staging, catalog.types()).await;
+        let (built, pending_indexes) =
+            staged.map_err(|error| error.with_evidence(staging.evidence()))?;
+        Ok(PreparedIndexBuild {
+            staging,
             built,
             pending_indexes,
         })
@@ -239,25 +275,34 @@ async fn plan_build(
     Ok(Ok(match declared.kind {
         IndexKind::BTree => IndexBuildKind::BTree,
         IndexKind::FullText => IndexBuildKind::FullText,
-        IndexKind::Vector => {
-            let vectors = table
-                .count_rows(Some(format!("`{}` IS NOT NULL", declared.column)))
-                .await
-                .map_err(|error| OmniError::from_lance("count vectors", error))?
-                as u64;
-            if vectors == 0 {
-                return Ok(Err("no non-null vectors to train on".into()));
-            }
-            if vectors < MIN_VECTOR_TRAINING_ROWS {
-                return Ok(Err(format!(
-                    "{vectors} non-null vectors; an IVF index trains on at least {MIN_VECTOR_TRAINING_ROWS}"
-                )));
-            }
-            IndexBuildKind::IvfFlat {
+        IndexKind::Vector => match vector_training_rows(table, &declared.column).await? {
+            Ok(vectors) => IndexBuildKind::IvfFlat {
                 partitions: first_partition_count(vectors),
-            }
-        }
+            },
+            Err(reason) => return Ok(Err(reason)),
+        },
     }))
+}
+
+/// The non-null vectors of `column` an IVF index would train on, or why there are too
+/// few. A first build and a fold judge trainability the same way.
+pub async fn vector_training_rows(
+    table: &Dataset,
+    column: &str,
+) -> Result<std::result::Result<u64, String>> {
+    let vectors = table
+        .count_rows(Some(format!("`{column}` IS NOT NULL")))
+        .await
+        .map_err(|error| OmniError::from_lance("count vectors", error))? as u64;
+    if vectors == 0 {
+        return Ok(Err("no non-null vectors to train on".into()));
+    }
+    if vectors < MIN_VECTOR_TRAINING_ROWS {
+        return Ok(Err(format!(
+            "{vectors} non-null vectors; an IVF index trains on at least {MIN_VECTOR_TRAINING_ROWS}"
+        )));
+    }
+    Ok(Ok(vectors))
 }
 
 /// The partition count a first build chooses for `vectors` training vectors.

@@ -37,7 +37,7 @@ pub mod staging;
 
 pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
-pub use indexes::{IndexBuildReport, IndexCoverage, PendingIndex};
+pub use indexes::{IndexBuildReport, IndexCoverage, PendingIndex, PreparedIndexBuild};
 pub use ingest::{IngestReport, LoadMode};
 pub use log::CommitLog;
 pub use mutate::PreparedWrite;

@@ -157,7 +157,7 @@ async fn measure() -> BTreeMap<String, String> {
     let report = omnigraph_maintenance::optimize(&graph, &Default::default())
         .await
         .unwrap();
-    assert_eq!(report.tables.iter().filter(|t| t.published).count(), 1);
+    assert_eq!(report.tables.iter().filter(|t| t.published()).count(), 1);
     let mut own_counts = RequestCounts::default();
     for request in maintenance.requests() {
         if !request.path.starts_with("tables/") {

@@ -9,6 +9,7 @@ mod adapter_links;
 mod cost;
 mod graph_reads;
 mod lance_surface;
+mod maintenance;
 mod mutations;
 mod optimize;
 mod protocol;

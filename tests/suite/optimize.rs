@@ -17,7 +17,7 @@ const VECTOR_SCHEMA: &str = "
 node Person { id: String @key, name: String, embedding: Vector(16)? @index(vector) }
 ";
 
-fn budget() -> omnigraph_core::adapter::CompactionBudget {
+fn budget() -> omnigraph_maintenance::MaintenanceBudget {
     Default::default()
 }
 
@@ -56,7 +56,7 @@ async fn fifty_small_inserts_compact_keeping_rows_row_ids_and_results() {
         let text_before = text_ids(&graph).await;
         let report = run_optimize(&graph, &budget()).await.unwrap();
         let person = report.table("Person").unwrap();
-        assert!(person.published, "{person:?}");
+        assert!(person.published(), "{person:?}");
         // Lance bins neighbouring fragments only when the same indexes cover them: the
         // indexed first fragment and the 49 later ones compact apart in the first run.
         assert_eq!(person.fragments_before, 50);
@@ -79,7 +79,7 @@ async fn fifty_small_inserts_compact_keeping_rows_row_ids_and_results() {
                 .tables
                 .iter()
                 .filter(|t| t.type_key != "Person")
-                .all(|t| !t.published)
+                .all(|t| !t.published())
         );
 
         let after_table = head_table(&graph, "Person").await;
@@ -309,7 +309,9 @@ async fn a_pending_vector_index_waits_and_a_later_run_builds_it() {
 #[tokio::test]
 async fn a_concurrent_insert_wins_and_the_next_run_compacts() {
     let (graph, test) = fifty_inserts(Backend::Local).await;
-    let unit = plan_unit(&graph, "Person", &budget()).await.unwrap();
+    let unit = plan_unit(&graph, "Person", &budget().compaction)
+        .await
+        .unwrap();
     assert!(unit.has_work());
     let other = Omnigraph::open(&test.uri).await.unwrap();
     other
@@ -317,12 +319,13 @@ async fn a_concurrent_insert_wins_and_the_next_run_compacts() {
         .await
         .unwrap();
     let outcome = publish_unit(&graph, unit).await.unwrap();
-    assert!(!outcome.published);
-    let error = outcome.error.unwrap();
-    assert!(
-        error.contains("ReadSetChanged") && error.contains(&format!("pin:{}", outcome.table_id)),
-        "{error}"
-    );
+    assert!(!outcome.published());
+    match &outcome.outcome {
+        omnigraph_maintenance::UnitOutcome::PinMoved { member, .. } => {
+            assert_eq!(member, &format!("pin:{}", outcome.table_id));
+        }
+        other => panic!("expected pin_moved, got {other:?}"),
+    }
     assert!(
         graph
             .get("Person", &json!("late"), &CommitRef::Head)
@@ -334,7 +337,7 @@ async fn a_concurrent_insert_wins_and_the_next_run_compacts() {
     let report = run_optimize(&graph, &budget()).await.unwrap();
     let person = report.table("Person").unwrap();
     assert!(
-        person.published && person.fragments_after <= 2,
+        person.published() && person.fragments_after <= 2,
         "{person:?}"
     );
     assert!(
@@ -375,6 +378,23 @@ async fn an_update_prepared_before_optimize_publishes_must_retry() {
     );
 }
 
+/// Person's unit failed with `Unpublished` evidence, the report still describes its
+/// plan, and the run's exit status is `exit_code`.
+fn assert_unit_failed_unpublished(report: &omnigraph_maintenance::OptimizeReport, exit_code: i32) {
+    let person = report.table("Person").unwrap();
+    match &person.outcome {
+        omnigraph_maintenance::UnitOutcome::Failed { evidence, .. } => {
+            assert_eq!(evidence, &Evidence::Unpublished, "{person:?}");
+        }
+        other => panic!("expected a failed unit, got {other:?}"),
+    }
+    assert!(
+        person.fragments_before > person.fragments_after,
+        "{person:?}"
+    );
+    assert_eq!(report.exit_code(), exit_code);
+}
+
 #[tokio::test]
 async fn a_failure_before_publication_changes_nothing_and_the_retry_compacts() {
     let (graph, _test) = fifty_inserts(Backend::Local).await;
@@ -384,8 +404,8 @@ async fn a_failure_before_publication_changes_nothing_and_the_retry_compacts() {
             graph.graph().root(),
             FaultAction::FailBefore(StorageKind::Configuration),
         );
-        let error = run_optimize(&graph, &budget()).await.unwrap_err();
-        assert_eq!(error.evidence(), &Evidence::Unpublished);
+        let report = run_optimize(&graph, &budget()).await.unwrap();
+        assert_unit_failed_unpublished(&report, 1);
     }
     assert_eq!(
         graph.head().await.unwrap(),
@@ -393,17 +413,15 @@ async fn a_failure_before_publication_changes_nothing_and_the_retry_compacts() {
         "head and every pin unchanged"
     );
     let armed = failpoints::arm(failpoints::PUBLISH_BEFORE_COMMIT_PUT, "return");
-    let error = armed
-        .run(run_optimize(&graph, &budget()))
-        .await
-        .unwrap_err();
+    let report = armed.run(run_optimize(&graph, &budget())).await.unwrap();
     drop(armed);
-    assert_eq!(error.evidence(), &Evidence::Unpublished);
+    // The failpoint injects a transient fault: exit 75.
+    assert_unit_failed_unpublished(&report, 75);
     assert_eq!(graph.head().await.unwrap(), before);
     let report = run_optimize(&graph, &budget()).await.unwrap();
     let person = report.table("Person").unwrap();
     assert!(
-        person.published && person.fragments_after <= 2,
+        person.published() && person.fragments_after <= 2,
         "{person:?}"
     );
 }
@@ -413,7 +431,7 @@ async fn repeated_runs_converge_and_write_only_lance_files_and_commits() {
     let (graph, _test) = fifty_inserts(Backend::Local).await;
     let probe = graph.graph().root().probe();
     let first = run_optimize(&graph, &budget()).await.unwrap();
-    let published = first.tables.iter().filter(|t| t.published).count();
+    let published = first.tables.iter().filter(|t| t.published()).count();
     let writes: Vec<String> = probe
         .requests()
         .into_iter()
@@ -434,7 +452,7 @@ async fn repeated_runs_converge_and_write_only_lance_files_and_commits() {
     let mut runs = 1;
     loop {
         let report = run_optimize(&graph, &budget()).await.unwrap();
-        if report.tables.iter().all(|t| !t.published) {
+        if report.tables.iter().all(|t| !t.published()) {
             break;
         }
         runs += 1;

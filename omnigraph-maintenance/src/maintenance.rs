@@ -1,0 +1,108 @@
+//! The maintenance handle: every maintenance writer of one graph handle, run through
+//! the root's lane, within a budget, cancellable, with evidence classified from the
+//! run's record.
+
+use crate::budget::MaintenanceBudget;
+use crate::lane::{self, Lane, MaintenanceActivity, cancelled};
+use crate::optimize::{OptimizeReport, run_units};
+use crate::run::RunRecord;
+use omnigraph_core::{Evidence, Result};
+use omnigraph_publish::{IndexBuildReport, Omnigraph};
+use std::sync::Arc;
+
+/// Maintenance on one graph handle.
+#[derive(Clone, Copy, Debug)]
+pub struct Maintenance<'a> {
+    graph: &'a Omnigraph,
+    budget: MaintenanceBudget,
+}
+
+impl<'a> Maintenance<'a> {
+    /// Maintenance on `graph` with the default budget.
+    pub fn of(graph: &'a Omnigraph) -> Maintenance<'a> {
+        Maintenance {
+            graph,
+            budget: MaintenanceBudget::default(),
+        }
+    }
+
+    /// The same, within `budget`.
+    pub fn with_maintenance_budget(mut self, budget: MaintenanceBudget) -> Maintenance<'a> {
+        self.budget = budget;
+        self
+    }
+
+    /// The budget runs use.
+    pub fn budget(&self) -> &MaintenanceBudget {
+        &self.budget
+    }
+
+    fn lane(&self) -> Arc<Lane> {
+        lane::lane_of(&self.graph.graph().root().canonical())
+    }
+
+    /// What holds the root's lane now, from any handle on the root in this process.
+    pub fn in_progress(&self) -> Option<MaintenanceActivity> {
+        self.lane().in_progress()
+    }
+
+    /// Cancels the run holding the root's lane and every run waiting for it; a run
+    /// that arrives later is not cancelled.
+    pub fn cancel(&self) {
+        self.lane().cancel();
+    }
+
+    /// Optimizes every table (see [`crate::optimize`]): one unit per table, up to the
+    /// budget's unit concurrency at once, each ending with a typed outcome.
+    pub async fn optimize(&self) -> Result<OptimizeReport> {
+        let admitted = self.lane().admit("optimize").await?;
+        let mut record = RunRecord::default();
+        let ran = run_units(self.graph, &self.budget, admitted.token(), &mut record).await;
+        ran.map_err(|error| record.classify(error))
+    }
+
+    /// Builds every declared index the tables lack, in one commit. A cancel drops the
+    /// builds where they stand; once the publication starts it finishes.
+    pub async fn build_indexes(&self) -> Result<IndexBuildReport> {
+        let admitted = self.lane().admit("build_indexes").await?;
+        let token = admitted.token();
+        let prepared = tokio::select! {
+            prepared = self.graph.prepare_build_indexes() => prepared?,
+            // Builds in progress leave index files: unreachable staging.
+            () = token.cancelled() => return Err(cancelled(Evidence::Unpublished)),
+        };
+        if token.is_cancelled() {
+            let evidence = if prepared.has_staged() {
+                Evidence::Unpublished
+            } else {
+                Evidence::BeforeEffect
+            };
+            return Err(cancelled(evidence));
+        }
+        prepared.publish(self.graph).await
+    }
+}
+
+/// Maintenance calls on a graph handle.
+pub trait MaintenanceExt {
+    /// Maintenance on this handle with the default budget.
+    fn maintenance(&self) -> Maintenance<'_>;
+    /// What holds this root's maintenance lane now.
+    fn maintenance_in_progress(&self) -> Option<MaintenanceActivity>;
+    /// Cancels the run holding this root's lane and every run waiting for it.
+    fn cancel_maintenance(&self);
+}
+
+impl MaintenanceExt for Omnigraph {
+    fn maintenance(&self) -> Maintenance<'_> {
+        Maintenance::of(self)
+    }
+
+    fn maintenance_in_progress(&self) -> Option<MaintenanceActivity> {
+        Maintenance::of(self).in_progress()
+    }
+
+    fn cancel_maintenance(&self) {
+        Maintenance::of(self).cancel();
+    }
+}

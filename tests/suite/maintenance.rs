@@ -1,0 +1,426 @@
+//! The maintenance failure model on real Lance tables: the lane, run evidence, typed
+//! unit outcomes, cancellation, the budget, fold fixes and storage that refuses writes.
+
+use omnigraph_core::storage::{FaultAction, FaultHandle, FaultRule, RequestKind, StorageRoot};
+use omnigraph_core::{ErrorKind, Evidence, StorageKind};
+use omnigraph_maintenance::{Maintenance, MaintenanceBudget, MaintenanceExt, UnitOutcome};
+use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, objects};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A graph whose Person and Company tables each have `inserts` fragments.
+async fn fragmented(backend: Backend, inserts: usize) -> (Arc<Omnigraph>, TestRoot) {
+    let test = TestRoot::new(backend).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    for index in 0..inserts {
+        graph
+            .insert_json(
+                "Person",
+                objects(json!([{"id": format!("p{index}"), "name": "n", "age": index}])),
+            )
+            .await
+            .unwrap();
+        graph
+            .insert_json(
+                "Company",
+                objects(json!([{"id": format!("c{index}"), "name": "c"}])),
+            )
+            .await
+            .unwrap();
+    }
+    (Arc::new(graph), test)
+}
+
+fn table_of(head: &GraphCommit, type_name: &str) -> String {
+    head.pin_of_type(type_name).unwrap().table_id.clone()
+}
+
+/// Holds every write under `tables/<table>/<folder>/` for `delay`.
+fn slow_writes(root: &StorageRoot, table: &str, folder: &str, delay: Duration) -> FaultHandle {
+    root.inject(FaultRule::new(
+        format!("tables/{table}/{folder}/*"),
+        &[RequestKind::Put, RequestKind::PutIfAbsent],
+        FaultAction::Delay(delay),
+    ))
+}
+
+/// Waits until some handle's run holds the root's lane.
+async fn until_running(graph: &Omnigraph) {
+    for _ in 0..200 {
+        if graph.maintenance_in_progress().is_some() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no maintenance run started");
+}
+
+#[tokio::test]
+async fn one_lane_per_root_shared_by_handles_in_arrival_order() {
+    let (graph, test) = fragmented(Backend::Memory, 4).await;
+    let person = table_of(&graph.head().await.unwrap(), "Person");
+    let _slow = slow_writes(
+        graph.graph().root(),
+        &person,
+        "data",
+        Duration::from_millis(600),
+    );
+    let first = {
+        let graph = graph.clone();
+        tokio::spawn(async move { graph.maintenance().optimize().await })
+    };
+    until_running(&graph).await;
+    // Another handle on the same root sees the run and waits behind it.
+    let other = Arc::new(Omnigraph::open(&test.uri).await.unwrap());
+    let activity = other
+        .maintenance_in_progress()
+        .expect("visible from any handle");
+    assert_eq!(activity.operation, "optimize");
+    let second = {
+        let other = other.clone();
+        tokio::spawn(async move { other.maintenance().build_indexes().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!first.is_finished());
+    assert!(!second.is_finished(), "the second run waits for the lane");
+    let report = first.await.unwrap().unwrap();
+    assert!(report.table("Person").unwrap().published());
+    second.await.unwrap().unwrap();
+    assert!(other.maintenance_in_progress().is_none());
+}
+
+#[tokio::test]
+async fn a_cancel_while_staging_stops_the_run_and_publishes_nothing() {
+    let (graph, _test) = fragmented(Backend::Memory, 4).await;
+    let before = graph.head().await.unwrap();
+    let person = table_of(&before, "Person");
+    let slow = slow_writes(
+        graph.graph().root(),
+        &person,
+        "data",
+        Duration::from_secs(2),
+    );
+    let run = {
+        let graph = graph.clone();
+        tokio::spawn(async move { graph.maintenance().optimize().await })
+    };
+    until_running(&graph).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    graph.cancel_maintenance();
+    let error = run.await.unwrap().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::MaintenanceCancelled, "{error}");
+    assert_eq!(error.code().exit_code, 75);
+    assert_eq!(error.code().http_status, 503);
+    assert_ne!(error.evidence(), &Evidence::InDoubt);
+    assert!(
+        !matches!(error.evidence(), Evidence::PartlyPublished { .. }),
+        "{error:?}"
+    );
+    drop(slow);
+    assert_eq!(graph.head().await.unwrap(), before, "nothing published");
+    // A later run is not cancelled, and publishes.
+    let report = graph.maintenance().optimize().await.unwrap();
+    assert!(report.table("Person").unwrap().published());
+}
+
+#[tokio::test]
+async fn a_cancel_after_a_tables_first_link_is_unpublished() {
+    let (graph, _test) = fragmented(Backend::Memory, 4).await;
+    graph.build_indexes().await.unwrap();
+    for index in 10..14 {
+        graph
+            .insert_json(
+                "Person",
+                objects(json!([{"id": format!("p{index}"), "name": "n", "age": index}])),
+            )
+            .await
+            .unwrap();
+    }
+    let before = graph.head().await.unwrap();
+    let person = table_of(&before, "Person");
+    // The compaction link lands; the fold's index files are slow.
+    let slow = slow_writes(
+        graph.graph().root(),
+        &person,
+        "_indices",
+        Duration::from_secs(2),
+    );
+    let run = {
+        let graph = graph.clone();
+        tokio::spawn(async move { graph.maintenance().optimize().await })
+    };
+    until_running(&graph).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    graph.cancel_maintenance();
+    let error = run.await.unwrap().unwrap_err();
+    drop(slow);
+    assert_eq!(error.kind(), ErrorKind::MaintenanceCancelled, "{error}");
+    assert_eq!(error.evidence(), &Evidence::Unpublished, "{error:?}");
+    let head = graph.head().await.unwrap();
+    assert_eq!(head, before, "head and every pin unchanged");
+}
+
+#[tokio::test]
+async fn a_cancel_ends_waiting_runs_but_never_a_later_one() {
+    let (graph, _test) = fragmented(Backend::Memory, 3).await;
+    let person = table_of(&graph.head().await.unwrap(), "Person");
+    let slow = slow_writes(
+        graph.graph().root(),
+        &person,
+        "data",
+        Duration::from_secs(2),
+    );
+    let holder = {
+        let graph = graph.clone();
+        tokio::spawn(async move { graph.maintenance().optimize().await })
+    };
+    until_running(&graph).await;
+    let waiter = {
+        let graph = graph.clone();
+        tokio::spawn(async move { graph.maintenance().build_indexes().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    graph.cancel_maintenance();
+    for run in [
+        holder.await.unwrap().map(|_| ()),
+        waiter.await.unwrap().map(|_| ()),
+    ] {
+        let error = run.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::MaintenanceCancelled, "{error}");
+    }
+    drop(slow);
+    graph.maintenance().optimize().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cancel_after_a_unit_published_is_partly_published() {
+    let (graph, _test) = fragmented(Backend::Memory, 4).await;
+    let before = graph.head().await.unwrap();
+    let company = table_of(&before, "Company");
+    // Person (first in schema order) publishes; Company's staging is slow.
+    let slow = slow_writes(
+        graph.graph().root(),
+        &company,
+        "data",
+        Duration::from_secs(2),
+    );
+    let run = {
+        let graph = graph.clone();
+        tokio::spawn(async move { graph.maintenance().optimize().await })
+    };
+    let mut published = false;
+    for _ in 0..300 {
+        if graph.head().await.unwrap().seq > before.seq {
+            published = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(published, "Person's unit published");
+    graph.cancel_maintenance();
+    let error = run.await.unwrap().unwrap_err();
+    drop(slow);
+    assert_eq!(error.kind(), ErrorKind::MaintenanceCancelled);
+    assert_eq!(
+        error.evidence(),
+        &Evidence::PartlyPublished {
+            published_units: vec!["Person".into()]
+        }
+    );
+    let head = graph.head().await.unwrap();
+    assert_eq!(head.seq, before.seq + 1);
+    assert_eq!(head.pin_of_type("Company"), before.pin_of_type("Company"));
+}
+
+#[tokio::test]
+async fn storage_that_refuses_writes_fails_one_unit_and_the_next_run_publishes() {
+    let (graph, _test) = fragmented(Backend::Local, 4).await;
+    let before = graph.head().await.unwrap();
+    let company = table_of(&before, "Company");
+    {
+        // Company's data folder refuses writes (permission denied).
+        let _read_only = graph.graph().root().inject(FaultRule::new(
+            format!("tables/{company}/data/*"),
+            &[RequestKind::Put, RequestKind::PutIfAbsent],
+            FaultAction::FailBefore(StorageKind::Configuration),
+        ));
+        let report = graph.maintenance().optimize().await.unwrap();
+        let person = report.table("Person").unwrap();
+        assert!(
+            person.published(),
+            "the unit before the failure: {person:?}"
+        );
+        match &report.table("Company").unwrap().outcome {
+            UnitOutcome::Failed { code, evidence, .. } => {
+                // Lance's upload path keeps only the text of the store's refusal, so
+                // it is classified unknown, never transient.
+                assert!(
+                    code.starts_with("storage_") && code != "storage_transient",
+                    "{code}"
+                );
+                assert_eq!(evidence, &Evidence::Unpublished);
+            }
+            other => panic!("expected a failed unit, got {other:?}"),
+        }
+        assert_eq!(report.exit_code(), 1);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["tables"][1]["outcome"], "failed");
+        assert_eq!(json["tables"][0]["outcome"], "published");
+        let head = graph.head().await.unwrap();
+        assert_eq!(head.pin_of_type("Company"), before.pin_of_type("Company"));
+    }
+    let report = graph.maintenance().optimize().await.unwrap();
+    assert!(report.table("Company").unwrap().published(), "{report:?}");
+    assert_eq!(report.exit_code(), 0);
+}
+
+#[tokio::test]
+async fn an_index_build_on_a_read_only_indices_folder_is_unpublished_then_lands() {
+    let (graph, _test) = fragmented(Backend::Local, 2).await;
+    let before = graph.head().await.unwrap();
+    {
+        let _read_only = graph.graph().root().inject(FaultRule::new(
+            "tables/*/_indices/*",
+            &[RequestKind::Put, RequestKind::PutIfAbsent],
+            FaultAction::FailBefore(StorageKind::Configuration),
+        ));
+        let error = graph.maintenance().build_indexes().await.unwrap_err();
+        assert!(
+            matches!(
+                error.kind(),
+                ErrorKind::Storage(StorageKind::Configuration | StorageKind::Unknown)
+            ),
+            "{error}"
+        );
+        assert_eq!(error.evidence(), &Evidence::Unpublished);
+        assert_eq!(graph.head().await.unwrap(), before);
+    }
+    let report = graph.maintenance().build_indexes().await.unwrap();
+    assert!(report.commit.is_some());
+}
+
+#[tokio::test]
+async fn two_units_at_once_reach_the_same_result() {
+    for units in [1, 2] {
+        let (graph, _test) = fragmented(Backend::Memory, 5).await;
+        let budget = MaintenanceBudget::default().with_unit_concurrency(units);
+        let report = Maintenance::of(&graph)
+            .with_maintenance_budget(budget)
+            .optimize()
+            .await
+            .unwrap();
+        let outcomes: Vec<_> = report
+            .tables
+            .iter()
+            .map(|table| {
+                (
+                    table.type_key.clone(),
+                    table.published(),
+                    table.fragments_after,
+                )
+            })
+            .collect();
+        assert_eq!(
+            outcomes,
+            vec![
+                ("Person".to_string(), true, 1),
+                ("Company".to_string(), true, 1),
+                ("WorksAt".to_string(), false, 0),
+            ],
+            "{units} units at once"
+        );
+        let head = graph.head().await.unwrap();
+        let people = graph
+            .scan("Person", &Default::default(), &CommitRef::Head)
+            .await
+            .unwrap();
+        assert_eq!(people.iter().map(|b| b.num_rows()).sum::<usize>(), 5);
+        assert_eq!(head.pin_of_type("Company").unwrap().row_count, 5);
+    }
+}
+
+const MIXED_SCHEMA: &str = "
+node Person { id: String @key, age: Int32? @index, embedding: Vector(4)? @index(vector) }
+";
+
+fn vector_rows(
+    start: usize,
+    count: usize,
+    with_vectors: bool,
+) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let rows: Vec<serde_json::Value> = (start..start + count)
+        .map(|index| {
+            let embedding = if with_vectors {
+                json!([index as f32, (index % 7) as f32, (index % 3) as f32, 1.0])
+            } else {
+                serde_json::Value::Null
+            };
+            json!({"id": format!("v{index}"), "age": index as i32, "embedding": embedding})
+        })
+        .collect();
+    objects(serde_json::Value::Array(rows))
+}
+
+#[tokio::test]
+async fn a_fold_judges_lag_on_the_tip_and_trainability_like_a_first_build() {
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, MIXED_SCHEMA).await.unwrap();
+    for batch in 0..6 {
+        graph
+            .insert_json("Person", vector_rows(batch * 60, 60, true))
+            .await
+            .unwrap();
+    }
+    let built = graph.build_indexes().await.unwrap();
+    assert!(
+        built
+            .built
+            .iter()
+            .any(|(_, index)| index == "embedding_vector"),
+        "{built:?}"
+    );
+    // Every fragment is covered; compaction rewrites them all. The vector index
+    // (row-id domain) is carried across the rewrite; the BTree (addresses) is not.
+    let report = graph.maintenance().optimize().await.unwrap();
+    let person = report.table("Person").unwrap();
+    assert!(person.published(), "{person:?}");
+    assert!(
+        person.indexes_folded.contains(&"age_btree".to_string()),
+        "{person:?}"
+    );
+    assert!(
+        !person
+            .indexes_folded
+            .contains(&"embedding_vector".to_string()),
+        "only indexes that lag at the tip are rebuilt: {person:?}"
+    );
+
+    // Most vectors go; new rows without vectors arrive in new fragments. The vector
+    // index lags and can no longer train: it waits, and the run goes on.
+    graph.delete("Person", "age >= 100").await.unwrap();
+    for batch in 0..3 {
+        graph
+            .insert_json("Person", vector_rows(1_000 + batch * 10, 10, false))
+            .await
+            .unwrap();
+    }
+    let report = graph.maintenance().optimize().await.unwrap();
+    let person = report.table("Person").unwrap();
+    assert!(person.published(), "{person:?}");
+    assert!(
+        person.indexes_folded.contains(&"age_btree".to_string()),
+        "{person:?}"
+    );
+    let pending = person
+        .pending_indexes
+        .iter()
+        .find(|pending| pending.index == "embedding_vector")
+        .expect("the vector index is pending");
+    assert!(
+        pending.reason.contains("100 non-null vectors"),
+        "{pending:?}"
+    );
+    assert_eq!(report.exit_code(), 0);
+}
