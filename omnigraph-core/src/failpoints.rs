@@ -72,6 +72,21 @@ fn in_scope() -> bool {
     cfg!(feature = "failpoints") && FAILPOINT_SCOPE.try_with(|_| ()).is_ok()
 }
 
+/// `future`, inside the failpoint scope when the caller is in one: for work that the
+/// caller moves to another runtime (the scope is task-local and would not follow).
+/// Whether the caller is in scope is decided when this is called, not when the result
+/// is first polled.
+pub fn carried<F: std::future::Future>(future: F) -> impl std::future::Future<Output = F::Output> {
+    let scoped = in_scope();
+    async move {
+        if scoped {
+            FAILPOINT_SCOPE.scope((), future).await
+        } else {
+            future.await
+        }
+    }
+}
+
 /// An armed failpoint scenario; dropping it disarms every failpoint.
 #[cfg(feature = "failpoints")]
 pub struct Armed {

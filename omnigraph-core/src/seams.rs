@@ -62,6 +62,12 @@ pub fn simulate_sync<R>(simulation: Arc<Simulation>, body: impl FnOnce() -> R) -
     SIMULATION.sync_scope(simulation, body)
 }
 
+/// Whether the caller runs inside a deterministic simulation: work that would move to
+/// another runtime stays on the caller's, so schedules stay deterministic.
+pub fn in_simulation() -> bool {
+    SIMULATION.try_with(|_| ()).is_ok()
+}
+
 /// The current time in microseconds since the Unix epoch.
 pub fn now_micros() -> i64 {
     SIMULATION

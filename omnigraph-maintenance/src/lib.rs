@@ -16,6 +16,7 @@ mod lane;
 mod maintenance;
 pub mod optimize;
 mod run;
+pub mod runtime;
 
 pub use budget::MaintenanceBudget;
 pub use lane::MaintenanceActivity;

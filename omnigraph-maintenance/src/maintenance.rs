@@ -67,7 +67,7 @@ impl<'a> Maintenance<'a> {
         let admitted = self.lane().admit("build_indexes").await?;
         let token = admitted.token();
         let prepared = tokio::select! {
-            prepared = self.graph.prepare_build_indexes() => prepared?,
+            prepared = self.graph.prepare_build_indexes_with(crate::runtime::link_runner()) => prepared?,
             // Builds in progress leave index files: unreachable staging.
             () = token.cancelled() => return Err(cancelled(Evidence::Unpublished)),
         };

@@ -316,6 +316,7 @@ pub async fn plan_unit(
     let snapshot = graph.graph().snapshot_of(base.clone());
     let table = snapshot.table(type_name).await?;
     let mut staging = Staging::new(graph.graph().root().clone(), base.clone());
+    staging.run_links_with(crate::runtime::link_runner());
     staging.seed(&pin.table_id, table.clone())?;
     // Evidence comes from what the chain holds when a step fails.
     let planned = plan_chain(graph, &mut staging, type_def, &pin, &table, budget).await;
@@ -341,8 +342,9 @@ async fn plan_chain(
 
     // 1. Compaction.
     staging
-        .stage_optional(&pin.table_id, |tip, origin| async move {
-            adapter::stage_compaction(&tip, budget, &origin).await
+        .stage_optional(&pin.table_id, |tip, origin| {
+            let budget = *budget;
+            async move { adapter::stage_compaction(&tip, &budget, &origin).await }
         })
         .await?;
 

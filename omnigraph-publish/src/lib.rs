@@ -45,4 +45,4 @@ pub use omnigraph::{Omnigraph, ScanRequest};
 pub use publisher::{Publication, ReadSet, publish};
 pub use reads::Direction;
 pub use schema_apply::{SchemaApplyReport, SchemaChange};
-pub use staging::{Staging, TableChain};
+pub use staging::{LinkRunner, Staging, TableChain};

@@ -83,11 +83,20 @@ impl CommitLog {
         };
         let (mut next, mut after) = (next, after);
         for _ in 0..MAX_HEAD_PROBE {
-            let Some(commit) = next else {
-                if let Some(beyond) = after {
-                    return Err(self.gap(newest.seq + 1, beyond.seq));
+            let commit = match next {
+                Some(commit) => commit,
+                None => {
+                    let Some(beyond) = &after else {
+                        return Ok(newest);
+                    };
+                    // The reads ran together: another writer may have published both
+                    // between them. Commit n+2 exists only after n+1 did, so reading
+                    // n+1 again now tells a race from a gap.
+                    match self.read(newest.seq + 1).await? {
+                        Some(commit) => commit,
+                        None => return Err(self.gap(newest.seq + 1, beyond.seq)),
+                    }
                 }
-                return Ok(newest);
             };
             if commit.parent_commit_id.as_deref() != Some(newest.commit_id.as_str()) {
                 return Err(OmniError::corrupt(
@@ -160,8 +169,14 @@ impl CommitLog {
             )));
         };
         for (expected, found) in seqs.iter().enumerate() {
-            if *found != expected as u64 {
-                return Err(self.gap(expected as u64, *found));
+            let expected = expected as u64;
+            // A listing is not atomic: a commit missing from it is a gap only if it
+            // is still missing when read.
+            if *found != expected && self.read(expected).await?.is_none() {
+                return Err(self.gap(expected, *found));
+            }
+            if *found != expected {
+                break;
             }
         }
         self.read(newest).await?.ok_or_else(|| {

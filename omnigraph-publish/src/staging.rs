@@ -5,6 +5,7 @@
 
 use crate::commit::{CommitOperation, GraphCommit, TablePin};
 use crate::publisher::{self, Publication, ReadSet};
+use futures::future::BoxFuture;
 use omnigraph_core::adapter::{self, LinkOrigin, StagedLink};
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{ErrorKind, Evidence, OmniError, Result, StorageKind};
@@ -36,8 +37,17 @@ impl TableChain {
     }
 }
 
+/// Runs the Lance work of one link. Maintenance hands its links to its own runtime, so
+/// that compaction decoding and index builds do not compete with a host's tasks.
+pub type LinkRunner = Arc<
+    dyn Fn(
+            BoxFuture<'static, Result<Option<StagedLink>>>,
+        ) -> BoxFuture<'static, Result<Option<StagedLink>>>
+        + Send
+        + Sync,
+>;
+
 /// Staging on one captured head.
-#[derive(Debug)]
 pub struct Staging {
     root: Arc<StorageRoot>,
     base: GraphCommit,
@@ -47,6 +57,20 @@ pub struct Staging {
     /// Whether any link was ever staged here, including links that a rebase took out:
     /// their files stay until cleanup reclaims them.
     wrote: bool,
+    /// Where links' Lance work runs; the caller's task when `None`.
+    runner: Option<LinkRunner>,
+}
+
+impl std::fmt::Debug for Staging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Staging")
+            .field("base", &self.base.seq)
+            .field("chains", &self.chains.keys().collect::<Vec<_>>())
+            .field("created", &self.created.len())
+            .field("wrote", &self.wrote)
+            .field("runner", &self.runner.is_some())
+            .finish()
+    }
 }
 
 impl Staging {
@@ -58,7 +82,13 @@ impl Staging {
             chains: BTreeMap::new(),
             created: Vec::new(),
             wrote: false,
+            runner: None,
         }
+    }
+
+    /// Runs every later link's Lance work through `runner`.
+    pub fn run_links_with(&mut self, runner: LinkRunner) {
+        self.runner = Some(runner);
     }
 
     /// The captured head.
@@ -178,7 +208,7 @@ impl Staging {
     pub async fn stage<F, Fut>(&mut self, table_id: &str, stage: F) -> Result<&StagedLink>
     where
         F: FnOnce(Arc<omnigraph_core::lance::Dataset>, LinkOrigin) -> Fut,
-        Fut: std::future::Future<Output = Result<StagedLink>>,
+        Fut: std::future::Future<Output = Result<StagedLink>> + Send + 'static,
     {
         let always = move |tip, origin| {
             let link = stage(tip, origin);
@@ -198,7 +228,7 @@ impl Staging {
     ) -> Result<Option<&StagedLink>>
     where
         F: FnOnce(Arc<omnigraph_core::lance::Dataset>, LinkOrigin) -> Fut,
-        Fut: std::future::Future<Output = Result<Option<StagedLink>>>,
+        Fut: std::future::Future<Output = Result<Option<StagedLink>>> + Send + 'static,
     {
         let staged_before = self.wrote || self.has_staged();
         let (tip, base_version) = {
@@ -210,7 +240,12 @@ impl Staging {
             base_seq: self.base.seq,
             base_version,
         };
-        let link = stage(tip, origin).await.map_err(|error| {
+        let work = stage(tip, origin);
+        let staged = match &self.runner {
+            Some(runner) => runner(Box::pin(work)).await,
+            None => work.await,
+        };
+        let link = staged.map_err(|error| {
             if staged_before {
                 error.with_evidence(Evidence::Unpublished)
             } else {

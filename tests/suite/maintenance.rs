@@ -424,3 +424,104 @@ async fn a_fold_judges_lag_on_the_tip_and_trainability_like_a_first_build() {
     );
     assert_eq!(report.exit_code(), 0);
 }
+
+#[tokio::test]
+async fn lance_work_runs_on_the_maintenance_runtime_and_the_caller_still_sees_it() {
+    let (graph, _test) = fragmented(Backend::Memory, 4).await;
+    graph.build_indexes().await.unwrap();
+    graph
+        .insert_json("Person", objects(json!([{"id": "late", "name": "n"}])))
+        .await
+        .unwrap();
+    let probe = graph.graph().root().probe();
+    let report = graph.maintenance().optimize().await.unwrap();
+    assert!(report.table("Person").unwrap().published());
+    let heavy: Vec<_> = probe
+        .requests()
+        .into_iter()
+        .filter(|request| {
+            request.path.starts_with("tables/")
+                && (request.path.contains("/data/") || request.path.contains("/_indices/"))
+                && matches!(request.kind, RequestKind::Put | RequestKind::PutIfAbsent)
+        })
+        .collect();
+    assert!(!heavy.is_empty(), "the caller's probe counts the work");
+    for request in &heavy {
+        assert_eq!(
+            request.thread.as_deref(),
+            Some(omnigraph_maintenance::runtime::MAINTENANCE_THREAD_NAME),
+            "{request:?}"
+        );
+    }
+    // A data writer's files are written on the caller's runtime.
+    probe.reset();
+    graph
+        .insert_json("Person", objects(json!([{"id": "later", "name": "n"}])))
+        .await
+        .unwrap();
+    assert!(
+        probe
+            .requests()
+            .iter()
+            .all(|request| request.thread.as_deref()
+                != Some(omnigraph_maintenance::runtime::MAINTENANCE_THREAD_NAME))
+    );
+
+    // The caller's failpoint scope follows the work to the maintenance runtime.
+    for index in 0..3 {
+        graph
+            .insert_json(
+                "Person",
+                objects(json!([{"id": format!("more{index}"), "name": "n"}])),
+            )
+            .await
+            .unwrap();
+    }
+    let before = graph.head().await.unwrap();
+    let armed = omnigraph_core::failpoints::arm(
+        omnigraph_core::failpoints::STAGE_BEFORE_MANIFEST,
+        "return",
+    );
+    let report = armed.run(graph.maintenance().optimize()).await.unwrap();
+    drop(armed);
+    assert!(
+        matches!(
+            report.table("Person").unwrap().outcome,
+            UnitOutcome::Failed { .. }
+        ),
+        "{report:?}"
+    );
+    assert_eq!(graph.head().await.unwrap(), before);
+}
+
+#[tokio::test]
+async fn dropping_the_callers_future_aborts_the_maintenance_work() {
+    let (graph, _test) = fragmented(Backend::Memory, 4).await;
+    let before = graph.head().await.unwrap();
+    let person = table_of(&before, "Person");
+    let _slow = slow_writes(
+        graph.graph().root(),
+        &person,
+        "data",
+        Duration::from_secs(1),
+    );
+    let probe = graph.graph().root().probe();
+    let dropped =
+        tokio::time::timeout(Duration::from_millis(300), graph.maintenance().optimize()).await;
+    assert!(dropped.is_err(), "the run was still staging");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let manifests = probe
+        .requests()
+        .into_iter()
+        .filter(|request| {
+            request.path.contains("/_versions/")
+                && matches!(request.kind, RequestKind::Put | RequestKind::PutIfAbsent)
+        })
+        .count();
+    assert_eq!(manifests, 0, "no link was committed after the drop");
+    assert_eq!(graph.head().await.unwrap(), before);
+    assert!(
+        graph.maintenance_in_progress().is_none(),
+        "the lane is free"
+    );
+}

@@ -71,6 +71,9 @@ pub struct Request {
     pub kind: RequestKind,
     /// The path relative to the graph root (a LIST names its prefix).
     pub path: String,
+    /// The name of the thread that made the request (`None` for an unnamed thread):
+    /// tells which runtime did the work.
+    pub thread: Option<String>,
 }
 
 /// Request counts by kind.
@@ -254,6 +257,7 @@ impl WrapperState {
                 probe.requests.lock().push(Request {
                     kind,
                     path: relative.clone(),
+                    thread: std::thread::current().name().map(str::to_string),
                 });
             }
         }
