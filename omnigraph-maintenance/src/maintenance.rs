@@ -15,6 +15,8 @@ use std::sync::Arc;
 pub struct Maintenance<'a> {
     graph: &'a Omnigraph,
     budget: MaintenanceBudget,
+    /// Whether Lance's work stays on the caller's runtime (for comparisons only).
+    on_callers_runtime: bool,
 }
 
 impl<'a> Maintenance<'a> {
@@ -23,6 +25,7 @@ impl<'a> Maintenance<'a> {
         Maintenance {
             graph,
             budget: MaintenanceBudget::default(),
+            on_callers_runtime: false,
         }
     }
 
@@ -30,6 +33,18 @@ impl<'a> Maintenance<'a> {
     pub fn with_maintenance_budget(mut self, budget: MaintenanceBudget) -> Maintenance<'a> {
         self.budget = budget;
         self
+    }
+
+    /// The same, with Lance's work polled on the caller's runtime, as it was before the
+    /// maintenance runtime existed. For measurements that compare the two; a host
+    /// should not use it.
+    pub fn with_lance_work_on_callers_runtime(mut self) -> Maintenance<'a> {
+        self.on_callers_runtime = true;
+        self
+    }
+
+    fn runner(&self) -> Option<omnigraph_publish::LinkRunner> {
+        (!self.on_callers_runtime).then(crate::runtime::link_runner)
     }
 
     /// The budget runs use.
@@ -57,7 +72,15 @@ impl<'a> Maintenance<'a> {
     pub async fn optimize(&self) -> Result<OptimizeReport> {
         let admitted = self.lane().admit("optimize").await?;
         let mut record = RunRecord::default();
-        let ran = run_units(self.graph, &self.budget, admitted.token(), &mut record).await;
+        let runner = self.runner();
+        let ran = run_units(
+            self.graph,
+            &self.budget,
+            runner.as_ref(),
+            admitted.token(),
+            &mut record,
+        )
+        .await;
         ran.map_err(|error| record.classify(error))
     }
 
@@ -67,7 +90,7 @@ impl<'a> Maintenance<'a> {
         let admitted = self.lane().admit("build_indexes").await?;
         let token = admitted.token();
         let prepared = tokio::select! {
-            prepared = self.graph.prepare_build_indexes_with(crate::runtime::link_runner()) => prepared?,
+            prepared = self.prepare_build_indexes() => prepared?,
             // Builds in progress leave index files: unreachable staging.
             () = token.cancelled() => return Err(cancelled(Evidence::Unpublished)),
         };
@@ -80,6 +103,15 @@ impl<'a> Maintenance<'a> {
             return Err(cancelled(evidence));
         }
         prepared.publish(self.graph).await
+    }
+}
+
+impl Maintenance<'_> {
+    async fn prepare_build_indexes(&self) -> Result<omnigraph_publish::PreparedIndexBuild> {
+        match self.runner() {
+            Some(runner) => self.graph.prepare_build_indexes_with(runner).await,
+            None => self.graph.prepare_build_indexes().await,
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use omnigraph_core::{Evidence, OmniError, Result};
 use omnigraph_publish::indexes::{
     PendingIndex, built_partitions, stage_create_indices, vector_training_rows,
 };
-use omnigraph_publish::{CommitOperation, Omnigraph, Staging};
+use omnigraph_publish::{CommitOperation, LinkRunner, Omnigraph, Staging};
 
 /// How one unit (table) of a run ended.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -183,6 +183,7 @@ pub async fn optimize(graph: &Omnigraph, budget: &MaintenanceBudget) -> Result<O
 pub(crate) async fn run_units(
     graph: &Omnigraph,
     budget: &MaintenanceBudget,
+    runner: Option<&LinkRunner>,
     token: &CancelToken,
     record: &mut RunRecord,
 ) -> Result<OptimizeReport> {
@@ -196,7 +197,7 @@ pub(crate) async fn run_units(
     let compaction = budget.compaction;
     let mut units = futures::stream::iter(types)
         .map(|type_name| async move {
-            let outcome = run_unit(graph, &type_name, &compaction, token).await;
+            let outcome = run_unit(graph, &type_name, &compaction, runner, token).await;
             (type_name, outcome)
         })
         .buffered(budget.unit_concurrency);
@@ -239,6 +240,7 @@ async fn run_unit(
     graph: &Omnigraph,
     type_name: &str,
     budget: &CompactionBudget,
+    runner: Option<&LinkRunner>,
     token: &CancelToken,
 ) -> Ran {
     if token.is_cancelled() {
@@ -247,7 +249,7 @@ async fn run_unit(
     // Staging is dropped where it stands when a cancel comes: its effects stay
     // unreachable, and cleanup reclaims them.
     let planned = tokio::select! {
-        planned = plan_unit(graph, type_name, budget) => planned,
+        planned = plan_unit_on(graph, type_name, budget, runner.cloned()) => planned,
         () = token.cancelled() => return Ran::Cancelled { staged: true },
     };
     let unit = match planned {
@@ -309,6 +311,23 @@ pub async fn plan_unit(
     type_name: &str,
     budget: &CompactionBudget,
 ) -> Result<PlannedUnit> {
+    plan_unit_on(
+        graph,
+        type_name,
+        budget,
+        Some(crate::runtime::link_runner()),
+    )
+    .await
+}
+
+/// [`plan_unit`], with the links' Lance work run by `runner` (the caller's task when
+/// `None`).
+async fn plan_unit_on(
+    graph: &Omnigraph,
+    type_name: &str,
+    budget: &CompactionBudget,
+    runner: Option<LinkRunner>,
+) -> Result<PlannedUnit> {
     let base = graph.head().await?;
     let catalog = graph.catalog_at(&base).await?;
     let type_def = catalog.require(type_name)?;
@@ -316,7 +335,9 @@ pub async fn plan_unit(
     let snapshot = graph.graph().snapshot_of(base.clone());
     let table = snapshot.table(type_name).await?;
     let mut staging = Staging::new(graph.graph().root().clone(), base.clone());
-    staging.run_links_with(crate::runtime::link_runner());
+    if let Some(runner) = runner {
+        staging.run_links_with(runner);
+    }
     staging.seed(&pin.table_id, table.clone())?;
     // Evidence comes from what the chain holds when a step fails.
     let planned = plan_chain(graph, &mut staging, type_def, &pin, &table, budget).await;

@@ -16,6 +16,13 @@
 //!   against Lance's own linear `compact_files` then `optimize_indices`, as a time ratio,
 //!   with the peak resident memory of each (Linux VmHWM, reset between phases).
 //!
+//! - maintenance (with `--maintenance`, alone): two identical K-row tables (default
+//!   1,000,000, 200 appends) with a BTree, an IVF and a full-text index. Optimize at the
+//!   default budget on each: once with Lance's work on the maintenance runtime, once on
+//!   the caller's runtime, while a trivial task on the caller's runtime sleeps 1 ms in a
+//!   loop; its wake-up delay (p50, p99) against the same task with nothing running, and
+//!   the peak resident memory of each optimize.
+//!
 //! `--rows N`, `--read-rows M` and `--optimize-rows K` change the sizes; `--json` prints
 //! one JSON document.
 
@@ -259,12 +266,154 @@ async fn optimize_bench(dir: &std::path::Path, rows: usize) -> Value {
     })
 }
 
+const MAINTENANCE_SCHEMA: &str =
+    "node Item { id: Int64 @key, text: String @index(fts), v: Vector(16)? @index(vector) }";
+/// The ticker's sleep: a request handler's trivial work.
+const TICK: Duration = Duration::from_millis(1);
+
+fn text_item_batch(
+    start: usize,
+    count: usize,
+    rng: &mut StdRng,
+) -> omnigraph_core::arrow_array::RecordBatch {
+    use omnigraph_core::arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
+    use omnigraph_core::arrow_array::{ArrayRef, Int64Array, StringArray};
+    const WORDS: [&str; 8] = [
+        "graph", "lance", "table", "commit", "vector", "index", "search", "storage",
+    ];
+    let catalog = omnigraph_core::schema::parse("bench.pg", MAINTENANCE_SCHEMA).expect("schema");
+    let schema = catalog.get("Item").expect("Item").arrow_schema();
+    let ids = Int64Array::from((start as i64..(start + count) as i64).collect::<Vec<_>>());
+    let texts: Vec<String> = (0..count)
+        .map(|_| {
+            (0..6)
+                .map(|_| WORDS[rng.random_range(0..WORDS.len())])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let mut vectors = FixedSizeListBuilder::new(Float32Builder::new(), DIMENSION as i32);
+    for _ in 0..count {
+        for _ in 0..DIMENSION {
+            vectors.values().append_value(rng.random::<f32>());
+        }
+        vectors.append(true);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        std::sync::Arc::new(ids),
+        std::sync::Arc::new(StringArray::from(texts)),
+        std::sync::Arc::new(vectors.finish()),
+    ];
+    omnigraph_core::arrow_array::RecordBatch::try_new(schema, columns).expect("item batch")
+}
+
+/// Wake-up delays of a task that sleeps [`TICK`] in a loop until `stop`.
+fn ticker(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<Duration>> {
+    tokio::spawn(async move {
+        let mut delays = Vec::new();
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let started = Instant::now();
+            tokio::time::sleep(TICK).await;
+            delays.push(started.elapsed().saturating_sub(TICK));
+        }
+        delays
+    })
+}
+
+fn percentile(delays: &mut [Duration], percent: usize) -> f64 {
+    delays.sort();
+    if delays.is_empty() {
+        return 0.0;
+    }
+    millis(delays[(delays.len() * percent / 100).min(delays.len() - 1)])
+}
+
+/// Optimize's peak memory and the caller runtime's latency, with Lance's work on the
+/// maintenance runtime and on the caller's.
+async fn maintenance_bench(dir: &std::path::Path, rows: usize) -> Value {
+    let per_append = rows.div_ceil(OPTIMIZE_APPENDS);
+    let mut results = Map::new();
+    // The ticker alone: the floor.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let idle = ticker(stop.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut idle = idle.await.expect("ticker");
+    results.insert(
+        "idle_tick_delay_ms".into(),
+        json!({"p50": percentile(&mut idle, 50), "p99": percentile(&mut idle, 99)}),
+    );
+    for on_own_runtime in [true, false] {
+        let label = if on_own_runtime {
+            "maintenance_runtime"
+        } else {
+            "callers_runtime"
+        };
+        let mut rng = StdRng::seed_from_u64(7);
+        let uri = dir.join(label).display().to_string();
+        let graph = Omnigraph::create(&uri, MAINTENANCE_SCHEMA)
+            .await
+            .expect("create graph");
+        for index in 0..OPTIMIZE_APPENDS {
+            let batch = text_item_batch(index * per_append, per_append, &mut rng);
+            graph
+                .insert_batches("Item", std::slice::from_ref(&batch))
+                .await
+                .expect("append");
+            if index == 0 {
+                graph.build_indexes().await.expect("build indexes");
+            }
+        }
+        let maintenance = omnigraph_maintenance::Maintenance::of(&graph);
+        let maintenance = if on_own_runtime {
+            maintenance
+        } else {
+            maintenance.with_lance_work_on_callers_runtime()
+        };
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        reset_peak();
+        let ticks = ticker(stop.clone());
+        let started = Instant::now();
+        let report = maintenance.optimize().await.expect("optimize");
+        let seconds = started.elapsed().as_secs_f64();
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let peak = peak_mib();
+        let mut delays = ticks.await.expect("ticker");
+        let table = &report.tables[0];
+        results.insert(
+            label.into(),
+            json!({
+                "optimize_seconds": seconds,
+                "peak_mib": peak,
+                "tick_delay_ms": {"p50": percentile(&mut delays, 50), "p99": percentile(&mut delays, 99)},
+                "ticks": delays.len(),
+                "fragments_before": table.fragments_before,
+                "fragments_after": table.fragments_after,
+                "folded": table.indexes_folded,
+            }),
+        );
+    }
+    results.insert("rows".into(), json!(rows));
+    Value::Object(results)
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rows = argument(&args, "--rows", 200_000);
     let read_rows = argument(&args, "--read-rows", 100_000);
     let optimize_rows = argument(&args, "--optimize-rows", 1_000_000);
+    if args.iter().any(|arg| arg == "--maintenance") {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let document = json!({
+            "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+            "maintenance": maintenance_bench(dir.path(), optimize_rows).await,
+        });
+        println!("{document:#}");
+        return;
+    }
     let with_optimize = args.iter().any(|arg| arg == "--optimize");
     let as_json = args.iter().any(|arg| arg == "--json");
     let dir = tempfile::tempdir().expect("temp dir");

@@ -426,7 +426,7 @@ async fn a_fold_judges_lag_on_the_tip_and_trainability_like_a_first_build() {
 }
 
 #[tokio::test]
-async fn lance_work_runs_on_the_maintenance_runtime_and_the_caller_still_sees_it() {
+async fn heavy_work_runs_on_the_maintenance_runtime_and_the_caller_still_sees_it() {
     let (graph, _test) = fragmented(Backend::Memory, 4).await;
     graph.build_indexes().await.unwrap();
     graph

@@ -45,7 +45,19 @@ fn print_help() {
 }
 
 /// The workspace root: xtask lives one level below it.
+/// The workspace the command was run in: the nearest folder at or above the current
+/// one whose `Cargo.toml` declares `[workspace]`. Not the folder this binary was built
+/// from: a shared build cache can hand one checkout's xtask binary to another.
 fn workspace_root() -> PathBuf {
+    let start = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let mut dir: Option<&Path> = Some(start.as_path());
+    while let Some(candidate) = dir {
+        let manifest = candidate.join("Cargo.toml");
+        if std::fs::read_to_string(&manifest).is_ok_and(|text| text.contains("[workspace]")) {
+            return candidate.to_path_buf();
+        }
+        dir = candidate.parent();
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_path_buf)
