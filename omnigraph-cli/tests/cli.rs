@@ -237,8 +237,23 @@ fn every_command_round_trips_as_json() {
         Path::new(works_at["uri"].as_str().unwrap()).is_dir(),
         "a plain Lance reader can open it"
     );
-    let optimized = json_of(&omnigraph(&["optimize", &root, "--json"]));
+    let optimized = json_of(&omnigraph(&[
+        "optimize",
+        &root,
+        "--json",
+        "--concurrency",
+        "2",
+    ]));
     assert_eq!(optimized["tables"].as_array().unwrap().len(), 5);
+    for table in optimized["tables"].as_array().unwrap() {
+        let outcome = table["outcome"].as_str().unwrap();
+        assert!(["published", "nothing_to_do"].contains(&outcome), "{table}");
+        assert_eq!(
+            outcome == "published",
+            table["commit_seq"].is_u64(),
+            "{table}"
+        );
+    }
     let log = json_of(&omnigraph(&["log", &root, "--limit", "3", "--json"]));
     assert_eq!(log["commits"].as_array().unwrap().len(), 3);
     let status = json_of(&omnigraph(&["status", &root, "--json"]));
@@ -376,4 +391,35 @@ fn init_finishes_a_root_whose_create_stopped_after_the_format_object() {
     // A finished graph is not initialised again.
     let again = omnigraph(&["init", &root, "--schema", &example(), "--json"]);
     assert_eq!(again.status.code(), Some(4));
+}
+
+#[test]
+fn a_maintenance_concurrency_that_is_not_a_number_is_refused_naming_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let output = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+        .args(["optimize", &root, "--json"])
+        .env("OMNIGRAPH_MAINTENANCE_CONCURRENCY", "lots")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let error: Value = serde_json::from_slice(&output.stderr).unwrap();
+    assert_eq!(error["error"]["code"], "storage_configuration");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("OMNIGRAPH_MAINTENANCE_CONCURRENCY"),
+        "{error}"
+    );
+    let fine = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+        .args(["optimize", &root, "--json"])
+        .env("OMNIGRAPH_MAINTENANCE_CONCURRENCY", "2")
+        .output()
+        .unwrap();
+    assert!(
+        fine.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fine.stderr)
+    );
 }

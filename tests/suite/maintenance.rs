@@ -525,3 +525,36 @@ async fn dropping_the_callers_future_aborts_the_maintenance_work() {
         "the lane is free"
     );
 }
+
+#[test]
+fn every_budget_knob_reaches_lance() {
+    let budget = MaintenanceBudget::default();
+    // What stage_compaction hands Lance's planner and every task.
+    let options = omnigraph_core::adapter::compaction_options(&budget.compaction);
+    assert_eq!(options.io_buffer_size, Some(64 << 20));
+    assert_eq!(options.batch_size, Some(8_192));
+    assert_eq!(options.num_threads, Some(1));
+    assert_eq!(options.target_rows_per_fragment, 1_048_576);
+    let smaller = MaintenanceBudget {
+        compaction: omnigraph_core::adapter::CompactionBudget {
+            io_buffer_bytes: 8 << 20,
+            batch_rows: 1_024,
+            target_rows_per_fragment: 4_096,
+        },
+        ..budget
+    };
+    let options = omnigraph_core::adapter::compaction_options(&smaller.compaction);
+    assert_eq!(
+        (
+            options.io_buffer_size,
+            options.batch_size,
+            options.target_rows_per_fragment
+        ),
+        (Some(8 << 20), Some(1_024), 4_096)
+    );
+    // What stage_index hands Lance for a full-text build. Lance keeps these fields to
+    // itself (and out of its serialised form); its Debug view shows them.
+    let params = format!("{:?}", omnigraph_core::adapter::full_text_params());
+    assert!(params.contains("memory_limit_mb: Some(512)"), "{params}");
+    assert!(params.contains("num_workers: Some(2)"), "{params}");
+}

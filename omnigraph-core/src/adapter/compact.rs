@@ -42,6 +42,19 @@ impl Default for CompactionBudget {
     }
 }
 
+/// The options every compaction in this build hands Lance: the budget's buffer, batch
+/// and fragment size, and one thread per task.
+pub fn compaction_options(budget: &CompactionBudget) -> CompactionOptions {
+    #[allow(deprecated)] // CompactionOptions has deprecated fields; defaults fill them.
+    CompactionOptions {
+        target_rows_per_fragment: budget.target_rows_per_fragment,
+        io_buffer_size: Some(budget.io_buffer_bytes),
+        batch_size: Some(budget.batch_rows),
+        num_threads: Some(1),
+        ..Default::default()
+    }
+}
+
 /// Plans compaction on `base` and, when there is work, executes the tasks one at a time
 /// and stages one detached Rewrite. Returns `None` when the plan is empty.
 pub async fn stage_compaction(
@@ -49,14 +62,7 @@ pub async fn stage_compaction(
     budget: &CompactionBudget,
     origin: &LinkOrigin,
 ) -> Result<Option<StagedLink>> {
-    #[allow(deprecated)] // CompactionOptions has deprecated fields; defaults fill them.
-    let options = CompactionOptions {
-        target_rows_per_fragment: budget.target_rows_per_fragment,
-        io_buffer_size: Some(budget.io_buffer_bytes),
-        batch_size: Some(budget.batch_rows),
-        num_threads: Some(1),
-        ..Default::default()
-    };
+    let options = compaction_options(budget);
     let plan = plan_compaction(base, &options)
         .await
         .map_err(|error| read_error("plan compaction", error))?;

@@ -58,6 +58,14 @@ pub struct IndexBuild {
     pub replace: bool,
 }
 
+/// The parameters every full-text build in this build hands Lance: its memory budget
+/// over its workers (Lance's default is 2 GiB per worker).
+pub fn full_text_params() -> InvertedIndexParams {
+    InvertedIndexParams::default()
+        .memory_limit_mb(FULL_TEXT_MEMORY_MIB)
+        .num_workers(FULL_TEXT_WORKERS)
+}
+
 /// Builds `build` on `base` and stages it as a detached CreateIndex link.
 pub async fn stage_index(
     base: &Arc<Dataset>,
@@ -78,9 +86,7 @@ pub async fn stage_index(
     let mut dataset = (**base).clone();
     let columns = [build.column.as_str()];
     let scalar = ScalarIndexParams::default();
-    let full_text = InvertedIndexParams::default()
-        .memory_limit_mb(FULL_TEXT_MEMORY_MIB)
-        .num_workers(FULL_TEXT_WORKERS);
+    let full_text = full_text_params();
     let vector;
     let (index_type, params): (IndexType, &dyn lance_index::IndexParams) = match build.kind {
         IndexBuildKind::BTree => (IndexType::BTree, &scalar),

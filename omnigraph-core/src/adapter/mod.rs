@@ -20,12 +20,15 @@ pub use baseline::{
 };
 pub use compact::{
     CompactionBudget, DEFAULT_COMPACTION_BATCH_ROWS, DEFAULT_COMPACTION_IO_BUFFER_BYTES,
-    DEFAULT_TARGET_ROWS_PER_FRAGMENT, stage_compaction,
+    DEFAULT_TARGET_ROWS_PER_FRAGMENT, compaction_options, stage_compaction,
 };
 pub use evolve::{
     stage_add_null_columns, stage_drop_columns, stage_drop_index, stage_set_nullability,
 };
-pub use index::{IndexBuild, IndexBuildKind, stage_index};
+pub use index::{
+    FULL_TEXT_MEMORY_MIB, FULL_TEXT_WORKERS, IndexBuild, IndexBuildKind, full_text_params,
+    stage_index,
+};
 pub use stage::{recommit_append, stage_append, stage_delete, stage_merge_insert, stage_update};
 pub use table::{create_table, open_table_at, read_link_origin};
 

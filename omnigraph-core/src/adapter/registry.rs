@@ -13,6 +13,8 @@ pub const ENTRY_POINTS: &[&str] = &[
     "stage_merge_insert",
     "stage_update",
     "stage_compaction",
+    "compaction_options",
+    "full_text_params",
     "stage_index",
     "stage_add_null_columns",
     "stage_drop_columns",
