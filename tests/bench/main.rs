@@ -172,16 +172,12 @@ fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-fn item_batch(
-    start: usize,
+/// `count` random vectors of [`DIMENSION`] components.
+fn random_vectors(
     count: usize,
     rng: &mut StdRng,
-) -> omnigraph_core::arrow_array::RecordBatch {
+) -> omnigraph_core::arrow_array::FixedSizeListArray {
     use omnigraph_core::arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
-    use omnigraph_core::arrow_array::{ArrayRef, Int64Array};
-    let catalog = omnigraph_core::schema::parse("bench.pg", OPTIMIZE_SCHEMA).expect("schema");
-    let schema = catalog.get("Item").expect("Item").arrow_schema();
-    let ids = Int64Array::from((start as i64..(start + count) as i64).collect::<Vec<_>>());
     let mut vectors = FixedSizeListBuilder::new(Float32Builder::new(), DIMENSION as i32);
     for _ in 0..count {
         for _ in 0..DIMENSION {
@@ -189,10 +185,20 @@ fn item_batch(
         }
         vectors.append(true);
     }
-    let columns: Vec<ArrayRef> = vec![
-        std::sync::Arc::new(ids),
-        std::sync::Arc::new(vectors.finish()),
-    ];
+    vectors.finish()
+}
+
+fn item_batch(
+    start: usize,
+    count: usize,
+    rng: &mut StdRng,
+) -> omnigraph_core::arrow_array::RecordBatch {
+    use omnigraph_core::arrow_array::{ArrayRef, Int64Array};
+    let catalog = omnigraph_core::schema::parse("bench.pg", OPTIMIZE_SCHEMA).expect("schema");
+    let schema = catalog.get("Item").expect("Item").arrow_schema();
+    let ids = Int64Array::from((start as i64..(start + count) as i64).collect::<Vec<_>>());
+    let vectors = random_vectors(count, rng);
+    let columns: Vec<ArrayRef> = vec![std::sync::Arc::new(ids), std::sync::Arc::new(vectors)];
     omnigraph_core::arrow_array::RecordBatch::try_new(schema, columns).expect("item batch")
 }
 
@@ -276,7 +282,6 @@ fn text_item_batch(
     count: usize,
     rng: &mut StdRng,
 ) -> omnigraph_core::arrow_array::RecordBatch {
-    use omnigraph_core::arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
     use omnigraph_core::arrow_array::{ArrayRef, Int64Array, StringArray};
     const WORDS: [&str; 8] = [
         "graph", "lance", "table", "commit", "vector", "index", "search", "storage",
@@ -292,17 +297,11 @@ fn text_item_batch(
                 .join(" ")
         })
         .collect();
-    let mut vectors = FixedSizeListBuilder::new(Float32Builder::new(), DIMENSION as i32);
-    for _ in 0..count {
-        for _ in 0..DIMENSION {
-            vectors.values().append_value(rng.random::<f32>());
-        }
-        vectors.append(true);
-    }
+    let vectors = random_vectors(count, rng);
     let columns: Vec<ArrayRef> = vec![
         std::sync::Arc::new(ids),
         std::sync::Arc::new(StringArray::from(texts)),
-        std::sync::Arc::new(vectors.finish()),
+        std::sync::Arc::new(vectors),
     ];
     omnigraph_core::arrow_array::RecordBatch::try_new(schema, columns).expect("item batch")
 }

@@ -46,6 +46,14 @@ fn slow_writes(root: &StorageRoot, table: &str, folder: &str, delay: Duration) -
     ))
 }
 
+/// An optimize run on `graph`, in a task of its own.
+fn spawn_optimize(
+    graph: &Arc<Omnigraph>,
+) -> tokio::task::JoinHandle<omnigraph_core::Result<omnigraph_maintenance::OptimizeReport>> {
+    let graph = graph.clone();
+    tokio::spawn(async move { graph.maintenance().optimize().await })
+}
+
 /// Waits until some handle's run holds the root's lane.
 async fn until_running(graph: &Omnigraph) {
     for _ in 0..200 {
@@ -67,10 +75,7 @@ async fn one_lane_per_root_shared_by_handles_in_arrival_order() {
         "data",
         Duration::from_millis(600),
     );
-    let first = {
-        let graph = graph.clone();
-        tokio::spawn(async move { graph.maintenance().optimize().await })
-    };
+    let first = spawn_optimize(&graph);
     until_running(&graph).await;
     // Another handle on the same root sees the run and waits behind it.
     let other = Arc::new(Omnigraph::open(&test.uri).await.unwrap());
@@ -102,10 +107,7 @@ async fn a_cancel_while_staging_stops_the_run_and_publishes_nothing() {
         "data",
         Duration::from_secs(2),
     );
-    let run = {
-        let graph = graph.clone();
-        tokio::spawn(async move { graph.maintenance().optimize().await })
-    };
+    let run = spawn_optimize(&graph);
     until_running(&graph).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     graph.cancel_maintenance();
@@ -147,10 +149,7 @@ async fn a_cancel_after_a_tables_first_link_is_unpublished() {
         "_indices",
         Duration::from_secs(2),
     );
-    let run = {
-        let graph = graph.clone();
-        tokio::spawn(async move { graph.maintenance().optimize().await })
-    };
+    let run = spawn_optimize(&graph);
     until_running(&graph).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     graph.cancel_maintenance();
@@ -172,10 +171,7 @@ async fn a_cancel_ends_waiting_runs_but_never_a_later_one() {
         "data",
         Duration::from_secs(2),
     );
-    let holder = {
-        let graph = graph.clone();
-        tokio::spawn(async move { graph.maintenance().optimize().await })
-    };
+    let holder = spawn_optimize(&graph);
     until_running(&graph).await;
     let waiter = {
         let graph = graph.clone();
@@ -206,10 +202,7 @@ async fn a_cancel_after_a_unit_published_is_partly_published() {
         "data",
         Duration::from_secs(2),
     );
-    let run = {
-        let graph = graph.clone();
-        tokio::spawn(async move { graph.maintenance().optimize().await })
-    };
+    let run = spawn_optimize(&graph);
     let mut published = false;
     for _ in 0..300 {
         if graph.head().await.unwrap().seq > before.seq {
