@@ -1,6 +1,6 @@
 //! The maintenance budget: the knobs that bound what a maintenance run may use.
 
-use omnigraph_core::adapter::CompactionBudget;
+use omnigraph_core::adapter::{CompactionBudget, FullTextBudget};
 use omnigraph_core::{OmniError, Result, StorageKind};
 
 /// The environment variable that sets [`MaintenanceBudget::unit_concurrency`].
@@ -19,6 +19,8 @@ pub struct MaintenanceBudget {
     pub unit_concurrency: usize,
     /// Each compaction's I/O buffer, scan batch and target fragment size.
     pub compaction: CompactionBudget,
+    /// Each full-text build's memory and workers.
+    pub full_text: FullTextBudget,
 }
 
 impl Default for MaintenanceBudget {
@@ -26,6 +28,7 @@ impl Default for MaintenanceBudget {
         MaintenanceBudget {
             unit_concurrency: DEFAULT_UNIT_CONCURRENCY,
             compaction: CompactionBudget::default(),
+            full_text: FullTextBudget::default(),
         }
     }
 }

@@ -108,10 +108,16 @@ impl<'a> Maintenance<'a> {
 
 impl Maintenance<'_> {
     async fn prepare_build_indexes(&self) -> Result<omnigraph_publish::PreparedIndexBuild> {
-        match self.runner() {
-            Some(runner) => self.graph.prepare_build_indexes_with(runner).await,
-            None => self.graph.prepare_build_indexes().await,
-        }
+        let runner = self.runner();
+        let full_text = self.budget.full_text;
+        self.graph
+            .prepare_build_indexes_with(|staging| {
+                if let Some(runner) = runner {
+                    staging.run_links_with(runner);
+                }
+                staging.use_full_text_budget(full_text);
+            })
+            .await
     }
 }
 

@@ -18,7 +18,7 @@ use crate::budget::MaintenanceBudget;
 use crate::lane::{CancelToken, cancelled};
 use crate::run::RunRecord;
 use futures::StreamExt;
-use omnigraph_core::adapter::{self, CompactionBudget, IndexBuildKind};
+use omnigraph_core::adapter::{self, CompactionBudget, FullTextBudget, IndexBuildKind};
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::schema::IndexKind;
 use omnigraph_core::{Evidence, OmniError, Result};
@@ -194,10 +194,10 @@ pub(crate) async fn run_units(
         .iter()
         .map(|type_def| type_def.name().to_string())
         .collect();
-    let compaction = budget.compaction;
+    let (compaction, full_text) = (budget.compaction, budget.full_text);
     let mut units = futures::stream::iter(types)
         .map(|type_name| async move {
-            let outcome = run_unit(graph, &type_name, &compaction, runner, token).await;
+            let outcome = run_unit(graph, &type_name, &compaction, &full_text, runner, token).await;
             (type_name, outcome)
         })
         .buffered(budget.unit_concurrency);
@@ -240,6 +240,7 @@ async fn run_unit(
     graph: &Omnigraph,
     type_name: &str,
     budget: &CompactionBudget,
+    full_text: &FullTextBudget,
     runner: Option<&LinkRunner>,
     token: &CancelToken,
 ) -> Ran {
@@ -249,7 +250,7 @@ async fn run_unit(
     // Staging is dropped where it stands when a cancel comes: its effects stay
     // unreachable, and cleanup reclaims them.
     let planned = tokio::select! {
-        planned = plan_unit_on(graph, type_name, budget, runner.cloned()) => planned,
+        planned = plan_unit_on(graph, type_name, budget, full_text, runner.cloned()) => planned,
         () = token.cancelled() => return Ran::Cancelled { staged: true },
     };
     let unit = match planned {
@@ -315,6 +316,7 @@ pub async fn plan_unit(
         graph,
         type_name,
         budget,
+        &FullTextBudget::default(),
         Some(crate::runtime::link_runner()),
     )
     .await
@@ -326,6 +328,7 @@ async fn plan_unit_on(
     graph: &Omnigraph,
     type_name: &str,
     budget: &CompactionBudget,
+    full_text: &FullTextBudget,
     runner: Option<LinkRunner>,
 ) -> Result<PlannedUnit> {
     let base = graph.head().await?;
@@ -338,6 +341,7 @@ async fn plan_unit_on(
     if let Some(runner) = runner {
         staging.run_links_with(runner);
     }
+    staging.use_full_text_budget(*full_text);
     staging.seed(&pin.table_id, table.clone())?;
     // Evidence comes from what the chain holds when a step fails.
     let planned = plan_chain(graph, &mut staging, type_def, &pin, &table, budget).await;

@@ -115,28 +115,19 @@ impl Omnigraph {
     /// Stages the build of every declared index that the tables lack at the head;
     /// nothing is visible until the prepared build is published.
     pub async fn prepare_build_indexes(&self) -> Result<PreparedIndexBuild> {
-        self.prepare_build_indexes_on(None).await
+        self.prepare_build_indexes_with(|_| {}).await
     }
 
-    /// [`Omnigraph::prepare_build_indexes`], with the builds' Lance work run by
-    /// `runner` (maintenance runs it on its own runtime).
+    /// [`Omnigraph::prepare_build_indexes`] on a staging that `setup` configures first
+    /// (maintenance runs the builds' Lance work on its own runtime, within its budget).
     pub async fn prepare_build_indexes_with(
         &self,
-        runner: crate::staging::LinkRunner,
-    ) -> Result<PreparedIndexBuild> {
-        self.prepare_build_indexes_on(Some(runner)).await
-    }
-
-    async fn prepare_build_indexes_on(
-        &self,
-        runner: Option<crate::staging::LinkRunner>,
+        setup: impl FnOnce(&mut Staging),
     ) -> Result<PreparedIndexBuild> {
         let base = self.head().await?;
         let catalog = self.catalog_at(&base).await?;
         let mut staging = Staging::new(self.graph().root().clone(), base.clone());
-        if let Some(runner) = runner {
-            staging.run_links_with(runner);
-        }
+        setup(&mut staging);
         let staged = stage_create_indices(self, &mut staging, catalog.types()).await;
         let (built, pending_indexes) =
             staged.map_err(|error| error.with_evidence(staging.evidence()))?;

@@ -59,6 +59,8 @@ pub struct Staging {
     wrote: bool,
     /// Where links' Lance work runs; the caller's task when `None`.
     runner: Option<LinkRunner>,
+    /// What a full-text build may use.
+    full_text: adapter::FullTextBudget,
 }
 
 impl std::fmt::Debug for Staging {
@@ -83,7 +85,13 @@ impl Staging {
             created: Vec::new(),
             wrote: false,
             runner: None,
+            full_text: adapter::FullTextBudget::default(),
         }
+    }
+
+    /// Builds every later full-text index within `budget`.
+    pub fn use_full_text_budget(&mut self, budget: adapter::FullTextBudget) {
+        self.full_text = budget;
     }
 
     /// Runs every later link's Lance work through `runner`.
@@ -298,8 +306,9 @@ impl Staging {
             kind,
             replace,
         };
+        let full_text = self.full_text;
         self.stage(table_id, |tip, origin| async move {
-            adapter::stage_index(&tip, &build, &origin).await
+            adapter::stage_index_within(&tip, &build, &full_text, &origin).await
         })
         .await
     }

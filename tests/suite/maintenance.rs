@@ -547,7 +547,19 @@ fn every_budget_knob_reaches_lance() {
     );
     // What stage_index hands Lance for a full-text build. Lance keeps these fields to
     // itself (and out of its serialised form); its Debug view shows them.
-    let params = format!("{:?}", omnigraph_core::adapter::full_text_params());
+    let params = format!(
+        "{:?}",
+        omnigraph_core::adapter::full_text_params(&budget.full_text)
+    );
     assert!(params.contains("memory_limit_mb: Some(512)"), "{params}");
     assert!(params.contains("num_workers: Some(2)"), "{params}");
+    let params = format!(
+        "{:?}",
+        omnigraph_core::adapter::full_text_params(&omnigraph_core::adapter::FullTextBudget {
+            memory_mib: 128,
+            workers: 1,
+        })
+    );
+    assert!(params.contains("memory_limit_mb: Some(128)"), "{params}");
+    assert!(params.contains("num_workers: Some(1)"), "{params}");
 }

@@ -58,18 +58,47 @@ pub struct IndexBuild {
     pub replace: bool,
 }
 
-/// The parameters every full-text build in this build hands Lance: its memory budget
-/// over its workers (Lance's default is 2 GiB per worker).
-pub fn full_text_params() -> InvertedIndexParams {
-    InvertedIndexParams::default()
-        .memory_limit_mb(FULL_TEXT_MEMORY_MIB)
-        .num_workers(FULL_TEXT_WORKERS)
+/// The memory a full-text build may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FullTextBudget {
+    /// MiB in all, split across the workers.
+    pub memory_mib: u64,
+    /// Build workers.
+    pub workers: usize,
 }
 
-/// Builds `build` on `base` and stages it as a detached CreateIndex link.
+impl Default for FullTextBudget {
+    fn default() -> Self {
+        FullTextBudget {
+            memory_mib: FULL_TEXT_MEMORY_MIB,
+            workers: FULL_TEXT_WORKERS,
+        }
+    }
+}
+
+/// The parameters a full-text build hands Lance: the budget's memory over its workers
+/// (Lance's default is 2 GiB per worker).
+pub fn full_text_params(budget: &FullTextBudget) -> InvertedIndexParams {
+    InvertedIndexParams::default()
+        .memory_limit_mb(budget.memory_mib)
+        .num_workers(budget.workers)
+}
+
+/// Builds `build` on `base` within the default full-text budget and stages it as a
+/// detached CreateIndex link.
 pub async fn stage_index(
     base: &Arc<Dataset>,
     build: &IndexBuild,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    stage_index_within(base, build, &FullTextBudget::default(), origin).await
+}
+
+/// [`stage_index`] within `full_text` (used only when `build` is a full-text index).
+pub async fn stage_index_within(
+    base: &Arc<Dataset>,
+    build: &IndexBuild,
+    full_text: &FullTextBudget,
     origin: &LinkOrigin,
 ) -> Result<StagedLink> {
     let removed_indices = if build.replace {
@@ -86,7 +115,7 @@ pub async fn stage_index(
     let mut dataset = (**base).clone();
     let columns = [build.column.as_str()];
     let scalar = ScalarIndexParams::default();
-    let full_text = full_text_params();
+    let full_text = full_text_params(full_text);
     let vector;
     let (index_type, params): (IndexType, &dyn lance_index::IndexParams) = match build.kind {
         IndexBuildKind::BTree => (IndexType::BTree, &scalar),

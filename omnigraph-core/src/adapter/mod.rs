@@ -26,8 +26,8 @@ pub use evolve::{
     stage_add_null_columns, stage_drop_columns, stage_drop_index, stage_set_nullability,
 };
 pub use index::{
-    FULL_TEXT_MEMORY_MIB, FULL_TEXT_WORKERS, IndexBuild, IndexBuildKind, full_text_params,
-    stage_index,
+    FULL_TEXT_MEMORY_MIB, FULL_TEXT_WORKERS, FullTextBudget, IndexBuild, IndexBuildKind,
+    full_text_params, stage_index, stage_index_within,
 };
 pub use stage::{recommit_append, stage_append, stage_delete, stage_merge_insert, stage_update};
 pub use table::{create_table, open_table_at, read_link_origin};

@@ -16,6 +16,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "compaction_options",
     "full_text_params",
     "stage_index",
+    "stage_index_within",
     "stage_add_null_columns",
     "stage_drop_columns",
     "stage_drop_index",
