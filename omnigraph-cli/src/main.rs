@@ -274,7 +274,8 @@ fn main() -> ExitCode {
         }
     };
     let json = cli.json;
-    match runtime.block_on(run(cli)) {
+    // Tests of this binary arm failpoints through the environment.
+    match runtime.block_on(omnigraph_core::failpoints::run_armed_from_env(run(cli))) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(error) => output::report_error(&error, json),
     }

@@ -423,3 +423,80 @@ fn a_maintenance_concurrency_that_is_not_a_number_is_refused_naming_the_variable
         String::from_utf8_lossy(&fine.stderr)
     );
 }
+
+/// A root with three Person fragments: optimize has work to do.
+fn fragmented_graph(dir: &Path) -> String {
+    let root = init_graph(dir);
+    for batch in 0..3 {
+        let lines: Vec<String> = (0..20)
+            .map(|index| {
+                format!(
+                    r#"{{"type": "Person", "id": "p{batch}_{index}", "name": "Person {index}"}}"#
+                )
+            })
+            .collect();
+        let file = write(dir, &format!("b{batch}.jsonl"), &(lines.join("\n") + "\n"));
+        json_of(&omnigraph(&["load", &root, &file, "--json"]));
+    }
+    root
+}
+
+/// Starts `omnigraph optimize` with the failpoint `held` sleeping 8 s, and sends it
+/// SIGINT `presses` times once it is there.
+fn interrupted_optimize(root: &str, held: &str, presses: usize) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+        .args(["optimize", root, "--json"])
+        .env("OMNIGRAPH_FAILPOINTS", format!("{held}=sleep(8000)"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    for _ in 0..presses {
+        let sent = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_first_ctrl_c_cancels_optimize_gracefully_and_the_second_exits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fragmented_graph(dir.path());
+    let before = head_seq(&root);
+    let started = std::time::Instant::now();
+    // Held while staging a link: the cancel drops the staging.
+    let output = interrupted_optimize(&root, "adapter.stage.before_manifest", 1);
+    assert_eq!(
+        output.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(7),
+        "the cancel did not wait for the held link"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let error: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "maintenance_cancelled", "{stderr}");
+    assert_eq!(head_seq(&root), before, "nothing published");
+
+    // Held just before the commit PUT, where a publication always finishes: the second
+    // Ctrl-C exits at once.
+    let started = std::time::Instant::now();
+    let output = interrupted_optimize(&root, "publish.before_commit_put", 2);
+    assert_eq!(output.status.code(), Some(130));
+    assert!(started.elapsed() < std::time::Duration::from_secs(7));
+    assert_eq!(head_seq(&root), before);
+    // Without interruption the run publishes.
+    let optimized = json_of(&omnigraph(&["optimize", &root, "--json"]));
+    assert_eq!(
+        optimized["tables"][0]["outcome"], "published",
+        "{optimized}"
+    );
+}

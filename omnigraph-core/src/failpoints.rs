@@ -48,6 +48,38 @@ pub const ALL: &[Failpoint] = &[
     PUBLISH_AFTER_COMMIT_PUT,
 ];
 
+/// The environment variable that arms failpoints in a whole process, for tests that
+/// drive a child process (`omnigraph` itself): `name=action;name=action`, with names
+/// from this registry and `fail` actions.
+pub const ENV_VAR: &str = "OMNIGRAPH_FAILPOINTS";
+
+/// Runs `future` with the failpoints that [`ENV_VAR`] names armed, in their scope; as
+/// is when the variable is unset or the build has no failpoints. An unknown name or a
+/// bad action panics: only tests set the variable.
+pub async fn run_armed_from_env<F: std::future::Future>(future: F) -> F::Output {
+    #[cfg(feature = "failpoints")]
+    if let Ok(spec) = std::env::var(ENV_VAR) {
+        let mut armed: Option<Armed> = None;
+        for entry in spec.split(';').filter(|entry| !entry.trim().is_empty()) {
+            let (name, action) = entry
+                .split_once('=')
+                .unwrap_or_else(|| panic!("{ENV_VAR}: {entry:?} is not name=action"));
+            let point = ALL
+                .iter()
+                .find(|point| point.name() == name.trim())
+                .unwrap_or_else(|| panic!("{ENV_VAR}: no failpoint {name:?}"));
+            match &armed {
+                Some(armed) => armed.also(*point, action.trim()),
+                None => armed = Some(arm(*point, action.trim())),
+            }
+        }
+        if let Some(armed) = armed {
+            return armed.run(future).await;
+        }
+    }
+    future.await
+}
+
 /// Fires a registered failpoint: returns the injected error when it is armed with
 /// `return`, and nothing otherwise (always nothing without the `failpoints` feature).
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
