@@ -31,6 +31,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 pub const MAX_INGEST_ATTEMPTS: u32 = 8;
 /// Rows of one type validated and staged together.
 pub const INGEST_BATCH_ROWS: usize = 8_192;
+/// Input bytes of one type buffered before they are validated and staged: with long
+/// rows, a batch is staged before it reaches [`INGEST_BATCH_ROWS`].
+pub const INGEST_BATCH_BYTES_MAX: usize = 64 << 20;
 /// The longest JSONL line accepted, in bytes.
 pub const MAX_JSONL_LINE_BYTES: usize = 1 << 20;
 
@@ -75,6 +78,8 @@ pub(crate) struct Ingest<'a> {
     mode: LoadMode,
     staging: Staging,
     buffers: HashMap<String, Vec<SourcedObject>>,
+    /// Input bytes held in each type's buffer.
+    buffered_bytes: HashMap<String, usize>,
     keys: HashMap<String, HashSet<RowKey>>,
     endpoints: Vec<PendingEndpoint>,
     /// The node tables read to check endpoints: `table_id` to the version read.
@@ -99,6 +104,7 @@ impl<'a> Ingest<'a> {
             mode,
             staging,
             buffers: HashMap::new(),
+            buffered_bytes: HashMap::new(),
             keys: HashMap::new(),
             endpoints: Vec::new(),
             checked: BTreeMap::new(),
@@ -118,14 +124,17 @@ impl<'a> Ingest<'a> {
         error.with_evidence(self.staging.evidence())
     }
 
-    /// Adds one row of `type_name`; stages a batch when the type's buffer is full.
+    /// Adds one row of `type_name`, read from `input_bytes` of input (0 when the row did
+    /// not come from a file); stages a batch when the type's buffer is full, by rows or
+    /// by bytes.
     pub(crate) async fn push(
         &mut self,
         type_name: &str,
         source: RowSource,
         object: Map<String, Value>,
+        input_bytes: usize,
     ) -> Result<()> {
-        let pushed = self.push_row(type_name, source, object).await;
+        let pushed = self.push_row(type_name, source, object, input_bytes).await;
         pushed.map_err(|error| self.failed(error))
     }
 
@@ -134,6 +143,7 @@ impl<'a> Ingest<'a> {
         type_name: &str,
         source: RowSource,
         object: Map<String, Value>,
+        input_bytes: usize,
     ) -> Result<()> {
         if self.catalog.get(type_name).is_none() {
             let location = source.location(type_name, Some(rows::TYPE_FIELD));
@@ -144,7 +154,13 @@ impl<'a> Ingest<'a> {
         }
         let buffer = self.buffers.entry(type_name.to_string()).or_default();
         buffer.push((source, object));
-        if buffer.len() >= INGEST_BATCH_ROWS {
+        let rows = buffer.len();
+        let bytes = self
+            .buffered_bytes
+            .entry(type_name.to_string())
+            .or_default();
+        *bytes += input_bytes;
+        if rows >= INGEST_BATCH_ROWS || *bytes >= INGEST_BATCH_BYTES_MAX {
             self.flush(type_name).await?;
         }
         Ok(())
@@ -152,6 +168,7 @@ impl<'a> Ingest<'a> {
 
     /// Validates and stages the buffered rows of `type_name`.
     async fn flush(&mut self, type_name: &str) -> Result<()> {
+        self.buffered_bytes.remove(type_name);
         let Some(buffer) = self.buffers.remove(type_name) else {
             return Ok(());
         };

@@ -135,7 +135,7 @@ impl Omnigraph {
                 line: None,
                 row: row as u64,
             };
-            ingest.push(type_name, source, object).await?;
+            ingest.push(type_name, source, object, 0).await?;
         }
         let report = ingest.finish("insert").await?;
         report.commit.ok_or_else(|| {
@@ -515,7 +515,7 @@ async fn push_jsonl(
             line: Some(line_number),
             row: line_number - 1,
         };
-        ingest.push(&type_name, source, object).await?;
+        ingest.push(&type_name, source, object, line.len()).await?;
     }
 }
 

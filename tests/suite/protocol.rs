@@ -1149,3 +1149,25 @@ async fn create_refuses_a_root_with_genesis_whatever_else_is_missing() {
     assert_eq!(error.evidence(), &Evidence::BeforeEffect);
     assert_eq!(all_objects(&test.root).await, before, "nothing written");
 }
+
+#[tokio::test]
+async fn long_rows_are_staged_in_batches_bounded_by_bytes() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.jsonl");
+    let name = "n".repeat(1_000_000);
+    let rows = omnigraph_publish::ingest::INGEST_BATCH_BYTES_MAX / 1_000_000 + 2;
+    let mut text = String::new();
+    for index in 0..rows {
+        text.push_str(
+            &json!({"type": "Person", "id": format!("p{index}"), "name": name}).to_string(),
+        );
+        text.push('\n');
+    }
+    std::fs::write(&path, text).unwrap();
+    let report = graph.load(&path, LoadMode::Append).await.unwrap();
+    assert_eq!(report.rows["Person"], rows as u64);
+    // Far fewer rows than a batch holds, but more bytes: two batches, two fragments.
+    let table = omnigraph_tests::head_table(&graph, "Person").await;
+    assert_eq!(table.manifest().fragments.len(), 2);
+}
