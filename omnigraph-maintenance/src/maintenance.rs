@@ -95,12 +95,7 @@ impl<'a> Maintenance<'a> {
             () = token.cancelled() => return Err(cancelled(Evidence::Unpublished)),
         };
         if token.is_cancelled() {
-            let evidence = if prepared.has_staged() {
-                Evidence::Unpublished
-            } else {
-                Evidence::BeforeEffect
-            };
-            return Err(cancelled(evidence));
+            return Err(cancelled(prepared.evidence()));
         }
         prepared.publish(self.graph).await
     }

@@ -52,6 +52,8 @@ pub enum UnitOutcome {
     Failed {
         /// The error's stable code.
         code: String,
+        /// The error's process exit code, from the error table.
+        exit_code: i32,
         /// The error's message.
         message: String,
         /// What the unit left behind.
@@ -116,6 +118,7 @@ impl TableOptimize {
 fn failed_outcome(error: &OmniError) -> UnitOutcome {
     UnitOutcome::Failed {
         code: error.code().code.to_string(),
+        exit_code: error.code().exit_code,
         message: error.to_string(),
         evidence: error.evidence().clone(),
     }
@@ -136,7 +139,8 @@ impl OptimizeReport {
 
     /// The process exit status of the worst outcome: 0 when every unit published or
     /// had nothing to do; 4 when a unit lost its pin to a writer (a rerun re-plans); 75
-    /// for a transient failure; 1 for any other failure.
+    /// when a unit failed with a temporary error (its exit code in the error table); 1
+    /// for any other failure.
     pub fn exit_code(&self) -> i32 {
         self.tables
             .iter()
@@ -145,8 +149,8 @@ impl OptimizeReport {
                     omnigraph_core::EXIT_SUCCESS
                 }
                 UnitOutcome::PinMoved { .. } => omnigraph_core::EXIT_CONFLICT,
-                UnitOutcome::Failed { code, .. } => {
-                    if code == "storage_transient" {
+                UnitOutcome::Failed { exit_code, .. } => {
+                    if *exit_code == omnigraph_core::EXIT_TEMPORARY {
                         omnigraph_core::EXIT_TEMPORARY
                     } else {
                         omnigraph_core::EXIT_FAILURE

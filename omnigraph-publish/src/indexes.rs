@@ -72,9 +72,9 @@ pub struct PreparedIndexBuild {
 }
 
 impl PreparedIndexBuild {
-    /// Whether any link was staged (so a drop leaves unpublished files).
-    pub fn has_staged(&self) -> bool {
-        self.staging.has_staged()
+    /// What dropping the prepared build leaves behind.
+    pub fn evidence(&self) -> omnigraph_core::Evidence {
+        self.staging.evidence()
     }
 
     /// Publishes the staged builds in one commit (nothing when none was staged).

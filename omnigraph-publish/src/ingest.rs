@@ -189,17 +189,7 @@ impl<'a> Ingest<'a> {
             }
         }
         if self.mode == LoadMode::Append {
-            let existing = self
-                .handle
-                .existing_keys(&self.base, type_def, &typed.keys)
-                .await?;
-            if let Some(key) = existing.into_iter().next() {
-                return Err(OmniError::KeyConflict {
-                    type_name: type_name.to_string(),
-                    key,
-                    evidence: Evidence::BeforeEffect,
-                });
-            }
+            refuse_existing_keys(self.handle, &self.base, type_def, &typed.keys).await?;
         }
         if let DeclKind::Edge { from, to } = type_def.kind() {
             for ((source, _), (src, dst)) in buffer.iter().zip(&typed.endpoints) {
@@ -427,14 +417,7 @@ impl<'a> Ingest<'a> {
             for (type_name, keys) in &self.keys {
                 let type_def = self.catalog.require(type_name)?;
                 let keys: Vec<RowKey> = keys.iter().cloned().collect();
-                let existing = self.handle.existing_keys(&head, type_def, &keys).await?;
-                if let Some(key) = existing.into_iter().next() {
-                    return Err(OmniError::KeyConflict {
-                        type_name: type_name.clone(),
-                        key,
-                        evidence: Evidence::BeforeEffect,
-                    });
-                }
+                refuse_existing_keys(self.handle, &head, type_def, &keys).await?;
             }
         }
         self.check_endpoints(&head).await?;
@@ -479,6 +462,28 @@ impl<'a> Ingest<'a> {
         }
         self.base = head;
         Ok(())
+    }
+}
+
+/// A `KeyConflict` for the first of `keys` that the table of `type_def` holds at `at`.
+async fn refuse_existing_keys(
+    handle: &Omnigraph,
+    at: &GraphCommit,
+    type_def: &omnigraph_core::schema::TypeDef,
+    keys: &[RowKey],
+) -> Result<()> {
+    match handle
+        .existing_keys(at, type_def, keys)
+        .await?
+        .into_iter()
+        .next()
+    {
+        Some(key) => Err(OmniError::KeyConflict {
+            type_name: type_def.name().to_string(),
+            key,
+            evidence: Evidence::BeforeEffect,
+        }),
+        None => Ok(()),
     }
 }
 

@@ -1,6 +1,11 @@
-//! Reading JSONL lines with a bound that holds while the line is read: a line longer
-//! than the limit is refused as soon as the limit is passed, never buffered whole.
+//! JSONL input: lines read with a bound that holds while the line is read (a line
+//! longer than the limit is refused as soon as the limit is passed, never buffered
+//! whole), each an object naming its type, pushed into an ingest.
 
+use crate::ingest::{Ingest, MAX_JSONL_LINE_BYTES};
+use crate::rows::{self, RowSource};
+use omnigraph_core::{InputLocation, OmniError, Result};
+use serde_json::{Map, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// What [`next_line`] found.
@@ -61,6 +66,56 @@ pub(crate) async fn next_line<R: AsyncBufRead + Unpin>(
             }
             return Ok(Line::Read);
         }
+    }
+}
+
+/// Reads JSONL from `reader` into `ingest`, one object per line, each line bounded by
+/// [`MAX_JSONL_LINE_BYTES`] while it is read.
+pub(crate) async fn push_jsonl(
+    ingest: &mut Ingest<'_>,
+    name: &str,
+    mut reader: impl tokio::io::AsyncBufRead + Unpin,
+) -> Result<()> {
+    let mut line = Vec::new();
+    let mut line_number = 0u64;
+    loop {
+        line_number += 1;
+        let mut at = InputLocation::in_source(name);
+        at.line = Some(line_number);
+        let read = next_line(&mut reader, &mut line, MAX_JSONL_LINE_BYTES)
+            .await
+            .map_err(|error| OmniError::bad_input(at.clone(), format!("cannot read: {error}")))?;
+        match read {
+            Line::End => return Ok(()),
+            Line::TooLong => {
+                return Err(OmniError::bad_input(
+                    at,
+                    format!("the line is longer than the limit of {MAX_JSONL_LINE_BYTES} bytes"),
+                ));
+            }
+            Line::Read => {}
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let object: Map<String, Value> = serde_json::from_slice(&line).map_err(|error| {
+            OmniError::bad_input(at.clone(), format!("not a JSON object: {error}"))
+        })?;
+        let type_name = match object.get(rows::TYPE_FIELD) {
+            Some(Value::String(type_name)) => type_name.clone(),
+            _ => {
+                return Err(OmniError::bad_input(
+                    at.field(rows::TYPE_FIELD),
+                    "every line needs a \"type\" naming its node or edge type",
+                ));
+            }
+        };
+        let source = RowSource {
+            source: name.to_string(),
+            line: Some(line_number),
+            row: line_number - 1,
+        };
+        ingest.push(&type_name, source, object, line.len()).await?;
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::commit::GraphCommit;
 use crate::graph::{CommitRef, Graph};
-use crate::ingest::{Ingest, IngestReport, LoadMode, MAX_JSONL_LINE_BYTES};
+use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::key_cache::TableKeys;
 use crate::layout;
 use crate::rows::{self, RowSource};
@@ -198,7 +198,8 @@ impl Omnigraph {
             )
         })?;
         let mut ingest = Ingest::start(self, mode).await?;
-        let read = push_jsonl(&mut ingest, &name, tokio::io::BufReader::new(file)).await;
+        let read =
+            crate::jsonl::push_jsonl(&mut ingest, &name, tokio::io::BufReader::new(file)).await;
         match read {
             Ok(()) => ingest.finish("load").await,
             Err(error) => Err(ingest.failed(error)),
@@ -466,56 +467,6 @@ pub(crate) fn input_or_storage(
     match omnigraph_core::classify::lance_storage_cause(&error) {
         Some(kind) => OmniError::storage(kind, operation, Box::new(error)),
         None => OmniError::bad_input(location, error.to_string()),
-    }
-}
-
-/// Reads JSONL from `reader` into `ingest`, one object per line, each line bounded by
-/// [`MAX_JSONL_LINE_BYTES`] while it is read.
-async fn push_jsonl(
-    ingest: &mut Ingest<'_>,
-    name: &str,
-    mut reader: impl tokio::io::AsyncBufRead + Unpin,
-) -> Result<()> {
-    let mut line = Vec::new();
-    let mut line_number = 0u64;
-    loop {
-        line_number += 1;
-        let mut at = InputLocation::in_source(name);
-        at.line = Some(line_number);
-        let read = crate::jsonl::next_line(&mut reader, &mut line, MAX_JSONL_LINE_BYTES)
-            .await
-            .map_err(|error| OmniError::bad_input(at.clone(), format!("cannot read: {error}")))?;
-        match read {
-            crate::jsonl::Line::End => return Ok(()),
-            crate::jsonl::Line::TooLong => {
-                return Err(OmniError::bad_input(
-                    at,
-                    format!("the line is longer than the limit of {MAX_JSONL_LINE_BYTES} bytes"),
-                ));
-            }
-            crate::jsonl::Line::Read => {}
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let object: Map<String, Value> = serde_json::from_slice(&line).map_err(|error| {
-            OmniError::bad_input(at.clone(), format!("not a JSON object: {error}"))
-        })?;
-        let type_name = match object.get(rows::TYPE_FIELD) {
-            Some(Value::String(type_name)) => type_name.clone(),
-            _ => {
-                return Err(OmniError::bad_input(
-                    at.field(rows::TYPE_FIELD),
-                    "every line needs a \"type\" naming its node or edge type",
-                ));
-            }
-        };
-        let source = RowSource {
-            source: name.to_string(),
-            line: Some(line_number),
-            row: line_number - 1,
-        };
-        ingest.push(&type_name, source, object, line.len()).await?;
     }
 }
 

@@ -397,6 +397,25 @@ fn lost_ack(path: &str) -> object_store::Error {
     }
 }
 
+/// The error a fault reports instead of making the request (a PUT that lands later is
+/// made by the caller of this, which knows how).
+fn failure_before(action: Option<FaultAction>, path: &Path) -> Option<object_store::Error> {
+    match action? {
+        FaultAction::FailBefore(kind) => Some(injected(kind, path.as_ref())),
+        FaultAction::AppliedLater(_) => Some(injected(StorageKind::Transient, path.as_ref())),
+        FaultAction::LostAck | FaultAction::DuplicatedAck | FaultAction::Delay(_) => None,
+    }
+}
+
+/// The error a fault reports after the request was made.
+fn failure_after(action: Option<FaultAction>, path: &Path) -> Option<object_store::Error> {
+    match action? {
+        FaultAction::LostAck => Some(lost_ack(path.as_ref())),
+        FaultAction::DuplicatedAck => Some(duplicated_ack(path.as_ref())),
+        FaultAction::FailBefore(_) | FaultAction::AppliedLater(_) | FaultAction::Delay(_) => None,
+    }
+}
+
 fn duplicated_ack(path: &str) -> object_store::Error {
     object_store::Error::AlreadyExists {
         path: path.to_string(),
@@ -452,26 +471,16 @@ impl WrappedStore {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = object_store::Result<T>>,
     {
-        match action {
-            None => make().await,
-            Some(FaultAction::FailBefore(storage_kind)) => {
-                Err(injected(storage_kind, path.as_ref()))
-            }
-            Some(FaultAction::AppliedLater(_)) => {
-                Err(injected(StorageKind::Transient, path.as_ref()))
-            }
-            Some(FaultAction::LostAck) => {
-                make().await?;
-                Err(lost_ack(path.as_ref()))
-            }
-            Some(FaultAction::DuplicatedAck) => {
-                make().await?;
-                Err(duplicated_ack(path.as_ref()))
-            }
-            Some(FaultAction::Delay(delay)) => {
-                tokio::time::sleep(delay).await;
-                make().await
-            }
+        if let Some(failure) = failure_before(action, path) {
+            return Err(failure);
+        }
+        if let Some(FaultAction::Delay(delay)) = action {
+            tokio::time::sleep(delay).await;
+        }
+        let made = make().await?;
+        match failure_after(action, path) {
+            Some(failure) => Err(failure),
+            None => Ok(made),
         }
     }
 
@@ -481,12 +490,9 @@ impl WrappedStore {
         at: &Path,
         make: impl FnOnce() -> BoxStream<'static, object_store::Result<ObjectMeta>>,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        let failure = match self.state.observe(RequestKind::List, at) {
-            None | Some(FaultAction::Delay(_)) => return make(),
-            Some(FaultAction::FailBefore(kind)) => injected(kind, at.as_ref()),
-            Some(FaultAction::AppliedLater(_)) => injected(StorageKind::Transient, at.as_ref()),
-            Some(FaultAction::LostAck) => lost_ack(at.as_ref()),
-            Some(FaultAction::DuplicatedAck) => duplicated_ack(at.as_ref()),
+        let action = self.state.observe(RequestKind::List, at);
+        let Some(failure) = failure_before(action, at).or_else(|| failure_after(action, at)) else {
+            return make();
         };
         futures::stream::once(futures::future::ready(Err(failure))).boxed()
     }
@@ -526,25 +532,16 @@ impl ObjectStore for WrappedStore {
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
         let action = self.state.observe(RequestKind::Put, location);
-        let lose = match action {
-            Some(FaultAction::FailBefore(kind)) => return Err(injected(kind, location.as_ref())),
-            Some(FaultAction::AppliedLater(_)) => {
-                return Err(injected(StorageKind::Transient, location.as_ref()));
-            }
-            Some(FaultAction::Delay(delay)) => {
-                tokio::time::sleep(delay).await;
-                None
-            }
-            Some(FaultAction::LostAck) => Some(lost_ack as fn(&str) -> object_store::Error),
-            Some(FaultAction::DuplicatedAck) => {
-                Some(duplicated_ack as fn(&str) -> object_store::Error)
-            }
-            None => None,
-        };
+        if let Some(failure) = failure_before(action, location) {
+            return Err(failure);
+        }
+        if let Some(FaultAction::Delay(delay)) = action {
+            tokio::time::sleep(delay).await;
+        }
         let upload = self.inner.put_multipart_opts(location, opts).await?;
         Ok(Box::new(WrappedUpload {
             inner: upload,
-            lose,
+            action,
             path: location.clone(),
         }))
     }
@@ -659,8 +656,8 @@ impl ObjectStore for WrappedStore {
 #[derive(Debug)]
 struct WrappedUpload {
     inner: Box<dyn MultipartUpload>,
-    /// The error to report after a completion that took effect.
-    lose: Option<fn(&str) -> object_store::Error>,
+    /// The fault that applies to the upload's completion.
+    action: Option<FaultAction>,
     path: Path,
 }
 
@@ -672,8 +669,8 @@ impl MultipartUpload for WrappedUpload {
 
     async fn complete(&mut self) -> object_store::Result<PutResult> {
         let result = self.inner.complete().await?;
-        match self.lose {
-            Some(error) => Err(error(self.path.as_ref())),
+        match failure_after(self.action, &self.path) {
+            Some(failure) => Err(failure),
             None => Ok(result),
         }
     }
