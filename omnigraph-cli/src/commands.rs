@@ -4,7 +4,9 @@ use crate::output::{Output, print_rows};
 use crate::{DirectionArg, ModeArg};
 use omnigraph_core::schema::{self, Catalog, PropertyType};
 use omnigraph_core::{InputLocation, OmniError, Result};
-use omnigraph_maintenance::{MaintenanceBudget, MaintenanceExt, UnitOutcome};
+use omnigraph_maintenance::{
+    CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceBudget, MaintenanceExt, UnitOutcome,
+};
 use omnigraph_publish::{CommitRef, Direction, GraphCommit, LoadMode, Omnigraph, ScanRequest};
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -380,6 +382,153 @@ pub async fn optimize(out: &Output, root: &str, concurrency: Option<usize>) -> R
     let report = report?;
     out.emit(serde_json::to_value(&report).unwrap_or(Value::Null), |_| {
         print_optimize(&report)
+    });
+    Ok(report.exit_code())
+}
+
+/// What `omnigraph cleanup` was asked for.
+pub struct CleanupRequest {
+    pub keep: Option<u64>,
+    pub older_than: Option<std::time::Duration>,
+    pub grace: Option<std::time::Duration>,
+}
+
+impl CleanupRequest {
+    fn options(&self) -> Result<CleanupOptions> {
+        let mut policy = CleanupPolicy::default();
+        if let Some(keep) = self.keep {
+            policy = policy.and_keep_commits(keep)?;
+        }
+        policy.older_than = self.older_than;
+        let options = CleanupOptions::new(policy);
+        match self.grace {
+            Some(grace) => options.with_grace(grace),
+            None => Ok(options),
+        }
+    }
+}
+
+/// Previews cleanup: what `--confirm` would delete. Exits 0 unless a table failed.
+pub async fn cleanup_preview(out: &Output, root: &str, request: CleanupRequest) -> Result<i32> {
+    let options = request.options()?;
+    let graph = Arc::new(Omnigraph::open(root).await?);
+    cancel_on_interrupt(graph.clone());
+    let spinner = out.spinner("planning cleanup");
+    let report = graph.maintenance().preview_cleanup(&options).await;
+    if let Some(spinner) = spinner {
+        spinner.finish_and_clear();
+    }
+    let report = report?;
+    out.emit(serde_json::to_value(&report).unwrap_or(Value::Null), |_| {
+        print_cleanup(&report)
+    });
+    Ok(report.exit_code())
+}
+
+/// Runs cleanup, with progress on stderr; exits 0 unless a table failed.
+pub async fn cleanup(out: &Output, root: &str, request: CleanupRequest) -> Result<i32> {
+    let options = request.options()?;
+    let graph = Arc::new(Omnigraph::open(root).await?);
+    cancel_on_interrupt(graph.clone());
+    let spinner = out.spinner("cleaning up");
+    let progress: omnigraph_maintenance::cleanup::CleanupProgress = match &spinner {
+        Some(bar) => {
+            let bar = bar.clone();
+            Arc::new(move |message: &str| bar.set_message(message.to_string()))
+        }
+        None => Arc::new(|_: &str| {}),
+    };
+    let report = graph
+        .maintenance()
+        .cleanup_with_progress(&options, progress)
+        .await;
+    if let Some(spinner) = spinner {
+        spinner.finish_and_clear();
+    }
+    let report = report?;
+    out.emit(serde_json::to_value(&report).unwrap_or(Value::Null), |_| {
+        print_cleanup(&report)
+    });
+    Ok(report.exit_code())
+}
+
+fn print_cleanup(report: &CleanupReport) {
+    let verb = if report.deleted {
+        "removed"
+    } else {
+        "would remove"
+    };
+    let oldest: Vec<String> = report
+        .oldest_retained
+        .iter()
+        .map(|(branch, seq)| format!("{branch} from commit {seq}"))
+        .collect();
+    println!(
+        "cleanup (grace {} s): readable: {}",
+        report.grace_secs,
+        oldest.join(", ")
+    );
+    for table in &report.tables {
+        let name = table.type_name.as_deref().unwrap_or("(unpinned)");
+        let mut line = format!(
+            "  {:<16} {:<30} {verb} {:>5} manifests {:>6} files {:>12} bytes; dead staging {} manifests {} bytes",
+            name,
+            table.table_id,
+            table.manifests_removed,
+            table.files_removed,
+            table.bytes_removed,
+            table.unpublished_manifests,
+            table.unpublished_bytes
+        );
+        if table.foreign_versions > 0 {
+            line.push_str(&format!(
+                "; {} foreign versions (see `omnigraph repair`)",
+                table.foreign_versions
+            ));
+        }
+        println!("{line}");
+        if let Some(error) = &table.error {
+            println!("      error ({}): {}", error.code, error.message);
+        }
+    }
+    let totals = &report.totals;
+    println!(
+        "total: {verb} {} manifests, {} files, {} bytes in {} ms{}",
+        totals.manifests_removed,
+        totals.files_removed,
+        totals.bytes_removed,
+        report.elapsed_ms,
+        if report.deleted {
+            ""
+        } else {
+            " (preview: add --confirm to delete)"
+        }
+    );
+}
+
+/// Prints the repair report; exits 0 when clean and 3 on drift or missing pins.
+pub async fn repair(out: &Output, root: &str) -> Result<i32> {
+    let graph = Omnigraph::open(root).await?;
+    let report = graph.maintenance().repair_report().await?;
+    out.emit(serde_json::to_value(&report).unwrap_or(Value::Null), |_| {
+        for table in &report.tables {
+            let status = serde_json::to_value(table.status)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_string))
+                .unwrap_or_default();
+            println!(
+                "  {:<16} {:<30} {status:<14} foreign versions {} staging {} ({} bytes)",
+                table.type_name.as_deref().unwrap_or("(unpinned)"),
+                table.table_id,
+                table.foreign_versions,
+                table.staging_versions,
+                table.staging_bytes
+            );
+            for missing in &table.missing {
+                println!("      missing: {missing}");
+            }
+            println!("      {}", table.advice);
+        }
     });
     Ok(report.exit_code())
 }

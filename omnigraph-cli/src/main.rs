@@ -10,6 +10,7 @@
 
 mod commands;
 mod demo;
+mod duration;
 mod output;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -204,6 +205,31 @@ enum Command {
         #[arg(long)]
         concurrency: Option<usize>,
     },
+    /// Reclaim storage no retained commit needs. Previews by default; --confirm deletes
+    /// (Ctrl-C cancels before the next deletion; twice exits at once).
+    #[command(group(clap::ArgGroup::new("policy").required(true).multiple(true).args(["keep", "older_than"])))]
+    Cleanup {
+        /// The graph root.
+        root: String,
+        /// Keep the newest N commits of each branch readable.
+        #[arg(long)]
+        keep: Option<u64>,
+        /// Keep commits younger than this readable (`90s`, `30m`, `12h`, `7d`).
+        #[arg(long, value_parser = duration::parse)]
+        older_than: Option<std::time::Duration>,
+        /// Keep every commit and file younger than this (default 24h; at least 1m).
+        #[arg(long, value_parser = duration::parse)]
+        grace: Option<std::time::Duration>,
+        /// Delete (without it, only preview what would be deleted).
+        #[arg(long)]
+        confirm: bool,
+    },
+    /// Report per table: foreign drift, missing pins and unpublished staging (read-only;
+    /// exits 3 when it finds drift or missing pins).
+    Repair {
+        /// The graph root.
+        root: String,
+    },
     /// The commit log, newest first.
     Log {
         /// The graph root.
@@ -391,6 +417,25 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
         Command::Optimize { root, concurrency } => {
             return commands::optimize(&out, &root, concurrency).await;
         }
+        Command::Cleanup {
+            root,
+            keep,
+            older_than,
+            grace,
+            confirm,
+        } => {
+            let policy = commands::CleanupRequest {
+                keep,
+                older_than,
+                grace,
+            };
+            return if confirm {
+                commands::cleanup(&out, &root, policy).await
+            } else {
+                commands::cleanup_preview(&out, &root, policy).await
+            };
+        }
+        Command::Repair { root } => return commands::repair(&out, &root).await,
         Command::Log { root, limit } => commands::log(&out, &root, limit).await,
         Command::Tables { root, at } => commands::tables(&out, &root, at.as_deref()).await,
         Command::Status { root } => commands::status(&out, &root).await,

@@ -72,6 +72,8 @@ fn help_lists_the_commands() {
         "neighbors",
         "search",
         "build-indexes",
+        "cleanup",
+        "repair",
         "log",
         "tables",
         "status",
@@ -499,4 +501,71 @@ fn the_first_ctrl_c_cancels_optimize_gracefully_and_the_second_exits_at_once() {
         optimized["tables"][0]["outcome"], "published",
         "{optimized}"
     );
+}
+
+#[test]
+fn cleanup_previews_then_deletes_and_repair_reports_a_clean_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fragmented_graph(dir.path());
+    // Within the grace period nothing goes, and a preview deletes nothing anyway.
+    let preview = json_of(&omnigraph(&["cleanup", &root, "--keep", "1", "--json"]));
+    assert_eq!(preview["deleted"], false);
+    assert_eq!(preview["totals"]["manifests_removed"], 0);
+
+    // Every process clock sped up from now on: what exists is minutes old to cleanup.
+    let anchor = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let later = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+            .args(args)
+            .env("OMNIGRAPH_TEST_CLOCK_SCALE", format!("{anchor}:1000"))
+            .output()
+            .unwrap()
+    };
+    let args = ["cleanup", &root, "--keep", "1", "--grace", "1m", "--json"];
+    let preview = json_of(&later(&args));
+    let would = preview["totals"]["manifests_removed"].as_u64().unwrap();
+    assert!(would > 0, "{preview}");
+    let mut confirm = args.to_vec();
+    confirm.push("--confirm");
+    let done = json_of(&later(&confirm));
+    assert_eq!(done["deleted"], true);
+    assert_eq!(done["totals"]["manifests_removed"].as_u64().unwrap(), would);
+    assert_eq!(done["evidence"]["kind"], "unpublished");
+    let head = head_seq(&root);
+    assert_eq!(done["oldest_retained"]["main"].as_u64().unwrap(), head);
+
+    // The head reads; an older commit is reclaimed, a typed error.
+    let rows = json_of(&omnigraph(&["query", &root, "--type", "Person", "--json"]));
+    assert_eq!(rows["rows"].as_array().unwrap().len(), 60, "{rows}");
+    let old = omnigraph(&["query", &root, "--type", "Person", "--at", "1", "--json"]);
+    assert_eq!(old.status.code(), Some(1));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&old.stdout),
+        String::from_utf8_lossy(&old.stderr)
+    );
+    assert!(said.contains("commit_reclaimed"), "{said}");
+
+    let repair = omnigraph(&["repair", &root, "--json"]);
+    assert_eq!(repair.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&repair.stdout).unwrap();
+    assert!(
+        report["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|table| table["status"] == "no_drift"),
+        "{report}"
+    );
+
+    // A grace below the floor, or no policy, is refused before anything runs.
+    let short = omnigraph(&["cleanup", &root, "--keep", "1", "--grace", "30s"]);
+    assert_eq!(short.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&short.stderr).contains("grace"));
+    let none = omnigraph(&["cleanup", &root]);
+    assert_eq!(none.status.code(), Some(2));
 }

@@ -299,6 +299,34 @@ pub enum OmniError {
         /// What the failed call left behind.
         evidence: Evidence,
     },
+    /// A commit the caller named was reclaimed by cleanup: it is still listed in the
+    /// log, but its table versions are gone.
+    #[error(
+        "commit {seq} of branch {branch} was reclaimed by cleanup; the oldest readable commit is {oldest_retained}"
+    )]
+    CommitReclaimed {
+        /// The branch.
+        branch: String,
+        /// The commit asked for.
+        seq: u64,
+        /// The oldest commit cleanup retained on the branch.
+        oldest_retained: u64,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// A writer's staging grew older than half the cleanup grace period before it could
+    /// publish; cleanup may reclaim its files, so it is never published.
+    #[error(
+        "staging is {age_secs} s old; the limit is {limit_secs} s (half the cleanup grace period): retry"
+    )]
+    StagingExpired {
+        /// How old the staging is, in seconds.
+        age_secs: u64,
+        /// The limit, in seconds.
+        limit_secs: u64,
+        /// Always at least [`Evidence::Unpublished`].
+        evidence: Evidence,
+    },
     /// A graph already exists at the root.
     #[error("a graph already exists at {root}")]
     AlreadyInitialized {
@@ -363,6 +391,10 @@ pub enum ErrorKind {
     ContentionExhausted,
     /// [`OmniError::MaintenanceCancelled`].
     MaintenanceCancelled,
+    /// [`OmniError::CommitReclaimed`].
+    CommitReclaimed,
+    /// [`OmniError::StagingExpired`].
+    StagingExpired,
     /// [`OmniError::AlreadyInitialized`].
     AlreadyInitialized,
     /// [`OmniError::Corrupt`].
@@ -435,6 +467,14 @@ pub const ERROR_TABLE: &[(ErrorKind, ErrorCode)] = &[
         code("maintenance_cancelled", EXIT_TEMPORARY, 503),
     ),
     (
+        ErrorKind::CommitReclaimed,
+        code("commit_reclaimed", EXIT_FAILURE, 410),
+    ),
+    (
+        ErrorKind::StagingExpired,
+        code("staging_expired", EXIT_TEMPORARY, 503),
+    ),
+    (
         ErrorKind::AlreadyInitialized,
         code("already_initialized", EXIT_CONFLICT, 409),
     ),
@@ -488,6 +528,8 @@ impl OmniError {
             OmniError::PublishInDoubt { .. } => ErrorKind::PublishInDoubt,
             OmniError::ContentionExhausted { .. } => ErrorKind::ContentionExhausted,
             OmniError::MaintenanceCancelled { .. } => ErrorKind::MaintenanceCancelled,
+            OmniError::CommitReclaimed { .. } => ErrorKind::CommitReclaimed,
+            OmniError::StagingExpired { .. } => ErrorKind::StagingExpired,
             OmniError::AlreadyInitialized { .. } => ErrorKind::AlreadyInitialized,
             OmniError::Corrupt { .. } => ErrorKind::Corrupt,
             OmniError::Storage { kind, .. } => ErrorKind::Storage(*kind),
@@ -511,6 +553,8 @@ impl OmniError {
             | OmniError::PublishInDoubt { evidence, .. }
             | OmniError::ContentionExhausted { evidence, .. }
             | OmniError::MaintenanceCancelled { evidence, .. }
+            | OmniError::CommitReclaimed { evidence, .. }
+            | OmniError::StagingExpired { evidence, .. }
             | OmniError::AlreadyInitialized { evidence, .. }
             | OmniError::Corrupt { evidence, .. }
             | OmniError::Storage { evidence, .. }
@@ -528,6 +572,8 @@ impl OmniError {
             | OmniError::PublishInDoubt { evidence, .. }
             | OmniError::ContentionExhausted { evidence, .. }
             | OmniError::MaintenanceCancelled { evidence, .. }
+            | OmniError::CommitReclaimed { evidence, .. }
+            | OmniError::StagingExpired { evidence, .. }
             | OmniError::AlreadyInitialized { evidence, .. }
             | OmniError::Corrupt { evidence, .. }
             | OmniError::Storage { evidence, .. }
@@ -627,6 +673,8 @@ mod tests {
             ErrorKind::PublishInDoubt,
             ErrorKind::ContentionExhausted,
             ErrorKind::MaintenanceCancelled,
+            ErrorKind::CommitReclaimed,
+            ErrorKind::StagingExpired,
             ErrorKind::AlreadyInitialized,
             ErrorKind::Corrupt,
             ErrorKind::Internal,

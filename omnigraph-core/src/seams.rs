@@ -72,7 +72,48 @@ pub fn in_simulation() -> bool {
 pub fn now_micros() -> i64 {
     SIMULATION
         .try_with(|simulation| simulation.read_clock())
-        .unwrap_or_else(|_| system_micros())
+        .unwrap_or_else(|_| on_process_clock(system_micros()))
+}
+
+/// A time the store reported (an object's last-modified time, in system microseconds)
+/// on the clock [`now_micros`] reads, so an age computed from the two is consistent.
+pub fn stored_time_micros(system_micros: i64) -> i64 {
+    on_process_clock(system_micros)
+}
+
+/// The test environment variable that speeds up every process's clock alike:
+/// `ANCHOR_MICROS:FACTOR`, so time after the anchor runs FACTOR times faster. Processes
+/// given the same value agree on every time, which lets a multi-process test meet a
+/// one-minute grace period in seconds. Production never sets it.
+pub const CLOCK_SCALE_ENV: &str = "OMNIGRAPH_TEST_CLOCK_SCALE";
+/// The largest clock factor accepted.
+pub const CLOCK_SCALE_FACTOR_MAX: i64 = 1_000;
+
+static CLOCK_SCALE: std::sync::LazyLock<Option<(i64, i64)>> = std::sync::LazyLock::new(|| {
+    let text = std::env::var(CLOCK_SCALE_ENV).ok()?;
+    let parsed = parse_clock_scale(&text);
+    assert!(
+        parsed.is_some(),
+        "{CLOCK_SCALE_ENV}={text:?} is not ANCHOR_MICROS:FACTOR with 1 <= FACTOR <= {CLOCK_SCALE_FACTOR_MAX}"
+    );
+    parsed
+});
+
+fn parse_clock_scale(text: &str) -> Option<(i64, i64)> {
+    let (anchor, factor) = text.split_once(':')?;
+    let (anchor, factor) = (anchor.parse().ok()?, factor.parse().ok()?);
+    (1..=CLOCK_SCALE_FACTOR_MAX)
+        .contains(&factor)
+        .then_some((anchor, factor))
+}
+
+fn on_process_clock(system_micros: i64) -> i64 {
+    match *CLOCK_SCALE {
+        Some((anchor, factor)) => {
+            anchor.saturating_add(system_micros.saturating_sub(anchor).saturating_mul(factor))
+        }
+        None => system_micros,
+    }
 }
 
 /// A fresh unique id: a ULID (time-ordered, 26 characters of Crockford base32).
@@ -124,6 +165,14 @@ mod tests {
         assert_eq!(first[0].0, 1_000_000);
         // Each read ticks: clock reads by new_id count too.
         assert_eq!(first[1].0, 1_000_020);
+    }
+
+    #[test]
+    fn a_clock_scale_is_parsed_strictly() {
+        assert_eq!(parse_clock_scale("100:20"), Some((100, 20)));
+        for bad in ["", "100", "100:0", "x:2", "100:1001", "100:-2"] {
+            assert_eq!(parse_clock_scale(bad), None, "{bad:?}");
+        }
     }
 
     #[tokio::test]

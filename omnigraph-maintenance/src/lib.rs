@@ -7,18 +7,24 @@
 //!   builds, published by exact CAS on the pin the table was planned from.
 //! - `lane`: one run at a time per root in a process, in arrival order.
 //! - [`budget`]: the knobs, and `OMNIGRAPH_MAINTENANCE_CONCURRENCY`.
+//! - [`cleanup`]: the tracing collector that reclaims what no retained commit needs.
+//! - [`repair`]: the read-only report of drift, missing pins and dead staging.
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
 pub mod budget;
+pub mod cleanup;
 mod lane;
 mod maintenance;
 pub mod optimize;
+pub mod repair;
 mod run;
 pub mod runtime;
 
 pub use budget::MaintenanceBudget;
+pub use cleanup::{CleanupOptions, CleanupPolicy, CleanupReport, TableCleanup};
 pub use lane::MaintenanceActivity;
 pub use maintenance::{Maintenance, MaintenanceExt};
 pub use optimize::{OptimizeReport, TableOptimize, UnitOutcome, optimize};
+pub use repair::{RepairReport, TableRepair, TableRepairStatus};

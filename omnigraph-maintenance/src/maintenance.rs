@@ -3,8 +3,10 @@
 //! run's record.
 
 use crate::budget::MaintenanceBudget;
+use crate::cleanup::{self, CleanupOptions, CleanupProgress, CleanupReport};
 use crate::lane::{self, Lane, MaintenanceActivity, cancelled};
 use crate::optimize::{OptimizeReport, run_units};
+use crate::repair::RepairReport;
 use crate::run::RunRecord;
 use omnigraph_core::{Evidence, Result};
 use omnigraph_publish::{IndexBuildReport, Omnigraph};
@@ -98,6 +100,40 @@ impl<'a> Maintenance<'a> {
             return Err(cancelled(prepared.evidence()));
         }
         prepared.publish(self.graph).await
+    }
+
+    /// Previews cleanup: what a run with `options` would delete. Nothing is recorded
+    /// or deleted; it still takes the lane, so it sees no run of its own in progress.
+    pub async fn preview_cleanup(&self, options: &CleanupOptions) -> Result<CleanupReport> {
+        let admitted = self.lane().admit("cleanup_preview").await?;
+        cleanup::preview(self.graph.graph().root(), options, admitted.token(), None).await
+    }
+
+    /// Runs cleanup with `options` (see [`crate::cleanup`]).
+    pub async fn cleanup(&self, options: &CleanupOptions) -> Result<CleanupReport> {
+        let admitted = self.lane().admit("cleanup").await?;
+        cleanup::run(self.graph.graph().root(), options, admitted.token(), None).await
+    }
+
+    /// Runs cleanup, calling `progress` as tables are planned and objects deleted.
+    pub async fn cleanup_with_progress(
+        &self,
+        options: &CleanupOptions,
+        progress: CleanupProgress,
+    ) -> Result<CleanupReport> {
+        let admitted = self.lane().admit("cleanup").await?;
+        cleanup::run(
+            self.graph.graph().root(),
+            options,
+            admitted.token(),
+            Some(&progress),
+        )
+        .await
+    }
+
+    /// The repair report (read-only; it does not take the lane).
+    pub async fn repair_report(&self) -> Result<RepairReport> {
+        crate::repair::report(self.graph.graph().root()).await
     }
 }
 

@@ -175,8 +175,15 @@ impl Graph {
         let log = self.log(branch)?;
         match at {
             CommitRef::Head => log.head().await,
-            CommitRef::Seq(seq) => log.require(*seq).await,
-            CommitRef::Id(id) => log.find(id).await,
+            CommitRef::Seq(seq) => {
+                crate::retention::check_readable(&self.root, branch, *seq).await?;
+                log.require(*seq).await
+            }
+            CommitRef::Id(id) => {
+                let commit = log.find(id).await?;
+                crate::retention::check_readable(&self.root, branch, commit.seq).await?;
+                Ok(commit)
+            }
         }
     }
 

@@ -31,6 +31,7 @@ pub mod mutate;
 pub mod omnigraph;
 pub mod publisher;
 pub mod reads;
+pub mod retention;
 pub mod rows;
 pub mod schema_apply;
 pub mod staging;

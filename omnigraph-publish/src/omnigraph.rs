@@ -399,17 +399,16 @@ impl Omnigraph {
             type_def.key_column(),
             rows::key_filter_literal(type_def, key)?
         );
-        let found = self
-            .scan(
-                type_name,
-                &ScanRequest {
-                    filter: Some(filter),
-                    columns: Vec::new(),
-                    limit: Some(1),
-                },
-                &CommitRef::Seq(commit.seq),
-            )
-            .await?;
+        let table = self.table_of_type(&commit, type_name).await?;
+        let found = scan_table(
+            &table,
+            &ScanRequest {
+                filter: Some(filter),
+                columns: Vec::new(),
+                limit: Some(1),
+            },
+        )
+        .await?;
         Ok(batches_to_json(&found).into_iter().next())
     }
 

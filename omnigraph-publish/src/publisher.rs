@@ -66,6 +66,9 @@ pub struct Publication {
     pub actor: String,
     /// Whether staged files exist: a failure is then `Unpublished`, not `BeforeEffect`.
     pub staged: bool,
+    /// When staging began (microseconds, clock seam): staged files are never older.
+    /// Staging older than half the cleanup grace period is never published.
+    pub staging_started_micros: i64,
 }
 
 /// Whose commit is at the path a publication wrote.
@@ -99,6 +102,11 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
             .with_evidence(failure_evidence.clone())
         })?;
         let bytes = candidate.to_bytes()?;
+        if publication.staged {
+            crate::retention::check_staging_age(root, publication.staging_started_micros)
+                .await
+                .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
+        }
         failpoints::check(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
             .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         match put_and_decide(root, &log, &path, &candidate, bytes)

@@ -8,7 +8,7 @@ use crate::publisher::{self, Publication, ReadSet};
 use futures::future::BoxFuture;
 use omnigraph_core::adapter::{self, LinkOrigin, StagedLink};
 use omnigraph_core::storage::StorageRoot;
-use omnigraph_core::{ErrorKind, Evidence, OmniError, Result, StorageKind};
+use omnigraph_core::{ErrorKind, Evidence, OmniError, Result, StorageKind, seams};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -61,6 +61,8 @@ pub struct Staging {
     runner: Option<LinkRunner>,
     /// What a full-text build may use.
     full_text: adapter::FullTextBudget,
+    /// When staging began: no staged file is older.
+    started_micros: i64,
 }
 
 impl std::fmt::Debug for Staging {
@@ -86,7 +88,13 @@ impl Staging {
             wrote: false,
             runner: None,
             full_text: adapter::FullTextBudget::default(),
+            started_micros: seams::now_micros(),
         }
+    }
+
+    /// When staging began (microseconds, clock seam).
+    pub fn started_micros(&self) -> i64 {
+        self.started_micros
     }
 
     /// Builds every later full-text index within `budget`.
@@ -346,6 +354,7 @@ impl Staging {
             operation,
             actor: actor.to_string(),
             staged: self.has_staged(),
+            staging_started_micros: self.started_micros,
         })
     }
 

@@ -23,8 +23,14 @@
 //!   loop; its wake-up delay (p50, p99) against the same task with nothing running, and
 //!   the peak resident memory of each optimize.
 //!
-//! `--rows N`, `--read-rows M` and `--optimize-rows K` change the sizes; `--json` prints
-//! one JSON document.
+//! - cleanup (with `--cleanup`, alone): the footprint of a graph of 4 types after U
+//!   single-row updates (default 4,000), optimize and `cleanup --keep 1` at the minimum
+//!   grace period, against a fresh graph loaded with the same final rows and indexes;
+//!   and deletes per second with cleanup's fan-out of 8 against serial deletes of the
+//!   same kind of garbage (G files each, default 2,000), as a ratio in one run.
+//!
+//! `--rows N`, `--read-rows M`, `--optimize-rows K`, `--updates U` and `--garbage G`
+//! change the sizes; `--json` prints one JSON document.
 
 // Deep futures (writers -> staging -> publisher -> Lance) exceed the default query
 // depth of 128 when their layout is computed.
@@ -398,12 +404,196 @@ async fn maintenance_bench(dir: &std::path::Path, rows: usize) -> Value {
     Value::Object(results)
 }
 
+const CLEANUP_SCHEMA: &str = "
+node Person { id: String @key, name: String @index(fts), age: Int32? @index }
+node Company { id: String @key, name: String }
+node City { id: String @key, name: String }
+edge WorksAt: Person -> Company { since: Int32? }
+";
+/// Rows per type in the footprint graph.
+const CLEANUP_ROWS: usize = 100;
+/// The node types updated, with their key prefixes.
+const UPDATED_TYPES: [(&str, &str); 3] = [("Person", "p"), ("Company", "c"), ("City", "t")];
+
+async fn bytes_under(root: &omnigraph_core::storage::StorageRoot, prefix: &str) -> u64 {
+    root.list_with_meta(prefix)
+        .await
+        .expect("list")
+        .iter()
+        .map(|object| object.size)
+        .sum()
+}
+
+async fn cleanup_graph(uri: &str, names: &std::collections::BTreeMap<String, String>) -> Omnigraph {
+    let graph = Omnigraph::create(uri, CLEANUP_SCHEMA)
+        .await
+        .expect("create");
+    for (type_name, prefix) in UPDATED_TYPES {
+        let rows: Vec<Map<String, Value>> = (0..CLEANUP_ROWS)
+            .map(|i| {
+                let key = format!("{prefix}{i}");
+                let name = names.get(&key).cloned().unwrap_or_else(|| key.clone());
+                json!({"id": key, "name": name})
+                    .as_object()
+                    .unwrap()
+                    .clone()
+            })
+            .collect();
+        graph.insert_json(type_name, rows).await.expect("insert");
+    }
+    let edges: Vec<Map<String, Value>> = (0..CLEANUP_ROWS)
+        .map(|i| {
+            json!({"id": format!("w{i}"), "src": format!("p{i}"), "dst": format!("c{i}")})
+                .as_object()
+                .unwrap()
+                .clone()
+        })
+        .collect();
+    graph.insert_json("WorksAt", edges).await.expect("edges");
+    graph
+}
+
+async fn cleanup_after_grace(graph: &Omnigraph) -> omnigraph_maintenance::CleanupReport {
+    use omnigraph_maintenance::MaintenanceExt;
+    let options = omnigraph_maintenance::CleanupOptions::new(
+        omnigraph_maintenance::CleanupPolicy::keep_commits(1).expect("policy"),
+    )
+    .with_grace(omnigraph_publish::retention::GRACE_MIN)
+    .expect("grace");
+    // Nothing else runs: a clock minutes ahead makes everything older than the grace.
+    let later = omnigraph_core::seams::Simulation::new(
+        1,
+        omnigraph_core::seams::now_micros() + 10 * 60_000_000,
+        0,
+    );
+    omnigraph_core::seams::simulate(later, graph.maintenance().cleanup(&options))
+        .await
+        .expect("cleanup")
+}
+
+async fn cleanup_bench(dir: &std::path::Path, updates: usize, garbage: usize) -> Value {
+    use omnigraph_maintenance::MaintenanceExt;
+    // Footprint: many single-row updates, then optimize and cleanup.
+    let uri = dir.join("updated").display().to_string();
+    let graph = cleanup_graph(&uri, &Default::default()).await;
+    let mut names = std::collections::BTreeMap::new();
+    let started = Instant::now();
+    for u in 0..updates {
+        let (type_name, prefix) = UPDATED_TYPES[u % UPDATED_TYPES.len()];
+        let key = format!("{prefix}{}", (u / UPDATED_TYPES.len()) % CLEANUP_ROWS);
+        let name = format!("v{u}");
+        graph
+            .update(
+                type_name,
+                &format!("id = '{key}'"),
+                &[("name".into(), json!(name))],
+            )
+            .await
+            .expect("update");
+        names.insert(key, name);
+    }
+    let update_secs = started.elapsed().as_secs_f64();
+    let root = graph.graph().root().clone();
+    let grown = bytes_under(&root, "tables").await;
+    graph.maintenance().optimize().await.expect("optimize");
+    let optimized = bytes_under(&root, "tables").await;
+    let report = cleanup_after_grace(&graph).await;
+    let kept = bytes_under(&root, "tables").await;
+    let log_bytes = bytes_under(&root, "_graph").await;
+
+    let fresh_uri = dir.join("fresh").display().to_string();
+    let fresh = cleanup_graph(&fresh_uri, &names).await;
+    fresh
+        .maintenance()
+        .optimize()
+        .await
+        .expect("optimize fresh");
+    cleanup_after_grace(&fresh).await;
+    let baseline = bytes_under(fresh.graph().root(), "tables").await;
+
+    // Fan-out: the same number of garbage files, deleted serially and 8 at a time.
+    let make_garbage = |name: &str| {
+        let folder = dir.join("garbage").join(name).join("data");
+        std::fs::create_dir_all(&folder).expect("garbage folder");
+        for i in 0..garbage {
+            std::fs::write(folder.join(format!("{i}.lance")), [0u8; 512]).expect("garbage");
+        }
+    };
+    make_garbage("serial");
+    make_garbage("fanned");
+    let garbage_root =
+        omnigraph_core::storage::StorageRoot::open(&dir.join("garbage").display().to_string())
+            .await
+            .expect("garbage root");
+    let objects = || (0..garbage).map(|i| format!("data/{i}.lance"));
+    let started = Instant::now();
+    for object in objects() {
+        adapter::delete_table_object(&garbage_root, "serial", &object)
+            .await
+            .expect("delete");
+    }
+    let serial_secs = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    {
+        use futures::StreamExt;
+        let root = &garbage_root;
+        futures::stream::iter(objects())
+            .map(|object| async move {
+                adapter::delete_table_object(root, "fanned", &object)
+                    .await
+                    .expect("delete")
+            })
+            .buffer_unordered(omnigraph_maintenance::cleanup::DELETE_FAN_OUT)
+            .collect::<Vec<()>>()
+            .await;
+    }
+    let fanned_secs = started.elapsed().as_secs_f64();
+    assert_eq!(
+        bytes_under(&garbage_root, "").await,
+        0,
+        "every garbage file went"
+    );
+
+    json!({
+        "types": 4,
+        "rows_per_type": CLEANUP_ROWS,
+        "single_row_updates": updates,
+        "update_seconds": update_secs,
+        "tables_bytes_after_updates": grown,
+        "tables_bytes_after_optimize": optimized,
+        "tables_bytes_after_cleanup": kept,
+        "fresh_graph_tables_bytes": baseline,
+        "footprint_ratio_to_fresh": kept as f64 / baseline as f64,
+        "commit_log_bytes": log_bytes,
+        "cleanup_removed": report.totals,
+        "garbage_files": garbage,
+        "serial_deletes_per_second": garbage as f64 / serial_secs,
+        "fanned_deletes_per_second": garbage as f64 / fanned_secs,
+        "fan_out": omnigraph_maintenance::cleanup::DELETE_FAN_OUT,
+        "fan_out_speedup": serial_secs / fanned_secs,
+    })
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rows = argument(&args, "--rows", 200_000);
     let read_rows = argument(&args, "--read-rows", 100_000);
     let optimize_rows = argument(&args, "--optimize-rows", 1_000_000);
+    if args.iter().any(|arg| arg == "--cleanup") {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let document = json!({
+            "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+            "cleanup": cleanup_bench(
+                dir.path(),
+                argument(&args, "--updates", 4_000),
+                argument(&args, "--garbage", 2_000),
+            )
+            .await,
+        });
+        println!("{document:#}");
+        return;
+    }
     if args.iter().any(|arg| arg == "--maintenance") {
         let dir = tempfile::tempdir().expect("temp dir");
         let document = json!({

@@ -40,6 +40,7 @@ fn empty_commit(base: omnigraph_publish::GraphCommit) -> Publication {
         },
         actor: "cost".into(),
         staged: false,
+        staging_started_micros: omnigraph_core::seams::now_micros(),
     }
 }
 
@@ -168,6 +169,43 @@ async fn measure() -> BTreeMap<String, String> {
         "maintenance.optimize_one_table.graph_objects".into(),
         line(&own_counts),
     );
+    // Cleanup with nothing to delete, on the 3 tables of a fresh handle: after a run
+    // that reclaimed, a second one on a cold root (its own Lance session).
+    let later = || {
+        omnigraph_core::seams::Simulation::new(
+            3,
+            omnigraph_core::seams::now_micros() + 5 * 60_000_000,
+            0,
+        )
+    };
+    let options = omnigraph_maintenance::CleanupOptions::new(
+        omnigraph_maintenance::CleanupPolicy::keep_commits(1).unwrap(),
+    )
+    .with_grace(omnigraph_publish::retention::GRACE_MIN)
+    .unwrap();
+    use omnigraph_maintenance::MaintenanceExt;
+    omnigraph_core::seams::simulate(later(), graph.maintenance().cleanup(&options))
+        .await
+        .unwrap();
+    let cold = omnigraph_publish::Omnigraph::open(&test.uri).await.unwrap();
+    let sweep = cold.graph().root().probe();
+    let report = omnigraph_core::seams::simulate(later(), cold.maintenance().cleanup(&options))
+        .await
+        .unwrap();
+    assert_eq!(report.tables.len(), 3);
+    assert_eq!(
+        report.totals.manifests_removed + report.totals.files_removed,
+        0
+    );
+    costs.insert(
+        "maintenance.cleanup_nothing_to_delete.3_tables".into(),
+        line(&sweep.counts()),
+    );
+    if std::env::var("OMNIGRAPH_COST_TRACE").is_ok() {
+        for request in sweep.requests() {
+            eprintln!("cleanup: {:?} {}", request.kind, request.path);
+        }
+    }
     if std::env::var("OMNIGRAPH_COST_TRACE").is_ok() {
         for request in probe.requests().iter().chain(indexed.requests().iter()) {
             eprintln!("insert_one_row_warm: {:?} {}", request.kind, request.path);

@@ -6,6 +6,7 @@
 #![recursion_limit = "256"]
 
 mod adapter_links;
+mod cleanup;
 mod cost;
 mod graph_reads;
 mod lance_surface;

@@ -8,6 +8,7 @@
 //! that can still publish from dead staging.
 
 mod baseline;
+mod collect;
 mod compact;
 mod evolve;
 mod index;
@@ -17,6 +18,10 @@ mod table;
 
 pub use baseline::{
     baseline_append, baseline_compact_and_optimize_indices, baseline_create, baseline_index,
+};
+pub use collect::{
+    ManifestName, SWEPT_FOLDERS, VersionReferences, delete_table_object, detached_manifest_object,
+    manifest_name, version_references,
 };
 pub use compact::{
     CompactionBudget, DEFAULT_COMPACTION_BATCH_ROWS, DEFAULT_COMPACTION_IO_BUFFER_BYTES,

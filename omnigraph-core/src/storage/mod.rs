@@ -4,8 +4,8 @@ mod root;
 mod wrapper;
 
 pub use root::{
-    INDEX_CACHE_BYTES, MAX_ROOT_URI_LEN, METADATA_CACHE_BYTES, PutOutcome, RootLocation,
-    StorageRoot,
+    INDEX_CACHE_BYTES, MAX_ROOT_URI_LEN, METADATA_CACHE_BYTES, ObjectInfo, PutOutcome,
+    RootLocation, StorageRoot,
 };
 pub use wrapper::{
     FaultAction, FaultHandle, FaultRule, Request, RequestCounts, RequestKind, RequestProbe,

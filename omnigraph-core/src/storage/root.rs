@@ -149,6 +149,18 @@ pub enum PutOutcome {
     AlreadyExists,
 }
 
+/// One listed object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Root-relative path.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modified, in microseconds since the epoch on the engine's clock
+    /// ([`crate::seams::stored_time_micros`]).
+    pub modified_micros: i64,
+}
+
 /// An open storage root.
 #[derive(Debug)]
 pub struct StorageRoot {
@@ -361,6 +373,51 @@ impl StorageRoot {
             .map_err(|error| OmniError::from_object_store(format!("list {prefix}"), error))?;
         names.sort();
         Ok(names)
+    }
+
+    /// Lists the objects under a prefix (recursively) with their size and age, as
+    /// root-relative paths, sorted.
+    pub async fn list_with_meta(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        let base = self.base_path.as_ref().to_string();
+        let mut objects: Vec<ObjectInfo> = self
+            .inner()
+            .list(Some(&self.path(prefix)))
+            .map_ok(|meta| ObjectInfo {
+                path: self.relative_of(&base, meta.location.as_ref()),
+                size: meta.size,
+                modified_micros: crate::seams::stored_time_micros(
+                    meta.last_modified.timestamp_micros(),
+                ),
+            })
+            .try_collect()
+            .await
+            .map_err(|error| OmniError::from_object_store(format!("list {prefix}"), error))?;
+        objects.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(objects)
+    }
+
+    /// The names of the folders directly under a prefix (one LIST with a delimiter),
+    /// sorted.
+    pub async fn list_folders(&self, prefix: &str) -> Result<Vec<String>> {
+        let listed = self
+            .inner()
+            .list_with_delimiter(Some(&self.path(prefix)))
+            .await
+            .map_err(|error| OmniError::from_object_store(format!("list {prefix}/"), error))?;
+        let mut names: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|folder| folder.filename().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn relative_of(&self, base: &str, full: &str) -> String {
+        full.strip_prefix(base)
+            .unwrap_or(full)
+            .trim_start_matches('/')
+            .to_string()
     }
 
     /// Deletes an object; deleting a missing object is not an error.

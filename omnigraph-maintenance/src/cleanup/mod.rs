@@ -1,0 +1,516 @@
+//! Cleanup as a tracing collector (DESIGN §7): storage stops growing without bound.
+//!
+//! **Mark** reads every branch's log from the oldest commit a previous run retained to
+//! the head, decides which commits the [`CleanupPolicy`] retains, and marks every file
+//! the manifests of their pins reference (with the table's linear manifests, manifests
+//! younger than the grace period, and staging that can still publish). **Sweep** lists
+//! each table's folder and deletes what is unmarked and older than the grace period.
+//! Before anything is deleted, the heads are read again; a head that moved is traced
+//! again. The oldest retained commit of each branch and the grace period are recorded
+//! first, so readers of reclaimed commits get a typed error and writers never publish
+//! staging cleanup may be removing ([`omnigraph_publish::retention`]).
+//!
+//! Deletes run [`DELETE_FAN_OUT`] at a time, manifests before the files they
+//! reference. One table's failure is an error row; the others go on. A cancel stops
+//! before the next deletion; deletions in progress finish.
+
+mod sweep;
+mod trace;
+
+pub(crate) use sweep::list_table;
+pub(crate) use trace::{Trace as Traced, branches, heads};
+
+/// Traces every commit from the oldest a previous run retained to each head, all of
+/// them retained (for the read-only repair report).
+pub(crate) async fn trace_every_readable_commit(
+    root: &Arc<StorageRoot>,
+    heads: &BTreeMap<String, omnigraph_publish::GraphCommit>,
+    previous: Option<&CleanupState>,
+) -> Result<Traced> {
+    let everything = CleanupPolicy::keep_commits(u64::MAX)?;
+    trace::trace(
+        root,
+        heads,
+        previous,
+        &everything,
+        GRACE_MIN,
+        seams::now_micros(),
+    )
+    .await
+}
+
+use crate::budget::REQUEST_FAN_OUT;
+use crate::lane::{CancelToken, cancelled};
+use futures::StreamExt;
+use omnigraph_core::storage::StorageRoot;
+use omnigraph_core::{Evidence, InputLocation, OmniError, Result, adapter, seams};
+use omnigraph_publish::layout;
+use omnigraph_publish::retention::{self, CleanupState, GRACE_DEFAULT, GRACE_MIN, micros_of};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use sweep::{TableObject, TablePlan};
+
+/// Deletions in flight at once.
+pub const DELETE_FAN_OUT: usize = 8;
+/// How many times a run traces heads that moved while it planned.
+pub const RETRACE_MAX: usize = 4;
+/// The most tables one run sweeps.
+pub const TABLES_MAX: usize = 100_000;
+
+/// Which commits stay readable. At least one part is required; a commit either part
+/// retains is retained. Each branch's head, and every commit younger than the grace
+/// period, is always retained.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    /// The newest N commits of each branch.
+    pub keep_commits: Option<u64>,
+    /// Commits younger than this.
+    pub older_than: Option<Duration>,
+}
+
+impl CleanupPolicy {
+    /// Keep the newest `n` commits of each branch (`n` ≥ 1).
+    pub fn keep_commits(n: u64) -> Result<CleanupPolicy> {
+        CleanupPolicy::default().and_keep_commits(n)
+    }
+
+    /// Keep the commits younger than `age`.
+    pub fn older_than(age: Duration) -> CleanupPolicy {
+        CleanupPolicy {
+            older_than: Some(age),
+            ..CleanupPolicy::default()
+        }
+    }
+
+    /// This policy, also keeping the newest `n` commits.
+    pub fn and_keep_commits(mut self, n: u64) -> Result<CleanupPolicy> {
+        if n == 0 {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("cleanup policy").field("keep"),
+                "keep must be at least 1: each branch head is always kept",
+            ));
+        }
+        self.keep_commits = Some(n);
+        Ok(self)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.keep_commits.is_none() && self.older_than.is_none() {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("cleanup policy"),
+                "give keep_commits(N), older_than(duration) or both",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A cleanup run's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanupOptions {
+    /// What stays readable.
+    pub policy: CleanupPolicy,
+    /// Commits and files younger than this are kept.
+    pub grace: Duration,
+}
+
+impl CleanupOptions {
+    /// `policy` with the default grace period (24 hours).
+    pub fn new(policy: CleanupPolicy) -> CleanupOptions {
+        CleanupOptions {
+            policy,
+            grace: GRACE_DEFAULT,
+        }
+    }
+
+    /// The same with another grace period; one below [`GRACE_MIN`] is refused.
+    pub fn with_grace(mut self, grace: Duration) -> Result<CleanupOptions> {
+        if grace < GRACE_MIN {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("cleanup options").field("grace"),
+                format!(
+                    "the grace period is {} s; the floor is {} s",
+                    grace.as_secs(),
+                    GRACE_MIN.as_secs()
+                ),
+            ));
+        }
+        self.grace = grace;
+        Ok(self)
+    }
+}
+
+/// A table's failure in a run.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TableError {
+    /// The error's stable code.
+    pub code: String,
+    /// The error's process exit code.
+    pub exit_code: i32,
+    /// The message.
+    pub message: String,
+}
+
+/// What a run did (or, previewed, would do) to one table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TableCleanup {
+    /// The table id.
+    pub table_id: String,
+    /// The type a retained commit pins it for; `None` when no retained commit pins it.
+    pub type_name: Option<String>,
+    /// Unretained manifests removed (published versions and dead staging).
+    pub manifests_removed: u64,
+    /// Other files removed (data, deletion, index and transaction files).
+    pub files_removed: u64,
+    /// Bytes removed, manifests included.
+    pub bytes_removed: u64,
+    /// Dead staging among the manifests removed.
+    pub unpublished_manifests: u64,
+    /// Bytes of dead staging: its manifests and the files only they referenced.
+    pub unpublished_bytes: u64,
+    /// Versions on the table's linear lineage above its creation (see repair).
+    pub foreign_versions: u64,
+    /// Why the table was not swept completely.
+    pub error: Option<TableError>,
+}
+
+/// Sums over every table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CleanupTotals {
+    /// Manifests removed.
+    pub manifests_removed: u64,
+    /// Files removed.
+    pub files_removed: u64,
+    /// Bytes removed.
+    pub bytes_removed: u64,
+    /// Dead staging manifests removed.
+    pub unpublished_manifests: u64,
+    /// Dead staging bytes removed.
+    pub unpublished_bytes: u64,
+    /// Tables with an error row.
+    pub tables_failed: u64,
+}
+
+/// What a cleanup run did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CleanupReport {
+    /// Whether it deleted (`false`: a preview of what it would delete).
+    pub deleted: bool,
+    /// The grace period, in seconds.
+    pub grace_secs: u64,
+    /// Per branch, the oldest commit that stays readable.
+    pub oldest_retained: BTreeMap<String, u64>,
+    /// One row per table folder, by table id.
+    pub tables: Vec<TableCleanup>,
+    /// Sums over the tables.
+    pub totals: CleanupTotals,
+    /// How long the run took, in milliseconds.
+    pub elapsed_ms: u64,
+    /// What the run left behind: `unpublished` once anything was deleted.
+    pub evidence: Evidence,
+}
+
+impl CleanupReport {
+    /// The row of a table.
+    pub fn table(&self, table_id: &str) -> Option<&TableCleanup> {
+        self.tables.iter().find(|table| table.table_id == table_id)
+    }
+
+    /// The process exit status: 0 unless a table failed, then that failure's.
+    pub fn exit_code(&self) -> i32 {
+        self.tables
+            .iter()
+            .filter_map(|table| table.error.as_ref())
+            .map(|error| error.exit_code)
+            .find(|code| *code != omnigraph_core::EXIT_SUCCESS)
+            .unwrap_or(omnigraph_core::EXIT_SUCCESS)
+    }
+}
+
+/// Progress of a long run, for the CLI.
+pub type CleanupProgress = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Previews a run: what it would delete, with nothing recorded or deleted.
+pub(crate) async fn preview(
+    root: &Arc<StorageRoot>,
+    options: &CleanupOptions,
+    token: &CancelToken,
+    progress: Option<&CleanupProgress>,
+) -> Result<CleanupReport> {
+    let started = Instant::now();
+    let planned = plan(root, options, token, progress).await?;
+    Ok(planned.report(options, false, started))
+}
+
+/// Runs cleanup: records the retained commits and grace, then deletes.
+pub(crate) async fn run(
+    root: &Arc<StorageRoot>,
+    options: &CleanupOptions,
+    token: &CancelToken,
+    progress: Option<&CleanupProgress>,
+) -> Result<CleanupReport> {
+    let started = Instant::now();
+    let mut planned = plan(root, options, token, progress).await?;
+    if token.is_cancelled() {
+        return Err(cancelled(Evidence::BeforeEffect));
+    }
+    retention::record_state(
+        root,
+        CleanupState::new(options.grace, planned.oldest_retained.clone()),
+    )
+    .await?;
+    let deleted = delete_planned(root, &mut planned, token, progress).await;
+    if token.is_cancelled() {
+        let evidence = if deleted > 0 {
+            Evidence::Unpublished
+        } else {
+            Evidence::BeforeEffect
+        };
+        return Err(cancelled(evidence));
+    }
+    Ok(planned.report(options, true, started))
+}
+
+/// Every table's plan, traced on heads that did not move while planning.
+struct Planned {
+    oldest_retained: BTreeMap<String, u64>,
+    tables: Vec<(TableCleanup, TablePlan)>,
+}
+
+impl Planned {
+    fn report(self, options: &CleanupOptions, deleted: bool, started: Instant) -> CleanupReport {
+        let mut totals = CleanupTotals::default();
+        let mut tables = Vec::with_capacity(self.tables.len());
+        for (mut row, plan) in self.tables {
+            if !deleted {
+                // A preview reports what it would remove.
+                row.manifests_removed = plan.manifests.len() as u64;
+                row.files_removed = plan.files.len() as u64;
+                row.bytes_removed = plan
+                    .manifests
+                    .iter()
+                    .chain(&plan.files)
+                    .map(|o| o.size)
+                    .sum();
+            }
+            row.unpublished_manifests = plan.unpublished_manifests;
+            row.unpublished_bytes = plan.unpublished_bytes;
+            row.foreign_versions = plan.foreign_versions;
+            totals.manifests_removed += row.manifests_removed;
+            totals.files_removed += row.files_removed;
+            totals.bytes_removed += row.bytes_removed;
+            totals.unpublished_manifests += row.unpublished_manifests;
+            totals.unpublished_bytes += row.unpublished_bytes;
+            totals.tables_failed += u64::from(row.error.is_some());
+            tables.push(row);
+        }
+        let anything_deleted = deleted && (totals.manifests_removed + totals.files_removed) > 0;
+        CleanupReport {
+            deleted,
+            grace_secs: options.grace.as_secs(),
+            oldest_retained: self.oldest_retained,
+            tables,
+            totals,
+            elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            evidence: if anything_deleted {
+                Evidence::Unpublished
+            } else {
+                Evidence::BeforeEffect
+            },
+        }
+    }
+}
+
+async fn plan(
+    root: &Arc<StorageRoot>,
+    options: &CleanupOptions,
+    token: &CancelToken,
+    progress: Option<&CleanupProgress>,
+) -> Result<Planned> {
+    options.policy.check()?;
+    let now = seams::now_micros();
+    let grace_cutoff = now.saturating_sub(micros_of(options.grace));
+    let previous = retention::read_state(root).await?;
+    let branch_names = branches(root).await?;
+    let current = heads(root, &branch_names).await?;
+    if token.is_cancelled() {
+        return Err(cancelled(Evidence::BeforeEffect));
+    }
+    let mut traced = trace::trace(
+        root,
+        &current,
+        previous.as_ref(),
+        &options.policy,
+        options.grace,
+        now,
+    )
+    .await?;
+    let table_ids = table_ids(root).await?;
+    let mut rows: Vec<(TableCleanup, TablePlan)> = futures::stream::iter(table_ids)
+        .map(|table_id| {
+            let traced = &traced;
+            async move { plan_one(root, table_id, traced, grace_cutoff, progress).await }
+        })
+        .buffered(REQUEST_FAN_OUT)
+        .collect()
+        .await;
+    // Heads that moved while planning are traced again before anything is deleted: the
+    // commits they added join the roots, and a table whose plan would delete a version
+    // one of them pins is planned again. Under a steady stream of writes the heads may
+    // still move after the last check; those commits can only pin versions staged on
+    // a retained pin, whose files are marked or younger than the grace period.
+    for _ in 0..RETRACE_MAX {
+        if token.is_cancelled() {
+            return Err(cancelled(Evidence::BeforeEffect));
+        }
+        let again = heads(root, &branch_names).await?;
+        let newly_pinned = trace::extend(root, &mut traced, &again).await?;
+        if newly_pinned.is_empty() {
+            break;
+        }
+        for (row, plan) in rows.iter_mut() {
+            let deletes_a_new_pin = plan.manifests.iter().any(|object| {
+                adapter::manifest_name(&object.object).is_some_and(|name| {
+                    newly_pinned.contains(&(row.table_id.clone(), name.version()))
+                })
+            });
+            if deletes_a_new_pin {
+                (*row, *plan) =
+                    plan_one(root, row.table_id.clone(), &traced, grace_cutoff, progress).await;
+            }
+        }
+    }
+    Ok(Planned {
+        oldest_retained: traced.oldest_retained,
+        tables: rows,
+    })
+}
+
+async fn plan_one(
+    root: &StorageRoot,
+    table_id: String,
+    traced: &trace::Trace,
+    grace_cutoff: i64,
+    progress: Option<&CleanupProgress>,
+) -> (TableCleanup, TablePlan) {
+    let mut row = TableCleanup {
+        table_id: table_id.clone(),
+        type_name: traced
+            .is_retained_table(&table_id)
+            .then(|| traced.type_names.get(&table_id).cloned())
+            .flatten(),
+        ..TableCleanup::default()
+    };
+    let plan = match sweep::plan_table(root, &table_id, traced, grace_cutoff).await {
+        Ok(plan) => plan,
+        Err(error) => {
+            row.error = Some(table_error(&error));
+            TablePlan::default()
+        }
+    };
+    if let Some(progress) = progress {
+        progress(&format!(
+            "planned {table_id}: {} manifests and {} files to remove",
+            plan.manifests.len(),
+            plan.files.len()
+        ));
+    }
+    (row, plan)
+}
+
+/// The table folders under `tables/`, checked: each becomes part of a path.
+async fn table_ids(root: &StorageRoot) -> Result<Vec<String>> {
+    let ids = root.list_folders("tables").await?;
+    if ids.len() > TABLES_MAX {
+        return Err(OmniError::corrupt(
+            "tables",
+            format!("{} table folders; the limit is {TABLES_MAX}", ids.len()),
+        ));
+    }
+    for id in &ids {
+        layout::check_table_id(id)
+            .map_err(|message| OmniError::corrupt(format!("tables/{id}"), message))?;
+    }
+    Ok(ids)
+}
+
+fn table_error(error: &OmniError) -> TableError {
+    TableError {
+        code: error.code().code.to_string(),
+        exit_code: error.code().exit_code,
+        message: error.to_string(),
+    }
+}
+
+/// Deletes every plan, manifests first; returns how many objects were deleted.
+async fn delete_planned(
+    root: &Arc<StorageRoot>,
+    planned: &mut Planned,
+    token: &CancelToken,
+    progress: Option<&CleanupProgress>,
+) -> u64 {
+    let deleted = AtomicU64::new(0);
+    for manifests_first in [true, false] {
+        let mut work: Vec<(usize, bool, TableObject)> = Vec::new();
+        for (index, (row, plan)) in planned.tables.iter().enumerate() {
+            if row.error.is_some() {
+                continue;
+            }
+            let objects = if manifests_first {
+                &plan.manifests
+            } else {
+                &plan.files
+            };
+            work.extend(objects.iter().map(|o| (index, manifests_first, o.clone())));
+        }
+        let outcomes: Vec<(usize, bool, TableObject, Option<Result<()>>)> =
+            futures::stream::iter(work)
+                .map(|(index, is_manifest, object)| {
+                    let table = layout::table_path(&planned.tables[index].0.table_id);
+                    let deleted = &deleted;
+                    async move {
+                        // A cancel stops before the next deletion; one in progress
+                        // finishes.
+                        if token.is_cancelled() {
+                            return (index, is_manifest, object, None);
+                        }
+                        let outcome =
+                            adapter::delete_table_object(root, &table, &object.object).await;
+                        if outcome.is_ok() {
+                            deleted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        (index, is_manifest, object, Some(outcome))
+                    }
+                })
+                .buffer_unordered(DELETE_FAN_OUT)
+                .collect()
+                .await;
+        for (index, is_manifest, object, outcome) in outcomes {
+            let row = &mut planned.tables[index].0;
+            match outcome {
+                Some(Ok(())) => {
+                    if is_manifest {
+                        row.manifests_removed += 1;
+                    } else {
+                        row.files_removed += 1;
+                    }
+                    row.bytes_removed += object.size;
+                }
+                // The first failure names the table's error.
+                Some(Err(error)) if row.error.is_none() => {
+                    row.error = Some(table_error(&error.with_evidence(Evidence::Unpublished)));
+                }
+                Some(Err(_)) | None => {}
+            }
+        }
+        if let Some(progress) = progress {
+            progress(&format!(
+                "deleted {} objects so far",
+                deleted.load(Ordering::Relaxed)
+            ));
+        }
+    }
+    deleted.into_inner()
+}

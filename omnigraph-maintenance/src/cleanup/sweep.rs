@@ -1,0 +1,251 @@
+//! One table's sweep plan: list its folder, decide which manifests are roots, mark
+//! what the roots reference, and plan to delete the rest that is old enough.
+//!
+//! Roots of a table: its linear manifests (its creation, and foreign versions that
+//! repair reports and nothing adopts), the versions retained commits pin, manifests
+//! younger than the grace period, and staging that can still publish (a detached
+//! version whose recorded base pin still equals the table's pin at its branch head).
+//! A table no retained commit pins has no roots but its young manifests.
+
+use super::trace::Trace;
+use omnigraph_core::adapter::{self, ManifestName, SWEPT_FOLDERS, VersionReferences};
+use omnigraph_core::storage::{ObjectInfo, StorageRoot};
+use omnigraph_core::{ErrorKind, Result, StorageKind};
+use omnigraph_publish::layout;
+use std::collections::{HashMap, HashSet};
+
+/// One object of a table, relative to the table's folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TableObject {
+    pub(crate) object: String,
+    pub(crate) size: u64,
+    pub(crate) modified_micros: i64,
+}
+
+/// A table's folder, as listed.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TableListing {
+    pub(crate) objects: Vec<TableObject>,
+    pub(crate) manifests: Vec<(ManifestName, TableObject)>,
+}
+
+impl TableListing {
+    /// Linear versions above the creation: commits someone made with plain Lance.
+    pub(crate) fn foreign_versions(&self) -> u64 {
+        self.manifests
+            .iter()
+            .filter(|(name, _)| matches!(name, ManifestName::Linear(version) if *version > 1))
+            .count() as u64
+    }
+
+    /// Whether an object exists.
+    pub(crate) fn sizes(&self) -> HashMap<&str, u64> {
+        self.objects
+            .iter()
+            .map(|object| (object.object.as_str(), object.size))
+            .collect()
+    }
+}
+
+/// Lists a table's folder (one recursive LIST).
+pub(crate) async fn list_table(root: &StorageRoot, table_id: &str) -> Result<TableListing> {
+    let folder = layout::table_path(table_id);
+    let prefix = format!("{folder}/");
+    let listed: Vec<ObjectInfo> = root.list_with_meta(&folder).await?;
+    let mut listing = TableListing::default();
+    for info in listed {
+        let Some(object) = info.path.strip_prefix(&prefix) else {
+            continue;
+        };
+        let object = TableObject {
+            object: object.to_string(),
+            size: info.size,
+            modified_micros: info.modified_micros,
+        };
+        if let Some(name) = adapter::manifest_name(&object.object) {
+            listing.manifests.push((name, object.clone()));
+        }
+        listing.objects.push(object);
+    }
+    Ok(listing)
+}
+
+/// What a manifest is to the collector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// Kept, and everything it references is kept.
+    Root,
+    /// A version only unretained commits published: removed.
+    Unretained,
+    /// Staging that can no longer publish: removed.
+    DeadStaging,
+}
+
+/// A table's planned deletions.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TablePlan {
+    /// Manifests to remove, first (a manifest never outlives the files it references).
+    pub(crate) manifests: Vec<TableObject>,
+    /// Other objects to remove.
+    pub(crate) files: Vec<TableObject>,
+    /// Dead staging: manifests, and the bytes only they referenced (with their own).
+    pub(crate) unpublished_manifests: u64,
+    pub(crate) unpublished_bytes: u64,
+    /// Linear versions above the creation.
+    pub(crate) foreign_versions: u64,
+}
+
+/// Plans the sweep of one table.
+pub(crate) async fn plan_table(
+    root: &StorageRoot,
+    table_id: &str,
+    trace: &Trace,
+    grace_cutoff_micros: i64,
+) -> Result<TablePlan> {
+    let listing = list_table(root, table_id).await?;
+    let folder = layout::table_path(table_id);
+    let pinned = trace.is_retained_table(table_id);
+    let empty = HashSet::new();
+    let retained = trace.retained.get(table_id).unwrap_or(&empty);
+    let published = trace.published.get(table_id).unwrap_or(&empty);
+
+    let mut marked = Marks::default();
+    let mut removed: Vec<(Role, TableObject, Option<VersionReferences>)> = Vec::new();
+    for (name, object) in &listing.manifests {
+        let young = object.modified_micros >= grace_cutoff_micros;
+        let role = match name {
+            _ if young => Role::Root,
+            _ if !pinned => Role::Unretained,
+            ManifestName::Linear(_) => Role::Root,
+            ManifestName::Detached(version) if retained.contains(version) => Role::Root,
+            ManifestName::Detached(version) if published.contains(version) => Role::Unretained,
+            ManifestName::Detached(version) => {
+                match open(root, &folder, *version).await? {
+                    // Gone since the listing (a concurrent collector): nothing to keep.
+                    None => continue,
+                    Some(dataset) => {
+                        let references = adapter::version_references(&dataset).await?;
+                        let live = link_origin(&dataset).await?.is_some_and(|origin| {
+                            trace
+                                .head_pins
+                                .get(&origin.branch)
+                                .and_then(|pins| pins.get(table_id))
+                                == Some(&origin.base_version)
+                        });
+                        if live {
+                            marked.add(&references);
+                        } else {
+                            removed.push((Role::DeadStaging, object.clone(), Some(references)));
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
+        match role {
+            Role::Root => {
+                if let Some(dataset) = open(root, &folder, name.version()).await? {
+                    marked.add(&adapter::version_references(&dataset).await?);
+                }
+            }
+            Role::Unretained | Role::DeadStaging => removed.push((role, object.clone(), None)),
+        }
+    }
+
+    let mut plan = TablePlan {
+        foreign_versions: listing.foreign_versions(),
+        ..TablePlan::default()
+    };
+    let removed_manifests: HashSet<&str> = removed
+        .iter()
+        .map(|(_, object, _)| object.object.as_str())
+        .collect();
+    for object in &listing.objects {
+        let swept = SWEPT_FOLDERS
+            .iter()
+            .any(|folder| object.object.starts_with(&format!("{folder}/")));
+        if !swept || removed_manifests.contains(object.object.as_str()) {
+            continue;
+        }
+        let old = object.modified_micros < grace_cutoff_micros;
+        let manifest = adapter::manifest_name(&object.object).is_some();
+        // A pinned table's `_versions/` holds its manifests and Lance's version hint:
+        // only manifests are removed there, and only as planned above. A table no
+        // retained commit pins loses everything old.
+        let kept_hint = pinned && object.object.starts_with("_versions/");
+        if old && !manifest && !kept_hint && !marked.holds(&object.object) {
+            plan.files.push(object.clone());
+        }
+    }
+    let sizes = listing.sizes();
+    let planned_files: HashSet<&str> = plan.files.iter().map(|o| o.object.as_str()).collect();
+    for (role, object, references) in removed {
+        if role == Role::DeadStaging {
+            plan.unpublished_manifests += 1;
+            plan.unpublished_bytes += object.size;
+            if let Some(references) = references {
+                for file in references.files() {
+                    if planned_files.contains(file.as_str()) {
+                        plan.unpublished_bytes += sizes.get(file.as_str()).copied().unwrap_or(0);
+                    }
+                }
+            }
+        }
+        plan.manifests.push(object);
+    }
+    Ok(plan)
+}
+
+/// The origin a staged version recorded; `None` when it recorded none or its
+/// transaction file is gone (an earlier run stopped part way): no origin, no root.
+async fn link_origin(
+    dataset: &omnigraph_core::lance::Dataset,
+) -> Result<Option<adapter::LinkOrigin>> {
+    match adapter::read_link_origin(dataset).await {
+        Ok(origin) => Ok(origin),
+        Err(error) if error.kind() == ErrorKind::Storage(StorageKind::NotFound) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Opens a version; `None` when its manifest is gone.
+async fn open(
+    root: &StorageRoot,
+    folder: &str,
+    version: u64,
+) -> Result<Option<std::sync::Arc<omnigraph_core::lance::Dataset>>> {
+    match adapter::open_table_at(root, folder, version).await {
+        Ok(dataset) => Ok(Some(dataset)),
+        Err(error) if error.kind() == ErrorKind::Storage(StorageKind::NotFound) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// The objects root manifests reference.
+#[derive(Debug, Default)]
+struct Marks {
+    files: HashSet<String>,
+    index_folders: HashSet<String>,
+}
+
+impl Marks {
+    fn add(&mut self, references: &VersionReferences) {
+        self.files.extend(references.files().cloned());
+        self.index_folders
+            .extend(references.index_folders.iter().cloned());
+    }
+
+    fn holds(&self, object: &str) -> bool {
+        if self.files.contains(object) {
+            return true;
+        }
+        // `_indices/<uuid>/<file>`: kept when its index folder is.
+        let mut parts = object.splitn(3, '/');
+        match (parts.next(), parts.next()) {
+            (Some("_indices"), Some(uuid)) => {
+                self.index_folders.contains(&format!("_indices/{uuid}"))
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The collector's roots from the commit logs: every branch's head, the commits the
+//! policy retains, and the versions that commits published.
+
+use super::{CleanupPolicy, REQUEST_FAN_OUT};
+use futures::{StreamExt, TryStreamExt};
+use omnigraph_core::storage::StorageRoot;
+use omnigraph_core::{OmniError, Result};
+use omnigraph_publish::retention::{self, CleanupState, micros_of};
+use omnigraph_publish::{CommitLog, GraphCommit, layout};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most branches one run traces.
+pub(crate) const BRANCHES_MAX: usize = retention::CLEANUP_STATE_BRANCHES_MAX;
+
+/// What the logs say, at one moment.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Trace {
+    /// Each branch's head seq.
+    pub(crate) heads: BTreeMap<String, u64>,
+    /// Each branch's head pins: table id → version.
+    pub(crate) head_pins: BTreeMap<String, HashMap<String, u64>>,
+    /// Per branch, the oldest retained commit.
+    pub(crate) oldest_retained: BTreeMap<String, u64>,
+    /// Table id → versions pinned by a retained commit of any branch.
+    pub(crate) retained: HashMap<String, HashSet<u64>>,
+    /// Table id → versions pinned by any commit read (retained or not).
+    pub(crate) published: HashMap<String, HashSet<u64>>,
+    /// Table id → type name, from the newest head that pins it.
+    pub(crate) type_names: HashMap<String, String>,
+}
+
+impl Trace {
+    /// Whether a retained commit pins `table_id` at any version.
+    pub(crate) fn is_retained_table(&self, table_id: &str) -> bool {
+        self.retained.contains_key(table_id)
+    }
+}
+
+/// The branches of the graph, from one LIST with a delimiter.
+pub(crate) async fn branches(root: &StorageRoot) -> Result<Vec<String>> {
+    let names = root.list_folders("_graph/branches").await?;
+    if names.len() > BRANCHES_MAX {
+        return Err(OmniError::corrupt(
+            "_graph/branches",
+            format!("{} branches; the limit is {BRANCHES_MAX}", names.len()),
+        ));
+    }
+    for name in &names {
+        layout::check_branch(name).map_err(|_| {
+            OmniError::corrupt(
+                format!("_graph/branches/{name}"),
+                "a folder that is not a valid branch name",
+            )
+        })?;
+    }
+    Ok(names)
+}
+
+/// Each branch's head seq (one head read per branch).
+pub(crate) async fn heads(
+    root: &Arc<StorageRoot>,
+    branches: &[String],
+) -> Result<BTreeMap<String, GraphCommit>> {
+    futures::stream::iter(branches.iter().cloned())
+        .map(|branch| {
+            let root = root.clone();
+            async move {
+                let head = CommitLog::new(root, &branch)?.head().await?;
+                Ok::<_, OmniError>((branch, head))
+            }
+        })
+        .buffer_unordered(REQUEST_FAN_OUT)
+        .try_collect()
+        .await
+}
+
+/// Traces every branch: reads the commits from the oldest one a previous run retained
+/// (or genesis) to the head, and decides which the policy retains.
+pub(crate) async fn trace(
+    root: &Arc<StorageRoot>,
+    heads: &BTreeMap<String, GraphCommit>,
+    previous: Option<&CleanupState>,
+    policy: &CleanupPolicy,
+    grace: Duration,
+    now_micros: i64,
+) -> Result<Trace> {
+    let mut trace = Trace::default();
+    for (branch, head) in heads {
+        let from = previous
+            .and_then(|state| state.oldest_retained.get(branch).copied())
+            .unwrap_or(0)
+            .min(head.seq);
+        let log = CommitLog::new(root.clone(), branch)?;
+        let mut commits: Vec<GraphCommit> = futures::stream::iter(from..head.seq)
+            .map(|seq| {
+                let log = log.clone();
+                async move { log.require(seq).await }
+            })
+            .buffered(REQUEST_FAN_OUT)
+            .try_collect()
+            .await?;
+        commits.push(head.clone());
+        let oldest = oldest_retained(&commits, policy, grace, now_micros);
+        trace.heads.insert(branch.clone(), head.seq);
+        trace.head_pins.insert(
+            branch.clone(),
+            head.pins
+                .iter()
+                .map(|pin| (pin.table_id.clone(), pin.version))
+                .collect(),
+        );
+        trace.oldest_retained.insert(branch.clone(), oldest);
+        for pin in &head.pins {
+            trace
+                .type_names
+                .insert(pin.table_id.clone(), pin.type_name.clone());
+        }
+        for commit in &commits {
+            for pin in &commit.pins {
+                trace
+                    .published
+                    .entry(pin.table_id.clone())
+                    .or_default()
+                    .insert(pin.version);
+                if commit.seq >= oldest {
+                    trace
+                        .retained
+                        .entry(pin.table_id.clone())
+                        .or_default()
+                        .insert(pin.version);
+                    trace
+                        .type_names
+                        .entry(pin.table_id.clone())
+                        .or_insert_with(|| pin.type_name.clone());
+                }
+            }
+        }
+    }
+    Ok(trace)
+}
+
+/// The oldest commit of a branch that stays readable: the newest `keep` commits, every
+/// commit younger than `older_than`, every commit younger than the grace period, and
+/// the head; everything from the oldest of those on is retained.
+fn oldest_retained(
+    commits: &[GraphCommit],
+    policy: &CleanupPolicy,
+    grace: Duration,
+    now_micros: i64,
+) -> u64 {
+    let head = commits.last().expect("a traced log holds its head");
+    let young_since = |age: Duration| {
+        let cutoff = now_micros.saturating_sub(micros_of(age));
+        commits
+            .iter()
+            .find(|commit| commit.created_at >= cutoff)
+            .map_or(head.seq, |commit| commit.seq)
+    };
+    let mut oldest = young_since(grace);
+    if let Some(keep) = policy.keep_commits {
+        oldest = oldest.min((head.seq + 1).saturating_sub(keep));
+    }
+    if let Some(older_than) = policy.older_than {
+        oldest = oldest.min(young_since(older_than));
+    }
+    oldest.max(commits.first().map_or(0, |commit| commit.seq))
+}
+
+/// Adds the commits each branch gained since `trace` was made (up to `heads`) to its
+/// roots; returns the `(table id, version)` pins that were not retained before.
+pub(crate) async fn extend(
+    root: &Arc<StorageRoot>,
+    trace: &mut Trace,
+    heads: &BTreeMap<String, GraphCommit>,
+) -> Result<HashSet<(String, u64)>> {
+    let mut newly_pinned = HashSet::new();
+    for (branch, head) in heads {
+        let Some(&from) = trace.heads.get(branch) else {
+            continue;
+        };
+        if head.seq <= from {
+            continue;
+        }
+        let log = CommitLog::new(root.clone(), branch)?;
+        let mut commits: Vec<GraphCommit> = futures::stream::iter(from + 1..head.seq)
+            .map(|seq| {
+                let log = log.clone();
+                async move { log.require(seq).await }
+            })
+            .buffered(REQUEST_FAN_OUT)
+            .try_collect()
+            .await?;
+        commits.push(head.clone());
+        for commit in &commits {
+            for pin in &commit.pins {
+                trace
+                    .published
+                    .entry(pin.table_id.clone())
+                    .or_default()
+                    .insert(pin.version);
+                let added = trace
+                    .retained
+                    .entry(pin.table_id.clone())
+                    .or_default()
+                    .insert(pin.version);
+                if added {
+                    newly_pinned.insert((pin.table_id.clone(), pin.version));
+                }
+            }
+        }
+        trace.heads.insert(branch.clone(), head.seq);
+        trace.head_pins.insert(
+            branch.clone(),
+            head.pins
+                .iter()
+                .map(|pin| (pin.table_id.clone(), pin.version))
+                .collect(),
+        );
+    }
+    Ok(newly_pinned)
+}

@@ -1,0 +1,1007 @@
+//! Cleanup as a tracing collector and the repair report, on real Lance tables: what is
+//! reclaimed and when, what is never touched, how a run fails, and writers and cleanup
+//! in separate processes.
+//!
+//! Time: a run "after the grace period" executes inside a simulation whose clock starts
+//! minutes ahead of the wall clock, so the files and commits written just before are
+//! old to it. Nothing else runs in that window, which is what makes that shortcut safe
+//! here; the multi-process test instead speeds up every process's clock alike.
+
+use omnigraph_core::seams::{self, Simulation};
+use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, StorageRoot};
+use omnigraph_core::{ErrorKind, Evidence, StorageKind, adapter, failpoints};
+use omnigraph_maintenance::repair::TableRepairStatus;
+use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceExt};
+use omnigraph_publish::retention::{self, GRACE_MIN};
+use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, ScanRequest};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, objects, people};
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::time::Duration;
+
+const MINUTE_MICROS: i64 = 60_000_000;
+
+fn keep(n: u64) -> CleanupOptions {
+    CleanupOptions::new(CleanupPolicy::keep_commits(n).unwrap())
+        .with_grace(GRACE_MIN)
+        .unwrap()
+}
+
+/// Runs `future` on a clock `minutes` ahead of the wall clock.
+async fn minutes_later<F: std::future::Future>(minutes: i64, future: F) -> F::Output {
+    let ahead = seams::now_micros() + minutes * MINUTE_MICROS;
+    seams::simulate(Simulation::new(7, ahead, 0), future).await
+}
+
+async fn cleanup_later(graph: &Omnigraph, options: CleanupOptions) -> CleanupReport {
+    minutes_later(2, graph.maintenance().cleanup(&options))
+        .await
+        .unwrap()
+}
+
+async fn tables_bytes(root: &StorageRoot) -> u64 {
+    root.list_with_meta("tables")
+        .await
+        .unwrap()
+        .iter()
+        .map(|object| object.size)
+        .sum()
+}
+
+async fn objects_under(root: &StorageRoot, prefix: &str) -> HashSet<String> {
+    root.list(prefix).await.unwrap().into_iter().collect()
+}
+
+async fn detached_manifests(root: &StorageRoot, table_id: &str) -> HashSet<String> {
+    objects_under(root, &format!("tables/{table_id}/_versions"))
+        .await
+        .into_iter()
+        .filter(|path| path.contains("/d"))
+        .collect()
+}
+
+async fn ids_at(graph: &Omnigraph, type_name: &str, at: &CommitRef) -> Vec<String> {
+    let batches = graph
+        .scan(
+            type_name,
+            &ScanRequest {
+                filter: None,
+                columns: vec!["id".into()],
+                limit: Some(1_000_000),
+            },
+            at,
+        )
+        .await
+        .unwrap_or_else(|error| panic!("scan {type_name} at {at:?}: {error}"));
+    let mut ids: Vec<String> = omnigraph_publish::omnigraph::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| row["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn table_of(head: &GraphCommit, type_name: &str) -> String {
+    head.pin_of_type(type_name).unwrap().table_id.clone()
+}
+
+/// A graph with a few commits of inserts, updates and a delete on Person and Company.
+async fn busy_graph(backend: Backend) -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(backend).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    for index in 0..4 {
+        graph
+            .insert_json(
+                "Person",
+                objects(json!([{"id": format!("p{index}"), "name": "n", "age": index}])),
+            )
+            .await
+            .unwrap();
+        graph
+            .insert_json(
+                "Company",
+                objects(json!([{"id": format!("c{index}"), "name": "c"}])),
+            )
+            .await
+            .unwrap();
+    }
+    graph
+        .update("Person", "id = 'p1'", &[("name".into(), json!("renamed"))])
+        .await
+        .unwrap();
+    graph.delete("Company", "id = 'c0'").await.unwrap();
+    (graph, test)
+}
+
+#[tokio::test]
+async fn cleanup_reclaims_what_no_retained_commit_needs_and_keeps_the_rest_readable() {
+    for backend in omnigraph_tests::BACKENDS {
+        let (graph, test) = busy_graph(backend).await;
+        let head = graph.head().await.unwrap();
+        let before = tables_bytes(&test.root).await;
+        let people = ids_at(&graph, "Person", &CommitRef::Head).await;
+        let companies = ids_at(&graph, "Company", &CommitRef::Head).await;
+        let previous = ids_at(&graph, "Company", &CommitRef::Seq(head.seq - 1)).await;
+
+        let report = cleanup_later(&graph, keep(2)).await;
+        assert!(report.deleted);
+        assert_eq!(report.oldest_retained["main"], head.seq - 1);
+        assert!(report.totals.manifests_removed > 0, "{report:?}");
+        assert!(report.totals.bytes_removed > 0);
+        assert_eq!(report.totals.tables_failed, 0);
+        assert_eq!(report.evidence, Evidence::Unpublished);
+        let after = tables_bytes(&test.root).await;
+        assert_eq!(
+            before - after,
+            report.totals.bytes_removed,
+            "{backend:?}: the report counts exactly the bytes that went"
+        );
+
+        // The retained commits read every row; a reclaimed one is a typed error.
+        assert_eq!(ids_at(&graph, "Person", &CommitRef::Head).await, people);
+        assert_eq!(ids_at(&graph, "Company", &CommitRef::Head).await, companies);
+        assert_eq!(
+            ids_at(&graph, "Company", &CommitRef::Seq(head.seq - 1)).await,
+            previous
+        );
+        let reader = Omnigraph::open(&test.uri).await.unwrap();
+        let error = reader
+            .scan("Person", &ScanRequest::default(), &CommitRef::Seq(1))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::CommitReclaimed, "{error}");
+        assert_eq!(error.code().http_status, 410);
+        assert!(
+            error.to_string().contains("reclaimed by cleanup"),
+            "{error}"
+        );
+        // History is still listed.
+        let log = graph
+            .graph()
+            .log("main")
+            .unwrap()
+            .log(100, None)
+            .await
+            .unwrap();
+        assert_eq!(log.len() as u64, head.seq + 1);
+
+        // A second run finds nothing; repair finds nothing wrong.
+        let again = cleanup_later(&graph, keep(2)).await;
+        assert_eq!(
+            again.totals.manifests_removed + again.totals.files_removed,
+            0
+        );
+        assert_eq!(again.evidence, Evidence::BeforeEffect);
+        let repair = graph.maintenance().repair_report().await.unwrap();
+        assert_eq!(repair.exit_code(), 0, "{repair:?}");
+        assert!(
+            repair
+                .tables
+                .iter()
+                .all(|table| table.status == TableRepairStatus::NoDrift)
+        );
+    }
+}
+
+#[tokio::test]
+async fn within_the_grace_period_nothing_is_deleted_and_a_preview_never_deletes() {
+    let (graph, test) = busy_graph(Backend::Local).await;
+    let before = objects_under(&test.root, "tables").await;
+    // Real time: every commit and file is younger than the grace period.
+    let report = graph.maintenance().cleanup(&keep(1)).await.unwrap();
+    assert_eq!(
+        report.totals.manifests_removed + report.totals.files_removed,
+        0
+    );
+    assert_eq!(objects_under(&test.root, "tables").await, before);
+    assert_eq!(
+        report.oldest_retained["main"], 0,
+        "young commits are retained"
+    );
+    assert_eq!(
+        ids_at(&graph, "Person", &CommitRef::Seq(1)).await,
+        vec!["p0"]
+    );
+
+    // A preview after the grace period says what would go, and deletes nothing.
+    let preview = minutes_later(2, graph.maintenance().preview_cleanup(&keep(1)))
+        .await
+        .unwrap();
+    assert!(!preview.deleted);
+    assert!(preview.totals.manifests_removed > 0);
+    assert_eq!(preview.evidence, Evidence::BeforeEffect);
+    assert_eq!(objects_under(&test.root, "tables").await, before);
+    let ran = cleanup_later(&graph, keep(1)).await;
+    assert_eq!(
+        ran.totals.manifests_removed,
+        preview.totals.manifests_removed
+    );
+    assert_eq!(ran.totals.files_removed, preview.totals.files_removed);
+    assert_eq!(ran.totals.bytes_removed, preview.totals.bytes_removed);
+}
+
+#[tokio::test]
+async fn dead_staging_is_kept_within_the_grace_period_and_reclaimed_after_it() {
+    let (graph, test) = busy_graph(Backend::Local).await;
+    let head = graph.head().await.unwrap();
+    let person = table_of(&head, "Person");
+    let company = table_of(&head, "Company");
+    let before = detached_manifests(&test.root, &person).await;
+
+    // A failpoint after a link: staged, never published.
+    let armed = failpoints::arm(failpoints::STAGE_AFTER_MANIFEST, "return");
+    let failed = armed
+        .run(graph.insert_json("Person", objects(json!([{"id": "x1", "name": "n"}]))))
+        .await
+        .unwrap_err();
+    drop(armed);
+    assert_eq!(failed.evidence(), &Evidence::Unpublished);
+    // A lost race: two deletes staged on one head; the second is refused.
+    let first = graph.prepare_delete("Company", "id = 'c1'").await.unwrap();
+    let second = graph.prepare_delete("Company", "id = 'c2'").await.unwrap();
+    first.publish(&graph).await.unwrap();
+    let lost = second.publish(&graph).await.unwrap_err();
+    assert_eq!(lost.kind(), ErrorKind::ReadSetChanged, "{lost}");
+
+    let staged = detached_manifests(&test.root, &person).await;
+    let dead: HashSet<String> = staged.difference(&before).cloned().collect();
+    assert!(!dead.is_empty(), "the failed insert left its staging");
+
+    // Within the grace period they stay.
+    graph.maintenance().cleanup(&keep(1)).await.unwrap();
+    assert!(
+        detached_manifests(&test.root, &person)
+            .await
+            .is_superset(&dead)
+    );
+
+    // Staged on Person's pin at the head, the failed insert could still publish: it is
+    // a root whatever its age until the pin moves. The lost race on Company is dead.
+    let early = cleanup_later(&graph, keep(1)).await;
+    assert!(
+        detached_manifests(&test.root, &person)
+            .await
+            .is_superset(&dead)
+    );
+    assert!(early.table(&company).unwrap().unpublished_manifests >= 1);
+    assert_eq!(early.table(&person).unwrap().unpublished_manifests, 0);
+    graph
+        .insert_json("Person", objects(json!([{"id": "p4", "name": "n"}])))
+        .await
+        .unwrap();
+
+    // After the grace period, dead staging goes, counted as unpublished staging.
+    let report = cleanup_later(&graph, keep(1)).await;
+    let remaining = detached_manifests(&test.root, &person).await;
+    assert!(remaining.is_disjoint(&dead), "{remaining:?}");
+    assert!(report.table(&person).unwrap().unpublished_manifests >= 1);
+    assert!(report.totals.unpublished_bytes > 0);
+    assert_eq!(
+        ids_at(&graph, "Company", &CommitRef::Head).await,
+        vec!["c2", "c3"]
+    );
+    assert_eq!(
+        ids_at(&graph, "Person", &CommitRef::Head).await,
+        vec!["p0", "p1", "p2", "p3", "p4"]
+    );
+}
+
+#[tokio::test]
+async fn child_process_stalled_writer() {
+    let Ok(uri) = std::env::var(CHILD_ROOT) else {
+        return; // Only runs as a child of the test below.
+    };
+    let graph = Omnigraph::open(&uri).await.unwrap();
+    // Hold the writer just after its first link's manifest: the parent kills it there.
+    let armed = failpoints::arm(failpoints::STAGE_AFTER_MANIFEST, "sleep(60000)");
+    let _ = armed
+        .run(graph.insert_json("Person", objects(json!([{"id": "killed", "name": "n"}]))))
+        .await;
+    panic!("the writer was meant to be killed while staging");
+}
+
+#[tokio::test]
+async fn a_writer_killed_mid_staging_leaves_staging_that_cleanup_reclaims() {
+    let (graph, test) = busy_graph(Backend::Local).await;
+    let head = graph.head().await.unwrap();
+    let person = table_of(&head, "Person");
+    let before = detached_manifests(&test.root, &person).await;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "cleanup::child_process_stalled_writer",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ROOT, &test.uri)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut staged = HashSet::new();
+    for _ in 0..200 {
+        staged = detached_manifests(&test.root, &person)
+            .await
+            .difference(&before)
+            .cloned()
+            .collect();
+        if !staged.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !staged.is_empty(),
+        "the child staged a link before it was killed"
+    );
+    assert_eq!(
+        graph.head().await.unwrap().seq,
+        head.seq,
+        "nothing published"
+    );
+
+    graph.maintenance().cleanup(&keep(1)).await.unwrap();
+    assert!(
+        detached_manifests(&test.root, &person)
+            .await
+            .is_superset(&staged)
+    );
+    // Once Person's pin moves, the killed writer's staging can never publish.
+    graph
+        .insert_json("Person", objects(json!([{"id": "p4", "name": "n"}])))
+        .await
+        .unwrap();
+    let report = cleanup_later(&graph, keep(1)).await;
+    assert!(
+        detached_manifests(&test.root, &person)
+            .await
+            .is_disjoint(&staged)
+    );
+    assert!(report.table(&person).unwrap().unpublished_manifests >= 1);
+    assert_eq!(
+        ids_at(&graph, "Person", &CommitRef::Head).await,
+        vec!["p0", "p1", "p2", "p3", "p4"]
+    );
+}
+
+#[tokio::test]
+async fn staging_that_can_still_publish_is_a_root_whatever_its_age() {
+    let (graph, test) = busy_graph(Backend::Local).await;
+    let head = graph.head().await.unwrap();
+    let company = table_of(&head, "Company");
+    let before = detached_manifests(&test.root, &company).await;
+    // Staged on the head's pin, not yet published.
+    let pending = graph.prepare_delete("Company", "id = 'c3'").await.unwrap();
+    let staged: HashSet<String> = detached_manifests(&test.root, &company)
+        .await
+        .difference(&before)
+        .cloned()
+        .collect();
+    assert_eq!(staged.len(), 1);
+    let report = cleanup_later(&graph, keep(1)).await;
+    assert!(report.totals.manifests_removed > 0, "the run did reclaim");
+    assert!(
+        detached_manifests(&test.root, &company)
+            .await
+            .is_superset(&staged),
+        "live staging is kept"
+    );
+    // It publishes, and the result reads.
+    pending.publish(&graph).await.unwrap().unwrap();
+    assert_eq!(
+        ids_at(&graph, "Company", &CommitRef::Head).await,
+        vec!["c1", "c2"]
+    );
+}
+
+#[tokio::test]
+async fn a_writer_never_publishes_staging_older_than_half_the_grace_period() {
+    let (graph, test) = busy_graph(Backend::Memory).await;
+    // No cleanup ever ran: the default grace (24 h) protects a 40-second-old staging.
+    let pending = graph.prepare_delete("Company", "id = 'c3'").await.unwrap();
+    let half_minute_later = |future| async move {
+        let ahead = seams::now_micros() + 40_000_000;
+        seams::simulate(Simulation::new(9, ahead, 0), future).await
+    };
+    half_minute_later(pending.publish(&graph)).await.unwrap();
+
+    // Cleanup ran with a one-minute grace: 40 s is older than half of it.
+    cleanup_later(&graph, keep(1)).await;
+    let state = retention::read_state(&test.root).await.unwrap().unwrap();
+    assert_eq!(state.grace(), GRACE_MIN);
+    let head = graph.head().await.unwrap();
+    let pending = graph.prepare_delete("Company", "id = 'c2'").await.unwrap();
+    let error = half_minute_later(pending.publish(&graph))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::StagingExpired, "{error}");
+    assert_eq!(error.evidence(), &Evidence::Unpublished);
+    assert_eq!(error.code().exit_code, 75);
+    assert_eq!(
+        graph.head().await.unwrap().seq,
+        head.seq,
+        "nothing published"
+    );
+    // Fresh staging publishes.
+    graph.delete("Company", "id = 'c2'").await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn foreign_drift_is_reported_and_never_adopted_or_deleted() {
+    let (graph, test) = busy_graph(Backend::Local).await;
+    let head = graph.head().await.unwrap();
+    let person = table_of(&head, "Person");
+    let folder = format!("tables/{person}");
+    // Someone appends to the table's linear lineage with plain Lance.
+    let linear = adapter::open_table_at(&test.root, &folder, 1)
+        .await
+        .unwrap();
+    let mut linear = (*linear).clone();
+    adapter::baseline_append(&mut linear, people(100, 3))
+        .await
+        .unwrap();
+    let foreign_files = objects_under(&test.root, &format!("{folder}/data")).await;
+
+    let report = graph.maintenance().repair_report().await.unwrap();
+    let row = report.table(&person).unwrap();
+    assert_eq!(row.status, TableRepairStatus::ForeignDrift);
+    assert_eq!(row.foreign_versions, 1);
+    assert!(row.advice.contains("never adopted"), "{}", row.advice);
+    assert_eq!(report.exit_code(), 3);
+    assert_eq!(
+        report.table(&table_of(&head, "Company")).unwrap().status,
+        TableRepairStatus::NoDrift
+    );
+
+    let cleaned = cleanup_later(&graph, keep(1)).await;
+    assert_eq!(cleaned.table(&person).unwrap().foreign_versions, 1);
+    let after = objects_under(&test.root, &format!("{folder}/data")).await;
+    let linear_files: Vec<&String> = foreign_files.difference(&after).collect();
+    // The foreign version's files are all still there; only the graph's own
+    // unretained files went.
+    let foreign = adapter::open_table_at(&test.root, &folder, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        foreign.count_rows(None).await.unwrap(),
+        3,
+        "{linear_files:?}"
+    );
+    assert_eq!(
+        ids_at(&graph, "Person", &CommitRef::Head).await,
+        vec!["p0", "p1", "p2", "p3"],
+        "the graph never sees foreign rows"
+    );
+    assert_eq!(
+        graph
+            .maintenance()
+            .repair_report()
+            .await
+            .unwrap()
+            .exit_code(),
+        3
+    );
+}
+
+#[tokio::test]
+async fn a_pinned_version_that_lost_a_file_is_reported_missing() {
+    let (graph, test) = busy_graph(Backend::Memory).await;
+    let head = graph.head().await.unwrap();
+    let company = table_of(&head, "Company");
+    let data = objects_under(&test.root, &format!("tables/{company}/data")).await;
+    for path in &data {
+        test.root.delete(path).await.unwrap();
+    }
+    let report = graph.maintenance().repair_report().await.unwrap();
+    let row = report.table(&company).unwrap();
+    assert_eq!(row.status, TableRepairStatus::MissingPin, "{row:?}");
+    assert!(row.missing.iter().any(|m| m.contains("data/")), "{row:?}");
+    assert_eq!(report.exit_code(), 3);
+}
+
+#[tokio::test]
+async fn one_tables_failure_is_an_error_row_and_the_others_are_swept() {
+    let (graph, _test) = busy_graph(Backend::Local).await;
+    let head = graph.head().await.unwrap();
+    let (person, company) = (table_of(&head, "Person"), table_of(&head, "Company"));
+    let _refused = graph.graph().root().inject(FaultRule::new(
+        format!("tables/{company}/*"),
+        &[RequestKind::Delete],
+        FaultAction::FailBefore(StorageKind::Permanent),
+    ));
+    let report = cleanup_later(&graph, keep(1)).await;
+    let failed = report.table(&company).unwrap();
+    assert_eq!(failed.error.as_ref().unwrap().code, "storage_permanent");
+    assert_eq!(failed.manifests_removed + failed.files_removed, 0);
+    assert!(report.table(&person).unwrap().manifests_removed > 0);
+    assert_eq!(report.totals.tables_failed, 1);
+    assert_eq!(report.evidence, Evidence::Unpublished);
+    assert_eq!(report.exit_code(), 1);
+    drop(_refused);
+    assert_eq!(
+        ids_at(&graph, "Company", &CommitRef::Head).await,
+        vec!["c1", "c2", "c3"]
+    );
+    // The next run sweeps it.
+    let again = cleanup_later(&graph, keep(1)).await;
+    assert!(again.table(&company).unwrap().manifests_removed > 0);
+    assert_eq!(again.totals.tables_failed, 0);
+}
+
+#[tokio::test]
+async fn a_cancel_stops_before_the_next_deletion_and_says_what_it_left() {
+    let (graph, _test) = busy_graph(Backend::Local).await;
+    let head = graph.head().await.unwrap();
+    let _slow = graph.graph().root().inject(FaultRule::new(
+        "tables/*",
+        &[RequestKind::Delete],
+        FaultAction::Delay(Duration::from_millis(200)),
+    ));
+    let graph = std::sync::Arc::new(graph);
+    let canceller = {
+        let graph = graph.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            graph.cancel_maintenance();
+        })
+    };
+    let error = minutes_later(2, graph.maintenance().cleanup(&keep(1)))
+        .await
+        .unwrap_err();
+    canceller.await.unwrap();
+    assert_eq!(error.kind(), ErrorKind::MaintenanceCancelled, "{error}");
+    assert_eq!(
+        error.evidence(),
+        &Evidence::Unpublished,
+        "deletions happened"
+    );
+    drop(_slow);
+    // What is retained still reads, and the next run finishes the sweep.
+    assert_eq!(
+        ids_at(&graph, "Person", &CommitRef::Head).await,
+        vec!["p0", "p1", "p2", "p3"]
+    );
+    let rest = cleanup_later(&graph, keep(1)).await;
+    assert!(rest.totals.manifests_removed + rest.totals.files_removed > 0);
+    assert_eq!(graph.head().await.unwrap().seq, head.seq);
+}
+
+#[tokio::test]
+async fn a_policy_and_a_grace_period_are_checked() {
+    let error = CleanupPolicy::keep_commits(0).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput);
+    let error = CleanupOptions::new(CleanupPolicy::older_than(Duration::from_secs(60)))
+        .with_grace(Duration::from_secs(59))
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput);
+    assert!(error.to_string().contains("grace"), "{error}");
+    let (graph, _test) = busy_graph(Backend::Memory).await;
+    let error = graph
+        .maintenance()
+        .cleanup(&CleanupOptions::new(CleanupPolicy::default()))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput);
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+}
+
+#[tokio::test]
+async fn older_than_keeps_the_commits_younger_than_it() {
+    let (graph, _test) = busy_graph(Backend::Memory).await;
+    let head = graph.head().await.unwrap();
+    // Two minutes later, everything is older than 90 s: only the head stays.
+    let options = CleanupOptions::new(CleanupPolicy::older_than(Duration::from_secs(90)))
+        .with_grace(GRACE_MIN)
+        .unwrap();
+    let report = cleanup_later(&graph, options).await;
+    assert_eq!(report.oldest_retained["main"], head.seq);
+    // Ten minutes of age allowed: everything stays.
+    let (graph, _test) = busy_graph(Backend::Memory).await;
+    let options = CleanupOptions::new(CleanupPolicy::older_than(Duration::from_secs(600)))
+        .with_grace(GRACE_MIN)
+        .unwrap();
+    let report = cleanup_later(&graph, options).await;
+    assert_eq!(report.oldest_retained["main"], 0);
+}
+
+/// A schema of four types for the footprint check.
+const FOUR_TYPES: &str = "
+node Person { id: String @key, name: String @index(fts), age: Int32? @index }
+node Company { id: String @key, name: String }
+node City { id: String @key, name: String }
+edge WorksAt: Person -> Company { since: Int32? }
+";
+
+const FOOTPRINT_ROWS: usize = 20;
+
+async fn load_four_types(graph: &Omnigraph) {
+    let rows = |prefix: &str| {
+        (0..FOOTPRINT_ROWS)
+            .map(|i| json!({"id": format!("{prefix}{i}"), "name": format!("{prefix} {i}")}))
+            .collect::<Vec<Value>>()
+    };
+    graph
+        .insert_json("Person", objects(Value::Array(rows("p"))))
+        .await
+        .unwrap();
+    graph
+        .insert_json("Company", objects(Value::Array(rows("c"))))
+        .await
+        .unwrap();
+    graph
+        .insert_json("City", objects(Value::Array(rows("t"))))
+        .await
+        .unwrap();
+    let edges: Vec<Value> = (0..FOOTPRINT_ROWS)
+        .map(|i| json!({"id": format!("w{i}"), "src": format!("p{i}"), "dst": format!("c{i}")}))
+        .collect();
+    graph
+        .insert_json("WorksAt", objects(Value::Array(edges)))
+        .await
+        .unwrap();
+}
+
+/// Final value of row `i` of a type after `updates` round-robin single-row updates.
+fn final_name(prefix: &str, i: usize, updates: usize) -> String {
+    let types = 3;
+    let type_index = ["p", "c", "t"].iter().position(|p| *p == prefix).unwrap();
+    let last = (0..updates)
+        .rev()
+        .find(|u| u % types == type_index && (u / types) % FOOTPRINT_ROWS == i);
+    match last {
+        Some(u) => format!("v{u}"),
+        None => format!("{prefix} {i}"),
+    }
+}
+
+#[tokio::test]
+async fn storage_stays_bounded_after_many_updates_optimize_and_cleanup() {
+    let updates = 150;
+    let test = TestRoot::new(Backend::Local).await;
+    let graph = Omnigraph::create(&test.uri, FOUR_TYPES).await.unwrap();
+    load_four_types(&graph).await;
+    for u in 0..updates {
+        let (type_name, prefix) = [("Person", "p"), ("Company", "c"), ("City", "t")][u % 3];
+        let key = format!("{prefix}{}", (u / 3) % FOOTPRINT_ROWS);
+        graph
+            .update(
+                type_name,
+                &format!("id = '{key}'"),
+                &[("name".into(), json!(format!("v{u}")))],
+            )
+            .await
+            .unwrap();
+    }
+    let grown = tables_bytes(&test.root).await;
+    graph.maintenance().optimize().await.unwrap();
+    cleanup_later(&graph, keep(1)).await;
+    let kept = tables_bytes(&test.root).await;
+
+    // A fresh graph loaded with the same final rows and indexes.
+    let fresh_root = TestRoot::new(Backend::Local).await;
+    let fresh = Omnigraph::create(&fresh_root.uri, FOUR_TYPES)
+        .await
+        .unwrap();
+    load_four_types(&fresh).await;
+    for (type_name, prefix) in [("Person", "p"), ("Company", "c"), ("City", "t")] {
+        for i in 0..FOOTPRINT_ROWS {
+            let name = final_name(prefix, i, updates);
+            if name != format!("{prefix} {i}") {
+                fresh
+                    .update(
+                        type_name,
+                        &format!("id = '{prefix}{i}'"),
+                        &[("name".into(), json!(name))],
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    fresh.maintenance().optimize().await.unwrap();
+    cleanup_later(&fresh, keep(1)).await;
+    let baseline = tables_bytes(&fresh_root.root).await;
+    for (type_name, prefix) in [("Person", "p"), ("Company", "c"), ("City", "t")] {
+        for i in 0..FOOTPRINT_ROWS {
+            let row = graph
+                .get(type_name, &json!(format!("{prefix}{i}")), &CommitRef::Head)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(row["name"], json!(final_name(prefix, i, updates)));
+        }
+    }
+    eprintln!(
+        "footprint after {updates} updates: grown {grown} B, kept {kept} B, fresh {baseline} B"
+    );
+    assert!(
+        kept <= 2 * baseline,
+        "tables/ holds {kept} B after cleanup; a fresh graph holds {baseline} B"
+    );
+    assert!(kept < grown / 2, "cleanup reclaimed most of {grown} B");
+}
+
+// Writers and cleanup in separate processes, on one clock sped up alike.
+
+const CHILD_ROOT: &str = "OMNIGRAPH_TEST_CLEANUP_ROOT";
+const CHILD_ROLE: &str = "OMNIGRAPH_TEST_CLEANUP_ROLE";
+const CHILD_OUT: &str = "OMNIGRAPH_TEST_CLEANUP_OUT";
+const CHILD_UNTIL: &str = "OMNIGRAPH_TEST_CLEANUP_UNTIL";
+/// Clock factor: the one-minute grace passes in three seconds.
+const CLOCK_FACTOR: i64 = 20;
+const WRITE_ATTEMPTS_MAX: usize = 20;
+
+fn wall_millis() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+/// Retries a write on the typed conflicts a concurrent writer causes.
+async fn retried<F, Fut, T>(mut write: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = omnigraph_core::Result<T>>,
+{
+    for _ in 0..WRITE_ATTEMPTS_MAX {
+        match write().await {
+            Ok(value) => return Some(value),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    ErrorKind::ReadSetChanged
+                        | ErrorKind::ContentionExhausted
+                        | ErrorKind::StagingExpired
+                ) => {}
+            Err(error) => panic!("write failed: {error}"),
+        }
+    }
+    None
+}
+
+#[tokio::test]
+async fn child_process_cleanup_worker() {
+    let Ok(uri) = std::env::var(CHILD_ROOT) else {
+        return; // Only runs as a child of the test below.
+    };
+    let role = std::env::var(CHILD_ROLE).unwrap();
+    let until: u128 = std::env::var(CHILD_UNTIL).unwrap().parse().unwrap();
+    let graph = Omnigraph::open(&uri).await.unwrap();
+    let mut log = Vec::new();
+    let mut round = 0usize;
+    while wall_millis() < until {
+        match role.as_str() {
+            "a" => {
+                let key = format!("a{round}");
+                let row = || objects(json!([{"id": key.clone(), "name": "a"}]));
+                if retried(|| graph.insert_json("Person", row()))
+                    .await
+                    .is_some()
+                {
+                    log.push(format!("Person {key}"));
+                }
+                if round % 3 == 2 {
+                    let target = format!("a{}", round - 1);
+                    let predicate = format!("id = '{target}'");
+                    let set = [("name".to_string(), json!("updated"))];
+                    if retried(|| graph.update("Person", &predicate, &set))
+                        .await
+                        .is_some()
+                    {
+                        log.push(format!("updated {target}"));
+                    }
+                }
+                if round % 5 == 4 {
+                    let target = format!("a{}", round - 2);
+                    let predicate = format!("id = '{target}'");
+                    if retried(|| graph.delete("Person", &predicate))
+                        .await
+                        .is_some()
+                    {
+                        log.push(format!("deleted {target}"));
+                    }
+                }
+                if round % 7 == 6 {
+                    graph.maintenance().optimize().await.unwrap();
+                }
+            }
+            "b" => {
+                let (person, company, edge) = (
+                    format!("b{round}"),
+                    format!("c{round}"),
+                    format!("w{round}"),
+                );
+                let people = || objects(json!([{"id": person.clone(), "name": "b"}]));
+                let companies = || objects(json!([{"id": company.clone(), "name": "c"}]));
+                let edges = || {
+                    objects(
+                        json!([{"id": edge.clone(), "src": person.clone(), "dst": company.clone()}]),
+                    )
+                };
+                if retried(|| graph.insert_json("Person", people()))
+                    .await
+                    .is_some()
+                    && retried(|| graph.insert_json("Company", companies()))
+                        .await
+                        .is_some()
+                {
+                    log.push(format!("Person {person}"));
+                    log.push(format!("Company {company}"));
+                    if retried(|| graph.insert_json("WorksAt", edges()))
+                        .await
+                        .is_some()
+                    {
+                        log.push(format!("WorksAt {edge}"));
+                    }
+                }
+                // Paced, so the commits younger than the grace period stay few enough
+                // to read back one by one.
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+            "cleanup" => {
+                let report = graph.maintenance().cleanup(&keep(1)).await;
+                match report {
+                    Ok(report) => log.push(format!(
+                        "removed {}",
+                        report.totals.manifests_removed + report.totals.files_removed
+                    )),
+                    Err(error) if error.kind() == ErrorKind::ContentionExhausted => {}
+                    Err(error) => panic!("cleanup failed: {error}"),
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            other => panic!("unknown role {other}"),
+        }
+        round += 1;
+    }
+    std::fs::write(std::env::var(CHILD_OUT).unwrap(), log.join("\n")).unwrap();
+}
+
+#[tokio::test]
+async fn cleanup_beside_writers_in_other_processes_loses_nothing_acknowledged() {
+    let test = TestRoot::new(Backend::Local).await;
+    Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let scale = format!("{}:{CLOCK_FACTOR}", seams::now_micros());
+    let until = wall_millis() + 10_000;
+    let spawn = |role: &str| {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "cleanup::child_process_cleanup_worker",
+                "--exact",
+                "--test-threads=1",
+                "--nocapture",
+            ])
+            .env(CHILD_ROOT, &test.uri)
+            .env(CHILD_ROLE, role)
+            .env(CHILD_OUT, dir.path().join(role))
+            .env(CHILD_UNTIL, until.to_string())
+            .env(seams::CLOCK_SCALE_ENV, &scale)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let children: Vec<_> = ["a", "b", "cleanup"]
+        .iter()
+        .map(|role| (role.to_string(), spawn(role)))
+        .collect();
+    for (role, mut child) in children {
+        assert!(child.wait().unwrap().success(), "child {role} failed");
+    }
+    let read = |role: &str| std::fs::read_to_string(dir.path().join(role)).unwrap();
+    let removed: u64 = read("cleanup")
+        .lines()
+        .map(|line| {
+            line.strip_prefix("removed ")
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert!(removed > 0, "cleanup reclaimed while the writers ran");
+
+    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    let people: HashSet<String> = ids_at(&reader, "Person", &CommitRef::Head)
+        .await
+        .into_iter()
+        .collect();
+    let companies: HashSet<String> = ids_at(&reader, "Company", &CommitRef::Head)
+        .await
+        .into_iter()
+        .collect();
+    let edges: HashSet<String> = ids_at(&reader, "WorksAt", &CommitRef::Head)
+        .await
+        .into_iter()
+        .collect();
+    let deleted: HashSet<String> = read("a")
+        .lines()
+        .filter_map(|line| line.strip_prefix("deleted ").map(str::to_string))
+        .collect();
+    let mut acknowledged = 0;
+    for line in read("a").lines().chain(read("b").lines()) {
+        let (what, key) = line.split_once(' ').unwrap();
+        let key = key.to_string();
+        acknowledged += 1;
+        match what {
+            "Person" | "updated" if !deleted.contains(&key) => {
+                assert!(people.contains(&key), "lost {line}")
+            }
+            "Person" | "updated" => {}
+            "deleted" => assert!(!people.contains(&key), "{line} is back"),
+            "Company" => assert!(companies.contains(&key), "lost {line}"),
+            "WorksAt" => assert!(edges.contains(&key), "lost {line}"),
+            other => panic!("unknown outcome {other}"),
+        }
+    }
+    assert!(
+        acknowledged > 20,
+        "the writers made progress: {acknowledged}"
+    );
+    // Every retained commit opens and scans every table.
+    let state = retention::read_state(&test.root).await.unwrap().unwrap();
+    let head = reader.head().await.unwrap();
+    for seq in state.oldest_retained["main"]..=head.seq {
+        for type_name in ["Person", "Company", "WorksAt"] {
+            ids_at(&reader, type_name, &CommitRef::Seq(seq)).await;
+        }
+    }
+    let repair = reader.maintenance().repair_report().await.unwrap();
+    assert!(
+        repair
+            .tables
+            .iter()
+            .all(|table| table.status == TableRepairStatus::NoDrift),
+        "{repair:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_table_no_retained_commit_pins_loses_its_whole_folder() {
+    let (graph, test) = busy_graph(Backend::Local).await;
+    let head = graph.head().await.unwrap();
+    let works_at = table_of(&head, "WorksAt");
+    graph
+        .insert_json(
+            "WorksAt",
+            objects(json!([{"id": "w1", "src": "p1", "dst": "c1"}])),
+        )
+        .await
+        .unwrap();
+    let without_edges =
+        SOCIAL_SCHEMA.replace("edge WorksAt: Person -> Company { since: Int32? }", "");
+    graph.apply_schema(&without_edges, true).await.unwrap();
+    assert!(graph.head().await.unwrap().pin_of_type("WorksAt").is_none());
+    assert!(
+        !objects_under(&test.root, &format!("tables/{works_at}"))
+            .await
+            .is_empty()
+    );
+
+    // keep 2 still retains the commit before the drop.
+    let kept = cleanup_later(&graph, keep(2)).await;
+    assert!(kept.table(&works_at).unwrap().type_name.is_some());
+    assert!(
+        !objects_under(&test.root, &format!("tables/{works_at}"))
+            .await
+            .is_empty()
+    );
+    let report = cleanup_later(&graph, keep(1)).await;
+    let row = report.table(&works_at).unwrap();
+    assert_eq!(row.type_name, None, "no retained commit pins it");
+    assert!(
+        row.manifests_removed > 0 && row.files_removed > 0,
+        "{row:?}"
+    );
+    assert!(
+        objects_under(&test.root, &format!("tables/{works_at}"))
+            .await
+            .is_empty(),
+        "the whole folder went"
+    );
+    assert_eq!(
+        ids_at(&graph, "Person", &CommitRef::Head).await,
+        vec!["p0", "p1", "p2", "p3"]
+    );
+}
