@@ -471,6 +471,55 @@ async fn cleanup_after_grace(graph: &Omnigraph) -> omnigraph_maintenance::Cleanu
         .expect("cleanup")
 }
 
+/// Seconds to delete `files` garbage files one at a time, then another `files` with
+/// cleanup's fan-out, through the adapter's delete (each DELETE held `latency`).
+async fn delete_times(
+    dir: &std::path::Path,
+    files: usize,
+    latency: Option<Duration>,
+) -> (f64, f64) {
+    use futures::StreamExt;
+    for name in ["serial", "fanned"] {
+        let folder = dir.join(name).join("data");
+        std::fs::create_dir_all(&folder).expect("garbage folder");
+        for i in 0..files {
+            std::fs::write(folder.join(format!("{i}.lance")), [0u8; 512]).expect("garbage");
+        }
+    }
+    let root = omnigraph_core::storage::StorageRoot::open(&dir.display().to_string())
+        .await
+        .expect("garbage root");
+    let _held = latency.map(|delay| {
+        root.inject(omnigraph_core::storage::FaultRule::new(
+            "*",
+            &[omnigraph_core::storage::RequestKind::Delete],
+            omnigraph_core::storage::FaultAction::Delay(delay),
+        ))
+    });
+    let objects = || (0..files).map(|i| format!("data/{i}.lance"));
+    let started = Instant::now();
+    for object in objects() {
+        adapter::delete_table_object(&root, "serial", &object)
+            .await
+            .expect("delete");
+    }
+    let serial = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let root_ref = &root;
+    futures::stream::iter(objects())
+        .map(|object| async move {
+            adapter::delete_table_object(root_ref, "fanned", &object)
+                .await
+                .expect("delete")
+        })
+        .buffer_unordered(omnigraph_maintenance::cleanup::DELETE_FAN_OUT)
+        .collect::<Vec<()>>()
+        .await;
+    let fanned = started.elapsed().as_secs_f64();
+    assert_eq!(bytes_under(&root, "").await, 0, "every garbage file went");
+    (serial, fanned)
+}
+
 async fn cleanup_bench(dir: &std::path::Path, updates: usize, garbage: usize) -> Value {
     use omnigraph_maintenance::MaintenanceExt;
     // Footprint: many single-row updates, then optimize and cleanup.
@@ -511,48 +560,16 @@ async fn cleanup_bench(dir: &std::path::Path, updates: usize, garbage: usize) ->
     cleanup_after_grace(&fresh).await;
     let baseline = bytes_under(fresh.graph().root(), "tables").await;
 
-    // Fan-out: the same number of garbage files, deleted serially and 8 at a time.
-    let make_garbage = |name: &str| {
-        let folder = dir.join("garbage").join(name).join("data");
-        std::fs::create_dir_all(&folder).expect("garbage folder");
-        for i in 0..garbage {
-            std::fs::write(folder.join(format!("{i}.lance")), [0u8; 512]).expect("garbage");
-        }
-    };
-    make_garbage("serial");
-    make_garbage("fanned");
-    let garbage_root =
-        omnigraph_core::storage::StorageRoot::open(&dir.join("garbage").display().to_string())
-            .await
-            .expect("garbage root");
-    let objects = || (0..garbage).map(|i| format!("data/{i}.lance"));
-    let started = Instant::now();
-    for object in objects() {
-        adapter::delete_table_object(&garbage_root, "serial", &object)
-            .await
-            .expect("delete");
-    }
-    let serial_secs = started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    {
-        use futures::StreamExt;
-        let root = &garbage_root;
-        futures::stream::iter(objects())
-            .map(|object| async move {
-                adapter::delete_table_object(root, "fanned", &object)
-                    .await
-                    .expect("delete")
-            })
-            .buffer_unordered(omnigraph_maintenance::cleanup::DELETE_FAN_OUT)
-            .collect::<Vec<()>>()
-            .await;
-    }
-    let fanned_secs = started.elapsed().as_secs_f64();
-    assert_eq!(
-        bytes_under(&garbage_root, "").await,
-        0,
-        "every garbage file went"
-    );
+    // Fan-out: the same garbage deleted serially and 8 at a time, on the local folder,
+    // then with each DELETE held 5 ms, as an object store's round trip would.
+    let (serial_secs, fanned_secs) = delete_times(&dir.join("local"), garbage, None).await;
+    let latency_files = garbage.min(400);
+    let (serial_latency, fanned_latency) = delete_times(
+        &dir.join("latency"),
+        latency_files,
+        Some(Duration::from_millis(5)),
+    )
+    .await;
 
     json!({
         "types": 4,
@@ -571,6 +588,8 @@ async fn cleanup_bench(dir: &std::path::Path, updates: usize, garbage: usize) ->
         "fanned_deletes_per_second": garbage as f64 / fanned_secs,
         "fan_out": omnigraph_maintenance::cleanup::DELETE_FAN_OUT,
         "fan_out_speedup": serial_secs / fanned_secs,
+        "latency_5ms_files": latency_files,
+        "latency_5ms_fan_out_speedup": serial_latency / fanned_latency,
     })
 }
 
