@@ -84,12 +84,18 @@ pub fn stored_time_micros(system_micros: i64) -> i64 {
 /// The test environment variable that speeds up every process's clock alike:
 /// `ANCHOR_MICROS:FACTOR`, so time after the anchor runs FACTOR times faster. Processes
 /// given the same value agree on every time, which lets a multi-process test meet a
-/// one-minute grace period in seconds. Production never sets it.
+/// one-minute grace period in seconds. Only builds with the `failpoints` feature (test
+/// builds) read it.
 pub const CLOCK_SCALE_ENV: &str = "OMNIGRAPH_TEST_CLOCK_SCALE";
 /// The largest clock factor accepted.
 pub const CLOCK_SCALE_FACTOR_MAX: i64 = 1_000;
 
+// Read only in builds with test seams (the `failpoints` feature), like the failpoints:
+// a production binary never runs on a scaled clock.
 static CLOCK_SCALE: std::sync::LazyLock<Option<(i64, i64)>> = std::sync::LazyLock::new(|| {
+    if !cfg!(feature = "failpoints") {
+        return None;
+    }
     let text = std::env::var(CLOCK_SCALE_ENV).ok()?;
     let parsed = parse_clock_scale(&text);
     assert!(

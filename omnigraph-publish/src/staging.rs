@@ -393,21 +393,24 @@ pub async fn open_pinned(
     pin: &TablePin,
 ) -> Result<Arc<omnigraph_core::lance::Dataset>> {
     let path = crate::layout::table_path(&pin.table_id);
-    adapter::open_table_at(root, &path, pin.version)
-        .await
-        .map_err(|error| match error.kind() {
-            ErrorKind::Storage(StorageKind::NotFound | StorageKind::Permanent) => {
-                OmniError::corrupt(
-                    format!(
-                        "{path} (commit {} of branch {}, table {} of type {})",
-                        commit.seq, commit.branch, pin.table_id, pin.type_name
-                    ),
-                    format!(
-                        "the pinned version {} cannot be opened: {error}",
-                        pin.version
-                    ),
-                )
-            }
-            _ => error,
-        })
+    let opened = adapter::open_table_at(root, &path, pin.version).await;
+    if let Err(error) = &opened
+        && error.kind() == ErrorKind::Storage(StorageKind::NotFound)
+    {
+        // Cleanup may have reclaimed the commit after the reader checked it.
+        crate::retention::check_readable(root, &commit.branch, commit.seq).await?;
+    }
+    opened.map_err(|error| match error.kind() {
+        ErrorKind::Storage(StorageKind::NotFound | StorageKind::Permanent) => OmniError::corrupt(
+            format!(
+                "{path} (commit {} of branch {}, table {} of type {})",
+                commit.seq, commit.branch, pin.table_id, pin.type_name
+            ),
+            format!(
+                "the pinned version {} cannot be opened: {error}",
+                pin.version
+            ),
+        ),
+        _ => error,
+    })
 }

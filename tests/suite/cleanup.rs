@@ -7,6 +7,7 @@
 //! old to it. Nothing else runs in that window, which is what makes that shortcut safe
 //! here; the multi-process test instead speeds up every process's clock alike.
 
+use futures::TryStreamExt;
 use omnigraph_core::seams::{self, Simulation};
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, StorageRoot};
 use omnigraph_core::{ErrorKind, Evidence, StorageKind, adapter, failpoints};
@@ -441,7 +442,6 @@ async fn foreign_drift_is_reported_and_never_adopted_or_deleted() {
     adapter::baseline_append(&mut linear, people(100, 3))
         .await
         .unwrap();
-    let foreign_files = objects_under(&test.root, &format!("{folder}/data")).await;
 
     let report = graph.maintenance().repair_report().await.unwrap();
     let row = report.table(&person).unwrap();
@@ -456,18 +456,26 @@ async fn foreign_drift_is_reported_and_never_adopted_or_deleted() {
 
     let cleaned = cleanup_later(&graph, keep(1)).await;
     assert_eq!(cleaned.table(&person).unwrap().foreign_versions, 1);
-    let after = objects_under(&test.root, &format!("{folder}/data")).await;
-    let linear_files: Vec<&String> = foreign_files.difference(&after).collect();
-    // The foreign version's files are all still there; only the graph's own
-    // unretained files went.
+    assert!(cleaned.table(&person).unwrap().manifests_removed > 0);
+    // The foreign version's rows still read in full: its files were all kept.
     let foreign = adapter::open_table_at(&test.root, &folder, 2)
         .await
         .unwrap();
-    assert_eq!(
-        foreign.count_rows(None).await.unwrap(),
-        3,
-        "{linear_files:?}"
-    );
+    let mut foreign_ids: Vec<String> = omnigraph_publish::omnigraph::batches_to_json(
+        &foreign
+            .scan()
+            .try_into_stream()
+            .await
+            .unwrap()
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap(),
+    )
+    .into_iter()
+    .map(|row| row["id"].as_str().unwrap().to_string())
+    .collect();
+    foreign_ids.sort();
+    assert_eq!(foreign_ids, vec!["p100", "p101", "p102"]);
     assert_eq!(
         ids_at(&graph, "Person", &CommitRef::Head).await,
         vec!["p0", "p1", "p2", "p3"],
@@ -531,31 +539,56 @@ async fn one_tables_failure_is_an_error_row_and_the_others_are_swept() {
 
 #[tokio::test]
 async fn a_cancel_stops_before_the_next_deletion_and_says_what_it_left() {
-    let (graph, _test) = busy_graph(Backend::Local).await;
+    let (graph, test) = busy_graph(Backend::Local).await;
     let head = graph.head().await.unwrap();
+    let planned = minutes_later(2, graph.maintenance().preview_cleanup(&keep(1)))
+        .await
+        .unwrap();
+    let planned_deletes = planned.totals.manifests_removed + planned.totals.files_removed;
     let _slow = graph.graph().root().inject(FaultRule::new(
         "tables/*",
         &[RequestKind::Delete],
-        FaultAction::Delay(Duration::from_millis(200)),
+        FaultAction::Delay(Duration::from_millis(300)),
     ));
+    let probe = graph.graph().root().probe();
     let graph = std::sync::Arc::new(graph);
+    // Cancel as soon as the first deletion is under way.
     let canceller = {
         let graph = graph.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            while probe.counts().get(RequestKind::Delete) == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             graph.cancel_maintenance();
+            probe
         })
     };
     let error = minutes_later(2, graph.maintenance().cleanup(&keep(1)))
         .await
         .unwrap_err();
-    canceller.await.unwrap();
+    let probe = canceller.await.unwrap();
     assert_eq!(error.kind(), ErrorKind::MaintenanceCancelled, "{error}");
-    assert_eq!(
-        error.evidence(),
-        &Evidence::Unpublished,
-        "deletions happened"
+    assert_eq!(error.evidence(), &Evidence::Unpublished);
+    // The deletions in flight finished; the rest were never started.
+    let issued: Vec<String> = probe
+        .requests()
+        .into_iter()
+        .filter(|request| request.kind == RequestKind::Delete)
+        .map(|request| request.path)
+        .collect();
+    assert!(!issued.is_empty());
+    assert!(
+        (issued.len() as u64) < planned_deletes,
+        "{} of {planned_deletes} deletions were started",
+        issued.len()
     );
+    let left = objects_under(&test.root, "tables").await;
+    for path in &issued {
+        assert!(
+            !left.contains(path),
+            "{path} was being deleted and is still there"
+        );
+    }
     drop(_slow);
     // What is retained still reads, and the next run finishes the sweep.
     assert_eq!(
@@ -563,8 +596,73 @@ async fn a_cancel_stops_before_the_next_deletion_and_says_what_it_left() {
         vec!["p0", "p1", "p2", "p3"]
     );
     let rest = cleanup_later(&graph, keep(1)).await;
-    assert!(rest.totals.manifests_removed + rest.totals.files_removed > 0);
+    assert_eq!(
+        rest.totals.manifests_removed + rest.totals.files_removed,
+        planned_deletes - issued.len() as u64
+    );
     assert_eq!(graph.head().await.unwrap().seq, head.seq);
+}
+
+#[tokio::test]
+async fn a_head_that_moves_while_cleanup_plans_is_traced_again() {
+    let (graph, _test) = busy_graph(Backend::Local).await;
+    let head = graph.head().await.unwrap();
+    let person = table_of(&head, "Person");
+    // Hold the listing of Person's folder while a writer publishes to Person.
+    let _held = graph.graph().root().inject(FaultRule::new(
+        format!("tables/{person}"),
+        &[RequestKind::List],
+        FaultAction::Delay(Duration::from_millis(400)),
+    ));
+    let probe = graph.graph().root().probe();
+    let graph = std::sync::Arc::new(graph);
+    let listing = format!("tables/{person}");
+    let writer = {
+        let graph = graph.clone();
+        tokio::spawn(async move {
+            // Once cleanup is listing Person, it has read the heads it plans on.
+            while !probe
+                .requests()
+                .iter()
+                .any(|request| request.kind == RequestKind::List && request.path == listing)
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            graph
+                .insert_json("Person", objects(json!([{"id": "p9", "name": "n"}])))
+                .await
+                .unwrap()
+        })
+    };
+    let messages = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let progress: omnigraph_maintenance::cleanup::CleanupProgress = {
+        let messages = messages.clone();
+        std::sync::Arc::new(move |message: &str| messages.lock().unwrap().push(message.to_string()))
+    };
+    let report = minutes_later(
+        2,
+        graph
+            .maintenance()
+            .cleanup_with_progress(&keep(1), progress),
+    )
+    .await
+    .unwrap();
+    writer.await.unwrap();
+    let planned_person = messages
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|message| message.starts_with(&format!("planned {person}")))
+        .count();
+    assert_eq!(
+        planned_person, 2,
+        "Person was planned again after its pin moved"
+    );
+    assert_eq!(report.totals.tables_failed, 0);
+    assert_eq!(
+        ids_at(&graph, "Person", &CommitRef::Head).await,
+        vec!["p0", "p1", "p2", "p3", "p9"]
+    );
 }
 
 #[tokio::test]

@@ -6,8 +6,8 @@ use super::read_error;
 use crate::error::{OmniError, Result};
 use crate::storage::StorageRoot;
 use lance::Dataset;
-use lance::index::DatasetIndexExt;
 use lance_table::io::deletion::relative_deletion_file_path;
+use lance_table::io::manifest::read_manifest_indexes;
 
 /// The folders of a table the collector sweeps. Anything else in a table's folder is
 /// never deleted by listing.
@@ -114,10 +114,16 @@ pub async fn version_references(dataset: &Dataset) -> Result<VersionReferences> 
                 .push(relative_deletion_file_path(fragment.id, deletion));
         }
     }
-    let indexes = dataset
-        .load_indices()
+    // The manifest's own index section, as Lance's cleanup reads it: `load_indices`
+    // hides indexes a fragment-reuse index supersedes, and their files are still
+    // referenced.
+    let store = dataset
+        .object_store(None)
         .await
-        .map_err(|error| read_error("list the indexes of a version", error))?;
+        .map_err(|error| read_error("the store of a version", error))?;
+    let indexes = read_manifest_indexes(&store, dataset.manifest_location(), manifest)
+        .await
+        .map_err(|error| read_error("read the index section of a version", error))?;
     references.index_folders = indexes
         .iter()
         .map(|index| format!("_indices/{}", index.uuid))

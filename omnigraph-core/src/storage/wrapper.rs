@@ -484,13 +484,18 @@ impl WrappedStore {
         }
     }
 
-    /// A LIST: counted and failed like any request, never held.
+    /// A LIST: counted, failed and held like any request (a hold delays its first page).
     fn list_request(
         &self,
         at: &Path,
         make: impl FnOnce() -> BoxStream<'static, object_store::Result<ObjectMeta>>,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         let action = self.state.observe(RequestKind::List, at);
+        if let Some(FaultAction::Delay(delay)) = action {
+            let held = futures::stream::once(tokio::time::sleep(delay))
+                .filter_map(|()| futures::future::ready(None));
+            return held.chain(make()).boxed();
+        }
         let Some(failure) = failure_before(action, at).or_else(|| failure_after(action, at)) else {
             return make();
         };

@@ -252,6 +252,20 @@ pub(crate) async fn run(
     progress: Option<&CleanupProgress>,
 ) -> Result<CleanupReport> {
     let started = Instant::now();
+    options.policy.check()?;
+    // Writers learn this run's grace period before anything is listed, so none
+    // publishes staging the run may judge old.
+    let previous = retention::read_state(root).await?;
+    retention::record_state(
+        root,
+        CleanupState::new(
+            options.grace,
+            previous
+                .map(|state| state.oldest_retained)
+                .unwrap_or_default(),
+        ),
+    )
+    .await?;
     let mut planned = plan(root, options, token, progress).await?;
     if token.is_cancelled() {
         return Err(cancelled(Evidence::BeforeEffect));
@@ -261,14 +275,11 @@ pub(crate) async fn run(
         CleanupState::new(options.grace, planned.oldest_retained.clone()),
     )
     .await?;
-    let deleted = delete_planned(root, &mut planned, token, progress).await;
+    delete_planned(root, &mut planned, token, progress).await;
     if token.is_cancelled() {
-        let evidence = if deleted > 0 {
-            Evidence::Unpublished
-        } else {
-            Evidence::BeforeEffect
-        };
-        return Err(cancelled(evidence));
+        // The oldest retained commits are recorded: older ones now read as reclaimed,
+        // whether or not their files went yet.
+        return Err(cancelled(Evidence::Unpublished));
     }
     Ok(planned.report(options, true, started))
 }
@@ -370,13 +381,13 @@ async fn plan(
         if newly_pinned.is_empty() {
             break;
         }
+        // A new pin may be a manifest the listing never saw (a writer re-committed
+        // staged files): its table is listed and planned again.
         for (row, plan) in rows.iter_mut() {
-            let deletes_a_new_pin = plan.manifests.iter().any(|object| {
-                adapter::manifest_name(&object.object).is_some_and(|name| {
-                    newly_pinned.contains(&(row.table_id.clone(), name.version()))
-                })
-            });
-            if deletes_a_new_pin {
+            if newly_pinned
+                .iter()
+                .any(|(table_id, _)| *table_id == row.table_id)
+            {
                 (*row, *plan) =
                     plan_one(root, row.table_id.clone(), &traced, grace_cutoff, progress).await;
             }
@@ -444,13 +455,13 @@ fn table_error(error: &OmniError) -> TableError {
     }
 }
 
-/// Deletes every plan, manifests first; returns how many objects were deleted.
+/// Deletes every plan, manifests first.
 async fn delete_planned(
     root: &Arc<StorageRoot>,
     planned: &mut Planned,
     token: &CancelToken,
     progress: Option<&CleanupProgress>,
-) -> u64 {
+) {
     let deleted = AtomicU64::new(0);
     for manifests_first in [true, false] {
         let mut work: Vec<(usize, bool, TableObject)> = Vec::new();
@@ -512,5 +523,4 @@ async fn delete_planned(
             ));
         }
     }
-    deleted.into_inner()
 }

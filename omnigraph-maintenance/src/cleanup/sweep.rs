@@ -10,7 +10,7 @@
 use super::trace::Trace;
 use omnigraph_core::adapter::{self, ManifestName, SWEPT_FOLDERS, VersionReferences};
 use omnigraph_core::storage::{ObjectInfo, StorageRoot};
-use omnigraph_core::{ErrorKind, Result, StorageKind};
+use omnigraph_core::{ErrorKind, OmniError, Result, StorageKind};
 use omnigraph_publish::layout;
 use std::collections::{HashMap, HashSet};
 
@@ -144,9 +144,16 @@ pub(crate) async fn plan_table(
         };
         match role {
             Role::Root => {
-                if let Some(dataset) = open(root, &folder, name.version()).await? {
-                    marked.add(&adapter::version_references(&dataset).await?);
-                }
+                // A root that vanished since the listing leaves its files unmarked:
+                // the table is not swept this run.
+                let dataset = open(root, &folder, name.version()).await?.ok_or_else(|| {
+                    OmniError::storage(
+                        StorageKind::NotFound,
+                        format!("open {folder} at version {}", name.version()),
+                        "a root manifest disappeared while cleanup planned".into(),
+                    )
+                })?;
+                marked.add(&adapter::version_references(&dataset).await?);
             }
             Role::Unretained | Role::DeadStaging => removed.push((role, object.clone(), None)),
         }
@@ -179,20 +186,21 @@ pub(crate) async fn plan_table(
     }
     let sizes = listing.sizes();
     let planned_files: HashSet<&str> = plan.files.iter().map(|o| o.object.as_str()).collect();
-    for (role, object, references) in removed {
-        if role == Role::DeadStaging {
+    // Each file only dead staging referenced counts once, however many links did.
+    let mut staging_files: HashSet<&str> = HashSet::new();
+    for (role, object, references) in &removed {
+        if *role == Role::DeadStaging {
             plan.unpublished_manifests += 1;
             plan.unpublished_bytes += object.size;
-            if let Some(references) = references {
-                for file in references.files() {
-                    if planned_files.contains(file.as_str()) {
-                        plan.unpublished_bytes += sizes.get(file.as_str()).copied().unwrap_or(0);
-                    }
+            for file in references.iter().flat_map(VersionReferences::files) {
+                if planned_files.contains(file.as_str()) && staging_files.insert(file.as_str()) {
+                    plan.unpublished_bytes += sizes.get(file.as_str()).copied().unwrap_or(0);
                 }
             }
         }
-        plan.manifests.push(object);
     }
+    plan.manifests
+        .extend(removed.into_iter().map(|(_, object, _)| object));
     Ok(plan)
 }
 
@@ -239,11 +247,16 @@ impl Marks {
         if self.files.contains(object) {
             return true;
         }
-        // `_indices/<uuid>/<file>`: kept when its index folder is.
         let mut parts = object.splitn(3, '/');
-        match (parts.next(), parts.next()) {
-            (Some("_indices"), Some(uuid)) => {
+        match (parts.next(), parts.next(), parts.next()) {
+            // `_indices/<uuid>/<file>`: kept when its index folder is.
+            (Some("_indices"), Some(uuid), _) => {
                 self.index_folders.contains(&format!("_indices/{uuid}"))
+            }
+            // `data/<stem>/<file>` (a data file's sidecars, such as Lance's blob
+            // files): kept when the data file `data/<stem>.lance` is.
+            (Some("data"), Some(stem), Some(_)) => {
+                self.files.contains(&format!("data/{stem}.lance"))
             }
             _ => false,
         }

@@ -90,8 +90,16 @@ pub(crate) async fn trace(
     for (branch, head) in heads {
         let from = previous
             .and_then(|state| state.oldest_retained.get(branch).copied())
-            .unwrap_or(0)
-            .min(head.seq);
+            .unwrap_or(0);
+        if from > head.seq {
+            return Err(OmniError::corrupt(
+                retention::CLEANUP_STATE,
+                format!(
+                    "branch {branch} retains from commit {from}, past its head {}",
+                    head.seq
+                ),
+            ));
+        }
         let log = CommitLog::new(root.clone(), branch)?;
         let mut commits: Vec<GraphCommit> = futures::stream::iter(from..head.seq)
             .map(|seq| {
