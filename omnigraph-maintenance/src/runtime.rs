@@ -14,16 +14,33 @@ use std::sync::{Arc, LazyLock};
 pub const MAINTENANCE_WORKERS: usize = 2;
 /// The name of every maintenance worker thread.
 pub const MAINTENANCE_THREAD_NAME: &str = "omnigraph-maintenance";
+/// The OS niceness of the maintenance threads (a host's threads run at 0): when the
+/// cores are busy, the scheduler runs a host's request handlers first. On Linux it is
+/// per thread, and a thread a maintenance thread starts (Lance's CPU pool, when a
+/// maintenance link is the first to use it) inherits it.
+pub const MAINTENANCE_THREAD_NICE: i32 = 10;
 
 static RUNTIME: LazyLock<std::result::Result<tokio::runtime::Runtime, String>> =
     LazyLock::new(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(MAINTENANCE_WORKERS)
             .thread_name(MAINTENANCE_THREAD_NAME)
+            .on_thread_start(lower_priority)
             .enable_all()
             .build()
             .map_err(|error| error.to_string())
     });
+
+/// Lowers the calling thread's priority to [`MAINTENANCE_THREAD_NICE`]; where the OS
+/// cannot, the thread keeps its priority (only the latency isolation is lost).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority reads only its integer arguments. On Linux, PRIO_PROCESS with
+    // who = 0 names the calling thread alone.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, MAINTENANCE_THREAD_NICE);
+    }
+}
 
 /// Runs `work` on the maintenance runtime and waits for it.
 pub(crate) fn on_maintenance_runtime<T: Send + 'static>(
@@ -70,5 +87,25 @@ struct AbortOnDrop(tokio::task::AbortHandle);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn maintenance_threads_run_below_the_callers() {
+        let niceness = |_: ()| {
+            // SAFETY: getpriority reads only its integer arguments (who = 0: this thread).
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+        };
+        let caller = niceness(());
+        let there = on_maintenance_runtime(async move { Ok(niceness(())) })
+            .await
+            .unwrap();
+        assert_eq!(there, MAINTENANCE_THREAD_NICE.max(caller));
+        assert_eq!(niceness(()), caller, "the caller's thread is untouched");
     }
 }
