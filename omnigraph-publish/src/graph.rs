@@ -218,7 +218,21 @@ impl Graph {
             })?;
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| OmniError::corrupt(&path, "the schema document is not UTF-8"))?;
-        Catalog::from_document(&path, text)
+        let catalog = Catalog::from_document(&path, text)?;
+        // Content-addressed: a document that does not hash to its name is not the
+        // schema the commit names.
+        if catalog.hash() != commit.schema {
+            return Err(OmniError::corrupt(
+                &path,
+                format!(
+                    "the document hashes to {}, not to the address {} that commit {} names",
+                    catalog.hash(),
+                    commit.schema,
+                    commit.seq
+                ),
+            ));
+        }
+        Ok(catalog)
     }
 }
 

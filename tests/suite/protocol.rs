@@ -1172,3 +1172,33 @@ async fn long_rows_are_staged_in_batches_bounded_by_bytes() {
     let table = omnigraph_tests::head_table(&graph, "Person").await;
     assert_eq!(table.manifest().fragments.len(), 2);
 }
+
+#[tokio::test]
+async fn a_schema_document_whose_content_is_not_its_address_is_corrupt() {
+    let (graph, test) = new_graph(Backend::Memory).await;
+    let head = graph.head().await.unwrap();
+    // Another schema's document, stored under this commit's schema hash.
+    let other = TestRoot::new(Backend::Memory).await;
+    let other_graph = Omnigraph::create(&other.uri, "node Thing { id: String @key }")
+        .await
+        .unwrap();
+    let other_hash = other_graph.head().await.unwrap().schema;
+    let other_document = other
+        .root
+        .get(&layout::schema_path(&other_hash))
+        .await
+        .unwrap()
+        .unwrap();
+    test.root
+        .put(&layout::schema_path(&head.schema), other_document)
+        .await
+        .unwrap();
+    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    let error = reader
+        .insert_json("Person", objects(json!([{"id": "p1", "name": "n"}])))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    assert!(error.to_string().contains(&head.schema), "{error}");
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+}
