@@ -1,4 +1,4 @@
-//! Optimize as a detached writer (DESIGN §7).
+//! Optimize as a detached writer (`docs/maintenance.md`).
 //!
 //! A table is a unit. For each, on the pinned version at the captured head: stage the
 //! compaction (one detached Rewrite), then fold every index whose coverage lags the new

@@ -1,4 +1,4 @@
-//! The repair report (DESIGN §7): read-only, per table. It finds
+//! The repair report (`docs/format.md` §9, `docs/maintenance.md`): read-only, per table. It finds
 //!
 //! - `foreign_drift`: the table's own linear Lance lineage moved above its creation,
 //!   because someone wrote it with plain Lance or pylance; their rows are invisible to

@@ -1,4 +1,4 @@
-//! The graph commit (DESIGN §4): one immutable JSON object per publication. A snapshot
+//! The graph commit (`docs/format.md` §5): one immutable JSON object per publication. A snapshot
 //! is one commit; reading it is one GET.
 
 use crate::layout;
@@ -69,7 +69,8 @@ pub struct GraphCommit {
     pub operation: CommitOperation,
     /// The hash of the schema document in force.
     pub schema: String,
-    /// Every table's pin, in schema order.
+    /// Every table's pin, one per type. The order carries no meaning: a schema change
+    /// appends the pins of new tables.
     pub pins: Vec<TablePin>,
 }
 

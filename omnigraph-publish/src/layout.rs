@@ -1,4 +1,4 @@
-//! Where the graph's own objects live under the root (DESIGN §3). Every path is built
+//! Where the graph's own objects live under the root (`docs/format.md` §2). Every path is built
 //! here from validated parts: no type or table name ever becomes part of a path.
 
 use omnigraph_core::{InputLocation, OmniError, Result};

@@ -1,4 +1,4 @@
-//! The exact-CAS publisher (DESIGN §5, steps 3 to 6).
+//! The exact-CAS publisher (`docs/format.md` §7.3).
 //!
 //! A publication is a put-if-absent of `commits/<n+1>` built on the captured head `n`.
 //! Whose commit is at `n+1` afterwards is always decided by reading it back and

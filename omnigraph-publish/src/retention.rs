@@ -1,5 +1,5 @@
 //! What cleanup has reclaimed, and the grace period that protects work in flight
-//! (DESIGN §7). Cleanup records both in one small object, `_graph/cleanup.json`:
+//! (`docs/format.md` §7.5 and §8.1). Cleanup records both in one small object, `_graph/cleanup.json`:
 //!
 //! - the oldest commit it retains on each branch, so a reader that asks for an older one
 //!   gets [`OmniError::CommitReclaimed`] instead of a raw Lance error;

@@ -1,4 +1,4 @@
-//! Cleanup as a tracing collector (DESIGN §7): storage stops growing without bound.
+//! Cleanup as a tracing collector (`docs/format.md` §8): storage stops growing without bound.
 //!
 //! **Mark** reads every branch's log from the oldest commit a previous run retained to
 //! the head, decides which commits the [`CleanupPolicy`] retains, and marks every file
