@@ -3,6 +3,9 @@
 //! - `cargo xtask ci`: format check, clippy with `-D warnings`, the guards, the tests.
 //! - `cargo xtask guards [--root DIR]`: the tidy rules that keep Lance write calls in the
 //!   adapter and failpoint names in their registry (see `guards.rs`).
+//! - `cargo xtask interop`: the format's interop check (`tools/interop/`): a Python
+//!   reader written from `docs/format.md` reads, with pylance from PyPI in a venv, a
+//!   graph the CLI wrote.
 //!
 //! xtask depends on no Lance, so it builds in seconds on a fresh machine.
 
@@ -18,6 +21,7 @@ fn main() -> ExitCode {
         Some("guards") => run_guards(&args[1..]),
         Some("s3") => s3(),
         Some("bench") => bench(&args[1..]),
+        Some("interop") => interop(),
         Some("help") | Some("--help") | Some("-h") | None => {
             print_help();
             Ok(())
@@ -40,7 +44,8 @@ fn print_help() {
          ci                 format check, clippy -D warnings, guards, the whole test suite\n  \
          guards [--root D]  Lance write calls only in the adapter, no Lance cleanup, failpoint names are constants\n  \
          s3                 start a local S3-compatible server (SeaweedFS) and run the S3 suite against it\n  \
-         bench [--rows N] [--json]  ingest benchmark: JSONL load vs adapter baseline, warm single-row inserts"
+         bench [--rows N] [--json]  ingest benchmark: JSONL load vs adapter baseline, warm single-row inserts\n  \
+         interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote"
     );
 }
 
@@ -99,6 +104,97 @@ fn bench(args: &[String]) -> Result<(), String> {
     ];
     cargo_args.extend(args.iter().map(String::as_str));
     step(&root, "bench", &cargo_args)
+}
+
+/// The pylance the interop reader runs on: Lance's Python release of the same version.
+const PYLANCE_VERSION: &str = "14.0.2";
+
+/// The interop check: builds the CLI (the test build, so nothing else rebuilds), makes a
+/// venv with pylance under the build folder once, and runs `tools/interop/check.py`.
+fn interop() -> Result<(), String> {
+    let root = workspace_root();
+    let python_found = Command::new("python3")
+        .args([
+            "-c",
+            "import venv, sys; sys.exit(sys.version_info < (3, 9))",
+        ])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !python_found {
+        return Err(
+            "interop needs CPython 3.9 or newer with the venv module as `python3` on \
+             PATH (on Debian: apt install python3 python3-venv)"
+                .into(),
+        );
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let venv = target.join("interop-venv");
+    let python = venv.join("bin/python");
+    let pylance_ready = Command::new(&python)
+        .args([
+            "-c",
+            &format!("import lance, sys; sys.exit(lance.__version__ != '{PYLANCE_VERSION}')"),
+        ])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !pylance_ready {
+        println!(
+            "== interop: a venv with pylance {PYLANCE_VERSION} in {}",
+            venv.display()
+        );
+        let made = Command::new("python3")
+            .args(["-m", "venv", "--clear"])
+            .arg(&venv)
+            .status()
+            .map_err(|error| format!("interop: python3 -m venv: {error}"))?;
+        if !made.success() {
+            return Err(format!("interop: python3 -m venv failed ({made})"));
+        }
+        let installed = Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .arg(format!("pylance=={PYLANCE_VERSION}"))
+            .status()
+            .map_err(|error| format!("interop: pip: {error}"))?;
+        if !installed.success() {
+            return Err(format!(
+                "interop: pip install pylance=={PYLANCE_VERSION} failed ({installed})"
+            ));
+        }
+    }
+    step(
+        &root,
+        "interop build",
+        &[
+            "test",
+            "--workspace",
+            "--lib",
+            "--bins",
+            "--tests",
+            "--no-run",
+        ],
+    )?;
+    let binary = target.join("debug/omnigraph");
+    println!("== interop: tools/interop/check.py");
+    let checked = Command::new(&python)
+        .arg("check.py")
+        .arg(&binary)
+        .arg(root.join("examples/social.pg"))
+        .current_dir(root.join("tools/interop"))
+        .status()
+        .map_err(|error| format!("interop: could not run the check: {error}"))?;
+    if checked.success() {
+        Ok(())
+    } else {
+        Err(format!("interop: the second reader disagrees ({checked})"))
+    }
 }
 
 /// Runs the S3 suite against a local SeaweedFS started by `tools/s3-test-server`.
