@@ -19,7 +19,7 @@ pub const DEMO_SEED: u64 = 20_261_129;
 /// People per company in the sample graph.
 pub const PEOPLE_PER_COMPANY: usize = 30;
 /// The most people a demo builds.
-pub const MAX_DEMO_PEOPLE: usize = 1_000_000;
+pub const DEMO_PEOPLE_MAX: usize = 1_000_000;
 const DIMENSION: usize = 16;
 const SCHEMA: &str = include_str!("../../examples/social.pg");
 const WORDS: [&str; 16] = [
@@ -33,10 +33,10 @@ const NAMES: [&str; 12] = [
 
 /// Builds and queries the demo graph at `root`.
 pub async fn run(out: &Output, root: &Path, people: usize) -> Result<()> {
-    if people == 0 || people > MAX_DEMO_PEOPLE {
+    if people == 0 || people > DEMO_PEOPLE_MAX {
         return Err(OmniError::bad_input(
             InputLocation::in_source("--people"),
-            format!("give 1 to {MAX_DEMO_PEOPLE} people"),
+            format!("give 1 to {DEMO_PEOPLE_MAX} people"),
         ));
     }
     prepare_root(root).await?;

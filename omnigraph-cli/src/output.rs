@@ -87,15 +87,15 @@ pub fn print_rows(rows: &[Map<String, Value>]) {
 }
 
 fn cell(value: Option<&Value>) -> String {
-    const MAX_CELL: usize = 48;
+    const CELL_MAX: usize = 48;
     let text = match value {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(text)) => text.clone(),
         Some(Value::Array(items)) => format!("[{} values]", items.len()),
         Some(other) => other.to_string(),
     };
-    if text.chars().count() > MAX_CELL {
-        format!("{}…", text.chars().take(MAX_CELL - 1).collect::<String>())
+    if text.chars().count() > CELL_MAX {
+        format!("{}…", text.chars().take(CELL_MAX - 1).collect::<String>())
     } else {
         text
     }

@@ -7,11 +7,31 @@ use std::collections::HashSet;
 
 /// The longest commit id (and parent id) a commit may hold; ids from the id seam are
 /// 26-character ULIDs.
-pub const MAX_COMMIT_ID_LEN: usize = 64;
+pub const COMMIT_ID_LEN_MAX: usize = 64;
 /// The longest actor a commit may name, in bytes.
-pub const MAX_ACTOR_LEN: usize = 1_024;
+pub const ACTOR_LEN_MAX: usize = 1_024;
+/// The longest operation summary, in bytes: writers quote their input in it (an update's
+/// predicate), so the publisher shortens it ([`shortened_summary`]).
+pub const SUMMARY_LEN_MAX: usize = 1_024;
 /// The longest operation kind, in bytes.
-pub const MAX_OPERATION_KIND_LEN: usize = 64;
+pub const OPERATION_KIND_LEN_MAX: usize = 64;
+
+/// The largest pin in JSON, in bytes: its ids, names and path at their limits, two
+/// 20-digit numbers and the field names.
+const PIN_JSON_BYTES_MAX: usize =
+    3 * layout::TABLE_ID_LEN_MAX + omnigraph_core::schema::NAME_LEN_MAX + 2 * 20 + 256;
+
+// A commit at every limit (every type pinned, the longest actor, ids and operation)
+// still fits what a reader accepts, so a valid commit is never refused as too large.
+const _: () = assert!(
+    omnigraph_core::schema::TYPES_MAX * PIN_JSON_BYTES_MAX
+        + ACTOR_LEN_MAX
+        + 2 * COMMIT_ID_LEN_MAX
+        + OPERATION_KIND_LEN_MAX
+        + SUMMARY_LEN_MAX
+        + 64 * 1024
+        < layout::COMMIT_BYTES_MAX
+);
 
 /// Whether a pinned table holds a node type or an edge type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -145,26 +165,32 @@ impl GraphCommit {
                 self.schema
             ));
         }
-        if self.actor.len() > MAX_ACTOR_LEN {
+        if self.actor.len() > ACTOR_LEN_MAX {
             return Err(format!(
-                "actor is {} bytes; the limit is {MAX_ACTOR_LEN}",
+                "actor is {} bytes; the limit is {ACTOR_LEN_MAX}",
                 self.actor.len()
+            ));
+        }
+        if self.operation.summary.len() > SUMMARY_LEN_MAX {
+            return Err(format!(
+                "operation summary is {} bytes; the limit is {SUMMARY_LEN_MAX}",
+                self.operation.summary.len()
             ));
         }
         let kind = &self.operation.kind;
         if kind.is_empty()
-            || kind.len() > MAX_OPERATION_KIND_LEN
+            || kind.len() > OPERATION_KIND_LEN_MAX
             || !kind
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
         {
             return Err(format!("operation kind {kind:?} is not a snake_case word"));
         }
-        if self.pins.len() > omnigraph_core::schema::MAX_TYPES {
+        if self.pins.len() > omnigraph_core::schema::TYPES_MAX {
             return Err(format!(
                 "{} pins; a schema has at most {} types",
                 self.pins.len(),
-                omnigraph_core::schema::MAX_TYPES
+                omnigraph_core::schema::TYPES_MAX
             ));
         }
         let (mut ids, mut types) = (HashSet::new(), HashSet::new());
@@ -201,10 +227,24 @@ impl GraphCommit {
     }
 }
 
+/// `summary`, cut to at most [`SUMMARY_LEN_MAX`] bytes on a character boundary, with
+/// `…` when it was cut.
+pub fn shortened_summary(summary: &str) -> String {
+    if summary.len() <= SUMMARY_LEN_MAX {
+        return summary.to_string();
+    }
+    let ellipsis = "…";
+    let mut end = SUMMARY_LEN_MAX - ellipsis.len();
+    while !summary.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{ellipsis}", &summary[..end])
+}
+
 /// Checks an id that may become part of a path or a filter.
 fn check_id(field: &str, id: &str) -> std::result::Result<(), String> {
     let valid = !id.is_empty()
-        && id.len() <= MAX_COMMIT_ID_LEN
+        && id.len() <= COMMIT_ID_LEN_MAX
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
@@ -212,7 +252,25 @@ fn check_id(field: &str, id: &str) -> std::result::Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{field} {id:?} must be 1 to {MAX_COMMIT_ID_LEN} ASCII letters, digits, '-' or '_'"
+            "{field} {id:?} must be 1 to {COMMIT_ID_LEN_MAX} ASCII letters, digits, '-' or '_'"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_summary_is_cut_on_a_character_boundary() {
+        assert_eq!(
+            shortened_summary("3 rows into Person"),
+            "3 rows into Person"
+        );
+        let long = "é".repeat(SUMMARY_LEN_MAX);
+        let short = shortened_summary(&long);
+        assert!(short.len() <= SUMMARY_LEN_MAX);
+        assert!(short.ends_with('…'));
+        assert!(short.trim_end_matches('…').chars().all(|c| c == 'é'));
     }
 }

@@ -208,7 +208,7 @@ impl Graph {
         let path = layout::schema_path(&commit.schema);
         let bytes = self
             .root
-            .get_capped(&path, layout::MAX_SCHEMA_DOCUMENT_BYTES)
+            .get_capped(&path, layout::SCHEMA_DOCUMENT_BYTES_MAX)
             .await?
             .ok_or_else(|| {
                 OmniError::corrupt(
@@ -239,7 +239,7 @@ impl Graph {
 /// The format object, validated; `None` when the root has none.
 async fn read_format(root: &StorageRoot) -> Result<Option<FormatDoc>> {
     let Some(bytes) = root
-        .get_capped(layout::FORMAT, layout::MAX_FORMAT_BYTES)
+        .get_capped(layout::FORMAT, layout::FORMAT_BYTES_MAX)
         .await?
     else {
         return Ok(None);

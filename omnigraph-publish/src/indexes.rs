@@ -23,7 +23,7 @@ pub const MIN_VECTOR_TRAINING_ROWS: u64 = 256;
 /// Vectors per IVF partition aimed for when a first build chooses the partition count.
 pub const VECTORS_PER_PARTITION: u64 = 1_000;
 /// The most IVF partitions a first build chooses.
-pub const MAX_IVF_PARTITIONS: u64 = 256;
+pub const IVF_PARTITIONS_MAX: u64 = 256;
 
 /// A declared index that could not be built yet, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -317,7 +317,7 @@ pub async fn vector_training_rows(
 
 /// The partition count a first build chooses for `vectors` training vectors.
 pub fn first_partition_count(vectors: u64) -> usize {
-    (vectors / VECTORS_PER_PARTITION).clamp(1, MAX_IVF_PARTITIONS) as usize
+    (vectors / VECTORS_PER_PARTITION).clamp(1, IVF_PARTITIONS_MAX) as usize
 }
 
 /// The partition count of a built IVF index, from Lance's own statistics.

@@ -28,20 +28,20 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// How many times a write re-commits its staged rows on a newer head before it gives up
 /// with `ContentionExhausted`.
-pub const MAX_INGEST_ATTEMPTS: u32 = 8;
+pub const INGEST_ATTEMPTS_MAX: u32 = 8;
 /// Rows of one type validated and staged together.
 pub const INGEST_BATCH_ROWS: usize = 8_192;
 /// Input bytes of one type buffered before they are validated and staged: with long
 /// rows, a batch is staged before it reaches [`INGEST_BATCH_ROWS`].
 pub const INGEST_BATCH_BYTES_MAX: usize = 64 << 20;
 /// The longest JSONL line accepted, in bytes.
-pub const MAX_JSONL_LINE_BYTES: usize = 1 << 20;
+pub const JSONL_LINE_BYTES_MAX: usize = 1 << 20;
 
 /// A merge keeps up to this many bytes of its rows (their Arrow buffers) in memory so
 /// that it can merge them again on a newer head when another writer moved a table
 /// first; a larger merge that loses the race fails with `ReadSetChanged` (nothing
 /// published) and is rerun by the caller.
-pub const MAX_MERGE_RETAINED_BYTES: usize = 64 << 20;
+pub const MERGE_RETAINED_BYTES_MAX: usize = 64 << 20;
 
 /// How loaded rows meet existing rows with the same key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub(crate) struct Ingest<'a> {
     checked: BTreeMap<String, u64>,
     rows: BTreeMap<String, u64>,
     /// Merge mode: `(table_id, key column, rows)` of every staged merge, while their
-    /// Arrow bytes stay within [`MAX_MERGE_RETAINED_BYTES`]; `None` once they do not.
+    /// Arrow bytes stay within [`MERGE_RETAINED_BYTES_MAX`]; `None` once they do not.
     merged: Option<Vec<(String, String, RecordBatch)>>,
     /// The Arrow bytes held in `merged`.
     merged_bytes: usize,
@@ -237,7 +237,7 @@ impl<'a> Ingest<'a> {
             return;
         };
         let bytes = batch_bytes(batch);
-        if self.merged_bytes.saturating_add(bytes) > MAX_MERGE_RETAINED_BYTES {
+        if self.merged_bytes.saturating_add(bytes) > MERGE_RETAINED_BYTES_MAX {
             self.merged = None;
             self.merged_bytes = 0;
         } else {
@@ -357,7 +357,7 @@ impl<'a> Ingest<'a> {
                     return Ok(Some(commit));
                 }
                 Err(OmniError::ReadSetChanged { member, .. }) if member.is_table() => {
-                    if attempts >= MAX_INGEST_ATTEMPTS {
+                    if attempts >= INGEST_ATTEMPTS_MAX {
                         return Err(OmniError::ContentionExhausted {
                             attempts,
                             evidence: Evidence::Unpublished,

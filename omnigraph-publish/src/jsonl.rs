@@ -2,7 +2,7 @@
 //! longer than the limit is refused as soon as the limit is passed, never buffered
 //! whole), each an object naming its type, pushed into an ingest.
 
-use crate::ingest::{Ingest, MAX_JSONL_LINE_BYTES};
+use crate::ingest::{Ingest, JSONL_LINE_BYTES_MAX};
 use crate::rows::{self, RowSource};
 use omnigraph_core::{InputLocation, OmniError, Result};
 use serde_json::{Map, Value};
@@ -70,7 +70,7 @@ pub(crate) async fn next_line<R: AsyncBufRead + Unpin>(
 }
 
 /// Reads JSONL from `reader` into `ingest`, one object per line, each line bounded by
-/// [`MAX_JSONL_LINE_BYTES`] while it is read.
+/// [`JSONL_LINE_BYTES_MAX`] while it is read.
 pub(crate) async fn push_jsonl(
     ingest: &mut Ingest<'_>,
     name: &str,
@@ -82,7 +82,7 @@ pub(crate) async fn push_jsonl(
         line_number += 1;
         let mut at = InputLocation::in_source(name);
         at.line = Some(line_number);
-        let read = next_line(&mut reader, &mut line, MAX_JSONL_LINE_BYTES)
+        let read = next_line(&mut reader, &mut line, JSONL_LINE_BYTES_MAX)
             .await
             .map_err(|error| OmniError::bad_input(at.clone(), format!("cannot read: {error}")))?;
         match read {
@@ -90,7 +90,7 @@ pub(crate) async fn push_jsonl(
             Line::TooLong => {
                 return Err(OmniError::bad_input(
                     at,
-                    format!("the line is longer than the limit of {MAX_JSONL_LINE_BYTES} bytes"),
+                    format!("the line is longer than the limit of {JSONL_LINE_BYTES_MAX} bytes"),
                 ));
             }
             Line::Read => {}

@@ -17,7 +17,7 @@ use omnigraph_core::{OmniError, Result};
 use std::collections::{HashMap, HashSet};
 
 /// The most keys cached per table; a larger table is checked through queries instead.
-pub const MAX_CACHED_KEYS_PER_TABLE: usize = 5_000_000;
+pub const CACHED_KEYS_PER_TABLE_MAX: usize = 5_000_000;
 
 /// What a fragment looked like when its keys were read.
 type FragmentState = (u64, Option<(u64, u64)>);
@@ -62,7 +62,7 @@ impl TableKeys {
             .cloned()
             .collect();
         let missing_rows: u64 = missing.iter().map(|fragment| state_of(fragment).0).sum();
-        if self.keys.len() as u64 + missing_rows > MAX_CACHED_KEYS_PER_TABLE as u64 {
+        if self.keys.len() as u64 + missing_rows > CACHED_KEYS_PER_TABLE_MAX as u64 {
             *self = TableKeys::default();
             return Ok(false);
         }

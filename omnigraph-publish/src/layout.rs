@@ -6,10 +6,10 @@ use omnigraph_core::{InputLocation, OmniError, Result};
 /// The format object: written once, put-if-absent.
 pub const FORMAT: &str = "_graph/FORMAT";
 /// The largest branch name, in bytes.
-pub const MAX_BRANCH_LEN: usize = 64;
+pub const BRANCH_LEN_MAX: usize = 64;
 /// The largest commit object a reader accepts, in bytes. A commit holds one pin per
-/// type, so even [`omnigraph_core::schema::MAX_TYPES`] pins stay far below it.
-pub const MAX_COMMIT_BYTES: usize = 4 << 20;
+/// type, so even [`omnigraph_core::schema::TYPES_MAX`] pins stay far below it.
+pub const COMMIT_BYTES_MAX: usize = 4 << 20;
 /// The branch every graph starts with.
 pub const MAIN_BRANCH: &str = "main";
 
@@ -49,12 +49,16 @@ pub fn table_path(table_id: &str) -> String {
 }
 
 /// The largest format object a reader accepts, in bytes.
-pub const MAX_FORMAT_BYTES: usize = 64 << 10;
+pub const FORMAT_BYTES_MAX: usize = 64 << 10;
 /// The largest schema document a reader accepts, in bytes: the largest schema source
 /// with room for its JSON framing.
-pub const MAX_SCHEMA_DOCUMENT_BYTES: usize = 4 * omnigraph_core::schema::MAX_SCHEMA_BYTES;
+pub const SCHEMA_DOCUMENT_BYTES_MAX: usize = 4 * omnigraph_core::schema::SCHEMA_BYTES_MAX;
+const _: () = assert!(SCHEMA_DOCUMENT_BYTES_MAX > omnigraph_core::schema::SCHEMA_BYTES_MAX);
+// A table id is part of a path inside a table pin; the root URI bounds the rest.
+const _: () =
+    assert!(TABLE_ID_LEN_MAX + BRANCH_LEN_MAX < omnigraph_core::storage::ROOT_URI_LEN_MAX);
 /// The longest table id, in bytes (minted ids are `t` and a 26-character ULID).
-pub const MAX_TABLE_ID_LEN: usize = 64;
+pub const TABLE_ID_LEN_MAX: usize = 64;
 
 /// Whether `hash` is a schema hash: 64 lowercase hex digits (SHA-256).
 pub fn is_schema_hash(hash: &str) -> bool {
@@ -67,7 +71,7 @@ pub fn is_schema_hash(hash: &str) -> bool {
 /// Checks a table id read back from storage: it becomes part of a path.
 pub fn check_table_id(table_id: &str) -> std::result::Result<(), String> {
     let valid = !table_id.is_empty()
-        && table_id.len() <= MAX_TABLE_ID_LEN
+        && table_id.len() <= TABLE_ID_LEN_MAX
         && table_id
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
@@ -75,7 +79,7 @@ pub fn check_table_id(table_id: &str) -> std::result::Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "table id {table_id:?} must be 1 to {MAX_TABLE_ID_LEN} lowercase ASCII letters, digits, '-' or '_'"
+            "table id {table_id:?} must be 1 to {TABLE_ID_LEN_MAX} lowercase ASCII letters, digits, '-' or '_'"
         ))
     }
 }
@@ -87,10 +91,10 @@ pub fn is_pinnable_version(version: u64) -> bool {
 }
 
 /// Checks a branch name: ASCII letters, digits, `-` and `_`, at most
-/// [`MAX_BRANCH_LEN`] bytes.
+/// [`BRANCH_LEN_MAX`] bytes.
 pub fn check_branch(branch: &str) -> Result<()> {
     let valid = !branch.is_empty()
-        && branch.len() <= MAX_BRANCH_LEN
+        && branch.len() <= BRANCH_LEN_MAX
         && branch
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
@@ -100,7 +104,7 @@ pub fn check_branch(branch: &str) -> Result<()> {
         Err(OmniError::bad_input(
             InputLocation::in_source("branch").field(branch),
             format!(
-                "branch name {branch:?} must be 1 to {MAX_BRANCH_LEN} ASCII letters, digits, '-' or '_'"
+                "branch name {branch:?} must be 1 to {BRANCH_LEN_MAX} ASCII letters, digits, '-' or '_'"
             ),
         ))
     }

@@ -5,7 +5,7 @@
 //! and `s+2` are read together; the head is the last commit before the first missing
 //! one, and a commit found after a missing one is a gap, reported as corruption so that
 //! no writer ever publishes into it. The commits folder is listed only when `HEAD` is
-//! missing, unreadable, points past the log, or lags by more than [`MAX_HEAD_PROBE`].
+//! missing, unreadable, points past the log, or lags by more than [`HEAD_PROBE_MAX`].
 
 use crate::commit::GraphCommit;
 use crate::layout;
@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 /// The most commits head discovery probes forward from `HEAD` before it lists the
 /// commits folder instead: a `HEAD` that lags further is stale, not a hint.
-pub const MAX_HEAD_PROBE: usize = 64;
+pub const HEAD_PROBE_MAX: usize = 64;
 /// The most commits `find` walks back from the head looking for a commit id; older
 /// commits are named by seq.
-pub const MAX_FIND_WALK: usize = 1_000;
+pub const FIND_WALK_MAX: usize = 1_000;
 /// The most commits one `log` call returns.
-pub const MAX_LOG_PAGE: usize = 1_000;
+pub const LOG_PAGE_MAX: usize = 1_000;
 
 /// The commit log of one branch.
 #[derive(Clone, Debug)]
@@ -50,7 +50,7 @@ impl CommitLog {
         let path = layout::commit_path(&self.branch, seq);
         match self
             .root
-            .get_capped(&path, layout::MAX_COMMIT_BYTES)
+            .get_capped(&path, layout::COMMIT_BYTES_MAX)
             .await?
         {
             Some(bytes) => GraphCommit::parse(&path, &bytes, &self.branch, seq).map(Some),
@@ -71,7 +71,7 @@ impl CommitLog {
         let Some(hint) = self
             .head_hint()
             .await?
-            .filter(|seq| seq.checked_add(MAX_HEAD_PROBE as u64 + 2).is_some())
+            .filter(|seq| seq.checked_add(HEAD_PROBE_MAX as u64 + 2).is_some())
         else {
             return self.head_by_listing().await;
         };
@@ -82,7 +82,7 @@ impl CommitLog {
             return self.head_by_listing().await;
         };
         let (mut next, mut after) = (next, after);
-        for _ in 0..MAX_HEAD_PROBE {
+        for _ in 0..HEAD_PROBE_MAX {
             let commit = match next {
                 Some(commit) => commit,
                 None => {
@@ -137,7 +137,7 @@ impl CommitLog {
         let path = layout::head_path(&self.branch);
         let Some(bytes) = self
             .root
-            .get_capped(&path, layout::MAX_COMMIT_BYTES)
+            .get_capped(&path, layout::COMMIT_BYTES_MAX)
             .await
             .or_else(|error| match error {
                 // An oversized HEAD is no hint; the log decides.
@@ -191,7 +191,7 @@ impl CommitLog {
     /// head. A cursor past the head is bad input; a missing commit inside the range is a
     /// gap: a typed error naming it.
     pub async fn log(&self, limit: usize, before: Option<u64>) -> Result<Vec<GraphCommit>> {
-        let limit = limit.min(MAX_LOG_PAGE);
+        let limit = limit.min(LOG_PAGE_MAX);
         let mut commits = Vec::with_capacity(limit);
         let start = match before {
             Some(0) => return Ok(commits),
@@ -235,10 +235,10 @@ impl CommitLog {
     }
 
     /// The commit with `commit_id`, walking back from the head at most
-    /// [`MAX_FIND_WALK`] commits; an older commit is named by its seq.
+    /// [`FIND_WALK_MAX`] commits; an older commit is named by its seq.
     pub async fn find(&self, commit_id: &str) -> Result<GraphCommit> {
         let mut current = self.head().await?;
-        for _ in 0..MAX_FIND_WALK {
+        for _ in 0..FIND_WALK_MAX {
             if current.commit_id == commit_id {
                 return Ok(current);
             }
@@ -256,7 +256,7 @@ impl CommitLog {
             })?;
         }
         Err(OmniError::not_found(format!(
-            "commit {commit_id} among the newest {MAX_FIND_WALK} commits of branch {} (name an older commit by its seq)",
+            "commit {commit_id} among the newest {FIND_WALK_MAX} commits of branch {} (name an older commit by its seq)",
             self.branch
         )))
     }

@@ -9,7 +9,7 @@
 //! validate moved, and otherwise publishes its pins on the new head. Only a publication
 //! that cannot be decided after re-issuing the identical PUT is `PublishInDoubt`.
 
-use crate::commit::{CommitOperation, GraphCommit, TablePin};
+use crate::commit::{self, CommitOperation, GraphCommit, TablePin};
 use crate::gate;
 use crate::layout;
 use crate::log::CommitLog;
@@ -20,7 +20,7 @@ use omnigraph_core::{
 use std::sync::Arc;
 
 /// How many times a pin-based publication moves onto a newer head before giving up.
-pub const MAX_PUBLISH_REBASES: u32 = 32;
+pub const PUBLISH_REBASES_MAX: u32 = 32;
 
 /// What a writer read, and so what must not have changed when it publishes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,6 +102,15 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
             .with_evidence(failure_evidence.clone())
         })?;
         let bytes = candidate.to_bytes()?;
+        if bytes.len() > layout::COMMIT_BYTES_MAX {
+            return Err(OmniError::internal(format!(
+                "refusing to publish commit {}: {} bytes, more than a reader accepts ({})",
+                candidate.seq,
+                bytes.len(),
+                layout::COMMIT_BYTES_MAX
+            ))
+            .with_evidence(failure_evidence));
+        }
         if publication.staged {
             crate::retention::check_staging_age(root, publication.staging_started_micros)
                 .await
@@ -129,7 +138,7 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
                 check_read_set(&base, &head, publication)
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
                 rebases += 1;
-                if rebases > MAX_PUBLISH_REBASES {
+                if rebases > PUBLISH_REBASES_MAX {
                     return Err(OmniError::ContentionExhausted {
                         attempts: rebases,
                         evidence: failure_evidence,
@@ -211,7 +220,10 @@ fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
         branch: base.branch.clone(),
         created_at: seams::now_micros(),
         actor: publication.actor.clone(),
-        operation: publication.operation.clone(),
+        operation: CommitOperation {
+            kind: publication.operation.kind.clone(),
+            summary: commit::shortened_summary(&publication.operation.summary),
+        },
         schema: publication
             .schema
             .clone()

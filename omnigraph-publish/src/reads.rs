@@ -16,9 +16,9 @@ use omnigraph_core::{InputLocation, OmniError, Result};
 use serde_json::{Map, Value};
 
 /// The most rows a graph read returns.
-pub const MAX_READ_LIMIT: usize = 10_000;
+pub const READ_LIMIT_MAX: usize = 10_000;
 /// The largest k of a nearest or text query.
-pub const MAX_K: usize = 1_000;
+pub const K_MAX: usize = 1_000;
 /// A nearest query probes one IVF partition in this many. Measured on 20,000 uniform
 /// random 16-dimensional vectors in 20 partitions: a quarter gave recall@10 of 0.88,
 /// a half stays above 0.9.
@@ -78,7 +78,7 @@ impl Omnigraph {
                 format!("{edge_type} does not start at {type_name} in direction {direction:?}"),
             ));
         }
-        let limit = limit.min(MAX_READ_LIMIT);
+        let limit = limit.min(READ_LIMIT_MAX);
         let literal = rows::key_filter_literal(node, key)?;
         let edges = self.table_of_type(&commit, edge_type).await?;
         let far_keys: Vec<Value> = collect(
@@ -128,8 +128,8 @@ impl Omnigraph {
         let catalog = self.catalog_at(&commit).await?;
         let type_def = catalog.require(type_name)?;
         check_vector(type_def, property, query)?;
-        if k == 0 || k > MAX_K {
-            return Err(bad("k", format!("k must be 1 to {MAX_K}")));
+        if k == 0 || k > K_MAX {
+            return Err(bad("k", format!("k must be 1 to {K_MAX}")));
         }
         let table = self.table_of_type(&commit, type_name).await?;
         let index_name = format!("{property}_{}", IndexKind::Vector.suffix());
@@ -164,8 +164,8 @@ impl Omnigraph {
         let commit = self.graph().commit(self.branch(), at).await?;
         let catalog = self.catalog_at(&commit).await?;
         let type_def = catalog.require(type_name)?;
-        if k == 0 || k > MAX_K {
-            return Err(bad("k", format!("k must be 1 to {MAX_K}")));
+        if k == 0 || k > K_MAX {
+            return Err(bad("k", format!("k must be 1 to {K_MAX}")));
         }
         let index_name = format!("{property}_{}", IndexKind::FullText.suffix());
         if !type_def

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// The cleanup state object.
 pub const CLEANUP_STATE: &str = "_graph/cleanup.json";
 /// The largest cleanup state a reader accepts, in bytes.
-pub const MAX_CLEANUP_STATE_BYTES: usize = 1 << 20;
+pub const CLEANUP_STATE_BYTES_MAX: usize = 1 << 20;
 /// The most branches the state names.
 pub const CLEANUP_STATE_BRANCHES_MAX: usize = 4_096;
 /// The grace period when none is given: a commit or file younger than it is kept.
@@ -90,7 +90,7 @@ pub fn micros_of(duration: Duration) -> i64 {
 /// Reads the cleanup state; `None` when cleanup never ran.
 pub async fn read_state(root: &StorageRoot) -> Result<Option<CleanupState>> {
     let Some(bytes) = root
-        .get_capped(CLEANUP_STATE, MAX_CLEANUP_STATE_BYTES)
+        .get_capped(CLEANUP_STATE, CLEANUP_STATE_BYTES_MAX)
         .await?
     else {
         return Ok(None);

@@ -639,7 +639,7 @@ async fn an_oversized_commit_is_refused_without_being_read() {
     let (graph, test) = new_graph(Backend::Memory).await;
     let head = graph.head().await.unwrap();
     let mut huge = successor(&head, "01HUGECOMMIT00000000000000");
-    let limit = omnigraph_publish::layout::MAX_COMMIT_BYTES;
+    let limit = omnigraph_publish::layout::COMMIT_BYTES_MAX;
     huge.operation.summary = String::new();
     let base_len = serde_json::to_vec(&huge).unwrap().len();
     // Valid JSON, one byte over the limit.
@@ -754,7 +754,7 @@ async fn a_stale_head_copy_costs_a_bounded_probe() {
     let root = graph.graph().root();
     let genesis_bytes = root.get(&layout::head_path("main")).await.unwrap().unwrap();
     let mut head = genesis;
-    let depth = omnigraph_publish::log::MAX_HEAD_PROBE as u64 + 20;
+    let depth = omnigraph_publish::log::HEAD_PROBE_MAX as u64 + 20;
     while head.seq < depth {
         head = publish(root, &empty_publication(head, ReadSet::Strict, "grow"))
             .await
@@ -769,7 +769,7 @@ async fn a_stale_head_copy_costs_a_bounded_probe() {
     assert_eq!(reader.commit("main", &CommitRef::Head).await.unwrap(), head);
     let counts = probe.counts();
     assert!(
-        counts.get(RequestKind::Get) <= omnigraph_publish::log::MAX_HEAD_PROBE as u64 + 6,
+        counts.get(RequestKind::Get) <= omnigraph_publish::log::HEAD_PROBE_MAX as u64 + 6,
         "{counts}"
     );
     assert_eq!(counts.get(RequestKind::List), 1, "{counts}");
@@ -781,7 +781,7 @@ async fn finding_a_commit_by_id_walks_a_bounded_distance() {
     let genesis = graph.head().await.unwrap();
     let root = graph.graph().root();
     let mut head = genesis.clone();
-    let depth = omnigraph_publish::log::MAX_FIND_WALK as u64 + 5;
+    let depth = omnigraph_publish::log::FIND_WALK_MAX as u64 + 5;
     while head.seq < depth {
         head = publish(root, &empty_publication(head, ReadSet::Strict, "grow"))
             .await
@@ -820,7 +820,7 @@ async fn the_jsonl_line_limit_holds_while_reading() {
             .unwrap();
         // One byte over the limit, no newline, and the pipe stays open: a reader that
         // waits for the end of the line before checking its length never returns.
-        let line = vec![b'a'; omnigraph_publish::ingest::MAX_JSONL_LINE_BYTES + 1];
+        let line = vec![b'a'; omnigraph_publish::ingest::JSONL_LINE_BYTES_MAX + 1];
         let _ = pipe.write_all(&line);
         let _ = stopped.recv_timeout(Duration::from_secs(30));
     });
@@ -841,9 +841,9 @@ async fn a_line_at_the_limit_loads() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("long.jsonl");
     let frame = json!({"type": "Person", "id": "p1", "name": ""}).to_string();
-    let name = "n".repeat(omnigraph_publish::ingest::MAX_JSONL_LINE_BYTES - frame.len());
+    let name = "n".repeat(omnigraph_publish::ingest::JSONL_LINE_BYTES_MAX - frame.len());
     let line = json!({"type": "Person", "id": "p1", "name": name}).to_string();
-    assert_eq!(line.len(), omnigraph_publish::ingest::MAX_JSONL_LINE_BYTES);
+    assert_eq!(line.len(), omnigraph_publish::ingest::JSONL_LINE_BYTES_MAX);
     std::fs::write(&path, line + "\n").unwrap();
     let report = graph.load(&path, LoadMode::Append).await.unwrap();
     assert_eq!(report.rows["Person"], 1);
@@ -875,7 +875,7 @@ async fn merge_after_a_lost_race(rows: usize, name_bytes: usize) -> omnigraph_co
 
 #[tokio::test]
 async fn the_merge_retention_cap_counts_bytes() {
-    let cap = omnigraph_publish::ingest::MAX_MERGE_RETAINED_BYTES;
+    let cap = omnigraph_publish::ingest::MERGE_RETAINED_BYTES_MAX;
     let name_bytes = 1_000_000;
     // Names alone just over the cap: the rows are not kept, so the load cannot merge
     // again after losing the race.
@@ -1201,4 +1201,27 @@ async fn a_schema_document_whose_content_is_not_its_address_is_corrupt() {
     assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
     assert!(error.to_string().contains(&head.schema), "{error}");
     assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+}
+
+#[tokio::test]
+async fn a_huge_predicate_never_makes_an_unreadable_commit() {
+    let (graph, test) = seeded_graph(Backend::Memory).await;
+    // The predicate is quoted in the commit's summary; 5 MiB of it would exceed the
+    // largest commit a reader accepts.
+    let predicate = format!("id = 'p1' OR name = '{}'", "x".repeat(5 << 20));
+    graph
+        .update("Person", &predicate, &[("name".into(), json!("renamed"))])
+        .await
+        .unwrap()
+        .unwrap();
+    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    let head = reader.head().await.unwrap();
+    assert!(head.operation.summary.len() <= omnigraph_publish::commit::SUMMARY_LEN_MAX);
+    assert!(
+        head.operation
+            .summary
+            .starts_with("1 Person where id = 'p1'"),
+        "{}",
+        head.operation.summary
+    );
 }

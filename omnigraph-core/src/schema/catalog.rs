@@ -2,8 +2,8 @@
 //! table, its declared indexes, and the content hash of the canonical document.
 
 use super::{
-    DeclKind, IndexKind, MAX_NAME_LEN, MAX_PROPERTIES, MAX_TYPES, MAX_VECTOR_DIMENSION,
-    PropertyDecl, PropertyType, SCHEMA_DOCUMENT_VERSION, Span, TypeDecl,
+    DeclKind, IndexKind, NAME_LEN_MAX, PROPERTIES_MAX, PropertyDecl, PropertyType,
+    SCHEMA_DOCUMENT_VERSION, Span, TYPES_MAX, TypeDecl, VECTOR_DIMENSION_MAX,
 };
 use crate::error::{InputLocation, OmniError, Result};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
@@ -353,10 +353,10 @@ impl Checker<'_> {
                 "the schema declares no types",
             ));
         }
-        if decls.len() > MAX_TYPES {
+        if decls.len() > TYPES_MAX {
             return Err(OmniError::bad_input(
                 InputLocation::in_source(self.source_name),
-                format!("{} types; the limit is {MAX_TYPES}", decls.len()),
+                format!("{} types; the limit is {TYPES_MAX}", decls.len()),
             ));
         }
         let mut seen: HashMap<String, &TypeDecl> = HashMap::new();
@@ -401,9 +401,9 @@ impl Checker<'_> {
         let field = type_name.map(|_| name);
         let problem = if name.is_empty() {
             Some("is empty".to_string())
-        } else if name.len() > MAX_NAME_LEN {
+        } else if name.len() > NAME_LEN_MAX {
             Some(format!(
-                "is {} bytes long; the limit is {MAX_NAME_LEN}",
+                "is {} bytes long; the limit is {NAME_LEN_MAX}",
                 name.len()
             ))
         } else if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
@@ -430,13 +430,13 @@ impl Checker<'_> {
 
     fn check_type(&self, decl: &TypeDecl, types: &HashMap<String, &TypeDecl>) -> Result<()> {
         let name = decl.name.as_str();
-        if decl.properties.len() > MAX_PROPERTIES {
+        if decl.properties.len() > PROPERTIES_MAX {
             return Err(self.error(
                 decl.span,
                 name,
                 None,
                 format!(
-                    "{} properties; the limit is {MAX_PROPERTIES}",
+                    "{} properties; the limit is {PROPERTIES_MAX}",
                     decl.properties.len()
                 ),
             ));
@@ -536,10 +536,10 @@ impl Checker<'_> {
             Err(self.error(property.span, type_name, Some(&property.name), message))
         };
         if let PropertyType::Vector(dimension) = property.data_type
-            && !(1..=MAX_VECTOR_DIMENSION).contains(&dimension)
+            && !(1..=VECTOR_DIMENSION_MAX).contains(&dimension)
         {
             return error(format!(
-                "vector dimension {dimension} is out of range 1..={MAX_VECTOR_DIMENSION}"
+                "vector dimension {dimension} is out of range 1..={VECTOR_DIMENSION_MAX}"
             ));
         }
         if property.key {

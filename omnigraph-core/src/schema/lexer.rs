@@ -1,6 +1,6 @@
 //! Tokens of the `.pg` schema language, each with the line and column it starts at.
 
-use super::{MAX_SCHEMA_BYTES, Span};
+use super::{SCHEMA_BYTES_MAX, Span};
 use crate::error::{InputLocation, OmniError, Result};
 
 /// One token.
@@ -44,11 +44,11 @@ impl Token {
 
 /// Splits `text` into tokens; the last is always [`Token::Eof`].
 pub(crate) fn tokenize(source_name: &str, text: &str) -> Result<Vec<(Token, Span)>> {
-    if text.len() > MAX_SCHEMA_BYTES {
+    if text.len() > SCHEMA_BYTES_MAX {
         return Err(OmniError::bad_input(
             InputLocation::in_source(source_name),
             format!(
-                "schema is {} bytes; the limit is {MAX_SCHEMA_BYTES}",
+                "schema is {} bytes; the limit is {SCHEMA_BYTES_MAX}",
                 text.len()
             ),
         ));

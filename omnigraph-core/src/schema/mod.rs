@@ -21,24 +21,24 @@ pub use catalog::{Catalog, Column, DeclaredIndex, TypeDef};
 pub use parser::parse;
 
 /// The largest schema source accepted, in bytes.
-pub const MAX_SCHEMA_BYTES: usize = 1 << 20;
+pub const SCHEMA_BYTES_MAX: usize = 1 << 20;
 /// The most types (node and edge) in one schema.
-pub const MAX_TYPES: usize = 1024;
+pub const TYPES_MAX: usize = 1024;
 /// The most properties on one type.
-pub const MAX_PROPERTIES: usize = 512;
+pub const PROPERTIES_MAX: usize = 512;
 /// The longest type or property name, in bytes.
-pub const MAX_NAME_LEN: usize = 64;
+pub const NAME_LEN_MAX: usize = 64;
 /// The largest vector dimension.
-pub const MAX_VECTOR_DIMENSION: u32 = 16_384;
+pub const VECTOR_DIMENSION_MAX: u32 = 16_384;
 /// The version of the schema document format this build writes and reads.
 pub const SCHEMA_DOCUMENT_VERSION: u32 = 1;
 
 /// Whether `name` is a valid type or property name: an ASCII letter, then ASCII
-/// letters, digits and '_', at most [`MAX_NAME_LEN`] bytes. Names read back from storage
+/// letters, digits and '_', at most [`NAME_LEN_MAX`] bytes. Names read back from storage
 /// are checked with it before use.
 pub fn is_identifier(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= MAX_NAME_LEN
+        && name.len() <= NAME_LEN_MAX
         && name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

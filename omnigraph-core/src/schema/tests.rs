@@ -248,7 +248,7 @@ fn names_with_path_characters_separators_or_dots() {
     }
     let (_, _, message) = bad("node Ünï { k: String @key }");
     assert!(message.contains("unexpected character"), "{message}");
-    let long = "A".repeat(MAX_NAME_LEN + 1);
+    let long = "A".repeat(NAME_LEN_MAX + 1);
     let (_, _, message) = bad(&format!("node {long} {{ k: String @key }}"));
     assert!(message.contains("limit is 64"), "{message}");
 }

@@ -4,7 +4,7 @@ mod root;
 mod wrapper;
 
 pub use root::{
-    INDEX_CACHE_BYTES, MAX_ROOT_URI_LEN, METADATA_CACHE_BYTES, ObjectInfo, PutOutcome,
+    INDEX_CACHE_BYTES, METADATA_CACHE_BYTES, ObjectInfo, PutOutcome, ROOT_URI_LEN_MAX,
     RootLocation, StorageRoot,
 };
 pub use wrapper::{

@@ -16,7 +16,7 @@ pub const INDEX_CACHE_BYTES: usize = 256 << 20;
 /// Lance metadata cache per root session (bytes).
 pub const METADATA_CACHE_BYTES: usize = 64 << 20;
 /// The longest root URI accepted.
-pub const MAX_ROOT_URI_LEN: usize = 4096;
+pub const ROOT_URI_LEN_MAX: usize = 4096;
 
 /// Where a root's objects live.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,9 +48,9 @@ impl RootLocation {
         if uri.is_empty() {
             return Err(bad("the root URI is empty".into()));
         }
-        if uri.len() > MAX_ROOT_URI_LEN {
+        if uri.len() > ROOT_URI_LEN_MAX {
             return Err(bad(format!(
-                "the root URI is longer than {MAX_ROOT_URI_LEN} bytes"
+                "the root URI is longer than {ROOT_URI_LEN_MAX} bytes"
             )));
         }
         if let Some(rest) = uri.strip_prefix("memory://") {
