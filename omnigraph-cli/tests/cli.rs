@@ -569,3 +569,72 @@ fn cleanup_previews_then_deletes_and_repair_reports_a_clean_graph() {
     let none = omnigraph(&["cleanup", &root]);
     assert_eq!(none.status.code(), Some(2));
 }
+
+/// The subcommands `omnigraph --help` lists, without `help`.
+fn listed_commands() -> Vec<String> {
+    let help = String::from_utf8(omnigraph(&["--help"]).stdout).unwrap();
+    help.split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// Long flags a command's help lists, without the global ones.
+fn long_flags(command: &str) -> Vec<String> {
+    let help = String::from_utf8(omnigraph(&[command, "--help"]).stdout).unwrap();
+    let mut flags: Vec<String> = help
+        .split_whitespace()
+        .filter(|word| word.starts_with("--"))
+        .map(|word| {
+            word.trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+                .to_string()
+        })
+        .filter(|flag| !["--json", "--verbose", "--help"].contains(&flag.as_str()))
+        .collect();
+    flags.sort();
+    flags.dedup();
+    flags
+}
+
+#[test]
+fn docs_cli_lists_every_command_and_its_flags() {
+    // Relative to the crate folder cargo runs the test in: this checkout's docs.
+    let doc = std::fs::read_to_string("../docs/cli.md").unwrap();
+    let rows: Vec<&str> = doc.lines().filter(|line| line.starts_with("| `")).collect();
+    let commands = listed_commands();
+    assert!(commands.len() >= 18, "{commands:?}");
+    for command in &commands {
+        let row = rows
+            .iter()
+            .find(|row| {
+                row.starts_with(&format!("| `{command} "))
+                    || row.starts_with(&format!("| `{command}`"))
+            })
+            .unwrap_or_else(|| panic!("docs/cli.md has no row for `{command}`"));
+        let usage = row.split(" | ").next().unwrap();
+        for flag in long_flags(command) {
+            assert!(
+                usage.contains(&flag),
+                "docs/cli.md: the row of `{command}` does not show {flag}: {usage}"
+            );
+        }
+    }
+    for row in rows {
+        let documented = row
+            .trim_start_matches("| `")
+            .split([' ', '`'])
+            .next()
+            .unwrap();
+        assert!(
+            commands.iter().any(|command| command == documented),
+            "docs/cli.md documents `{documented}`, which the binary does not have"
+        );
+    }
+}

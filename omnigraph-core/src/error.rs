@@ -506,6 +506,65 @@ pub const ERROR_TABLE: &[(ErrorKind, ErrorCode)] = &[
     (ErrorKind::Internal, code("internal", EXIT_FAILURE, 500)),
 ];
 
+impl ErrorKind {
+    /// What the error means and what to do, as `docs/errors.md` says it (generated
+    /// from here; a test keeps the two the same).
+    pub fn meaning(&self) -> &'static str {
+        match self {
+            ErrorKind::BadInput => {
+                "malformed input; names the source, line, column, row, type and field it knows"
+            }
+            ErrorKind::NotFound => "a root, type, key, commit or index that does not exist",
+            ErrorKind::SchemaViolation => {
+                "a change or value that breaks a rule of the schema (data-losing schema changes without `--force`)"
+            }
+            ErrorKind::KeyConflict => "a key that exists already",
+            ErrorKind::ReadSetChanged => {
+                "something the writer read changed before it published (its member says what; see below); retry"
+            }
+            ErrorKind::PublishInDoubt => {
+                "the commit's outcome is unknown: read the head before retrying"
+            }
+            ErrorKind::ContentionExhausted => "too many lost races; retry later",
+            ErrorKind::MaintenanceCancelled => "a maintenance run was cancelled",
+            ErrorKind::CommitReclaimed => {
+                "the commit is still in the log, but cleanup reclaimed its table versions; read a newer commit"
+            }
+            ErrorKind::StagingExpired => {
+                "the write staged for longer than half the cleanup grace period, so it was not published; retry"
+            }
+            ErrorKind::AlreadyInitialized => "the root holds a graph already",
+            ErrorKind::Corrupt => {
+                "a stored object is malformed, truncated, of an unknown format or out of sequence; names it"
+            }
+            ErrorKind::Storage(StorageKind::Transient) => "a passing storage fault; retry later",
+            ErrorKind::Storage(StorageKind::Configuration) => {
+                "credentials, options or paths are wrong"
+            }
+            ErrorKind::Storage(StorageKind::NotFound) => "an object that should exist does not",
+            ErrorKind::Storage(StorageKind::Precondition) => "a conditional request failed",
+            ErrorKind::Storage(StorageKind::Permanent) => "the request cannot succeed as made",
+            ErrorKind::Storage(StorageKind::Unknown) => "a storage failure of unknown kind",
+            ErrorKind::Internal => "a broken engine invariant",
+        }
+    }
+}
+
+/// The error table of `docs/errors.md`, rendered from [`ERROR_TABLE`].
+pub fn error_table_markdown() -> String {
+    let mut out = String::from("| code | exit | HTTP | meaning |\n|---|---|---|---|\n");
+    for (kind, row) in ERROR_TABLE {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            row.code,
+            row.exit_code,
+            row.http_status,
+            kind.meaning()
+        ));
+    }
+    out
+}
+
 /// The table row for a kind.
 pub fn error_code(kind: ErrorKind) -> ErrorCode {
     ERROR_TABLE
@@ -712,6 +771,33 @@ mod tests {
             );
             assert!((400..600).contains(&row.http_status));
         }
+    }
+
+    /// `docs/errors.md` holds the table rendered from [`ERROR_TABLE`] between two
+    /// markers. `OMNIGRAPH_BLESS=1` rewrites it.
+    #[test]
+    fn the_error_table_in_the_docs_is_generated_from_the_code() {
+        const BEGIN: &str = "<!-- generated from ERROR_TABLE: begin -->\n";
+        const END: &str = "<!-- generated from ERROR_TABLE: end -->";
+        // Relative to the crate folder cargo runs the test in: this checkout's docs.
+        let path = std::path::Path::new("../docs/errors.md");
+        let text = std::fs::read_to_string(path).unwrap();
+        let start = text
+            .find(BEGIN)
+            .expect("docs/errors.md has the begin marker")
+            + BEGIN.len();
+        let end = text.find(END).expect("docs/errors.md has the end marker");
+        let generated = error_table_markdown();
+        if std::env::var("OMNIGRAPH_BLESS").is_ok() {
+            let blessed = format!("{}{generated}{}", &text[..start], &text[end..]);
+            std::fs::write(path, blessed).unwrap();
+            return;
+        }
+        assert_eq!(
+            &text[start..end],
+            generated,
+            "docs/errors.md is stale; regenerate it with OMNIGRAPH_BLESS=1"
+        );
     }
 
     #[test]
