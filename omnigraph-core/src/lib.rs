@@ -11,6 +11,7 @@
 //! - [`seams`]: the clock and id seams for deterministic simulation.
 
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod adapter;
 pub mod classify;

@@ -17,6 +17,7 @@
 //! - [`layout`]: where every object lives under the root.
 
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod commit;
 pub mod gate;

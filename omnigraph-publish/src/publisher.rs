@@ -92,6 +92,11 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
     let mut rebases = 0u32;
     loop {
         let candidate = next_commit(&base, publication);
+        assert!(
+            candidate.seq == base.seq + 1
+                && candidate.parent_commit_id.as_deref() == Some(base.commit_id.as_str()),
+            "a commit follows its base"
+        );
         let path = layout::commit_path(log.branch(), candidate.seq);
         // Never write what a reader would refuse.
         candidate.validate().map_err(|message| {

@@ -256,6 +256,7 @@ impl Staging {
             base_seq: self.base.seq,
             base_version,
         };
+        let expected = origin.clone();
         let work = stage(tip, origin);
         let staged = match &self.runner {
             Some(runner) => runner(Box::pin(work)).await,
@@ -271,6 +272,21 @@ impl Staging {
         let Some(link) = link else {
             return Ok(None);
         };
+        // A link records its chain's origin: cleanup decides from it whether staging
+        // can still publish.
+        let recorded = |name: &str| {
+            link.transaction
+                .transaction_properties
+                .as_ref()
+                .and_then(|properties| properties.get(name).cloned())
+        };
+        assert!(adapter::is_detached(link.version), "a link is detached");
+        assert_eq!(
+            recorded(adapter::PROP_BASE_VERSION),
+            Some(expected.base_version.to_string()),
+            "a link records its chain's base pin"
+        );
+        assert_eq!(recorded(adapter::PROP_BRANCH), Some(expected.branch));
         self.wrote = true;
         let chain = self.chains.get_mut(table_id).expect("opened above");
         chain.tip = link.dataset.clone();

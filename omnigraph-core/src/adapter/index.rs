@@ -22,7 +22,7 @@ pub const FULL_TEXT_MEMORY_MIB: u64 = 512;
 /// Full-text build workers.
 pub const FULL_TEXT_WORKERS: usize = 2;
 /// k-means iterations for a PQ codebook.
-pub const PQ_MAX_ITERATIONS: usize = 50;
+pub(crate) const PQ_ITERATIONS_MAX: usize = 50;
 
 /// The kind of index to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,7 +133,7 @@ pub async fn stage_index_within(
                 8,
                 sub_vectors,
                 MetricType::L2,
-                PQ_MAX_ITERATIONS,
+                PQ_ITERATIONS_MAX,
             );
             (IndexType::Vector, &vector)
         }

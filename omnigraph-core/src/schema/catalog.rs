@@ -130,7 +130,7 @@ impl TypeDef {
 }
 
 /// The Arrow type that stores a property type.
-pub fn arrow_type(data_type: PropertyType) -> DataType {
+pub(crate) fn arrow_type(data_type: PropertyType) -> DataType {
     match data_type {
         PropertyType::String => DataType::Utf8,
         PropertyType::Bool => DataType::Boolean,

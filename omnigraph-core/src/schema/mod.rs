@@ -17,7 +17,9 @@ mod parser;
 #[cfg(test)]
 mod tests;
 
-pub use catalog::{Catalog, Column, DeclaredIndex, TypeDef};
+pub use catalog::{
+    Catalog, Column, DeclaredIndex, EDGE_DST_COLUMN, EDGE_ID_COLUMN, EDGE_SRC_COLUMN, TypeDef,
+};
 pub use parser::parse;
 
 /// The largest schema source accepted, in bytes.
