@@ -1,5 +1,11 @@
 //! OmniGraph publication: atomic multi-table publication over Lance.
 //!
+//! Two halves, in two folders. [`protocol`] is the format and the publication protocol
+//! (layout, commit, log, publisher, gate, staging, retention, graph): a downstream
+//! crate that wants only atomic multi-table publication over Lance uses it alone.
+//! [`handle`] is the graph built on it: the [`Omnigraph`] handle, its writers and
+//! reads. The protocol never imports the handle half (`cargo xtask guards` checks).
+//!
 //! - [`omnigraph`]: the handle users call: writers and reads on one branch.
 //! - [`indexes`]: the index writer (declared indexes, trainability) and coverage.
 //! - [`reads`]: neighbours, nearest vectors and full-text search.
@@ -19,23 +25,12 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
-pub mod commit;
-pub mod gate;
-pub mod graph;
-pub mod indexes;
-pub mod ingest;
-mod jsonl;
-pub mod key_cache;
-pub mod layout;
-pub mod log;
-pub mod mutate;
-pub mod omnigraph;
-pub mod publisher;
-pub mod reads;
-pub mod retention;
-pub mod rows;
-pub mod schema_apply;
-pub mod staging;
+pub mod handle;
+pub mod protocol;
+
+// Every module keeps its path at the crate root (`omnigraph_publish::layout`, ...).
+pub use handle::{indexes, ingest, key_cache, mutate, omnigraph, reads, rows, schema_apply};
+pub use protocol::{commit, gate, graph, layout, log, publisher, retention, staging};
 
 pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};

@@ -7,6 +7,8 @@
 //!    in its registered list
 //!    (`ENTRY_POINTS` in `adapter/registry.rs`), and every listed name exists.
 //! 3. Failpoint call sites name a constant from the registry, never a string literal.
+//! 4. The publication protocol (`omnigraph-publish/src/protocol/`) never imports the
+//!    graph built on it (`handle/` and its modules).
 //!
 //! Comment lines are skipped, so documentation may name the APIs it forbids.
 
@@ -21,6 +23,21 @@ pub const ADAPTER_DIR: &str = "omnigraph-core/src/adapter";
 pub const ADAPTER_REGISTRY: &str = "omnigraph-core/src/adapter/registry.rs";
 /// The failpoint registry: the only place failpoint names are spelled.
 pub const FAILPOINT_REGISTRY: &str = "omnigraph-core/src/failpoints.rs";
+/// The publication protocol's folder: it may not import the handle half.
+pub const PROTOCOL_DIR: &str = "omnigraph-publish/src/protocol";
+/// The modules of `omnigraph-publish` that are the graph on the protocol.
+const HANDLE_MODULES: &[&str] = &[
+    "handle",
+    "omnigraph",
+    "ingest",
+    "rows",
+    "jsonl",
+    "key_cache",
+    "mutate",
+    "schema_apply",
+    "indexes",
+    "reads",
+];
 /// Files allowed to call Lance's cleanup: the surface test that pins the hazard.
 pub const CLEANUP_HAZARD_PROOFS: &[&str] = &["tests/suite/lance_surface/cleanup_hazard.rs"];
 
@@ -97,6 +114,7 @@ pub fn check_tree(root: &Path) -> std::io::Result<Report> {
         report.files_scanned += 1;
         let in_adapter = relative.starts_with(ADAPTER_DIR);
         let in_failpoint_registry = relative == Path::new(FAILPOINT_REGISTRY);
+        let in_protocol = relative.starts_with(PROTOCOL_DIR);
         let may_clean = CLEANUP_HAZARD_PROOFS
             .iter()
             .any(|allowed| relative == Path::new(allowed));
@@ -127,6 +145,15 @@ pub fn check_tree(root: &Path) -> std::io::Result<Report> {
                 }
             } else if let Some(captures) = rules.public_fn.captures(code) {
                 adapter_public.push((relative.clone(), index + 1, captures[1].to_string()));
+            }
+            if in_protocol && let Some(found) = rules.handle_import.find(code) {
+                report.violations.push(at(
+                    "protocol-imports-handle",
+                    format!(
+                        "`{}` in the protocol: the protocol never depends on the graph built on it",
+                        found.as_str()
+                    ),
+                ));
             }
             if !in_failpoint_registry && rules.failpoint_literal.is_match(code) {
                 report.violations.push(at(
@@ -213,6 +240,7 @@ struct Rules {
     cleanup: Regex,
     public_fn: Regex,
     failpoint_literal: Regex,
+    handle_import: Regex,
     registry_list: Regex,
     quoted: Regex,
 }
@@ -229,6 +257,11 @@ impl Rules {
             cleanup: Regex::new(&words(LANCE_CLEANUP_NAMES)).expect("static regex"),
             public_fn: Regex::new(r"^pub(?:\(crate\))?\s+(?:async\s+)?fn\s+([A-Za-z_][A-Za-z0-9_]*)")
                 .expect("static regex"),
+            handle_import: Regex::new(&format!(
+                r"\b(crate|omnigraph_publish)::({})\b",
+                HANDLE_MODULES.join("|")
+            ))
+            .expect("static regex"),
             failpoint_literal: Regex::new(
                 r#"(fail_point!\s*\(\s*"|fail::(cfg|remove|cfg_callback)\s*\(\s*"|failpoints::(arm|disarm|arm_with)\s*\(\s*")"#,
             )
@@ -526,6 +559,22 @@ mod tests {
             "fn t() { failpoints::arm(\"before_publish\", \"return\"); }\n",
         );
         assert_eq!(rules_broken(tree.path()), ["failpoint-literal"]);
+    }
+
+    #[test]
+    fn the_protocol_may_not_import_the_handle_half() {
+        let tree = tempfile::tempdir().unwrap();
+        write(
+            tree.path(),
+            "omnigraph-publish/src/protocol/staging.rs",
+            "use crate::ingest::IngestReport;\nuse crate::layout;\n",
+        );
+        write(
+            tree.path(),
+            "omnigraph-publish/src/handle/ingest.rs",
+            "use crate::staging::Staging;\nuse crate::rows;\n",
+        );
+        assert_eq!(rules_broken(tree.path()), ["protocol-imports-handle"]);
     }
 
     #[test]

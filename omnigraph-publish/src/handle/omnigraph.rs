@@ -199,7 +199,8 @@ impl Omnigraph {
         })?;
         let mut ingest = Ingest::start(self, mode).await?;
         let read =
-            crate::jsonl::push_jsonl(&mut ingest, &name, tokio::io::BufReader::new(file)).await;
+            crate::handle::jsonl::push_jsonl(&mut ingest, &name, tokio::io::BufReader::new(file))
+                .await;
         match read {
             Ok(()) => ingest.finish("load").await,
             Err(error) => Err(ingest.failed(error)),

@@ -1,0 +1,12 @@
+//! The graph on the protocol: the [`omnigraph::Omnigraph`] handle, its writers
+//! (ingest, mutate, schema apply, the index writer) and reads.
+
+pub mod indexes;
+pub mod ingest;
+pub(crate) mod jsonl;
+pub mod key_cache;
+pub mod mutate;
+pub mod omnigraph;
+pub mod reads;
+pub mod rows;
+pub mod schema_apply;

@@ -1,0 +1,13 @@
+//! The format and the publication protocol (`docs/format.md`): where objects live, the
+//! commit, the log, the exact-CAS publisher and its gate, detached staging, cleanup's
+//! retention record, and creating and opening a graph. Nothing here knows the graph
+//! writers of [`crate::handle`].
+
+pub mod commit;
+pub mod gate;
+pub mod graph;
+pub mod layout;
+pub mod log;
+pub mod publisher;
+pub mod retention;
+pub mod staging;
