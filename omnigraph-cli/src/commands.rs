@@ -26,9 +26,10 @@ fn read_file(path: &Path) -> Result<String> {
     })
 }
 
-/// A commit as JSON for `--json` output.
+/// A commit as JSON for `--json` output, through its view type: the stored commit is a
+/// storage format, and a change to it never silently changes this output.
 fn commit_json(commit: &GraphCommit) -> Value {
-    serde_json::to_value(commit).unwrap_or(Value::Null)
+    serde_json::to_value(crate::view::CommitView::of(commit)).unwrap_or(Value::Null)
 }
 
 fn print_commit(verb: &str, commit: Option<&GraphCommit>) {

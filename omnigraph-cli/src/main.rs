@@ -12,6 +12,7 @@ mod commands;
 mod demo;
 mod duration;
 mod output;
+mod view;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use omnigraph_core::OmniError;

@@ -638,3 +638,159 @@ fn docs_cli_lists_every_command_and_its_flags() {
         );
     }
 }
+
+/// The shape of a JSON document: objects with their sorted keys, arrays by their first
+/// element, and scalars by type. Values are left out: they change from run to run.
+fn shape(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(_) => "bool".into(),
+        Value::Number(_) => "number".into(),
+        Value::String(_) => "string".into(),
+        Value::Array(items) => match items.first() {
+            Some(first) => format!("[{}]", shape(first)),
+            None => "[]".into(),
+        },
+        Value::Object(fields) => {
+            let mut keys: Vec<&String> = fields.keys().collect();
+            keys.sort();
+            let inner: Vec<String> = keys
+                .iter()
+                .map(|key| format!("{key}: {}", shape(&fields[*key])))
+                .collect();
+            format!("{{{}}}", inner.join(", "))
+        }
+    }
+}
+
+/// Every command's `--json` output has a pinned shape (`tests/golden/json_shapes.txt`):
+/// a change to an engine type never silently changes what scripts read.
+/// `OMNIGRAPH_BLESS=1` rewrites the golden file; the diff is reviewed.
+#[test]
+fn the_json_shape_of_every_command_is_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let data = write(
+        dir.path(),
+        "data.jsonl",
+        &[
+            r#"{"type": "Person", "id": "p1", "name": "Ada Lovelace", "age": 36}"#,
+            r#"{"type": "Company", "id": "c1", "name": "Analytical Engines"}"#,
+            r#"{"type": "WorksAt", "id": "w1", "src": "p1", "dst": "c1", "since": 1843}"#,
+        ]
+        .join("\n"),
+    );
+    let schema = example();
+    let empty = dir.path().join("fresh.omni").display().to_string();
+    let commands: Vec<(&str, Vec<&str>, i32)> = vec![
+        ("init", vec!["init", &empty, "--schema", &schema], 0),
+        ("load", vec!["load", &root, &data], 0),
+        (
+            "insert",
+            vec![
+                "insert",
+                &root,
+                "--type",
+                "Person",
+                "--rows",
+                r#"{"id": "p2", "name": "Alan"}"#,
+            ],
+            0,
+        ),
+        (
+            "update",
+            vec![
+                "update",
+                &root,
+                "--type",
+                "Person",
+                "--where",
+                "id = 'p2'",
+                "--set",
+                "age=41",
+            ],
+            0,
+        ),
+        ("get", vec!["get", &root, "--type", "Person", "p1"], 0),
+        ("query", vec!["query", &root, "--type", "Person"], 0),
+        (
+            "neighbors",
+            vec![
+                "neighbors",
+                &root,
+                "--type",
+                "Person",
+                "p1",
+                "--edge",
+                "WorksAt",
+            ],
+            0,
+        ),
+        ("build-indexes", vec!["build-indexes", &root], 0),
+        (
+            "search",
+            vec![
+                "search",
+                &root,
+                "--type",
+                "Person",
+                "--property",
+                "name",
+                "--text",
+                "ada",
+            ],
+            0,
+        ),
+        ("optimize", vec!["optimize", &root], 0),
+        ("cleanup", vec!["cleanup", &root, "--keep", "1"], 0),
+        ("repair", vec!["repair", &root], 0),
+        ("log", vec!["log", &root], 0),
+        ("tables", vec!["tables", &root], 0),
+        ("status", vec!["status", &root], 0),
+        ("schema check", vec!["schema", "check", &schema], 0),
+        ("schema show", vec!["schema", "show", &root], 0),
+        (
+            "delete",
+            vec!["delete", &root, "--type", "Person", "--where", "id = 'p2'"],
+            0,
+        ),
+        ("error", vec!["get", &root, "--type", "Nope", "x"], 1),
+    ];
+    let mut rendered = String::from(
+        "# The shape of every command's --json output. Checked by omnigraph-cli/tests/cli.rs;\n# regenerate with OMNIGRAPH_BLESS=1 and review the diff.\n",
+    );
+    for (name, mut args, status) in commands {
+        args.push("--json");
+        let output = omnigraph(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(status),
+            "{name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // A failure's JSON document is on stderr; a success's on stdout.
+        let printed = if status == 0 {
+            &output.stdout
+        } else {
+            &output.stderr
+        };
+        let document: Value = serde_json::from_slice(printed).unwrap_or_else(|error| {
+            panic!(
+                "{name}: the output is not one JSON document ({error}): {}",
+                String::from_utf8_lossy(printed)
+            )
+        });
+        rendered.push_str(&format!("{name} = {}\n", shape(&document)));
+    }
+    // Relative to the crate folder cargo runs the test in: this checkout's golden.
+    let golden = std::path::Path::new("tests/golden/json_shapes.txt");
+    if std::env::var("OMNIGRAPH_BLESS").is_ok() {
+        std::fs::write(golden, &rendered).unwrap();
+        return;
+    }
+    let pinned = std::fs::read_to_string(golden).unwrap_or_default();
+    assert_eq!(
+        rendered, pinned,
+        "the --json shape changed; review and regenerate with OMNIGRAPH_BLESS=1"
+    );
+}
