@@ -254,7 +254,7 @@ pub async fn query(
         limit: Some(limit),
     };
     let batches = graph.scan(type_name, &request, &at_ref(at)).await?;
-    let rows = omnigraph_publish::omnigraph::batches_to_json(&batches);
+    let rows = omnigraph_publish::rows::batches_to_json(&batches);
     out.emit(json!({"rows": rows}), |_| print_rows(&rows));
     Ok(())
 }

@@ -74,7 +74,7 @@ async fn ids_at(graph: &Omnigraph, type_name: &str, at: &CommitRef) -> Vec<Strin
         )
         .await
         .unwrap_or_else(|error| panic!("scan {type_name} at {at:?}: {error}"));
-    let mut ids: Vec<String> = omnigraph_publish::omnigraph::batches_to_json(&batches)
+    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| row["id"].as_str().unwrap().to_string())
         .collect();
@@ -461,7 +461,7 @@ async fn foreign_drift_is_reported_and_never_adopted_or_deleted() {
     let foreign = adapter::open_table_at(&test.root, &folder, 2)
         .await
         .unwrap();
-    let mut foreign_ids: Vec<String> = omnigraph_publish::omnigraph::batches_to_json(
+    let mut foreign_ids: Vec<String> = omnigraph_publish::rows::batches_to_json(
         &foreign
             .scan()
             .try_into_stream()

@@ -121,7 +121,7 @@ async fn ids_and_row_ids_of(table: &omnigraph_core::lance::Dataset) -> Vec<(Stri
         .try_collect()
         .await
         .unwrap();
-    let mut out: Vec<(String, u64)> = omnigraph_publish::omnigraph::batches_to_json(&batches)
+    let mut out: Vec<(String, u64)> = omnigraph_publish::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| {
             (
@@ -160,7 +160,7 @@ async fn scalar_ids(graph: &Omnigraph) -> Vec<String> {
         )
         .await
         .unwrap();
-    let mut ids: Vec<String> = omnigraph_publish::omnigraph::batches_to_json(&batches)
+    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| row["id"].as_str().unwrap().to_string())
         .collect();
@@ -225,7 +225,7 @@ async fn a_four_partition_ivf_index_keeps_four_partitions_after_a_fold() {
         .scan("Person", &request, &CommitRef::Head)
         .await
         .unwrap();
-    let probes: Vec<(String, Vec<f32>)> = omnigraph_publish::omnigraph::batches_to_json(&stored)
+    let probes: Vec<(String, Vec<f32>)> = omnigraph_publish::rows::batches_to_json(&stored)
         .into_iter()
         .map(|row| {
             let vector = row["embedding"]

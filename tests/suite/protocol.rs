@@ -82,7 +82,7 @@ async fn column_values(graph: &Omnigraph, type_name: &str, column: &str) -> Vec<
         )
         .await
         .unwrap();
-    omnigraph_publish::omnigraph::batches_to_json(&batches)
+    omnigraph_publish::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| row[column].as_str().unwrap().to_string())
         .collect()

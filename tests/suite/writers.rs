@@ -64,7 +64,7 @@ async fn insert_then_get_and_scan() {
             )
             .await
             .unwrap();
-        let rows = omnigraph_publish::omnigraph::batches_to_json(&batches);
+        let rows = omnigraph_publish::rows::batches_to_json(&batches);
         let mut ids: Vec<&str> = rows.iter().map(|row| row["id"].as_str().unwrap()).collect();
         ids.sort();
         assert_eq!(ids, ["p1", "p2"]);

@@ -241,7 +241,7 @@ pub(crate) async fn preview(
 ) -> Result<CleanupReport> {
     let started = Instant::now();
     let planned = plan(root, options, token, progress).await?;
-    Ok(planned.report(options, false, started))
+    Ok(planned.preview_report(options, started))
 }
 
 /// Runs cleanup: records the retained commits and grace, then deletes.
@@ -281,7 +281,7 @@ pub(crate) async fn run(
         // whether or not their files went yet.
         return Err(cancelled(Evidence::Unpublished));
     }
-    Ok(planned.report(options, true, started))
+    Ok(planned.run_report(options, started))
 }
 
 /// Every table's plan, traced on heads that did not move while planning.
@@ -291,21 +291,36 @@ struct Planned {
 }
 
 impl Planned {
-    fn report(self, options: &CleanupOptions, deleted: bool, started: Instant) -> CleanupReport {
+    /// What a preview would remove: the plans' own figures.
+    fn preview_report(mut self, options: &CleanupOptions, started: Instant) -> CleanupReport {
+        for (row, plan) in &mut self.tables {
+            row.manifests_removed = plan.manifests.len() as u64;
+            row.files_removed = plan.files.len() as u64;
+            row.bytes_removed = plan
+                .manifests
+                .iter()
+                .chain(&plan.files)
+                .map(|object| object.size)
+                .sum();
+        }
+        self.report(options, started)
+    }
+
+    /// What a run removed: the rows counted each deletion that succeeded.
+    fn run_report(self, options: &CleanupOptions, started: Instant) -> CleanupReport {
+        let mut report = self.report(options, started);
+        report.deleted = true;
+        if report.totals.manifests_removed + report.totals.files_removed > 0 {
+            report.evidence = Evidence::Unpublished;
+        }
+        report
+    }
+
+    /// The report of the plans as they stand; nothing deleted yet.
+    fn report(self, options: &CleanupOptions, started: Instant) -> CleanupReport {
         let mut totals = CleanupTotals::default();
         let mut tables = Vec::with_capacity(self.tables.len());
         for (mut row, plan) in self.tables {
-            if !deleted {
-                // A preview reports what it would remove.
-                row.manifests_removed = plan.manifests.len() as u64;
-                row.files_removed = plan.files.len() as u64;
-                row.bytes_removed = plan
-                    .manifests
-                    .iter()
-                    .chain(&plan.files)
-                    .map(|o| o.size)
-                    .sum();
-            }
             row.unpublished_manifests = plan.unpublished_manifests;
             row.unpublished_bytes = plan.unpublished_bytes;
             row.foreign_versions = plan.foreign_versions;
@@ -317,19 +332,14 @@ impl Planned {
             totals.tables_failed += u64::from(row.error.is_some());
             tables.push(row);
         }
-        let anything_deleted = deleted && (totals.manifests_removed + totals.files_removed) > 0;
         CleanupReport {
-            deleted,
+            deleted: false,
             grace_secs: options.grace.as_secs(),
             oldest_retained: self.oldest_retained,
             tables,
             totals,
             elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            evidence: if anything_deleted {
-                Evidence::Unpublished
-            } else {
-                Evidence::BeforeEffect
-            },
+            evidence: Evidence::BeforeEffect,
         }
     }
 }

@@ -7,7 +7,7 @@
 //! delete, update, merge), makes it read the table again. After its own append the
 //! handle extends the cache with the keys it wrote, so the next insert reads nothing.
 
-use crate::omnigraph::json_value;
+use crate::rows::json_value;
 use crate::rows::{self, RowKey};
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::RecordBatch;

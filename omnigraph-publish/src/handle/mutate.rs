@@ -254,7 +254,7 @@ async fn keys_where(
     let mut keys = Vec::new();
     for batch in &batches {
         for row in 0..batch.num_rows() {
-            keys.push(rows::render_key(&crate::omnigraph::json_value(
+            keys.push(rows::render_key(&crate::rows::json_value(
                 batch.column(0).as_ref(),
                 row,
             )));

@@ -7,11 +7,11 @@ use crate::graph::{CommitRef, Graph};
 use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::key_cache::TableKeys;
 use crate::layout;
-use crate::rows::{self, RowSource};
+use crate::rows::{self, RowSource, batches_to_json, json_value};
 use crate::staging::{Staging, open_pinned};
 use futures::TryStreamExt;
 use omnigraph_core::adapter;
-use omnigraph_core::arrow_array::{Array, RecordBatch};
+use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::schema::{Catalog, TypeDef};
 use omnigraph_core::{InputLocation, OmniError, Result};
@@ -467,59 +467,6 @@ pub(crate) fn input_or_storage(
     match omnigraph_core::classify::lance_storage_cause(&error) {
         Some(kind) => OmniError::storage(kind, operation, Box::new(error)),
         None => OmniError::bad_input(location, error.to_string()),
-    }
-}
-
-/// Rows as JSON objects, column by column.
-pub fn batches_to_json(batches: &[RecordBatch]) -> Vec<Map<String, Value>> {
-    let mut out = Vec::new();
-    for batch in batches {
-        let schema = batch.schema();
-        for row in 0..batch.num_rows() {
-            let mut object = Map::new();
-            for (field, column) in schema.fields().iter().zip(batch.columns()) {
-                object.insert(field.name().clone(), json_value(column.as_ref(), row));
-            }
-            out.push(object);
-        }
-    }
-    out
-}
-
-/// One cell as JSON.
-pub fn json_value(column: &dyn Array, row: usize) -> Value {
-    use omnigraph_core::arrow_array::cast::AsArray;
-    use omnigraph_core::arrow_array::types::{
-        Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType, UInt32Type,
-        UInt64Type,
-    };
-    use omnigraph_core::arrow_schema::DataType;
-    if column.is_null(row) {
-        return Value::Null;
-    }
-    match column.data_type() {
-        DataType::Utf8 => Value::from(column.as_string::<i32>().value(row)),
-        DataType::Boolean => Value::from(column.as_boolean().value(row)),
-        DataType::Int32 => Value::from(column.as_primitive::<Int32Type>().value(row)),
-        DataType::Int64 => Value::from(column.as_primitive::<Int64Type>().value(row)),
-        DataType::UInt32 => Value::from(column.as_primitive::<UInt32Type>().value(row)),
-        DataType::UInt64 => Value::from(column.as_primitive::<UInt64Type>().value(row)),
-        DataType::Float32 => Value::from(column.as_primitive::<Float32Type>().value(row) as f64),
-        DataType::Float64 => Value::from(column.as_primitive::<Float64Type>().value(row)),
-        DataType::Timestamp(_, _) => {
-            Value::from(column.as_primitive::<TimestampMicrosecondType>().value(row))
-        }
-        DataType::FixedSizeList(_, _) => {
-            let list = column.as_fixed_size_list().value(row);
-            let values = list.as_primitive::<Float32Type>();
-            Value::from(
-                values
-                    .iter()
-                    .map(|v| v.map_or(Value::Null, |f| Value::from(f as f64)))
-                    .collect::<Vec<_>>(),
-            )
-        }
-        other => Value::from(format!("<{other}>")),
     }
 }
 

@@ -4,8 +4,9 @@
 //! and says how to build it when it is missing, rather than scanning slowly.
 
 use crate::graph::CommitRef;
-use crate::omnigraph::{Omnigraph, batches_to_json};
+use crate::omnigraph::Omnigraph;
 use crate::rows;
+use crate::rows::batches_to_json;
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::{Float32Array, RecordBatch};
 use omnigraph_core::lance::Dataset;

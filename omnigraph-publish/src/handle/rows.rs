@@ -9,7 +9,7 @@ use omnigraph_core::arrow_array::builder::{
     BooleanBuilder, FixedSizeListBuilder, Float32Builder, Float64Builder, Int32Builder,
     Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
 };
-use omnigraph_core::arrow_array::{ArrayRef, RecordBatch};
+use omnigraph_core::arrow_array::{Array, ArrayRef, RecordBatch};
 use omnigraph_core::schema::{PropertyType, TypeDef};
 use omnigraph_core::{InputLocation, OmniError, Result};
 use serde_json::{Map, Value};
@@ -299,6 +299,59 @@ impl ColumnBuilder {
             ColumnBuilder::Timestamp(mut builder) => Arc::new(builder.finish()),
             ColumnBuilder::Vector(mut builder, _) => Arc::new(builder.finish()),
         }
+    }
+}
+
+/// Rows as JSON objects, column by column.
+pub fn batches_to_json(batches: &[RecordBatch]) -> Vec<Map<String, Value>> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let schema = batch.schema();
+        for row in 0..batch.num_rows() {
+            let mut object = Map::new();
+            for (field, column) in schema.fields().iter().zip(batch.columns()) {
+                object.insert(field.name().clone(), json_value(column.as_ref(), row));
+            }
+            out.push(object);
+        }
+    }
+    out
+}
+
+/// One cell as JSON.
+pub fn json_value(column: &dyn Array, row: usize) -> Value {
+    use omnigraph_core::arrow_array::cast::AsArray;
+    use omnigraph_core::arrow_array::types::{
+        Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType, UInt32Type,
+        UInt64Type,
+    };
+    use omnigraph_core::arrow_schema::DataType;
+    if column.is_null(row) {
+        return Value::Null;
+    }
+    match column.data_type() {
+        DataType::Utf8 => Value::from(column.as_string::<i32>().value(row)),
+        DataType::Boolean => Value::from(column.as_boolean().value(row)),
+        DataType::Int32 => Value::from(column.as_primitive::<Int32Type>().value(row)),
+        DataType::Int64 => Value::from(column.as_primitive::<Int64Type>().value(row)),
+        DataType::UInt32 => Value::from(column.as_primitive::<UInt32Type>().value(row)),
+        DataType::UInt64 => Value::from(column.as_primitive::<UInt64Type>().value(row)),
+        DataType::Float32 => Value::from(column.as_primitive::<Float32Type>().value(row) as f64),
+        DataType::Float64 => Value::from(column.as_primitive::<Float64Type>().value(row)),
+        DataType::Timestamp(_, _) => {
+            Value::from(column.as_primitive::<TimestampMicrosecondType>().value(row))
+        }
+        DataType::FixedSizeList(_, _) => {
+            let list = column.as_fixed_size_list().value(row);
+            let values = list.as_primitive::<Float32Type>();
+            Value::from(
+                values
+                    .iter()
+                    .map(|v| v.map_or(Value::Null, |f| Value::from(f as f64)))
+                    .collect::<Vec<_>>(),
+            )
+        }
+        other => Value::from(format!("<{other}>")),
     }
 }
 
