@@ -9,6 +9,11 @@
 //! - [`adapter`]: the only module that calls Lance write APIs; it stages detached links.
 //! - [`failpoints`]: the registry of failpoint names.
 //! - [`seams`]: the clock and id seams for deterministic simulation.
+//!
+//! **Supported API.** A crate that builds its own layer on Lance tables takes
+//! [`storage::StorageRoot`], the [`adapter`] entry points (each is listed in
+//! `adapter::registry::ENTRY_POINTS`) and [`OmniError`]. `seams` and `failpoints` are
+//! test seams: stable, but meant for tests and simulations.
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]

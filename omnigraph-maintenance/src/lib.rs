@@ -9,6 +9,11 @@
 //! - [`budget`]: the knobs, and `OMNIGRAPH_MAINTENANCE_CONCURRENCY`.
 //! - [`cleanup`]: the tracing collector that reclaims what no retained commit needs.
 //! - [`repair`]: the read-only report of drift, missing pins and dead staging.
+//!
+//! **Supported API.** [`MaintenanceExt`] on a graph handle (or [`Maintenance::of`]):
+//! `optimize`, `build_indexes`, `cleanup`, `preview_cleanup`, `repair_report`,
+//! `cancel_maintenance`, with [`MaintenanceBudget`] and [`CleanupOptions`], and the
+//! reports they return.
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]

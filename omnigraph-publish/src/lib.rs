@@ -6,6 +6,11 @@
 //! [`handle`] is the graph built on it: the [`Omnigraph`] handle, its writers and
 //! reads. The protocol never imports the handle half (`cargo xtask guards` checks).
 //!
+//! **Supported API.** For publication only: [`Graph`] (create, open, snapshots),
+//! [`Staging`] and [`publish`] with a [`Publication`] and its [`ReadSet`], and the
+//! [`GraphCommit`] they produce. For a whole graph: [`Omnigraph`] and the reports its
+//! calls return. Everything else public is reachable for tests and tools, not promised.
+//!
 //! - [`omnigraph`]: the handle users call: writers and reads on one branch.
 //! - [`indexes`]: the index writer (declared indexes, trainability) and coverage.
 //! - [`reads`]: neighbours, nearest vectors and full-text search.

@@ -1,6 +1,9 @@
 //! Helpers the suites share: test roots on a local folder and in memory, a small typed
 //! table, and readers that return what a user would check (rows, keys, row ids).
 
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
+
 use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
