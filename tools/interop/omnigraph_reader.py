@@ -6,6 +6,7 @@ commit it reads (section 5), refuses reclaimed commits (section 6.3) and opens e
 table at exactly its pinned version (section 6.2). It shares no code with the engine.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ FORMAT_VERSION = 1
 MAX_COMMIT_BYTES = 4 << 20
 MAX_FORMAT_BYTES = 64 << 10
 MAX_CLEANUP_STATE_BYTES = 1 << 20
+MAX_SCHEMA_DOCUMENT_BYTES = 4 << 20
 MAX_HEAD_PROBE = 64
 BRANCH = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TABLE_ID = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -140,6 +142,16 @@ class Graph:
         if oldest is not None and commit["seq"] < oldest:
             raise Reclaimed(f"commit {commit['seq']} was reclaimed; the oldest readable is {oldest}")
 
+    def schema(self, commit):
+        """The schema document the commit names, checked against its address (section 4)."""
+        relative = f"_graph/schemas/{commit['schema']}.json"
+        raw = _read(self.root, relative, MAX_SCHEMA_DOCUMENT_BYTES)
+        if raw is None:
+            raise FormatError(f"commit {commit['seq']} names a missing schema")
+        if hashlib.sha256(raw).hexdigest() != commit["schema"]:
+            raise FormatError(f"{relative} does not hash to its name")
+        return json.loads(raw)
+
     def table(self, commit, type_name):
         """The Lance dataset of `type_name` at exactly the version `commit` pins."""
         pin = next(p for p in commit["pins"] if p["type_name"] == type_name)
@@ -152,6 +164,7 @@ class Graph:
             raise FormatError(f"no commit {seq}")
         if seq is not None:
             self.check_readable(commit)
+        self.schema(commit)
         tables = {}
         for pin in commit["pins"]:
             data = self.table(commit, pin["type_name"]).to_table()
