@@ -19,7 +19,7 @@ use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
 use crate::rows::{self, RowKey, RowSource, SourcedObject};
 use crate::staging::Staging;
-use omnigraph_core::adapter;
+use omnigraph_core::adapter::{self, StagedLink};
 use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::schema::{Catalog, DeclKind};
 use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result};
@@ -432,42 +432,53 @@ impl<'a> Ingest<'a> {
         for (table_id, links) in moved {
             let table = self.handle.table_at(&head, &table_id).await?;
             self.staging.seed(&table_id, table)?;
-            match (self.mode, &self.merged) {
-                (LoadMode::Append, _) => {
-                    for link in links {
-                        self.staging
-                            .stage(&table_id, |tip, origin| async move {
-                                adapter::recommit_append(&link, &tip, &origin).await
-                            })
-                            .await?;
-                    }
-                }
-                (LoadMode::Merge, Some(merged)) => {
-                    let retained: Vec<_> = merged
-                        .iter()
-                        .filter(|(merged_table, _, _)| *merged_table == table_id)
-                        .cloned()
-                        .collect();
-                    for (_, key, batch) in retained {
-                        self.staging
-                            .stage(&table_id, |tip, origin| async move {
-                                adapter::stage_merge_insert(&tip, &key, vec![batch], &origin).await
-                            })
-                            .await?;
-                    }
-                }
-                (LoadMode::Merge, None) => {
-                    // Too large to keep: the caller reruns the merge.
-                    return Err(OmniError::ReadSetChanged {
-                        expected: self.base.require_pin(&table_id)?.version.to_string(),
-                        actual: head.require_pin(&table_id)?.version.to_string(),
-                        member: ReadSetMember::Pin { table_id },
-                        evidence: Evidence::BeforeEffect,
-                    });
-                }
+            match self.mode {
+                LoadMode::Append => self.recommit_appends(&table_id, links).await?,
+                LoadMode::Merge => self.merge_again(&table_id, &head).await?,
             }
         }
         self.base = head;
+        Ok(())
+    }
+
+    /// The append path of a move onto the head: each staged append is re-committed on
+    /// the table's new tip (the same files, renumbered).
+    async fn recommit_appends(&mut self, table_id: &str, links: Vec<StagedLink>) -> Result<()> {
+        for link in links {
+            self.staging
+                .stage(table_id, |tip, origin| async move {
+                    adapter::recommit_append(&link, &tip, &origin).await
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The merge path of a move onto the head: the retained rows are merged again on the
+    /// table's new tip; a merge too large to have kept its rows is the caller's to rerun.
+    async fn merge_again(&mut self, table_id: &str, head: &GraphCommit) -> Result<()> {
+        let Some(merged) = &self.merged else {
+            return Err(OmniError::ReadSetChanged {
+                expected: self.base.require_pin(table_id)?.version.to_string(),
+                actual: head.require_pin(table_id)?.version.to_string(),
+                member: ReadSetMember::Pin {
+                    table_id: table_id.to_string(),
+                },
+                evidence: Evidence::BeforeEffect,
+            });
+        };
+        let retained: Vec<_> = merged
+            .iter()
+            .filter(|(merged_table, _, _)| merged_table.as_str() == table_id)
+            .cloned()
+            .collect();
+        for (_, key, batch) in retained {
+            self.staging
+                .stage(table_id, |tip, origin| async move {
+                    adapter::stage_merge_insert(&tip, &key, vec![batch], &origin).await
+                })
+                .await?;
+        }
         Ok(())
     }
 }
