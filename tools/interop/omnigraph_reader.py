@@ -1,8 +1,9 @@
 """A second OmniGraph reader, written only from docs/format.md (format version 1).
 
 It reads a graph root on a local folder with pylance: it checks `_graph/FORMAT`, finds a
-branch's head at constant cost from the `HEAD` hint (section 6.1), validates every
-commit it reads (section 5), refuses reclaimed commits (section 6.3) and opens each
+branch's head at constant cost from the `HEAD` hint (section 6.1), checks the rules of
+section 5 a reader relies on in every commit it reads (seq, branch, parent, schema hash,
+pins), checks each schema document against its address (section 4), refuses reclaimed commits (section 6.3) and opens each
 table at exactly its pinned version (section 6.2). It shares no code with the engine.
 """
 
@@ -15,11 +16,11 @@ import lance
 
 FORMAT_NAME = "omnigraph"
 FORMAT_VERSION = 1
-MAX_COMMIT_BYTES = 4 << 20
-MAX_FORMAT_BYTES = 64 << 10
-MAX_CLEANUP_STATE_BYTES = 1 << 20
-MAX_SCHEMA_DOCUMENT_BYTES = 4 << 20
-MAX_HEAD_PROBE = 64
+COMMIT_BYTES_MAX = 4 << 20
+FORMAT_BYTES_MAX = 64 << 10
+CLEANUP_STATE_BYTES_MAX = 1 << 20
+SCHEMA_DOCUMENT_BYTES_MAX = 4 << 20
+HEAD_PROBE_MAX = 64
 BRANCH = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TABLE_ID = re.compile(r"^[a-z0-9_-]{1,64}$")
 SCHEMA_HASH = re.compile(r"^[0-9a-f]{64}$")
@@ -54,7 +55,7 @@ class Graph:
             raise FormatError(f"bad branch name {branch!r}")
         self.root = root
         self.branch = branch
-        raw = _read(root, "_graph/FORMAT", MAX_FORMAT_BYTES)
+        raw = _read(root, "_graph/FORMAT", FORMAT_BYTES_MAX)
         if raw is None:
             raise FormatError(f"{root} holds no graph (no _graph/FORMAT)")
         doc = json.loads(raw)
@@ -65,7 +66,7 @@ class Graph:
 
     def commit(self, seq):
         """Commit `seq` of the branch, validated; None when it does not exist."""
-        raw = _read(self.root, _commit_path(self.branch, seq), MAX_COMMIT_BYTES)
+        raw = _read(self.root, _commit_path(self.branch, seq), COMMIT_BYTES_MAX)
         if raw is None:
             return None
         commit = json.loads(raw)
@@ -96,7 +97,7 @@ class Graph:
     def head(self):
         """The newest commit: the HEAD hint, probed forward (section 6.1)."""
         hint = None
-        raw = _read(self.root, f"_graph/branches/{self.branch}/HEAD", MAX_COMMIT_BYTES)
+        raw = _read(self.root, f"_graph/branches/{self.branch}/HEAD", COMMIT_BYTES_MAX)
         if raw is not None:
             try:
                 doc = json.loads(raw)
@@ -106,7 +107,7 @@ class Graph:
                 hint = None
         if hint is not None:
             current = self.commit(hint)
-            for _ in range(MAX_HEAD_PROBE):
+            for _ in range(HEAD_PROBE_MAX):
                 if current is None:
                     break
                 nxt = self._after(current)
@@ -135,7 +136,7 @@ class Graph:
 
     def check_readable(self, commit):
         """Refuses a commit whose table versions cleanup reclaimed (section 6.3)."""
-        raw = _read(self.root, "_graph/cleanup.json", MAX_CLEANUP_STATE_BYTES)
+        raw = _read(self.root, "_graph/cleanup.json", CLEANUP_STATE_BYTES_MAX)
         if raw is None:
             return
         oldest = json.loads(raw).get("oldest_retained", {}).get(self.branch)
@@ -145,7 +146,7 @@ class Graph:
     def schema(self, commit):
         """The schema document the commit names, checked against its address (section 4)."""
         relative = f"_graph/schemas/{commit['schema']}.json"
-        raw = _read(self.root, relative, MAX_SCHEMA_DOCUMENT_BYTES)
+        raw = _read(self.root, relative, SCHEMA_DOCUMENT_BYTES_MAX)
         if raw is None:
             raise FormatError(f"commit {commit['seq']} names a missing schema")
         if hashlib.sha256(raw).hexdigest() != commit["schema"]:

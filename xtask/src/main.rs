@@ -106,24 +106,25 @@ fn bench(args: &[String]) -> Result<(), String> {
     step(&root, "bench", &cargo_args)
 }
 
-/// The pylance the interop reader runs on: Lance's Python release of the same version.
-const PYLANCE_VERSION: &str = "14.0.2";
+/// The interop reader's pinned Python packages (pylance 14.0.2 and what it pulls in).
+const INTEROP_REQUIREMENTS: &str = "tools/interop/requirements.txt";
 
 /// The interop check: builds the CLI (the test build, so nothing else rebuilds), makes a
-/// venv with pylance under the build folder once, and runs `tools/interop/check.py`.
+/// venv with the pinned packages under the build folder once, and runs
+/// `tools/interop/check.py`.
 fn interop() -> Result<(), String> {
     let root = workspace_root();
     let python_found = Command::new("python3")
         .args([
             "-c",
-            "import venv, sys; sys.exit(sys.version_info < (3, 9))",
+            "import venv, ensurepip, sys; sys.exit(sys.version_info < (3, 9))",
         ])
         .status()
         .is_ok_and(|status| status.success());
     if !python_found {
         return Err(
-            "interop needs CPython 3.9 or newer with the venv module as `python3` on \
-             PATH (on Debian: apt install python3 python3-venv)"
+            "interop needs CPython 3.9 or newer with the venv and ensurepip modules \
+             as `python3` on PATH (on Debian: apt install python3 python3-venv)"
                 .into(),
         );
     }
@@ -132,16 +133,15 @@ fn interop() -> Result<(), String> {
         .unwrap_or_else(|| root.join("target"));
     let venv = target.join("interop-venv");
     let python = venv.join("bin/python");
-    let pylance_ready = Command::new(&python)
-        .args([
-            "-c",
-            &format!("import lance, sys; sys.exit(lance.__version__ != '{PYLANCE_VERSION}')"),
-        ])
-        .status()
-        .is_ok_and(|status| status.success());
-    if !pylance_ready {
+    let requirements = std::fs::read_to_string(root.join(INTEROP_REQUIREMENTS))
+        .map_err(|error| format!("interop: read {INTEROP_REQUIREMENTS}: {error}"))?;
+    // The venv records the requirements it was built from; a change rebuilds it.
+    let stamp = venv.join("omnigraph-requirements.txt");
+    let venv_ready =
+        python.exists() && std::fs::read_to_string(&stamp).is_ok_and(|built| built == requirements);
+    if !venv_ready {
         println!(
-            "== interop: a venv with pylance {PYLANCE_VERSION} in {}",
+            "== interop: a venv with {INTEROP_REQUIREMENTS} in {}",
             venv.display()
         );
         let made = Command::new("python3")
@@ -159,15 +159,18 @@ fn interop() -> Result<(), String> {
                 "install",
                 "--quiet",
                 "--disable-pip-version-check",
+                "-r",
             ])
-            .arg(format!("pylance=={PYLANCE_VERSION}"))
+            .arg(root.join(INTEROP_REQUIREMENTS))
             .status()
             .map_err(|error| format!("interop: pip: {error}"))?;
         if !installed.success() {
             return Err(format!(
-                "interop: pip install pylance=={PYLANCE_VERSION} failed ({installed})"
+                "interop: pip install -r {INTEROP_REQUIREMENTS} failed ({installed}); it needs PyPI"
             ));
         }
+        std::fs::write(&stamp, &requirements)
+            .map_err(|error| format!("interop: write {}: {error}", stamp.display()))?;
     }
     step(
         &root,

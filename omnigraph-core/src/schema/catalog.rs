@@ -194,6 +194,11 @@ impl Catalog {
         })
     }
 
+    /// The address of a stored schema document: SHA-256 of its bytes, in lowercase hex.
+    pub fn document_hash(document: &[u8]) -> String {
+        hex(&Sha256::digest(document))
+    }
+
     /// Reads a stored schema document (as written by [`Catalog::document`]) and checks
     /// it like source. `object` names the stored object in errors.
     pub fn from_document(object: &str, document: &str) -> Result<Catalog> {

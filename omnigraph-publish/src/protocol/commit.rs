@@ -10,8 +10,9 @@ use std::collections::HashSet;
 pub const COMMIT_ID_LEN_MAX: usize = 64;
 /// The longest actor a commit may name, in bytes.
 pub const ACTOR_LEN_MAX: usize = 1_024;
-/// The longest operation summary, in bytes: writers quote their input in it (an update's
-/// predicate), so the publisher shortens it ([`shortened_summary`]).
+/// The longest operation summary a writer publishes, in bytes: writers quote their input
+/// in it (an update's predicate), so the publisher shortens it ([`shortened_summary`]).
+/// Readers accept any summary within the commit's size limit, as earlier builds wrote.
 pub const SUMMARY_LEN_MAX: usize = 1_024;
 /// The longest operation kind, in bytes.
 pub const OPERATION_KIND_LEN_MAX: usize = 64;
@@ -169,12 +170,6 @@ impl GraphCommit {
             return Err(format!(
                 "actor is {} bytes; the limit is {ACTOR_LEN_MAX}",
                 self.actor.len()
-            ));
-        }
-        if self.operation.summary.len() > SUMMARY_LEN_MAX {
-            return Err(format!(
-                "operation summary is {} bytes; the limit is {SUMMARY_LEN_MAX}",
-                self.operation.summary.len()
             ));
         }
         let kind = &self.operation.kind;

@@ -216,11 +216,23 @@ impl Graph {
                     format!("commit {} names a schema that is missing", commit.seq),
                 )
             })?;
+        // Content-addressed: a document whose bytes do not hash to its name is not the
+        // schema the commit names, whatever it says.
+        let address = Catalog::document_hash(&bytes);
+        if address != commit.schema {
+            return Err(OmniError::corrupt(
+                &path,
+                format!(
+                    "the document's bytes hash to {address}, not to the address {} that commit {} names",
+                    commit.schema, commit.seq
+                ),
+            ));
+        }
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| OmniError::corrupt(&path, "the schema document is not UTF-8"))?;
         let catalog = Catalog::from_document(&path, text)?;
-        // Content-addressed: a document that does not hash to its name is not the
-        // schema the commit names.
+        // The engine's own rendering must be the same bytes: a non-canonical document
+        // would give the handle a schema hash other than the commit's.
         if catalog.hash() != commit.schema {
             return Err(OmniError::corrupt(
                 &path,
