@@ -8,7 +8,7 @@ pub const CONCURRENCY_VAR: &str = "OMNIGRAPH_MAINTENANCE_CONCURRENCY";
 /// The most units (tables) a run stages at once: each holds a compaction's buffers.
 pub const UNIT_CONCURRENCY_MAX: usize = 2;
 /// Units staged at once by default.
-pub const DEFAULT_UNIT_CONCURRENCY: usize = 1;
+pub const UNIT_CONCURRENCY_DEFAULT: usize = 1;
 /// Fan-out of request-bound work (planning reads, cleanup's sweep).
 pub const REQUEST_FAN_OUT: usize = 8;
 
@@ -26,7 +26,7 @@ pub struct MaintenanceBudget {
 impl Default for MaintenanceBudget {
     fn default() -> Self {
         MaintenanceBudget {
-            unit_concurrency: DEFAULT_UNIT_CONCURRENCY,
+            unit_concurrency: UNIT_CONCURRENCY_DEFAULT,
             compaction: CompactionBudget::default(),
             full_text: FullTextBudget::default(),
         }

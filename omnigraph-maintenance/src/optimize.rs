@@ -436,7 +436,7 @@ async fn plan_chain(
             }
         };
         staging
-            .stage_index(&pin.table_id, declared, kind, true)
+            .stage_index_rebuild(&pin.table_id, declared, kind)
             .await?;
         indexes_folded.push(declared.name.clone());
     }

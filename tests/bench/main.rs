@@ -258,7 +258,7 @@ async fn optimize_bench(dir: &std::path::Path, rows: usize) -> Value {
     let started = Instant::now();
     adapter::baseline_compact_and_optimize_indices(
         &mut baseline,
-        adapter::DEFAULT_COMPACTION_IO_BUFFER_BYTES,
+        adapter::COMPACTION_IO_BUFFER_BYTES_DEFAULT,
     )
     .await
     .expect("baseline optimize");

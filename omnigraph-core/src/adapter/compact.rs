@@ -15,11 +15,11 @@ use lance::dataset::transaction::{Operation, RewriteGroup, TransactionBuilder};
 use std::sync::Arc;
 
 /// Compaction's default I/O buffer per task (bytes): Lance's default is 2 GiB.
-pub const DEFAULT_COMPACTION_IO_BUFFER_BYTES: u64 = 64 << 20;
+pub const COMPACTION_IO_BUFFER_BYTES_DEFAULT: u64 = 64 << 20;
 /// Compaction's default scan batch size (rows).
-pub const DEFAULT_COMPACTION_BATCH_ROWS: usize = 8_192;
+pub const COMPACTION_BATCH_ROWS_DEFAULT: usize = 8_192;
 /// Compaction's default target fragment size (rows), Lance's own default.
-pub const DEFAULT_TARGET_ROWS_PER_FRAGMENT: usize = 1_048_576;
+pub const TARGET_ROWS_PER_FRAGMENT_DEFAULT: usize = 1_048_576;
 
 /// The memory knobs of one compaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,9 +35,9 @@ pub struct CompactionBudget {
 impl Default for CompactionBudget {
     fn default() -> Self {
         CompactionBudget {
-            io_buffer_bytes: DEFAULT_COMPACTION_IO_BUFFER_BYTES,
-            batch_rows: DEFAULT_COMPACTION_BATCH_ROWS,
-            target_rows_per_fragment: DEFAULT_TARGET_ROWS_PER_FRAGMENT,
+            io_buffer_bytes: COMPACTION_IO_BUFFER_BYTES_DEFAULT,
+            batch_rows: COMPACTION_BATCH_ROWS_DEFAULT,
+            target_rows_per_fragment: TARGET_ROWS_PER_FRAGMENT_DEFAULT,
         }
     }
 }

@@ -24,8 +24,8 @@ pub use collect::{
     manifest_name, version_references,
 };
 pub use compact::{
-    CompactionBudget, DEFAULT_COMPACTION_BATCH_ROWS, DEFAULT_COMPACTION_IO_BUFFER_BYTES,
-    DEFAULT_TARGET_ROWS_PER_FRAGMENT, compaction_options, stage_compaction,
+    COMPACTION_BATCH_ROWS_DEFAULT, COMPACTION_IO_BUFFER_BYTES_DEFAULT, CompactionBudget,
+    TARGET_ROWS_PER_FRAGMENT_DEFAULT, compaction_options, stage_compaction,
 };
 pub use evolve::{
     stage_add_null_columns, stage_drop_columns, stage_drop_index, stage_set_nullability,

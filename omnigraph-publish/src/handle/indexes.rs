@@ -19,7 +19,7 @@ use omnigraph_core::{OmniError, Result};
 use std::sync::Arc;
 
 /// Fewest non-null vectors an IVF index is trained on.
-pub const MIN_VECTOR_TRAINING_ROWS: u64 = 256;
+pub const VECTOR_TRAINING_ROWS_MIN: u64 = 256;
 /// Vectors per IVF partition aimed for when a first build chooses the partition count.
 pub const VECTORS_PER_PARTITION: u64 = 1_000;
 /// The most IVF partitions a first build chooses.
@@ -167,7 +167,7 @@ impl Omnigraph {
             IndexKind::FullText => IndexBuildKind::FullText,
         };
         staging
-            .stage_index(&pin.table_id, &declared, kind, true)
+            .stage_index_rebuild(&pin.table_id, &declared, kind)
             .await?;
         let operation = CommitOperation {
             kind: "rebuild_index".into(),
@@ -264,9 +264,7 @@ pub async fn stage_create_indices(
             if !staging.has_chain(&pin.table_id) {
                 staging.seed(&pin.table_id, table.clone())?;
             }
-            staging
-                .stage_index(&pin.table_id, declared, kind, false)
-                .await?;
+            staging.stage_index(&pin.table_id, declared, kind).await?;
             built.push((type_def.name().to_string(), declared.name.clone()));
         }
     }
@@ -307,9 +305,9 @@ pub async fn vector_training_rows(
     if vectors == 0 {
         return Ok(Err("no non-null vectors to train on".into()));
     }
-    if vectors < MIN_VECTOR_TRAINING_ROWS {
+    if vectors < VECTOR_TRAINING_ROWS_MIN {
         return Ok(Err(format!(
-            "{vectors} non-null vectors; an IVF index trains on at least {MIN_VECTOR_TRAINING_ROWS}"
+            "{vectors} non-null vectors; an IVF index trains on at least {VECTOR_TRAINING_ROWS_MIN}"
         )));
     }
     Ok(Ok(vectors))

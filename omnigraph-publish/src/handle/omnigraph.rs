@@ -23,7 +23,7 @@ use std::sync::Arc;
 /// Keys looked up per existence query.
 pub const KEY_LOOKUP_CHUNK: usize = 1_000;
 /// The most rows a `scan` returns when no limit is given.
-pub const DEFAULT_SCAN_LIMIT: usize = 10_000;
+pub const SCAN_LIMIT_DEFAULT: usize = 10_000;
 
 /// A handle on one branch of a graph.
 #[derive(Debug)]
@@ -49,7 +49,7 @@ pub struct ScanRequest {
     pub filter: Option<String>,
     /// The columns to return; all when empty.
     pub columns: Vec<String>,
-    /// The most rows to return ([`DEFAULT_SCAN_LIMIT`] when `None`).
+    /// The most rows to return ([`SCAN_LIMIT_DEFAULT`] when `None`).
     pub limit: Option<usize>,
 }
 
@@ -442,7 +442,7 @@ async fn scan_table(
             .project(&request.columns)
             .map_err(|error| input_or_storage(at("columns"), "scan", error))?;
     }
-    let limit = request.limit.unwrap_or(DEFAULT_SCAN_LIMIT) as i64;
+    let limit = request.limit.unwrap_or(SCAN_LIMIT_DEFAULT) as i64;
     scanner
         .limit(Some(limit), None)
         .map_err(|error| input_or_storage(at("limit"), "scan", error))?;

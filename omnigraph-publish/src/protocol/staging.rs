@@ -315,9 +315,29 @@ impl Staging {
         .await
     }
 
-    /// Stages the build of the declared index `declared` as `kind` on `table_id`,
-    /// replacing an index of the same name when `replace`.
+    /// Stages a build of a declared index that the table lacks.
     pub async fn stage_index(
+        &mut self,
+        table_id: &str,
+        declared: &omnigraph_core::schema::DeclaredIndex,
+        kind: adapter::IndexBuildKind,
+    ) -> Result<&StagedLink> {
+        self.stage_index_build(table_id, declared, kind, false)
+            .await
+    }
+
+    /// Stages a rebuild of a declared index under its name: the index of that name at
+    /// the tip is listed as removed, so the name keeps pointing at exactly one index.
+    pub async fn stage_index_rebuild(
+        &mut self,
+        table_id: &str,
+        declared: &omnigraph_core::schema::DeclaredIndex,
+        kind: adapter::IndexBuildKind,
+    ) -> Result<&StagedLink> {
+        self.stage_index_build(table_id, declared, kind, true).await
+    }
+
+    async fn stage_index_build(
         &mut self,
         table_id: &str,
         declared: &omnigraph_core::schema::DeclaredIndex,
