@@ -10,7 +10,7 @@ use std::error::Error as StdError;
 use std::io::ErrorKind as IoKind;
 
 /// The kind of an `object_store` failure.
-pub fn object_store_kind(error: &object_store::Error) -> StorageKind {
+pub(crate) fn object_store_kind(error: &object_store::Error) -> StorageKind {
     use object_store::Error as E;
     match error {
         E::NotFound { .. } => StorageKind::NotFound,
@@ -30,7 +30,7 @@ pub fn object_store_kind(error: &object_store::Error) -> StorageKind {
 }
 
 /// The kind of a Lance failure.
-pub fn lance_kind(error: &lance::Error) -> StorageKind {
+pub(crate) fn lance_kind(error: &lance::Error) -> StorageKind {
     use lance::Error as E;
     match error {
         E::IO { source, .. } | E::Namespace { source, .. } | E::External { source, .. } => {
@@ -127,7 +127,7 @@ fn storage_source(source: &(dyn StdError + 'static)) -> Option<StorageKind> {
 }
 
 /// The kind of a standard I/O failure.
-pub fn io_kind(error: &std::io::Error) -> StorageKind {
+pub(crate) fn io_kind(error: &std::io::Error) -> StorageKind {
     match error.kind() {
         IoKind::NotFound => StorageKind::NotFound,
         IoKind::AlreadyExists => StorageKind::Precondition,
@@ -156,7 +156,7 @@ pub fn io_kind(error: &std::io::Error) -> StorageKind {
 }
 
 /// The kind of a boxed source: the first error in its chain whose type is known.
-pub fn source_kind(source: &(dyn StdError + 'static)) -> StorageKind {
+pub(crate) fn source_kind(source: &(dyn StdError + 'static)) -> StorageKind {
     let mut current: Option<&(dyn StdError + 'static)> = Some(source);
     while let Some(error) = current {
         if let Some(store) = error.downcast_ref::<object_store::Error>() {

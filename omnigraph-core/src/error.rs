@@ -439,7 +439,7 @@ const fn code(code: &'static str, exit_code: i32, http_status: u16) -> ErrorCode
 ///
 /// `PublishInDoubt` is deliberately not "temporary": a blind retry of an insert whose
 /// first publication landed would insert twice, so the caller must read the head first.
-pub const ERROR_TABLE: &[(ErrorKind, ErrorCode)] = &[
+pub(crate) const ERROR_TABLE: &[(ErrorKind, ErrorCode)] = &[
     (ErrorKind::BadInput, code("bad_input", EXIT_USAGE, 400)),
     (ErrorKind::NotFound, code("not_found", EXIT_FAILURE, 404)),
     (
@@ -688,7 +688,7 @@ pub fn error_table_markdown() -> String {
 }
 
 /// The table row for a kind.
-pub fn error_code(kind: ErrorKind) -> ErrorCode {
+pub(crate) fn error_code(kind: ErrorKind) -> ErrorCode {
     ERROR_TABLE
         .iter()
         .find(|(row_kind, _)| *row_kind == kind)
@@ -818,7 +818,10 @@ impl OmniError {
     }
 
     /// A failure from `object_store`, classified by its variant.
-    pub fn from_object_store(operation: impl Into<String>, error: object_store::Error) -> Self {
+    pub(crate) fn from_object_store(
+        operation: impl Into<String>,
+        error: object_store::Error,
+    ) -> Self {
         let kind = crate::classify::object_store_kind(&error);
         OmniError::storage(kind, operation, Box::new(error))
     }

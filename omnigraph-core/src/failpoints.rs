@@ -28,7 +28,7 @@ pub const STAGE_BEFORE_MANIFEST: Failpoint = Failpoint("adapter.stage.before_man
 /// In the adapter: a link's detached manifest is written; the caller has not seen it.
 pub const STAGE_AFTER_MANIFEST: Failpoint = Failpoint("adapter.stage.after_manifest");
 /// In the adapter: a table's directory is named but its first manifest is not written.
-pub const CREATE_BEFORE_COMMIT: Failpoint = Failpoint("adapter.create.before_commit");
+pub(crate) const CREATE_BEFORE_COMMIT: Failpoint = Failpoint("adapter.create.before_commit");
 
 /// In graph creation: `_graph/FORMAT` is written; the genesis commit is not.
 pub const CREATE_AFTER_FORMAT: Failpoint = Failpoint("graph.create.after_format");
@@ -51,7 +51,7 @@ pub const ALL: &[Failpoint] = &[
 /// The environment variable that arms failpoints in a whole process, for tests that
 /// drive a child process (`omnigraph` itself): `name=action;name=action`, with names
 /// from this registry and `fail` actions.
-pub const ENV_VAR: &str = "OMNIGRAPH_FAILPOINTS";
+pub(crate) const ENV_VAR: &str = "OMNIGRAPH_FAILPOINTS";
 
 /// Runs `future` with the failpoints that [`ENV_VAR`] names armed, in their scope; as
 /// is when the variable is unset or the build has no failpoints. An unknown name or a

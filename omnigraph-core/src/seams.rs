@@ -77,7 +77,7 @@ pub fn now_micros() -> i64 {
 
 /// A time the store reported (an object's last-modified time, in system microseconds)
 /// on the clock [`now_micros`] reads, so an age computed from the two is consistent.
-pub fn stored_time_micros(system_micros: i64) -> i64 {
+pub(crate) fn stored_time_micros(system_micros: i64) -> i64 {
     on_process_clock(system_micros)
 }
 
@@ -88,7 +88,7 @@ pub fn stored_time_micros(system_micros: i64) -> i64 {
 /// builds) read it.
 pub const CLOCK_SCALE_ENV: &str = "OMNIGRAPH_TEST_CLOCK_SCALE";
 /// The largest clock factor accepted.
-pub const CLOCK_SCALE_FACTOR_MAX: i64 = 1_000;
+pub(crate) const CLOCK_SCALE_FACTOR_MAX: i64 = 1_000;
 
 // Read only in builds with test seams (the `failpoints` feature), like the failpoints:
 // a production binary never runs on a scaled clock.

@@ -4,13 +4,13 @@ use omnigraph_core::adapter::{CompactionBudget, FullTextBudget};
 use omnigraph_core::{OmniError, Result, StorageKind};
 
 /// The environment variable that sets [`MaintenanceBudget::unit_concurrency`].
-pub const CONCURRENCY_VAR: &str = "OMNIGRAPH_MAINTENANCE_CONCURRENCY";
+pub(crate) const CONCURRENCY_VAR: &str = "OMNIGRAPH_MAINTENANCE_CONCURRENCY";
 /// The most units (tables) a run stages at once: each holds a compaction's buffers.
-pub const UNIT_CONCURRENCY_MAX: usize = 2;
+pub(crate) const UNIT_CONCURRENCY_MAX: usize = 2;
 /// Units staged at once by default.
-pub const UNIT_CONCURRENCY_DEFAULT: usize = 1;
+pub(crate) const UNIT_CONCURRENCY_DEFAULT: usize = 1;
 /// Fan-out of request-bound work (planning reads, cleanup's sweep).
-pub const REQUEST_FAN_OUT: usize = 8;
+pub(crate) const REQUEST_FAN_OUT: usize = 8;
 
 /// What a maintenance run may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

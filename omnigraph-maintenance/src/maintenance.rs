@@ -59,7 +59,7 @@ impl<'a> Maintenance<'a> {
     }
 
     /// What holds the root's lane now, from any handle on the root in this process.
-    pub fn in_progress(&self) -> Option<MaintenanceActivity> {
+    pub(crate) fn in_progress(&self) -> Option<MaintenanceActivity> {
         self.lane().in_progress()
     }
 

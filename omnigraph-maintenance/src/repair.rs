@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 /// The exit status of a report that found drift or missing pins.
-pub const EXIT_DRIFT: i32 = 3;
+pub(crate) const EXIT_DRIFT: i32 = 3;
 
 /// What repair found in one table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]

@@ -11,14 +11,14 @@ use omnigraph_publish::LinkRunner;
 use std::sync::{Arc, LazyLock};
 
 /// The maintenance runtime's worker threads.
-pub const MAINTENANCE_WORKERS: usize = 2;
+pub(crate) const MAINTENANCE_WORKERS: usize = 2;
 /// The name of every maintenance worker thread.
 pub const MAINTENANCE_THREAD_NAME: &str = "omnigraph-maintenance";
 /// The OS niceness of the maintenance threads (a host's threads run at 0): when the
 /// cores are busy, the scheduler runs a host's request handlers first. On Linux it is
 /// per thread, and a thread a maintenance thread starts (Lance's CPU pool, when a
 /// maintenance link is the first to use it) inherits it.
-pub const MAINTENANCE_THREAD_NICE: i32 = 10;
+pub(crate) const MAINTENANCE_THREAD_NICE: i32 = 10;
 
 static RUNTIME: LazyLock<std::result::Result<tokio::runtime::Runtime, String>> =
     LazyLock::new(|| {

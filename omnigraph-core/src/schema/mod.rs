@@ -27,13 +27,13 @@ pub const SCHEMA_BYTES_MAX: usize = 1 << 20;
 /// The most types (node and edge) in one schema.
 pub const TYPES_MAX: usize = 1024;
 /// The most properties on one type.
-pub const PROPERTIES_MAX: usize = 512;
+pub(crate) const PROPERTIES_MAX: usize = 512;
 /// The longest type or property name, in bytes.
 pub const NAME_LEN_MAX: usize = 64;
 /// The largest vector dimension.
-pub const VECTOR_DIMENSION_MAX: u32 = 16_384;
+pub(crate) const VECTOR_DIMENSION_MAX: u32 = 16_384;
 /// The version of the schema document format this build writes and reads.
-pub const SCHEMA_DOCUMENT_VERSION: u32 = 1;
+pub(crate) const SCHEMA_DOCUMENT_VERSION: u32 = 1;
 
 /// Whether `name` is a valid type or property name: an ASCII letter, then ASCII
 /// letters, digits and '_', at most [`NAME_LEN_MAX`] bytes. Names read back from storage
@@ -93,7 +93,7 @@ impl PropertyType {
     }
 
     /// The scalar type names of the language, in the order the docs list them.
-    pub const SCALAR_NAMES: [&'static str; 7] = [
+    pub(crate) const SCALAR_NAMES: [&'static str; 7] = [
         "String",
         "Bool",
         "Int32",

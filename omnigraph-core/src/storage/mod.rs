@@ -3,11 +3,7 @@
 mod root;
 mod wrapper;
 
-pub use root::{
-    INDEX_CACHE_BYTES, METADATA_CACHE_BYTES, ObjectInfo, PutOutcome, ROOT_URI_LEN_MAX,
-    RootLocation, StorageRoot,
-};
+pub use root::{ObjectInfo, PutOutcome, ROOT_URI_LEN_MAX, RootLocation, StorageRoot};
 pub use wrapper::{
     FaultAction, FaultHandle, FaultRule, Request, RequestCounts, RequestKind, RequestProbe,
-    StoreWrapper, glob_matches,
 };

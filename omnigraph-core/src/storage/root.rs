@@ -12,9 +12,9 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use std::sync::Arc;
 
 /// Lance index cache per root session (bytes). Explicit: Lance's default is 6 GiB.
-pub const INDEX_CACHE_BYTES: usize = 256 << 20;
+pub(crate) const INDEX_CACHE_BYTES: usize = 256 << 20;
 /// Lance metadata cache per root session (bytes).
-pub const METADATA_CACHE_BYTES: usize = 64 << 20;
+pub(crate) const METADATA_CACHE_BYTES: usize = 64 << 20;
 /// The longest root URI accepted.
 pub const ROOT_URI_LEN_MAX: usize = 4096;
 
@@ -228,7 +228,7 @@ impl StorageRoot {
     }
 
     /// The URI Lance opens for an object under the root, e.g. `tables/<id>`.
-    pub fn lance_uri(&self, relative: &str) -> String {
+    pub(crate) fn lance_uri(&self, relative: &str) -> String {
         join_uri(&self.lance_base, relative.trim_matches('/'))
     }
 
@@ -246,7 +246,7 @@ impl StorageRoot {
     }
 
     /// The store parameters every Lance call in this root uses (they carry the wrapper).
-    pub fn store_params(&self) -> &ObjectStoreParams {
+    pub(crate) fn store_params(&self) -> &ObjectStoreParams {
         &self.params
     }
 

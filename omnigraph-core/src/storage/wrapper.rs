@@ -280,13 +280,13 @@ impl WrapperState {
 
 /// The wrapper a root installs in Lance's store parameters and uses for its own store.
 #[derive(Debug, Clone)]
-pub struct StoreWrapper {
+pub(crate) struct StoreWrapper {
     state: Arc<WrapperState>,
 }
 
 impl StoreWrapper {
     /// A wrapper for a root whose objects live under `base` inside the store.
-    pub fn new(base: &str) -> StoreWrapper {
+    pub(crate) fn new(base: &str) -> StoreWrapper {
         StoreWrapper {
             state: Arc::new(WrapperState {
                 base: base.trim_matches('/').to_string(),
@@ -297,14 +297,14 @@ impl StoreWrapper {
     }
 
     /// Starts recording requests.
-    pub fn probe(&self) -> RequestProbe {
+    pub(crate) fn probe(&self) -> RequestProbe {
         let log = Arc::new(ProbeLog::default());
         self.state.probes.lock().push(Arc::downgrade(&log));
         RequestProbe { log }
     }
 
     /// Injects a fault until the handle drops.
-    pub fn inject(&self, rule: FaultRule) -> FaultHandle {
+    pub(crate) fn inject(&self, rule: FaultRule) -> FaultHandle {
         let fault = Arc::new(ActiveFault {
             rule,
             fired: AtomicU64::new(0),
@@ -317,7 +317,7 @@ impl StoreWrapper {
     }
 
     /// Wraps a store directly (for stores Lance did not build).
-    pub fn wrap_store(&self, inner: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+    pub(crate) fn wrap_store(&self, inner: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
         Arc::new(WrappedStore {
             inner,
             state: self.state.clone(),
@@ -341,7 +341,7 @@ impl WrappingObjectStore for StoreWrapper {
 }
 
 /// `*` matches any run of characters (including `/`); everything else matches itself.
-pub fn glob_matches(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob_matches(pattern: &str, text: &str) -> bool {
     let pattern: Vec<char> = pattern.chars().collect();
     let text: Vec<char> = text.chars().collect();
     let (mut p, mut t) = (0, 0);

@@ -55,9 +55,9 @@ use sweep::{TableObject, TablePlan};
 /// Deletions in flight at once.
 pub const DELETE_FAN_OUT: usize = 8;
 /// How many times a run traces heads that moved while it planned.
-pub const RETRACE_MAX: usize = 4;
+pub(crate) const RETRACE_MAX: usize = 4;
 /// The most tables one run sweeps.
-pub const TABLES_MAX: usize = 100_000;
+pub(crate) const TABLES_MAX: usize = 100_000;
 
 /// Which commits stay readable. At least one part is required; a commit either part
 /// retains is retained. Each branch's head, and every commit younger than the grace

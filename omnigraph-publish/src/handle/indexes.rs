@@ -19,11 +19,11 @@ use omnigraph_core::{OmniError, Result};
 use std::sync::Arc;
 
 /// Fewest non-null vectors an IVF index is trained on.
-pub const VECTOR_TRAINING_ROWS_MIN: u64 = 256;
+pub(crate) const VECTOR_TRAINING_ROWS_MIN: u64 = 256;
 /// Vectors per IVF partition aimed for when a first build chooses the partition count.
-pub const VECTORS_PER_PARTITION: u64 = 1_000;
+pub(crate) const VECTORS_PER_PARTITION: u64 = 1_000;
 /// The most IVF partitions a first build chooses.
-pub const IVF_PARTITIONS_MAX: u64 = 256;
+pub(crate) const IVF_PARTITIONS_MAX: u64 = 256;
 
 /// A declared index that could not be built yet, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// How many times a write re-commits its staged rows on a newer head before it gives up
 /// with `ContentionExhausted`.
-pub const INGEST_ATTEMPTS_MAX: u32 = 8;
+pub(crate) const INGEST_ATTEMPTS_MAX: u32 = 8;
 /// Rows of one type validated and staged together.
 pub const INGEST_BATCH_ROWS: usize = 8_192;
 /// Input bytes of one type buffered before they are validated and staged: with long

@@ -17,7 +17,7 @@ use omnigraph_core::{OmniError, Result};
 use std::collections::{HashMap, HashSet};
 
 /// The most keys cached per table; a larger table is checked through queries instead.
-pub const CACHED_KEYS_PER_TABLE_MAX: usize = 5_000_000;
+pub(crate) const CACHED_KEYS_PER_TABLE_MAX: usize = 5_000_000;
 
 /// What a fragment looked like when its keys were read.
 type FragmentState = (u64, Option<(u64, u64)>);
@@ -32,7 +32,7 @@ fn state_of(fragment: &Fragment) -> FragmentState {
 
 /// The keys of one table as of one version.
 #[derive(Debug, Default)]
-pub struct TableKeys {
+pub(crate) struct TableKeys {
     version: u64,
     fragments: HashMap<u64, FragmentState>,
     keys: HashSet<RowKey>,
@@ -41,7 +41,7 @@ pub struct TableKeys {
 impl TableKeys {
     /// Brings the cache to `table` (reading only what it lacks) and returns whether
     /// it now holds every key of `table`. `false` when the table has too many keys.
-    pub async fn refresh(&mut self, table: &Dataset, key_column: &str) -> Result<bool> {
+    pub(crate) async fn refresh(&mut self, table: &Dataset, key_column: &str) -> Result<bool> {
         let version = table.manifest().version;
         if self.version == version && !self.fragments.is_empty() {
             return Ok(true);
@@ -94,7 +94,7 @@ impl TableKeys {
     }
 
     /// Which of `keys` the table holds.
-    pub fn existing(&self, keys: &[RowKey]) -> Vec<RowKey> {
+    pub(crate) fn existing(&self, keys: &[RowKey]) -> Vec<RowKey> {
         keys.iter()
             .filter(|key| self.keys.contains(*key))
             .cloned()
@@ -103,7 +103,7 @@ impl TableKeys {
 
     /// After an append of `added` keys that moved the table from the cached version to
     /// `table`: take the new fragments as read. Anything else drops the cache.
-    pub fn extend(
+    pub(crate) fn extend(
         &mut self,
         base_version: u64,
         table: &Dataset,

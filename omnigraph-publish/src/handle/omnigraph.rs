@@ -21,9 +21,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Keys looked up per existence query.
-pub const KEY_LOOKUP_CHUNK: usize = 1_000;
+pub(crate) const KEY_LOOKUP_CHUNK: usize = 1_000;
 /// The most rows a `scan` returns when no limit is given.
-pub const SCAN_LIMIT_DEFAULT: usize = 10_000;
+pub(crate) const SCAN_LIMIT_DEFAULT: usize = 10_000;
 
 /// A handle on one branch of a graph.
 #[derive(Debug)]

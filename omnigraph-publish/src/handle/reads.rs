@@ -17,13 +17,13 @@ use omnigraph_core::{InputLocation, OmniError, Result};
 use serde_json::{Map, Value};
 
 /// The most rows a graph read returns.
-pub const READ_LIMIT_MAX: usize = 10_000;
+pub(crate) const READ_LIMIT_MAX: usize = 10_000;
 /// The largest k of a nearest or text query.
-pub const K_MAX: usize = 1_000;
+pub(crate) const K_MAX: usize = 1_000;
 /// A nearest query probes one IVF partition in this many. Measured on 20,000 uniform
 /// random 16-dimensional vectors in 20 partitions: a quarter gave recall@10 of 0.88,
 /// a half stays above 0.9.
-pub const PROBE_ONE_PARTITION_IN: usize = 2;
+pub(crate) const PROBE_ONE_PARTITION_IN: usize = 2;
 
 /// Which way to follow an edge type from a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

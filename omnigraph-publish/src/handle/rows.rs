@@ -43,7 +43,7 @@ impl RowSource {
 }
 
 /// Fields a JSONL record may carry besides the type's columns.
-pub const TYPE_FIELD: &str = "type";
+pub(crate) const TYPE_FIELD: &str = "type";
 
 /// A JSON object with where it came from: the input of [`rows_from_json`].
 pub type SourcedObject = (RowSource, Map<String, Value>);
@@ -126,13 +126,13 @@ pub fn rows_from_json(type_def: &TypeDef, objects: &[SourcedObject]) -> Result<T
 }
 
 /// A key as text: strings quoted, numbers bare, so `"1"` and `1` differ.
-pub fn render_key(value: &Value) -> RowKey {
+pub(crate) fn render_key(value: &Value) -> RowKey {
     value.to_string()
 }
 
 /// The SQL literal of a caller's key for `type_def`'s key column, checked against the
 /// key's type first: a key never reaches a filter as text it was not typed as.
-pub fn key_filter_literal(type_def: &TypeDef, key: &Value) -> Result<String> {
+pub(crate) fn key_filter_literal(type_def: &TypeDef, key: &Value) -> Result<String> {
     let key_type = type_def.key_type();
     let fits = match key_type {
         PropertyType::String => key.is_string(),
@@ -156,7 +156,7 @@ pub fn key_filter_literal(type_def: &TypeDef, key: &Value) -> Result<String> {
 }
 
 /// A SQL literal for a rendered key of a column of `data_type`.
-pub fn key_literal(key: &str, data_type: PropertyType) -> String {
+pub(crate) fn key_literal(key: &str, data_type: PropertyType) -> String {
     match data_type {
         PropertyType::String => {
             let text: String = serde_json::from_str(key).unwrap_or_else(|_| key.to_string());
@@ -319,7 +319,7 @@ pub fn batches_to_json(batches: &[RecordBatch]) -> Vec<Map<String, Value>> {
 }
 
 /// One cell as JSON.
-pub fn json_value(column: &dyn Array, row: usize) -> Value {
+pub(crate) fn json_value(column: &dyn Array, row: usize) -> Value {
     use omnigraph_core::arrow_array::cast::AsArray;
     use omnigraph_core::arrow_array::types::{
         Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType, UInt32Type,

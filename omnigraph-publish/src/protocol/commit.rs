@@ -7,15 +7,15 @@ use std::collections::HashSet;
 
 /// The longest commit id (and parent id) a commit may hold; ids from the id seam are
 /// 26-character ULIDs.
-pub const COMMIT_ID_LEN_MAX: usize = 64;
+pub(crate) const COMMIT_ID_LEN_MAX: usize = 64;
 /// The longest actor a commit may name, in bytes.
-pub const ACTOR_LEN_MAX: usize = 1_024;
+pub(crate) const ACTOR_LEN_MAX: usize = 1_024;
 /// The longest operation summary a writer publishes, in bytes: writers quote their input
 /// in it (an update's predicate), so the publisher shortens it ([`shortened_summary`]).
 /// Readers accept any summary within the commit's size limit, as earlier builds wrote.
 pub const SUMMARY_LEN_MAX: usize = 1_024;
 /// The longest operation kind, in bytes.
-pub const OPERATION_KIND_LEN_MAX: usize = 64;
+pub(crate) const OPERATION_KIND_LEN_MAX: usize = 64;
 
 /// The largest pin in JSON, in bytes: its ids, names and path at their limits, two
 /// 20-digit numbers and the field names.
@@ -107,7 +107,7 @@ impl GraphCommit {
     }
 
     /// The pin of a table by id, or a typed `NotFound` naming this commit.
-    pub fn require_pin(&self, table_id: &str) -> Result<&TablePin> {
+    pub(crate) fn require_pin(&self, table_id: &str) -> Result<&TablePin> {
         self.pin(table_id)
             .ok_or_else(|| OmniError::not_found(format!("table {table_id} in commit {}", self.seq)))
     }
@@ -224,7 +224,7 @@ impl GraphCommit {
 
 /// `summary`, cut to at most [`SUMMARY_LEN_MAX`] bytes on a character boundary, with
 /// `…` when it was cut.
-pub fn shortened_summary(summary: &str) -> String {
+pub(crate) fn shortened_summary(summary: &str) -> String {
     if summary.len() <= SUMMARY_LEN_MAX {
         return summary.to_string();
     }

@@ -13,12 +13,12 @@ type GateMap = HashMap<(String, String), Arc<AsyncMutex<()>>>;
 static GATES: LazyLock<Mutex<GateMap>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// Holding this guard is holding the gate of one (root, branch).
-pub struct GateGuard {
+pub(crate) struct GateGuard {
     _guard: OwnedMutexGuard<()>,
 }
 
 /// Waits for the gate of `branch` in the root with canonical URI `root_key`.
-pub async fn acquire(root_key: &str, branch: &str) -> GateGuard {
+pub(crate) async fn acquire(root_key: &str, branch: &str) -> GateGuard {
     let gate = GATES
         .lock()
         .entry((root_key.to_string(), branch.to_string()))

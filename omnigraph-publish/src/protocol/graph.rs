@@ -13,9 +13,9 @@ use omnigraph_core::{Evidence, OmniError, Result, failpoints, seams};
 use std::sync::Arc;
 
 /// The format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 1;
 /// The name in every format object.
-pub const FORMAT_NAME: &str = "omnigraph";
+pub(crate) const FORMAT_NAME: &str = "omnigraph";
 
 /// The content of `_graph/FORMAT`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

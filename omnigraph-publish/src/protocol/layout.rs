@@ -6,12 +6,12 @@ use omnigraph_core::{InputLocation, OmniError, Result};
 /// The format object: written once, put-if-absent.
 pub const FORMAT: &str = "_graph/FORMAT";
 /// The largest branch name, in bytes.
-pub const BRANCH_LEN_MAX: usize = 64;
+pub(crate) const BRANCH_LEN_MAX: usize = 64;
 /// The largest commit object a reader accepts, in bytes. A commit holds one pin per
 /// type, so even [`omnigraph_core::schema::TYPES_MAX`] pins stay far below it.
 pub const COMMIT_BYTES_MAX: usize = 4 << 20;
 /// The branch every graph starts with.
-pub const MAIN_BRANCH: &str = "main";
+pub(crate) const MAIN_BRANCH: &str = "main";
 
 /// The content-addressed schema document.
 pub fn schema_path(hash: &str) -> String {
@@ -19,7 +19,7 @@ pub fn schema_path(hash: &str) -> String {
 }
 
 /// The folder of a branch's commits.
-pub fn commits_dir(branch: &str) -> String {
+pub(crate) fn commits_dir(branch: &str) -> String {
     format!("_graph/branches/{branch}/commits")
 }
 
@@ -29,7 +29,7 @@ pub fn commit_path(branch: &str, seq: u64) -> String {
 }
 
 /// The seq a commit path names, if it is one.
-pub fn seq_of_commit_path(path: &str) -> Option<u64> {
+pub(crate) fn seq_of_commit_path(path: &str) -> Option<u64> {
     let name = path.rsplit('/').next()?;
     let digits = name.strip_suffix(".json")?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -49,19 +49,19 @@ pub fn table_path(table_id: &str) -> String {
 }
 
 /// The largest format object a reader accepts, in bytes.
-pub const FORMAT_BYTES_MAX: usize = 64 << 10;
+pub(crate) const FORMAT_BYTES_MAX: usize = 64 << 10;
 /// The largest schema document a reader accepts, in bytes: the largest schema source
 /// with room for its JSON framing.
-pub const SCHEMA_DOCUMENT_BYTES_MAX: usize = 4 * omnigraph_core::schema::SCHEMA_BYTES_MAX;
+pub(crate) const SCHEMA_DOCUMENT_BYTES_MAX: usize = 4 * omnigraph_core::schema::SCHEMA_BYTES_MAX;
 const _: () = assert!(SCHEMA_DOCUMENT_BYTES_MAX > omnigraph_core::schema::SCHEMA_BYTES_MAX);
 // A table id is part of a path inside a table pin; the root URI bounds the rest.
 const _: () =
     assert!(TABLE_ID_LEN_MAX + BRANCH_LEN_MAX < omnigraph_core::storage::ROOT_URI_LEN_MAX);
 /// The longest table id, in bytes (minted ids are `t` and a 26-character ULID).
-pub const TABLE_ID_LEN_MAX: usize = 64;
+pub(crate) const TABLE_ID_LEN_MAX: usize = 64;
 
 /// Whether `hash` is a schema hash: 64 lowercase hex digits (SHA-256).
-pub fn is_schema_hash(hash: &str) -> bool {
+pub(crate) fn is_schema_hash(hash: &str) -> bool {
     hash.len() == 64
         && hash
             .bytes()
@@ -86,7 +86,7 @@ pub fn check_table_id(table_id: &str) -> std::result::Result<(), String> {
 
 /// Whether a commit may pin `version`: a table's creation (1) or a detached version.
 /// Versions on the linear lineage above the creation are foreign writes, never pinned.
-pub fn is_pinnable_version(version: u64) -> bool {
+pub(crate) fn is_pinnable_version(version: u64) -> bool {
     version == 1 || omnigraph_core::adapter::is_detached(version)
 }
 

@@ -20,7 +20,7 @@ pub const HEAD_PROBE_MAX: usize = 64;
 /// commits are named by seq.
 pub const FIND_WALK_MAX: usize = 1_000;
 /// The most commits one `log` call returns.
-pub const LOG_PAGE_MAX: usize = 1_000;
+pub(crate) const LOG_PAGE_MAX: usize = 1_000;
 
 /// The commit log of one branch.
 #[derive(Clone, Debug)]
@@ -263,7 +263,7 @@ impl CommitLog {
 
     /// Writes the best-effort `HEAD` copy. Failures are ignored: `HEAD` is never
     /// authoritative, and a stale one only costs readers a probe.
-    pub async fn write_head_copy(&self, commit: &GraphCommit) {
+    pub(crate) async fn write_head_copy(&self, commit: &GraphCommit) {
         if let Ok(bytes) = commit.to_bytes() {
             let _ = self.root.put(&layout::head_path(&self.branch), bytes).await;
         }

@@ -20,7 +20,7 @@ use omnigraph_core::{
 use std::sync::Arc;
 
 /// How many times a pin-based publication moves onto a newer head before giving up.
-pub const PUBLISH_REBASES_MAX: u32 = 32;
+pub(crate) const PUBLISH_REBASES_MAX: u32 = 32;
 
 /// What a writer read, and so what must not have changed when it publishes.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// The cleanup state object.
 pub const CLEANUP_STATE: &str = "_graph/cleanup.json";
 /// The largest cleanup state a reader accepts, in bytes.
-pub const CLEANUP_STATE_BYTES_MAX: usize = 1 << 20;
+pub(crate) const CLEANUP_STATE_BYTES_MAX: usize = 1 << 20;
 /// The most branches the state names.
 pub const CLEANUP_STATE_BRANCHES_MAX: usize = 4_096;
 /// The grace period when none is given: a commit or file younger than it is kept.
@@ -124,7 +124,7 @@ pub async fn record_state(root: &StorageRoot, mut state: CleanupState) -> Result
 
 /// Refuses a commit that cleanup has reclaimed: `seq` is older than the oldest commit
 /// cleanup retains on `branch`.
-pub async fn check_readable(root: &StorageRoot, branch: &str, seq: u64) -> Result<()> {
+pub(crate) async fn check_readable(root: &StorageRoot, branch: &str, seq: u64) -> Result<()> {
     let Some(state) = read_state(root).await? else {
         return Ok(());
     };
@@ -141,7 +141,7 @@ pub async fn check_readable(root: &StorageRoot, branch: &str, seq: u64) -> Resul
 
 /// Refuses to publish (or re-commit) staging that began at `started_micros` once it is
 /// older than half the grace period cleanup runs with: its files may be removed.
-pub async fn check_staging_age(root: &StorageRoot, started_micros: i64) -> Result<()> {
+pub(crate) async fn check_staging_age(root: &StorageRoot, started_micros: i64) -> Result<()> {
     let age = seams::now_micros().saturating_sub(started_micros);
     if age <= micros_of(GRACE_MIN) / 2 {
         return Ok(());

@@ -93,7 +93,7 @@ impl Staging {
     }
 
     /// When staging began (microseconds, clock seam).
-    pub fn started_micros(&self) -> i64 {
+    pub(crate) fn started_micros(&self) -> i64 {
         self.started_micros
     }
 
@@ -113,17 +113,17 @@ impl Staging {
     }
 
     /// Whether a chain for `table_id` has been started.
-    pub fn has_chain(&self, table_id: &str) -> bool {
+    pub(crate) fn has_chain(&self, table_id: &str) -> bool {
         self.chains.contains_key(table_id)
     }
 
     /// The ids of the tables with a chain, in order.
-    pub fn chain_ids(&self) -> Vec<String> {
+    pub(crate) fn chain_ids(&self) -> Vec<String> {
         self.chains.keys().cloned().collect()
     }
 
     /// The links staged on `table_id` (none if it has no chain).
-    pub fn links_of(&self, table_id: &str) -> &[StagedLink] {
+    pub(crate) fn links_of(&self, table_id: &str) -> &[StagedLink] {
         self.chains
             .get(table_id)
             .map_or(&[], |chain| chain.links.as_slice())
@@ -157,7 +157,7 @@ impl Staging {
     /// Chains whose table is still pinned at their base version stay as they are; the
     /// chains of tables that moved are taken out and returned with their links, to be
     /// staged again on the new pins.
-    pub fn rebase(&mut self, head: GraphCommit) -> Result<Vec<(String, Vec<StagedLink>)>> {
+    pub(crate) fn rebase(&mut self, head: GraphCommit) -> Result<Vec<(String, Vec<StagedLink>)>> {
         if !self.created.is_empty() {
             return Err(OmniError::internal(
                 "a writer that creates tables is strict and never rebases",
@@ -358,7 +358,7 @@ impl Staging {
     }
 
     /// The new pins: every chain with links, at its tip, and every created table.
-    pub async fn tip_pins(&self) -> Result<Vec<TablePin>> {
+    pub(crate) async fn tip_pins(&self) -> Result<Vec<TablePin>> {
         let mut pins = self.created.clone();
         for chain in self.chains.values().filter(|chain| !chain.links.is_empty()) {
             let row_count = chain.tip.count_rows(None).await.map_err(|error| {
@@ -411,7 +411,7 @@ impl Staging {
     }
 
     /// `(table_id, base version)` of every table with a chain.
-    pub fn base_pins(&self) -> Vec<(String, u64)> {
+    pub(crate) fn base_pins(&self) -> Vec<(String, u64)> {
         self.chains
             .values()
             .map(|chain| (chain.pin.table_id.clone(), chain.pin.version))
