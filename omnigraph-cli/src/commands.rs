@@ -1,6 +1,6 @@
 //! One function per command: open the graph, call the library, emit the result.
 
-use crate::output::{Output, print_rows};
+use crate::output::{Output, print_columns, print_rows};
 use crate::{DirectionArg, ModeArg};
 use omnigraph_core::schema::{self, Catalog, PropertyType};
 use omnigraph_core::{InputLocation, OmniError, Result};
@@ -251,11 +251,22 @@ pub async fn query(
                     .collect()
             })
             .unwrap_or_default(),
-        limit: Some(limit),
+        // One more than asked: whether more rows match is then known without a count.
+        limit: Some(limit.saturating_add(1)),
     };
     let batches = graph.scan(type_name, &request, &at_ref(at)).await?;
-    let rows = omnigraph_publish::rows::batches_to_json(&batches);
-    out.emit(json!({"rows": rows}), |_| print_rows(&rows));
+    let mut rows = omnigraph_publish::rows::batches_to_json(&batches);
+    let truncated = rows.len() > limit;
+    rows.truncate(limit);
+    out.emit(
+        json!({"rows": rows, "limit": limit, "truncated": truncated}),
+        |_| {
+            print_rows(&rows);
+            if truncated {
+                eprintln!("the first {limit} rows; more match (use --limit)");
+            }
+        },
+    );
     Ok(())
 }
 
@@ -586,22 +597,47 @@ pub fn print_optimize(report: &omnigraph_maintenance::OptimizeReport) {
 pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
     let graph = Omnigraph::open(root).await?;
     let commits = graph.graph().log(graph.branch())?.log(limit, None).await?;
-    let rows: Vec<Map<String, Value>> = commits
+    let rows: Vec<Vec<String>> = commits
         .iter()
         .map(|commit| {
-            let mut row = Map::new();
-            row.insert("seq".into(), json!(commit.seq));
-            row.insert("commit_id".into(), json!(commit.commit_id));
-            row.insert("created_at".into(), json!(commit.created_at));
-            row.insert("actor".into(), json!(commit.actor));
-            row.insert("operation".into(), json!(commit.operation.kind));
-            row.insert("summary".into(), json!(commit.operation.summary));
-            row
+            vec![
+                commit.seq.to_string(),
+                crate::view::rfc3339_micros(commit.created_at),
+                commit.actor.clone(),
+                commit.operation.kind.clone(),
+                commit.operation.summary.clone(),
+                commit.commit_id.clone(),
+            ]
         })
         .collect();
+    let next = commits
+        .last()
+        .filter(|c| c.seq > 0 && commits.len() == limit);
     out.emit(
-        json!({"commits": commits.iter().map(commit_json).collect::<Vec<_>>()}),
-        |_| print_rows(&rows),
+        json!({
+            "commits": commits.iter().map(commit_json).collect::<Vec<_>>(),
+            "limit": limit,
+            "truncated": next.is_some(),
+        }),
+        |_| {
+            print_columns(
+                &[
+                    "seq",
+                    "created_at",
+                    "actor",
+                    "operation",
+                    "summary",
+                    "commit_id",
+                ],
+                &rows,
+            );
+            if let Some(oldest) = next {
+                eprintln!(
+                    "the newest {limit} commits; {} older ones (use --limit)",
+                    oldest.seq
+                );
+            }
+        },
     );
     Ok(())
 }

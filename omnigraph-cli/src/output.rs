@@ -48,6 +48,36 @@ impl Output {
 }
 
 /// Prints rows as an aligned table with the given columns (all when empty).
+/// Prints rows of text as an aligned table under `columns`, in that order.
+pub fn print_columns(columns: &[&str], rows: &[Vec<String>]) {
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(index, column)| {
+            rows.iter()
+                .map(|row| row.get(index).map_or(0, |cell| cell.chars().count()))
+                .chain([column.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |values: &[String]| {
+        values
+            .iter()
+            .zip(&widths)
+            .map(|(value, width)| format!("{value:<width$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let header: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+    println!("{}", line(&header));
+    for row in rows {
+        println!("{}", line(row));
+    }
+}
+
 pub fn print_rows(rows: &[Map<String, Value>]) {
     if rows.is_empty() {
         println!("(no rows)");

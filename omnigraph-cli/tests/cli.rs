@@ -802,3 +802,67 @@ fn the_json_shape_of_every_command_is_pinned() {
         "the --json shape changed; review and regenerate with OMNIGRAPH_BLESS=1"
     );
 }
+
+#[test]
+fn query_and_log_say_when_they_stopped_at_their_limit_and_log_reads_like_a_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fragmented_graph(dir.path());
+    // 60 people: a limit of 50 stops early and says so, in JSON and on stderr.
+    let capped = json_of(&omnigraph(&[
+        "query", &root, "--type", "Person", "--limit", "50", "--json",
+    ]));
+    assert_eq!(capped["rows"].as_array().unwrap().len(), 50);
+    assert_eq!(
+        (capped["limit"].as_u64(), capped["truncated"].as_bool()),
+        (Some(50), Some(true))
+    );
+    let all = json_of(&omnigraph(&[
+        "query", &root, "--type", "Person", "--limit", "60", "--json",
+    ]));
+    assert_eq!(all["rows"].as_array().unwrap().len(), 60);
+    assert_eq!(all["truncated"], false);
+    let human = omnigraph(&["query", &root, "--type", "Person", "--limit", "50"]);
+    assert!(human.status.success());
+    assert!(
+        String::from_utf8_lossy(&human.stderr)
+            .contains("the first 50 rows; more match (use --limit)"),
+        "{}",
+        String::from_utf8_lossy(&human.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&human.stdout).contains("more match"));
+
+    // The log: seq first, times in RFC 3339, and a word when older commits exist.
+    let log = omnigraph(&["log", &root, "--limit", "2"]);
+    let text = String::from_utf8(log.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "seq",
+            "created_at",
+            "actor",
+            "operation",
+            "summary",
+            "commit_id"
+        ]
+    );
+    let newest: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(newest[0], "3");
+    let time = newest[1];
+    assert!(
+        time.len() == 27 && time.ends_with('Z') && &time[4..5] == "-" && &time[10..11] == "T",
+        "{time}"
+    );
+    assert!(text.ends_with('\n'));
+    assert!(
+        String::from_utf8_lossy(&log.stderr).contains("the newest 2 commits; 2 older ones"),
+        "{}",
+        String::from_utf8_lossy(&log.stderr)
+    );
+    let log = json_of(&omnigraph(&["log", &root, "--limit", "2", "--json"]));
+    let commit = &log["commits"][0];
+    assert!(commit["created_at"].is_i64());
+    assert_eq!(commit["created_at_text"].as_str().unwrap(), time);
+    assert_eq!(log["truncated"], true);
+}
