@@ -866,3 +866,59 @@ fn query_and_log_say_when_they_stopped_at_their_limit_and_log_reads_like_a_log()
     assert_eq!(commit["created_at_text"].as_str().unwrap(), time);
     assert_eq!(log["truncated"], true);
 }
+
+#[test]
+fn edges_without_an_id_get_a_minted_one_except_in_a_merge_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let nodes = write(
+        dir.path(),
+        "nodes.jsonl",
+        &[
+            r#"{"type": "Person", "id": "p1", "name": "Ada"}"#,
+            r#"{"type": "Company", "id": "c1", "name": "Engines"}"#,
+            r#"{"type": "Company", "id": "c2", "name": "Looms"}"#,
+        ]
+        .join("\n"),
+    );
+    json_of(&omnigraph(&["load", &root, &nodes, "--json"]));
+    // An insert and an append load of edges that carry no id.
+    json_of(&omnigraph(&[
+        "insert",
+        &root,
+        "--type",
+        "WorksAt",
+        "--rows",
+        r#"{"src": "p1", "dst": "c1"}"#,
+        "--json",
+    ]));
+    let edges = write(
+        dir.path(),
+        "edges.jsonl",
+        r#"{"type": "WorksAt", "src": "p1", "dst": "c2", "since": 1843}"#,
+    );
+    json_of(&omnigraph(&["load", &root, &edges, "--json"]));
+    let rows = json_of(&omnigraph(&["query", &root, "--type", "WorksAt", "--json"]));
+    let ids: Vec<&str> = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
+    for id in &ids {
+        assert_eq!(id.len(), 26, "a ULID: {id}");
+    }
+    // A merge load cannot match an edge without its id: refused, naming line and field.
+    let merge = omnigraph(&["load", &root, &edges, "--mode", "merge", "--json"]);
+    assert_eq!(merge.status.code(), Some(2));
+    let error: Value = serde_json::from_slice(&merge.stderr).unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("line 1") && message.contains("id"),
+        "{message}"
+    );
+    assert!(message.contains("--mode append"), "{message}");
+    assert_eq!(head_seq(&root), 3, "the refused merge published nothing");
+}

@@ -21,8 +21,8 @@ use crate::rows::{self, RowKey, RowSource, SourcedObject};
 use crate::staging::Staging;
 use omnigraph_core::adapter::{self, StagedLink};
 use omnigraph_core::arrow_array::RecordBatch;
-use omnigraph_core::schema::{Catalog, DeclKind};
-use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result};
+use omnigraph_core::schema::{Catalog, DeclKind, EDGE_ID_COLUMN};
+use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result, seams};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -145,12 +145,33 @@ impl<'a> Ingest<'a> {
         object: Map<String, Value>,
         input_bytes: usize,
     ) -> Result<()> {
-        if self.catalog.get(type_name).is_none() {
+        let Some(type_def) = self.catalog.get(type_name) else {
             let location = source.location(type_name, Some(rows::TYPE_FIELD));
             return Err(OmniError::bad_input(
                 location,
                 format!("the schema has no type {type_name}"),
             ));
+        };
+        let mut object = object;
+        if matches!(type_def.kind(), DeclKind::Edge { .. })
+            && object
+                .get(EDGE_ID_COLUMN)
+                .is_none_or(serde_json::Value::is_null)
+        {
+            match self.mode {
+                // Most edge data has no id of its own: mint one.
+                LoadMode::Append => {
+                    object.insert(EDGE_ID_COLUMN.into(), Value::String(seams::new_id()));
+                }
+                LoadMode::Merge => {
+                    return Err(OmniError::bad_input(
+                        source.location(type_name, Some(EDGE_ID_COLUMN)),
+                        format!(
+                            "a merge load matches {type_name} edges by their {EDGE_ID_COLUMN}, and this one has none: give it one, or load it with --mode append (which mints ids)"
+                        ),
+                    ));
+                }
+            }
         }
         let buffer = self.buffers.entry(type_name.to_string()).or_default();
         buffer.push((source, object));
