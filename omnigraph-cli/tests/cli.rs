@@ -922,3 +922,29 @@ fn edges_without_an_id_get_a_minted_one_except_in_a_merge_load() {
     assert!(message.contains("--mode append"), "{message}");
     assert_eq!(head_seq(&root), 3, "the refused merge published nothing");
 }
+
+#[test]
+fn a_bad_filter_names_the_filter_and_the_types_properties_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fragmented_graph(dir.path());
+    for filter in ["zzzq = 1", "name = "] {
+        let output = omnigraph(&["query", &root, "--type", "Person", "--where", filter]);
+        assert_eq!(output.status.code(), Some(2), "{filter}");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            said.contains(&format!("filter `{filter}` on Person")),
+            "{said}"
+        );
+        assert!(
+            !said.contains(".rs:"),
+            "a source location of Lance leaks: {said}"
+        );
+        assert!(
+            !said.contains("_row"),
+            "Lance's internal columns leak: {said}"
+        );
+    }
+    let output = omnigraph(&["query", &root, "--type", "Person", "--where", "zzzq = 1"]);
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("id, name, age, embedding"), "{said}");
+}

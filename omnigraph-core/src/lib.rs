@@ -22,6 +22,7 @@ pub mod adapter;
 pub mod classify;
 pub mod error;
 pub mod failpoints;
+pub mod filter;
 pub mod schema;
 pub mod seams;
 pub mod storage;

@@ -421,6 +421,20 @@ impl Omnigraph {
         at: &CommitRef,
     ) -> Result<Vec<RecordBatch>> {
         let commit = self.graph.commit(&self.branch, at).await?;
+        if let Some(filter) = &request.filter {
+            // Checked against the type's own columns first: the error then names the
+            // user's filter and properties, never Lance's internals.
+            let catalog = self.catalog_at(&commit).await?;
+            let type_def = catalog.require(type_name)?;
+            omnigraph_core::filter::check_filter(filter, type_def.arrow_schema()).map_err(
+                |message| {
+                    OmniError::bad_input(
+                        InputLocation::in_source("scan").field("filter"),
+                        format!("filter `{filter}` on {type_name}: {message}"),
+                    )
+                },
+            )?;
+        }
         let table = self.table_of_type(&commit, type_name).await?;
         scan_table(&table, request).await
     }
