@@ -287,10 +287,25 @@ pub async fn neighbors(
         DirectionArg::Out => Direction::Out,
         DirectionArg::In => Direction::In,
     };
-    let rows = graph
-        .neighbors(type_name, &key, edge, direction, limit, &at_ref(at))
+    // One more than asked: whether more neighbours exist is then known (up to the most
+    // one call reads, which a larger --limit is refused for).
+    let asked = limit
+        .saturating_add(1)
+        .min(omnigraph_publish::reads::READ_LIMIT_MAX.max(limit));
+    let mut rows = graph
+        .neighbors(type_name, &key, edge, direction, asked, &at_ref(at))
         .await?;
-    out.emit(json!({"rows": rows}), |_| print_rows(&rows));
+    let truncated = rows.len() > limit;
+    rows.truncate(limit);
+    out.emit(
+        json!({"rows": rows, "limit": limit, "truncated": truncated}),
+        |_| {
+            print_rows(&rows);
+            if truncated {
+                eprintln!("the first {limit} neighbours; more exist (use --limit)");
+            }
+        },
+    );
     Ok(())
 }
 

@@ -948,3 +948,56 @@ fn a_bad_filter_names_the_filter_and_the_types_properties_only() {
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("id, name, age, embedding"), "{said}");
 }
+
+#[test]
+fn neighbors_say_when_they_stopped_at_their_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let mut lines = vec![r#"{"type": "Company", "id": "c1", "name": "Engines"}"#.to_string()];
+    for i in 0..5 {
+        lines.push(format!(
+            r#"{{"type": "Person", "id": "p{i}", "name": "P{i}"}}"#
+        ));
+        lines.push(format!(
+            r#"{{"type": "WorksAt", "src": "p{i}", "dst": "c1"}}"#
+        ));
+    }
+    let data = write(dir.path(), "staff.jsonl", &lines.join("\n"));
+    json_of(&omnigraph(&["load", &root, &data, "--json"]));
+    let args = |limit: &'static str| {
+        vec![
+            "neighbors",
+            &root,
+            "--type",
+            "Company",
+            "c1",
+            "--edge",
+            "WorksAt",
+            "--direction",
+            "in",
+            "--limit",
+            limit,
+            "--json",
+        ]
+        .into_iter()
+        .map(str::to_string)
+        .collect::<Vec<String>>()
+    };
+    let run = |limit| {
+        let owned = args(limit);
+        let borrowed: Vec<&str> = owned.iter().map(String::as_str).collect();
+        json_of(&omnigraph(&borrowed))
+    };
+    let capped = run("3");
+    assert_eq!(capped["rows"].as_array().unwrap().len(), 3);
+    assert_eq!(capped["truncated"], true);
+    let all = run("5");
+    assert_eq!(all["rows"].as_array().unwrap().len(), 5);
+    assert_eq!(all["truncated"], false);
+    // A limit over the most one call reads is refused, never cut silently.
+    let owned = args("20000");
+    let borrowed: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let over = omnigraph(&borrowed);
+    assert_eq!(over.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&over.stderr).contains("10000"));
+}

@@ -17,7 +17,7 @@ use omnigraph_core::{InputLocation, OmniError, Result};
 use serde_json::{Map, Value};
 
 /// The most rows a graph read returns.
-pub(crate) const READ_LIMIT_MAX: usize = 10_000;
+pub const READ_LIMIT_MAX: usize = 10_000;
 /// The largest k of a nearest or text query.
 pub(crate) const K_MAX: usize = 1_000;
 /// A nearest query probes one IVF partition in this many. Measured on 20,000 uniform
@@ -79,7 +79,13 @@ impl Omnigraph {
                 format!("{edge_type} does not start at {type_name} in direction {direction:?}"),
             ));
         }
-        let limit = limit.min(READ_LIMIT_MAX);
+        if limit > READ_LIMIT_MAX {
+            // Never cut a result short without saying so.
+            return Err(bad(
+                "limit",
+                format!("a limit of {limit} is over the most one call reads ({READ_LIMIT_MAX})"),
+            ));
+        }
         let literal = rows::key_filter_literal(node, key)?;
         let edges = self.table_of_type(&commit, edge_type).await?;
         let far_keys: Vec<Value> = collect(
