@@ -84,11 +84,24 @@ pub async fn load(out: &Output, root: &str, file: &Path, mode: ModeArg) -> Resul
         ModeArg::Append => LoadMode::Append,
         ModeArg::Merge => LoadMode::Merge,
     };
-    let spinner = out.spinner(&format!("loading {}", file.display()));
+    let total = std::fs::metadata(file).map(|meta| meta.len()).unwrap_or(0);
+    let bar = out.byte_bar(total);
     let started = std::time::Instant::now();
-    let report = graph.load(file, mode).await;
-    if let Some(spinner) = spinner {
-        spinner.finish_and_clear();
+    let report = graph
+        .load_with_progress(file, mode, |progress| {
+            if let Some(bar) = &bar {
+                bar.set_position(progress.bytes_read);
+                let seconds = started.elapsed().as_secs_f64().max(1e-3);
+                bar.set_message(format!(
+                    "{} rows, {:.0} rows/s",
+                    progress.rows,
+                    progress.rows as f64 / seconds
+                ));
+            }
+        })
+        .await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
     }
     let report = report?;
     let elapsed = started.elapsed().as_secs_f64();

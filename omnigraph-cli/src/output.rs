@@ -33,6 +33,22 @@ impl Output {
         }
     }
 
+    /// A progress bar over `total` bytes on a terminal (rate and ETA); none with
+    /// `--json` or when stderr is not a terminal.
+    pub fn byte_bar(&self, total: u64) -> Option<indicatif::ProgressBar> {
+        use std::io::IsTerminal;
+        if self.json || !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let bar = indicatif::ProgressBar::new(total);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta} {msg}",
+        ) {
+            bar.set_style(style);
+        }
+        Some(bar)
+    }
+
     /// A progress spinner on a terminal for long work; none with `--json` or when
     /// stderr is not a terminal.
     pub fn spinner(&self, message: &str) -> Option<indicatif::ProgressBar> {

@@ -43,7 +43,7 @@ pub use indexes::{IndexBuildReport, IndexCoverage, PendingIndex, PreparedIndexBu
 pub use ingest::{IngestReport, LoadMode};
 pub use log::CommitLog;
 pub use mutate::PreparedWrite;
-pub use omnigraph::{Omnigraph, ScanRequest};
+pub use omnigraph::{LoadProgress, Omnigraph, ScanRequest};
 pub use publisher::{Publication, ReadSet, publish};
 pub use reads::Direction;
 pub use schema_apply::{SchemaApplyReport, SchemaChange};

@@ -599,3 +599,41 @@ async fn the_key_cache_follows_other_writers_deletes_and_appends() {
         assert_eq!(error.kind(), ErrorKind::KeyConflict, "{taken}: {error}");
     }
 }
+
+#[tokio::test]
+async fn a_load_reports_its_progress_by_bytes_and_rows() {
+    let test = TestRoot::new(Backend::Local).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("people.jsonl");
+    let padding = "x".repeat(180);
+    let text: String = (0..12_000)
+        .map(|i| format!("{{\"type\": \"Person\", \"id\": \"p{i}\", \"name\": \"{padding}\"}}\n"))
+        .collect();
+    std::fs::write(&path, &text).unwrap();
+    let mut reports = Vec::new();
+    let report = graph
+        .load_with_progress(&path, LoadMode::Append, |progress| reports.push(*progress))
+        .await
+        .unwrap();
+    assert_eq!(report.rows["Person"], 12_000);
+    assert!(
+        reports.len() >= 3,
+        "about one report per MiB: {}",
+        reports.len()
+    );
+    assert!(
+        reports
+            .windows(2)
+            .all(|pair| pair[0].bytes_read < pair[1].bytes_read),
+        "progress only moves forward"
+    );
+    let last = reports.last().unwrap();
+    assert_eq!(
+        last.bytes_read,
+        text.len() as u64,
+        "the end is the whole input"
+    );
+    assert_eq!(last.total_bytes, Some(text.len() as u64));
+    assert_eq!(last.rows, 12_000);
+}

@@ -75,9 +75,11 @@ pub(crate) async fn push_jsonl(
     ingest: &mut Ingest<'_>,
     name: &str,
     mut reader: impl tokio::io::AsyncBufRead + Unpin,
+    mut progress: impl FnMut(u64, u64),
 ) -> Result<()> {
     let mut line = Vec::new();
     let mut line_number = 0u64;
+    let (mut bytes_read, mut rows, mut reported) = (0u64, 0u64, 0u64);
     loop {
         line_number += 1;
         let mut at = InputLocation::in_source(name);
@@ -86,7 +88,10 @@ pub(crate) async fn push_jsonl(
             .await
             .map_err(|error| OmniError::bad_input(at.clone(), format!("cannot read: {error}")))?;
         match read {
-            Line::End => return Ok(()),
+            Line::End => {
+                progress(bytes_read, rows);
+                return Ok(());
+            }
             Line::TooLong => {
                 return Err(OmniError::bad_input(
                     at,
@@ -116,8 +121,17 @@ pub(crate) async fn push_jsonl(
             row: line_number - 1,
         };
         ingest.push(&type_name, source, object, line.len()).await?;
+        rows += 1;
+        bytes_read += line.len() as u64 + 1;
+        if bytes_read - reported >= PROGRESS_BYTES_STEP {
+            progress(bytes_read, rows);
+            reported = bytes_read;
+        }
     }
 }
+
+/// Input read between two progress reports of a load.
+const PROGRESS_BYTES_STEP: u64 = 1 << 20;
 
 #[cfg(test)]
 mod tests {

@@ -190,6 +190,17 @@ impl Omnigraph {
     /// validated and staged in bounded batches and published in one commit; a bad line
     /// fails the load, naming the file, line, type and field, and publishes nothing.
     pub async fn load(&self, path: &std::path::Path, mode: LoadMode) -> Result<IngestReport> {
+        self.load_with_progress(path, mode, |_| {}).await
+    }
+
+    /// [`Omnigraph::load`], calling `progress` as the input is read (about every MiB,
+    /// and once at the end), so an embedder can show how far the load is.
+    pub async fn load_with_progress(
+        &self,
+        path: &std::path::Path,
+        mode: LoadMode,
+        mut progress: impl FnMut(&LoadProgress),
+    ) -> Result<IngestReport> {
         let name = path.display().to_string();
         let file = tokio::fs::File::open(path).await.map_err(|error| {
             OmniError::bad_input(
@@ -197,10 +208,21 @@ impl Omnigraph {
                 format!("cannot open: {error}"),
             )
         })?;
+        let total_bytes = file.metadata().await.ok().map(|meta| meta.len());
         let mut ingest = Ingest::start(self, mode).await?;
-        let read =
-            crate::handle::jsonl::push_jsonl(&mut ingest, &name, tokio::io::BufReader::new(file))
-                .await;
+        let read = crate::handle::jsonl::push_jsonl(
+            &mut ingest,
+            &name,
+            tokio::io::BufReader::new(file),
+            |bytes_read, rows| {
+                progress(&LoadProgress {
+                    bytes_read,
+                    total_bytes,
+                    rows,
+                })
+            },
+        )
+        .await;
         match read {
             Ok(()) => ingest.finish("load").await,
             Err(error) => Err(ingest.failed(error)),
@@ -482,6 +504,17 @@ pub(crate) fn input_or_storage(
         Some(kind) => OmniError::storage(kind, operation, Box::new(error)),
         None => OmniError::bad_input(location, error.to_string()),
     }
+}
+
+/// How far a load is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadProgress {
+    /// Input bytes read so far.
+    pub bytes_read: u64,
+    /// The input's size, when the file system says.
+    pub total_bytes: Option<u64>,
+    /// Rows read so far.
+    pub rows: u64,
 }
 
 fn default_actor() -> String {
