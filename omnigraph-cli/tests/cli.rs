@@ -1001,3 +1001,36 @@ fn neighbors_say_when_they_stopped_at_their_limit() {
     assert_eq!(over.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&over.stderr).contains("10000"));
 }
+
+#[test]
+fn every_human_output_ends_with_a_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fragmented_graph(dir.path());
+    let schema = example();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["status", &root],
+        vec!["log", &root],
+        vec!["tables", &root],
+        vec!["query", &root, "--type", "Person", "--limit", "3"],
+        vec!["get", &root, "--type", "Person", "p0_1"],
+        vec!["schema", "show", &root],
+        vec!["schema", "check", &schema],
+        vec!["repair", &root],
+        vec!["cleanup", &root, "--keep", "1"],
+        vec!["optimize", &root],
+        vec!["build-indexes", &root],
+    ];
+    for args in commands {
+        let output = omnigraph(&args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            output.stdout.ends_with(b"\n"),
+            "{args:?} ends without a newline: {:?}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+}
