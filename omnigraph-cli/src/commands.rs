@@ -638,14 +638,18 @@ pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
             ]
         })
         .collect();
-    let next = commits
-        .last()
-        .filter(|c| c.seq > 0 && commits.len() == limit);
+    // The log reads at most one page: the JSON gives the limit applied, and whether
+    // older commits were left out (their count is the oldest shown seq).
+    let applied = limit.min(omnigraph_publish::log::LOG_PAGE_MAX);
+    let left_out = match commits.last() {
+        Some(oldest) if commits.len() == applied => oldest.seq,
+        _ => 0,
+    };
     out.emit(
         json!({
             "commits": commits.iter().map(commit_json).collect::<Vec<_>>(),
-            "limit": limit,
-            "truncated": next.is_some(),
+            "limit": applied,
+            "truncated": left_out > 0,
         }),
         |_| {
             print_columns(
@@ -659,11 +663,8 @@ pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
                 ],
                 &rows,
             );
-            if let Some(oldest) = next {
-                eprintln!(
-                    "the newest {limit} commits; {} older ones (use --limit)",
-                    oldest.seq
-                );
+            if left_out > 0 {
+                eprintln!("the newest {applied} commits; {left_out} older ones (use --limit)");
             }
         },
     );

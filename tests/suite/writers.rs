@@ -637,3 +637,22 @@ async fn a_load_reports_its_progress_by_bytes_and_rows() {
     assert_eq!(last.total_bytes, Some(text.len() as u64));
     assert_eq!(last.rows, 12_000);
 }
+
+#[tokio::test]
+async fn load_progress_counts_every_byte_of_the_input() {
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // CRLF endings, a blank line, and a last line without an ending.
+    let text = "{\"type\": \"Person\", \"id\": \"p1\", \"name\": \"a\"}\r\n\r\n{\"type\": \"Person\", \"id\": \"p2\", \"name\": \"b\"}";
+    let path = dir.path().join("mixed.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let mut reports = Vec::new();
+    graph
+        .load_with_progress(&path, LoadMode::Append, |progress| reports.push(*progress))
+        .await
+        .unwrap();
+    let last = reports.last().unwrap();
+    assert_eq!(last.bytes_read, text.len() as u64);
+    assert_eq!(last.rows, 2);
+}

@@ -74,12 +74,16 @@ pub(crate) async fn next_line<R: AsyncBufRead + Unpin>(
 pub(crate) async fn push_jsonl(
     ingest: &mut Ingest<'_>,
     name: &str,
-    mut reader: impl tokio::io::AsyncBufRead + Unpin,
+    reader: impl tokio::io::AsyncBufRead + Unpin,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<()> {
+    let mut reader = Counted {
+        inner: reader,
+        consumed: 0,
+    };
     let mut line = Vec::new();
     let mut line_number = 0u64;
-    let (mut bytes_read, mut rows, mut reported) = (0u64, 0u64, 0u64);
+    let (mut rows, mut reported) = (0u64, None::<u64>);
     loop {
         line_number += 1;
         let mut at = InputLocation::in_source(name);
@@ -89,7 +93,9 @@ pub(crate) async fn push_jsonl(
             .map_err(|error| OmniError::bad_input(at.clone(), format!("cannot read: {error}")))?;
         match read {
             Line::End => {
-                progress(bytes_read, rows);
+                if reported != Some(reader.consumed) {
+                    progress(reader.consumed, rows);
+                }
                 return Ok(());
             }
             Line::TooLong => {
@@ -122,11 +128,46 @@ pub(crate) async fn push_jsonl(
         };
         ingest.push(&type_name, source, object, line.len()).await?;
         rows += 1;
-        bytes_read += line.len() as u64 + 1;
-        if bytes_read - reported >= PROGRESS_BYTES_STEP {
-            progress(bytes_read, rows);
-            reported = bytes_read;
+        if reader.consumed - reported.unwrap_or(0) >= PROGRESS_BYTES_STEP {
+            progress(reader.consumed, rows);
+            reported = Some(reader.consumed);
         }
+    }
+}
+
+/// A reader that counts the bytes consumed from it: the input a load has read, line
+/// endings and blank lines included.
+struct Counted<R> {
+    inner: R,
+    consumed: u64,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<R> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
+        this.consumed += (buf.filled().len() - before) as u64;
+        polled
+    }
+}
+
+impl<R: tokio::io::AsyncBufRead + Unpin> tokio::io::AsyncBufRead for Counted<R> {
+    fn poll_fill_buf(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<&[u8]>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_fill_buf(cx)
+    }
+
+    fn consume(self: std::pin::Pin<&mut Self>, amount: usize) {
+        let this = self.get_mut();
+        this.consumed += amount as u64;
+        std::pin::Pin::new(&mut this.inner).consume(amount);
     }
 }
 

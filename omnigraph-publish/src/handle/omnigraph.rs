@@ -208,7 +208,13 @@ impl Omnigraph {
                 format!("cannot open: {error}"),
             )
         })?;
-        let total_bytes = file.metadata().await.ok().map(|meta| meta.len());
+        // A pipe or FIFO has no size to show progress against.
+        let total_bytes = file
+            .metadata()
+            .await
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map(|meta| meta.len());
         let mut ingest = Ingest::start(self, mode).await?;
         let read = crate::handle::jsonl::push_jsonl(
             &mut ingest,

@@ -20,7 +20,7 @@ pub const HEAD_PROBE_MAX: usize = 64;
 /// commits are named by seq.
 pub const FIND_WALK_MAX: usize = 1_000;
 /// The most commits one `log` call returns.
-pub(crate) const LOG_PAGE_MAX: usize = 1_000;
+pub const LOG_PAGE_MAX: usize = 1_000;
 
 /// The commit log of one branch.
 #[derive(Clone, Debug)]
