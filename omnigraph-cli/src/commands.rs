@@ -315,7 +315,7 @@ pub async fn neighbors(
         |_| {
             print_rows(&rows);
             if truncated {
-                eprintln!("the first {limit} neighbours; more exist (use --limit)");
+                eprintln!("stopped at {limit} edges; more lead on (use --limit)");
             }
         },
     );
