@@ -376,11 +376,11 @@ pub async fn search(
 pub async fn build_indexes(out: &Output, root: &str) -> Result<()> {
     let graph = Arc::new(Omnigraph::open(root).await?);
     cancel_on_interrupt(graph.clone());
-    let spinner = out.spinner("building indexes");
-    let report = graph.maintenance().build_indexes().await;
-    if let Some(spinner) = spinner {
-        spinner.finish_and_clear();
-    }
+    let report = out
+        .spinning("building indexes", |_| async {
+            graph.maintenance().build_indexes().await
+        })
+        .await;
     let report = report?;
     out.emit(
         json!({
@@ -410,15 +410,15 @@ pub async fn optimize(out: &Output, root: &str, concurrency: Option<usize>) -> R
     }
     let graph = Arc::new(Omnigraph::open(root).await?);
     cancel_on_interrupt(graph.clone());
-    let spinner = out.spinner("optimizing");
-    let report = graph
-        .maintenance()
-        .with_maintenance_budget(budget)
-        .optimize()
+    let report = out
+        .spinning("optimizing", |_| async {
+            graph
+                .maintenance()
+                .with_maintenance_budget(budget)
+                .optimize()
+                .await
+        })
         .await;
-    if let Some(spinner) = spinner {
-        spinner.finish_and_clear();
-    }
     let report = report?;
     out.emit(serde_json::to_value(&report).unwrap_or(Value::Null), |_| {
         print_optimize(&report)
@@ -453,11 +453,11 @@ pub async fn cleanup_preview(out: &Output, root: &str, request: CleanupRequest) 
     let options = request.options()?;
     let graph = Arc::new(Omnigraph::open(root).await?);
     cancel_on_interrupt(graph.clone());
-    let spinner = out.spinner("planning cleanup");
-    let report = graph.maintenance().preview_cleanup(&options).await;
-    if let Some(spinner) = spinner {
-        spinner.finish_and_clear();
-    }
+    let report = out
+        .spinning("planning cleanup", |_| async {
+            graph.maintenance().preview_cleanup(&options).await
+        })
+        .await;
     let report = report?;
     out.emit(serde_json::to_value(&report).unwrap_or(Value::Null), |_| {
         print_cleanup(&report)
@@ -470,21 +470,16 @@ pub async fn cleanup(out: &Output, root: &str, request: CleanupRequest) -> Resul
     let options = request.options()?;
     let graph = Arc::new(Omnigraph::open(root).await?);
     cancel_on_interrupt(graph.clone());
-    let spinner = out.spinner("cleaning up");
-    let progress: omnigraph_maintenance::cleanup::CleanupProgress = match &spinner {
-        Some(bar) => {
-            let bar = bar.clone();
-            Arc::new(move |message: &str| bar.set_message(message.to_string()))
-        }
-        None => Arc::new(|_: &str| {}),
-    };
-    let report = graph
-        .maintenance()
-        .cleanup_with_progress(&options, progress)
+    let report = out
+        .spinning("cleaning up", |spinner| {
+            let progress: omnigraph_maintenance::cleanup::CleanupProgress = match spinner {
+                Some(bar) => Arc::new(move |message: &str| bar.set_message(message.to_string())),
+                None => Arc::new(|_: &str| {}),
+            };
+            let maintenance = graph.maintenance();
+            async move { maintenance.cleanup_with_progress(&options, progress).await }
+        })
         .await;
-    if let Some(spinner) = spinner {
-        spinner.finish_and_clear();
-    }
     let report = report?;
     out.emit(serde_json::to_value(&report).unwrap_or(Value::Null), |_| {
         print_cleanup(&report)

@@ -64,11 +64,11 @@ pub async fn run(out: &Output, root: &Path, people: usize) -> Result<()> {
     step("generate sample JSONL", started, counts.clone());
 
     let started = Instant::now();
-    let spinner = out.spinner("loading the sample graph");
-    let report = graph.load(data.path(), LoadMode::Append).await;
-    if let Some(spinner) = spinner {
-        spinner.finish_and_clear();
-    }
+    let report = out
+        .spinning("loading the sample graph", |_| {
+            graph.load(data.path(), LoadMode::Append)
+        })
+        .await;
     let report = report?;
     step(
         "load",
@@ -97,11 +97,9 @@ pub async fn run(out: &Output, root: &Path, people: usize) -> Result<()> {
     }
 
     let started = Instant::now();
-    let spinner = out.spinner("building indexes");
-    let indexes = graph.build_indexes().await;
-    if let Some(spinner) = spinner {
-        spinner.finish_and_clear();
-    }
+    let indexes = out
+        .spinning("building indexes", |_| graph.build_indexes())
+        .await;
     let indexes = indexes?;
     step(
         "build indexes",

@@ -49,6 +49,22 @@ impl Output {
         Some(bar)
     }
 
+    /// Runs `work` under a spinner showing `message` (none with `--json` or when stderr
+    /// is not a terminal); `work` gets the spinner to report progress on, and it is
+    /// cleared when `work` ends, whatever its outcome.
+    pub async fn spinning<T, F: std::future::Future<Output = T>>(
+        &self,
+        message: &str,
+        work: impl FnOnce(Option<indicatif::ProgressBar>) -> F,
+    ) -> T {
+        let spinner = self.spinner(message);
+        let done = work(spinner.clone()).await;
+        if let Some(spinner) = spinner {
+            spinner.finish_and_clear();
+        }
+        done
+    }
+
     /// A progress spinner on a terminal for long work; none with `--json` or when
     /// stderr is not a terminal.
     pub fn spinner(&self, message: &str) -> Option<indicatif::ProgressBar> {
@@ -99,37 +115,17 @@ pub fn print_rows(rows: &[Map<String, Value>]) {
         println!("(no rows)");
         return;
     }
-    let columns: Vec<String> = rows[0].keys().cloned().collect();
+    let columns: Vec<&str> = rows[0].keys().map(String::as_str).collect();
     let cells: Vec<Vec<String>> = rows
         .iter()
-        .map(|row| columns.iter().map(|column| cell(row.get(column))).collect())
-        .collect();
-    let widths: Vec<usize> = columns
-        .iter()
-        .enumerate()
-        .map(|(index, column)| {
-            cells
+        .map(|row| {
+            columns
                 .iter()
-                .map(|row| row[index].chars().count())
-                .chain([column.len()])
-                .max()
-                .unwrap_or(0)
+                .map(|column| cell(row.get(*column)))
+                .collect()
         })
         .collect();
-    let line = |values: Vec<String>| {
-        values
-            .iter()
-            .zip(&widths)
-            .map(|(value, width)| format!("{value:<width$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    println!("{}", line(columns.clone()));
-    for row in cells {
-        println!("{}", line(row));
-    }
+    print_columns(&columns, &cells);
 }
 
 fn cell(value: Option<&Value>) -> String {

@@ -111,8 +111,7 @@ impl<'a> Maintenance<'a> {
 
     /// Runs cleanup with `options` (see [`crate::cleanup`]).
     pub async fn cleanup(&self, options: &CleanupOptions) -> Result<CleanupReport> {
-        let admitted = self.lane().admit("cleanup").await?;
-        cleanup::run(self.graph.graph().root(), options, admitted.token(), None).await
+        self.run_cleanup(options, None).await
     }
 
     /// Runs cleanup, calling `progress` as tables are planned and objects deleted.
@@ -121,14 +120,7 @@ impl<'a> Maintenance<'a> {
         options: &CleanupOptions,
         progress: CleanupProgress,
     ) -> Result<CleanupReport> {
-        let admitted = self.lane().admit("cleanup").await?;
-        cleanup::run(
-            self.graph.graph().root(),
-            options,
-            admitted.token(),
-            Some(&progress),
-        )
-        .await
+        self.run_cleanup(options, Some(&progress)).await
     }
 
     /// The repair report (read-only; it does not take the lane).
@@ -138,6 +130,21 @@ impl<'a> Maintenance<'a> {
 }
 
 impl Maintenance<'_> {
+    async fn run_cleanup(
+        &self,
+        options: &CleanupOptions,
+        progress: Option<&CleanupProgress>,
+    ) -> Result<CleanupReport> {
+        let admitted = self.lane().admit("cleanup").await?;
+        cleanup::run(
+            self.graph.graph().root(),
+            options,
+            admitted.token(),
+            progress,
+        )
+        .await
+    }
+
     async fn prepare_build_indexes(&self) -> Result<omnigraph_publish::PreparedIndexBuild> {
         let runner = self.runner();
         let full_text = self.budget.full_text;

@@ -455,20 +455,14 @@ async fn cleanup_graph(uri: &str, names: &std::collections::BTreeMap<String, Str
 
 async fn cleanup_after_grace(graph: &Omnigraph) -> omnigraph_maintenance::CleanupReport {
     use omnigraph_maintenance::MaintenanceExt;
-    let options = omnigraph_maintenance::CleanupOptions::new(
-        omnigraph_maintenance::CleanupPolicy::keep_commits(1).expect("policy"),
-    )
-    .with_grace(omnigraph_publish::retention::GRACE_MIN)
-    .expect("grace");
+    let options = omnigraph_tests::keep_with_minimum_grace(1);
     // Nothing else runs: a clock minutes ahead makes everything older than the grace.
-    let later = omnigraph_core::seams::Simulation::new(
-        1,
-        omnigraph_core::seams::now_micros() + 10 * 60_000_000,
-        0,
-    );
-    omnigraph_core::seams::simulate(later, graph.maintenance().cleanup(&options))
-        .await
-        .expect("cleanup")
+    omnigraph_tests::later_by(
+        Duration::from_secs(10 * 60),
+        graph.maintenance().cleanup(&options),
+    )
+    .await
+    .expect("cleanup")
 }
 
 /// Seconds to delete `files` garbage files one at a time, then another `files` with

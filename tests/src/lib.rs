@@ -342,3 +342,21 @@ pub fn fault_commit_puts(
         action,
     ))
 }
+
+/// Runs `future` on a logical clock `ahead` of the wall clock: what was written just
+/// before is that much older to it. Safe only while nothing else writes the root.
+pub async fn later_by<F: std::future::Future>(ahead: std::time::Duration, future: F) -> F::Output {
+    let start = omnigraph_core::seams::now_micros()
+        + i64::try_from(ahead.as_micros()).expect("a test clock offset fits i64");
+    omnigraph_core::seams::simulate(omnigraph_core::seams::Simulation::new(7, start, 0), future)
+        .await
+}
+
+/// Cleanup keeping the newest `n` commits, at the smallest grace period.
+pub fn keep_with_minimum_grace(n: u64) -> omnigraph_maintenance::CleanupOptions {
+    omnigraph_maintenance::CleanupOptions::new(
+        omnigraph_maintenance::CleanupPolicy::keep_commits(n).expect("keep at least one"),
+    )
+    .with_grace(omnigraph_publish::retention::GRACE_MIN)
+    .expect("the minimum grace")
+}

@@ -8,7 +8,7 @@
 //! here; the multi-process test instead speeds up every process's clock alike.
 
 use futures::TryStreamExt;
-use omnigraph_core::seams::{self, Simulation};
+use omnigraph_core::seams;
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, StorageRoot};
 use omnigraph_core::{ErrorKind, Evidence, StorageKind, adapter, failpoints};
 use omnigraph_maintenance::repair::TableRepairStatus;
@@ -20,18 +20,13 @@ use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::time::Duration;
 
-const MINUTE_MICROS: i64 = 60_000_000;
-
 fn keep(n: u64) -> CleanupOptions {
-    CleanupOptions::new(CleanupPolicy::keep_commits(n).unwrap())
-        .with_grace(GRACE_MIN)
-        .unwrap()
+    omnigraph_tests::keep_with_minimum_grace(n)
 }
 
 /// Runs `future` on a clock `minutes` ahead of the wall clock.
-async fn minutes_later<F: std::future::Future>(minutes: i64, future: F) -> F::Output {
-    let ahead = seams::now_micros() + minutes * MINUTE_MICROS;
-    seams::simulate(Simulation::new(7, ahead, 0), future).await
+async fn minutes_later<F: std::future::Future>(minutes: u64, future: F) -> F::Output {
+    omnigraph_tests::later_by(Duration::from_secs(60 * minutes), future).await
 }
 
 async fn cleanup_later(graph: &Omnigraph, options: CleanupOptions) -> CleanupReport {
@@ -401,10 +396,7 @@ async fn a_writer_never_publishes_staging_older_than_half_the_grace_period() {
     let (graph, test) = busy_graph(Backend::Memory).await;
     // No cleanup ever ran: the default grace (24 h) protects a 40-second-old staging.
     let pending = graph.prepare_delete("Company", "id = 'c3'").await.unwrap();
-    let half_minute_later = |future| async move {
-        let ahead = seams::now_micros() + 40_000_000;
-        seams::simulate(Simulation::new(9, ahead, 0), future).await
-    };
+    let half_minute_later = |future| omnigraph_tests::later_by(Duration::from_secs(40), future);
     half_minute_later(pending.publish(&graph)).await.unwrap();
 
     // Cleanup ran with a one-minute grace: 40 s is older than half of it.

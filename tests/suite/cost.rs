@@ -171,25 +171,15 @@ async fn measure() -> BTreeMap<String, String> {
     );
     // Cleanup with nothing to delete, on the 3 tables of a fresh handle: after a run
     // that reclaimed, a second one on a cold root (its own Lance session).
-    let later = || {
-        omnigraph_core::seams::Simulation::new(
-            3,
-            omnigraph_core::seams::now_micros() + 5 * 60_000_000,
-            0,
-        )
-    };
-    let options = omnigraph_maintenance::CleanupOptions::new(
-        omnigraph_maintenance::CleanupPolicy::keep_commits(1).unwrap(),
-    )
-    .with_grace(omnigraph_publish::retention::GRACE_MIN)
-    .unwrap();
+    let later = std::time::Duration::from_secs(5 * 60);
+    let options = omnigraph_tests::keep_with_minimum_grace(1);
     use omnigraph_maintenance::MaintenanceExt;
-    omnigraph_core::seams::simulate(later(), graph.maintenance().cleanup(&options))
+    omnigraph_tests::later_by(later, graph.maintenance().cleanup(&options))
         .await
         .unwrap();
     let cold = omnigraph_publish::Omnigraph::open(&test.uri).await.unwrap();
     let sweep = cold.graph().root().probe();
-    let report = omnigraph_core::seams::simulate(later(), cold.maintenance().cleanup(&options))
+    let report = omnigraph_tests::later_by(later, cold.maintenance().cleanup(&options))
         .await
         .unwrap();
     assert_eq!(report.tables.len(), 3);

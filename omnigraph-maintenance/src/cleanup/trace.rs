@@ -32,6 +32,18 @@ pub(crate) struct Trace {
 }
 
 impl Trace {
+    /// Records `head` as the branch's head, with its pins.
+    fn note_head(&mut self, branch: &str, head: &GraphCommit) {
+        self.heads.insert(branch.to_string(), head.seq);
+        self.head_pins.insert(
+            branch.to_string(),
+            head.pins
+                .iter()
+                .map(|pin| (pin.table_id.clone(), pin.version))
+                .collect(),
+        );
+    }
+
     /// Whether a retained commit pins `table_id` at any version.
     pub(crate) fn is_retained_table(&self, table_id: &str) -> bool {
         self.retained.contains_key(table_id)
@@ -56,6 +68,26 @@ pub(crate) async fn branches(root: &StorageRoot) -> Result<Vec<String>> {
         })?;
     }
     Ok(names)
+}
+
+/// Commits `from` to `head` of `branch`, `head` included as already read.
+async fn commits_from(
+    root: &Arc<StorageRoot>,
+    branch: &str,
+    from: u64,
+    head: &GraphCommit,
+) -> Result<Vec<GraphCommit>> {
+    let log = CommitLog::new(root.clone(), branch)?;
+    let mut commits: Vec<GraphCommit> = futures::stream::iter(from..head.seq)
+        .map(|seq| {
+            let log = log.clone();
+            async move { log.require(seq).await }
+        })
+        .buffered(REQUEST_FAN_OUT)
+        .try_collect()
+        .await?;
+    commits.push(head.clone());
+    Ok(commits)
 }
 
 /// Each branch's head seq (one head read per branch).
@@ -100,25 +132,9 @@ pub(crate) async fn trace(
                 ),
             ));
         }
-        let log = CommitLog::new(root.clone(), branch)?;
-        let mut commits: Vec<GraphCommit> = futures::stream::iter(from..head.seq)
-            .map(|seq| {
-                let log = log.clone();
-                async move { log.require(seq).await }
-            })
-            .buffered(REQUEST_FAN_OUT)
-            .try_collect()
-            .await?;
-        commits.push(head.clone());
+        let commits = commits_from(root, branch, from, head).await?;
         let oldest = oldest_retained(&commits, policy, grace, now_micros);
-        trace.heads.insert(branch.clone(), head.seq);
-        trace.head_pins.insert(
-            branch.clone(),
-            head.pins
-                .iter()
-                .map(|pin| (pin.table_id.clone(), pin.version))
-                .collect(),
-        );
+        trace.note_head(branch, head);
         trace.oldest_retained.insert(branch.clone(), oldest);
         for pin in &head.pins {
             trace
@@ -191,17 +207,7 @@ pub(crate) async fn extend(
         if head.seq <= from {
             continue;
         }
-        let log = CommitLog::new(root.clone(), branch)?;
-        let mut commits: Vec<GraphCommit> = futures::stream::iter(from + 1..head.seq)
-            .map(|seq| {
-                let log = log.clone();
-                async move { log.require(seq).await }
-            })
-            .buffered(REQUEST_FAN_OUT)
-            .try_collect()
-            .await?;
-        commits.push(head.clone());
-        for commit in &commits {
+        for commit in &commits_from(root, branch, from + 1, head).await? {
             for pin in &commit.pins {
                 trace
                     .published
@@ -218,14 +224,7 @@ pub(crate) async fn extend(
                 }
             }
         }
-        trace.heads.insert(branch.clone(), head.seq);
-        trace.head_pins.insert(
-            branch.clone(),
-            head.pins
-                .iter()
-                .map(|pin| (pin.table_id.clone(), pin.version))
-                .collect(),
-        );
+        trace.note_head(branch, head);
     }
     Ok(newly_pinned)
 }
