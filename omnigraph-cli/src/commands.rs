@@ -254,8 +254,9 @@ pub async fn query(
     at: Option<&str>,
 ) -> Result<()> {
     let graph = Omnigraph::open(root).await?;
+    let at = at_ref(at);
     let request = ScanRequest {
-        filter: predicate,
+        filter: predicate.clone(),
         columns: select
             .map(|text| {
                 text.split(',')
@@ -267,16 +268,22 @@ pub async fn query(
         // One more than asked: whether more rows match is then known without a count.
         limit: Some(limit.saturating_add(1)),
     };
-    let batches = graph.scan(type_name, &request, &at_ref(at)).await?;
+    let batches = graph.scan(type_name, &request, &at).await?;
     let mut rows = omnigraph_publish::rows::batches_to_json(&batches);
     let truncated = rows.len() > limit;
     rows.truncate(limit);
+    // Counted only when the rows were cut short: otherwise they are all there.
+    let total = if truncated {
+        graph.count(type_name, predicate.as_deref(), &at).await?
+    } else {
+        rows.len() as u64
+    };
     out.emit(
-        json!({"rows": rows, "limit": limit, "truncated": truncated}),
+        json!({"rows": rows, "limit": limit, "truncated": truncated, "total": total}),
         |_| {
             print_rows(&rows);
             if truncated {
-                eprintln!("the first {limit} rows; more match (use --limit)");
+                eprintln!("{} of {total} rows (use --limit)", rows.len());
             }
         },
     );
@@ -305,17 +312,28 @@ pub async fn neighbors(
     let asked = limit
         .saturating_add(1)
         .min(omnigraph_publish::reads::READ_LIMIT_MAX.max(limit));
+    let at = at_ref(at);
     let mut rows = graph
-        .neighbors(type_name, &key, edge, direction, asked, &at_ref(at))
+        .neighbors(type_name, &key, edge, direction, asked, &at)
         .await?;
     let truncated = rows.len() > limit;
     rows.truncate(limit);
+    // The limit counts edges: two edges to one node give one row.
+    let edges = if truncated {
+        Some(
+            graph
+                .count_neighbors(type_name, &key, edge, direction, &at)
+                .await?,
+        )
+    } else {
+        None
+    };
     out.emit(
-        json!({"rows": rows, "limit": limit, "truncated": truncated}),
+        json!({"rows": rows, "limit": limit, "truncated": truncated, "edges": edges}),
         |_| {
             print_rows(&rows);
-            if truncated {
-                eprintln!("stopped at {limit} edges; more lead on (use --limit)");
+            if let Some(edges) = edges {
+                eprintln!("followed {limit} of {edges} edges (use --limit)");
             }
         },
     );
@@ -344,10 +362,16 @@ pub async fn search(
 ) -> Result<()> {
     let graph = Omnigraph::open(root).await?;
     let at = at_ref(at);
-    let rows = match (query.text, query.vector) {
+    let k = query.k;
+    // One more than asked (up to the most one call returns): whether more match is
+    // then known.
+    let asked = k
+        .saturating_add(1)
+        .min(omnigraph_publish::reads::K_MAX.max(k));
+    let mut rows = match (query.text, query.vector) {
         (Some(text), None) => {
             graph
-                .search_text(type_name, property, &text, query.k, &at)
+                .search_text(type_name, property, &text, asked, &at)
                 .await?
         }
         (None, Some(vector)) => {
@@ -356,7 +380,7 @@ pub async fn search(
                     type_name,
                     property,
                     &vector,
-                    query.k,
+                    asked,
                     query.predicate.as_deref(),
                     &at,
                 )
@@ -369,7 +393,17 @@ pub async fn search(
             ));
         }
     };
-    out.emit(json!({"rows": rows}), |_| print_rows(&rows));
+    let truncated = rows.len() > k;
+    rows.truncate(k);
+    out.emit(
+        json!({"rows": rows, "limit": k, "truncated": truncated}),
+        |_| {
+            print_rows(&rows);
+            if truncated {
+                eprintln!("the best {k} matches; more match (use -k)");
+            }
+        },
+    );
     Ok(())
 }
 
@@ -377,8 +411,9 @@ pub async fn build_indexes(out: &Output, root: &str) -> Result<()> {
     let graph = Arc::new(Omnigraph::open(root).await?);
     cancel_on_interrupt(graph.clone());
     let report = out
-        .spinning("building indexes", |_| async {
-            graph.maintenance().build_indexes().await
+        .with_maintenance_bar(|sink| {
+            let maintenance = reporting(graph.maintenance(), sink);
+            async move { maintenance.build_indexes().await }
         })
         .await;
     let report = report?;
@@ -411,12 +446,9 @@ pub async fn optimize(out: &Output, root: &str, concurrency: Option<usize>) -> R
     let graph = Arc::new(Omnigraph::open(root).await?);
     cancel_on_interrupt(graph.clone());
     let report = out
-        .spinning("optimizing", |_| async {
-            graph
-                .maintenance()
-                .with_maintenance_budget(budget)
-                .optimize()
-                .await
+        .with_maintenance_bar(|sink| {
+            let maintenance = reporting(graph.maintenance().with_maintenance_budget(budget), sink);
+            async move { maintenance.optimize().await }
         })
         .await;
     let report = report?;
@@ -448,14 +480,26 @@ impl CleanupRequest {
     }
 }
 
+/// `maintenance`, reporting its progress to `sink` when there is one.
+fn reporting(
+    maintenance: omnigraph_maintenance::Maintenance<'_>,
+    sink: Option<omnigraph_maintenance::ProgressSink>,
+) -> omnigraph_maintenance::Maintenance<'_> {
+    match sink {
+        Some(sink) => maintenance.with_progress(sink),
+        None => maintenance,
+    }
+}
+
 /// Previews cleanup: what `--confirm` would delete. Exits 0 unless a table failed.
 pub async fn cleanup_preview(out: &Output, root: &str, request: CleanupRequest) -> Result<i32> {
     let options = request.options()?;
     let graph = Arc::new(Omnigraph::open(root).await?);
     cancel_on_interrupt(graph.clone());
     let report = out
-        .spinning("planning cleanup", |_| async {
-            graph.maintenance().preview_cleanup(&options).await
+        .with_maintenance_bar(|sink| {
+            let maintenance = reporting(graph.maintenance(), sink);
+            async move { maintenance.preview_cleanup(&options).await }
         })
         .await;
     let report = report?;
@@ -471,13 +515,9 @@ pub async fn cleanup(out: &Output, root: &str, request: CleanupRequest) -> Resul
     let graph = Arc::new(Omnigraph::open(root).await?);
     cancel_on_interrupt(graph.clone());
     let report = out
-        .spinning("cleaning up", |spinner| {
-            let progress: omnigraph_maintenance::cleanup::CleanupProgress = match spinner {
-                Some(bar) => Arc::new(move |message: &str| bar.set_message(message.to_string())),
-                None => Arc::new(|_: &str| {}),
-            };
-            let maintenance = graph.maintenance();
-            async move { maintenance.cleanup_with_progress(&options, progress).await }
+        .with_maintenance_bar(|sink| {
+            let maintenance = reporting(graph.maintenance(), sink);
+            async move { maintenance.cleanup(&options).await }
         })
         .await;
     let report = report?;

@@ -2,8 +2,10 @@
 //! tables otherwise; errors on stderr with their code and evidence.
 
 use omnigraph_core::OmniError;
+use omnigraph_maintenance::{MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use serde_json::{Map, Value};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Where a command's result goes.
 pub struct Output {
@@ -36,8 +38,7 @@ impl Output {
     /// A progress bar over `total` bytes on a terminal (rate and ETA); none with
     /// `--json` or when stderr is not a terminal.
     pub fn byte_bar(&self, total: u64) -> Option<indicatif::ProgressBar> {
-        use std::io::IsTerminal;
-        if self.json || !std::io::stderr().is_terminal() {
+        if !self.terminal() {
             return None;
         }
         let bar = indicatif::ProgressBar::new(total);
@@ -65,11 +66,43 @@ impl Output {
         done
     }
 
+    /// Runs maintenance `work` under a progress bar that the run's progress reports
+    /// move (none with `--json` or when stderr is not a terminal); `work` gets the sink
+    /// to hand the run, and the bar is cleared when `work` ends, whatever its outcome.
+    pub async fn with_maintenance_bar<T, F: std::future::Future<Output = T>>(
+        &self,
+        work: impl FnOnce(Option<ProgressSink>) -> F,
+    ) -> T {
+        let bar = self.terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(0);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{msg} {bar:30} {human_pos}/{human_len} {prefix} eta {eta}",
+            ) {
+                bar.set_style(style);
+            }
+            bar.enable_steady_tick(std::time::Duration::from_millis(250));
+            bar
+        });
+        let sink = bar.clone().map(|bar| -> ProgressSink {
+            Arc::new(move |progress: &MaintenanceProgress| show_progress(&bar, progress))
+        });
+        let done = work(sink).await;
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        done
+    }
+
+    /// Whether progress is drawn: stderr is a terminal and `--json` was not given.
+    fn terminal(&self) -> bool {
+        use std::io::IsTerminal;
+        !self.json && std::io::stderr().is_terminal()
+    }
+
     /// A progress spinner on a terminal for long work; none with `--json` or when
     /// stderr is not a terminal.
     pub fn spinner(&self, message: &str) -> Option<indicatif::ProgressBar> {
-        use std::io::IsTerminal;
-        if self.json || !std::io::stderr().is_terminal() {
+        if !self.terminal() {
             return None;
         }
         let bar = indicatif::ProgressBar::new_spinner();
@@ -79,7 +112,30 @@ impl Output {
     }
 }
 
-/// Prints rows as an aligned table with the given columns (all when empty).
+/// Moves `bar` to a maintenance run's latest figures.
+fn show_progress(bar: &indicatif::ProgressBar, progress: &MaintenanceProgress) {
+    let stage = match progress.stage {
+        ProgressStage::Planning => " planning",
+        ProgressStage::Working => "",
+    };
+    let items = match progress.items {
+        ProgressItems::Rows => "rows",
+        ProgressItems::Files => "files",
+        ProgressItems::Indexes => "indexes",
+        ProgressItems::Tables => "tables",
+    };
+    // The words first: each call may draw.
+    bar.set_prefix(items);
+    bar.set_message(format!(
+        "{}{stage} (tables {}/{})",
+        progress.operation.replace('_', "-"),
+        progress.tables_done,
+        progress.tables_total
+    ));
+    bar.set_length(progress.total);
+    bar.set_position(progress.done);
+}
+
 /// Prints rows of text as an aligned table under `columns`, in that order.
 pub fn print_columns(columns: &[&str], rows: &[Vec<String>]) {
     let widths: Vec<usize> = columns

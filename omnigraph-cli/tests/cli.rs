@@ -11,6 +11,51 @@ fn omnigraph(args: &[&str]) -> Output {
         .expect("run omnigraph")
 }
 
+/// Runs `omnigraph` with stderr on a pseudo-terminal of 160 columns (stdout discarded),
+/// as an operator at a terminal would; returns the exit code and everything the
+/// terminal was sent, escape codes included.
+fn on_a_terminal(args: &[&str]) -> (Option<i32>, String) {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 40,
+        ws_col: 160,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors it opened, which are owned from here on.
+    let opened = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors are open and owned by nothing else.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut command = Command::new(env!("CARGO_BIN_EXE_omnigraph"));
+    command
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::from(slave));
+    let mut child = command.spawn().expect("run omnigraph");
+    // The terminal ends (reads fail) once no process holds its other side.
+    drop(command);
+    let reader = std::thread::spawn(move || {
+        let mut shown = Vec::new();
+        let _ = std::fs::File::from(master).read_to_end(&mut shown);
+        shown
+    });
+    let status = child.wait().expect("omnigraph ends");
+    let shown = reader.join().expect("the terminal is read");
+    (status.code(), String::from_utf8_lossy(&shown).into_owned())
+}
+
 fn json_of(output: &Output) -> Value {
     assert!(
         output.status.success(),
@@ -813,23 +858,45 @@ fn query_and_log_say_when_they_stopped_at_their_limit_and_log_reads_like_a_log()
     ]));
     assert_eq!(capped["rows"].as_array().unwrap().len(), 50);
     assert_eq!(
-        (capped["limit"].as_u64(), capped["truncated"].as_bool()),
-        (Some(50), Some(true))
+        (
+            capped["limit"].as_u64(),
+            capped["truncated"].as_bool(),
+            capped["total"].as_u64()
+        ),
+        (Some(50), Some(true), Some(60))
+    );
+    // The total counts what the filter matches, not the whole table.
+    let filtered = json_of(&omnigraph(&[
+        "query",
+        &root,
+        "--type",
+        "Person",
+        "--where",
+        "name = 'Person 3'",
+        "--limit",
+        "2",
+        "--json",
+    ]));
+    assert_eq!(
+        (filtered["truncated"].as_bool(), filtered["total"].as_u64()),
+        (Some(true), Some(3))
     );
     let all = json_of(&omnigraph(&[
         "query", &root, "--type", "Person", "--limit", "60", "--json",
     ]));
     assert_eq!(all["rows"].as_array().unwrap().len(), 60);
-    assert_eq!(all["truncated"], false);
+    assert_eq!(
+        (all["truncated"].as_bool(), all["total"].as_u64()),
+        (Some(false), Some(60))
+    );
     let human = omnigraph(&["query", &root, "--type", "Person", "--limit", "50"]);
     assert!(human.status.success());
     assert!(
-        String::from_utf8_lossy(&human.stderr)
-            .contains("the first 50 rows; more match (use --limit)"),
+        String::from_utf8_lossy(&human.stderr).contains("50 of 60 rows (use --limit)"),
         "{}",
         String::from_utf8_lossy(&human.stderr)
     );
-    assert!(!String::from_utf8_lossy(&human.stdout).contains("more match"));
+    assert!(!String::from_utf8_lossy(&human.stdout).contains("of 60"));
 
     // The log: seq first, times in RFC 3339, and a word when older commits exist.
     let log = omnigraph(&["log", &root, "--limit", "2"]);
@@ -865,6 +932,50 @@ fn query_and_log_say_when_they_stopped_at_their_limit_and_log_reads_like_a_log()
     assert!(commit["created_at"].is_i64());
     assert_eq!(commit["created_at_text"].as_str().unwrap(), time);
     assert_eq!(log["truncated"], true);
+
+    // Search says the same when more match than k.
+    json_of(&omnigraph(&["build-indexes", &root, "--json"]));
+    let search = |k: &str| {
+        json_of(&omnigraph(&[
+            "search",
+            &root,
+            "--type",
+            "Person",
+            "--property",
+            "name",
+            "--text",
+            "Person",
+            "-k",
+            k,
+            "--json",
+        ]))
+    };
+    let best = search("5");
+    assert_eq!(best["rows"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        (best["limit"].as_u64(), best["truncated"].as_bool()),
+        (Some(5), Some(true))
+    );
+    let every = search("100");
+    assert_eq!(every["rows"].as_array().unwrap().len(), 60);
+    assert_eq!(every["truncated"], false);
+    let human = omnigraph(&[
+        "search",
+        &root,
+        "--type",
+        "Person",
+        "--property",
+        "name",
+        "--text",
+        "Person",
+        "-k",
+        "5",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&human.stderr).contains("the best 5 matches; more match (use -k)"),
+        "{}",
+        String::from_utf8_lossy(&human.stderr)
+    );
 }
 
 #[test]
@@ -947,6 +1058,53 @@ fn a_bad_filter_names_the_filter_and_the_types_properties_only() {
     let output = omnigraph(&["query", &root, "--type", "Person", "--where", "zzzq = 1"]);
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("id, name, age, embedding"), "{said}");
+    // A syntax error gives its position in the user's filter.
+    let output = omnigraph(&["query", &root, "--type", "Person", "--where", "age = = 3"]);
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("Column: 7") && !said.contains("SELECT"),
+        "{said}"
+    );
+
+    // Every command that takes a filter checks it the same way, and changes nothing.
+    let seq = head_seq(&root);
+    let vector = vec!["0.5"; 16].join(",");
+    let commands: Vec<Vec<&str>> = vec![
+        vec![
+            "update", &root, "--type", "Person", "--where", "zzzq = 1", "--set", "age=3",
+        ],
+        vec!["delete", &root, "--type", "Person", "--where", "zzzq = 1"],
+        vec![
+            "search",
+            &root,
+            "--type",
+            "Person",
+            "--property",
+            "embedding",
+            "--vector",
+            &vector,
+            "--where",
+            "zzzq = 1",
+        ],
+    ];
+    for command in commands {
+        let output = omnigraph(&command);
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{command:?}: {said}");
+        assert!(
+            said.contains("filter `zzzq = 1` on Person"),
+            "{command:?}: {said}"
+        );
+        assert!(
+            said.contains("id, name, age, embedding"),
+            "{command:?}: {said}"
+        );
+        assert!(
+            !said.contains("_row") && !said.contains(".rs:"),
+            "{command:?}: {said}"
+        );
+    }
+    assert_eq!(head_seq(&root), seq);
 }
 
 #[test]
@@ -991,9 +1149,22 @@ fn neighbors_say_when_they_stopped_at_their_limit() {
     let capped = run("3");
     assert_eq!(capped["rows"].as_array().unwrap().len(), 3);
     assert_eq!(capped["truncated"], true);
+    assert_eq!(capped["edges"], 5);
     let all = run("5");
     assert_eq!(all["rows"].as_array().unwrap().len(), 5);
     assert_eq!(all["truncated"], false);
+    let owned = args("3");
+    let human: Vec<&str> = owned
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--json")
+        .collect();
+    let human = omnigraph(&human);
+    assert!(
+        String::from_utf8_lossy(&human.stderr).contains("followed 3 of 5 edges (use --limit)"),
+        "{}",
+        String::from_utf8_lossy(&human.stderr)
+    );
     // A limit over the most one call reads is refused, never cut silently.
     let owned = args("20000");
     let borrowed: Vec<&str> = owned.iter().map(String::as_str).collect();
@@ -1032,5 +1203,51 @@ fn every_human_output_ends_with_a_newline() {
             "{args:?} ends without a newline: {:?}",
             String::from_utf8_lossy(&output.stdout)
         );
+    }
+}
+
+#[test]
+fn long_work_draws_a_progress_bar_on_a_terminal_and_nothing_with_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fragmented_graph(dir.path());
+    let lines: Vec<String> = (0..2_000)
+        .map(|index| format!(r#"{{"type": "Person", "id": "q{index}", "name": "Q {index}"}}"#))
+        .collect();
+    let data = write(dir.path(), "more.jsonl", &(lines.join("\n") + "\n"));
+    let (code, shown) = on_a_terminal(&["load", &root, &data]);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("rows"), "load shows no bar: {shown:?}");
+    let (code, shown) = on_a_terminal(&["build-indexes", &root]);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(
+        shown.contains("build-indexes") && shown.contains("indexes"),
+        "{shown:?}"
+    );
+    let (code, shown) = on_a_terminal(&["optimize", &root]);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(
+        shown.contains("optimize (tables") && shown.contains("rows"),
+        "{shown:?}"
+    );
+    let (code, shown) = on_a_terminal(&["cleanup", &root, "--keep", "1", "--grace", "1m"]);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("cleanup planning (tables"), "{shown:?}");
+    // With --json the terminal gets nothing but the document (on stdout, not shown).
+    for command in [
+        vec!["optimize", root.as_str(), "--json"],
+        vec![
+            "cleanup",
+            root.as_str(),
+            "--keep",
+            "1",
+            "--grace",
+            "1m",
+            "--json",
+        ],
+        vec!["build-indexes", root.as_str(), "--json"],
+    ] {
+        let (code, shown) = on_a_terminal(&command);
+        assert_eq!(code, Some(0), "{command:?}: {shown}");
+        assert_eq!(shown, "", "{command:?} drew on the terminal");
     }
 }

@@ -2,14 +2,36 @@
 //! error then names only the type's properties (never Lance's internal columns such as
 //! `_rowaddr`) and never a source location inside Lance.
 
+use crate::error::{InputLocation, OmniError, Result};
+use crate::schema::TypeDef;
 use arrow_schema::SchemaRef;
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::ExprSchemable;
+use datafusion::sql::sqlparser::ast::{Expr, Ident, visit_expressions};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use lance_datafusion::planner::Planner;
+use std::ops::ControlFlow;
+
+/// Checks a user's `filter` on rows of `type_def` before any read or write uses it:
+/// `bad_input` naming `source` (the command or call), the filter and the type.
+pub fn check_on_type(type_def: &TypeDef, filter: &str, source: &str) -> Result<()> {
+    check_filter(filter, type_def.arrow_schema()).map_err(|message| {
+        OmniError::bad_input(
+            InputLocation::in_source(source)
+                .type_name(type_def.name())
+                .field("filter"),
+            format!("filter `{filter}` on {}: {message}", type_def.name()),
+        )
+    })
+}
 
 /// Checks that `filter` parses and that every column it names is one of `columns`'
 /// fields. The error is a message for the user, without Lance's internals.
-pub fn check_filter(filter: &str, columns: SchemaRef) -> Result<(), String> {
+pub fn check_filter(filter: &str, columns: SchemaRef) -> std::result::Result<(), String> {
+    let parsed = check_syntax(filter)?;
+    check_columns(&parsed, &columns)?;
     let planner = Planner::new(columns.clone());
     let expr = planner
         .parse_filter(filter)
@@ -17,6 +39,61 @@ pub fn check_filter(filter: &str, columns: SchemaRef) -> Result<(), String> {
     let schema = DFSchema::try_from(columns).map_err(|error| error.to_string())?;
     expr.to_field(&schema).map_err(|error| error.to_string())?;
     Ok(())
+}
+
+/// Parses `filter` on its own, so a syntax error's line and column are the user's (Lance
+/// parses it inside a query of its own, whose text and offsets would leak).
+fn check_syntax(filter: &str) -> std::result::Result<Expr, String> {
+    let dialect = GenericDialect {};
+    let tokens = Tokenizer::new(&dialect, filter)
+        .tokenize_with_location()
+        .map_err(|error| error.to_string())?;
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
+    let parsed = parser.parse_expr().map_err(|error| match error {
+        ParserError::ParserError(message) | ParserError::TokenizerError(message) => message,
+        ParserError::RecursionLimitExceeded => "the filter is nested too deeply".to_string(),
+    })?;
+    let rest = parser.peek_token();
+    if rest.token != Token::EOF {
+        return Err(format!(
+            "unexpected `{}` after the end of the expression at Line: {}, Column: {}",
+            rest.token, rest.span.start.line, rest.span.start.column
+        ));
+    }
+    Ok(parsed)
+}
+
+/// Finds the first plain name in `parsed` that is not one of `columns`, and says where
+/// it is. An unquoted name matches regardless of case, as Lance resolves it.
+fn check_columns(parsed: &Expr, columns: &SchemaRef) -> std::result::Result<(), String> {
+    let known = |ident: &Ident| {
+        columns
+            .fields()
+            .iter()
+            .any(|field| match ident.quote_style {
+                Some(_) => field.name() == &ident.value,
+                None => field.name().eq_ignore_ascii_case(&ident.value),
+            })
+    };
+    let unknown = visit_expressions(parsed, |expr| match expr {
+        Expr::Identifier(ident) if !known(ident) => ControlFlow::Break(ident.clone()),
+        _ => ControlFlow::Continue(()),
+    });
+    match unknown {
+        ControlFlow::Break(ident) => Err(format!(
+            "no property `{}` at Line: {}, Column: {}; the properties are {}",
+            ident.value,
+            ident.span.start.line,
+            ident.span.start.column,
+            columns
+                .fields()
+                .iter()
+                .map(|field| field.name().as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        ControlFlow::Continue(()) => Ok(()),
+    }
 }
 
 /// A Lance error's own message, without the source location Lance appends.
@@ -43,11 +120,26 @@ mod tests {
     #[test]
     fn a_bad_filter_names_only_the_types_columns() {
         assert!(check_filter("age > 3 AND id = 'x'", columns()).is_ok());
-        let unknown = check_filter("zzzq = 1", columns()).unwrap_err();
-        assert!(unknown.contains("zzzq"), "{unknown}");
+        let unknown = check_filter("age > 1 AND zzzq = 1", columns()).unwrap_err();
+        assert!(
+            unknown.contains("`zzzq` at Line: 1, Column: 13"),
+            "{unknown}"
+        );
+        assert!(unknown.contains("id, age"), "{unknown}");
+        assert!(check_filter("AGE > 1 AND `id` = 'x' AND lower(id) = 'x'", columns()).is_ok());
+        assert!(check_filter("`ID` = 'x'", columns()).is_err());
         assert!(!unknown.contains("_row"), "{unknown}");
         assert!(!unknown.contains(".rs:"), "{unknown}");
         let broken = check_filter("age = ", columns()).unwrap_err();
         assert!(!broken.contains(".rs:"), "{broken}");
+        // The position is the user's column, not one inside Lance's own wrapper query.
+        let misplaced = check_filter("age = = 3", columns()).unwrap_err();
+        assert!(misplaced.contains("Column: 7"), "{misplaced}");
+        assert!(!misplaced.contains("SELECT"), "{misplaced}");
+        let trailing = check_filter("age = 3 4", columns()).unwrap_err();
+        assert!(
+            trailing.contains("`4`") && trailing.contains("Column: 9"),
+            "{trailing}"
+        );
     }
 }

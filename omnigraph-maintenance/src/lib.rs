@@ -9,6 +9,7 @@
 //! - [`budget`]: the knobs, and `OMNIGRAPH_MAINTENANCE_CONCURRENCY`.
 //! - [`cleanup`]: the tracing collector that reclaims what no retained commit needs.
 //! - [`repair`]: the read-only report of drift, missing pins and dead staging.
+//! - [`progress`]: what a run reports as it goes ([`Maintenance::with_progress`]).
 //!
 //! **Supported API.** [`MaintenanceExt`] on a graph handle (or [`Maintenance::of`]):
 //! `optimize`, `build_indexes`, `cleanup`, `preview_cleanup`, `repair_report`,
@@ -23,6 +24,7 @@ pub mod cleanup;
 mod lane;
 mod maintenance;
 pub mod optimize;
+pub mod progress;
 pub mod repair;
 mod run;
 pub mod runtime;
@@ -32,4 +34,5 @@ pub use cleanup::{CleanupOptions, CleanupPolicy, CleanupReport, TableCleanup};
 pub use lane::MaintenanceActivity;
 pub use maintenance::{Maintenance, MaintenanceExt};
 pub use optimize::{OptimizeReport, TableOptimize, UnitOutcome, optimize};
+pub use progress::{MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 pub use repair::{RepairReport, TableRepair, TableRepairStatus};

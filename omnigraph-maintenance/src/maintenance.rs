@@ -3,9 +3,10 @@
 //! run's record.
 
 use crate::budget::MaintenanceBudget;
-use crate::cleanup::{self, CleanupOptions, CleanupProgress, CleanupReport};
+use crate::cleanup::{self, CleanupOptions, CleanupReport};
 use crate::lane::{self, Lane, MaintenanceActivity, cancelled};
 use crate::optimize::{OptimizeReport, run_units};
+use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use crate::repair::RepairReport;
 use crate::run::RunRecord;
 use omnigraph_core::{Evidence, Result};
@@ -13,12 +14,25 @@ use omnigraph_publish::{IndexBuildReport, Omnigraph};
 use std::sync::Arc;
 
 /// Maintenance on one graph handle.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub struct Maintenance<'a> {
     graph: &'a Omnigraph,
     budget: MaintenanceBudget,
     /// Whether Lance's work stays on the caller's runtime (for comparisons only).
     on_callers_runtime: bool,
+    /// Where runs report how far they have gone.
+    progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for Maintenance<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Maintenance")
+            .field("budget", &self.budget)
+            .field("on_callers_runtime", &self.on_callers_runtime)
+            .field("progress", &self.progress.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> Maintenance<'a> {
@@ -28,7 +42,14 @@ impl<'a> Maintenance<'a> {
             graph,
             budget: MaintenanceBudget::default(),
             on_callers_runtime: false,
+            progress: None,
         }
+    }
+
+    /// The same, reporting each run's progress to `sink` (see [`crate::progress`]).
+    pub fn with_progress(mut self, sink: ProgressSink) -> Maintenance<'a> {
+        self.progress = Some(sink);
+        self
     }
 
     /// The same, within `budget`.
@@ -81,6 +102,7 @@ impl<'a> Maintenance<'a> {
             runner.as_ref(),
             admitted.token(),
             &mut record,
+            self.progress.as_ref(),
         )
         .await;
         ran.map_err(|error| record.classify(error))
@@ -106,21 +128,25 @@ impl<'a> Maintenance<'a> {
     /// or deleted; it still takes the lane, so it sees no run of its own in progress.
     pub async fn preview_cleanup(&self, options: &CleanupOptions) -> Result<CleanupReport> {
         let admitted = self.lane().admit("cleanup_preview").await?;
-        cleanup::preview(self.graph.graph().root(), options, admitted.token(), None).await
+        cleanup::preview(
+            self.graph.graph().root(),
+            options,
+            admitted.token(),
+            self.progress.as_ref(),
+        )
+        .await
     }
 
     /// Runs cleanup with `options` (see [`crate::cleanup`]).
     pub async fn cleanup(&self, options: &CleanupOptions) -> Result<CleanupReport> {
-        self.run_cleanup(options, None).await
-    }
-
-    /// Runs cleanup, calling `progress` as tables are planned and objects deleted.
-    pub async fn cleanup_with_progress(
-        &self,
-        options: &CleanupOptions,
-        progress: CleanupProgress,
-    ) -> Result<CleanupReport> {
-        self.run_cleanup(options, Some(&progress)).await
+        let admitted = self.lane().admit("cleanup").await?;
+        cleanup::run(
+            self.graph.graph().root(),
+            options,
+            admitted.token(),
+            self.progress.as_ref(),
+        )
+        .await
     }
 
     /// The repair report (read-only; it does not take the lane).
@@ -130,31 +156,33 @@ impl<'a> Maintenance<'a> {
 }
 
 impl Maintenance<'_> {
-    async fn run_cleanup(
-        &self,
-        options: &CleanupOptions,
-        progress: Option<&CleanupProgress>,
-    ) -> Result<CleanupReport> {
-        let admitted = self.lane().admit("cleanup").await?;
-        cleanup::run(
-            self.graph.graph().root(),
-            options,
-            admitted.token(),
-            progress,
-        )
-        .await
-    }
-
     async fn prepare_build_indexes(&self) -> Result<omnigraph_publish::PreparedIndexBuild> {
         let runner = self.runner();
         let full_text = self.budget.full_text;
+        let sink = self.progress.clone();
         self.graph
-            .prepare_build_indexes_with(|staging| {
-                if let Some(runner) = runner {
-                    staging.run_links_with(runner);
-                }
-                staging.use_full_text_budget(full_text);
-            })
+            .prepare_build_indexes_with(
+                |staging| {
+                    if let Some(runner) = runner {
+                        staging.run_links_with(runner);
+                    }
+                    staging.use_full_text_budget(full_text);
+                },
+                move |built: &omnigraph_publish::IndexBuildProgress| {
+                    progress::report(
+                        sink.as_ref(),
+                        MaintenanceProgress {
+                            operation: "build_indexes",
+                            stage: ProgressStage::Working,
+                            tables_done: built.tables_done,
+                            tables_total: built.tables_total,
+                            done: built.indexes_done,
+                            total: built.indexes_total,
+                            items: ProgressItems::Indexes,
+                        },
+                    )
+                },
+            )
             .await
     }
 }

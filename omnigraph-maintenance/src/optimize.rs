@@ -16,6 +16,7 @@
 
 use crate::budget::MaintenanceBudget;
 use crate::lane::{CancelToken, cancelled};
+use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use crate::run::RunRecord;
 use futures::StreamExt;
 use omnigraph_core::adapter::{self, CompactionBudget, FullTextBudget, IndexBuildKind};
@@ -190,6 +191,7 @@ pub(crate) async fn run_units(
     runner: Option<&LinkRunner>,
     token: &CancelToken,
     record: &mut RunRecord,
+    progress: Option<&ProgressSink>,
 ) -> Result<OptimizeReport> {
     let head = graph.head().await?;
     let catalog = graph.catalog_at(&head).await?;
@@ -198,6 +200,24 @@ pub(crate) async fn run_units(
         .iter()
         .map(|type_def| type_def.name().to_string())
         .collect();
+    // Rows as the head pins them: a unit's rows count as done when it ends, whatever
+    // its outcome, so the figures reach their totals.
+    let rows_of = |type_name: &str| {
+        head.pins
+            .iter()
+            .find(|pin| pin.type_name == type_name)
+            .map_or(0, |pin| pin.row_count)
+    };
+    let mut figures = MaintenanceProgress {
+        operation: "optimize",
+        stage: ProgressStage::Working,
+        tables_done: 0,
+        tables_total: types.len() as u64,
+        done: 0,
+        total: types.iter().map(|type_name| rows_of(type_name)).sum(),
+        items: ProgressItems::Rows,
+    };
+    progress::report(progress, figures.clone());
     let (compaction, full_text) = (budget.compaction, budget.full_text);
     let mut units = futures::stream::iter(types)
         .map(|type_name| async move {
@@ -207,6 +227,9 @@ pub(crate) async fn run_units(
         .buffered(budget.unit_concurrency);
     let mut report = OptimizeReport::default();
     while let Some((type_name, outcome)) = units.next().await {
+        figures.tables_done += 1;
+        figures.done += rows_of(&type_name);
+        progress::report(progress, figures.clone());
         match outcome {
             Ran::Done { table, staged } => {
                 if table.published() {

@@ -39,7 +39,9 @@ pub use protocol::{commit, gate, graph, layout, log, publisher, retention, stagi
 
 pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
-pub use indexes::{IndexBuildReport, IndexCoverage, PendingIndex, PreparedIndexBuild};
+pub use indexes::{
+    IndexBuildProgress, IndexBuildReport, IndexCoverage, PendingIndex, PreparedIndexBuild,
+};
 pub use ingest::{IngestReport, LoadMode};
 pub use log::CommitLog;
 pub use mutate::PreparedWrite;

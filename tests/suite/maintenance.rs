@@ -3,7 +3,10 @@
 
 use omnigraph_core::storage::{FaultAction, FaultHandle, FaultRule, RequestKind, StorageRoot};
 use omnigraph_core::{ErrorKind, Evidence, StorageKind};
-use omnigraph_maintenance::{Maintenance, MaintenanceBudget, MaintenanceExt, UnitOutcome};
+use omnigraph_maintenance::{
+    Maintenance, MaintenanceBudget, MaintenanceExt, MaintenanceProgress, ProgressItems,
+    ProgressStage, UnitOutcome,
+};
 use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph};
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, objects};
 use serde_json::json;
@@ -562,4 +565,110 @@ fn every_budget_knob_reaches_lance() {
     );
     assert!(params.contains("memory_limit_mb: Some(128)"), "{params}");
     assert!(params.contains("num_workers: Some(1)"), "{params}");
+}
+
+/// A sink that keeps every progress report of a run.
+fn recorder() -> (
+    omnigraph_maintenance::ProgressSink,
+    Arc<std::sync::Mutex<Vec<MaintenanceProgress>>>,
+) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    let sink: omnigraph_maintenance::ProgressSink =
+        Arc::new(move |progress: &MaintenanceProgress| kept.lock().unwrap().push(progress.clone()));
+    (sink, seen)
+}
+
+/// The reports of `stage`, checked to move only forward, and the last of them.
+fn last_of(reports: &[MaintenanceProgress], stage: ProgressStage) -> MaintenanceProgress {
+    let staged: Vec<&MaintenanceProgress> = reports
+        .iter()
+        .filter(|report| report.stage == stage)
+        .collect();
+    for pair in staged.windows(2) {
+        assert!(
+            pair[1].done >= pair[0].done && pair[1].tables_done >= pair[0].tables_done,
+            "progress went back: {pair:?}"
+        );
+    }
+    for report in &staged {
+        assert!(report.is_consistent(), "{report:?}");
+    }
+    (*staged.last().expect("the stage reported")).clone()
+}
+
+#[tokio::test]
+async fn index_builds_optimize_and_cleanup_report_progress_up_to_their_totals() {
+    let (graph, _test) = fragmented(Backend::Local, 3).await;
+
+    let (sink, seen) = recorder();
+    let built = graph
+        .maintenance()
+        .with_progress(sink)
+        .build_indexes()
+        .await
+        .unwrap();
+    let last = last_of(&seen.lock().unwrap(), ProgressStage::Working);
+    assert_eq!(last.operation, "build_indexes");
+    assert_eq!(last.items, ProgressItems::Indexes);
+    let judged = (built.built.len() + built.pending_indexes.len()) as u64;
+    assert!(judged > 0);
+    assert_eq!((last.done, last.total), (judged, judged));
+    assert_eq!(last.tables_done, last.tables_total);
+
+    let rows: u64 = graph
+        .head()
+        .await
+        .unwrap()
+        .pins
+        .iter()
+        .map(|pin| pin.row_count)
+        .sum();
+    let (sink, seen) = recorder();
+    let report = graph
+        .maintenance()
+        .with_progress(sink)
+        .optimize()
+        .await
+        .unwrap();
+    let reports = seen.lock().unwrap().clone();
+    assert_eq!(
+        (reports[0].done, reports[0].tables_done),
+        (0, 0),
+        "{:?}",
+        reports[0]
+    );
+    let last = last_of(&reports, ProgressStage::Working);
+    assert_eq!(
+        (last.operation, last.items),
+        ("optimize", ProgressItems::Rows)
+    );
+    assert_eq!((last.done, last.total), (rows, rows));
+    assert_eq!(last.tables_total, report.tables.len() as u64);
+    assert_eq!(last.tables_done, last.tables_total);
+
+    let (sink, seen) = recorder();
+    let cleaned = omnigraph_tests::later_by(
+        Duration::from_secs(120),
+        graph
+            .maintenance()
+            .with_progress(sink)
+            .cleanup(&omnigraph_tests::keep_with_minimum_grace(1)),
+    )
+    .await
+    .unwrap();
+    let reports = seen.lock().unwrap().clone();
+    let planned = last_of(&reports, ProgressStage::Planning);
+    assert_eq!(planned.items, ProgressItems::Tables);
+    assert_eq!(planned.tables_total, cleaned.tables.len() as u64);
+    assert_eq!(
+        (planned.done, planned.tables_done),
+        (planned.total, planned.tables_total)
+    );
+    let deleted = last_of(&reports, ProgressStage::Working);
+    let removed = cleaned.totals.manifests_removed + cleaned.totals.files_removed;
+    assert!(removed > 0);
+    assert_eq!(deleted.items, ProgressItems::Files);
+    assert_eq!((deleted.done, deleted.total), (removed, removed));
+    assert_eq!(deleted.tables_done, deleted.tables_total);
 }

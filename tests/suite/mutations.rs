@@ -108,7 +108,7 @@ async fn bad_updates_are_bad_input_and_change_nothing() {
         ("true", "shoe", json!(1), "no property shoe"),
         ("true", "age", json!("old"), "expected an Int32"),
         ("true", "name", Value::Null, "required"),
-        ("nope >", "age", json!(1), "predicate"),
+        ("nope >", "age", json!(1), "filter `nope >` on Person"),
     ] {
         let error = graph
             .update("Person", predicate, &[(property.into(), value)])

@@ -41,6 +41,7 @@ pub(crate) async fn trace_every_readable_commit(
 
 use crate::budget::REQUEST_FAN_OUT;
 use crate::lane::{CancelToken, cancelled};
+use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use futures::StreamExt;
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result, adapter, seams};
@@ -229,15 +230,12 @@ impl CleanupReport {
     }
 }
 
-/// Progress of a long run, for the CLI.
-pub type CleanupProgress = Arc<dyn Fn(&str) + Send + Sync>;
-
 /// Previews a run: what it would delete, with nothing recorded or deleted.
 pub(crate) async fn preview(
     root: &Arc<StorageRoot>,
     options: &CleanupOptions,
     token: &CancelToken,
-    progress: Option<&CleanupProgress>,
+    progress: Option<&ProgressSink>,
 ) -> Result<CleanupReport> {
     let started = Instant::now();
     let planned = plan(root, options, token, progress).await?;
@@ -249,7 +247,7 @@ pub(crate) async fn run(
     root: &Arc<StorageRoot>,
     options: &CleanupOptions,
     token: &CancelToken,
-    progress: Option<&CleanupProgress>,
+    progress: Option<&ProgressSink>,
 ) -> Result<CleanupReport> {
     let started = Instant::now();
     options.policy.check()?;
@@ -348,7 +346,7 @@ async fn plan(
     root: &Arc<StorageRoot>,
     options: &CleanupOptions,
     token: &CancelToken,
-    progress: Option<&CleanupProgress>,
+    progress: Option<&ProgressSink>,
 ) -> Result<Planned> {
     options.policy.check()?;
     let now = seams::now_micros();
@@ -369,10 +367,17 @@ async fn plan(
     )
     .await?;
     let table_ids = table_ids(root).await?;
+    let planning = Tally::new(table_ids.len() as u64);
+    planning.report(progress, ProgressStage::Planning);
     let mut rows: Vec<(TableCleanup, TablePlan)> = futures::stream::iter(table_ids)
         .map(|table_id| {
-            let traced = &traced;
-            async move { plan_one(root, table_id, traced, grace_cutoff, progress).await }
+            let (traced, planning) = (&traced, &planning);
+            async move {
+                let planned = plan_one(root, table_id, traced, grace_cutoff).await;
+                planning.table_done(1);
+                planning.report(progress, ProgressStage::Planning);
+                planned
+            }
         })
         .buffered(REQUEST_FAN_OUT)
         .collect()
@@ -398,8 +403,7 @@ async fn plan(
                 .iter()
                 .any(|(table_id, _)| *table_id == row.table_id)
             {
-                (*row, *plan) =
-                    plan_one(root, row.table_id.clone(), &traced, grace_cutoff, progress).await;
+                (*row, *plan) = plan_one(root, row.table_id.clone(), &traced, grace_cutoff).await;
             }
         }
     }
@@ -414,7 +418,6 @@ async fn plan_one(
     table_id: String,
     traced: &trace::Trace,
     grace_cutoff: i64,
-    progress: Option<&CleanupProgress>,
 ) -> (TableCleanup, TablePlan) {
     let mut row = TableCleanup {
         table_id: table_id.clone(),
@@ -431,13 +434,6 @@ async fn plan_one(
             TablePlan::default()
         }
     };
-    if let Some(progress) = progress {
-        progress(&format!(
-            "planned {table_id}: {} manifests and {} files to remove",
-            plan.manifests.len(),
-            plan.files.len()
-        ));
-    }
     (row, plan)
 }
 
@@ -470,9 +466,27 @@ async fn delete_planned(
     root: &Arc<StorageRoot>,
     planned: &mut Planned,
     token: &CancelToken,
-    progress: Option<&CleanupProgress>,
+    progress: Option<&ProgressSink>,
 ) {
-    let deleted = AtomicU64::new(0);
+    let objects_of = |(row, plan): &(TableCleanup, TablePlan)| {
+        if row.error.is_some() {
+            0
+        } else {
+            (plan.manifests.len() + plan.files.len()) as u64
+        }
+    };
+    let remaining: Vec<AtomicU64> = planned
+        .tables
+        .iter()
+        .map(|table| AtomicU64::new(objects_of(table)))
+        .collect();
+    let with_work = remaining
+        .iter()
+        .filter(|left| left.load(Ordering::Relaxed) > 0)
+        .count() as u64;
+    let deleting = Tally::new(with_work);
+    deleting.add_total(planned.tables.iter().map(objects_of).sum());
+    deleting.report(progress, ProgressStage::Working);
     for manifests_first in [true, false] {
         let mut work: Vec<(usize, bool, TableObject)> = Vec::new();
         for (index, (row, plan)) in planned.tables.iter().enumerate() {
@@ -490,7 +504,7 @@ async fn delete_planned(
             futures::stream::iter(work)
                 .map(|(index, is_manifest, object)| {
                     let table = layout::table_path(&planned.tables[index].0.table_id);
-                    let deleted = &deleted;
+                    let (deleting, remaining) = (&deleting, &remaining);
                     async move {
                         // A cancel stops before the next deletion; one in progress
                         // finishes.
@@ -499,9 +513,11 @@ async fn delete_planned(
                         }
                         let outcome =
                             adapter::delete_table_object(root, &table, &object.object).await;
-                        if outcome.is_ok() {
-                            deleted.fetch_add(1, Ordering::Relaxed);
+                        deleting.item_done();
+                        if remaining[index].fetch_sub(1, Ordering::Relaxed) == 1 {
+                            deleting.table_done(1);
                         }
+                        deleting.report(progress, ProgressStage::Working);
                         (index, is_manifest, object, Some(outcome))
                     }
                 })
@@ -526,11 +542,61 @@ async fn delete_planned(
                 Some(Err(_)) | None => {}
             }
         }
-        if let Some(progress) = progress {
-            progress(&format!(
-                "deleted {} objects so far",
-                deleted.load(Ordering::Relaxed)
-            ));
+    }
+}
+
+/// Counts for cleanup's progress reports, shared by its concurrent tasks.
+struct Tally {
+    tables_total: u64,
+    tables_done: AtomicU64,
+    total: AtomicU64,
+    done: AtomicU64,
+}
+
+impl Tally {
+    fn new(tables_total: u64) -> Tally {
+        Tally {
+            tables_total,
+            tables_done: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            done: AtomicU64::new(0),
         }
+    }
+
+    fn add_total(&self, items: u64) {
+        self.total.fetch_add(items, Ordering::Relaxed);
+    }
+
+    fn item_done(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn table_done(&self, tables: u64) {
+        self.tables_done.fetch_add(tables, Ordering::Relaxed);
+    }
+
+    /// Planning counts tables; deleting counts objects.
+    fn report(&self, sink: Option<&ProgressSink>, stage: ProgressStage) {
+        let tables_done = self.tables_done.load(Ordering::Relaxed);
+        let (done, total, items) = match stage {
+            ProgressStage::Planning => (tables_done, self.tables_total, ProgressItems::Tables),
+            ProgressStage::Working => (
+                self.done.load(Ordering::Relaxed),
+                self.total.load(Ordering::Relaxed),
+                ProgressItems::Files,
+            ),
+        };
+        progress::report(
+            sink,
+            MaintenanceProgress {
+                operation: "cleanup",
+                stage,
+                tables_done,
+                tables_total: self.tables_total,
+                done,
+                total,
+                items,
+            },
+        );
     }
 }

@@ -63,6 +63,19 @@ pub struct IndexCoverage {
     pub uncovered_rows: u64,
 }
 
+/// How far an index build run has gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexBuildProgress {
+    /// Tables whose missing indexes are all staged.
+    pub tables_done: u64,
+    /// Tables that miss at least one declared index.
+    pub tables_total: u64,
+    /// Indexes staged (or found untrainable) so far.
+    pub indexes_done: u64,
+    /// Declared indexes missing at the base.
+    pub indexes_total: u64,
+}
+
 /// Index builds staged on a captured head, ready to publish.
 #[derive(Debug)]
 pub struct PreparedIndexBuild {
@@ -115,20 +128,24 @@ impl Omnigraph {
     /// Stages the build of every declared index that the tables lack at the head;
     /// nothing is visible until the prepared build is published.
     pub async fn prepare_build_indexes(&self) -> Result<PreparedIndexBuild> {
-        self.prepare_build_indexes_with(|_| {}).await
+        self.prepare_build_indexes_with(|_| {}, |_| {}).await
     }
 
     /// [`Omnigraph::prepare_build_indexes`] on a staging that `setup` configures first
-    /// (maintenance runs the builds' Lance work on its own runtime, within its budget).
+    /// (maintenance runs the builds' Lance work on its own runtime, within its budget),
+    /// reporting to `progress` as each index is staged.
     pub async fn prepare_build_indexes_with(
         &self,
         setup: impl FnOnce(&mut Staging),
+        mut progress: impl FnMut(&IndexBuildProgress) + Send,
     ) -> Result<PreparedIndexBuild> {
         let base = self.head().await?;
         let catalog = self.catalog_at(&base).await?;
         let mut staging = Staging::new(self.graph().root().clone(), base.clone());
         setup(&mut staging);
-        let staged = stage_create_indices(self, &mut staging, catalog.types()).await;
+        let staged =
+            stage_create_indices_reporting(self, &mut staging, catalog.types(), &mut progress)
+                .await;
         let (built, pending_indexes) =
             staged.map_err(|error| error.with_evidence(staging.evidence()))?;
         Ok(PreparedIndexBuild {
@@ -235,9 +252,20 @@ pub async fn stage_create_indices(
     staging: &mut Staging,
     types: &[TypeDef],
 ) -> Result<(Vec<(String, String)>, Vec<PendingIndex>)> {
+    stage_create_indices_reporting(handle, staging, types, &mut |_| {}).await
+}
+
+/// [`stage_create_indices`], reporting to `progress`: once every table's missing
+/// indexes are known, then after each index.
+async fn stage_create_indices_reporting(
+    handle: &Omnigraph,
+    staging: &mut Staging,
+    types: &[TypeDef],
+    progress: &mut (dyn FnMut(&IndexBuildProgress) + Send),
+) -> Result<(Vec<(String, String)>, Vec<PendingIndex>)> {
     let base = staging.base().clone();
-    let mut built = Vec::new();
-    let mut pending = Vec::new();
+    // First what is missing everywhere, so progress has its totals.
+    let mut missing = Vec::new();
     for type_def in types {
         let pin = base.require_pin_of_type(type_def.name())?.clone();
         let table = handle.table_at(&base, &pin.table_id).await?;
@@ -245,28 +273,49 @@ pub async fn stage_create_indices(
             .load_indices()
             .await
             .map_err(|error| OmniError::from_lance("list indexes", error))?;
-        for declared in type_def.declared_indexes() {
-            if existing.iter().any(|index| index.name == declared.name) {
-                continue;
-            }
-            let kind = match plan_build(&table, pin.row_count, declared).await? {
-                Ok(kind) => kind,
-                Err(reason) => {
-                    pending.push(PendingIndex {
-                        type_name: type_def.name().to_string(),
-                        property: declared.column.clone(),
-                        index: declared.name.clone(),
-                        reason,
-                    });
-                    continue;
-                }
-            };
-            if !staging.has_chain(&pin.table_id) {
-                staging.seed(&pin.table_id, table.clone())?;
-            }
-            staging.stage_index(&pin.table_id, declared, kind).await?;
-            built.push((type_def.name().to_string(), declared.name.clone()));
+        let declared: Vec<&DeclaredIndex> = type_def
+            .declared_indexes()
+            .iter()
+            .filter(|declared| !existing.iter().any(|index| index.name == declared.name))
+            .collect();
+        if !declared.is_empty() {
+            missing.push((type_def, pin, table, declared));
         }
+    }
+    let mut figures = IndexBuildProgress {
+        tables_done: 0,
+        tables_total: missing.len() as u64,
+        indexes_done: 0,
+        indexes_total: missing
+            .iter()
+            .map(|(.., declared)| declared.len() as u64)
+            .sum(),
+    };
+    progress(&figures);
+    let mut built = Vec::new();
+    let mut pending = Vec::new();
+    for (type_def, pin, table, declared_missing) in missing {
+        for declared in declared_missing {
+            match plan_build(&table, pin.row_count, declared).await? {
+                Ok(kind) => {
+                    if !staging.has_chain(&pin.table_id) {
+                        staging.seed(&pin.table_id, table.clone())?;
+                    }
+                    staging.stage_index(&pin.table_id, declared, kind).await?;
+                    built.push((type_def.name().to_string(), declared.name.clone()));
+                }
+                Err(reason) => pending.push(PendingIndex {
+                    type_name: type_def.name().to_string(),
+                    property: declared.column.clone(),
+                    index: declared.name.clone(),
+                    reason,
+                }),
+            }
+            figures.indexes_done += 1;
+            progress(&figures);
+        }
+        figures.tables_done += 1;
+        progress(&figures);
     }
     Ok((built, pending))
 }

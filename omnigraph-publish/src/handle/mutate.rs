@@ -71,6 +71,7 @@ impl Omnigraph {
         let base = self.head().await?;
         let catalog = self.catalog_at(&base).await?;
         let type_def = catalog.require(type_name)?;
+        omnigraph_core::filter::check_on_type(type_def, predicate, "update")?;
         if assignments.is_empty() {
             return Err(OmniError::bad_input(
                 InputLocation::in_source("update").type_name(type_name),
@@ -121,6 +122,7 @@ impl Omnigraph {
         let base = self.head().await?;
         let catalog = self.catalog_at(&base).await?;
         let type_def = catalog.require(type_name)?;
+        omnigraph_core::filter::check_on_type(type_def, predicate, "delete")?;
         let mut staging = Staging::new(self.graph().root().clone(), base.clone());
         let staged = self
             .stage_delete_cascade(&mut staging, &base, &catalog, type_def, predicate)

@@ -441,6 +441,29 @@ impl Omnigraph {
         Ok(batches_to_json(&found).into_iter().next())
     }
 
+    /// How many rows of `type_name` at `at` `filter` holds for (all rows without one).
+    pub async fn count(
+        &self,
+        type_name: &str,
+        filter: Option<&str>,
+        at: &CommitRef,
+    ) -> Result<u64> {
+        let commit = self.graph.commit(&self.branch, at).await?;
+        if let Some(filter) = filter {
+            let catalog = self.catalog_at(&commit).await?;
+            omnigraph_core::filter::check_on_type(catalog.require(type_name)?, filter, "count")?;
+        }
+        let table = self.table_of_type(&commit, type_name).await?;
+        let counted = table.count_rows(filter.map(str::to_string)).await;
+        counted.map(|count| count as u64).map_err(|error| {
+            input_or_storage(
+                InputLocation::in_source("count").field("filter"),
+                "count rows",
+                error,
+            )
+        })
+    }
+
     /// Rows of `type_name` at `at`, filtered, projected and limited.
     pub async fn scan(
         &self,
@@ -453,15 +476,7 @@ impl Omnigraph {
             // Checked against the type's own columns first: the error then names the
             // user's filter and properties, never Lance's internals.
             let catalog = self.catalog_at(&commit).await?;
-            let type_def = catalog.require(type_name)?;
-            omnigraph_core::filter::check_filter(filter, type_def.arrow_schema()).map_err(
-                |message| {
-                    OmniError::bad_input(
-                        InputLocation::in_source("scan").field("filter"),
-                        format!("filter `{filter}` on {type_name}: {message}"),
-                    )
-                },
-            )?;
+            omnigraph_core::filter::check_on_type(catalog.require(type_name)?, filter, "scan")?;
         }
         let table = self.table_of_type(&commit, type_name).await?;
         scan_table(&table, request).await
