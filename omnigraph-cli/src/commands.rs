@@ -3,11 +3,14 @@
 use crate::output::{Output, print_columns, print_rows};
 use crate::{DirectionArg, ModeArg};
 use omnigraph_core::schema::{self, Catalog, PropertyType};
+use omnigraph_core::storage::{StorageOptions, StorageRoot};
 use omnigraph_core::{InputLocation, OmniError, Result};
 use omnigraph_maintenance::{
     CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceBudget, MaintenanceExt, UnitOutcome,
 };
-use omnigraph_publish::{CommitRef, Direction, GraphCommit, LoadMode, Omnigraph, ScanRequest};
+use omnigraph_publish::{
+    CommitRef, Direction, GraphCommit, LoadMode, Omnigraph, ScanRequest, default_actor,
+};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -60,10 +63,29 @@ async fn parse_key(graph: &Omnigraph, type_name: &str, key: &str) -> Result<Valu
     }
 }
 
+/// The storage options of this run (`--storage-option`), set once before any command.
+static STORAGE_OPTIONS: std::sync::OnceLock<StorageOptions> = std::sync::OnceLock::new();
+
+/// Sets the storage options every root of this run is opened with.
+pub fn use_storage_options(options: StorageOptions) {
+    let _ = STORAGE_OPTIONS.set(options);
+}
+
+fn storage_options() -> &'static StorageOptions {
+    STORAGE_OPTIONS.get_or_init(StorageOptions::new)
+}
+
+/// Opens the graph at `root` with this run's storage options.
+async fn open(root: &str) -> Result<Omnigraph> {
+    Omnigraph::open_root(StorageRoot::open_with(root, storage_options()).await?).await
+}
+
 pub async fn init(out: &Output, root: &str, schema_file: &Path) -> Result<()> {
     let text = read_file(schema_file)?;
     let catalog = schema::parse(&schema_file.display().to_string(), &text)?;
-    let graph = Omnigraph::create(root, catalog.to_pg().as_str()).await?;
+    let root_store = StorageRoot::open_with(root, storage_options()).await?;
+    let graph =
+        Omnigraph::create_in_root(root_store, catalog.to_pg().as_str(), &default_actor()).await?;
     let head = graph.head().await?;
     out.emit(
         json!({"root": root, "commit": commit_json(&head), "schema": catalog.hash()}),
@@ -79,7 +101,7 @@ pub async fn init(out: &Output, root: &str, schema_file: &Path) -> Result<()> {
 }
 
 pub async fn load(out: &Output, root: &str, file: &Path, mode: ModeArg) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let mode = match mode {
         ModeArg::Append => LoadMode::Append,
         ModeArg::Merge => LoadMode::Merge,
@@ -145,7 +167,7 @@ pub async fn insert(out: &Output, root: &str, type_name: &str, rows: &str) -> Re
             ));
         }
     };
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let commit = graph.insert_json(type_name, objects).await?;
     out.emit(json!({"commit": commit_json(&commit)}), |_| {
         print_commit("inserted", Some(&commit))
@@ -172,7 +194,7 @@ pub async fn update(
             serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_string()));
         parsed.push((property.trim().to_string(), value));
     }
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let commit = graph.update(type_name, predicate, &parsed).await?;
     out.emit(json!({"commit": commit.as_ref().map(commit_json)}), |_| {
         print_commit("updated", commit.as_ref())
@@ -181,7 +203,7 @@ pub async fn update(
 }
 
 pub async fn delete(out: &Output, root: &str, type_name: &str, predicate: &str) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let commit = graph.delete(type_name, predicate).await?;
     out.emit(json!({"commit": commit.as_ref().map(commit_json)}), |_| {
         print_commit("deleted", commit.as_ref())
@@ -199,7 +221,7 @@ pub fn schema_check(out: &Output, file: &Path) -> Result<()> {
 pub async fn schema_apply(out: &Output, root: &str, file: &Path, force: bool) -> Result<()> {
     let text = read_file(file)?;
     schema::parse(&file.display().to_string(), &text)?;
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let report = graph.apply_schema(&text, force).await?;
     out.emit(
         json!({"commit": report.commit.as_ref().map(commit_json), "changes": report.changes}),
@@ -214,7 +236,7 @@ pub async fn schema_apply(out: &Output, root: &str, file: &Path, force: bool) ->
 }
 
 pub async fn schema_show(out: &Output, root: &str) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let head = graph.head().await?;
     let catalog = graph.catalog_at(&head).await?;
     out.emit(catalog_json(&catalog), |_| print!("{}", catalog.to_pg()));
@@ -228,7 +250,7 @@ pub async fn get(
     key: &str,
     at: Option<&str>,
 ) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let key = parse_key(&graph, type_name, key).await?;
     let row = graph.get(type_name, &key, &at_ref(at)).await?;
     let Some(row) = row else {
@@ -253,7 +275,7 @@ pub async fn query(
     limit: usize,
     at: Option<&str>,
 ) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let at = at_ref(at);
     let request = ScanRequest {
         filter: predicate.clone(),
@@ -301,7 +323,7 @@ pub async fn neighbors(
     limit: usize,
     at: Option<&str>,
 ) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let key = parse_key(&graph, type_name, key).await?;
     let direction = match direction {
         DirectionArg::Out => Direction::Out,
@@ -360,7 +382,7 @@ pub async fn search(
     query: SearchQuery,
     at: Option<&str>,
 ) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let at = at_ref(at);
     let k = query.k;
     // One more than asked (up to the most one call returns): whether more match is
@@ -408,7 +430,7 @@ pub async fn search(
 }
 
 pub async fn build_indexes(out: &Output, root: &str) -> Result<()> {
-    let graph = Arc::new(Omnigraph::open(root).await?);
+    let graph = Arc::new(open(root).await?);
     cancel_on_interrupt(graph.clone());
     let report = out
         .with_maintenance_bar(|sink| {
@@ -443,7 +465,7 @@ pub async fn optimize(out: &Output, root: &str, concurrency: Option<usize>) -> R
     if let Some(units) = concurrency {
         budget = budget.with_unit_concurrency(units);
     }
-    let graph = Arc::new(Omnigraph::open(root).await?);
+    let graph = Arc::new(open(root).await?);
     cancel_on_interrupt(graph.clone());
     let report = out
         .with_maintenance_bar(|sink| {
@@ -494,7 +516,7 @@ fn reporting(
 /// Previews cleanup: what `--confirm` would delete. Exits 0 unless a table failed.
 pub async fn cleanup_preview(out: &Output, root: &str, request: CleanupRequest) -> Result<i32> {
     let options = request.options()?;
-    let graph = Arc::new(Omnigraph::open(root).await?);
+    let graph = Arc::new(open(root).await?);
     cancel_on_interrupt(graph.clone());
     let report = out
         .with_maintenance_bar(|sink| {
@@ -512,7 +534,7 @@ pub async fn cleanup_preview(out: &Output, root: &str, request: CleanupRequest) 
 /// Runs cleanup, with progress on stderr; exits 0 unless a table failed.
 pub async fn cleanup(out: &Output, root: &str, request: CleanupRequest) -> Result<i32> {
     let options = request.options()?;
-    let graph = Arc::new(Omnigraph::open(root).await?);
+    let graph = Arc::new(open(root).await?);
     cancel_on_interrupt(graph.clone());
     let report = out
         .with_maintenance_bar(|sink| {
@@ -583,7 +605,7 @@ fn print_cleanup(report: &CleanupReport) {
 
 /// Prints the repair report; exits 0 when clean and 3 on drift or missing pins.
 pub async fn repair(out: &Output, root: &str) -> Result<i32> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let report = graph.maintenance().repair_report().await?;
     out.emit(serde_json::to_value(&report).unwrap_or(Value::Null), |_| {
         for table in &report.tables {
@@ -658,7 +680,7 @@ pub fn print_optimize(report: &omnigraph_maintenance::OptimizeReport) {
 }
 
 pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let commits = graph.graph().log(graph.branch())?.log(limit, None).await?;
     let rows: Vec<Vec<String>> = commits
         .iter()
@@ -707,7 +729,7 @@ pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
 }
 
 pub async fn tables(out: &Output, root: &str, at: Option<&str>) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let commit = graph.graph().commit(graph.branch(), &at_ref(at)).await?;
     let rows: Vec<Map<String, Value>> = commit
         .pins
@@ -736,7 +758,7 @@ pub async fn tables(out: &Output, root: &str, at: Option<&str>) -> Result<()> {
 }
 
 pub async fn status(out: &Output, root: &str) -> Result<()> {
-    let graph = Omnigraph::open(root).await?;
+    let graph = open(root).await?;
     let head = graph.head().await?;
     let coverage = graph.index_coverage(&CommitRef::Head).await?;
     let tables: Vec<Value> = head

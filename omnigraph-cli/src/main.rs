@@ -29,6 +29,10 @@ pub struct Cli {
     /// More logging on stderr (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// A setting for an s3:// root's store, as KEY=VALUE (endpoint, region,
+    /// allow_http, ...); repeatable. The AWS_* variables are read too.
+    #[arg(long = "storage-option", global = true, value_name = "KEY=VALUE")]
+    storage_options: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -326,6 +330,11 @@ fn init_logging(verbose: u8) {
 /// success).
 async fn run(cli: Cli) -> Result<i32, OmniError> {
     let out = output::Output::new(cli.json);
+    let mut options = omnigraph_core::storage::StorageOptions::new();
+    for pair in &cli.storage_options {
+        options = options.with_pair(pair)?;
+    }
+    commands::use_storage_options(options);
     let done = match cli.command {
         Command::Init { root, schema } => commands::init(&out, &root, &schema).await,
         Command::Load { root, file, mode } => commands::load(&out, &root, &file, mode).await,

@@ -45,7 +45,7 @@ pub use indexes::{
 pub use ingest::{IngestReport, LoadMode};
 pub use log::CommitLog;
 pub use mutate::PreparedWrite;
-pub use omnigraph::{LoadProgress, Omnigraph, ScanRequest};
+pub use omnigraph::{LoadProgress, Omnigraph, ScanRequest, default_actor};
 pub use publisher::{Publication, ReadSet, publish};
 pub use reads::Direction;
 pub use schema_apply::{SchemaApplyReport, SchemaChange};

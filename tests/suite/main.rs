@@ -16,7 +16,6 @@ mod optimize;
 mod protocol;
 mod publish;
 mod request_counts;
-#[cfg(feature = "s3")]
 mod s3;
 mod schema_apply;
 mod storage_root;

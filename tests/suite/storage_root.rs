@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use omnigraph_core::storage::{
-    FaultAction, FaultRule, PutOutcome, RequestKind, RootLocation, StorageRoot,
+    FaultAction, FaultRule, PutOutcome, RequestKind, RootLocation, StorageOptions, StorageRoot,
 };
 use omnigraph_core::{ErrorKind, StorageKind};
 use omnigraph_tests::{BACKENDS, Backend, TestRoot};
@@ -31,13 +31,30 @@ fn root_uris_parse_and_bad_ones_are_typed() {
 }
 
 #[tokio::test]
-async fn s3_without_the_feature_is_a_configuration_error() {
-    if cfg!(feature = "s3") {
-        return;
-    }
-    let error = StorageRoot::open("s3://bucket/graph").await.unwrap_err();
+async fn storage_options_are_checked_before_any_request() {
+    let options = |pair: &str| StorageOptions::new().with_pair(pair).unwrap();
+    // A setting S3 does not have is named, and nothing is sent anywhere.
+    let error = StorageRoot::open_with("s3://bucket/graph", &options("zzz_setting=1"))
+        .await
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Storage(StorageKind::Configuration));
-    assert!(error.to_string().contains("`s3` feature"), "{error}");
+    assert!(error.to_string().contains("zzz_setting"), "{error}");
+    // A folder or memory root takes none.
+    let dir = tempfile::tempdir().unwrap();
+    for uri in [
+        dir.path().display().to_string(),
+        "memory://options".to_string(),
+    ] {
+        let error = StorageRoot::open_with(&uri, &options("region=us-east-1"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.kind(),
+            ErrorKind::Storage(StorageKind::Configuration),
+            "{uri}"
+        );
+        assert!(error.to_string().contains("s3:// roots only"), "{error}");
+    }
 }
 
 #[tokio::test]

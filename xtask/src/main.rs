@@ -93,17 +93,44 @@ fn run_guards(args: &[String]) -> Result<(), String> {
 /// Runs the ingest benchmark binary (dev profile, so it reuses the test build).
 fn bench(args: &[String]) -> Result<(), String> {
     let root = workspace_root();
-    let mut cargo_args = vec![
-        "run",
-        "--quiet",
-        "-p",
-        "omnigraph-tests",
-        "--bin",
-        "omnigraph-bench",
-        "--",
-    ];
-    cargo_args.extend(args.iter().map(String::as_str));
-    step(&root, "bench", &cargo_args)
+    let binary = test_build_binary(&root, "bench build", "omnigraph-bench")?;
+    println!("== bench: {}", binary.display());
+    let status = Command::new(&binary)
+        .args(args)
+        .current_dir(&root)
+        .status()
+        .map_err(|error| format!("bench: could not run {}: {error}", binary.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("bench failed ({status})"))
+    }
+}
+
+/// The CI's test build (`cargo test --workspace --lib --bins --tests --no-run`: the one
+/// feature set every command shares, so nothing is compiled twice), and the path of its
+/// binary `name`.
+fn test_build_binary(root: &Path, step_name: &str, name: &str) -> Result<PathBuf, String> {
+    step(
+        root,
+        step_name,
+        &[
+            "test",
+            "--workspace",
+            "--lib",
+            "--bins",
+            "--tests",
+            "--no-run",
+        ],
+    )?;
+    Ok(target_dir(root).join("debug").join(name))
+}
+
+/// Where cargo builds: `CARGO_TARGET_DIR`, else the workspace's `target`.
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
 }
 
 /// The interop reader's pinned Python packages (pylance 14.0.2 and what it pulls in).
@@ -128,10 +155,7 @@ fn interop() -> Result<(), String> {
                 .into(),
         );
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let venv = target.join("interop-venv");
+    let venv = target_dir(&root).join("interop-venv");
     let python = venv.join("bin/python");
     let requirements = std::fs::read_to_string(root.join(INTEROP_REQUIREMENTS))
         .map_err(|error| format!("interop: read {INTEROP_REQUIREMENTS}: {error}"))?;
@@ -172,19 +196,7 @@ fn interop() -> Result<(), String> {
         std::fs::write(&stamp, &requirements)
             .map_err(|error| format!("interop: write {}: {error}", stamp.display()))?;
     }
-    step(
-        &root,
-        "interop build",
-        &[
-            "test",
-            "--workspace",
-            "--lib",
-            "--bins",
-            "--tests",
-            "--no-run",
-        ],
-    )?;
-    let binary = target.join("debug/omnigraph");
+    let binary = test_build_binary(&root, "interop build", "omnigraph")?;
     println!("== interop: tools/interop/check.py");
     let checked = Command::new(&python)
         .arg("check.py")
@@ -220,16 +232,18 @@ fn s3() -> Result<(), String> {
         return Err("s3: the test server did not start".into());
     }
     let environment = run("env")?;
+    // The workspace's own feature set (as `ci` builds it), so nothing is compiled again;
+    // the S3 tests are the ignored ones under `s3::`.
     let mut command = cargo(
         &root,
         &[
             "test",
-            "-p",
-            "omnigraph-tests",
-            "--features",
-            "s3",
-            "--test",
-            "suite",
+            "--workspace",
+            "--lib",
+            "--bins",
+            "--tests",
+            "--",
+            "--ignored",
             "s3::",
         ],
     );

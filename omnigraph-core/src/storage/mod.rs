@@ -1,8 +1,12 @@
 //! The storage root and the object-store wrapper every request in it passes through.
 
+mod options;
 mod root;
+#[cfg(feature = "s3")]
+mod s3;
 mod wrapper;
 
+pub use options::{STORAGE_OPTION_LEN_MAX, STORAGE_OPTIONS_MAX, StorageOptions};
 pub use root::{ObjectInfo, PutOutcome, ROOT_URI_LEN_MAX, RootLocation, StorageRoot};
 pub use wrapper::{
     FaultAction, FaultHandle, FaultRule, Request, RequestCounts, RequestKind, RequestProbe,

@@ -1,6 +1,7 @@
 //! A graph's storage root: where its objects live, the wrapped store the engine and Lance
 //! share, and the Lance session every table in the root is opened with.
 
+use super::options::StorageOptions;
 use super::wrapper::{FaultHandle, FaultRule, RequestProbe, StoreWrapper};
 use crate::error::{InputLocation, OmniError, Result, StorageKind};
 use bytes::Bytes;
@@ -15,6 +16,13 @@ use std::sync::Arc;
 pub(crate) const INDEX_CACHE_BYTES: usize = 256 << 20;
 /// Lance metadata cache per root session (bytes).
 pub(crate) const METADATA_CACHE_BYTES: usize = 64 << 20;
+/// Where the put-if-absent check writes its scratch objects.
+const PROBE_FOLDER: &str = "_graph/probe";
+
+/// The roots this process has checked for atomic put-if-absent.
+static PROBED_ROOTS: std::sync::LazyLock<parking_lot::Mutex<std::collections::BTreeSet<String>>> =
+    std::sync::LazyLock::new(Default::default);
+
 /// The longest root URI accepted.
 pub const ROOT_URI_LEN_MAX: usize = 4096;
 
@@ -174,24 +182,51 @@ pub struct StorageRoot {
 }
 
 impl StorageRoot {
-    /// Opens the root at `uri`. Nothing is read or written: a root that holds no graph
-    /// opens fine, and the graph layer decides what that means.
+    /// Opens the root at `uri`, its store configured by the environment alone. See
+    /// [`StorageRoot::open_with`].
     pub async fn open(uri: &str) -> Result<Arc<StorageRoot>> {
+        StorageRoot::open_with(uri, &StorageOptions::new()).await
+    }
+
+    /// Opens the root at `uri` with `options` for its store (S3 settings; a folder or
+    /// memory root takes none). Nothing of the graph is read or written: a root that
+    /// holds no graph opens fine, and the graph layer decides what that means. An S3
+    /// root is first checked, once per process, to refuse a second conditional PUT of
+    /// one object: without atomic put-if-absent the commit log is unsafe.
+    pub async fn open_with(uri: &str, options: &StorageOptions) -> Result<Arc<StorageRoot>> {
         let location = RootLocation::parse(uri)?;
-        if let RootLocation::S3 { .. } = location
-            && !cfg!(feature = "s3")
-        {
-            return Err(OmniError::storage(
+        let registry = Arc::new(lance::io::ObjectStoreRegistry::default());
+        let configuration = |message: String| {
+            OmniError::storage(
                 StorageKind::Configuration,
                 format!("open {uri}"),
-                "this build has no S3 support: build omnigraph-core with the `s3` feature".into(),
-            ));
+                message.into(),
+            )
+        };
+        match &location {
+            #[cfg(feature = "s3")]
+            RootLocation::S3 { .. } => {
+                super::s3::check_options(options)?;
+                registry.insert("s3", Arc::new(super::s3::S3Provider::new(options.clone())));
+            }
+            #[cfg(not(feature = "s3"))]
+            RootLocation::S3 { .. } => {
+                return Err(configuration(
+                    "this build has no S3 support: build omnigraph-core with its `s3` feature (on by default)".into(),
+                ));
+            }
+            RootLocation::Local(_) | RootLocation::Memory { .. } if !options.is_empty() => {
+                return Err(configuration(
+                    "storage options apply to s3:// roots only".into(),
+                ));
+            }
+            RootLocation::Local(_) | RootLocation::Memory { .. } => {}
         }
         let lance_base = location.lance_base();
         let session = Arc::new(Session::new(
             INDEX_CACHE_BYTES,
             METADATA_CACHE_BYTES,
-            Arc::new(lance::io::ObjectStoreRegistry::default()),
+            registry,
         ));
         // The wrapper strips the root's own path so patterns and probes see
         // root-relative paths; learn that path from Lance's parse of the URI first.
@@ -206,7 +241,7 @@ impl StorageRoot {
             LanceStore::from_uri_and_params(session.store_registry(), &lance_base, &params)
                 .await
                 .map_err(|error| OmniError::from_lance(format!("open root {uri}"), error))?;
-        Ok(Arc::new(StorageRoot {
+        let root = Arc::new(StorageRoot {
             location,
             lance_base,
             wrapper,
@@ -214,7 +249,52 @@ impl StorageRoot {
             session,
             store,
             base_path,
-        }))
+        });
+        if let RootLocation::S3 { .. } = root.location
+            && !PROBED_ROOTS.lock().contains(&root.canonical())
+        {
+            root.check_put_if_absent().await?;
+            PROBED_ROOTS.lock().insert(root.canonical());
+        }
+        Ok(root)
+    }
+
+    /// Checks that the store makes put-if-absent atomic: a conditional PUT of a scratch
+    /// object, then the same PUT again, which must be refused. The scratch object is
+    /// deleted after. A store that cannot is a configuration error naming the problem;
+    /// the engine never falls back to an unconditional commit.
+    pub async fn check_put_if_absent(&self) -> Result<()> {
+        let scratch = format!("{PROBE_FOLDER}/{}", crate::seams::new_id());
+        let refuse = |message: &str| {
+            OmniError::storage(
+                StorageKind::Configuration,
+                format!("check put-if-absent on {}", self.canonical()),
+                format!("{message}: without atomic put-if-absent the commit log is unsafe, so this root is refused").into(),
+            )
+        };
+        let first = self.put_if_absent(&scratch, Bytes::from_static(b"1")).await;
+        let second = match &first {
+            Ok(_) => Some(self.put_if_absent(&scratch, Bytes::from_static(b"2")).await),
+            Err(_) => None,
+        };
+        let _ = self.delete(&scratch).await;
+        match (first, second) {
+            (Ok(PutOutcome::Created), Some(Ok(PutOutcome::AlreadyExists))) => Ok(()),
+            (Err(error), _) | (_, Some(Err(error)))
+                if error.kind() == crate::error::ErrorKind::Storage(StorageKind::Permanent) =>
+            {
+                Err(refuse(&format!(
+                    "the store does not support conditional PUT ({error})"
+                )))
+            }
+            (Err(error), _) | (_, Some(Err(error))) => Err(error),
+            (Ok(PutOutcome::AlreadyExists), _) => Err(refuse(
+                "a conditional PUT of a new scratch object was refused as if it existed",
+            )),
+            (Ok(PutOutcome::Created), _) => Err(refuse(
+                "the store accepted a second conditional PUT of the same object",
+            )),
+        }
     }
 
     /// Where the root lives.

@@ -14,6 +14,7 @@ use omnigraph_core::adapter;
 use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::schema::{Catalog, TypeDef};
+use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{InputLocation, OmniError, Result};
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
@@ -61,8 +62,17 @@ impl Omnigraph {
 
     /// Creates a graph as `actor`: the handle publishes as it, and genesis names it.
     pub async fn create_as(uri: &str, schema_text: &str, actor: &str) -> Result<Omnigraph> {
+        Omnigraph::create_in_root(StorageRoot::open(uri).await?, schema_text, actor).await
+    }
+
+    /// Creates a graph as `actor` in a root already open (with its storage options).
+    pub async fn create_in_root(
+        root: Arc<StorageRoot>,
+        schema_text: &str,
+        actor: &str,
+    ) -> Result<Omnigraph> {
         let catalog = omnigraph_core::schema::parse("schema", schema_text)?;
-        let (graph, genesis) = Graph::create(uri, &catalog, actor).await?;
+        let (graph, genesis) = Graph::create_in_root(root, &catalog, actor).await?;
         let mut handle = Omnigraph::on(graph, layout::MAIN_BRANCH)?;
         handle.actor = actor.to_string();
         *handle.known_head.lock() = Some(genesis);
@@ -73,6 +83,11 @@ impl Omnigraph {
     /// Opens the graph at `uri` on `main`.
     pub async fn open(uri: &str) -> Result<Omnigraph> {
         Omnigraph::on(Graph::open(uri).await?, layout::MAIN_BRANCH)
+    }
+
+    /// Opens the graph in a root already open (with its storage options) on `main`.
+    pub async fn open_root(root: Arc<StorageRoot>) -> Result<Omnigraph> {
+        Omnigraph::on(Graph::open_root(root).await?, layout::MAIN_BRANCH)
     }
 
     fn on(graph: Graph, branch: &str) -> Result<Omnigraph> {
@@ -538,7 +553,9 @@ pub struct LoadProgress {
     pub rows: u64,
 }
 
-fn default_actor() -> String {
+/// Who a handle's commits name when not told: `OMNIGRAPH_ACTOR`, else the user, else
+/// `omnigraph`.
+pub fn default_actor() -> String {
     std::env::var("OMNIGRAPH_ACTOR")
         .or_else(|_| std::env::var("USER"))
         .unwrap_or_else(|_| "omnigraph".into())
