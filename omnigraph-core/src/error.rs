@@ -170,7 +170,7 @@ impl fmt::Display for InputLocation {
 /// `pin:<table>`, `read_pin:<table>`) is what errors and JSON show.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ReadSetMember {
-    /// The whole branch head: a strict writer (update, delete, schema apply).
+    /// The whole branch head: the strict writer (schema apply).
     GraphHead {
         /// The branch.
         branch: String,
@@ -577,19 +577,19 @@ impl ReadSetMember {
     pub fn guidance(&self) -> (&'static str, &'static str, &'static str) {
         match self {
             ReadSetMember::GraphHead { .. } => (
-                "update, delete, schema apply (strict writers)",
+                "schema apply (the strict writer)",
                 "anything at all was published on the branch since the writer read its head",
                 "nothing published; rerun the command",
             ),
             ReadSetMember::Schema { .. } => (
-                "insert, load, index builds, optimize",
+                "insert, load, update, delete, index builds, optimize",
                 "another writer applied a schema",
                 "nothing published; the handle reads the new head, so a rerun on the same handle checks the rows against the new schema",
             ),
             ReadSetMember::Pin { .. } => (
-                "insert, load, index builds, optimize",
-                "a table the writer staged on moved",
-                "insert and load re-check their keys and endpoints on the new head and re-commit their staged files (a bounded number of times, then `contention_exhausted`); a merge too large to keep in memory, index builds and optimize report it and publish nothing",
+                "insert, load, update, delete, index builds, optimize",
+                "a table the writer staged on moved (for update and delete: a table it read, a delete's incident edge tables included)",
+                "insert and load re-check their keys and endpoints on the new head and re-commit their staged files; update and delete plan again on the new head (each a bounded number of times, then `contention_exhausted`); a prepared update or delete, a merge too large to keep in memory, index builds and optimize report it and publish nothing",
             ),
             ReadSetMember::ReadPin { .. } => (
                 "insert, load of edges",

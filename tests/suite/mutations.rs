@@ -142,8 +142,9 @@ async fn an_update_prepared_before_an_insert_publishes_must_retry() {
                 evidence,
                 ..
             } => {
-                assert_eq!(member.to_string(), "graph_head:main");
-                assert!(actual.contains(&inserted.commit_id), "{actual}");
+                let person = inserted.pin_of_type("Person").unwrap();
+                assert_eq!(member.to_string(), format!("pin:{}", person.table_id));
+                assert_eq!(actual, &person.version.to_string());
                 assert_eq!(evidence, &Evidence::Unpublished);
             }
             other => panic!("{backend:?}: expected ReadSetChanged, got {other}"),
@@ -246,4 +247,109 @@ async fn a_failed_cascading_delete_leaves_nodes_and_edges_unchanged() {
         let error = graph.delete("Person", "nope >").await.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::BadInput);
     }
+}
+
+#[tokio::test]
+async fn an_update_never_points_an_edge_at_a_missing_node() {
+    let (graph, test) = populated(Backend::Memory).await;
+    let before = all_objects(&test.root).await;
+    let head = graph.head().await.unwrap();
+    for (property, value) in [("src", "nobody"), ("dst", "nowhere")] {
+        let error = graph
+            .update("WorksAt", "id = 'e1'", &[(property.into(), json!(value))])
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::BadInput, "{property}: {error}");
+        assert!(error.to_string().contains(property), "{error}");
+        assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+    }
+    assert_eq!(graph.head().await.unwrap().seq, head.seq);
+    assert_eq!(all_objects(&test.root).await, before);
+}
+
+#[tokio::test]
+async fn updates_and_deletes_publish_over_commits_to_tables_they_did_not_read() {
+    let (graph, test) = populated(Backend::Memory).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let prepared = graph
+        .prepare_update("Person", "id = 'p3'", &[("age".into(), json!(21))])
+        .await
+        .unwrap();
+    let company = other
+        .insert_json("Company", objects(json!([{"id": "c9", "name": "Late"}])))
+        .await
+        .unwrap();
+    let updated = prepared.publish(&graph).await.unwrap().unwrap();
+    assert_eq!(updated.seq, company.seq + 1);
+    assert_eq!(
+        updated.pin_of_type("Company"),
+        company.pin_of_type("Company")
+    );
+    let p3 = graph
+        .get("Person", &json!("p3"), &CommitRef::Head)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p3["age"], json!(21));
+    // A Company delete reads Company and WorksAt, not Person.
+    let prepared = graph.prepare_delete("Company", "id = 'c9'").await.unwrap();
+    other
+        .insert_json("Person", objects(json!([{"id": "p9", "name": "Nine"}])))
+        .await
+        .unwrap();
+    prepared.publish(&graph).await.unwrap().unwrap();
+    assert!(
+        graph
+            .get("Company", &json!("c9"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        graph
+            .get("Person", &json!("p9"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn a_delete_never_publishes_over_an_edge_inserted_to_its_node_meanwhile() {
+    let (graph, test) = populated(Backend::Memory).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    // p3 has no edges when the delete is planned: WorksAt is only read, not staged.
+    let prepared = graph.prepare_delete("Person", "id = 'p3'").await.unwrap();
+    let edge = other
+        .insert_json(
+            "WorksAt",
+            objects(json!([{"id": "e9", "src": "p3", "dst": "c2"}])),
+        )
+        .await
+        .unwrap();
+    let error = prepared.publish(&graph).await.unwrap_err();
+    let works_at = edge.pin_of_type("WorksAt").unwrap();
+    match &error {
+        OmniError::ReadSetChanged { member, .. } => {
+            assert_eq!(member.to_string(), format!("pin:{}", works_at.table_id));
+        }
+        other => panic!("expected ReadSetChanged, got {other}"),
+    }
+    assert_eq!(graph.head().await.unwrap(), edge, "nothing published");
+    // The one-call delete plans again on the new head and takes the new edge with it.
+    graph.delete("Person", "id = 'p3'").await.unwrap().unwrap();
+    assert!(
+        graph
+            .get("Person", &json!("p3"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        graph
+            .get("WorksAt", &json!("e9"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

@@ -357,9 +357,17 @@ async fn an_update_prepared_before_optimize_publishes_must_retry() {
         .await
         .unwrap();
     run_optimize(&graph, &budget()).await.unwrap();
+    let person = graph
+        .head()
+        .await
+        .unwrap()
+        .pin_of_type("Person")
+        .unwrap()
+        .table_id
+        .clone();
     match prepared.publish(&graph).await.unwrap_err() {
         OmniError::ReadSetChanged { member, .. } => {
-            assert_eq!(member.to_string(), "graph_head:main")
+            assert_eq!(member.to_string(), format!("pin:{person}"))
         }
         other => panic!("expected ReadSetChanged, got {other}"),
     }

@@ -21,6 +21,7 @@ fn main() -> ExitCode {
         Some("guards") => run_guards(&args[1..]),
         Some("s3") => s3(),
         Some("bench") => bench(&args[1..]),
+        Some("stress") => stress(&args[1..]),
         Some("interop") => interop(),
         Some("help") | Some("--help") | Some("-h") | None => {
             print_help();
@@ -45,7 +46,8 @@ fn print_help() {
          guards [--root D]  Lance write calls only in the adapter, no Lance cleanup, failpoint names are constants\n  \
          s3                 start a local S3-compatible server (SeaweedFS) and run the S3 suite against it\n  \
          bench [--rows N] [--json]  ingest benchmark: JSONL load vs adapter baseline, warm single-row inserts\n  \
-         interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote"
+         interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
+         stress [--procs P] [--ops N] [--seed S] [--s3] [--json]  P processes write one root at once, then a checker"
     );
 }
 
@@ -215,12 +217,44 @@ fn interop() -> Result<(), String> {
 /// Runs the S3 suite against a local SeaweedFS started by `tools/s3-test-server`.
 fn s3() -> Result<(), String> {
     let root = workspace_root();
+    with_s3_server(&root, |environment| {
+        // The workspace's own feature set (as `ci` builds it), so nothing is compiled
+        // again; the S3 tests are the ignored ones under `s3::`.
+        let mut command = cargo(
+            &root,
+            &[
+                "test",
+                "--workspace",
+                "--lib",
+                "--bins",
+                "--tests",
+                "--",
+                "--ignored",
+                "s3::",
+            ],
+        );
+        command.envs(environment.iter().cloned());
+        match command.status() {
+            Ok(status) if status.success() => Ok(()),
+            Ok(status) => Err(format!("s3 suite failed ({status})")),
+            Err(error) => Err(format!("s3: could not run cargo: {error}")),
+        }
+    })
+}
+
+/// Starts the local S3-compatible server (`tools/s3-test-server`), runs `work` with the
+/// variables that reach it, and stops the server whatever `work` did. A server that
+/// does not start is an error, never a skip.
+fn with_s3_server(
+    root: &Path,
+    work: impl FnOnce(&[(String, String)]) -> Result<(), String>,
+) -> Result<(), String> {
     let server = root.join("tools/s3-test-server");
     let run = |action: &str| {
         Command::new("bash")
             .arg(&server)
             .arg(action)
-            .current_dir(&root)
+            .current_dir(root)
             .output()
             .map_err(|error| format!("s3: could not run {}: {error}", server.display()))
     };
@@ -229,36 +263,72 @@ fn s3() -> Result<(), String> {
     if !started.status.success() {
         eprint!("{}", String::from_utf8_lossy(&started.stderr));
         let _ = run("stop");
-        return Err("s3: the test server did not start".into());
+        return Err(
+            "s3: the test server did not start (it needs python3 with venv and PyPI)".into(),
+        );
     }
-    let environment = run("env")?;
-    // The workspace's own feature set (as `ci` builds it), so nothing is compiled again;
-    // the S3 tests are the ignored ones under `s3::`.
-    let mut command = cargo(
-        &root,
-        &[
-            "test",
-            "--workspace",
-            "--lib",
-            "--bins",
-            "--tests",
-            "--",
-            "--ignored",
-            "s3::",
-        ],
-    );
-    for line in String::from_utf8_lossy(&environment.stdout).lines() {
-        if let Some((key, value)) = line.split_once('=') {
-            command.env(key, value);
+    let environment: Vec<(String, String)> = match run("env") {
+        Ok(output) => String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect(),
+        Err(error) => {
+            let _ = run("stop");
+            return Err(error);
         }
-    }
-    let status = command.status();
+    };
+    let done = work(&environment);
     let _ = run("stop");
-    match status {
-        Ok(status) if status.success() => Ok(()),
-        Ok(status) => Err(format!("s3 suite failed ({status})")),
-        Err(error) => Err(format!("s3: could not run cargo: {error}")),
+    done
+}
+
+/// Many processes on one root (`tests/stress/main.rs`): on a folder under the temp
+/// directory, or with `--s3` in the local S3 server's bucket.
+fn stress(args: &[String]) -> Result<(), String> {
+    let root = workspace_root();
+    let binary = test_build_binary(&root, "stress build", "omnigraph-stress")?;
+    let on_s3 = args.iter().any(|arg| arg == "--s3");
+    let passed: Vec<&String> = args.iter().filter(|arg| *arg != "--s3").collect();
+    let run = |graph_root: &str, environment: &[(String, String)]| {
+        println!("== stress on {graph_root}");
+        let status = Command::new(&binary)
+            .args(["run", "--root", graph_root])
+            .args(&passed)
+            .envs(environment.iter().cloned())
+            .status()
+            .map_err(|error| format!("stress: could not run {}: {error}", binary.display()))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("stress failed ({status})"))
+        }
+    };
+    let unique = format!(
+        "stress-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_millis())
+            .unwrap_or(0)
+    );
+    if on_s3 {
+        return with_s3_server(&root, |environment| {
+            let base = environment
+                .iter()
+                .find(|(key, _)| key == "OMNIGRAPH_S3_TEST_URI")
+                .map(|(_, value)| value.clone())
+                .ok_or("s3: the server gave no OMNIGRAPH_S3_TEST_URI")?;
+            run(
+                &format!("{}/{unique}", base.trim_end_matches('/')),
+                environment,
+            )
+        });
     }
+    let folder = std::env::temp_dir().join(unique);
+    let done = run(&folder.display().to_string(), &[]);
+    let _ = std::fs::remove_dir_all(&folder);
+    done
 }
 
 fn ci() -> Result<(), String> {

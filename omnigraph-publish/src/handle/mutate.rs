@@ -1,7 +1,12 @@
-//! Update and delete: strict writers. They read the branch head, stage their links, and
-//! publish only if nothing at all was published on the branch since: otherwise
-//! `ReadSetChanged { member: "graph_head:<branch>" }`, nothing published, and the
-//! caller retries. Deleting nodes deletes their incident edges in the same commit.
+//! Update and delete: pin-based writers. Their read set is every table they read: an
+//! update its own table; a delete its own table and, for a node type, every edge table
+//! incident to it (read for the cascade, whether or not it had edges to delete). A
+//! commit of other tables in between does not stop them (they publish on the new head);
+//! a move of a table they read does: `ReadSetChanged { member: "pin:<table>" }`, nothing
+//! published. [`Omnigraph::update`] and [`Omnigraph::delete`] then plan again on the
+//! new head, up to [`WRITE_ATTEMPTS_MAX`] times; a prepared write does not. Deleting
+//! nodes deletes their incident edges in the same commit. An update changes neither a
+//! key nor an edge's endpoints.
 
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::omnigraph::{Omnigraph, input_or_storage};
@@ -13,10 +18,16 @@ use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
 use omnigraph_core::{InputLocation, OmniError, Result};
 use serde_json::Value;
 
-/// A strict write staged on a captured head, ready to publish.
+/// How many times [`Omnigraph::update`] and [`Omnigraph::delete`] plan their write
+/// when the tables they read keep moving; then `ContentionExhausted`.
+pub const WRITE_ATTEMPTS_MAX: u32 = 8;
+
+/// An update or delete staged on a captured head, ready to publish.
 #[derive(Debug)]
 pub struct PreparedWrite {
     staging: Staging,
+    /// The pins of every table the write read, at the base.
+    read: Vec<(String, u64)>,
     operation: CommitOperation,
     rows: u64,
 }
@@ -32,14 +43,15 @@ impl PreparedWrite {
         self.rows
     }
 
-    /// Publishes the write if the branch head has not moved since it was captured.
-    /// Returns `None` when the write changes nothing (and so publishes nothing).
+    /// Publishes the write if no table it read has moved since it was captured (other
+    /// tables may have). Returns `None` when the write changes nothing (and so
+    /// publishes nothing).
     pub async fn publish(self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
         if !self.staging.has_staged() {
             return Ok(None);
         }
         let commit = handle
-            .publish_staged(&self.staging, ReadSet::Strict, self.operation)
+            .publish_staged(&self.staging, ReadSet::staged(self.read), self.operation)
             .await?;
         Ok(Some(commit))
     }
@@ -54,10 +66,34 @@ impl Omnigraph {
         predicate: &str,
         assignments: &[(String, Value)],
     ) -> Result<Option<GraphCommit>> {
-        self.prepare_update(type_name, predicate, assignments)
-            .await?
-            .publish(self)
-            .await
+        self.replanning(|| async {
+            self.prepare_update(type_name, predicate, assignments)
+                .await?
+                .publish(self)
+                .await
+        })
+        .await
+    }
+
+    /// Runs `write` (plan and publish) until no table it read moved under it, at most
+    /// [`WRITE_ATTEMPTS_MAX`] times. Each lost attempt leaves unpublished staging.
+    async fn replanning<F: std::future::Future<Output = Result<Option<GraphCommit>>>>(
+        &self,
+        write: impl Fn() -> F,
+    ) -> Result<Option<GraphCommit>> {
+        for attempt in 1..=WRITE_ATTEMPTS_MAX {
+            match write().await {
+                Err(OmniError::ReadSetChanged { .. }) if attempt < WRITE_ATTEMPTS_MAX => {}
+                Err(OmniError::ReadSetChanged { .. }) => {
+                    return Err(OmniError::ContentionExhausted {
+                        attempts: attempt,
+                        evidence: omnigraph_core::Evidence::Unpublished,
+                    });
+                }
+                done => return done,
+            }
+        }
+        unreachable!("the last attempt returns")
     }
 
     /// Stages an update on the current head: each `(property, value)` is checked
@@ -100,6 +136,7 @@ impl Omnigraph {
         }
         Ok(PreparedWrite {
             staging,
+            read: vec![(pin.table_id.clone(), pin.version)],
             operation: CommitOperation {
                 kind: "update".into(),
                 summary: format!("{matching} {type_name} where {predicate}"),
@@ -111,10 +148,13 @@ impl Omnigraph {
     /// Deletes the rows of `type_name` where `predicate` holds, with the edges incident
     /// to deleted nodes, in one commit. See [`Omnigraph::prepare_delete`].
     pub async fn delete(&self, type_name: &str, predicate: &str) -> Result<Option<GraphCommit>> {
-        self.prepare_delete(type_name, predicate)
-            .await?
-            .publish(self)
-            .await
+        self.replanning(|| async {
+            self.prepare_delete(type_name, predicate)
+                .await?
+                .publish(self)
+                .await
+        })
+        .await
     }
 
     /// Stages a delete on the current head, cascading to incident edges.
@@ -131,6 +171,7 @@ impl Omnigraph {
             staged.map_err(|error| error.with_evidence(staging.evidence()))?;
         Ok(PreparedWrite {
             staging,
+            read: delete_read_set(&base, &catalog, type_def)?,
             operation: CommitOperation {
                 kind: "delete".into(),
                 summary: format!(
@@ -266,6 +307,31 @@ async fn keys_where(
 }
 
 /// The SQL literal that sets `property` to `value`, checked against the schema.
+/// The tables a delete of `type_def` reads: its own, and for a node type every edge
+/// table incident to it. A concurrent edge insert to a node being deleted moves one of
+/// them, so the delete cannot publish over it and leave the edge dangling.
+fn delete_read_set(
+    base: &GraphCommit,
+    catalog: &omnigraph_core::schema::Catalog,
+    type_def: &TypeDef,
+) -> Result<Vec<(String, u64)>> {
+    let pin_of = |type_name: &str| {
+        base.require_pin_of_type(type_name)
+            .map(|pin| (pin.table_id.clone(), pin.version))
+    };
+    let mut read = vec![pin_of(type_def.name())?];
+    if type_def.is_node() {
+        for edge in catalog.types() {
+            if let DeclKind::Edge { from, to } = edge.kind()
+                && (from == type_def.name() || to == type_def.name())
+            {
+                read.push(pin_of(edge.name())?);
+            }
+        }
+    }
+    Ok(read)
+}
+
 fn assignment_literal(type_def: &TypeDef, property: &str, value: &Value) -> Result<String> {
     let type_name = type_def.name();
     let bad = |message: String| {
@@ -284,6 +350,19 @@ fn assignment_literal(type_def: &TypeDef, property: &str, value: &Value) -> Resu
     if property == type_def.key_column() {
         return Err(bad(format!(
             "{property} is the key of {type_name}; an update cannot change it"
+        )));
+    }
+    // An endpoint is checked against the node tables when an edge is written; an
+    // update reads no node table, so it could point an edge at a missing node.
+    let is_endpoint = [
+        omnigraph_core::schema::EDGE_SRC_COLUMN,
+        omnigraph_core::schema::EDGE_DST_COLUMN,
+    ]
+    .contains(&property);
+    if !type_def.is_node() && is_endpoint {
+        return Err(bad(format!(
+            "{property} is an endpoint of {type_name}; an update cannot change it \
+             (delete the edge and insert a new one)"
         )));
     }
     if value.is_null() {

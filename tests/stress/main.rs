@@ -1,0 +1,904 @@
+//! `omnigraph-stress`: several OS processes write one root at once, then a checker reads
+//! what they were told was written (`cargo xtask stress`).
+//!
+//! ```text
+//! omnigraph-stress run --root URI [--procs P] [--ops N] [--seed S] [--json]
+//! ```
+//!
+//! `run` creates the graph and starts P copies of itself as workers. Each worker owns its
+//! keys (`p<worker>_<n>`, `e<worker>_<n>`, company `c<worker>`), so its own record of
+//! acknowledged writes is exact however the workers interleave; the workers still
+//! contend for every table and every commit. A worker runs a seeded mix of single-row
+//! inserts, small loads (nodes with their edges), edge inserts to its existing nodes and
+//! to nodes it just deleted (which must be refused), updates, deletes (which cascade to
+//! edges) and reads, including time-travel reads. With two or more workers, worker 0
+//! also runs optimize and worker 1 cleanup, every few seconds. Then the checker opens
+//! the head and verifies: every acknowledged row is there with its last acknowledged
+//! value, nothing else is; no key twice; no dangling edge; the log has no gap; every
+//! retained commit opens and reads. It prints commits per second, conflicts per 100
+//! operations by kind, p50 and p99 per operation, and the requests by kind.
+
+// The worker awaits deep futures (load -> ingest -> staging -> publisher -> Lance).
+#![recursion_limit = "256"]
+
+use omnigraph_core::storage::RequestKind;
+use omnigraph_core::{ErrorKind, OmniError};
+use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, MaintenanceExt};
+use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+const STRESS_SCHEMA: &str = "
+node Person { id: String @key, name: String, age: Int32? @index }
+node Company { id: String @key, name: String }
+edge WorksAt: Person -> Company { since: Int32? }
+";
+/// The most worker processes one run starts.
+const PROCS_MAX: usize = 64;
+/// The most operations one worker runs.
+const OPS_MAX: usize = 100_000;
+/// Rows the checker reads per type at most (it fails when a type has more).
+const CHECK_ROWS_MAX: usize = 10_000;
+/// How often worker 0 optimizes and worker 1 cleans up.
+const OPTIMIZE_EVERY: Duration = Duration::from_secs(2);
+const CLEANUP_EVERY: Duration = Duration::from_secs(3);
+/// How soon a maintenance loop notices that its worker is done.
+const STOP_POLL: Duration = Duration::from_millis(50);
+/// Nodes read when looking for another worker's node to point an edge at.
+const CROSS_CANDIDATES_MAX: usize = 200;
+/// Nodes in one small load.
+const LOAD_NODES: usize = 4;
+
+fn argument(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|arg| arg == name)
+        .and_then(|index| args.get(index + 1).cloned())
+}
+
+fn number(args: &[String], name: &str, default: usize, max: usize) -> usize {
+    let value = argument(args, name).map_or(default, |text| {
+        text.parse()
+            .unwrap_or_else(|_| fail(&format!("{name} takes a number, not {text:?}")))
+    });
+    if value == 0 || value > max {
+        fail(&format!("{name} is 1 to {max}"));
+    }
+    value
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("omnigraph-stress: {message}");
+    std::process::exit(2);
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let root = argument(&args, "--root").unwrap_or_else(|| fail("--root URI is required"));
+    match args.get(1).map(String::as_str) {
+        Some("run") => run(&args, &root).await,
+        Some("worker") => worker(&args, &root).await,
+        _ => {
+            fail("usage: omnigraph-stress run --root URI [--procs P] [--ops N] [--seed S] [--json]")
+        }
+    }
+}
+
+// ---- the worker ----------------------------------------------------------------
+
+/// What a worker knows it wrote: exact, since only it writes its keys.
+#[derive(Default)]
+struct Model {
+    persons: BTreeMap<String, i64>,
+    companies: BTreeSet<String>,
+    edges: BTreeMap<String, (String, String)>,
+    /// Acknowledged edges from another worker's node: present at the end exactly when
+    /// that node is (its delete takes them with it).
+    cross_edges: BTreeMap<String, (String, String)>,
+    /// Nodes it deleted: an edge to one must be refused.
+    deleted: Vec<String>,
+}
+
+impl Model {
+    fn delete_person(&mut self, id: &str) {
+        self.persons.remove(id);
+        self.edges.retain(|_, (src, _)| src != id);
+        self.deleted.push(id.to_string());
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "persons": self.persons,
+            "companies": self.companies,
+            "edges": self.edges.iter().map(|(id, (src, dst))| (id.clone(), json!([src, dst]))).collect::<Map<String, Value>>(),
+            "cross_edges": self.cross_edges.iter().map(|(id, (src, dst))| (id.clone(), json!([src, dst]))).collect::<Map<String, Value>>(),
+        })
+    }
+}
+
+/// What one worker did.
+#[derive(Default)]
+struct Tally {
+    ops: BTreeMap<&'static str, u64>,
+    acknowledged: u64,
+    conflicts: BTreeMap<String, u64>,
+    latencies: BTreeMap<&'static str, Vec<f64>>,
+    violations: Vec<String>,
+}
+
+impl Tally {
+    fn timed(&mut self, op: &'static str, started: Instant) {
+        *self.ops.entry(op).or_default() += 1;
+        self.latencies
+            .entry(op)
+            .or_default()
+            .push(started.elapsed().as_secs_f64() * 1_000.0);
+    }
+
+    fn refused(&mut self, error: &OmniError) {
+        *self
+            .conflicts
+            .entry(error.code().code.to_string())
+            .or_default() += 1;
+    }
+}
+
+/// Whether an error is a typed refusal a concurrent writer can cause (nothing written).
+fn is_conflict(error: &OmniError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::ReadSetChanged
+            | ErrorKind::KeyConflict
+            | ErrorKind::ContentionExhausted
+            | ErrorKind::MaintenanceCancelled
+    )
+}
+
+async fn worker(args: &[String], root: &str) {
+    let id = number(args, "--id", 1, PROCS_MAX) - 1;
+    let ops = number(args, "--ops", 50, OPS_MAX);
+    let seed = number(args, "--seed", 1, usize::MAX) as u64;
+    let out = argument(args, "--out").unwrap_or_else(|| fail("--out FILE is required"));
+    let procs = number(args, "--procs", 1, PROCS_MAX);
+    let graph = Omnigraph::open(root)
+        .await
+        .unwrap_or_else(|error| fail(&format!("open {root}: {error}")));
+    let probe = graph.graph().root().probe();
+    let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(id as u64));
+    let mut model = Model::default();
+    let mut tally = Tally::default();
+    let company = format!("c{id}");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let maintenance =
+        (procs >= 2 && id <= 1).then(|| tokio::spawn(maintain(root.to_string(), id, stop.clone())));
+    let started = Instant::now();
+    write_or_fail(
+        &graph,
+        "Company",
+        json!({"id": company, "name": format!("Company {id}")}),
+        &mut tally,
+    )
+    .await;
+    model.companies.insert(company.clone());
+    let mut next = 0usize;
+    let mut new_key = |prefix: &str| {
+        next += 1;
+        format!("{prefix}{id}_{next}")
+    };
+    for _ in 0..ops {
+        let roll = rng.random_range(0..100);
+        let begun = Instant::now();
+        match roll {
+            0..30 => {
+                let key = new_key("p");
+                let age = rng.random_range(0..100);
+                let row = json!({"id": key, "name": "n", "age": age});
+                match graph.insert_json("Person", one(row)).await {
+                    Ok(_) => {
+                        tally.acknowledged += 1;
+                        model.persons.insert(key, age);
+                    }
+                    Err(error) => {
+                        settle(&graph, &mut tally, &error, "Person", &key, || {
+                            model.persons.insert(key.clone(), age);
+                        })
+                        .await
+                    }
+                }
+                tally.timed("insert", begun);
+            }
+            30..40 => {
+                let mut lines = Vec::new();
+                let mut nodes = Vec::new();
+                for _ in 0..LOAD_NODES {
+                    let key = new_key("p");
+                    let edge = new_key("e");
+                    let age = rng.random_range(0..100);
+                    lines.push(
+                        json!({"type": "Person", "id": key, "name": "l", "age": age}).to_string(),
+                    );
+                    lines.push(
+                        json!({"type": "WorksAt", "id": edge, "src": key, "dst": company})
+                            .to_string(),
+                    );
+                    nodes.push((key, edge, age));
+                }
+                let file = tempfile::NamedTempFile::new().expect("temp file");
+                std::fs::write(file.path(), lines.join("\n") + "\n").expect("write load");
+                match graph.load(file.path(), LoadMode::Append).await {
+                    Ok(_) => {
+                        tally.acknowledged += 1;
+                        for (key, edge, age) in nodes {
+                            model.persons.insert(key.clone(), age);
+                            model.edges.insert(edge, (key, company.clone()));
+                        }
+                    }
+                    Err(error) if is_conflict(&error) => tally.refused(&error),
+                    Err(error) => tally.violations.push(format!("load failed: {error}")),
+                }
+                tally.timed("load", begun);
+            }
+            40..55 => {
+                // Mostly to a node that exists; a third of the time to one just deleted.
+                let target = if rng.random_range(0..3) == 0 && !model.deleted.is_empty() {
+                    Some((
+                        model.deleted[rng.random_range(0..model.deleted.len())].clone(),
+                        false,
+                    ))
+                } else {
+                    pick(&model.persons, &mut rng).map(|key| (key, true))
+                };
+                let Some((src, exists)) = target else {
+                    continue;
+                };
+                let edge = new_key("e");
+                // A quarter of the time, to another worker's node, which that worker
+                // may be deleting: the edge is refused, or lands and goes with it.
+                if rng.random_range(0..4) == 0
+                    && let Some(theirs) = someone_elses_person(&graph, id, &mut rng).await
+                {
+                    let row = json!({"id": edge, "src": theirs, "dst": company});
+                    match graph.insert_json("WorksAt", one(row)).await {
+                        Ok(_) => {
+                            tally.acknowledged += 1;
+                            model.cross_edges.insert(edge, (theirs, company.clone()));
+                        }
+                        Err(error)
+                            if matches!(
+                                error.kind(),
+                                ErrorKind::BadInput | ErrorKind::SchemaViolation
+                            ) => {}
+                        Err(error) if is_conflict(&error) => tally.refused(&error),
+                        Err(error) => tally.violations.push(format!("cross edge insert: {error}")),
+                    }
+                    tally.timed("edge_insert", begun);
+                    continue;
+                }
+                let row = json!({"id": edge, "src": src, "dst": company});
+                match (graph.insert_json("WorksAt", one(row)).await, exists) {
+                    (Ok(_), true) => {
+                        tally.acknowledged += 1;
+                        model.edges.insert(edge, (src, company.clone()));
+                    }
+                    (Ok(_), false) => tally
+                        .violations
+                        .push(format!("edge {edge} to deleted node {src} was accepted")),
+                    (Err(error), false)
+                        if matches!(
+                            error.kind(),
+                            ErrorKind::BadInput | ErrorKind::SchemaViolation
+                        ) => {}
+                    (Err(error), _) if is_conflict(&error) => tally.refused(&error),
+                    (Err(error), _) => tally.violations.push(format!("edge insert: {error}")),
+                }
+                tally.timed("edge_insert", begun);
+            }
+            55..75 => {
+                let Some(key) = pick(&model.persons, &mut rng) else {
+                    continue;
+                };
+                let age = rng.random_range(0..100);
+                let predicate = format!("id = '{key}'");
+                match graph
+                    .update("Person", &predicate, &[("age".into(), json!(age))])
+                    .await
+                {
+                    Ok(_) => {
+                        tally.acknowledged += 1;
+                        model.persons.insert(key, age);
+                    }
+                    Err(error) if is_conflict(&error) => tally.refused(&error),
+                    Err(error) => tally.violations.push(format!("update {key}: {error}")),
+                }
+                tally.timed("update", begun);
+            }
+            75..85 => {
+                let Some(key) = pick(&model.persons, &mut rng) else {
+                    continue;
+                };
+                match graph.delete("Person", &format!("id = '{key}'")).await {
+                    Ok(_) => {
+                        tally.acknowledged += 1;
+                        model.delete_person(&key);
+                    }
+                    Err(error) if is_conflict(&error) => tally.refused(&error),
+                    Err(error) => tally.violations.push(format!("delete {key}: {error}")),
+                }
+                tally.timed("delete", begun);
+            }
+            _ => {
+                // Read your own writes; sometimes at an older commit.
+                if let Some(key) = pick(&model.persons, &mut rng) {
+                    match graph.get("Person", &json!(key), &CommitRef::Head).await {
+                        Ok(Some(row)) if row.get("age") == Some(&json!(model.persons[&key])) => {}
+                        Ok(found) => tally.violations.push(format!(
+                            "read {key}: {found:?}, acknowledged age {}",
+                            model.persons[&key]
+                        )),
+                        Err(error) => tally.violations.push(format!("read {key}: {error}")),
+                    }
+                }
+                if let Ok(head) = graph.head().await
+                    && head.seq > 0
+                {
+                    let at = CommitRef::Seq(rng.random_range(0..head.seq));
+                    match graph.scan("Company", &ScanRequest::default(), &at).await {
+                        Ok(_) => {}
+                        Err(error) if error.kind() == ErrorKind::CommitReclaimed => {}
+                        Err(error) => tally.violations.push(format!("time travel: {error}")),
+                    }
+                }
+                tally.timed("read", begun);
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let maintained = match maintenance {
+        Some(task) => task.await.unwrap_or_default(),
+        None => Map::new(),
+    };
+    let counts = probe.counts();
+    let requests: Map<String, Value> = RequestKind::ALL
+        .iter()
+        .map(|kind| (format!("{kind:?}"), json!(counts.get(*kind))))
+        .collect();
+    let document = json!({
+        "id": id,
+        "seconds": seconds,
+        "acknowledged": tally.acknowledged,
+        "ops": tally.ops,
+        "conflicts": tally.conflicts,
+        "latencies_ms": tally.latencies,
+        "violations": tally.violations,
+        "requests": requests,
+        "maintenance": maintained,
+        "model": model.to_json(),
+    });
+    std::fs::write(&out, document.to_string()).expect("write the worker's report");
+}
+
+/// One object as the rows of an insert.
+fn one(value: Value) -> Vec<Map<String, Value>> {
+    vec![value.as_object().expect("an object").clone()]
+}
+
+/// A node of another worker at the head, at random.
+async fn someone_elses_person(graph: &Omnigraph, id: usize, rng: &mut StdRng) -> Option<String> {
+    let own = format!("p{id}_");
+    let request = ScanRequest {
+        filter: None,
+        columns: vec!["id".into()],
+        limit: Some(CROSS_CANDIDATES_MAX),
+    };
+    let batches = graph
+        .scan("Person", &request, &CommitRef::Head)
+        .await
+        .ok()?;
+    let theirs: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .filter_map(|row| row["id"].as_str().map(str::to_string))
+        .filter(|key| !key.starts_with(&own))
+        .collect();
+    (!theirs.is_empty()).then(|| theirs[rng.random_range(0..theirs.len())].clone())
+}
+
+/// A key of the model, at random.
+fn pick(persons: &BTreeMap<String, i64>, rng: &mut StdRng) -> Option<String> {
+    (!persons.is_empty()).then(|| {
+        persons
+            .keys()
+            .nth(rng.random_range(0..persons.len()))
+            .expect("in range")
+            .clone()
+    })
+}
+
+async fn write_or_fail(graph: &Omnigraph, type_name: &str, row: Value, tally: &mut Tally) {
+    for _ in 0..100 {
+        match graph.insert_json(type_name, one(row.clone())).await {
+            Ok(_) => {
+                tally.acknowledged += 1;
+                return;
+            }
+            Err(error) if is_conflict(&error) => tally.refused(&error),
+            Err(error) => fail(&format!("insert {type_name}: {error}")),
+        }
+    }
+    fail(&format!("insert {type_name}: 100 conflicts in a row"));
+}
+
+/// A failed insert: a conflict changed nothing; an in-doubt one is read back.
+async fn settle(
+    graph: &Omnigraph,
+    tally: &mut Tally,
+    error: &OmniError,
+    type_name: &str,
+    key: &str,
+    landed: impl FnOnce(),
+) {
+    if is_conflict(error) {
+        tally.refused(error);
+    } else if error.kind() == ErrorKind::PublishInDoubt {
+        *tally
+            .conflicts
+            .entry("publish_in_doubt".into())
+            .or_default() += 1;
+        if let Ok(Some(_)) = graph.get(type_name, &json!(key), &CommitRef::Head).await {
+            tally.acknowledged += 1;
+            landed();
+        }
+    } else {
+        tally.violations.push(format!("insert {key}: {error}"));
+    }
+}
+
+/// Worker 0 optimizes and worker 1 cleans up, every few seconds, until `stop`.
+async fn maintain(
+    root: String,
+    id: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Map<String, Value> {
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    let Ok(graph) = Omnigraph::open(&root).await else {
+        return Map::new();
+    };
+    let (every, name) = if id == 0 {
+        (OPTIMIZE_EVERY, "optimize")
+    } else {
+        (CLEANUP_EVERY, "cleanup")
+    };
+    let options = CleanupOptions::new(CleanupPolicy::keep_commits(5).expect("a policy"));
+    let stopped = || stop.load(std::sync::atomic::Ordering::SeqCst);
+    loop {
+        // Waits in short steps, so the worker's end is not held up by a whole period.
+        let since = Instant::now();
+        while since.elapsed() < every && !stopped() {
+            tokio::time::sleep(STOP_POLL).await;
+        }
+        if stopped() {
+            break;
+        }
+        let outcome = if id == 0 {
+            graph
+                .maintenance()
+                .optimize()
+                .await
+                .map(|report| report.exit_code().to_string())
+        } else {
+            graph
+                .maintenance()
+                .cleanup(&options)
+                .await
+                .map(|_| "0".to_string())
+        };
+        let key = match outcome {
+            Ok(code) => format!("{name} exit {code}"),
+            Err(error) => format!("{name} {}", error.code().code),
+        };
+        *outcomes.entry(key).or_default() += 1;
+    }
+    outcomes
+        .into_iter()
+        .map(|(key, count)| (key, json!(count)))
+        .collect()
+}
+
+// ---- the run and its checker ---------------------------------------------------
+
+async fn run(args: &[String], root: &str) {
+    let procs = number(args, "--procs", 4, PROCS_MAX);
+    let ops = number(args, "--ops", 50, OPS_MAX);
+    let seed = number(args, "--seed", 1, usize::MAX);
+    let as_json = args.iter().any(|arg| arg == "--json");
+    Omnigraph::create(root, STRESS_SCHEMA)
+        .await
+        .unwrap_or_else(|error| fail(&format!("create {root}: {error}")));
+    let reports = tempfile::tempdir().expect("temp dir");
+    let exe = std::env::current_exe().expect("this binary");
+    let started = Instant::now();
+    let children: Vec<(String, std::process::Child)> = (1..=procs)
+        .map(|id| {
+            let out = reports
+                .path()
+                .join(format!("{id}.json"))
+                .display()
+                .to_string();
+            let child = std::process::Command::new(&exe)
+                .args(["worker", "--root", root, "--id", &id.to_string()])
+                .args(["--ops", &ops.to_string(), "--seed", &seed.to_string()])
+                .args(["--procs", &procs.to_string(), "--out", &out])
+                .spawn()
+                .unwrap_or_else(|error| fail(&format!("start a worker: {error}")));
+            (out, child)
+        })
+        .collect();
+    let mut workers = Vec::new();
+    for (out, mut child) in children {
+        let status = child.wait().expect("a worker ends");
+        if !status.success() {
+            fail(&format!("a worker failed ({status})"));
+        }
+        let text = std::fs::read_to_string(&out).expect("the worker's report");
+        workers.push(serde_json::from_str::<Value>(&text).expect("a JSON report"));
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let violations = check(root, &workers).await;
+    let summary = summarize(&workers, wall, procs, ops, seed, &violations);
+    if as_json {
+        println!("{summary:#}");
+    } else {
+        print_summary(&summary);
+    }
+    if !violations.is_empty() {
+        std::process::exit(1);
+    }
+}
+
+/// Every check on the final state; the list of what failed.
+async fn check(root: &str, workers: &[Value]) -> Vec<String> {
+    let mut violations: Vec<String> = workers
+        .iter()
+        .flat_map(|worker| worker["violations"].as_array().cloned().unwrap_or_default())
+        .map(|violation| format!("worker: {}", violation.as_str().unwrap_or_default()))
+        .collect();
+    let mut persons = BTreeMap::new();
+    let mut companies = BTreeSet::new();
+    let mut edges = BTreeMap::new();
+    let mut cross_edges = BTreeMap::new();
+    for worker in workers {
+        let model = &worker["model"];
+        for (key, age) in model["persons"].as_object().cloned().unwrap_or_default() {
+            persons.insert(key, age);
+        }
+        for company in model["companies"].as_array().cloned().unwrap_or_default() {
+            companies.insert(company.as_str().unwrap_or_default().to_string());
+        }
+        for (key, ends) in model["edges"].as_object().cloned().unwrap_or_default() {
+            edges.insert(key, ends);
+        }
+        for (key, ends) in model["cross_edges"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+        {
+            cross_edges.insert(key, ends);
+        }
+    }
+    let graph = match Omnigraph::open(root).await {
+        Ok(graph) => graph,
+        Err(error) => return vec![format!("open for the check: {error}")],
+    };
+    let rows = |type_name: &'static str| {
+        let graph = &graph;
+        async move {
+            let request = ScanRequest {
+                filter: None,
+                columns: Vec::new(),
+                limit: Some(CHECK_ROWS_MAX),
+            };
+            let batches = graph.scan(type_name, &request, &CommitRef::Head).await;
+            batches.map(|batches| omnigraph_publish::rows::batches_to_json(&batches))
+        }
+    };
+    let (Ok(found_persons), Ok(found_companies), Ok(found_edges)) = (
+        rows("Person").await,
+        rows("Company").await,
+        rows("WorksAt").await,
+    ) else {
+        return vec!["the head could not be read".into()];
+    };
+    for (name, found) in [
+        ("Person", &found_persons),
+        ("Company", &found_companies),
+        ("WorksAt", &found_edges),
+    ] {
+        if found.len() >= CHECK_ROWS_MAX {
+            violations.push(format!(
+                "{name} has {CHECK_ROWS_MAX} rows or more: not all checked"
+            ));
+        }
+        let keys: BTreeSet<&str> = found.iter().filter_map(|row| row["id"].as_str()).collect();
+        if keys.len() != found.len() {
+            violations.push(format!(
+                "{name}: {} rows but {} keys",
+                found.len(),
+                keys.len()
+            ));
+        }
+    }
+    let found_ages: BTreeMap<String, Value> = found_persons
+        .iter()
+        .map(|row| {
+            (
+                row["id"].as_str().unwrap_or_default().to_string(),
+                row["age"].clone(),
+            )
+        })
+        .collect();
+    let persons: BTreeMap<String, Value> = persons.into_iter().collect();
+    if found_ages != persons {
+        let missing: Vec<_> = persons
+            .keys()
+            .filter(|key| !found_ages.contains_key(*key))
+            .take(5)
+            .collect();
+        let extra: Vec<_> = found_ages
+            .keys()
+            .filter(|key| !persons.contains_key(*key))
+            .take(5)
+            .collect();
+        let changed: Vec<_> = persons
+            .iter()
+            .filter(|(key, age)| found_ages.get(*key).is_some_and(|found| found != *age))
+            .take(5)
+            .collect();
+        violations.push(format!(
+            "Person differs from the acknowledged writes: missing {missing:?}, not acknowledged {extra:?}, other values {changed:?}"
+        ));
+    }
+    let found_company_ids: BTreeSet<String> = found_companies
+        .iter()
+        .filter_map(|row| row["id"].as_str().map(str::to_string))
+        .collect();
+    if found_company_ids != companies {
+        violations.push(format!(
+            "Company: {found_company_ids:?}, acknowledged {companies:?}"
+        ));
+    }
+    let found_edge_ends: BTreeMap<String, Value> = found_edges
+        .iter()
+        .map(|row| {
+            (
+                row["id"].as_str().unwrap_or_default().to_string(),
+                json!([row["src"], row["dst"]]),
+            )
+        })
+        .collect();
+    // A cross edge is expected exactly when its source node is still there.
+    for (key, ends) in cross_edges {
+        if found_ages.contains_key(ends[0].as_str().unwrap_or_default()) {
+            edges.insert(key, ends);
+        }
+    }
+    if found_edge_ends != edges {
+        let missing: Vec<_> = edges
+            .keys()
+            .filter(|key| !found_edge_ends.contains_key(*key))
+            .take(5)
+            .collect();
+        let extra: Vec<_> = found_edge_ends
+            .keys()
+            .filter(|key| !edges.contains_key(*key))
+            .take(5)
+            .collect();
+        violations.push(format!(
+            "WorksAt differs: missing {missing:?}, not acknowledged {extra:?}"
+        ));
+    }
+    for (edge, ends) in &found_edge_ends {
+        let src = ends[0].as_str().unwrap_or_default();
+        let dst = ends[1].as_str().unwrap_or_default();
+        if !found_ages.contains_key(src) || !found_company_ids.contains(dst) {
+            violations.push(format!("edge {edge} dangles: {src} -> {dst}"));
+        }
+    }
+    violations.extend(check_log(&graph).await);
+    violations
+}
+
+/// The log has every seq from 0 to the head, and every retained commit reads.
+async fn check_log(graph: &Omnigraph) -> Vec<String> {
+    let mut violations = Vec::new();
+    let Ok(head) = graph.head().await else {
+        return vec!["the head could not be read".into()];
+    };
+    let log = match graph.graph().log("main") {
+        Ok(log) => log,
+        Err(error) => return vec![format!("the log: {error}")],
+    };
+    let mut seqs = Vec::new();
+    let mut before = None;
+    while seqs.len() as u64 <= head.seq {
+        match log.log(omnigraph_publish::log::LOG_PAGE_MAX, before).await {
+            Ok(page) if page.is_empty() => break,
+            Ok(page) => {
+                before = page.last().map(|commit| commit.seq);
+                seqs.extend(page.iter().map(|commit| commit.seq));
+            }
+            Err(error) => {
+                violations.push(format!("the log: {error}"));
+                break;
+            }
+        }
+    }
+    seqs.sort_unstable();
+    if seqs != (0..=head.seq).collect::<Vec<_>>() {
+        violations.push(format!(
+            "the log has gaps: {} commits for head {}",
+            seqs.len(),
+            head.seq
+        ));
+    }
+    let oldest = omnigraph_publish::retention::read_state(graph.graph().root())
+        .await
+        .ok()
+        .flatten()
+        .and_then(|state| state.oldest_retained.get("main").copied())
+        .unwrap_or(0);
+    for seq in oldest..=head.seq {
+        let readable = async {
+            let snapshot = graph.graph().snapshot("main", &CommitRef::Seq(seq)).await?;
+            for type_name in ["Person", "Company", "WorksAt"] {
+                let table = snapshot.table(type_name).await?;
+                table
+                    .count_rows(None)
+                    .await
+                    .map_err(|error| OmniError::from_lance("count rows", error))?;
+            }
+            Ok::<(), OmniError>(())
+        };
+        if let Err(error) = readable.await {
+            violations.push(format!("retained commit {seq} does not read: {error}"));
+        }
+    }
+    violations
+}
+
+fn percentile(values: &mut [f64], percent: usize) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    values[(values.len() * percent / 100).min(values.len() - 1)]
+}
+
+fn summarize(
+    workers: &[Value],
+    wall: f64,
+    procs: usize,
+    ops: usize,
+    seed: usize,
+    violations: &[String],
+) -> Value {
+    let acknowledged: u64 = workers
+        .iter()
+        .map(|w| w["acknowledged"].as_u64().unwrap_or(0))
+        .sum();
+    let total_ops: u64 = workers
+        .iter()
+        .flat_map(|w| w["ops"].as_object().cloned().unwrap_or_default())
+        .map(|(_, count)| count.as_u64().unwrap_or(0))
+        .sum();
+    let mut conflicts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut latencies: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut requests: BTreeMap<String, u64> = BTreeMap::new();
+    let mut maintenance: BTreeMap<String, u64> = BTreeMap::new();
+    for worker in workers {
+        for (code, count) in worker["conflicts"].as_object().cloned().unwrap_or_default() {
+            *conflicts.entry(code).or_default() += count.as_u64().unwrap_or(0);
+        }
+        for (op, values) in worker["latencies_ms"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+        {
+            latencies.entry(op).or_default().extend(
+                values
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(Value::as_f64),
+            );
+        }
+        for (kind, count) in worker["requests"].as_object().cloned().unwrap_or_default() {
+            *requests.entry(kind).or_default() += count.as_u64().unwrap_or(0);
+        }
+        for (outcome, count) in worker["maintenance"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+        {
+            *maintenance.entry(outcome).or_default() += count.as_u64().unwrap_or(0);
+        }
+    }
+    let per_100 = |count: u64| {
+        if total_ops == 0 {
+            0.0
+        } else {
+            count as f64 * 100.0 / total_ops as f64
+        }
+    };
+    json!({
+        "procs": procs,
+        "ops_per_worker": ops,
+        "seed": seed,
+        "seconds": wall,
+        "commits": acknowledged,
+        "commits_per_second": acknowledged as f64 / wall,
+        "per_worker_commits_per_second": workers
+            .iter()
+            .map(|w| w["acknowledged"].as_f64().unwrap_or(0.0) / w["seconds"].as_f64().unwrap_or(1.0).max(1e-9))
+            .collect::<Vec<_>>(),
+        "conflicts_per_100_ops": conflicts.iter().map(|(code, count)| (code.clone(), json!(per_100(*count)))).collect::<Map<String, Value>>(),
+        "latency_ms": latencies
+            .iter_mut()
+            .map(|(op, values)| (op.clone(), json!({"p50": percentile(values, 50), "p99": percentile(values, 99), "count": values.len()})))
+            .collect::<Map<String, Value>>(),
+        "requests": requests,
+        "maintenance": maintenance,
+        "violations": violations,
+    })
+}
+
+fn print_summary(summary: &Value) {
+    println!(
+        "{} processes x {} ops (seed {}): {} commits in {:.1} s, {:.1} commits/s",
+        summary["procs"],
+        summary["ops_per_worker"],
+        summary["seed"],
+        summary["commits"],
+        summary["seconds"].as_f64().unwrap_or(0.0),
+        summary["commits_per_second"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "per worker commits/s: {}",
+        summary["per_worker_commits_per_second"]
+    );
+    println!(
+        "conflicts per 100 ops: {}",
+        summary["conflicts_per_100_ops"]
+    );
+    for (op, figures) in summary["latency_ms"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+    {
+        println!(
+            "  {op:<12} p50 {:>8.2} ms  p99 {:>8.2} ms  ({} ops)",
+            figures["p50"].as_f64().unwrap_or(0.0),
+            figures["p99"].as_f64().unwrap_or(0.0),
+            figures["count"]
+        );
+    }
+    println!("requests: {}", summary["requests"]);
+    println!("maintenance: {}", summary["maintenance"]);
+    let violations = summary["violations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if violations.is_empty() {
+        println!(
+            "check: every acknowledged row present with its last value, no duplicate key, no dangling edge, no log gap, every retained commit readable"
+        );
+    } else {
+        println!("check FAILED:");
+        for violation in violations {
+            println!("  {}", violation.as_str().unwrap_or_default());
+        }
+    }
+}
