@@ -75,6 +75,12 @@ fn storage_options() -> &'static StorageOptions {
     STORAGE_OPTIONS.get_or_init(StorageOptions::new)
 }
 
+/// `at` pinned to the seq it names now, so every read of one command sees one commit.
+async fn pinned(graph: &Omnigraph, at: Option<&str>) -> Result<CommitRef> {
+    let commit = graph.graph().commit(graph.branch(), &at_ref(at)).await?;
+    Ok(CommitRef::Seq(commit.seq))
+}
+
 /// Opens the graph at `root` with this run's storage options.
 async fn open(root: &str) -> Result<Omnigraph> {
     Omnigraph::open_root(StorageRoot::open_with(root, storage_options()).await?).await
@@ -276,7 +282,7 @@ pub async fn query(
     at: Option<&str>,
 ) -> Result<()> {
     let graph = open(root).await?;
-    let at = at_ref(at);
+    let at = pinned(&graph, at).await?;
     let request = ScanRequest {
         filter: predicate.clone(),
         columns: select
@@ -334,27 +340,22 @@ pub async fn neighbors(
     let asked = limit
         .saturating_add(1)
         .min(omnigraph_publish::reads::READ_LIMIT_MAX.max(limit));
-    let at = at_ref(at);
+    let at = pinned(&graph, at).await?;
     let mut rows = graph
         .neighbors(type_name, &key, edge, direction, asked, &at)
         .await?;
-    let truncated = rows.len() > limit;
+    // The limit counts edges, and two edges to one node give one row: whether the
+    // limit cut anything is known from the edges, counted at the same commit.
+    let edges = graph
+        .count_neighbors(type_name, &key, edge, direction, &at)
+        .await?;
+    let truncated = edges > limit as u64;
     rows.truncate(limit);
-    // The limit counts edges: two edges to one node give one row.
-    let edges = if truncated {
-        Some(
-            graph
-                .count_neighbors(type_name, &key, edge, direction, &at)
-                .await?,
-        )
-    } else {
-        None
-    };
     out.emit(
         json!({"rows": rows, "limit": limit, "truncated": truncated, "edges": edges}),
         |_| {
             print_rows(&rows);
-            if let Some(edges) = edges {
+            if truncated {
                 eprintln!("followed {limit} of {edges} edges (use --limit)");
             }
         },
@@ -383,7 +384,7 @@ pub async fn search(
     at: Option<&str>,
 ) -> Result<()> {
     let graph = open(root).await?;
-    let at = at_ref(at);
+    let at = pinned(&graph, at).await?;
     let k = query.k;
     // One more than asked (up to the most one call returns): whether more match is
     // then known.
@@ -415,14 +416,16 @@ pub async fn search(
             ));
         }
     };
-    let truncated = rows.len() > k;
+    // At the largest k nothing more can be asked for: k results may be all of them or
+    // not, and the output says it may be cut.
+    let truncated = rows.len() > k || (asked == k && rows.len() == k);
     rows.truncate(k);
     out.emit(
         json!({"rows": rows, "limit": k, "truncated": truncated}),
         |_| {
             print_rows(&rows);
             if truncated {
-                eprintln!("the best {k} matches; more match (use -k)");
+                eprintln!("the best {k} matches; more may match (use -k)");
             }
         },
     );

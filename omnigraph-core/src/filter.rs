@@ -8,7 +8,7 @@ use arrow_schema::SchemaRef;
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::ExprSchemable;
 use datafusion::sql::sqlparser::ast::{Expr, Ident, visit_expressions};
-use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use lance_datafusion::planner::Planner;
@@ -41,10 +41,37 @@ pub fn check_filter(filter: &str, columns: SchemaRef) -> std::result::Result<(),
     Ok(())
 }
 
+/// The SQL dialect Lance reads filters in: the generic one, except that only a backtick
+/// quotes a name (`"Bob"` is a string, as Lance takes it, not a column).
+#[derive(Debug)]
+struct FilterDialect;
+
+impl Dialect for FilterDialect {
+    fn dialect(&self) -> std::any::TypeId {
+        GenericDialect {}.dialect()
+    }
+
+    fn is_identifier_start(&self, ch: char) -> bool {
+        GenericDialect {}.is_identifier_start(ch)
+    }
+
+    fn is_identifier_part(&self, ch: char) -> bool {
+        GenericDialect {}.is_identifier_part(ch)
+    }
+
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        ch == '`'
+    }
+
+    fn supports_bitwise_shift_operators(&self) -> bool {
+        GenericDialect {}.supports_bitwise_shift_operators()
+    }
+}
+
 /// Parses `filter` on its own, so a syntax error's line and column are the user's (Lance
 /// parses it inside a query of its own, whose text and offsets would leak).
 fn check_syntax(filter: &str) -> std::result::Result<Expr, String> {
-    let dialect = GenericDialect {};
+    let dialect = FilterDialect;
     let tokens = Tokenizer::new(&dialect, filter)
         .tokenize_with_location()
         .map_err(|error| error.to_string())?;
@@ -128,6 +155,8 @@ mod tests {
         assert!(unknown.contains("id, age"), "{unknown}");
         assert!(check_filter("AGE > 1 AND `id` = 'x' AND lower(id) = 'x'", columns()).is_ok());
         assert!(check_filter("`ID` = 'x'", columns()).is_err());
+        // Lance reads a double-quoted word as a string, not a column.
+        assert!(check_filter("id = \"x\" OR id IN (\"a\", \"b\")", columns()).is_ok());
         assert!(!unknown.contains("_row"), "{unknown}");
         assert!(!unknown.contains(".rs:"), "{unknown}");
         let broken = check_filter("age = ", columns()).unwrap_err();

@@ -146,7 +146,9 @@ impl Tally {
     }
 }
 
-/// Whether an error is a typed refusal a concurrent writer can cause (nothing written).
+/// Whether an error says nothing was published for a reason a correct engine can give
+/// under contention or a flaky store: a typed conflict, or a passing storage failure
+/// (not in doubt: that is its own kind).
 fn is_conflict(error: &OmniError) -> bool {
     matches!(
         error.kind(),
@@ -154,7 +156,21 @@ fn is_conflict(error: &OmniError) -> bool {
             | ErrorKind::KeyConflict
             | ErrorKind::ContentionExhausted
             | ErrorKind::MaintenanceCancelled
+            | ErrorKind::Storage(omnigraph_core::StorageKind::Transient)
     )
+}
+
+/// The row of `type_name` with `key` at the head, to settle a write in doubt.
+async fn read_back(graph: &Omnigraph, type_name: &str, key: &str) -> Option<Map<String, Value>> {
+    graph
+        .get(type_name, &json!(key), &CommitRef::Head)
+        .await
+        .ok()
+        .flatten()
+}
+
+fn in_doubt(error: &OmniError) -> bool {
+    error.kind() == ErrorKind::PublishInDoubt
 }
 
 async fn worker(args: &[String], root: &str) {
@@ -237,6 +253,17 @@ async fn worker(args: &[String], root: &str) {
                         }
                     }
                     Err(error) if is_conflict(&error) => tally.refused(&error),
+                    Err(error) if in_doubt(&error) => {
+                        tally.refused(&error);
+                        // One commit: the first node tells whether all landed.
+                        if read_back(&graph, "Person", &nodes[0].0).await.is_some() {
+                            tally.acknowledged += 1;
+                            for (key, edge, age) in nodes {
+                                model.persons.insert(key.clone(), age);
+                                model.edges.insert(edge, (key, company.clone()));
+                            }
+                        }
+                    }
                     Err(error) => tally.violations.push(format!("load failed: {error}")),
                 }
                 tally.timed("load", begun);
@@ -272,6 +299,13 @@ async fn worker(args: &[String], root: &str) {
                                 ErrorKind::BadInput | ErrorKind::SchemaViolation
                             ) => {}
                         Err(error) if is_conflict(&error) => tally.refused(&error),
+                        Err(error) if in_doubt(&error) => {
+                            tally.refused(&error);
+                            if read_back(&graph, "WorksAt", &edge).await.is_some() {
+                                tally.acknowledged += 1;
+                                model.cross_edges.insert(edge, (theirs, company.clone()));
+                            }
+                        }
                         Err(error) => tally.violations.push(format!("cross edge insert: {error}")),
                     }
                     tally.timed("edge_insert", begun);
@@ -292,6 +326,13 @@ async fn worker(args: &[String], root: &str) {
                             ErrorKind::BadInput | ErrorKind::SchemaViolation
                         ) => {}
                     (Err(error), _) if is_conflict(&error) => tally.refused(&error),
+                    (Err(error), true) if in_doubt(&error) => {
+                        tally.refused(&error);
+                        if read_back(&graph, "WorksAt", &edge).await.is_some() {
+                            tally.acknowledged += 1;
+                            model.edges.insert(edge, (src, company.clone()));
+                        }
+                    }
                     (Err(error), _) => tally.violations.push(format!("edge insert: {error}")),
                 }
                 tally.timed("edge_insert", begun);
@@ -311,6 +352,14 @@ async fn worker(args: &[String], root: &str) {
                         model.persons.insert(key, age);
                     }
                     Err(error) if is_conflict(&error) => tally.refused(&error),
+                    Err(error) if in_doubt(&error) => {
+                        tally.refused(&error);
+                        let found = read_back(&graph, "Person", &key).await;
+                        if found.is_some_and(|row| row.get("age") == Some(&json!(age))) {
+                            tally.acknowledged += 1;
+                            model.persons.insert(key, age);
+                        }
+                    }
                     Err(error) => tally.violations.push(format!("update {key}: {error}")),
                 }
                 tally.timed("update", begun);
@@ -325,6 +374,13 @@ async fn worker(args: &[String], root: &str) {
                         model.delete_person(&key);
                     }
                     Err(error) if is_conflict(&error) => tally.refused(&error),
+                    Err(error) if in_doubt(&error) => {
+                        tally.refused(&error);
+                        if read_back(&graph, "Person", &key).await.is_none() {
+                            tally.acknowledged += 1;
+                            model.delete_person(&key);
+                        }
+                    }
                     Err(error) => tally.violations.push(format!("delete {key}: {error}")),
                 }
                 tally.timed("delete", begun);
@@ -463,15 +519,24 @@ async fn maintain(
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Map<String, Value> {
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
-    let Ok(graph) = Omnigraph::open(&root).await else {
-        return Map::new();
+    let graph = match Omnigraph::open(&root).await {
+        Ok(graph) => graph,
+        Err(error) => {
+            let mut report = Map::new();
+            report.insert("violations".into(), json!([format!("open: {error}")]));
+            return report;
+        }
     };
     let (every, name) = if id == 0 {
         (OPTIMIZE_EVERY, "optimize")
     } else {
         (CLEANUP_EVERY, "cleanup")
     };
-    let options = CleanupOptions::new(CleanupPolicy::keep_commits(5).expect("a policy"));
+    // The smallest grace period: a run longer than it reclaims while writers write.
+    let options = CleanupOptions::new(CleanupPolicy::keep_commits(5).expect("a policy"))
+        .with_grace(omnigraph_publish::retention::GRACE_MIN)
+        .expect("the minimum grace");
+    let mut violations = Vec::new();
     let stopped = || stop.load(std::sync::atomic::Ordering::SeqCst);
     loop {
         // Waits in short steps, so the worker's end is not held up by a whole period.
@@ -496,15 +561,28 @@ async fn maintain(
                 .map(|_| "0".to_string())
         };
         let key = match outcome {
-            Ok(code) => format!("{name} exit {code}"),
-            Err(error) => format!("{name} {}", error.code().code),
+            Ok(code) => {
+                // 0: done; 4: a unit lost its pin to a writer; 75: a transient fault.
+                if !["0", "4", "75"].contains(&code.as_str()) {
+                    violations.push(format!("{name} exited {code}"));
+                }
+                format!("{name} exit {code}")
+            }
+            Err(error) => {
+                if !is_conflict(&error) {
+                    violations.push(format!("{name}: {error}"));
+                }
+                format!("{name} {}", error.code().code)
+            }
         };
         *outcomes.entry(key).or_default() += 1;
     }
-    outcomes
+    let mut report: Map<String, Value> = outcomes
         .into_iter()
         .map(|(key, count)| (key, json!(count)))
-        .collect()
+        .collect();
+    report.insert("violations".into(), json!(violations));
+    report
 }
 
 // ---- the run and its checker ---------------------------------------------------
@@ -562,7 +640,14 @@ async fn run(args: &[String], root: &str) {
 async fn check(root: &str, workers: &[Value]) -> Vec<String> {
     let mut violations: Vec<String> = workers
         .iter()
-        .flat_map(|worker| worker["violations"].as_array().cloned().unwrap_or_default())
+        .flat_map(|worker| {
+            let own = worker["violations"].as_array().cloned().unwrap_or_default();
+            let maintenance = worker["maintenance"]["violations"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            own.into_iter().chain(maintenance)
+        })
         .map(|violation| format!("worker: {}", violation.as_str().unwrap_or_default()))
         .collect();
     let mut persons = BTreeMap::new();
@@ -823,7 +908,9 @@ fn summarize(
             .cloned()
             .unwrap_or_default()
         {
-            *maintenance.entry(outcome).or_default() += count.as_u64().unwrap_or(0);
+            if let Some(count) = count.as_u64() {
+                *maintenance.entry(outcome).or_default() += count;
+            }
         }
     }
     let per_100 = |count: u64| {

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use omnigraph_core::adapter;
 use omnigraph_core::storage::{
-    FaultAction, FaultRule, PutOutcome, RequestKind, StorageOptions, StorageRoot,
+    FaultAction, FaultRule, PutIfAbsentCheck, PutOutcome, RequestKind, StorageOptions, StorageRoot,
 };
 use omnigraph_core::{ErrorKind, Evidence, StorageKind};
 use omnigraph_maintenance::{MaintenanceExt, TableRepairStatus};
@@ -226,11 +226,38 @@ async fn s3_every_writer_reader_and_maintenance_run_on_a_bucket() {
 async fn s3_a_store_without_conditional_put_is_refused() {
     // The server's own conditional PUT passes the check.
     let root = StorageRoot::open(&test_uri("probe")).await.unwrap();
-    root.check_put_if_absent().await.unwrap();
+    assert_eq!(
+        root.check_put_if_absent().await.unwrap(),
+        PutIfAbsentCheck::Atomic
+    );
     assert!(
         root.list("_graph/probe").await.unwrap().is_empty(),
         "the scratch object is gone"
     );
+    {
+        // A client retry of a first PUT that landed is refused: still ours, still atomic.
+        let _retried = root.inject(FaultRule::new(
+            "_graph/probe/*",
+            &[RequestKind::PutIfAbsent],
+            FaultAction::DuplicatedAck,
+        ));
+        assert_eq!(
+            root.check_put_if_absent().await.unwrap(),
+            PutIfAbsentCheck::Atomic
+        );
+    }
+    {
+        // Credentials that may not write cannot commit: nothing to check, reads go on.
+        let _read_only = root.inject(FaultRule::new(
+            "_graph/probe/*",
+            &[RequestKind::PutIfAbsent],
+            FaultAction::FailBefore(StorageKind::Configuration),
+        ));
+        assert_eq!(
+            root.check_put_if_absent().await.unwrap(),
+            PutIfAbsentCheck::ReadOnly
+        );
+    }
     // Told not to use conditional PUT, the client cannot make put-if-absent atomic: the
     // root is refused at open, naming the problem.
     let options = StorageOptions::new()

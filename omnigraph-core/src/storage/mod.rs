@@ -7,7 +7,9 @@ mod s3;
 mod wrapper;
 
 pub use options::{STORAGE_OPTION_LEN_MAX, STORAGE_OPTIONS_MAX, StorageOptions};
-pub use root::{ObjectInfo, PutOutcome, ROOT_URI_LEN_MAX, RootLocation, StorageRoot};
+pub use root::{
+    ObjectInfo, PutIfAbsentCheck, PutOutcome, ROOT_URI_LEN_MAX, RootLocation, StorageRoot,
+};
 pub use wrapper::{
     FaultAction, FaultHandle, FaultRule, Request, RequestCounts, RequestKind, RequestProbe,
 };

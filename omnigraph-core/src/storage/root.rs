@@ -16,6 +16,15 @@ use std::sync::Arc;
 pub(crate) const INDEX_CACHE_BYTES: usize = 256 << 20;
 /// Lance metadata cache per root session (bytes).
 pub(crate) const METADATA_CACHE_BYTES: usize = 64 << 20;
+/// What [`StorageRoot::check_put_if_absent`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PutIfAbsentCheck {
+    /// The second conditional PUT of one object was refused: commits are safe.
+    Atomic,
+    /// The credentials may not write, so nothing was checked (and nothing can commit).
+    ReadOnly,
+}
+
 /// Where the put-if-absent check writes its scratch objects.
 const PROBE_FOLDER: &str = "_graph/probe";
 
@@ -250,11 +259,13 @@ impl StorageRoot {
             store,
             base_path,
         });
+        // Checked once per process for each root and its options (the endpoint is one).
+        let checked_as = format!("{} {options:?}", root.canonical());
         if let RootLocation::S3 { .. } = root.location
-            && !PROBED_ROOTS.lock().contains(&root.canonical())
+            && !PROBED_ROOTS.lock().contains(&checked_as)
+            && root.check_put_if_absent().await? == PutIfAbsentCheck::Atomic
         {
-            root.check_put_if_absent().await?;
-            PROBED_ROOTS.lock().insert(root.canonical());
+            PROBED_ROOTS.lock().insert(checked_as);
         }
         Ok(root)
     }
@@ -262,38 +273,65 @@ impl StorageRoot {
     /// Checks that the store makes put-if-absent atomic: a conditional PUT of a scratch
     /// object, then the same PUT again, which must be refused. The scratch object is
     /// deleted after. A store that cannot is a configuration error naming the problem;
-    /// the engine never falls back to an unconditional commit.
-    pub async fn check_put_if_absent(&self) -> Result<()> {
-        let scratch = format!("{PROBE_FOLDER}/{}", crate::seams::new_id());
-        let refuse = |message: &str| {
+    /// the engine never falls back to an unconditional commit. Credentials that may not
+    /// write cannot commit either, so for them the check is skipped.
+    pub async fn check_put_if_absent(&self) -> Result<PutIfAbsentCheck> {
+        use object_store::Error as E;
+        let id = crate::seams::new_id();
+        let scratch = format!("{PROBE_FOLDER}/{id}");
+        let refuse = |message: String| {
             OmniError::storage(
                 StorageKind::Configuration,
                 format!("check put-if-absent on {}", self.canonical()),
-                format!("{message}: without atomic put-if-absent the commit log is unsafe, so this root is refused").into(),
+                format!(
+                    "{message}: without atomic put-if-absent the commit log is unsafe, so this root is refused"
+                )
+                .into(),
             )
         };
-        let first = self.put_if_absent(&scratch, Bytes::from_static(b"1")).await;
-        let second = match &first {
-            Ok(_) => Some(self.put_if_absent(&scratch, Bytes::from_static(b"2")).await),
-            Err(_) => None,
+        let failed = |error: object_store::Error| match error {
+            E::NotImplemented { .. } | E::NotSupported { .. } => refuse(format!(
+                "the store does not support conditional PUT ({error})"
+            )),
+            other => OmniError::from_object_store(format!("put-if-absent {scratch}"), other),
         };
-        let _ = self.delete(&scratch).await;
-        match (first, second) {
-            (Ok(PutOutcome::Created), Some(Ok(PutOutcome::AlreadyExists))) => Ok(()),
-            (Err(error), _) | (_, Some(Err(error)))
-                if error.kind() == crate::error::ErrorKind::Storage(StorageKind::Permanent) =>
-            {
-                Err(refuse(&format!(
-                    "the store does not support conditional PUT ({error})"
-                )))
+        let conditional = |bytes: Bytes| {
+            let options = PutOptions {
+                mode: PutMode::Create,
+                ..Default::default()
+            };
+            let path = self.path(&scratch);
+            async move {
+                self.inner()
+                    .put_opts(&path, PutPayload::from_bytes(bytes), options)
+                    .await
             }
-            (Err(error), _) | (_, Some(Err(error))) => Err(error),
-            (Ok(PutOutcome::AlreadyExists), _) => Err(refuse(
-                "a conditional PUT of a new scratch object was refused as if it existed",
+        };
+        let token = Bytes::from(id.clone());
+        let first_landed = match conditional(token.clone()).await {
+            Ok(_) => true,
+            // A client retry of a PUT that landed is refused; the object is then ours.
+            Err(E::AlreadyExists { .. }) => {
+                self.get(&scratch).await?.as_deref() == Some(&token[..])
+            }
+            Err(E::PermissionDenied { .. } | E::Unauthenticated { .. }) => {
+                return Ok(PutIfAbsentCheck::ReadOnly);
+            }
+            Err(error) => return Err(failed(error)),
+        };
+        if !first_landed {
+            return Err(refuse(
+                "a conditional PUT of a new scratch object was refused as if it existed".into(),
+            ));
+        }
+        let second = conditional(Bytes::from_static(b"second")).await;
+        let _ = self.delete(&scratch).await;
+        match second {
+            Err(E::AlreadyExists { .. }) => Ok(PutIfAbsentCheck::Atomic),
+            Ok(_) => Err(refuse(
+                "the store accepted a second conditional PUT of the same object".into(),
             )),
-            (Ok(PutOutcome::Created), _) => Err(refuse(
-                "the store accepted a second conditional PUT of the same object",
-            )),
+            Err(error) => Err(failed(error)),
         }
     }
 

@@ -26,22 +26,44 @@ const S3_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5
 /// How long one request may take, body included.
 const S3_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Checks that every option names an S3 setting `object_store` knows.
+/// Checks that every option names an S3 setting `object_store` knows and this build
+/// honours: of the HTTP client's settings only `allow_http` is (the client is reqwest's,
+/// with this module's timeouts), so the others are refused rather than ignored.
 pub(crate) fn check_options(options: &StorageOptions) -> Result<()> {
     for key in options.keys() {
-        AmazonS3ConfigKey::from_str(key).map_err(|_| {
+        let refuse = |why: String| {
             OmniError::storage(
                 StorageKind::Configuration,
                 format!("storage option {key}"),
-                format!(
+                why.into(),
+            )
+        };
+        match AmazonS3ConfigKey::from_str(key) {
+            Err(_) => {
+                return Err(refuse(format!(
                     "{key} is not an S3 setting (try endpoint, region, allow_http, \
                      access_key_id, secret_access_key, session_token)"
-                )
-                .into(),
-            )
-        })?;
+                )));
+            }
+            Ok(AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp)) => {}
+            Ok(AmazonS3ConfigKey::Client(_)) => {
+                return Err(refuse(format!(
+                    "{key} is an HTTP client setting this build does not apply \
+                     (only allow_http is)"
+                )));
+            }
+            Ok(_) => {}
+        }
     }
     Ok(())
+}
+
+/// Whether `object_store` reads `value` as true.
+fn is_truthy(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "on" | "yes" | "y"
+    )
 }
 
 /// The provider of `s3://` stores for one root.
@@ -100,7 +122,7 @@ impl HttpConnector for ReqwestConnector {
     fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
         let allow_http = options
             .get_config_value(&ClientConfigKey::AllowHttp)
-            .is_some_and(|value| value.eq_ignore_ascii_case("true"));
+            .is_some_and(|value| is_truthy(&value));
         let client = reqwest::Client::builder()
             .connect_timeout(S3_CONNECT_TIMEOUT)
             .timeout(S3_REQUEST_TIMEOUT)
@@ -136,8 +158,10 @@ impl HttpService for Reqwest {
     }
 }
 
-/// Classifies a reqwest failure the way `object_store` retries: connection and
-/// interrupted transfers are retried, timeouts when the request is idempotent.
+/// Classifies a reqwest failure as `object_store` does its own client's: a failure to
+/// connect is retried; a timeout or a connection cut mid-transfer (`Interrupted`) only
+/// for an idempotent request, since the request may have been applied; anything else
+/// is not retried.
 fn http_error(error: reqwest::Error) -> HttpError {
     let kind = if error.is_timeout() {
         HttpErrorKind::Timeout
@@ -145,8 +169,6 @@ fn http_error(error: reqwest::Error) -> HttpError {
         HttpErrorKind::Connect
     } else if error.is_decode() {
         HttpErrorKind::Decode
-    } else if error.is_request() || error.is_body() {
-        HttpErrorKind::Request
     } else {
         interrupted_or_unknown(&error)
     };

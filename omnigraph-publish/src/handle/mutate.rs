@@ -15,7 +15,7 @@ use crate::rows::{self, RowKey};
 use crate::staging::Staging;
 use omnigraph_core::adapter;
 use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
-use omnigraph_core::{InputLocation, OmniError, Result};
+use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
 use serde_json::Value;
 
 /// How many times [`Omnigraph::update`] and [`Omnigraph::delete`] plan their write
@@ -76,20 +76,27 @@ impl Omnigraph {
     }
 
     /// Runs `write` (plan and publish) until no table it read moved under it, at most
-    /// [`WRITE_ATTEMPTS_MAX`] times. Each lost attempt leaves unpublished staging.
+    /// [`WRITE_ATTEMPTS_MAX`] times. Each lost attempt leaves unpublished staging, so
+    /// once one has, a later failure says so even if its own attempt staged nothing.
     async fn replanning<F: std::future::Future<Output = Result<Option<GraphCommit>>>>(
         &self,
         write: impl Fn() -> F,
     ) -> Result<Option<GraphCommit>> {
+        let mut left = Evidence::BeforeEffect;
         for attempt in 1..=WRITE_ATTEMPTS_MAX {
             match write().await {
-                Err(OmniError::ReadSetChanged { .. }) if attempt < WRITE_ATTEMPTS_MAX => {}
-                Err(OmniError::ReadSetChanged { .. }) => {
-                    return Err(OmniError::ContentionExhausted {
-                        attempts: attempt,
-                        evidence: omnigraph_core::Evidence::Unpublished,
-                    });
+                Err(lost @ OmniError::ReadSetChanged { .. }) => {
+                    if lost.evidence() != &Evidence::BeforeEffect {
+                        left = Evidence::Unpublished;
+                    }
+                    if attempt == WRITE_ATTEMPTS_MAX {
+                        return Err(OmniError::ContentionExhausted {
+                            attempts: attempt,
+                            evidence: left,
+                        });
+                    }
                 }
+                Err(error) => return Err(error.with_evidence(left)),
                 done => return done,
             }
         }
