@@ -937,8 +937,8 @@ fn query_and_log_say_when_they_stopped_at_their_limit_and_log_reads_like_a_log()
 
     // Search says the same when more match than k.
     json_of(&omnigraph(&["build-indexes", &root, "--json"]));
-    let search = |k: &str| {
-        json_of(&omnigraph(&[
+    let search = |k: &str, json: bool| {
+        let mut command = vec![
             "search",
             &root,
             "--type",
@@ -949,30 +949,22 @@ fn query_and_log_say_when_they_stopped_at_their_limit_and_log_reads_like_a_log()
             "Person",
             "-k",
             k,
-            "--json",
-        ]))
+        ];
+        if json {
+            command.push("--json");
+        }
+        omnigraph(&command)
     };
-    let best = search("5");
+    let best = json_of(&search("5", true));
     assert_eq!(best["rows"].as_array().unwrap().len(), 5);
     assert_eq!(
         (best["limit"].as_u64(), best["truncated"].as_bool()),
         (Some(5), Some(true))
     );
-    let every = search("100");
+    let every = json_of(&search("100", true));
     assert_eq!(every["rows"].as_array().unwrap().len(), 60);
     assert_eq!(every["truncated"], false);
-    let human = omnigraph(&[
-        "search",
-        &root,
-        "--type",
-        "Person",
-        "--property",
-        "name",
-        "--text",
-        "Person",
-        "-k",
-        "5",
-    ]);
+    let human = search("5", false);
     assert!(
         String::from_utf8_lossy(&human.stderr)
             .contains("the best 5 matches; more may match (use -k)"),

@@ -360,3 +360,26 @@ pub fn keep_with_minimum_grace(n: u64) -> omnigraph_maintenance::CleanupOptions 
     .with_grace(omnigraph_publish::retention::GRACE_MIN)
     .expect("the minimum grace")
 }
+
+/// The ids of `type_name` at `at`, sorted.
+pub async fn ids_at(
+    graph: &omnigraph_publish::Omnigraph,
+    type_name: &str,
+    at: &omnigraph_publish::CommitRef,
+) -> Vec<String> {
+    let request = omnigraph_publish::ScanRequest {
+        filter: None,
+        columns: vec!["id".into()],
+        limit: Some(1_000_000),
+    };
+    let batches = graph
+        .scan(type_name, &request, at)
+        .await
+        .unwrap_or_else(|error| panic!("scan {type_name} at {at:?}: {error}"));
+    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| row["id"].as_str().expect("a string id").to_string())
+        .collect();
+    ids.sort();
+    ids
+}

@@ -418,6 +418,16 @@ async fn worker(args: &[String], root: &str) {
         None => Map::new(),
     };
     let counts = probe.counts();
+    // Where the reads went: commit log, table manifests, data and indexes.
+    let mut reads_by_place: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for request in probe.requests() {
+        if matches!(
+            request.kind,
+            RequestKind::Get | RequestKind::RangedGet | RequestKind::Head
+        ) {
+            *reads_by_place.entry(place_of(&request.path)).or_default() += 1;
+        }
+    }
     let requests: Map<String, Value> = RequestKind::ALL
         .iter()
         .map(|kind| (format!("{kind:?}"), json!(counts.get(*kind))))
@@ -431,10 +441,28 @@ async fn worker(args: &[String], root: &str) {
         "latencies_ms": tally.latencies,
         "violations": tally.violations,
         "requests": requests,
+        "reads_by_place": reads_by_place,
         "maintenance": maintained,
         "model": model.to_json(),
     });
     std::fs::write(&out, document.to_string()).expect("write the worker's report");
+}
+
+/// The part of the root layout a path is in.
+fn place_of(path: &str) -> &'static str {
+    let parts: Vec<&str> = path.split('/').collect();
+    match parts.as_slice() {
+        ["_graph", "branches", _, "commits", ..] => "commits",
+        ["_graph", "branches", _, "HEAD"] => "head_hint",
+        ["_graph", "schemas", ..] => "schemas",
+        ["_graph", ..] => "graph_other",
+        ["tables", _, "_versions", ..] => "table_manifests",
+        ["tables", _, "data", ..] => "table_data",
+        ["tables", _, "_indices", ..] => "table_indexes",
+        ["tables", _, "_deletions", ..] => "table_deletions",
+        ["tables", _, "_transactions", ..] => "table_transactions",
+        _ => "other",
+    }
 }
 
 /// One object as the rows of an insert.
@@ -881,6 +909,7 @@ fn summarize(
     let mut conflicts: BTreeMap<String, u64> = BTreeMap::new();
     let mut latencies: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut requests: BTreeMap<String, u64> = BTreeMap::new();
+    let mut reads_by_place: BTreeMap<String, u64> = BTreeMap::new();
     let mut maintenance: BTreeMap<String, u64> = BTreeMap::new();
     for worker in workers {
         for (code, count) in worker["conflicts"].as_object().cloned().unwrap_or_default() {
@@ -902,6 +931,13 @@ fn summarize(
         }
         for (kind, count) in worker["requests"].as_object().cloned().unwrap_or_default() {
             *requests.entry(kind).or_default() += count.as_u64().unwrap_or(0);
+        }
+        for (place, count) in worker["reads_by_place"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+        {
+            *reads_by_place.entry(place).or_default() += count.as_u64().unwrap_or(0);
         }
         for (outcome, count) in worker["maintenance"]
             .as_object()
@@ -937,6 +973,7 @@ fn summarize(
             .map(|(op, values)| (op.clone(), json!({"p50": percentile(values, 50), "p99": percentile(values, 99), "count": values.len()})))
             .collect::<Map<String, Value>>(),
         "requests": requests,
+        "reads_by_place": reads_by_place,
         "maintenance": maintenance,
         "violations": violations,
     })
@@ -973,6 +1010,7 @@ fn print_summary(summary: &Value) {
         );
     }
     println!("requests: {}", summary["requests"]);
+    println!("reads by place: {}", summary["reads_by_place"]);
     println!("maintenance: {}", summary["maintenance"]);
     let violations = summary["violations"]
         .as_array()

@@ -15,7 +15,7 @@ use omnigraph_maintenance::repair::TableRepairStatus;
 use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceExt};
 use omnigraph_publish::retention::{self, GRACE_MIN};
 use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, ScanRequest};
-use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, objects, people};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects, people};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -54,27 +54,6 @@ async fn detached_manifests(root: &StorageRoot, table_id: &str) -> HashSet<Strin
         .into_iter()
         .filter(|path| path.contains("/d"))
         .collect()
-}
-
-async fn ids_at(graph: &Omnigraph, type_name: &str, at: &CommitRef) -> Vec<String> {
-    let batches = graph
-        .scan(
-            type_name,
-            &ScanRequest {
-                filter: None,
-                columns: vec!["id".into()],
-                limit: Some(1_000_000),
-            },
-            at,
-        )
-        .await
-        .unwrap_or_else(|error| panic!("scan {type_name} at {at:?}: {error}"));
-    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
-        .into_iter()
-        .map(|row| row["id"].as_str().unwrap().to_string())
-        .collect();
-    ids.sort();
-    ids
 }
 
 fn table_of(head: &GraphCommit, type_name: &str) -> String {

@@ -11,7 +11,9 @@ use omnigraph_core::storage::{
 use omnigraph_core::{ErrorKind, Evidence, StorageKind};
 use omnigraph_maintenance::{MaintenanceExt, TableRepairStatus};
 use omnigraph_publish::{CommitRef, Graph, LoadMode, Omnigraph, ReadSet, ScanRequest, Staging};
-use omnigraph_tests::{SOCIAL_SCHEMA, fault_commit_puts, new_table, objects, origin, people, rows};
+use omnigraph_tests::{
+    SOCIAL_SCHEMA, fault_commit_puts, ids_at, new_table, objects, origin, people, rows,
+};
 use serde_json::json;
 
 /// A fresh prefix in the test bucket.
@@ -118,28 +120,6 @@ async fn s3_graph_publication_race() {
         .await
         .unwrap();
     assert_eq!(table.count_rows(None).await.unwrap(), 2);
-}
-
-/// The ids of `type_name` at `at`, sorted.
-async fn ids_at(graph: &Omnigraph, type_name: &str, at: &CommitRef) -> Vec<String> {
-    let batches = graph
-        .scan(
-            type_name,
-            &ScanRequest {
-                filter: None,
-                columns: vec!["id".into()],
-                limit: Some(1_000),
-            },
-            at,
-        )
-        .await
-        .unwrap();
-    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
-        .into_iter()
-        .filter_map(|row| row.get("id").and_then(|id| id.as_str()).map(str::to_string))
-        .collect();
-    ids.sort();
-    ids
 }
 
 #[tokio::test]
