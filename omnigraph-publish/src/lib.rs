@@ -28,6 +28,9 @@
 //! - [`layout`]: where every object lives under the root.
 
 #![warn(missing_docs)]
+// A write awaits deep futures (ingest -> staging -> publisher -> Lance); computing their
+// layout exceeds the default query depth of 128.
+#![recursion_limit = "256"]
 #![warn(unreachable_pub)]
 
 pub mod handle;

@@ -516,6 +516,48 @@ async fn arrow_batches_insert_with_the_same_checks() {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::BadInput);
     assert!(error.to_string().contains("no property age"), "{error}");
+    // Edges without an id column get minted ids, as in a JSON insert.
+    graph
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+        .await
+        .unwrap();
+    let ends = std::sync::Arc::new(omnigraph_core::arrow_schema::Schema::new(vec![
+        omnigraph_core::arrow_schema::Field::new(
+            "src",
+            omnigraph_core::arrow_schema::DataType::Utf8,
+            false,
+        ),
+        omnigraph_core::arrow_schema::Field::new(
+            "dst",
+            omnigraph_core::arrow_schema::DataType::Utf8,
+            false,
+        ),
+    ]));
+    let edges = omnigraph_core::arrow_array::RecordBatch::try_new(
+        ends,
+        vec![
+            std::sync::Arc::new(omnigraph_core::arrow_array::StringArray::from(vec![
+                "p0", "p1",
+            ])),
+            std::sync::Arc::new(omnigraph_core::arrow_array::StringArray::from(vec![
+                "c1", "c1",
+            ])),
+        ],
+    )
+    .unwrap();
+    graph.insert_batches("WorksAt", &[edges]).await.unwrap();
+    let found = graph
+        .scan("WorksAt", &ScanRequest::default(), &CommitRef::Head)
+        .await
+        .unwrap();
+    let found = omnigraph_publish::rows::batches_to_json(&found);
+    assert_eq!(found.len(), 2);
+    assert!(
+        found
+            .iter()
+            .all(|edge| edge["id"].as_str().is_some_and(|id| id.len() == 26)),
+        "{found:?}"
+    );
 }
 
 #[tokio::test]
@@ -655,4 +697,106 @@ async fn load_progress_counts_every_byte_of_the_input() {
     let last = reports.last().unwrap();
     assert_eq!(last.bytes_read, text.len() as u64);
     assert_eq!(last.rows, 2);
+}
+
+#[tokio::test]
+async fn arrow_batches_keep_nan_and_never_go_through_json() {
+    use omnigraph_core::arrow_array::{
+        Array, Float32Array, Float64Array, RecordBatch, StringArray,
+    };
+    use omnigraph_core::arrow_schema::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(
+        &test.uri,
+        "node Reading { id: String @key, value: Float64, spare: Float32? }",
+    )
+    .await
+    .unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("value", DataType::Float64, false),
+        Field::new("spare", DataType::Float32, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(vec!["r1", "r2"])),
+            Arc::new(Float64Array::from(vec![f64::NAN, 1.5])),
+            Arc::new(Float32Array::from(vec![Some(f32::NAN), None])),
+        ],
+    )
+    .unwrap();
+    graph.insert_batches("Reading", &[batch]).await.unwrap();
+    let table = omnigraph_tests::head_table(&graph, "Reading").await;
+    let read = table.scan().try_into_batch().await.unwrap();
+    let ids = read
+        .column_by_name("id")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap();
+    let values = read
+        .column_by_name("value")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .unwrap();
+    let spare = read
+        .column_by_name("spare")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<Float32Array>()
+        .unwrap();
+    let r1 = (0..read.num_rows())
+        .find(|row| ids.value(*row) == "r1")
+        .unwrap();
+    assert!(values.value(r1).is_nan(), "NaN was not kept: {:?}", values);
+    assert!(
+        !spare.is_null(r1) && spare.value(r1).is_nan(),
+        "NaN became {:?}",
+        spare
+    );
+    let r2 = (0..read.num_rows())
+        .find(|row| ids.value(*row) == "r2")
+        .unwrap();
+    assert!(spare.is_null(r2));
+    // A null in a required column is refused naming its row and field; an absent
+    // nullable column is null.
+    let partial = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("value", DataType::Float64, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        partial.clone(),
+        vec![
+            Arc::new(StringArray::from(vec!["r3", "r4"])),
+            Arc::new(Float64Array::from(vec![Some(2.0), None])),
+        ],
+    )
+    .unwrap();
+    let error = graph.insert_batches("Reading", &[batch]).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput);
+    assert!(
+        error.to_string().contains("row 1") && error.to_string().contains("value"),
+        "{error}"
+    );
+    let batch = RecordBatch::try_new(
+        partial,
+        vec![
+            Arc::new(StringArray::from(vec!["r3"])),
+            Arc::new(Float64Array::from(vec![Some(2.0)])),
+        ],
+    )
+    .unwrap();
+    graph.insert_batches("Reading", &[batch]).await.unwrap();
+    let r3 = graph
+        .get("Reading", &json!("r3"), &CommitRef::Head)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (r3["value"].clone(), r3["spare"].clone()),
+        (json!(2.0), Value::Null)
+    );
 }

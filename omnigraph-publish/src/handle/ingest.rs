@@ -17,11 +17,11 @@
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
-use crate::rows::{self, RowKey, RowSource, SourcedObject};
+use crate::rows::{self, RowKey, RowSource, SourcedObject, TypedRows};
 use crate::staging::Staging;
 use omnigraph_core::adapter::{self, StagedLink};
 use omnigraph_core::arrow_array::RecordBatch;
-use omnigraph_core::schema::{Catalog, DeclKind, EDGE_ID_COLUMN};
+use omnigraph_core::schema::{Catalog, DeclKind, EDGE_ID_COLUMN, TypeDef};
 use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result, seams};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -199,8 +199,46 @@ impl<'a> Ingest<'a> {
         let catalog = self.catalog.clone();
         let type_def = catalog.require(type_name)?;
         let typed = rows::rows_from_json(type_def, &buffer)?;
+        let sources: Vec<RowSource> = buffer.into_iter().map(|(source, _)| source).collect();
+        self.stage_rows(type_def, &sources, typed).await
+    }
+
+    /// Adds Arrow rows of `type_name` (rows `first_row`.. of the call), checked column
+    /// by column and staged as they are: never converted to JSON.
+    pub(crate) async fn push_batch(
+        &mut self,
+        type_name: &str,
+        batch: &RecordBatch,
+        first_row: u64,
+    ) -> Result<()> {
+        let pushed = async {
+            let catalog = self.catalog.clone();
+            let type_def = catalog.require(type_name)?;
+            let typed = rows::rows_from_batch(type_def, batch, "batch", first_row)?;
+            let sources: Vec<RowSource> = (0..batch.num_rows() as u64)
+                .map(|row| RowSource {
+                    source: "batch".into(),
+                    line: None,
+                    row: first_row + row,
+                })
+                .collect();
+            self.stage_rows(type_def, &sources, typed).await
+        }
+        .await;
+        pushed.map_err(|error| self.failed(error))
+    }
+
+    /// Checks keys (within the call and, for an append, against the table) and
+    /// endpoints of validated rows, and stages them.
+    async fn stage_rows(
+        &mut self,
+        type_def: &TypeDef,
+        sources: &[RowSource],
+        typed: TypedRows,
+    ) -> Result<()> {
+        let type_name = type_def.name();
         let seen = self.keys.entry(type_name.to_string()).or_default();
-        for ((source, _), key) in buffer.iter().zip(&typed.keys) {
+        for (source, key) in sources.iter().zip(&typed.keys) {
             if !seen.insert(key.clone()) {
                 let location = source.location(type_name, Some(type_def.key_column()));
                 return Err(OmniError::bad_input(
@@ -213,7 +251,7 @@ impl<'a> Ingest<'a> {
             refuse_existing_keys(self.handle, &self.base, type_def, &typed.keys).await?;
         }
         if let DeclKind::Edge { from, to } = type_def.kind() {
-            for ((source, _), (src, dst)) in buffer.iter().zip(&typed.endpoints) {
+            for (source, (src, dst)) in sources.iter().zip(&typed.endpoints) {
                 for (role, node_type, key) in [("src", from, src), ("dst", to, dst)] {
                     self.endpoints.push(PendingEndpoint {
                         source: source.clone(),

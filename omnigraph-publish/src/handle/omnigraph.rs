@@ -161,43 +161,29 @@ impl Omnigraph {
         })
     }
 
-    /// Inserts Arrow record batches as rows of `type_name`. Each batch's columns must be
-    /// columns of the type with the same Arrow types; the rows then go through the same
-    /// checks as [`Omnigraph::insert_json`] (keys, required values, edge endpoints).
+    /// Inserts Arrow record batches as rows of `type_name`, in one commit. Each batch's
+    /// columns must be columns of the type with the same Arrow types; the rows then go
+    /// through the same checks as [`Omnigraph::insert_json`] (keys, required values,
+    /// edge endpoints; an edge without an id gets a minted one), column by column. They
+    /// are staged as given, never converted to JSON: a float NaN is kept.
     pub async fn insert_batches(
         &self,
         type_name: &str,
         batches: &[RecordBatch],
     ) -> Result<GraphCommit> {
-        let base = self.base().await?;
-        let catalog = self.catalog_at(&base).await?;
-        let type_def = catalog.require(type_name)?;
-        let table_schema = type_def.arrow_schema();
+        let mut ingest = Ingest::start(self, LoadMode::Append).await?;
+        let mut first_row = 0u64;
         for batch in batches {
-            for field in batch.schema().fields() {
-                let expected = table_schema.field_with_name(field.name()).map_err(|_| {
-                    OmniError::bad_input(
-                        InputLocation::in_source("batch")
-                            .type_name(type_name)
-                            .field(field.name().clone()),
-                        format!("{type_name} has no property {}", field.name()),
-                    )
-                })?;
-                if expected.data_type() != field.data_type() {
-                    return Err(OmniError::bad_input(
-                        InputLocation::in_source("batch")
-                            .type_name(type_name)
-                            .field(field.name().clone()),
-                        format!(
-                            "expected {}, found {}",
-                            expected.data_type(),
-                            field.data_type()
-                        ),
-                    ));
-                }
-            }
+            ingest.push_batch(type_name, batch, first_row).await?;
+            first_row += batch.num_rows() as u64;
         }
-        self.insert_json(type_name, batches_to_json(batches)).await
+        let report = ingest.finish("insert").await?;
+        report.commit.ok_or_else(|| {
+            OmniError::bad_input(
+                InputLocation::in_source("batch").type_name(type_name),
+                "there are no rows to insert",
+            )
+        })
     }
 
     /// Loads a JSONL file: one object per line, each with a `type` field naming its

@@ -10,8 +10,10 @@ use omnigraph_core::arrow_array::builder::{
     Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
 };
 use omnigraph_core::arrow_array::{Array, ArrayRef, RecordBatch};
-use omnigraph_core::schema::{PropertyType, TypeDef};
-use omnigraph_core::{InputLocation, OmniError, Result};
+use omnigraph_core::schema::{
+    EDGE_DST_COLUMN, EDGE_ID_COLUMN, EDGE_SRC_COLUMN, PropertyType, TypeDef,
+};
+use omnigraph_core::{InputLocation, OmniError, Result, seams};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -118,6 +120,131 @@ pub fn rows_from_json(type_def: &TypeDef, objects: &[SourcedObject]) -> Result<T
     let arrays: Vec<ArrayRef> = builders.into_iter().map(ColumnBuilder::finish).collect();
     let batch = RecordBatch::try_new(type_def.arrow_schema(), arrays)
         .map_err(|error| OmniError::internal(format!("rows of {type_name}: {error}")))?;
+    Ok(TypedRows {
+        batch,
+        keys,
+        endpoints,
+    })
+}
+
+/// Checks Arrow rows of `type_def` column by column and puts them in the table's
+/// schema, never through JSON (a float NaN stays NaN): every column is one of the
+/// type's properties with its exact Arrow type, a missing nullable property is null, a
+/// required one may hold no null, and the keys are distinct. An edge without an id (no
+/// column, or a null) gets a minted one. `first_row` numbers the rows in errors.
+pub fn rows_from_batch(
+    type_def: &TypeDef,
+    batch: &RecordBatch,
+    source: &str,
+    first_row: u64,
+) -> Result<TypedRows> {
+    use omnigraph_core::arrow_array::{StringArray, new_null_array};
+    let type_name = type_def.name();
+    let table_schema = type_def.arrow_schema();
+    let rows = batch.num_rows();
+    let at = |row: usize, field: &str| {
+        RowSource {
+            source: source.to_string(),
+            line: None,
+            row: first_row + row as u64,
+        }
+        .location(type_name, Some(field))
+    };
+    for field in batch.schema().fields() {
+        let expected = table_schema.field_with_name(field.name()).map_err(|_| {
+            OmniError::bad_input(
+                at(0, field.name()),
+                format!("{type_name} has no property {}", field.name()),
+            )
+        })?;
+        if expected.data_type() != field.data_type() {
+            return Err(OmniError::bad_input(
+                at(0, field.name()),
+                format!(
+                    "expected {}, found {}",
+                    expected.data_type(),
+                    field.data_type()
+                ),
+            ));
+        }
+    }
+    let mint_ids = !type_def.is_node();
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(table_schema.fields().len());
+    for field in table_schema.fields() {
+        let name = field.name().as_str();
+        let given = batch.column_by_name(name).cloned();
+        let array = match given {
+            Some(array) if mint_ids && name == EDGE_ID_COLUMN && array.null_count() > 0 => {
+                let ids = array
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .ok_or_else(|| {
+                        OmniError::internal(format!("the {name} column of {type_name} is not text"))
+                    })?;
+                let minted: StringArray = (0..rows)
+                    .map(|row| {
+                        Some(if ids.is_null(row) {
+                            seams::new_id()
+                        } else {
+                            ids.value(row).to_string()
+                        })
+                    })
+                    .collect();
+                Arc::new(minted) as ArrayRef
+            }
+            Some(array) => array,
+            None if mint_ids && name == EDGE_ID_COLUMN => {
+                let minted: StringArray = (0..rows).map(|_| Some(seams::new_id())).collect();
+                Arc::new(minted) as ArrayRef
+            }
+            None => new_null_array(field.data_type(), rows),
+        };
+        if !field.is_nullable()
+            && let Some(row) = (0..rows).find(|row| array.is_null(*row))
+        {
+            let what = if name == type_def.key_column() {
+                "the key"
+            } else {
+                "a required property"
+            };
+            return Err(OmniError::bad_input(
+                at(row, name),
+                format!("{name} is {what} of {type_name} and is missing"),
+            ));
+        }
+        arrays.push(array);
+    }
+    let batch = RecordBatch::try_new(table_schema, arrays)
+        .map_err(|error| OmniError::internal(format!("rows of {type_name}: {error}")))?;
+    let column = |name: &str| {
+        batch
+            .column_by_name(name)
+            .cloned()
+            .ok_or_else(|| OmniError::internal(format!("{type_name} has no column {name}")))
+    };
+    let key_column = column(type_def.key_column())?;
+    let mut seen_keys: HashSet<RowKey> = HashSet::with_capacity(rows);
+    let mut keys = Vec::with_capacity(rows);
+    for row in 0..rows {
+        let key = render_key(&json_value(key_column.as_ref(), row));
+        if !seen_keys.insert(key.clone()) {
+            return Err(OmniError::bad_input(
+                at(row, type_def.key_column()),
+                format!("key {key} of {type_name} is given more than once"),
+            ));
+        }
+        keys.push(key);
+    }
+    let mut endpoints = Vec::new();
+    if !type_def.is_node() {
+        let (src, dst) = (column(EDGE_SRC_COLUMN)?, column(EDGE_DST_COLUMN)?);
+        for row in 0..rows {
+            endpoints.push((
+                render_key(&json_value(src.as_ref(), row)),
+                render_key(&json_value(dst.as_ref(), row)),
+            ));
+        }
+    }
     Ok(TypedRows {
         batch,
         keys,
