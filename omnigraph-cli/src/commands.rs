@@ -9,7 +9,7 @@ use omnigraph_maintenance::{
     CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceBudget, MaintenanceExt, UnitOutcome,
 };
 use omnigraph_publish::{
-    CommitRef, Direction, GraphCommit, LoadMode, Omnigraph, ScanRequest, default_actor,
+    CommitRef, Direction, GraphCommit, InputFormat, LoadMode, Omnigraph, ScanRequest, default_actor,
 };
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -106,12 +106,34 @@ pub async fn init(out: &Output, root: &str, schema_file: &Path) -> Result<()> {
     Ok(())
 }
 
-pub async fn load(out: &Output, root: &str, file: &Path, mode: ModeArg) -> Result<()> {
+pub async fn load(
+    out: &Output,
+    root: &str,
+    file: &Path,
+    mode: ModeArg,
+    format: InputFormat,
+    type_name: Option<&str>,
+) -> Result<()> {
     let graph = open(root).await?;
     let mode = match mode {
         ModeArg::Append => LoadMode::Append,
         ModeArg::Merge => LoadMode::Merge,
     };
+    if format != InputFormat::Jsonl {
+        let Some(type_name) = type_name else {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("--type"),
+                "a CSV or Arrow file holds one type: name it with --type",
+            ));
+        };
+        let started = std::time::Instant::now();
+        let report = out
+            .spinning("loading", |_| {
+                graph.load_columnar(file, format, type_name, mode)
+            })
+            .await?;
+        return emit_load(out, &report, started.elapsed().as_secs_f64());
+    }
     let total = std::fs::metadata(file).map(|meta| meta.len()).unwrap_or(0);
     let bar = out.byte_bar(total);
     let started = std::time::Instant::now();
@@ -132,7 +154,15 @@ pub async fn load(out: &Output, root: &str, file: &Path, mode: ModeArg) -> Resul
         bar.finish_and_clear();
     }
     let report = report?;
-    let elapsed = started.elapsed().as_secs_f64();
+    emit_load(out, &report, started.elapsed().as_secs_f64())
+}
+
+/// Prints a load's report.
+fn emit_load(
+    out: &Output,
+    report: &omnigraph_publish::ingest::IngestReport,
+    elapsed: f64,
+) -> Result<()> {
     out.emit(
         json!({"commit": report.commit.as_ref().map(commit_json), "rows": report.rows, "seconds": elapsed}),
         |_| {

@@ -46,6 +46,17 @@ pub enum ModeArg {
     Merge,
 }
 
+/// The format of a file to load.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FormatArg {
+    /// JSON lines, each with its `type`.
+    Jsonl,
+    /// CSV with a header line (needs --type).
+    Csv,
+    /// An Arrow IPC file (needs --type).
+    Arrow,
+}
+
 /// Which way to follow an edge.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum DirectionArg {
@@ -69,11 +80,17 @@ enum Command {
     Load {
         /// The graph root.
         root: String,
-        /// The JSONL file.
+        /// The file: JSONL, CSV or Arrow IPC.
         file: PathBuf,
         /// append: keys must be new; merge: upsert by key.
         #[arg(long, value_enum, default_value = "append")]
         mode: ModeArg,
+        /// The file's format (default: from its extension: .csv, .arrow, else JSONL).
+        #[arg(long, value_enum)]
+        format: Option<FormatArg>,
+        /// The type of every row of a CSV or Arrow file.
+        #[arg(long = "type")]
+        type_name: Option<String>,
     },
     /// Insert rows of one type given as a JSON object or array.
     Insert {
@@ -337,7 +354,21 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
     commands::use_storage_options(options);
     let done = match cli.command {
         Command::Init { root, schema } => commands::init(&out, &root, &schema).await,
-        Command::Load { root, file, mode } => commands::load(&out, &root, &file, mode).await,
+        Command::Load {
+            root,
+            file,
+            mode,
+            format,
+            type_name,
+        } => {
+            let format = match format {
+                Some(FormatArg::Jsonl) => omnigraph_publish::InputFormat::Jsonl,
+                Some(FormatArg::Csv) => omnigraph_publish::InputFormat::Csv,
+                Some(FormatArg::Arrow) => omnigraph_publish::InputFormat::ArrowIpc,
+                None => omnigraph_publish::InputFormat::of_path(&file),
+            };
+            commands::load(&out, &root, &file, mode, format, type_name.as_deref()).await
+        }
         Command::Insert {
             root,
             type_name,

@@ -1302,3 +1302,51 @@ mod s3 {
         );
     }
 }
+
+#[test]
+fn csv_files_load_by_type_and_a_bad_one_names_its_row_and_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    // Columns in any order; an empty optional value is null.
+    let csv = write(
+        dir.path(),
+        "people.csv",
+        "name,id,age\nAda,p1,36\nBob,p2,\n",
+    );
+    let loaded = json_of(&omnigraph(&[
+        "load", &root, &csv, "--type", "Person", "--json",
+    ]));
+    assert_eq!(loaded["rows"]["Person"], 2);
+    let p2 = json_of(&omnigraph(&[
+        "get", &root, "--type", "Person", "p2", "--json",
+    ]));
+    assert_eq!(
+        (p2["name"].clone(), p2["age"].clone()),
+        (Value::from("Bob"), Value::Null)
+    );
+    let seq = head_seq(&root);
+    let refused = |name: &str, text: &str, args: &[&str]| {
+        let file = write(dir.path(), name, text);
+        let mut command = vec!["load", root.as_str(), file.as_str()];
+        command.extend_from_slice(args);
+        let output = omnigraph(&command);
+        assert_eq!(output.status.code(), Some(2), "{name}");
+        String::from_utf8_lossy(&output.stderr).to_string()
+    };
+    let said = refused("untyped.csv", "id,name\np3,Cy\n", &[]);
+    assert!(said.contains("--type"), "{said}");
+    let said = refused("unknown.csv", "id,zzz\np3,1\n", &["--type", "Person"]);
+    assert!(
+        said.contains("zzz") && said.contains("unknown.csv"),
+        "{said}"
+    );
+    let said = refused("missing.csv", "id,age\np3,3\np4,4\n", &["--type", "Person"]);
+    assert!(said.contains("name") && said.contains("row 0"), "{said}");
+    let said = refused(
+        "typed.csv",
+        "id,name,age\np3,Cy,old\n",
+        &["--type", "Person"],
+    );
+    assert!(said.contains("typed.csv"), "{said}");
+    assert_eq!(head_seq(&root), seq, "nothing published");
+}

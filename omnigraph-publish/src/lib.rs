@@ -37,7 +37,10 @@ pub mod handle;
 pub mod protocol;
 
 // Every module keeps its path at the crate root (`omnigraph_publish::layout`, ...).
-pub use handle::{indexes, ingest, key_cache, mutate, omnigraph, reads, rows, schema_apply};
+pub use columnar::InputFormat;
+pub use handle::{
+    columnar, indexes, ingest, key_cache, mutate, omnigraph, reads, rows, schema_apply,
+};
 pub use protocol::{commit, gate, graph, layout, log, publisher, retention, staging};
 
 pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};

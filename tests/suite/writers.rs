@@ -800,3 +800,48 @@ async fn arrow_batches_keep_nan_and_never_go_through_json() {
         (json!(2.0), Value::Null)
     );
 }
+
+#[tokio::test]
+async fn an_arrow_ipc_file_loads_as_one_type_in_one_commit() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("people.arrow");
+    let batch = omnigraph_tests::people(0, 5);
+    {
+        let file = std::fs::File::create(&path).unwrap();
+        let mut writer = arrow::ipc::writer::FileWriter::try_new(file, &batch.schema()).unwrap();
+        writer.write(&batch).unwrap();
+        writer.write(&omnigraph_tests::people(5, 3)).unwrap();
+        writer.finish().unwrap();
+    }
+    let head = graph.head().await.unwrap();
+    let report = graph
+        .load_columnar(
+            &path,
+            omnigraph_publish::InputFormat::ArrowIpc,
+            "Person",
+            LoadMode::Append,
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.rows["Person"], 8);
+    assert_eq!(report.commit.unwrap().seq, head.seq + 1, "one commit");
+    let p6 = graph
+        .get("Person", &json!("p6"), &CommitRef::Head)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p6["name"], "name of p6");
+    // The same file again: its keys exist, nothing is published.
+    let error = graph
+        .load_columnar(
+            &path,
+            omnigraph_publish::InputFormat::ArrowIpc,
+            "Person",
+            LoadMode::Append,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::KeyConflict, "{error}");
+    assert_eq!(graph.head().await.unwrap().seq, head.seq + 1);
+}

@@ -1,0 +1,161 @@
+//! Loads from columnar files: CSV and Arrow IPC, one type per file, read by arrow's own
+//! readers in bounded batches and staged as Arrow ([`crate::rows::rows_from_batch`]),
+//! never through JSON. JSONL stays in [`crate::handle::jsonl`].
+
+use crate::ingest::{Ingest, IngestReport, LoadMode};
+use crate::omnigraph::Omnigraph;
+use omnigraph_core::arrow_array::RecordBatch;
+use omnigraph_core::arrow_schema::{Field, Schema};
+use omnigraph_core::schema::TypeDef;
+use omnigraph_core::{InputLocation, OmniError, Result};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Rows per batch read from a columnar file (the ingest batch size).
+pub(crate) const COLUMNAR_BATCH_ROWS: usize = crate::ingest::INGEST_BATCH_ROWS;
+/// The longest CSV header line read, in bytes.
+pub(crate) const CSV_HEADER_BYTES_MAX: usize = 64 << 10;
+
+/// The format of a file to load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputFormat {
+    /// JSON lines, each with its `type`.
+    Jsonl,
+    /// CSV with a header line, one type per file.
+    Csv,
+    /// An Arrow IPC file, one type per file.
+    ArrowIpc,
+}
+
+impl InputFormat {
+    /// The format a file's extension names: `.csv`, `.arrow`/`.ipc`/`.feather`, else
+    /// JSONL.
+    pub fn of_path(path: &Path) -> InputFormat {
+        let extension = path
+            .extension()
+            .and_then(|extension| extension.to_str())
+            .map(str::to_ascii_lowercase);
+        match extension.as_deref() {
+            Some("csv") => InputFormat::Csv,
+            Some("arrow" | "ipc" | "feather") => InputFormat::ArrowIpc,
+            _ => InputFormat::Jsonl,
+        }
+    }
+}
+
+impl Omnigraph {
+    /// Loads a CSV or Arrow IPC file of rows of `type_name`, in one commit. Columns are
+    /// the type's properties by name, in any order; a missing nullable one is null. A
+    /// bad value or row fails the load, naming the file and the row, and publishes
+    /// nothing.
+    pub async fn load_columnar(
+        &self,
+        path: &Path,
+        format: InputFormat,
+        type_name: &str,
+        mode: LoadMode,
+    ) -> Result<IngestReport> {
+        let name = path.display().to_string();
+        let bad = |message: String| {
+            OmniError::bad_input(
+                InputLocation::in_source(&name).type_name(type_name),
+                message,
+            )
+        };
+        let base = self.head().await?;
+        let catalog = self.catalog_at(&base).await?;
+        let type_def = catalog.require(type_name)?.clone();
+        let file =
+            std::fs::File::open(path).map_err(|error| bad(format!("cannot open: {error}")))?;
+        let batches: Box<dyn Iterator<Item = std::result::Result<RecordBatch, String>>> =
+            match format {
+                InputFormat::Csv => Box::new(csv_batches(&type_def, file, &bad)?),
+                InputFormat::ArrowIpc => {
+                    let reader = arrow::ipc::reader::FileReader::try_new(file, None)
+                        .map_err(|error| bad(format!("not an Arrow IPC file: {error}")))?;
+                    Box::new(reader.map(|batch| batch.map_err(|error| error.to_string())))
+                }
+                InputFormat::Jsonl => {
+                    return Err(bad("a JSONL file is loaded with Omnigraph::load".into()));
+                }
+            };
+        let mut ingest = Ingest::start(self, mode).await?;
+        let mut first_row = 0u64;
+        for batch in batches {
+            let batch = match batch {
+                Ok(batch) => batch,
+                Err(message) => {
+                    let error = OmniError::bad_input(
+                        InputLocation::in_source(&name)
+                            .type_name(type_name)
+                            .row(first_row),
+                        format!("cannot read the rows from here on: {message}"),
+                    );
+                    return Err(ingest.failed(error));
+                }
+            };
+            ingest.push_batch(type_name, &batch, first_row).await?;
+            first_row += batch.num_rows() as u64;
+        }
+        ingest.finish("load").await
+    }
+}
+
+/// A CSV reader whose schema is the type's properties in the file's header order.
+fn csv_batches(
+    type_def: &TypeDef,
+    file: std::fs::File,
+    bad: &impl Fn(String) -> OmniError,
+) -> Result<impl Iterator<Item = std::result::Result<RecordBatch, String>>> {
+    use std::io::{BufRead, Read, Seek};
+    let mut reader = std::io::BufReader::new(file);
+    let mut header = String::new();
+    reader
+        .by_ref()
+        .take(CSV_HEADER_BYTES_MAX as u64)
+        .read_line(&mut header)
+        .map_err(|error| bad(format!("cannot read the header: {error}")))?;
+    if !header.ends_with('\n') && header.len() >= CSV_HEADER_BYTES_MAX {
+        return Err(bad(format!(
+            "the header line is longer than {CSV_HEADER_BYTES_MAX} bytes"
+        )));
+    }
+    let table = type_def.arrow_schema();
+    let mut fields: Vec<Field> = Vec::new();
+    for name in header.trim_end_matches(['\r', '\n']).split(',') {
+        let name = name.trim().trim_matches('"');
+        let field = table.field_with_name(name).map_err(|_| {
+            bad(format!(
+                "the header names {name:?}, which is not a property of {}",
+                type_def.name()
+            ))
+        })?;
+        if !matches!(
+            field.data_type(),
+            arrow::datatypes::DataType::Utf8
+                | arrow::datatypes::DataType::Boolean
+                | arrow::datatypes::DataType::Int32
+                | arrow::datatypes::DataType::Int64
+                | arrow::datatypes::DataType::Float32
+                | arrow::datatypes::DataType::Float64
+                | arrow::datatypes::DataType::Timestamp(..)
+        ) {
+            return Err(bad(format!(
+                "{name} is a {} and CSV cannot hold it: load it from JSONL or Arrow",
+                field.data_type()
+            )));
+        }
+        // Nullable here: a missing required value is reported by the row checks,
+        // naming its row.
+        fields.push(field.as_ref().clone().with_nullable(true));
+    }
+    reader
+        .rewind()
+        .map_err(|error| bad(format!("cannot read: {error}")))?;
+    let csv = arrow::csv::ReaderBuilder::new(Arc::new(Schema::new(fields)))
+        .with_header(true)
+        .with_batch_size(COLUMNAR_BATCH_ROWS)
+        .build(reader)
+        .map_err(|error| bad(format!("cannot read as CSV: {error}")))?;
+    Ok(csv.map(|batch| batch.map_err(|error| error.to_string())))
+}
