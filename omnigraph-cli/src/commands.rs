@@ -123,7 +123,7 @@ pub async fn load(
         let Some(type_name) = type_name else {
             return Err(OmniError::bad_input(
                 InputLocation::in_source("--type"),
-                "a CSV or Arrow file holds one type: name it with --type",
+                "a CSV, Parquet or Arrow file holds one type: name it with --type",
             ));
         };
         let started = std::time::Instant::now();

@@ -55,6 +55,8 @@ pub enum FormatArg {
     Csv,
     /// An Arrow IPC file (needs --type).
     Arrow,
+    /// A Parquet file (needs --type).
+    Parquet,
 }
 
 /// Which way to follow an edge.
@@ -80,15 +82,16 @@ enum Command {
     Load {
         /// The graph root.
         root: String,
-        /// The file: JSONL, CSV or Arrow IPC.
+        /// The file: JSONL, CSV, Parquet or Arrow IPC.
         file: PathBuf,
         /// append: keys must be new; merge: upsert by key.
         #[arg(long, value_enum, default_value = "append")]
         mode: ModeArg,
-        /// The file's format (default: from its extension: .csv, .arrow, else JSONL).
+        /// The file's format (default: from its extension: .csv, .parquet, .arrow, else
+        /// JSONL).
         #[arg(long, value_enum)]
         format: Option<FormatArg>,
-        /// The type of every row of a CSV or Arrow file.
+        /// The type of every row of a CSV, Parquet or Arrow file.
         #[arg(long = "type")]
         type_name: Option<String>,
     },
@@ -365,6 +368,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
                 Some(FormatArg::Jsonl) => omnigraph_publish::InputFormat::Jsonl,
                 Some(FormatArg::Csv) => omnigraph_publish::InputFormat::Csv,
                 Some(FormatArg::Arrow) => omnigraph_publish::InputFormat::ArrowIpc,
+                Some(FormatArg::Parquet) => omnigraph_publish::InputFormat::Parquet,
                 None => omnigraph_publish::InputFormat::of_path(&file),
             };
             commands::load(&out, &root, &file, mode, format, type_name.as_deref()).await

@@ -845,3 +845,53 @@ async fn an_arrow_ipc_file_loads_as_one_type_in_one_commit() {
     assert_eq!(error.kind(), ErrorKind::KeyConflict, "{error}");
     assert_eq!(graph.head().await.unwrap().seq, head.seq + 1);
 }
+
+#[tokio::test]
+async fn a_parquet_file_loads_as_one_type_and_a_column_the_type_lacks_is_refused() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    let write_parquet = |name: &str, batch: &omnigraph_core::arrow_array::RecordBatch| {
+        let path = dir.path().join(name);
+        let file = std::fs::File::create(&path).unwrap();
+        let properties = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::SNAPPY)
+            .build();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(properties)).unwrap();
+        writer.write(batch).unwrap();
+        writer.close().unwrap();
+        path
+    };
+    let path = write_parquet("people.parquet", &omnigraph_tests::people(0, 6));
+    let report = graph
+        .load_columnar(
+            &path,
+            omnigraph_publish::InputFormat::Parquet,
+            "Person",
+            LoadMode::Append,
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.rows["Person"], 6);
+    let p5 = graph
+        .get("Person", &json!("p5"), &CommitRef::Head)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p5["name"], "name of p5");
+    let head = graph.head().await.unwrap();
+    // Company's rows in a Person file: the unknown column is named, nothing published.
+    let path = write_parquet("companies.parquet", &omnigraph_tests::people(10, 2));
+    let error = graph
+        .load_columnar(
+            &path,
+            omnigraph_publish::InputFormat::Parquet,
+            "Company",
+            LoadMode::Append,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput);
+    assert!(error.to_string().contains("age"), "{error}");
+    assert_eq!(graph.head().await.unwrap(), head);
+}

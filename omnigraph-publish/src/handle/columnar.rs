@@ -1,4 +1,4 @@
-//! Loads from columnar files: CSV and Arrow IPC, one type per file, read by arrow's own
+//! Loads from columnar files: CSV, Parquet and Arrow IPC, one type per file, read by arrow's own
 //! readers in bounded batches and staged as Arrow ([`crate::rows::rows_from_batch`]),
 //! never through JSON. JSONL stays in [`crate::handle::jsonl`].
 
@@ -25,11 +25,13 @@ pub enum InputFormat {
     Csv,
     /// An Arrow IPC file, one type per file.
     ArrowIpc,
+    /// A Parquet file, one type per file.
+    Parquet,
 }
 
 impl InputFormat {
-    /// The format a file's extension names: `.csv`, `.arrow`/`.ipc`/`.feather`, else
-    /// JSONL.
+    /// The format a file's extension names: `.csv`, `.parquet`, `.arrow`/`.ipc`/
+    /// `.feather`, else JSONL.
     pub fn of_path(path: &Path) -> InputFormat {
         let extension = path
             .extension()
@@ -37,6 +39,7 @@ impl InputFormat {
             .map(str::to_ascii_lowercase);
         match extension.as_deref() {
             Some("csv") => InputFormat::Csv,
+            Some("parquet") => InputFormat::Parquet,
             Some("arrow" | "ipc" | "feather") => InputFormat::ArrowIpc,
             _ => InputFormat::Jsonl,
         }
@@ -44,7 +47,7 @@ impl InputFormat {
 }
 
 impl Omnigraph {
-    /// Loads a CSV or Arrow IPC file of rows of `type_name`, in one commit. Columns are
+    /// Loads a CSV, Parquet or Arrow IPC file of rows of `type_name`, in one commit. Columns are
     /// the type's properties by name, in any order; a missing nullable one is null. A
     /// bad value or row fails the load, naming the file and the row, and publishes
     /// nothing.
@@ -73,6 +76,17 @@ impl Omnigraph {
                 InputFormat::ArrowIpc => {
                     let reader = arrow::ipc::reader::FileReader::try_new(file, None)
                         .map_err(|error| bad(format!("not an Arrow IPC file: {error}")))?;
+                    Box::new(reader.map(|batch| batch.map_err(|error| error.to_string())))
+                }
+                InputFormat::Parquet => {
+                    let reader =
+                        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                            file,
+                        )
+                        .map_err(|error| bad(format!("not a Parquet file: {error}")))?
+                        .with_batch_size(COLUMNAR_BATCH_ROWS)
+                        .build()
+                        .map_err(|error| bad(format!("cannot read the Parquet file: {error}")))?;
                     Box::new(reader.map(|batch| batch.map_err(|error| error.to_string())))
                 }
                 InputFormat::Jsonl => {
