@@ -119,6 +119,12 @@ pub async fn load(
         ModeArg::Append => LoadMode::Append,
         ModeArg::Merge => LoadMode::Merge,
     };
+    if format == InputFormat::Jsonl && type_name.is_some() {
+        return Err(OmniError::bad_input(
+            InputLocation::in_source("--type"),
+            "JSONL rows name their own type; --type is for CSV, Parquet and Arrow files",
+        ));
+    }
     if format != InputFormat::Jsonl {
         let Some(type_name) = type_name else {
             return Err(OmniError::bad_input(

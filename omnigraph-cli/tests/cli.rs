@@ -1348,5 +1348,22 @@ fn csv_files_load_by_type_and_a_bad_one_names_its_row_and_publishes_nothing() {
         &["--type", "Person"],
     );
     assert!(said.contains("typed.csv"), "{said}");
+    let said = refused(
+        "twice.csv",
+        "id,name,name\np3,Cy,Cy\n",
+        &["--type", "Person"],
+    );
+    assert!(said.contains("twice"), "{said}");
+    let said = refused("typed.jsonl", "{}\n", &["--type", "Person"]);
+    assert!(said.contains("--type"), "{said}");
     assert_eq!(head_seq(&root), seq, "nothing published");
+    // A spreadsheet's byte order mark before the header is not part of a name.
+    let bom = write(dir.path(), "bom.csv", "\u{feff}id,name\np9,Nine\n");
+    json_of(&omnigraph(&[
+        "load", &root, &bom, "--type", "Person", "--json",
+    ]));
+    let p9 = json_of(&omnigraph(&[
+        "get", &root, "--type", "Person", "p9", "--json",
+    ]));
+    assert_eq!(p9["name"], "Nine");
 }

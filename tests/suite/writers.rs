@@ -895,3 +895,94 @@ async fn a_parquet_file_loads_as_one_type_and_a_column_the_type_lacks_is_refused
     assert!(error.to_string().contains("age"), "{error}");
     assert_eq!(graph.head().await.unwrap(), head);
 }
+
+#[tokio::test]
+async fn arrow_rows_are_checked_and_gathered_like_json_rows() {
+    use omnigraph_core::arrow_array::{
+        Array, FixedSizeListArray, Float32Array, RecordBatch, StringArray,
+    };
+    use omnigraph_core::arrow_schema::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    // No rows is an error, as for JSON.
+    let error = graph.insert_batches("Person", &[]).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    // A hundred one-row batches stage as one link: one new fragment.
+    let small: Vec<RecordBatch> = (0..100)
+        .map(|index| omnigraph_tests::people(index, 1))
+        .collect();
+    let commit = graph.insert_batches("Person", &small).await.unwrap();
+    assert_eq!(commit.pin_of_type("Person").unwrap().row_count, 100);
+    let table = omnigraph_tests::head_table(&graph, "Person").await;
+    assert_eq!(table.get_fragments().len(), 1);
+    // A merge matches edges by id: edges without one are refused, naming the field.
+    graph
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edges.arrow");
+    let ends = Arc::new(Schema::new(vec![
+        Field::new("src", DataType::Utf8, false),
+        Field::new("dst", DataType::Utf8, false),
+    ]));
+    let edges = RecordBatch::try_new(
+        ends.clone(),
+        vec![
+            Arc::new(StringArray::from(vec!["p0"])),
+            Arc::new(StringArray::from(vec!["c1"])),
+        ],
+    )
+    .unwrap();
+    {
+        let file = std::fs::File::create(&path).unwrap();
+        let mut writer = arrow::ipc::writer::FileWriter::try_new(file, &ends).unwrap();
+        writer.write(&edges).unwrap();
+        writer.finish().unwrap();
+    }
+    let error = graph
+        .load_columnar(
+            &path,
+            omnigraph_publish::InputFormat::ArrowIpc,
+            "WorksAt",
+            LoadMode::Merge,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput);
+    assert!(
+        error.to_string().contains("merge") && error.to_string().contains("edges.arrow"),
+        "{error}"
+    );
+    // A vector holding NaN is refused, naming the row.
+    let test = TestRoot::new(Backend::Memory).await;
+    let docs = Omnigraph::create(&test.uri, "node Doc { id: String @key, v: Vector(2)? }")
+        .await
+        .unwrap();
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let vectors = FixedSizeListArray::try_new(
+        item.clone(),
+        2,
+        Arc::new(Float32Array::from(vec![1.0, 2.0, f32::NAN, 0.5])),
+        None,
+    )
+    .unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("v", vectors.data_type().clone(), true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(vec!["d1", "d2"])),
+            Arc::new(vectors),
+        ],
+    )
+    .unwrap();
+    let error = docs.insert_batches("Doc", &[batch]).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput);
+    assert!(
+        error.to_string().contains("row 1") && error.to_string().contains("NaN"),
+        "{error}"
+    );
+}

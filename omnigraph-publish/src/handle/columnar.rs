@@ -94,23 +94,7 @@ impl Omnigraph {
                 }
             };
         let mut ingest = Ingest::start(self, mode).await?;
-        let mut first_row = 0u64;
-        for batch in batches {
-            let batch = match batch {
-                Ok(batch) => batch,
-                Err(message) => {
-                    let error = OmniError::bad_input(
-                        InputLocation::in_source(&name)
-                            .type_name(type_name)
-                            .row(first_row),
-                        format!("cannot read the rows from here on: {message}"),
-                    );
-                    return Err(ingest.failed(error));
-                }
-            };
-            ingest.push_batch(type_name, &batch, first_row).await?;
-            first_row += batch.num_rows() as u64;
-        }
+        ingest.push_batches(type_name, &name, batches).await?;
         ingest.finish("load").await
     }
 }
@@ -136,8 +120,13 @@ fn csv_batches(
     }
     let table = type_def.arrow_schema();
     let mut fields: Vec<Field> = Vec::new();
+    // A spreadsheet's UTF-8 export starts with a byte order mark.
+    let header = header.trim_start_matches('\u{feff}');
     for name in header.trim_end_matches(['\r', '\n']).split(',') {
         let name = name.trim().trim_matches('"');
+        if fields.iter().any(|field| field.name() == name) {
+            return Err(bad(format!("the header names {name:?} twice")));
+        }
         let field = table.field_with_name(name).map_err(|_| {
             bad(format!(
                 "the header names {name:?}, which is not a property of {}",

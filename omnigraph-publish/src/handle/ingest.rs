@@ -208,16 +208,24 @@ impl<'a> Ingest<'a> {
     pub(crate) async fn push_batch(
         &mut self,
         type_name: &str,
+        source: &str,
         batch: &RecordBatch,
         first_row: u64,
     ) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let missing_ids = match self.mode {
+            LoadMode::Append => rows::MissingEdgeIds::Mint,
+            LoadMode::Merge => rows::MissingEdgeIds::Refuse,
+        };
         let pushed = async {
             let catalog = self.catalog.clone();
             let type_def = catalog.require(type_name)?;
-            let typed = rows::rows_from_batch(type_def, batch, "batch", first_row)?;
+            let typed = rows::rows_from_batch(type_def, batch, source, first_row, missing_ids)?;
             let sources: Vec<RowSource> = (0..batch.num_rows() as u64)
                 .map(|row| RowSource {
-                    source: "batch".into(),
+                    source: source.to_string(),
                     line: None,
                     row: first_row + row,
                 })
@@ -226,6 +234,79 @@ impl<'a> Ingest<'a> {
         }
         .await;
         pushed.map_err(|error| self.failed(error))
+    }
+
+    /// Adds the Arrow rows `batches` yields, gathered into batches of at most
+    /// [`INGEST_BATCH_ROWS`] rows (consecutive batches of one schema are joined, larger
+    /// ones cut), so many small input batches stage as few links. A batch the input
+    /// cannot give is bad input naming `source` and the row where reading stopped.
+    pub(crate) async fn push_batches(
+        &mut self,
+        type_name: &str,
+        source: &str,
+        batches: impl Iterator<Item = std::result::Result<RecordBatch, String>>,
+    ) -> Result<()> {
+        let mut pending: Vec<RecordBatch> = Vec::new();
+        let mut pending_rows = 0usize;
+        let mut first_row = 0u64;
+        for batch in batches {
+            let batch = batch.map_err(|message| {
+                self.failed(OmniError::bad_input(
+                    rows::RowSource {
+                        source: source.to_string(),
+                        line: None,
+                        row: first_row + pending_rows as u64,
+                    }
+                    .location(type_name, None),
+                    format!("cannot read the rows from here on: {message}"),
+                ))
+            })?;
+            let mut offset = 0;
+            while offset < batch.num_rows() {
+                let room = INGEST_BATCH_ROWS - pending_rows;
+                let piece = batch.slice(offset, room.min(batch.num_rows() - offset));
+                offset += piece.num_rows();
+                if pending
+                    .first()
+                    .is_some_and(|first| first.schema() != piece.schema())
+                {
+                    first_row += self
+                        .push_pending(type_name, source, &mut pending, first_row)
+                        .await?;
+                    pending_rows = 0;
+                }
+                pending_rows += piece.num_rows();
+                pending.push(piece);
+                if pending_rows >= INGEST_BATCH_ROWS {
+                    first_row += self
+                        .push_pending(type_name, source, &mut pending, first_row)
+                        .await?;
+                    pending_rows = 0;
+                }
+            }
+        }
+        self.push_pending(type_name, source, &mut pending, first_row)
+            .await?;
+        Ok(())
+    }
+
+    /// Joins and pushes the pending batches; returns the rows pushed.
+    async fn push_pending(
+        &mut self,
+        type_name: &str,
+        source: &str,
+        pending: &mut Vec<RecordBatch>,
+        first_row: u64,
+    ) -> Result<u64> {
+        let Some(first) = pending.first() else {
+            return Ok(0);
+        };
+        let joined = arrow::compute::concat_batches(&first.schema(), pending.iter())
+            .map_err(|error| self.failed(OmniError::internal(format!("join batches: {error}"))))?;
+        pending.clear();
+        self.push_batch(type_name, source, &joined, first_row)
+            .await?;
+        Ok(joined.num_rows() as u64)
     }
 
     /// Checks keys (within the call and, for an append, against the table) and

@@ -172,11 +172,8 @@ impl Omnigraph {
         batches: &[RecordBatch],
     ) -> Result<GraphCommit> {
         let mut ingest = Ingest::start(self, LoadMode::Append).await?;
-        let mut first_row = 0u64;
-        for batch in batches {
-            ingest.push_batch(type_name, batch, first_row).await?;
-            first_row += batch.num_rows() as u64;
-        }
+        let given = batches.iter().map(|batch| Ok(batch.clone()));
+        ingest.push_batches(type_name, "batch", given).await?;
         let report = ingest.finish("insert").await?;
         report.commit.ok_or_else(|| {
             OmniError::bad_input(

@@ -127,16 +127,26 @@ pub fn rows_from_json(type_def: &TypeDef, objects: &[SourcedObject]) -> Result<T
     })
 }
 
+/// What Arrow rows of an edge type without an id get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MissingEdgeIds {
+    /// A minted id (append).
+    Mint,
+    /// A refusal: a merge matches edges by id (as a JSON merge load does).
+    Refuse,
+}
+
 /// Checks Arrow rows of `type_def` column by column and puts them in the table's
 /// schema, never through JSON (a float NaN stays NaN): every column is one of the
-/// type's properties with its exact Arrow type, a missing nullable property is null, a
-/// required one may hold no null, and the keys are distinct. An edge without an id (no
-/// column, or a null) gets a minted one. `first_row` numbers the rows in errors.
+/// type's properties, once, with its Arrow type; a missing nullable property is null, a
+/// required one may hold no null, a vector holds no null or NaN value, and the keys
+/// are distinct. `first_row` numbers the rows of `source` in errors.
 pub fn rows_from_batch(
     type_def: &TypeDef,
     batch: &RecordBatch,
     source: &str,
     first_row: u64,
+    missing_ids: MissingEdgeIds,
 ) -> Result<TypedRows> {
     use omnigraph_core::arrow_array::{StringArray, new_null_array};
     let type_name = type_def.name();
@@ -150,14 +160,23 @@ pub fn rows_from_batch(
         }
         .location(type_name, Some(field))
     };
+    let mut named = HashSet::new();
     for field in batch.schema().fields() {
+        if !named.insert(field.name().clone()) {
+            return Err(OmniError::bad_input(
+                at(0, field.name()),
+                format!("the column {} is given twice", field.name()),
+            ));
+        }
         let expected = table_schema.field_with_name(field.name()).map_err(|_| {
             OmniError::bad_input(
                 at(0, field.name()),
                 format!("{type_name} has no property {}", field.name()),
             )
         })?;
-        if expected.data_type() != field.data_type() {
+        // Nested field names and nullability aside (a vector's item may be named
+        // otherwise), the types must be the same.
+        if !expected.data_type().equals_datatype(field.data_type()) {
             return Err(OmniError::bad_input(
                 at(0, field.name()),
                 format!(
@@ -169,12 +188,24 @@ pub fn rows_from_batch(
         }
     }
     let mint_ids = !type_def.is_node();
+    let refuse_missing_id = |row: usize| {
+        OmniError::bad_input(
+            at(row, EDGE_ID_COLUMN),
+            format!(
+                "a merge load matches {type_name} edges by their {EDGE_ID_COLUMN}, and this one has none: give it one, or load with --mode append (which mints ids)"
+            ),
+        )
+    };
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(table_schema.fields().len());
     for field in table_schema.fields() {
         let name = field.name().as_str();
         let given = batch.column_by_name(name).cloned();
         let array = match given {
             Some(array) if mint_ids && name == EDGE_ID_COLUMN && array.null_count() > 0 => {
+                if missing_ids == MissingEdgeIds::Refuse {
+                    let row = (0..rows).find(|row| array.is_null(*row)).unwrap_or(0);
+                    return Err(refuse_missing_id(row));
+                }
                 let ids = array
                     .as_any()
                     .downcast_ref::<StringArray>()
@@ -192,8 +223,17 @@ pub fn rows_from_batch(
                     .collect();
                 Arc::new(minted) as ArrayRef
             }
+            // Same type up to nested field names: given the table's own.
+            Some(array) if array.data_type() != field.data_type() => {
+                arrow::compute::cast(&array, field.data_type()).map_err(|error| {
+                    OmniError::bad_input(at(0, name), format!("cannot take this column: {error}"))
+                })?
+            }
             Some(array) => array,
-            None if mint_ids && name == EDGE_ID_COLUMN => {
+            None if mint_ids && name == EDGE_ID_COLUMN && rows > 0 => {
+                if missing_ids == MissingEdgeIds::Refuse {
+                    return Err(refuse_missing_id(0));
+                }
                 let minted: StringArray = (0..rows).map(|_| Some(seams::new_id())).collect();
                 Arc::new(minted) as ArrayRef
             }
@@ -210,6 +250,12 @@ pub fn rows_from_batch(
             return Err(OmniError::bad_input(
                 at(row, name),
                 format!("{name} is {what} of {type_name} and is missing"),
+            ));
+        }
+        if let Some(row) = bad_vector_row(array.as_ref()) {
+            return Err(OmniError::bad_input(
+                at(row, name),
+                format!("{name} holds a null or NaN number in its vector"),
             ));
         }
         arrays.push(array);
@@ -249,6 +295,21 @@ pub fn rows_from_batch(
         batch,
         keys,
         endpoints,
+    })
+}
+
+/// The first row of a vector column whose vector holds a null or NaN number (an index
+/// cannot train on it); `None` for other columns.
+fn bad_vector_row(array: &dyn Array) -> Option<usize> {
+    use omnigraph_core::arrow_array::cast::AsArray;
+    use omnigraph_core::arrow_array::types::Float32Type;
+    let list = array.as_fixed_size_list_opt()?;
+    let values = list.values().as_primitive_opt::<Float32Type>()?;
+    let size = usize::try_from(list.value_length()).ok()?;
+    (0..list.len()).find(|row| {
+        list.is_valid(*row)
+            && (row * size..(row + 1) * size)
+                .any(|at| values.is_null(at) || values.value(at).is_nan())
     })
 }
 
