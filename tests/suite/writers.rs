@@ -730,24 +730,15 @@ async fn arrow_batches_keep_nan_and_never_go_through_json() {
     graph.insert_batches("Reading", &[batch]).await.unwrap();
     let table = omnigraph_tests::head_table(&graph, "Reading").await;
     let read = table.scan().try_into_batch().await.unwrap();
-    let ids = read
-        .column_by_name("id")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .unwrap();
-    let values = read
-        .column_by_name("value")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<Float64Array>()
-        .unwrap();
-    let spare = read
-        .column_by_name("spare")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<Float32Array>()
-        .unwrap();
+    use omnigraph_core::arrow_array::cast::AsArray;
+    use omnigraph_core::arrow_array::types::{Float32Type, Float64Type};
+    let column = |name: &str| read.column_by_name(name).unwrap().clone();
+    let (ids, values, spare) = (column("id"), column("value"), column("spare"));
+    let (ids, values, spare) = (
+        ids.as_string::<i32>(),
+        values.as_primitive::<Float64Type>(),
+        spare.as_primitive::<Float32Type>(),
+    );
     let r1 = (0..read.num_rows())
         .find(|row| ids.value(*row) == "r1")
         .unwrap();
