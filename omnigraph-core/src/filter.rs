@@ -80,6 +80,8 @@ fn check_syntax(filter: &str) -> std::result::Result<Expr, String> {
         ParserError::ParserError(message) | ParserError::TokenizerError(message) => message,
         ParserError::RecursionLimitExceeded => "the filter is nested too deeply".to_string(),
     })?;
+    // One closing semicolon is allowed, as Lance allows it.
+    let _ = parser.consume_token(&Token::SemiColon);
     let rest = parser.peek_token();
     if rest.token != Token::EOF {
         return Err(format!(
@@ -165,6 +167,9 @@ mod tests {
         let misplaced = check_filter("age = = 3", columns()).unwrap_err();
         assert!(misplaced.contains("Column: 7"), "{misplaced}");
         assert!(!misplaced.contains("SELECT"), "{misplaced}");
+        assert!(check_filter("age = 3;", columns()).is_ok());
+        // Lance would drop a LIMIT without a word: it is refused.
+        assert!(check_filter("age = 3 LIMIT 1", columns()).is_err());
         let trailing = check_filter("age = 3 4", columns()).unwrap_err();
         assert!(
             trailing.contains("`4`") && trailing.contains("Column: 9"),
