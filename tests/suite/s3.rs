@@ -28,6 +28,8 @@ fn test_uri(name: &str) -> String {
 }
 
 #[tokio::test]
+// Ignored by a plain run, which has no S3 server; CI runs it through `cargo xtask s3`
+// (.ci/run), which starts SeaweedFS on loopback and fails if it cannot (issue #16).
 #[ignore = "needs the S3 test server: run `cargo xtask s3`"]
 async fn s3_root_put_if_absent_and_detached_links() {
     let root = StorageRoot::open(&test_uri("root")).await.unwrap();
@@ -76,6 +78,8 @@ async fn s3_root_put_if_absent_and_detached_links() {
 }
 
 #[tokio::test]
+// Ignored by a plain run, which has no S3 server; CI runs it through `cargo xtask s3`
+// (.ci/run), which starts SeaweedFS on loopback and fails if it cannot (issue #16).
 #[ignore = "needs the S3 test server: run `cargo xtask s3`"]
 async fn s3_graph_publication_race() {
     let uri = test_uri("graph");
@@ -123,6 +127,8 @@ async fn s3_graph_publication_race() {
 }
 
 #[tokio::test]
+// Ignored by a plain run, which has no S3 server; CI runs it through `cargo xtask s3`
+// (.ci/run), which starts SeaweedFS on loopback and fails if it cannot (issue #16).
 #[ignore = "needs the S3 test server: run `cargo xtask s3`"]
 async fn s3_every_writer_reader_and_maintenance_run_on_a_bucket() {
     let uri = test_uri("lifecycle");
@@ -202,6 +208,8 @@ async fn s3_every_writer_reader_and_maintenance_run_on_a_bucket() {
 }
 
 #[tokio::test]
+// Ignored by a plain run, which has no S3 server; CI runs it through `cargo xtask s3`
+// (.ci/run), which starts SeaweedFS on loopback and fails if it cannot (issue #16).
 #[ignore = "needs the S3 test server: run `cargo xtask s3`"]
 async fn s3_a_store_without_conditional_put_is_refused() {
     // The server's own conditional PUT passes the check.
@@ -256,6 +264,8 @@ async fn s3_a_store_without_conditional_put_is_refused() {
 }
 
 #[tokio::test]
+// Ignored by a plain run, which has no S3 server; CI runs it through `cargo xtask s3`
+// (.ci/run), which starts SeaweedFS on loopback and fails if it cannot (issue #16).
 #[ignore = "needs the S3 test server: run `cargo xtask s3`"]
 async fn s3_every_evidence_kind_from_real_requests() {
     let uri = test_uri("evidence");
