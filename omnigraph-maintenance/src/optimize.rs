@@ -7,8 +7,9 @@
 //! full-text indexes are not folded and are reported), then build declared indexes
 //! that are missing. The chain tip is published with an exact CAS on the pin the table
 //! was planned from: if only other tables moved it lands on the new head; if this
-//! table's pin moved, the unit's outcome is `pin_moved` and the next run re-plans. A
-//! writer is never blocked: nothing is held while staging.
+//! table's pin moved, the unit is staged again on the new pin from what still applies
+//! ([`publish_unit`]), and when nothing does its outcome is `pin_moved` and the next
+//! run re-plans. A writer is never blocked: nothing is held while staging.
 //!
 //! Runs go through the root's maintenance lane ([`crate::Maintenance`]); every unit
 //! ends with a typed [`UnitOutcome`], and a cancel stops the run at the next cancel
@@ -19,7 +20,10 @@ use crate::lane::{CancelToken, cancelled};
 use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use crate::run::RunRecord;
 use futures::StreamExt;
-use omnigraph_core::adapter::{self, CompactionBudget, FullTextBudget, IndexBuildKind};
+use omnigraph_core::adapter::{
+    self, BaseDrift, CompactionBudget, FullTextBudget, IndexBuildKind, LinkKind, StagedLink,
+};
+use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::schema::IndexKind;
 use omnigraph_core::{Evidence, OmniError, Result};
@@ -27,6 +31,7 @@ use omnigraph_publish::indexes::{
     PendingIndex, built_partitions, stage_create_indices, vector_training_rows,
 };
 use omnigraph_publish::{CommitOperation, LinkRunner, Omnigraph, Staging};
+use std::sync::Arc;
 
 /// How one unit (table) of a run ended.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -296,7 +301,7 @@ async fn run_unit(
         return Ran::Cancelled { staged };
     }
     let planned = unit.report.clone();
-    match publish_unit(graph, unit).await {
+    match publish_unit_until(graph, unit, Some(token)).await {
         Ok(table) => {
             let left_staging = staged && !table.published();
             Ran::Done {
@@ -318,7 +323,9 @@ async fn run_unit(
 pub struct PlannedUnit {
     staging: Staging,
     report: TableOptimize,
-    planned_version: u64,
+    /// The table at the pin the unit was planned from.
+    planned: Arc<Dataset>,
+    budget: CompactionBudget,
 }
 
 impl PlannedUnit {
@@ -376,7 +383,8 @@ async fn plan_unit_on(
     Ok(PlannedUnit {
         staging,
         report,
-        planned_version: pin.version,
+        planned: table,
+        budget: *budget,
     })
 }
 
@@ -483,53 +491,189 @@ async fn plan_chain(
     Ok(report)
 }
 
-/// Publishes a planned unit with an exact CAS on the pin it was planned from. A pin
-/// that moved is the unit's `pin_moved` outcome (nothing published); other failures are
-/// errors with at least `Unpublished` evidence.
+/// Publishes a planned unit with an exact CAS on the pin it was planned from. When
+/// another writer moved the pin first, the unit is staged again on the new pin (see
+/// [`restage_unit`]) and published again, at most [`RESTAGES_MAX`] times; a unit that
+/// cannot follow, or still loses after that, ends `pin_moved` with nothing published.
+/// Other failures are errors with at least `Unpublished` evidence.
 pub async fn publish_unit(graph: &Omnigraph, unit: PlannedUnit) -> Result<TableOptimize> {
+    publish_unit_until(graph, unit, None).await
+}
+
+/// [`publish_unit`], stopping before a restage once `token` is cancelled.
+async fn publish_unit_until(
+    graph: &Omnigraph,
+    unit: PlannedUnit,
+    token: Option<&CancelToken>,
+) -> Result<TableOptimize> {
     let PlannedUnit {
-        staging,
+        mut staging,
         mut report,
-        planned_version,
+        mut planned,
+        budget,
     } = unit;
     if !staging.has_staged() {
         return Ok(report);
     }
-    let read_set =
-        omnigraph_publish::ReadSet::staged(vec![(report.table_id.clone(), planned_version)]);
-    let operation = CommitOperation {
-        kind: "optimize".into(),
-        summary: format!(
-            "{}: {} -> {} fragments, {} folded, {} built",
-            report.type_key,
-            report.fragments_before,
-            report.fragments_after,
-            report.indexes_folded.len(),
-            report.indexes_built.len()
-        ),
-    };
-    // Published through the handle, which remembers the new head: nothing is read
-    // after the commit lands, so a landed unit is never reported as failed.
-    match graph.publish_staged(&staging, read_set, operation).await {
-        Ok(commit) => {
-            report.outcome = UnitOutcome::Published {
-                commit_seq: commit.seq,
+    let mut restages = 0;
+    loop {
+        let planned_version = adapter::version_of(&planned);
+        let read_set =
+            omnigraph_publish::ReadSet::staged(vec![(report.table_id.clone(), planned_version)]);
+        let operation = CommitOperation {
+            kind: "optimize".into(),
+            summary: format!(
+                "{}: {} -> {} fragments, {} folded, {} built",
+                report.type_key,
+                report.fragments_before,
+                report.fragments_after,
+                report.indexes_folded.len(),
+                report.indexes_built.len()
+            ),
+        };
+        // Published through the handle, which remembers the new head: nothing is read
+        // after the commit lands, so a landed unit is never reported as failed.
+        let (member, expected, actual) =
+            match graph.publish_staged(&staging, read_set, operation).await {
+                Ok(commit) => {
+                    report.outcome = UnitOutcome::Published {
+                        commit_seq: commit.seq,
+                    };
+                    return Ok(report);
+                }
+                Err(OmniError::ReadSetChanged {
+                    member,
+                    expected,
+                    actual,
+                    ..
+                }) if member.is_table() => (member, expected, actual),
+                Err(other) => return Err(other.with_evidence(Evidence::Unpublished)),
             };
-            Ok(report)
-        }
-        Err(OmniError::ReadSetChanged {
-            member,
+        let pin_moved = UnitOutcome::PinMoved {
+            member: member.to_string(),
             expected,
             actual,
-            ..
-        }) if member.is_table() => {
-            report.outcome = UnitOutcome::PinMoved {
-                member: member.to_string(),
-                expected,
-                actual,
-            };
-            Ok(report)
+        };
+        if restages == RESTAGES_MAX || token.is_some_and(CancelToken::is_cancelled) {
+            report.outcome = pin_moved;
+            return Ok(report);
         }
-        Err(other) => Err(other.with_evidence(Evidence::Unpublished)),
+        restages += 1;
+        match restage_unit(graph, &mut staging, &mut report, &planned, &budget).await {
+            Ok(Some(table)) => planned = table,
+            Ok(None) => {
+                report.outcome = pin_moved;
+                return Ok(report);
+            }
+            Err(error) => return Err(error.with_evidence(Evidence::Unpublished)),
+        }
+    }
+}
+
+/// How many times one unit is staged again on a moved pin before it ends `pin_moved`.
+pub const RESTAGES_MAX: usize = 3;
+
+/// Stages the unit again on the table's pin at the current head, from the links it
+/// staged on `planned` (the adapter's rebase rules): the compaction keeps the groups
+/// whose fragments are unchanged, compacts again those that lost rows since, and drops
+/// those another writer replaced; index builds are re-committed when the table only
+/// gained fragments, and otherwise reported pending for the next run. Returns the table
+/// at the new pin, or `None` when nothing can follow (the schema changed, or no group
+/// of the compaction is left).
+async fn restage_unit(
+    graph: &Omnigraph,
+    staging: &mut Staging,
+    report: &mut TableOptimize,
+    planned: &Arc<Dataset>,
+    budget: &CompactionBudget,
+) -> Result<Option<Arc<Dataset>>> {
+    let head = graph.head().await?;
+    if head.schema != staging.base().schema {
+        return Ok(None);
+    }
+    let catalog = graph.catalog_at(&head).await?;
+    let type_def = catalog.require(&report.type_key)?;
+    let table = graph
+        .graph()
+        .snapshot_of(head.clone())
+        .table(&report.type_key)
+        .await?;
+    let drift = adapter::base_drift(planned, &table).await?;
+    let mut moved = staging.rebase(head)?;
+    let Some((table_id, links)) = moved.pop() else {
+        return Ok(Some(table));
+    };
+    assert!(moved.is_empty(), "an optimize unit stages one table");
+    assert_eq!(table_id, report.table_id, "the unit's own table moved");
+    staging.seed(&table_id, table.clone())?;
+    let mut dropped = Vec::new();
+    for link in links {
+        match link.kind {
+            LinkKind::Rewrite => {
+                let budget = *budget;
+                let restaged = staging
+                    .stage_optional(&table_id, |tip, origin| async move {
+                        adapter::restage_compaction(&link, &tip, &budget, &origin).await
+                    })
+                    .await?;
+                if restaged.is_none() {
+                    return Ok(None);
+                }
+            }
+            LinkKind::CreateIndex if drift == BaseDrift::AddedFragmentsOnly => {
+                let names = built_index_names(&link);
+                let recommitted = staging
+                    .stage_optional(&table_id, |tip, origin| async move {
+                        adapter::recommit_index_build(&link, &tip, &origin).await
+                    })
+                    .await?;
+                if recommitted.is_none() {
+                    dropped.extend(names);
+                }
+            }
+            LinkKind::CreateIndex => dropped.extend(built_index_names(&link)),
+            other => {
+                return Err(OmniError::internal(format!(
+                    "optimize staged a {} link, which it cannot stage again",
+                    other.name()
+                )));
+            }
+        }
+    }
+    for index in dropped {
+        report.indexes_folded.retain(|name| name != &index);
+        report.indexes_built.retain(|name| name != &index);
+        let property = type_def
+            .declared_indexes()
+            .iter()
+            .find(|declared| declared.name == index)
+            .map_or_else(String::new, |declared| declared.column.clone());
+        report.pending_indexes.push(PendingIndex {
+            type_name: report.type_key.clone(),
+            property,
+            index,
+            reason: "the table changed while the index was built; the next run builds it".into(),
+        });
+    }
+    if !staging.has_staged() {
+        return Ok(None);
+    }
+    let tip = staging.chain(&table_id).await?.tip().clone();
+    report.fragments_before = table.manifest().fragments.len();
+    report.fragments_after = tip.manifest().fragments.len();
+    report.rows = staging
+        .base()
+        .require_pin_of_type(&report.type_key)?
+        .row_count;
+    Ok(Some(table))
+}
+
+/// The names of the indexes an index build link built.
+fn built_index_names(link: &StagedLink) -> Vec<String> {
+    match &link.transaction.operation {
+        omnigraph_core::lance::dataset::transaction::Operation::CreateIndex {
+            new_indices, ..
+        } => new_indices.iter().map(|index| index.name.clone()).collect(),
+        _ => Vec::new(),
     }
 }

@@ -576,11 +576,20 @@ async fn maintain(
             break;
         }
         let outcome = if id == 0 {
-            graph
-                .maintenance()
-                .optimize()
-                .await
-                .map(|report| report.exit_code().to_string())
+            graph.maintenance().optimize().await.map(|report| {
+                // Each unit's outcome, so a run that lost one table's pin still shows
+                // the tables it compacted.
+                for table in &report.tables {
+                    let outcome = serde_json::to_value(&table.outcome)
+                        .ok()
+                        .and_then(|value| value["outcome"].as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    *outcomes
+                        .entry(format!("optimize unit {outcome}"))
+                        .or_default() += 1;
+                }
+                report.exit_code().to_string()
+            })
         } else {
             graph
                 .maintenance()

@@ -2,7 +2,7 @@
 
 use omnigraph_core::storage::FaultAction;
 use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind};
-use omnigraph_publish::{CommitRef, Omnigraph};
+use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, ScanRequest};
 use omnigraph_tests::{
     BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, fault_commit_puts, objects,
 };
@@ -122,14 +122,21 @@ async fn bad_updates_are_bad_input_and_change_nothing() {
 }
 
 #[tokio::test]
-async fn an_update_prepared_before_an_insert_publishes_must_retry() {
+async fn an_update_prepared_before_an_insert_it_matches_must_retry() {
     for backend in BACKENDS {
         let (graph, test) = populated(backend).await;
         let other = Omnigraph::open(&test.uri).await.unwrap();
+        // p4 does not exist yet; the insert adds a row the predicate matches, so the
+        // update staged without it cannot publish over it.
         let prepared = graph
-            .prepare_update("Person", "id = 'p3'", &[("age".into(), json!(21))])
+            .prepare_update(
+                "Person",
+                "id = 'p3' OR id = 'p4'",
+                &[("age".into(), json!(21))],
+            )
             .await
             .unwrap();
+        assert_eq!(prepared.rows(), 1);
         let inserted = other
             .insert_json("Person", objects(json!([{"id": "p4", "name": "Dee"}])))
             .await
@@ -151,25 +158,190 @@ async fn an_update_prepared_before_an_insert_publishes_must_retry() {
         }
         assert_eq!(graph.head().await.unwrap(), inserted, "nothing published");
         let retried = graph
-            .update("Person", "id = 'p3'", &[("age".into(), json!(21))])
+            .update(
+                "Person",
+                "id = 'p3' OR id = 'p4'",
+                &[("age".into(), json!(21))],
+            )
             .await
             .unwrap()
             .unwrap();
         assert_eq!(retried.seq, inserted.seq + 1);
-        let p3 = graph
-            .get("Person", &json!("p3"), &CommitRef::Head)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(p3["age"], 21);
-        assert!(
-            graph
-                .get("Person", &json!("p4"), &CommitRef::Head)
+        for key in ["p3", "p4"] {
+            let row = graph
+                .get("Person", &json!(key), &CommitRef::Head)
                 .await
                 .unwrap()
-                .is_some()
+                .unwrap();
+            assert_eq!(row["age"], 21, "{key}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_update_prepared_before_an_insert_of_other_rows_follows_them() {
+    for backend in BACKENDS {
+        let (graph, test) = populated(backend).await;
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        let before = graph.head().await.unwrap();
+        let prepared = graph
+            .prepare_update("Person", "id = 'p3'", &[("age".into(), json!(21))])
+            .await
+            .unwrap();
+        let inserted = other
+            .insert_json(
+                "Person",
+                objects(json!([{"id": "p4", "name": "Dee", "age": 20}])),
+            )
+            .await
+            .unwrap();
+        let published = prepared.publish(&graph).await.unwrap().unwrap();
+        assert_eq!(published.seq, inserted.seq + 1, "{backend:?}");
+        let people = people_and_ages(&graph).await;
+        assert_eq!(
+            people,
+            [("p1", 36), ("p2", 40), ("p3", 21), ("p4", 20)].map(|(k, a)| (k.to_string(), a)),
+            "{backend:?}: the insert is kept and only p3 changed"
+        );
+        // The rows the update did not touch keep their stable row ids.
+        assert_eq!(
+            row_ids_of(&graph, &before, &["p1", "p2"]).await,
+            row_ids_of(&graph, &published, &["p1", "p2"]).await
         );
     }
+}
+
+#[tokio::test]
+async fn a_delete_prepared_before_an_edge_to_its_node_must_retry_and_cascades_to_it() {
+    for backend in BACKENDS {
+        let (graph, test) = populated(backend).await;
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        let prepared = graph.prepare_delete("Person", "id = 'p2'").await.unwrap();
+        // An edge to another node is followed; an edge to the deleted node is not.
+        other
+            .insert_json(
+                "WorksAt",
+                objects(json!([{"id": "e4", "src": "p3", "dst": "c2"}])),
+            )
+            .await
+            .unwrap();
+        let prepared_again = graph.prepare_delete("Person", "id = 'p2'").await.unwrap();
+        other
+            .insert_json(
+                "WorksAt",
+                objects(json!([{"id": "e5", "src": "p2", "dst": "c2"}])),
+            )
+            .await
+            .unwrap();
+        for prepared in [prepared, prepared_again] {
+            match prepared.publish(&graph).await.unwrap_err() {
+                OmniError::ReadSetChanged { evidence, .. } => {
+                    assert_eq!(evidence, Evidence::Unpublished, "{backend:?}")
+                }
+                error => panic!("{backend:?}: expected ReadSetChanged, got {error}"),
+            }
+        }
+        graph.delete("Person", "id = 'p2'").await.unwrap().unwrap();
+        assert_eq!(edge_ids(&graph).await, ["e1", "e3", "e4"], "{backend:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_delete_prepared_before_other_edges_and_nodes_follows_them() {
+    for backend in BACKENDS {
+        let (graph, test) = populated(backend).await;
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        let prepared = graph.prepare_delete("Person", "id = 'p1'").await.unwrap();
+        other
+            .insert_json(
+                "Person",
+                objects(json!([{"id": "p4", "name": "Dee", "age": 20}])),
+            )
+            .await
+            .unwrap();
+        let inserted = other
+            .insert_json(
+                "WorksAt",
+                objects(json!([{"id": "e4", "src": "p4", "dst": "c2"}])),
+            )
+            .await
+            .unwrap();
+        let published = prepared.publish(&graph).await.unwrap().unwrap();
+        assert_eq!(published.seq, inserted.seq + 1, "{backend:?}");
+        assert_eq!(edge_ids(&graph).await, ["e2", "e4"], "{backend:?}");
+        let people: Vec<String> = people_and_ages(&graph)
+            .await
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        assert_eq!(people, ["p2", "p3", "p4"], "{backend:?}");
+    }
+}
+
+/// Every Person's key and age at the head, by key.
+async fn people_and_ages(graph: &Omnigraph) -> Vec<(String, i64)> {
+    let batches = graph
+        .scan("Person", &ScanRequest::default(), &CommitRef::Head)
+        .await
+        .unwrap();
+    let mut rows: Vec<(String, i64)> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| {
+            (
+                row["id"].as_str().unwrap().to_string(),
+                row["age"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Every WorksAt id at the head, sorted.
+async fn edge_ids(graph: &Omnigraph) -> Vec<String> {
+    let batches = graph
+        .scan("WorksAt", &ScanRequest::default(), &CommitRef::Head)
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| row["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The stable row ids of `keys` in Person at `commit`.
+async fn row_ids_of(graph: &Omnigraph, commit: &GraphCommit, keys: &[&str]) -> Vec<u64> {
+    use futures::TryStreamExt;
+    let table = graph
+        .graph()
+        .snapshot_of(commit.clone())
+        .table("Person")
+        .await
+        .unwrap();
+    let mut scanner = table.scan();
+    scanner.project(&["id"]).unwrap();
+    scanner.with_row_id();
+    let batches: Vec<omnigraph_core::arrow_array::RecordBatch> = scanner
+        .try_into_stream()
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut rows: Vec<(String, u64)> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| {
+            (
+                row["id"].as_str().unwrap().to_string(),
+                row["_rowid"].as_u64().unwrap(),
+            )
+        })
+        .filter(|(key, _)| keys.contains(&key.as_str()))
+        .collect();
+    rows.sort();
+    rows.into_iter().map(|(_, row_id)| row_id).collect()
 }
 
 #[tokio::test]

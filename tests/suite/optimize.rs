@@ -306,47 +306,219 @@ async fn a_pending_vector_index_waits_and_a_later_run_builds_it() {
     );
 }
 
+/// The ids of Person at the head, sorted.
+async fn person_ids(graph: &Omnigraph) -> Vec<String> {
+    ids_and_row_ids_of(&*head_table(graph, "Person").await)
+        .await
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
+}
+
+fn pending_names(person: &omnigraph_maintenance::TableOptimize) -> Vec<String> {
+    let mut names: Vec<String> = person
+        .pending_indexes
+        .iter()
+        .map(|pending| pending.index.clone())
+        .collect();
+    names.sort();
+    names
+}
+
 #[tokio::test]
-async fn a_concurrent_insert_wins_and_the_next_run_compacts() {
+async fn a_unit_restages_beside_a_concurrent_insert_and_every_row_and_index_answers() {
     let (graph, test) = fifty_inserts(Backend::Local).await;
+    let before = ids_and_row_ids_of(&*head_table(&graph, "Person").await).await;
     let unit = plan_unit(&graph, "Person", &budget().compaction)
         .await
         .unwrap();
     assert!(unit.has_work());
     let other = Omnigraph::open(&test.uri).await.unwrap();
     other
-        .insert_json("Person", objects(json!([{"id": "late", "name": "late"}])))
+        .insert_json(
+            "Person",
+            objects(json!([{"id": "late", "name": "late", "age": 25}])),
+        )
         .await
         .unwrap();
+    let person = publish_unit(&graph, unit).await.unwrap();
+    assert!(person.published(), "{person:?}");
+    // The compaction landed on the new pin: the 50 rows in one or two fragments, and
+    // the late row's own fragment beside them.
+    assert_eq!(person.fragments_before, 51, "{person:?}");
+    assert!(person.fragments_after <= 3, "{person:?}");
+    let after = ids_and_row_ids_of(&*head_table(&graph, "Person").await).await;
+    let kept: Vec<(String, u64)> = after
+        .iter()
+        .filter(|(id, _)| id != "late")
+        .cloned()
+        .collect();
+    assert_eq!(kept, before, "every row keeps its stable row id");
+    assert!(
+        after.iter().any(|(id, _)| id == "late"),
+        "the insert is kept"
+    );
+    // The folds were built on the planned layout, whose compacted fragments now carry
+    // other ids: they are not published, and the BTree answers from what it covers
+    // plus a scan. (A fold re-committed with renumbered coverage answered with row
+    // addresses of other fragments.)
+    assert!(person.indexes_folded.is_empty(), "{person:?}");
+    assert_eq!(
+        pending_names(&person),
+        ["age_btree", "id_btree", "name_fts"]
+    );
+    let mut expected: Vec<String> = (20..30).map(|i| format!("p{i}")).collect();
+    expected.push("late".into());
+    expected.sort();
+    assert_eq!(scalar_ids(&graph).await, expected);
+    assert_eq!(scalar_ids(&other).await, expected);
+    // The next run folds them.
+    let report = run_optimize(&graph, &budget()).await.unwrap();
+    let person = report.table("Person").unwrap();
+    assert!(person.published(), "{person:?}");
+    assert!(
+        person.indexes_folded.contains(&"age_btree".to_string()),
+        "{person:?}"
+    );
+    assert_eq!(scalar_ids(&graph).await, expected);
+}
+
+#[tokio::test]
+async fn a_unit_compacts_again_the_groups_a_concurrent_delete_and_update_touched() {
+    let (graph, test) = fifty_inserts(Backend::Local).await;
+    let before = ids_and_row_ids_of(&*head_table(&graph, "Person").await).await;
+    let unit = plan_unit(&graph, "Person", &budget().compaction)
+        .await
+        .unwrap();
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    other.delete("Person", "id = 'p7'").await.unwrap().unwrap();
+    other
+        .update("Person", "id = 'p21'", &[("age".into(), json!(99))])
+        .await
+        .unwrap()
+        .unwrap();
+    let person = publish_unit(&graph, unit).await.unwrap();
+    assert!(person.published(), "{person:?}");
+    let ids = person_ids(&graph).await;
+    assert_eq!(ids.len(), 49, "{ids:?}");
+    assert!(!ids.contains(&"p7".to_string()), "the delete is kept");
+    let p21 = graph
+        .get("Person", &json!("p21"), &CommitRef::Head)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p21["age"], 99, "the update is kept");
+    // Rows the delete and update did not touch keep their stable row ids.
+    let after = ids_and_row_ids_of(&*head_table(&graph, "Person").await).await;
+    for row in &before {
+        if row.0 != "p7" && row.0 != "p21" {
+            assert!(after.contains(row), "{row:?} moved");
+        }
+    }
+    let expected: Vec<String> = (20..30)
+        .filter(|i| *i != 21)
+        .map(|i| format!("p{i}"))
+        .collect();
+    assert_eq!(scalar_ids(&graph).await, expected);
+    let head = head_table(&graph, "Person").await;
+    assert!(
+        head.manifest().fragments.len() <= 4,
+        "{:?}",
+        head.manifest().fragments.len()
+    );
+}
+
+#[tokio::test]
+async fn a_unit_whose_fragments_another_optimize_replaced_ends_pin_moved() {
+    let (graph, test) = fifty_inserts(Backend::Local).await;
+    let unit = plan_unit(&graph, "Person", &budget().compaction)
+        .await
+        .unwrap();
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let first = run_optimize(&other, &budget()).await.unwrap();
+    assert!(first.table("Person").unwrap().published());
+    let head_before = graph.head().await.unwrap();
     let outcome = publish_unit(&graph, unit).await.unwrap();
-    assert!(!outcome.published());
     match &outcome.outcome {
         omnigraph_maintenance::UnitOutcome::PinMoved { member, .. } => {
             assert_eq!(member, &format!("pin:{}", outcome.table_id));
         }
         other => panic!("expected pin_moved, got {other:?}"),
     }
+    assert_eq!(graph.head().await.unwrap().seq, head_before.seq);
+    let expected: Vec<String> = {
+        let mut ids: Vec<String> = (0..50).map(|i| format!("p{i}")).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(person_ids(&graph).await, expected);
+}
+
+#[tokio::test]
+async fn a_fold_alone_is_recommitted_beside_a_concurrent_insert() {
+    let test = TestRoot::new(Backend::Local).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    let ten: Vec<Value> = (0..10)
+        .map(|i| json!({"id": format!("p{i}"), "name": format!("n{i}"), "age": 20 + i}))
+        .collect();
+    graph
+        .insert_json("Person", objects(Value::Array(ten)))
+        .await
+        .unwrap();
+    graph.build_indexes().await.unwrap();
+    graph
+        .insert_json(
+            "Person",
+            objects(json!([{"id": "p10", "name": "n10", "age": 21}])),
+        )
+        .await
+        .unwrap();
+    let unit = plan_unit(&graph, "Person", &budget().compaction)
+        .await
+        .unwrap();
     assert!(
-        graph
-            .get("Person", &json!("late"), &CommitRef::Head)
-            .await
-            .unwrap()
-            .is_some(),
-        "the insert is visible"
+        unit.report()
+            .indexes_folded
+            .contains(&"age_btree".to_string())
     );
-    let report = run_optimize(&graph, &budget()).await.unwrap();
-    let person = report.table("Person").unwrap();
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    other
+        .insert_json(
+            "Person",
+            objects(json!([{"id": "p11", "name": "n11", "age": 22}])),
+        )
+        .await
+        .unwrap();
+    let person = publish_unit(&graph, unit).await.unwrap();
+    assert!(person.published(), "{person:?}");
     assert!(
-        person.published() && person.fragments_after <= 2,
-        "{person:?}"
+        person.indexes_folded.contains(&"age_btree".to_string()),
+        "the fold covers what it read and is kept: {person:?}"
     );
+    let table = head_table(&graph, "Person").await;
+    let age = table
+        .load_indices()
+        .await
+        .unwrap()
+        .iter()
+        .find(|index| index.name == "age_btree")
+        .cloned()
+        .unwrap();
+    let covered = age.fragment_bitmap.unwrap();
+    let fragments: Vec<u64> = table.manifest().fragments.iter().map(|f| f.id).collect();
+    assert_eq!(fragments.len(), 3);
+    assert!(covered.contains(fragments[0] as u32) && covered.contains(fragments[1] as u32));
     assert!(
-        graph
-            .get("Person", &json!("late"), &CommitRef::Head)
-            .await
-            .unwrap()
-            .is_some()
+        !covered.contains(fragments[2] as u32),
+        "the concurrent insert's fragment is not claimed"
     );
+    let expected: Vec<String> = [
+        "p0", "p1", "p10", "p11", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9",
+    ]
+    .iter()
+    .map(|id| id.to_string())
+    .collect();
+    assert_eq!(scalar_ids(&graph).await, expected);
 }
 
 #[tokio::test]

@@ -291,10 +291,15 @@ impl Rules {
                 let lance_shaped = match method {
                     "restore" => true,
                     "append" => arguments.len() >= 2,
-                    "delete" => arguments.first().is_some_and(|first| {
-                        let first = first.trim_start_matches('&').trim();
-                        first.starts_with('"') || first.starts_with("format!")
-                    }),
+                    // Lance's delete takes the predicate alone; the engine's takes a
+                    // type and a predicate.
+                    "delete" => {
+                        arguments.len() == 1
+                            && arguments.first().is_some_and(|first| {
+                                let first = first.trim_start_matches('&').trim();
+                                first.starts_with('"') || first.starts_with("format!")
+                            })
+                    }
                     _ => false,
                 };
                 if lance_shaped {
@@ -484,7 +489,7 @@ mod tests {
         write(
             tree.path(),
             "tests/src/lib.rs",
-            "use lance::Dataset;\nfn f() { vectors.append(true); values.append_null(); store.delete(&path); }\n",
+            "use lance::Dataset;\nfn f() { vectors.append(true); values.append_null(); store.delete(&path); graph.delete(\"Person\", \"id = 'p7'\"); }\n",
         );
         assert_eq!(rules_broken(tree.path()), Vec::<&str>::new());
         let tree = clean_tree();

@@ -12,6 +12,7 @@ mod collect;
 mod compact;
 mod evolve;
 mod index;
+mod rebase;
 pub mod registry;
 mod stage;
 mod table;
@@ -34,7 +35,11 @@ pub use index::{
     FULL_TEXT_MEMORY_MIB, FULL_TEXT_WORKERS, FullTextBudget, IndexBuild, IndexBuildKind,
     full_text_params, stage_index, stage_index_within,
 };
-pub use stage::{recommit_append, stage_append, stage_delete, stage_merge_insert, stage_update};
+pub use rebase::{BaseDrift, base_drift, recommit_index_build, restage_compaction};
+pub use stage::{
+    recommit_append, recommit_on_added_fragments, stage_append, stage_delete, stage_merge_insert,
+    stage_update,
+};
 pub use table::{create_table, open_table_at, read_link_origin};
 
 use crate::error::{OmniError, Result};

@@ -63,6 +63,46 @@ pub async fn recommit_append(
     .await
 }
 
+/// Re-commits a staged delete or update on `new_base`, a newer version of its table that
+/// only added fragments to the one it was staged on ([`super::BaseDrift::AddedFragmentsOnly`]).
+/// The caller has checked that no added row matches the link's predicate, so the link
+/// changes the same rows there. The fragments it rewrote are the same fragments under
+/// the same ids; rows it moved keep their stable row ids, and their new fragments take
+/// ids from the new base.
+pub async fn recommit_on_added_fragments(
+    staged_link: &StagedLink,
+    new_base: &Arc<Dataset>,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    let mut transaction = staged_link.transaction.clone();
+    match &mut transaction.operation {
+        Operation::Delete { .. } => {}
+        Operation::Update { new_fragments, .. } => {
+            // Id 0 means "assign at commit", as for an append.
+            for fragment in new_fragments.iter_mut() {
+                fragment.id = 0;
+            }
+        }
+        Operation::Append { .. } => return recommit_append(staged_link, new_base, origin).await,
+        _ => {
+            return Err(OmniError::internal(format!(
+                "a {} link is not re-committed on a newer base",
+                staged_link.kind.name()
+            )));
+        }
+    }
+    transaction.read_version = super::version_of(new_base);
+    transaction.uuid = uuid::Uuid::new_v4().to_string();
+    commit_link(
+        new_base,
+        transaction,
+        origin,
+        staged_link.kind,
+        staged_link.rows_affected,
+    )
+    .await
+}
+
 /// Stages the deletion of the rows of `base` where `predicate` (SQL) holds. Deleting
 /// nothing still stages a link, so a caller's chain stays uniform; callers that want no
 /// version for a no-op check `rows_affected`.

@@ -2,9 +2,12 @@
 //! update its own table; a delete its own table and, for a node type, every edge table
 //! incident to it (read for the cascade, whether or not it had edges to delete). A
 //! commit of other tables in between does not stop them (they publish on the new head);
-//! a move of a table they read does: `ReadSetChanged { member: "pin:<table>" }`, nothing
-//! published. [`Omnigraph::update`] and [`Omnigraph::delete`] then plan again on the
-//! new head, up to [`WRITE_ATTEMPTS_MAX`] times; a prepared write does not. Deleting
+//! nor do rows added to a table they read when none of them matches the write's guards
+//! (its predicate; for a node delete, edges to the deleted nodes): the staged links are
+//! re-committed on the new pin. Any other move of a table they read stops them:
+//! `ReadSetChanged { member: "pin:<table>" }`, nothing published.
+//! [`Omnigraph::update`] and [`Omnigraph::delete`] then plan again on the new head, up
+//! to [`WRITE_ATTEMPTS_MAX`] times; a prepared write does not. Deleting
 //! nodes deletes their incident edges in the same commit. An update changes neither a
 //! key nor an edge's endpoints.
 
@@ -13,7 +16,8 @@ use crate::omnigraph::{Omnigraph, input_or_storage};
 use crate::publisher::ReadSet;
 use crate::rows::{self, RowKey};
 use crate::staging::Staging;
-use omnigraph_core::adapter;
+use omnigraph_core::adapter::{self, BaseDrift};
+use omnigraph_core::lance::table::format::Fragment;
 use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
 use serde_json::Value;
@@ -28,6 +32,9 @@ pub struct PreparedWrite {
     staging: Staging,
     /// The pins of every table the write read, at the base.
     read: Vec<(String, u64)>,
+    /// Per table read, the predicates whose rows the write changes there: a table that
+    /// only gained rows outside them can be followed (see [`PreparedWrite::publish`]).
+    guards: Vec<(String, String)>,
     operation: CommitOperation,
     rows: u64,
 }
@@ -44,18 +51,97 @@ impl PreparedWrite {
     }
 
     /// Publishes the write if no table it read has moved since it was captured (other
-    /// tables may have). Returns `None` when the write changes nothing (and so
-    /// publishes nothing).
-    pub async fn publish(self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
+    /// tables may have). A table that moved only by rows added outside the write's
+    /// predicates (an insert or load of other keys) does not stop it: its links are
+    /// re-committed on the new pin, which changes the same rows, and it publishes there,
+    /// up to [`FOLLOWS_MAX`] times. Any other move is `ReadSetChanged`, nothing
+    /// published. Returns `None` when the write changes nothing (and so publishes
+    /// nothing).
+    pub async fn publish(mut self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
         if !self.staging.has_staged() {
             return Ok(None);
         }
-        let commit = handle
-            .publish_staged(&self.staging, ReadSet::staged(self.read), self.operation)
-            .await?;
-        Ok(Some(commit))
+        let mut follows = 0;
+        loop {
+            let read_set = ReadSet::staged(self.read.clone());
+            match handle
+                .publish_staged(&self.staging, read_set, self.operation.clone())
+                .await
+            {
+                Ok(commit) => return Ok(Some(commit)),
+                Err(lost @ OmniError::ReadSetChanged { .. }) if follows < FOLLOWS_MAX => {
+                    follows += 1;
+                    let followed = self
+                        .follow_added_rows(handle)
+                        .await
+                        .map_err(|error| error.with_evidence(Evidence::Unpublished))?;
+                    if !followed {
+                        return Err(lost);
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Moves the write onto the current head when every table it read that moved there
+    /// only gained fragments, none of whose rows matches a guard. Returns whether it
+    /// moved; when not, nothing changed.
+    async fn follow_added_rows(&mut self, handle: &Omnigraph) -> Result<bool> {
+        let head = handle.head().await?;
+        let base = self.staging.base().clone();
+        if head.schema != base.schema || head.branch != base.branch {
+            return Ok(false);
+        }
+        let mut read = Vec::with_capacity(self.read.len());
+        for (table_id, version) in &self.read {
+            let now = head.require_pin(table_id)?.version;
+            if now != *version {
+                let before = handle.table_at(&base, table_id).await?;
+                let after = handle.table_at(&head, table_id).await?;
+                if adapter::base_drift(&before, &after).await? != BaseDrift::AddedFragmentsOnly {
+                    return Ok(false);
+                }
+                let added: Vec<Fragment> = after
+                    .manifest()
+                    .fragments
+                    .iter()
+                    .filter(|fragment| {
+                        !before
+                            .manifest()
+                            .fragments
+                            .iter()
+                            .any(|old| old.id == fragment.id)
+                    })
+                    .cloned()
+                    .collect();
+                for (guarded, predicate) in &self.guards {
+                    if guarded == table_id && count_where_in(&after, &added, predicate).await? > 0 {
+                        return Ok(false);
+                    }
+                }
+            }
+            read.push((table_id.clone(), now));
+        }
+        for (table_id, links) in self.staging.rebase(head.clone())? {
+            let table = handle.table_at(&head, &table_id).await?;
+            self.staging.seed(&table_id, table)?;
+            for link in links {
+                self.staging
+                    .stage(&table_id, |tip, origin| async move {
+                        adapter::recommit_on_added_fragments(&link, &tip, &origin).await
+                    })
+                    .await?;
+            }
+        }
+        self.read = read;
+        Ok(true)
     }
 }
+
+/// How many times one prepared write follows rows added to the tables it read before
+/// it publishes or gives up.
+pub const FOLLOWS_MAX: u32 = 4;
 
 impl Omnigraph {
     /// Sets properties on the rows of `type_name` where `predicate` (SQL) holds, and
@@ -144,6 +230,7 @@ impl Omnigraph {
         Ok(PreparedWrite {
             staging,
             read: vec![(pin.table_id.clone(), pin.version)],
+            guards: vec![(pin.table_id.clone(), predicate.to_string())],
             operation: CommitOperation {
                 kind: "update".into(),
                 summary: format!("{matching} {type_name} where {predicate}"),
@@ -174,11 +261,12 @@ impl Omnigraph {
         let staged = self
             .stage_delete_cascade(&mut staging, &base, &catalog, type_def, predicate)
             .await;
-        let (deleted_keys, rows) =
+        let (deleted_keys, rows, guards) =
             staged.map_err(|error| error.with_evidence(staging.evidence()))?;
         Ok(PreparedWrite {
             staging,
             read: delete_read_set(&base, &catalog, type_def)?,
+            guards,
             operation: CommitOperation {
                 kind: "delete".into(),
                 summary: format!(
@@ -191,7 +279,10 @@ impl Omnigraph {
     }
 
     /// Stages the delete of the rows of `type_def` where `predicate` holds and of their
-    /// incident edges; returns the deleted keys and the rows deleted in all.
+    /// incident edges; returns the deleted keys, the rows deleted in all, and the
+    /// guards: the predicate on the node table, and on each incident edge table the
+    /// edges of the deleted nodes (also where there were none to delete: a new one
+    /// would dangle).
     async fn stage_delete_cascade(
         &self,
         staging: &mut Staging,
@@ -199,9 +290,10 @@ impl Omnigraph {
         catalog: &omnigraph_core::schema::Catalog,
         type_def: &TypeDef,
         predicate: &str,
-    ) -> Result<(Vec<RowKey>, u64)> {
+    ) -> Result<(Vec<RowKey>, u64, Vec<(String, String)>)> {
         let type_name = type_def.name();
         let pin = base.require_pin_of_type(type_name)?.clone();
+        let mut guards = vec![(pin.table_id.clone(), predicate.to_string())];
         staging.seed(&pin.table_id, self.table_at(base, &pin.table_id).await?)?;
         let deleted_keys = keys_where(
             staging.chain(&pin.table_id).await?.tip(),
@@ -232,6 +324,26 @@ impl Omnigraph {
                     continue;
                 }
                 let edge_pin = base.require_pin_of_type(edge.name())?.clone();
+                let edge_predicates: Vec<String> = deleted_keys
+                    .chunks(crate::omnigraph::KEY_LOOKUP_CHUNK)
+                    .map(|chunk| {
+                        let literals: Vec<String> = chunk
+                            .iter()
+                            .map(|key| rows::key_literal(key, type_def.key_type()))
+                            .collect();
+                        let list = literals.join(", ");
+                        roles
+                            .iter()
+                            .map(|role| format!("`{role}` IN ({list})"))
+                            .collect::<Vec<_>>()
+                            .join(" OR ")
+                    })
+                    .collect();
+                guards.extend(
+                    edge_predicates
+                        .iter()
+                        .map(|edge_predicate| (edge_pin.table_id.clone(), edge_predicate.clone())),
+                );
                 // The table's manifest, not the commit's `row_count`, says whether
                 // there can be edges to cascade to.
                 let edges = self.table_at(base, &edge_pin.table_id).await?;
@@ -241,28 +353,18 @@ impl Omnigraph {
                 if !staging.has_chain(&edge_pin.table_id) {
                     staging.seed(&edge_pin.table_id, edges)?;
                 }
-                for chunk in deleted_keys.chunks(crate::omnigraph::KEY_LOOKUP_CHUNK) {
-                    let literals: Vec<String> = chunk
-                        .iter()
-                        .map(|key| rows::key_literal(key, type_def.key_type()))
-                        .collect();
-                    let list = literals.join(", ");
-                    let edge_predicate = roles
-                        .iter()
-                        .map(|role| format!("`{role}` IN ({list})"))
-                        .collect::<Vec<_>>()
-                        .join(" OR ");
+                for edge_predicate in &edge_predicates {
                     let tip = staging.chain(&edge_pin.table_id).await?.tip().clone();
-                    if count_where(&tip, &edge_predicate).await? > 0 {
+                    if count_where(&tip, edge_predicate).await? > 0 {
                         rows += staging
-                            .stage_delete(&edge_pin.table_id, &edge_predicate)
+                            .stage_delete(&edge_pin.table_id, edge_predicate)
                             .await?
                             .rows_affected;
                     }
                 }
             }
         }
-        Ok((deleted_keys, rows))
+        Ok((deleted_keys, rows, guards))
     }
 }
 
@@ -279,6 +381,24 @@ async fn count_where(table: &omnigraph_core::lance::Dataset, predicate: &str) ->
         .await
         .map(|count| count as u64)
         .map_err(|error| input_or_storage(predicate_location(predicate), "count rows", error))
+}
+
+/// Rows of `fragments` (of `table`) where `predicate` holds.
+async fn count_where_in(
+    table: &omnigraph_core::lance::Dataset,
+    fragments: &[Fragment],
+    predicate: &str,
+) -> Result<u64> {
+    if fragments.is_empty() {
+        return Ok(0);
+    }
+    let bad = |error: omnigraph_core::lance::Error| {
+        input_or_storage(predicate_location(predicate), "count rows", error)
+    };
+    let mut scanner = table.scan();
+    scanner.with_fragments(fragments.to_vec());
+    scanner.filter(predicate).map_err(bad)?;
+    scanner.count_rows().await.map_err(bad)
 }
 
 /// The keys (rendered) of the rows of `table` where `predicate` holds.
@@ -313,7 +433,6 @@ async fn keys_where(
     Ok(keys)
 }
 
-/// The SQL literal that sets `property` to `value`, checked against the schema.
 /// The tables a delete of `type_def` reads: its own, and for a node type every edge
 /// table incident to it. A concurrent edge insert to a node being deleted moves one of
 /// them, so the delete cannot publish over it and leave the edge dangling.
@@ -339,6 +458,7 @@ fn delete_read_set(
     Ok(read)
 }
 
+/// The SQL literal that sets `property` to `value`, checked against the schema.
 fn assignment_literal(type_def: &TypeDef, property: &str, value: &Value) -> Result<String> {
     let type_name = type_def.name();
     let bad = |message: String| {

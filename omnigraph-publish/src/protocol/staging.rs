@@ -157,7 +157,7 @@ impl Staging {
     /// Chains whose table is still pinned at their base version stay as they are; the
     /// chains of tables that moved are taken out and returned with their links, to be
     /// staged again on the new pins.
-    pub(crate) fn rebase(&mut self, head: GraphCommit) -> Result<Vec<(String, Vec<StagedLink>)>> {
+    pub fn rebase(&mut self, head: GraphCommit) -> Result<Vec<(String, Vec<StagedLink>)>> {
         if !self.created.is_empty() {
             return Err(OmniError::internal(
                 "a writer that creates tables is strict and never rebases",
