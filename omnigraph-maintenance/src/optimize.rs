@@ -21,7 +21,7 @@ use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, Pr
 use crate::run::RunRecord;
 use futures::StreamExt;
 use omnigraph_core::adapter::{
-    self, BaseDrift, CompactionBudget, FullTextBudget, IndexBuildKind, LinkKind, StagedLink,
+    self, BaseDrift, CompactionBudget, FullTextBudget, IndexBuildKind, LinkKind,
 };
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::index::DatasetIndexExt;
@@ -400,7 +400,7 @@ async fn plan_chain(
     let type_name = type_def.name();
     let fragments_before = table.manifest().fragments.len();
 
-    // 1. Compaction.
+    // The compaction first, then the index work on its tip.
     staging
         .stage_optional(&pin.table_id, |tip, origin| {
             let budget = *budget;
@@ -408,12 +408,45 @@ async fn plan_chain(
         })
         .await?;
 
-    // 2. Folds: every index whose coverage lags the (rewritten) layout, judged on the
+    let work = stage_index_work(graph, staging, type_def, &pin.table_id, table).await?;
+    let tip = staging.chain(&pin.table_id).await?.tip().clone();
+    Ok(TableOptimize {
+        type_key: type_name.to_string(),
+        table_id: pin.table_id.clone(),
+        fragments_before,
+        fragments_after: tip.manifest().fragments.len(),
+        rows: pin.row_count,
+        indexes_folded: work.folded,
+        indexes_built: work.built,
+        pending_indexes: work.pending,
+        outcome: UnitOutcome::NothingToDo,
+    })
+}
+
+/// The index work of a unit, staged after its compaction.
+struct IndexWork {
+    folded: Vec<String>,
+    built: Vec<String>,
+    pending: Vec<PendingIndex>,
+}
+
+/// Stages the index work on the tip of `table_id`'s chain: folds of every index whose
+/// coverage lags, then builds of declared indexes that are missing. `table` is the
+/// table at the unit's base (a fold keeps its vector index's partition count there).
+async fn stage_index_work(
+    graph: &Omnigraph,
+    staging: &mut Staging,
+    type_def: &omnigraph_core::schema::TypeDef,
+    table_id: &str,
+    table: &Arc<Dataset>,
+) -> Result<IndexWork> {
+    let type_name = type_def.name();
+    // Folds: every index whose coverage lags the (rewritten) layout, judged on the
     // chain's tip: an index Lance carried across the rewrite (row-id domain) covers the
     // new fragments there and is not rebuilt.
     let mut indexes_folded = Vec::new();
     let mut pending_indexes = Vec::new();
-    let tip = staging.chain(&pin.table_id).await?.tip().clone();
+    let tip = staging.chain(table_id).await?.tip().clone();
     let built_at_tip = tip
         .load_indices()
         .await
@@ -467,28 +500,20 @@ async fn plan_chain(
             }
         };
         staging
-            .stage_index_rebuild(&pin.table_id, declared, kind)
+            .stage_index_rebuild(table_id, declared, kind)
             .await?;
         indexes_folded.push(declared.name.clone());
     }
 
-    // 3. Deferred builds of declared but unbuilt indexes.
+    // Deferred builds of declared but unbuilt indexes.
     let (built, pending) =
         stage_create_indices(graph, staging, std::slice::from_ref(type_def)).await?;
     pending_indexes.extend(pending);
-    let tip = staging.chain(&pin.table_id).await?.tip().clone();
-    let report = TableOptimize {
-        type_key: type_name.to_string(),
-        table_id: pin.table_id.clone(),
-        fragments_before,
-        fragments_after: tip.manifest().fragments.len(),
-        rows: pin.row_count,
-        indexes_folded,
-        indexes_built: built.into_iter().map(|(_, index)| index).collect(),
-        pending_indexes,
-        outcome: UnitOutcome::NothingToDo,
-    };
-    Ok(report)
+    Ok(IndexWork {
+        folded: indexes_folded,
+        built: built.into_iter().map(|(_, index)| index).collect(),
+        pending: pending_indexes,
+    })
 }
 
 /// Publishes a planned unit with an exact CAS on the pin it was planned from. When
@@ -577,9 +602,9 @@ pub const RESTAGES_MAX: usize = 3;
 /// staged on `planned` (the adapter's rebase rules): the compaction keeps the groups
 /// whose fragments are unchanged, compacts again those that lost rows since, and drops
 /// those another writer replaced; index builds are re-committed when the table only
-/// gained fragments, and otherwise reported pending for the next run. Returns the table
-/// at the new pin, or `None` when nothing can follow (the schema changed, or no group
-/// of the compaction is left).
+/// gained fragments and nothing was compacted, and otherwise staged again on the new
+/// tip. Returns the table at the new pin, or `None` when nothing can follow (the
+/// schema changed, or no group of the compaction is left).
 async fn restage_unit(
     graph: &Omnigraph,
     staging: &mut Staging,
@@ -606,7 +631,12 @@ async fn restage_unit(
     assert!(moved.is_empty(), "an optimize unit stages one table");
     assert_eq!(table_id, report.table_id, "the unit's own table moved");
     staging.seed(&table_id, table.clone())?;
-    let mut dropped = Vec::new();
+    let compacted = links.iter().any(|link| link.kind == LinkKind::Rewrite);
+    let indexed = links.iter().any(|link| link.kind == LinkKind::CreateIndex);
+    // Index builds are re-committed as they are only over the very fragments they read;
+    // after a re-staged compaction (new fragment ids) or any other change, the index
+    // work is staged again on the new tip.
+    let recommit_indexes = drift == BaseDrift::AddedFragmentsOnly && !compacted;
     for link in links {
         match link.kind {
             LinkKind::Rewrite => {
@@ -620,18 +650,17 @@ async fn restage_unit(
                     return Ok(None);
                 }
             }
-            LinkKind::CreateIndex if drift == BaseDrift::AddedFragmentsOnly => {
-                let names = built_index_names(&link);
+            LinkKind::CreateIndex if recommit_indexes => {
                 let recommitted = staging
                     .stage_optional(&table_id, |tip, origin| async move {
                         adapter::recommit_index_build(&link, &tip, &origin).await
                     })
                     .await?;
                 if recommitted.is_none() {
-                    dropped.extend(names);
+                    return Ok(None);
                 }
             }
-            LinkKind::CreateIndex => dropped.extend(built_index_names(&link)),
+            LinkKind::CreateIndex => {}
             other => {
                 return Err(OmniError::internal(format!(
                     "optimize staged a {} link, which it cannot stage again",
@@ -640,20 +669,11 @@ async fn restage_unit(
             }
         }
     }
-    for index in dropped {
-        report.indexes_folded.retain(|name| name != &index);
-        report.indexes_built.retain(|name| name != &index);
-        let property = type_def
-            .declared_indexes()
-            .iter()
-            .find(|declared| declared.name == index)
-            .map_or_else(String::new, |declared| declared.column.clone());
-        report.pending_indexes.push(PendingIndex {
-            type_name: report.type_key.clone(),
-            property,
-            index,
-            reason: "the table changed while the index was built; the next run builds it".into(),
-        });
+    if indexed && !recommit_indexes {
+        let work = stage_index_work(graph, staging, type_def, &table_id, &table).await?;
+        report.indexes_folded = work.folded;
+        report.indexes_built = work.built;
+        report.pending_indexes = work.pending;
     }
     if !staging.has_staged() {
         return Ok(None);
@@ -666,14 +686,4 @@ async fn restage_unit(
         .require_pin_of_type(&report.type_key)?
         .row_count;
     Ok(Some(table))
-}
-
-/// The names of the indexes an index build link built.
-fn built_index_names(link: &StagedLink) -> Vec<String> {
-    match &link.transaction.operation {
-        omnigraph_core::lance::dataset::transaction::Operation::CreateIndex {
-            new_indices, ..
-        } => new_indices.iter().map(|index| index.name.clone()).collect(),
-        _ => Vec::new(),
-    }
 }

@@ -211,9 +211,10 @@ async fn dead_staging_is_kept_within_the_grace_period_and_reclaimed_after_it() {
         .unwrap_err();
     drop(armed);
     assert_eq!(failed.evidence(), &Evidence::Unpublished);
-    // A lost race: two deletes staged on one head; the second is refused.
+    // A lost race: two deletes of one row staged on one head; the second is refused
+    // (a write is never moved over a change to the rows it changes).
     let first = graph.prepare_delete("Company", "id = 'c1'").await.unwrap();
-    let second = graph.prepare_delete("Company", "id = 'c2'").await.unwrap();
+    let second = graph.prepare_delete("Company", "id = 'c1'").await.unwrap();
     first.publish(&graph).await.unwrap();
     let lost = second.publish(&graph).await.unwrap_err();
     assert_eq!(lost.kind(), ErrorKind::ReadSetChanged, "{lost}");

@@ -212,6 +212,68 @@ async fn an_update_prepared_before_an_insert_of_other_rows_follows_them() {
 }
 
 #[tokio::test]
+async fn an_update_follows_changes_to_other_fragments_but_never_to_its_own_rows() {
+    for backend in BACKENDS {
+        let (graph, test) = populated(backend).await;
+        for (key, age) in [("p4", 4), ("p5", 5)] {
+            graph
+                .insert_json(
+                    "Person",
+                    objects(json!([{"id": key, "name": key, "age": age}])),
+                )
+                .await
+                .unwrap();
+        }
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        // p5 lies in another fragment: its update and a compaction-free delete of p1
+        // (in the first fragment) leave p4's fragment as the update read it.
+        let prepared = graph
+            .prepare_update("Person", "id = 'p4'", &[("age".into(), json!(50))])
+            .await
+            .unwrap();
+        other
+            .update("Person", "id = 'p5'", &[("age".into(), json!(60))])
+            .await
+            .unwrap()
+            .unwrap();
+        other.delete("Person", "id = 'p1'").await.unwrap().unwrap();
+        prepared.publish(&graph).await.unwrap().unwrap();
+        assert_eq!(
+            people_and_ages(&graph).await,
+            [("p2", 40), ("p3", 20), ("p4", 50), ("p5", 60)].map(|(k, a)| (k.to_string(), a)),
+            "{backend:?}"
+        );
+        // A delete of the very row is never followed: the update would bring it back.
+        let prepared = graph
+            .prepare_update("Person", "id = 'p4'", &[("age".into(), json!(51))])
+            .await
+            .unwrap();
+        other.delete("Person", "id = 'p4'").await.unwrap().unwrap();
+        match prepared.publish(&graph).await.unwrap_err() {
+            OmniError::ReadSetChanged { evidence, .. } => {
+                assert_eq!(evidence, Evidence::Unpublished, "{backend:?}")
+            }
+            error => panic!("{backend:?}: expected ReadSetChanged, got {error}"),
+        }
+        assert_eq!(
+            graph
+                .update("Person", "id = 'p4'", &[("age".into(), json!(51))])
+                .await
+                .unwrap(),
+            None,
+            "{backend:?}: planned again, the update finds nothing"
+        );
+        assert!(
+            graph
+                .get("Person", &json!("p4"), &CommitRef::Head)
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_delete_prepared_before_an_edge_to_its_node_must_retry_and_cascades_to_it() {
     for backend in BACKENDS {
         let (graph, test) = populated(backend).await;

@@ -37,8 +37,8 @@ pub use index::{
 };
 pub use rebase::{BaseDrift, base_drift, recommit_index_build, restage_compaction};
 pub use stage::{
-    recommit_append, recommit_on_added_fragments, stage_append, stage_delete, stage_merge_insert,
-    stage_update,
+    fragments_changed_by, recommit_append, recommit_on_newer_base, stage_append, stage_delete,
+    stage_merge_insert, stage_update,
 };
 pub use table::{create_table, open_table_at, read_link_origin};
 

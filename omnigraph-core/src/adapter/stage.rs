@@ -63,13 +63,44 @@ pub async fn recommit_append(
     .await
 }
 
-/// Re-commits a staged delete or update on `new_base`, a newer version of its table that
-/// only added fragments to the one it was staged on ([`super::BaseDrift::AddedFragmentsOnly`]).
-/// The caller has checked that no added row matches the link's predicate, so the link
-/// changes the same rows there. The fragments it rewrote are the same fragments under
-/// the same ids; rows it moved keep their stable row ids, and their new fragments take
-/// ids from the new base.
-pub async fn recommit_on_added_fragments(
+/// The ids of the existing fragments a staged append, delete or update changes (an
+/// append changes none); `None` for any other link, which is never re-committed.
+pub fn fragments_changed_by(staged_link: &StagedLink) -> Option<Vec<u64>> {
+    match &staged_link.transaction.operation {
+        Operation::Append { .. } => Some(Vec::new()),
+        Operation::Delete {
+            updated_fragments,
+            deleted_fragment_ids,
+            ..
+        } => Some(
+            updated_fragments
+                .iter()
+                .map(|fragment| fragment.id)
+                .chain(deleted_fragment_ids.iter().copied())
+                .collect(),
+        ),
+        Operation::Update {
+            updated_fragments,
+            removed_fragment_ids,
+            ..
+        } => Some(
+            updated_fragments
+                .iter()
+                .map(|fragment| fragment.id)
+                .chain(removed_fragment_ids.iter().copied())
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Re-commits a staged append, delete or update on `new_base`, a newer version of its
+/// table in which every fragment the link changes ([`fragments_changed_by`]) is still
+/// the same fragment. The caller has checked that no row the newer base added matches
+/// the link's predicate, so the link changes the same rows there; fragments it does not
+/// name keep the newer base's state. Rows it moved keep their stable row ids, and their
+/// new fragments take ids from the new base.
+pub async fn recommit_on_newer_base(
     staged_link: &StagedLink,
     new_base: &Arc<Dataset>,
     origin: &LinkOrigin,

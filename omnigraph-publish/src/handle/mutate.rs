@@ -2,9 +2,10 @@
 //! update its own table; a delete its own table and, for a node type, every edge table
 //! incident to it (read for the cascade, whether or not it had edges to delete). A
 //! commit of other tables in between does not stop them (they publish on the new head);
-//! nor do rows added to a table they read when none of them matches the write's guards
-//! (its predicate; for a node delete, edges to the deleted nodes): the staged links are
-//! re-committed on the new pin. Any other move of a table they read stops them:
+//! nor does a move of a table they read that leaves the fragments they change as they
+//! read them and adds no row matching the write's guards (its predicate; for a node
+//! delete, edges to the deleted nodes): the staged links are re-committed on the new
+//! pin ([`PreparedWrite::publish`]). Any other move of a table they read stops them:
 //! `ReadSetChanged { member: "pin:<table>" }`, nothing published.
 //! [`Omnigraph::update`] and [`Omnigraph::delete`] then plan again on the new head, up
 //! to [`WRITE_ATTEMPTS_MAX`] times; a prepared write does not. Deleting
@@ -16,7 +17,7 @@ use crate::omnigraph::{Omnigraph, input_or_storage};
 use crate::publisher::ReadSet;
 use crate::rows::{self, RowKey};
 use crate::staging::Staging;
-use omnigraph_core::adapter::{self, BaseDrift};
+use omnigraph_core::adapter;
 use omnigraph_core::lance::table::format::Fragment;
 use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
@@ -51,12 +52,13 @@ impl PreparedWrite {
     }
 
     /// Publishes the write if no table it read has moved since it was captured (other
-    /// tables may have). A table that moved only by rows added outside the write's
-    /// predicates (an insert or load of other keys) does not stop it: its links are
-    /// re-committed on the new pin, which changes the same rows, and it publishes there,
-    /// up to [`FOLLOWS_MAX`] times. Any other move is `ReadSetChanged`, nothing
-    /// published. Returns `None` when the write changes nothing (and so publishes
-    /// nothing).
+    /// tables may have). A table that moved without touching the fragments the write
+    /// changes, and without gaining a row its guards match (an insert or load of other
+    /// keys, a change to other rows, a compaction of other fragments), does not stop
+    /// it: its links are re-committed on the new pin, where they change the same rows,
+    /// and it publishes there, up to [`FOLLOWS_MAX`] times. Any other move is
+    /// `ReadSetChanged`, nothing published. Returns `None` when the write changes
+    /// nothing (and so publishes nothing).
     pub async fn publish(mut self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
         if !self.staging.has_staged() {
             return Ok(None);
@@ -72,7 +74,7 @@ impl PreparedWrite {
                 Err(lost @ OmniError::ReadSetChanged { .. }) if follows < FOLLOWS_MAX => {
                     follows += 1;
                     let followed = self
-                        .follow_added_rows(handle)
+                        .follow_moved_tables(handle)
                         .await
                         .map_err(|error| error.with_evidence(Evidence::Unpublished))?;
                     if !followed {
@@ -84,10 +86,13 @@ impl PreparedWrite {
         }
     }
 
-    /// Moves the write onto the current head when every table it read that moved there
-    /// only gained fragments, none of whose rows matches a guard. Returns whether it
-    /// moved; when not, nothing changed.
-    async fn follow_added_rows(&mut self, handle: &Omnigraph) -> Result<bool> {
+    /// Moves the write onto the current head when, in every table it read that moved
+    /// there, the fragments it changes are the very fragments it read and no fragment
+    /// the table gained holds a row matching a guard. Rows the write changes all lie in
+    /// the fragments it changes, so another writer's change to them shows there; a row
+    /// that came to match since lies in a gained fragment. Returns whether it moved;
+    /// when not, nothing changed.
+    async fn follow_moved_tables(&mut self, handle: &Omnigraph) -> Result<bool> {
         let head = handle.head().await?;
         let base = self.staging.base().clone();
         if head.schema != base.schema || head.branch != base.branch {
@@ -99,7 +104,28 @@ impl PreparedWrite {
             if now != *version {
                 let before = handle.table_at(&base, table_id).await?;
                 let after = handle.table_at(&head, table_id).await?;
-                if adapter::base_drift(&before, &after).await? != BaseDrift::AddedFragmentsOnly {
+                // The fragments the write changes must be the very fragments it read;
+                // the others may have changed in any way.
+                let mut changed = Vec::new();
+                for link in self.staging.links_of(table_id) {
+                    match adapter::fragments_changed_by(link) {
+                        Some(ids) => changed.extend(ids),
+                        None => return Ok(false),
+                    }
+                }
+                let same = |id: &u64| {
+                    let of = |table: &omnigraph_core::lance::Dataset| {
+                        table
+                            .manifest()
+                            .fragments
+                            .iter()
+                            .find(|fragment| fragment.id == *id)
+                            .cloned()
+                    };
+                    let was = of(&before);
+                    was.is_some() && was == of(&after)
+                };
+                if !changed.iter().all(same) {
                     return Ok(false);
                 }
                 let added: Vec<Fragment> = after
@@ -129,7 +155,7 @@ impl PreparedWrite {
             for link in links {
                 self.staging
                     .stage(&table_id, |tip, origin| async move {
-                        adapter::recommit_on_added_fragments(&link, &tip, &origin).await
+                        adapter::recommit_on_newer_base(&link, &tip, &origin).await
                     })
                     .await?;
             }
