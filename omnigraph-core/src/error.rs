@@ -137,6 +137,11 @@ impl InputLocation {
     }
 }
 
+/// ` (at <location>)`, or nothing.
+fn located(location: Option<&InputLocation>) -> String {
+    location.map_or_else(String::new, |location| format!(" (at {location})"))
+}
+
 impl fmt::Display for InputLocation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts: Vec<String> = Vec::new();
@@ -256,12 +261,14 @@ pub enum OmniError {
         evidence: Evidence,
     },
     /// A key that must be unique already exists.
-    #[error("key conflict in {type_name}: key {key} already exists")]
+    #[error("key conflict in {type_name}: key {key} already exists{}", located(.location.as_deref()))]
     KeyConflict {
         /// The type holding the key.
         type_name: String,
         /// The conflicting key, rendered.
         key: String,
+        /// The input row that gave the key, when the call read it from input.
+        location: Option<Box<InputLocation>>,
         /// What the failed call left behind.
         evidence: Evidence,
     },

@@ -7,6 +7,7 @@
 
 mod adapter_links;
 mod cleanup;
+mod columnar;
 mod cost;
 mod graph_reads;
 mod lance_surface;

@@ -164,10 +164,14 @@ async fn existing_keys_conflict_and_edges_need_their_endpoints() {
             OmniError::KeyConflict {
                 type_name,
                 key,
+                location,
                 evidence,
             } => {
                 assert_eq!((type_name.as_str(), key.as_str()), ("Person", "\"p1\""));
                 assert_eq!(evidence, &Evidence::BeforeEffect);
+                let location = location.as_deref().expect("the row is named");
+                assert_eq!(location.row, Some(1), "the second row gave p1");
+                assert_eq!(location.field.as_deref(), Some("id"));
             }
             other => panic!("{backend:?}: expected KeyConflict, got {other}"),
         }

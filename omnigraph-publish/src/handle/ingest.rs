@@ -329,7 +329,7 @@ impl<'a> Ingest<'a> {
             }
         }
         if self.mode == LoadMode::Append {
-            refuse_existing_keys(self.handle, &self.base, type_def, &typed.keys).await?;
+            refuse_existing_keys(self.handle, &self.base, type_def, &typed.keys, sources).await?;
         }
         if let DeclKind::Edge { from, to } = type_def.kind() {
             for (source, (src, dst)) in sources.iter().zip(&typed.endpoints) {
@@ -557,7 +557,7 @@ impl<'a> Ingest<'a> {
             for (type_name, keys) in &self.keys {
                 let type_def = self.catalog.require(type_name)?;
                 let keys: Vec<RowKey> = keys.iter().cloned().collect();
-                refuse_existing_keys(self.handle, &head, type_def, &keys).await?;
+                refuse_existing_keys(self.handle, &head, type_def, &keys, &[]).await?;
             }
         }
         self.check_endpoints(&head).await?;
@@ -623,26 +623,36 @@ impl<'a> Ingest<'a> {
     }
 }
 
-/// A `KeyConflict` for the first of `keys` that the table of `type_def` holds at `at`.
+/// A `KeyConflict` for the first of `keys` (in input order) that the table of
+/// `type_def` holds at `at`, naming its row from `sources` (the rows that gave `keys`,
+/// one each; empty when they are not known).
 async fn refuse_existing_keys(
     handle: &Omnigraph,
     at: &GraphCommit,
     type_def: &omnigraph_core::schema::TypeDef,
     keys: &[RowKey],
+    sources: &[RowSource],
 ) -> Result<()> {
-    match handle
+    assert!(
+        sources.is_empty() || sources.len() == keys.len(),
+        "one source per key"
+    );
+    let existing: std::collections::HashSet<RowKey> = handle
         .existing_keys(at, type_def, keys)
         .await?
         .into_iter()
-        .next()
-    {
-        Some(key) => Err(OmniError::KeyConflict {
-            type_name: type_def.name().to_string(),
-            key,
-            evidence: Evidence::BeforeEffect,
-        }),
-        None => Ok(()),
-    }
+        .collect();
+    let Some(first) = keys.iter().position(|key| existing.contains(key)) else {
+        return Ok(());
+    };
+    Err(OmniError::KeyConflict {
+        type_name: type_def.name().to_string(),
+        key: keys[first].clone(),
+        location: sources
+            .get(first)
+            .map(|source| Box::new(source.location(type_def.name(), Some(type_def.key_column())))),
+        evidence: Evidence::BeforeEffect,
+    })
 }
 
 /// The bytes of a batch's Arrow buffers (the slices it uses, not their capacity).

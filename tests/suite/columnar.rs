@@ -1,0 +1,338 @@
+//! Columnar loads (CSV, Parquet, Arrow IPC) with good and bad files: every bad file is
+//! refused with a typed error naming the file and what was wrong, and publishes
+//! nothing.
+
+use arrow_array::{
+    ArrayRef, FixedSizeListArray, Float32Array, Float64Array, Int32Array, RecordBatch, StringArray,
+};
+use arrow_schema::{DataType, Field, Schema};
+use omnigraph_core::{ErrorKind, OmniError};
+use omnigraph_publish::{CommitRef, InputFormat, LoadMode, Omnigraph};
+use omnigraph_tests::{Backend, TestRoot, objects};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const SCHEMA: &str = "
+node Person { id: String @key, name: String, age: Int32?, score: Float64?, embedding: Vector(2)? }
+node Company { id: String @key, name: String }
+edge WorksAt: Person -> Company { since: Int32? }
+";
+
+const FORMATS: [InputFormat; 3] = [
+    InputFormat::Csv,
+    InputFormat::Parquet,
+    InputFormat::ArrowIpc,
+];
+
+fn extension(format: InputFormat) -> &'static str {
+    match format {
+        InputFormat::Csv => "csv",
+        InputFormat::Parquet => "parquet",
+        InputFormat::ArrowIpc => "arrow",
+        InputFormat::Jsonl => "jsonl",
+    }
+}
+
+/// Writes `batch` as a file of `format` (CSV with a header; NaN as `NaN`, null as an
+/// empty field).
+fn write(dir: &Path, name: &str, format: InputFormat, batch: &RecordBatch) -> PathBuf {
+    let path = dir.join(format!("{name}.{}", extension(format)));
+    let file = std::fs::File::create(&path).unwrap();
+    match format {
+        InputFormat::Csv => {
+            let mut writer = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(file);
+            writer.write(batch).unwrap();
+        }
+        InputFormat::Parquet => {
+            let mut writer =
+                parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+            writer.write(batch).unwrap();
+            writer.close().unwrap();
+        }
+        InputFormat::ArrowIpc => {
+            let mut writer =
+                arrow::ipc::writer::FileWriter::try_new(file, &batch.schema()).unwrap();
+            writer.write(batch).unwrap();
+            writer.finish().unwrap();
+        }
+        InputFormat::Jsonl => unreachable!("not a columnar format"),
+    }
+    path
+}
+
+fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(name, array)| Field::new(*name, array.data_type().clone(), true))
+        .collect();
+    RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns.into_iter().map(|(_, array)| array).collect(),
+    )
+    .unwrap()
+}
+
+fn text(values: &[Option<&str>]) -> ArrayRef {
+    Arc::new(StringArray::from(values.to_vec()))
+}
+
+/// People `ids` with names, ages 30.. and scores 0.5..
+fn people(ids: &[Option<&str>]) -> Columns {
+    let names: Vec<Option<String>> = (0..ids.len()).map(|i| Some(format!("n{i}"))).collect();
+    let ages: Vec<Option<i32>> = (0..ids.len()).map(|i| Some(30 + i as i32)).collect();
+    let scores: Vec<Option<f64>> = (0..ids.len()).map(|i| Some(0.5 + i as f64)).collect();
+    vec![
+        ("id", text(ids)),
+        ("name", Arc::new(StringArray::from(names))),
+        ("age", Arc::new(Int32Array::from(ages))),
+        ("score", Arc::new(Float64Array::from(scores))),
+    ]
+}
+
+fn with(mut columns: Columns, name: &'static str, array: ArrayRef) -> Columns {
+    columns.retain(|(column, _)| *column != name);
+    columns.push((name, array));
+    columns
+}
+
+fn vectors(values: &[f32]) -> ArrayRef {
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    Arc::new(
+        FixedSizeListArray::try_new(item, 2, Arc::new(Float32Array::from(values.to_vec())), None)
+            .unwrap(),
+    )
+}
+
+async fn graph() -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, SCHEMA).await.unwrap();
+    graph
+        .insert_json("Person", objects(json!([{"id": "p0", "name": "zero"}])))
+        .await
+        .unwrap();
+    graph
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+        .await
+        .unwrap();
+    (graph, test)
+}
+
+async fn load(
+    graph: &Omnigraph,
+    path: &Path,
+    format: InputFormat,
+    type_name: &str,
+) -> Result<u64, OmniError> {
+    graph
+        .load_columnar(path, format, type_name, LoadMode::Append)
+        .await
+        .map(|report| report.rows.get(type_name).copied().unwrap_or(0))
+}
+
+#[tokio::test]
+async fn every_columnar_format_loads_a_good_file_and_keeps_nan() {
+    for format in FORMATS {
+        let (graph, _test) = graph().await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut columns = people(&[Some("p1"), Some("p2"), Some("p3")]);
+        columns = with(
+            columns,
+            "score",
+            Arc::new(Float64Array::from(vec![Some(f64::NAN), None, Some(2.5)])),
+        );
+        if format != InputFormat::Csv {
+            columns.push(("embedding", vectors(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])));
+        }
+        let path = write(dir.path(), "people", format, &batch(columns));
+        assert_eq!(
+            load(&graph, &path, format, "Person").await.unwrap(),
+            3,
+            "{format:?}"
+        );
+        let p1 = graph
+            .get("Person", &json!("p1"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(p1["age"], 30, "{format:?}");
+        let scores = graph
+            .scan(
+                "Person",
+                &omnigraph_publish::ScanRequest {
+                    filter: Some("id = 'p1'".into()),
+                    columns: vec!["score".into()],
+                    limit: None,
+                },
+                &CommitRef::Head,
+            )
+            .await
+            .unwrap();
+        let score = scores[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap()
+            .value(0);
+        assert!(score.is_nan(), "{format:?}: NaN is kept, got {score}");
+        let p2 = graph
+            .get("Person", &json!("p2"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(p2["score"].is_null(), "{format:?}: {p2:?}");
+        // Edges give src and dst; their ids are minted.
+        let edges = batch(vec![
+            ("src", text(&[Some("p1"), Some("p0")])),
+            ("dst", text(&[Some("c1"), Some("c1")])),
+            ("since", Arc::new(Int32Array::from(vec![Some(2020), None]))),
+        ]);
+        let path = write(dir.path(), "edges", format, &edges);
+        assert_eq!(
+            load(&graph, &path, format, "WorksAt").await.unwrap(),
+            2,
+            "{format:?}"
+        );
+    }
+}
+
+/// A bad file's case: its name, its type, its columns, and its refusal.
+type Case = (&'static str, &'static str, Columns, Refusal);
+type Columns = Vec<(&'static str, ArrayRef)>;
+
+/// What a bad file must be refused with.
+struct Refusal {
+    kind: ErrorKind,
+    /// Words the message must hold (besides the file's name).
+    words: &'static [&'static str],
+}
+
+#[tokio::test]
+async fn every_columnar_format_refuses_bad_files_naming_what_was_wrong_and_publishes_nothing() {
+    for format in FORMATS {
+        let (graph, _test) = graph().await;
+        let dir = tempfile::tempdir().unwrap();
+        let two = || people(&[Some("p1"), Some("p2")]);
+        let mut cases: Vec<Case> = vec![
+            (
+                "wrong_type",
+                "Person",
+                with(two(), "age", text(&[Some("41"), Some("old")])),
+                Refusal {
+                    kind: ErrorKind::BadInput,
+                    words: if format == InputFormat::Csv {
+                        &["old"]
+                    } else {
+                        &["age", "Int32"]
+                    },
+                },
+            ),
+            (
+                "missing_key",
+                "Person",
+                people(&[Some("p1"), None]),
+                Refusal {
+                    kind: ErrorKind::BadInput,
+                    words: &["id", "missing"],
+                },
+            ),
+            (
+                "duplicate_key",
+                "Person",
+                people(&[Some("p1"), Some("p1")]),
+                Refusal {
+                    kind: ErrorKind::BadInput,
+                    words: &["p1", "more than once"],
+                },
+            ),
+            (
+                "existing_key",
+                "Person",
+                people(&[Some("p5"), Some("p0")]),
+                Refusal {
+                    kind: ErrorKind::KeyConflict,
+                    words: &["p0"],
+                },
+            ),
+            (
+                "unknown_column",
+                "Person",
+                with(two(), "shoe", text(&[Some("9"), Some("10")])),
+                Refusal {
+                    kind: ErrorKind::BadInput,
+                    words: &["shoe"],
+                },
+            ),
+            (
+                "dangling_edge",
+                "WorksAt",
+                vec![
+                    ("src", text(&[Some("p0"), Some("p0")])),
+                    ("dst", text(&[Some("c1"), Some("nowhere")])),
+                ],
+                Refusal {
+                    kind: ErrorKind::BadInput,
+                    words: &["nowhere"],
+                },
+            ),
+        ];
+        if format != InputFormat::Csv {
+            cases.push((
+                "nan_vector",
+                "Person",
+                with(two(), "embedding", vectors(&[1.0, 2.0, f32::NAN, 4.0])),
+                Refusal {
+                    kind: ErrorKind::BadInput,
+                    words: &["embedding", "NaN"],
+                },
+            ));
+        }
+        let head = graph.head().await.unwrap();
+        for (name, type_name, columns, refusal) in cases {
+            let path = write(dir.path(), name, format, &batch(columns));
+            let error = load(&graph, &path, format, type_name).await.unwrap_err();
+            let said = error.to_string();
+            assert_eq!(error.kind(), refusal.kind, "{format:?} {name}: {said}");
+            assert!(
+                said.contains(&format!("{name}.{}", extension(format))),
+                "{format:?} {name} names the file: {said}"
+            );
+            for word in refusal.words {
+                assert!(said.contains(word), "{format:?} {name}: {word:?} in {said}");
+            }
+            assert_eq!(
+                graph.head().await.unwrap(),
+                head,
+                "{format:?} {name}: nothing published"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_truncated_parquet_or_arrow_file_and_a_short_csv_row_are_refused() {
+    let (graph, _test) = graph().await;
+    let dir = tempfile::tempdir().unwrap();
+    let head = graph.head().await.unwrap();
+    let many: Vec<String> = (1..2000).map(|i| format!("p{i}")).collect();
+    let ids: Vec<Option<&str>> = many.iter().map(|id| Some(id.as_str())).collect();
+    for format in [InputFormat::Parquet, InputFormat::ArrowIpc] {
+        let path = write(dir.path(), "cut", format, &batch(people(&ids)));
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        let error = load(&graph, &path, format, "Person").await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::BadInput, "{format:?}: {error}");
+        assert!(error.to_string().contains("cut."), "{format:?}: {error}");
+        assert_eq!(graph.head().await.unwrap(), head, "{format:?}");
+    }
+    let path = dir.path().join("short.csv");
+    std::fs::write(&path, "id,name,age\np1,Ada,3\np2,Bob\n").unwrap();
+    let error = load(&graph, &path, InputFormat::Csv, "Person")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    assert!(error.to_string().contains("short.csv"), "{error}");
+    assert_eq!(graph.head().await.unwrap(), head);
+}
