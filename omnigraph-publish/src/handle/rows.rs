@@ -355,19 +355,56 @@ pub(crate) fn key_literal(key: &str, data_type: PropertyType) -> String {
 }
 
 fn describe(value: &Value) -> String {
-    match value {
-        Value::Null => "null".into(),
-        Value::Bool(_) => format!("a boolean ({value})"),
-        Value::Number(_) => format!("a number ({value})"),
-        Value::String(text) if text.len() > 40 => format!("a string ({:?}…)", &text[..40]),
-        Value::String(_) => format!("a string ({value})"),
-        Value::Array(items) => format!("an array of {} items", items.len()),
-        Value::Object(_) => "an object".into(),
+    describe_found(&Found::of(value))
+}
+
+/// What a JSON value is, as much as a message about it says.
+pub(crate) enum Found<'a> {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    String(&'a str),
+    Array(usize),
+    Object,
+}
+
+impl<'a> Found<'a> {
+    fn of(value: &'a Value) -> Found<'a> {
+        match value {
+            Value::Null => Found::Null,
+            Value::Bool(flag) => Found::Bool(*flag),
+            Value::Number(number) => Found::Number(number.clone()),
+            Value::String(text) => Found::String(text),
+            Value::Array(items) => Found::Array(items.len()),
+            Value::Object(_) => Found::Object,
+        }
+    }
+}
+
+/// The longest part of a string a message quotes, in bytes.
+const QUOTED_BYTES_MAX: usize = 40;
+
+pub(crate) fn describe_found(found: &Found<'_>) -> String {
+    match found {
+        Found::Null => "null".into(),
+        Found::Bool(flag) => format!("a boolean ({flag})"),
+        Found::Number(number) => format!("a number ({number})"),
+        Found::String(text) if text.len() > QUOTED_BYTES_MAX => {
+            // Cut at a character boundary: a byte index inside a character panics.
+            let cut = (0..=QUOTED_BYTES_MAX)
+                .rev()
+                .find(|at| text.is_char_boundary(*at))
+                .unwrap_or(0);
+            format!("a string ({:?}…)", &text[..cut])
+        }
+        Found::String(text) => format!("a string ({})", Value::String((*text).to_string())),
+        Found::Array(items) => format!("an array of {items} items"),
+        Found::Object => "an object".into(),
     }
 }
 
 /// The Arrow columns for a type, built value by value.
-enum ColumnBuilder {
+pub(crate) enum ColumnBuilder {
     String(StringBuilder),
     Bool(BooleanBuilder),
     Int32(Int32Builder),
@@ -379,7 +416,7 @@ enum ColumnBuilder {
 }
 
 impl ColumnBuilder {
-    fn new(data_type: PropertyType, capacity: usize) -> ColumnBuilder {
+    pub(crate) fn new(data_type: PropertyType, capacity: usize) -> ColumnBuilder {
         match data_type {
             PropertyType::String => {
                 ColumnBuilder::String(StringBuilder::with_capacity(capacity, capacity * 16))
@@ -409,74 +446,128 @@ impl ColumnBuilder {
 
     /// Appends one value; on a mismatch, returns what was expected.
     fn push(&mut self, value: &Value) -> std::result::Result<(), String> {
-        let null = value.is_null();
+        match value {
+            Value::Null => {
+                self.push_null();
+                Ok(())
+            }
+            Value::Bool(flag) => self.push_bool(*flag),
+            Value::Number(number) => self.push_number(number),
+            Value::String(text) => self.push_str(text),
+            Value::Array(items) => {
+                let numbers: Vec<Option<f64>> = items.iter().map(Value::as_f64).collect();
+                self.push_vector(&numbers)
+            }
+            Value::Object(_) => Err(self.expected()),
+        }
+    }
+
+    /// What this column takes, for a message about a value it cannot.
+    pub(crate) fn expected(&self) -> String {
         match self {
-            ColumnBuilder::String(builder) => match value {
-                Value::String(text) => builder.append_value(text),
-                _ if null => builder.append_null(),
-                _ => return Err("a string".into()),
-            },
-            ColumnBuilder::Bool(builder) => match value {
-                Value::Bool(flag) => builder.append_value(*flag),
-                _ if null => builder.append_null(),
-                _ => return Err("a boolean".into()),
-            },
-            ColumnBuilder::Int32(builder) => match value.as_i64() {
-                Some(number) => builder.append_value(
-                    i32::try_from(number).map_err(|_| "an Int32 (out of range)".to_string())?,
-                ),
-                None if null => builder.append_null(),
-                None => return Err("an integer (Int32)".into()),
-            },
-            ColumnBuilder::Int64(builder) => match value.as_i64() {
-                Some(number) => builder.append_value(number),
-                None if null => builder.append_null(),
-                None => return Err("an integer (Int64)".into()),
-            },
-            ColumnBuilder::Float32(builder) => match value.as_f64() {
-                Some(number) => builder.append_value(number as f32),
-                None if null => builder.append_null(),
-                None => return Err("a number (Float32)".into()),
-            },
-            ColumnBuilder::Float64(builder) => match value.as_f64() {
-                Some(number) => builder.append_value(number),
-                None if null => builder.append_null(),
-                None => return Err("a number (Float64)".into()),
-            },
-            ColumnBuilder::Timestamp(builder) => match value.as_i64() {
-                Some(micros) => builder.append_value(micros),
-                None if null => builder.append_null(),
-                None => return Err("a timestamp (microseconds since the epoch)".into()),
-            },
-            ColumnBuilder::Vector(builder, dimension) => match value {
-                Value::Array(items) => {
-                    if items.len() != *dimension as usize {
-                        return Err(format!(
-                            "a vector of {dimension} numbers (got {})",
-                            items.len()
-                        ));
-                    }
-                    let numbers: Option<Vec<f64>> = items.iter().map(Value::as_f64).collect();
-                    let numbers =
-                        numbers.ok_or_else(|| format!("a vector of {dimension} numbers"))?;
-                    for number in numbers {
-                        builder.values().append_value(number as f32);
-                    }
-                    builder.append(true);
+            ColumnBuilder::String(_) => "a string".into(),
+            ColumnBuilder::Bool(_) => "a boolean".into(),
+            ColumnBuilder::Int32(_) => "an integer (Int32)".into(),
+            ColumnBuilder::Int64(_) => "an integer (Int64)".into(),
+            ColumnBuilder::Float32(_) => "a number (Float32)".into(),
+            ColumnBuilder::Float64(_) => "a number (Float64)".into(),
+            ColumnBuilder::Timestamp(_) => "a timestamp (microseconds since the epoch)".into(),
+            ColumnBuilder::Vector(_, dimension) => format!("a vector of {dimension} numbers"),
+        }
+    }
+
+    /// Appends a null (a vector: a null list of null numbers).
+    pub(crate) fn push_null(&mut self) {
+        match self {
+            ColumnBuilder::String(builder) => builder.append_null(),
+            ColumnBuilder::Bool(builder) => builder.append_null(),
+            ColumnBuilder::Int32(builder) => builder.append_null(),
+            ColumnBuilder::Int64(builder) => builder.append_null(),
+            ColumnBuilder::Float32(builder) => builder.append_null(),
+            ColumnBuilder::Float64(builder) => builder.append_null(),
+            ColumnBuilder::Timestamp(builder) => builder.append_null(),
+            ColumnBuilder::Vector(builder, dimension) => {
+                for _ in 0..*dimension {
+                    builder.values().append_null();
                 }
-                _ if null => {
-                    for _ in 0..*dimension {
-                        builder.values().append_null();
-                    }
-                    builder.append(false);
-                }
-                _ => return Err(format!("a vector of {dimension} numbers")),
-            },
+                builder.append(false);
+            }
+        }
+    }
+
+    pub(crate) fn push_bool(&mut self, flag: bool) -> std::result::Result<(), String> {
+        match self {
+            ColumnBuilder::Bool(builder) => builder.append_value(flag),
+            _ => return Err(self.expected()),
         }
         Ok(())
     }
 
-    fn finish(self) -> ArrayRef {
+    pub(crate) fn push_str(&mut self, text: &str) -> std::result::Result<(), String> {
+        match self {
+            ColumnBuilder::String(builder) => builder.append_value(text),
+            _ => return Err(self.expected()),
+        }
+        Ok(())
+    }
+
+    /// A JSON number: an integer column takes it only as an integer (`1.0` is not one),
+    /// a float column any number.
+    pub(crate) fn push_number(
+        &mut self,
+        number: &serde_json::Number,
+    ) -> std::result::Result<(), String> {
+        match self {
+            ColumnBuilder::Int32(builder) => match number.as_i64() {
+                Some(number) => builder.append_value(
+                    i32::try_from(number).map_err(|_| "an Int32 (out of range)".to_string())?,
+                ),
+                None => return Err(self.expected()),
+            },
+            ColumnBuilder::Int64(builder) => match number.as_i64() {
+                Some(number) => builder.append_value(number),
+                None => return Err(self.expected()),
+            },
+            ColumnBuilder::Float32(builder) => match number.as_f64() {
+                Some(number) => builder.append_value(number as f32),
+                None => return Err(self.expected()),
+            },
+            ColumnBuilder::Float64(builder) => match number.as_f64() {
+                Some(number) => builder.append_value(number),
+                None => return Err(self.expected()),
+            },
+            ColumnBuilder::Timestamp(builder) => match number.as_i64() {
+                Some(micros) => builder.append_value(micros),
+                None => return Err(self.expected()),
+            },
+            _ => return Err(self.expected()),
+        }
+        Ok(())
+    }
+
+    /// A JSON array, given as its items read as numbers (`None` for an item that is
+    /// not one): only a vector column of its length takes it.
+    pub(crate) fn push_vector(&mut self, items: &[Option<f64>]) -> std::result::Result<(), String> {
+        let ColumnBuilder::Vector(builder, dimension) = self else {
+            return Err(self.expected());
+        };
+        if items.len() != *dimension as usize {
+            return Err(format!(
+                "a vector of {dimension} numbers (got {})",
+                items.len()
+            ));
+        }
+        if items.iter().any(Option::is_none) {
+            return Err(format!("a vector of {dimension} numbers"));
+        }
+        for number in items.iter().flatten() {
+            builder.values().append_value(*number as f32);
+        }
+        builder.append(true);
+        Ok(())
+    }
+
+    pub(crate) fn finish(self) -> ArrayRef {
         match self {
             ColumnBuilder::String(mut builder) => Arc::new(builder.finish()),
             ColumnBuilder::Bool(mut builder) => Arc::new(builder.finish()),
@@ -650,6 +741,16 @@ mod tests {
         assert!(message.contains("field dst"), "{message}");
         let message = error_of("Company", &[r#"{"id":"7"}"#]);
         assert!(message.contains("expected an integer (Int64)"), "{message}");
+    }
+
+    #[test]
+    fn a_long_string_in_the_wrong_column_is_described_without_splitting_a_character() {
+        // 39 ASCII bytes, then a character of two bytes across byte 40.
+        let text = format!("{}é and more text after it", "x".repeat(39));
+        let line = format!(r#"{{"id":"p1","name":"A","age":"{text}"}}"#);
+        let message = error_of("Person", &[&line]);
+        assert!(message.contains("expected an integer (Int32)"), "{message}");
+        assert!(message.contains("xxxx"), "{message}");
     }
 
     #[test]
