@@ -111,7 +111,8 @@ pub async fn restage_compaction(
             .iter()
             .filter_map(|fragment| current.get(&fragment.id).map(|now| (*now).clone()))
             .collect();
-        if now.is_empty() {
+        // Nothing left to join: one fragment without deletions is already compact.
+        if now.is_empty() || (now.len() == 1 && now[0].deletion_file.is_none()) {
             continue;
         }
         if !covered_alike(&indexes, &now) {

@@ -66,6 +66,14 @@ pub async fn recommit_append(
 /// The ids of the existing fragments a staged append, delete or update changes (an
 /// append changes none); `None` for any other link, which is never re-committed.
 pub fn fragments_changed_by(staged_link: &StagedLink) -> Option<Vec<u64>> {
+    // By the link's kind, not only its operation: a merge load is an Update too, and
+    // its inserted rows need key checks a re-commit does not make.
+    if !matches!(
+        staged_link.kind,
+        LinkKind::Append | LinkKind::Delete | LinkKind::Update
+    ) {
+        return None;
+    }
     match &staged_link.transaction.operation {
         Operation::Append { .. } => Some(Vec::new()),
         Operation::Delete {
@@ -105,6 +113,12 @@ pub async fn recommit_on_newer_base(
     new_base: &Arc<Dataset>,
     origin: &LinkOrigin,
 ) -> Result<StagedLink> {
+    if fragments_changed_by(staged_link).is_none() {
+        return Err(OmniError::internal(format!(
+            "a {} link is not re-committed on a newer base",
+            staged_link.kind.name()
+        )));
+    }
     let mut transaction = staged_link.transaction.clone();
     match &mut transaction.operation {
         Operation::Delete { .. } => {}

@@ -15,6 +15,7 @@
 //! failure is `Unpublished` exactly when the call's staging holds links.
 
 use crate::commit::{CommitOperation, GraphCommit};
+use crate::handle::jsonl_rows::LineRows;
 use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
 use crate::rows::{self, RowKey, RowSource, SourcedObject, TypedRows};
@@ -78,6 +79,8 @@ pub(crate) struct Ingest<'a> {
     mode: LoadMode,
     staging: Staging,
     buffers: HashMap<String, Vec<SourcedObject>>,
+    /// Per type, JSONL rows decoded straight into Arrow builders.
+    lines: HashMap<String, LineRows>,
     /// Input bytes held in each type's buffer.
     buffered_bytes: HashMap<String, usize>,
     keys: HashMap<String, HashSet<RowKey>>,
@@ -104,6 +107,7 @@ impl<'a> Ingest<'a> {
             mode,
             staging,
             buffers: HashMap::new(),
+            lines: HashMap::new(),
             buffered_bytes: HashMap::new(),
             keys: HashMap::new(),
             endpoints: Vec::new(),
@@ -185,6 +189,58 @@ impl<'a> Ingest<'a> {
             self.flush(type_name).await?;
         }
         Ok(())
+    }
+
+    /// Decodes one JSONL line of `type_name` (the type it names) into the type's
+    /// builders; stages a batch when they are full, by rows or by bytes.
+    pub(crate) async fn push_line(
+        &mut self,
+        type_name: &str,
+        source: RowSource,
+        line: &[u8],
+    ) -> Result<()> {
+        let pushed = self.push_line_row(type_name, source, line).await;
+        pushed.map_err(|error| self.failed(error))
+    }
+
+    async fn push_line_row(
+        &mut self,
+        type_name: &str,
+        source: RowSource,
+        line: &[u8],
+    ) -> Result<()> {
+        let Some(type_def) = self.catalog.get(type_name) else {
+            let location = source.location(type_name, Some(rows::TYPE_FIELD));
+            return Err(OmniError::bad_input(
+                location,
+                format!("the schema has no type {type_name}"),
+            ));
+        };
+        let mode = self.mode;
+        let buffer = self
+            .lines
+            .entry(type_name.to_string())
+            .or_insert_with(|| LineRows::new(type_def, mode, INGEST_BATCH_ROWS));
+        buffer.push_line(line, source)?;
+        buffer.bytes += line.len();
+        if buffer.len() >= INGEST_BATCH_ROWS || buffer.bytes >= INGEST_BATCH_BYTES_MAX {
+            self.flush_lines(type_name).await?;
+        }
+        Ok(())
+    }
+
+    /// Stages the decoded JSONL rows of `type_name`.
+    async fn flush_lines(&mut self, type_name: &str) -> Result<()> {
+        let Some(buffer) = self.lines.remove(type_name) else {
+            return Ok(());
+        };
+        if buffer.len() == 0 {
+            return Ok(());
+        }
+        let catalog = self.catalog.clone();
+        let type_def = catalog.require(type_name)?;
+        let (sources, typed) = buffer.finish()?;
+        self.stage_rows(type_def, &sources, typed).await
     }
 
     /// Validates and stages the buffered rows of `type_name`.
@@ -468,6 +524,10 @@ impl<'a> Ingest<'a> {
         let types: Vec<String> = self.buffers.keys().cloned().collect();
         for type_name in types {
             self.flush(&type_name).await?;
+        }
+        let types: Vec<String> = self.lines.keys().cloned().collect();
+        for type_name in types {
+            self.flush_lines(&type_name).await?;
         }
         let base = self.base.clone();
         self.check_endpoints(&base).await?;

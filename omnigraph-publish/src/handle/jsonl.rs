@@ -2,10 +2,10 @@
 //! longer than the limit is refused as soon as the limit is passed, never buffered
 //! whole), each an object naming its type, pushed into an ingest.
 
+use crate::handle::jsonl_rows::{self, LineTypeError};
 use crate::ingest::{Ingest, JSONL_LINE_BYTES_MAX};
 use crate::rows::{self, RowSource};
 use omnigraph_core::{InputLocation, OmniError, Result};
-use serde_json::{Map, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// What [`next_line`] found.
@@ -109,16 +109,19 @@ pub(crate) async fn push_jsonl(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let object: Map<String, Value> = serde_json::from_slice(&line).map_err(|error| {
-            OmniError::bad_input(at.clone(), format!("not a JSON object: {error}"))
-        })?;
-        let type_name = match object.get(rows::TYPE_FIELD) {
-            Some(Value::String(type_name)) => type_name.clone(),
-            _ => {
-                return Err(OmniError::bad_input(
+        let type_name = match jsonl_rows::line_type(&line) {
+            Ok(type_name) => type_name,
+            Err(LineTypeError::NotAnObject(message)) => {
+                return Err(ingest.failed(OmniError::bad_input(
+                    at,
+                    format!("not a JSON object: {message}"),
+                )));
+            }
+            Err(LineTypeError::NoType) => {
+                return Err(ingest.failed(OmniError::bad_input(
                     at.field(rows::TYPE_FIELD),
                     "every line needs a \"type\" naming its node or edge type",
-                ));
+                )));
             }
         };
         let source = RowSource {
@@ -126,7 +129,7 @@ pub(crate) async fn push_jsonl(
             line: Some(line_number),
             row: line_number - 1,
         };
-        ingest.push(&type_name, source, object, line.len()).await?;
+        ingest.push_line(&type_name, source, &line).await?;
         rows += 1;
         if reader.consumed - reported.unwrap_or(0) >= PROGRESS_BYTES_STEP {
             progress(reader.consumed, rows);

@@ -5,6 +5,7 @@ pub mod columnar;
 pub mod indexes;
 pub mod ingest;
 pub(crate) mod jsonl;
+pub(crate) mod jsonl_rows;
 pub mod key_cache;
 pub mod mutate;
 pub mod omnigraph;
