@@ -3,8 +3,9 @@
 //! opt-level 1); compare ratios, not absolute times, across machines.
 //!
 //! - load: a JSONL file of N Person rows (default 200,000) through `Omnigraph::load`,
-//!   against the baseline of staging the same rows, already as Arrow batches, with the
-//!   adapter alone (no parsing, validation, key checks or publication).
+//!   against the same file decoded by arrow-json and written by plain Lance in one call;
+//!   and the same rows as a Parquet file through `Omnigraph::load_columnar`, against
+//!   the parquet crate's reader and the same plain Lance write.
 //! - insert: single-row inserts on a warm handle: requests (exact, from the root's
 //!   probe) and wall time per insert, before and after the key index is built.
 //! - reads: on M Person rows (default 100,000) with 16-dimensional embeddings and one
@@ -37,9 +38,8 @@
 #![recursion_limit = "256"]
 
 use omnigraph_core::adapter;
-use omnigraph_publish::rows::{RowSource, rows_from_json};
 use omnigraph_publish::{CommitRef, Direction, LoadMode, Omnigraph};
-use omnigraph_tests::{SOCIAL_SCHEMA, origin};
+use omnigraph_tests::SOCIAL_SCHEMA;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Map, Value, json};
 use std::io::Write;
@@ -629,46 +629,81 @@ async fn main() {
         }
     }
 
-    // Baseline: the same rows as Arrow batches, staged by the adapter alone.
+    // Baselines: what a user of Lance alone does with the same file. JSONL: arrow-json
+    // decodes it, plain Lance writes the batches in one call. Parquet: the parquet crate
+    // reads it, plain Lance writes it. Each against OmniGraph's load of the same file.
     let catalog = omnigraph_core::schema::parse("bench.pg", SOCIAL_SCHEMA).expect("schema");
     let person_type = catalog.get("Person").expect("Person");
-    let batches: Vec<_> = (0..rows)
-        .collect::<Vec<_>>()
-        .chunks(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
-        .map(|chunk| {
-            let objects: Vec<_> = chunk
-                .iter()
-                .map(|index| {
-                    let source = RowSource {
-                        source: "bench".into(),
-                        line: None,
-                        row: *index as u64,
-                    };
-                    (source, person(*index))
-                })
-                .collect();
-            rows_from_json(person_type, &objects).expect("rows").batch
-        })
-        .collect();
-    let baseline_root = omnigraph_core::storage::StorageRoot::open(
-        &dir.path().join("baseline").display().to_string(),
+    let schema = person_type.arrow_schema();
+    let started = Instant::now();
+    let decoded: Vec<arrow::record_batch::RecordBatch> =
+        arrow::json::ReaderBuilder::new(schema.clone())
+            .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
+            .build(std::io::BufReader::new(
+                std::fs::File::open(&path).expect("open jsonl"),
+            ))
+            .expect("arrow-json reader")
+            .collect::<Result<_, _>>()
+            .expect("arrow-json decode");
+    adapter::baseline_write(
+        &dir.path().join("baseline-jsonl").display().to_string(),
+        schema.clone(),
+        decoded.clone(),
     )
     .await
-    .expect("baseline root");
-    let mut tip =
-        adapter::create_table(&baseline_root, "tables/people", person_type.arrow_schema())
-            .await
-            .expect("baseline table");
-    let started = Instant::now();
-    for batch in batches {
-        tip = adapter::stage_append(&tip, vec![batch], &origin(1))
-            .await
-            .expect("baseline append")
-            .dataset;
-    }
-    let baseline = started.elapsed();
+    .expect("baseline write");
+    let jsonl_baseline = started.elapsed();
 
-    // OmniGraph's load of the file.
+    let parquet_path = dir.path().join("people.parquet");
+    {
+        let file = std::fs::File::create(&parquet_path).expect("create parquet");
+        let mut writer = parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None)
+            .expect("parquet writer");
+        for batch in &decoded {
+            writer.write(batch).expect("write parquet");
+        }
+        writer.close().expect("close parquet");
+    }
+    drop(decoded);
+    let started = Instant::now();
+    let read: Vec<arrow::record_batch::RecordBatch> =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(&parquet_path).expect("open parquet"),
+        )
+        .expect("parquet reader")
+        .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
+        .build()
+        .expect("parquet reader")
+        .collect::<Result<_, _>>()
+        .expect("parquet decode");
+    adapter::baseline_write(
+        &dir.path().join("baseline-parquet").display().to_string(),
+        schema.clone(),
+        read,
+    )
+    .await
+    .expect("baseline write");
+    let parquet_baseline = started.elapsed();
+
+    // OmniGraph's load of the same files.
+    let uri = dir.path().join("graph-parquet").display().to_string();
+    let parquet_graph = Omnigraph::create(&uri, SOCIAL_SCHEMA)
+        .await
+        .expect("create graph");
+    let started = Instant::now();
+    let report = parquet_graph
+        .load_columnar(
+            &parquet_path,
+            omnigraph_publish::InputFormat::Parquet,
+            "Person",
+            LoadMode::Append,
+        )
+        .await
+        .expect("parquet load");
+    let parquet_load = started.elapsed();
+    assert_eq!(report.rows.get("Person").copied(), Some(rows as u64));
+    drop(parquet_graph);
+
     let uri = dir.path().join("graph").display().to_string();
     let graph = Omnigraph::create(&uri, SOCIAL_SCHEMA)
         .await
@@ -710,15 +745,20 @@ async fn main() {
     };
     times.sort();
     let median = times[times.len() / 2];
-    let ratio = load.as_secs_f64() / baseline.as_secs_f64().max(f64::EPSILON);
+    let ratio = load.as_secs_f64() / jsonl_baseline.as_secs_f64().max(f64::EPSILON);
+    let parquet_ratio =
+        parquet_load.as_secs_f64() / parquet_baseline.as_secs_f64().max(f64::EPSILON);
     let rows_per_second = rows as f64 / load.as_secs_f64().max(f64::EPSILON);
     let document = json!({
         "profile": "dev (dependencies at opt-level 1)",
         "rows": rows,
         "load_seconds": load.as_secs_f64(),
         "load_rows_per_second": rows_per_second,
-        "baseline_seconds": baseline.as_secs_f64(),
+        "jsonl_baseline_seconds": jsonl_baseline.as_secs_f64(),
         "load_to_baseline_ratio": ratio,
+        "parquet_load_seconds": parquet_load.as_secs_f64(),
+        "parquet_baseline_seconds": parquet_baseline.as_secs_f64(),
+        "parquet_load_to_baseline_ratio": parquet_ratio,
         "insert_requests_min": requests.iter().min(),
         "insert_requests_max": requests.iter().max(),
         "insert_median_ms": millis(median),
@@ -742,8 +782,13 @@ async fn main() {
         rows_per_second
     );
     println!(
-        "  baseline: adapter appends       {:>10.2} s   (load / baseline = {ratio:.2})",
-        baseline.as_secs_f64()
+        "  baseline: arrow-json + Lance    {:>10.2} s   (load / baseline = {ratio:.2})",
+        jsonl_baseline.as_secs_f64()
+    );
+    println!(
+        "  load {rows} rows from Parquet  {:>10.2} s   vs parquet + Lance {:.2} s (ratio {parquet_ratio:.2})",
+        parquet_load.as_secs_f64(),
+        parquet_baseline.as_secs_f64()
     );
     println!(
         "  single-row insert, warm handle  {:>10.2} ms median, {:.2} ms p90, {}..{} requests",

@@ -23,6 +23,26 @@ pub async fn baseline_create(path: &str, schema: SchemaRef) -> Result<Dataset> {
     create_table_at_uri(path, schema, None).await
 }
 
+/// Writes `batches` as a new plain Lance dataset at a local `path` in one call
+/// (`Dataset::write`, stable row ids): what a user of Lance alone does with rows
+/// already in Arrow, and what loads are measured against.
+pub async fn baseline_write(
+    path: &str,
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+) -> Result<Dataset> {
+    let params = WriteParams {
+        mode: WriteMode::Create,
+        enable_stable_row_ids: true,
+        enable_v2_manifest_paths: true,
+        ..Default::default()
+    };
+    let reader = RecordBatchIterator::new(batches.into_iter().map(Ok), schema);
+    Dataset::write(reader, path, Some(params))
+        .await
+        .map_err(|error| read_error("baseline write", error))
+}
+
 /// Appends on the linear lineage (a new main version).
 pub async fn baseline_append(dataset: &mut Dataset, batch: RecordBatch) -> Result<()> {
     let schema = batch.schema();

@@ -19,6 +19,7 @@ mod table;
 
 pub use baseline::{
     baseline_append, baseline_compact_and_optimize_indices, baseline_create, baseline_index,
+    baseline_write,
 };
 pub use collect::{
     ManifestName, SWEPT_FOLDERS, VersionReferences, delete_table_object, detached_manifest_object,

@@ -34,6 +34,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "is_detached",
     "baseline_create",
     "baseline_append",
+    "baseline_write",
     "baseline_index",
     "baseline_compact_and_optimize_indices",
 ];
