@@ -132,28 +132,25 @@ pub async fn load(
                 "a CSV, Parquet or Arrow file holds one type: name it with --type",
             ));
         };
+        let total = std::fs::metadata(file).map(|meta| meta.len()).unwrap_or(0);
+        let bar = out.byte_bar(total);
         let started = std::time::Instant::now();
-        let report = out
-            .spinning("loading", |_| {
-                graph.load_columnar(file, format, type_name, mode)
+        let report = graph
+            .load_columnar_with_progress(file, format, type_name, mode, |progress| {
+                show_load_progress(bar.as_ref(), progress, started)
             })
-            .await?;
-        return emit_load(out, &report, started.elapsed().as_secs_f64());
+            .await;
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        return emit_load(out, &report?, started.elapsed().as_secs_f64());
     }
     let total = std::fs::metadata(file).map(|meta| meta.len()).unwrap_or(0);
     let bar = out.byte_bar(total);
     let started = std::time::Instant::now();
     let report = graph
         .load_with_progress(file, mode, |progress| {
-            if let Some(bar) = &bar {
-                bar.set_position(progress.bytes_read);
-                let seconds = started.elapsed().as_secs_f64().max(1e-3);
-                bar.set_message(format!(
-                    "{} rows, {:.0} rows/s",
-                    progress.rows,
-                    progress.rows as f64 / seconds
-                ));
-            }
+            show_load_progress(bar.as_ref(), progress, started)
         })
         .await;
     if let Some(bar) = bar {
@@ -896,5 +893,22 @@ fn print_catalog(catalog: &Catalog) {
                 index.kind.suffix()
             );
         }
+    }
+}
+
+/// Moves a load's bar to the bytes read, with the rows and rows per second.
+fn show_load_progress(
+    bar: Option<&indicatif::ProgressBar>,
+    progress: &omnigraph_publish::LoadProgress,
+    started: std::time::Instant,
+) {
+    if let Some(bar) = bar {
+        bar.set_position(progress.bytes_read);
+        let seconds = started.elapsed().as_secs_f64().max(1e-3);
+        bar.set_message(format!(
+            "{} rows, {:.0} rows/s",
+            progress.rows,
+            progress.rows as f64 / seconds
+        ));
     }
 }

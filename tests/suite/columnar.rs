@@ -336,3 +336,49 @@ async fn a_truncated_parquet_or_arrow_file_and_a_short_csv_row_are_refused() {
     assert!(error.to_string().contains("short.csv"), "{error}");
     assert_eq!(graph.head().await.unwrap(), head);
 }
+
+#[tokio::test]
+async fn a_columnar_load_reports_bytes_and_rows_as_it_reads() {
+    let many: Vec<String> = (1..20_000).map(|i| format!("p{i}")).collect();
+    let ids: Vec<Option<&str>> = many.iter().map(|id| Some(id.as_str())).collect();
+    for format in FORMATS {
+        let (graph, _test) = graph().await;
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "many", format, &batch(people(&ids)));
+        let size = std::fs::metadata(&path).unwrap().len();
+        let mut seen: Vec<omnigraph_publish::LoadProgress> = Vec::new();
+        graph
+            .load_columnar_with_progress(&path, format, "Person", LoadMode::Append, |progress| {
+                seen.push(*progress)
+            })
+            .await
+            .unwrap();
+        // An Arrow IPC file comes in the batches it was written in: here one.
+        let reports_min = if format == InputFormat::ArrowIpc {
+            1
+        } else {
+            3
+        };
+        assert!(
+            seen.len() >= reports_min,
+            "{format:?}: one report per batch: {}",
+            seen.len()
+        );
+        for pair in seen.windows(2) {
+            assert!(
+                pair[1].rows >= pair[0].rows && pair[1].bytes_read >= pair[0].bytes_read,
+                "{format:?}: {pair:?}"
+            );
+        }
+        let last = seen.last().unwrap();
+        assert_eq!(last.rows, ids.len() as u64, "{format:?}");
+        assert_eq!(last.total_bytes, Some(size), "{format:?}");
+        assert!(
+            last.bytes_read > 0 && last.bytes_read <= size,
+            "{format:?}: {last:?}"
+        );
+        if format == InputFormat::Csv {
+            assert_eq!(last.bytes_read, size, "a CSV file is read to its end");
+        }
+    }
+}

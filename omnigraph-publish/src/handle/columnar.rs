@@ -3,13 +3,14 @@
 //! never through JSON. JSONL stays in [`crate::handle::jsonl`].
 
 use crate::ingest::{Ingest, IngestReport, LoadMode};
-use crate::omnigraph::Omnigraph;
+use crate::omnigraph::{LoadProgress, Omnigraph};
 use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::arrow_schema::{Field, Schema};
 use omnigraph_core::schema::TypeDef;
 use omnigraph_core::{InputLocation, OmniError, Result};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Rows per batch read from a columnar file (the ingest batch size).
 pub(crate) const COLUMNAR_BATCH_ROWS: usize = crate::ingest::INGEST_BATCH_ROWS;
@@ -58,6 +59,21 @@ impl Omnigraph {
         type_name: &str,
         mode: LoadMode,
     ) -> Result<IngestReport> {
+        self.load_columnar_with_progress(path, format, type_name, mode, |_| {})
+            .await
+    }
+
+    /// [`Omnigraph::load_columnar`], calling `progress` after each batch read: the
+    /// bytes of the file read so far (CSV and Arrow IPC as read; Parquet by the row
+    /// groups whose rows have been read) and the rows.
+    pub async fn load_columnar_with_progress(
+        &self,
+        path: &Path,
+        format: InputFormat,
+        type_name: &str,
+        mode: LoadMode,
+        mut progress: impl FnMut(&LoadProgress),
+    ) -> Result<IngestReport> {
         let name = path.display().to_string();
         let bad = |message: String| {
             OmniError::bad_input(
@@ -70,20 +86,47 @@ impl Omnigraph {
         let type_def = catalog.require(type_name)?.clone();
         let file =
             std::fs::File::open(path).map_err(|error| bad(format!("cannot open: {error}")))?;
+        let total_bytes = file
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map(|meta| meta.len());
+        let read = Arc::new(AtomicU64::new(0));
+        // Parquet: the compressed size and rows of each row group, in file order.
+        let mut row_groups: Vec<(u64, u64)> = Vec::new();
         let batches: Box<dyn Iterator<Item = std::result::Result<RecordBatch, String>>> =
             match format {
-                InputFormat::Csv => Box::new(csv_batches(&type_def, file, &bad)?),
+                InputFormat::Csv => Box::new(csv_batches(
+                    &type_def,
+                    Counted::new(file, read.clone()),
+                    &bad,
+                )?),
                 InputFormat::ArrowIpc => {
-                    let reader = arrow::ipc::reader::FileReader::try_new(file, None)
-                        .map_err(|error| bad(format!("not an Arrow IPC file: {error}")))?;
+                    let reader = arrow::ipc::reader::FileReader::try_new(
+                        Counted::new(file, read.clone()),
+                        None,
+                    )
+                    .map_err(|error| bad(format!("not an Arrow IPC file: {error}")))?;
                     Box::new(reader.map(|batch| batch.map_err(|error| error.to_string())))
                 }
                 InputFormat::Parquet => {
-                    let reader =
+                    let builder =
                         parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
                             file,
                         )
-                        .map_err(|error| bad(format!("not a Parquet file: {error}")))?
+                        .map_err(|error| bad(format!("not a Parquet file: {error}")))?;
+                    row_groups = builder
+                        .metadata()
+                        .row_groups()
+                        .iter()
+                        .map(|group| {
+                            (
+                                u64::try_from(group.compressed_size()).unwrap_or(0),
+                                u64::try_from(group.num_rows()).unwrap_or(0),
+                            )
+                        })
+                        .collect();
+                    let reader = builder
                         .with_batch_size(COLUMNAR_BATCH_ROWS)
                         .build()
                         .map_err(|error| bad(format!("cannot read the Parquet file: {error}")))?;
@@ -93,16 +136,73 @@ impl Omnigraph {
                     return Err(bad("a JSONL file is loaded with Omnigraph::load".into()));
                 }
             };
+        let mut rows = 0u64;
+        let batches = batches.inspect(|batch| {
+            if let Ok(batch) = batch {
+                rows += batch.num_rows() as u64;
+            }
+            let bytes_read = if row_groups.is_empty() {
+                read.load(Ordering::Relaxed)
+            } else {
+                parquet_bytes_read(&row_groups, rows)
+            };
+            progress(&LoadProgress {
+                bytes_read,
+                total_bytes,
+                rows,
+            });
+        });
         let mut ingest = Ingest::start(self, mode).await?;
         ingest.push_batches(type_name, &name, batches).await?;
         ingest.finish("load").await
     }
 }
 
+/// The bytes of the row groups whose rows are all read, given each group's compressed
+/// size and rows in file order.
+fn parquet_bytes_read(row_groups: &[(u64, u64)], rows_read: u64) -> u64 {
+    let mut rows_left = rows_read;
+    let mut bytes = 0;
+    for (group_bytes, group_rows) in row_groups {
+        if rows_left < *group_rows {
+            break;
+        }
+        rows_left -= group_rows;
+        bytes += group_bytes;
+    }
+    bytes
+}
+
+/// A file that counts the bytes read from it.
+struct Counted {
+    file: std::fs::File,
+    read: Arc<AtomicU64>,
+}
+
+impl Counted {
+    fn new(file: std::fs::File, read: Arc<AtomicU64>) -> Counted {
+        Counted { file, read }
+    }
+}
+
+impl std::io::Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let count = self.file.read(buf)?;
+        self.read.fetch_add(count as u64, Ordering::Relaxed);
+        Ok(count)
+    }
+}
+
+impl std::io::Seek for Counted {
+    fn seek(&mut self, position: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.file.seek(position)
+    }
+}
+
 /// A CSV reader whose schema is the type's properties in the file's header order.
 fn csv_batches(
     type_def: &TypeDef,
-    file: std::fs::File,
+    file: Counted,
     bad: &impl Fn(String) -> OmniError,
 ) -> Result<impl Iterator<Item = std::result::Result<RecordBatch, String>>> {
     use std::io::{BufRead, Read, Seek};
@@ -155,6 +255,8 @@ fn csv_batches(
     reader
         .rewind()
         .map_err(|error| bad(format!("cannot read: {error}")))?;
+    // The header is read again with the rows: count it once.
+    reader.get_ref().read.store(0, Ordering::Relaxed);
     let csv = arrow::csv::ReaderBuilder::new(Arc::new(Schema::new(fields)))
         .with_header(true)
         .with_batch_size(COLUMNAR_BATCH_ROWS)
