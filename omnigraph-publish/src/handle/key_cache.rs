@@ -7,7 +7,6 @@
 //! delete, update, merge), makes it read the table again. After its own append the
 //! handle extends the cache with the keys it wrote, so the next insert reads nothing.
 
-use crate::rows::json_value;
 use crate::rows::{self, RowKey};
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::RecordBatch;
@@ -82,7 +81,7 @@ impl TableKeys {
             for batch in &batches {
                 for row in 0..batch.num_rows() {
                     self.keys
-                        .insert(rows::render_key(&json_value(batch.column(0).as_ref(), row)));
+                        .insert(rows::render_array_key(batch.column(0).as_ref(), row));
                 }
             }
             for fragment in &missing {

@@ -272,7 +272,7 @@ pub fn rows_from_batch(
     let mut seen_keys: HashSet<RowKey> = HashSet::with_capacity(rows);
     let mut keys = Vec::with_capacity(rows);
     for row in 0..rows {
-        let key = render_key(&json_value(key_column.as_ref(), row));
+        let key = render_array_key(key_column.as_ref(), row);
         if !seen_keys.insert(key.clone()) {
             return Err(OmniError::bad_input(
                 at(row, type_def.key_column()),
@@ -286,8 +286,8 @@ pub fn rows_from_batch(
         let (src, dst) = (column(EDGE_SRC_COLUMN)?, column(EDGE_DST_COLUMN)?);
         for row in 0..rows {
             endpoints.push((
-                render_key(&json_value(src.as_ref(), row)),
-                render_key(&json_value(dst.as_ref(), row)),
+                render_array_key(src.as_ref(), row),
+                render_array_key(dst.as_ref(), row),
             ));
         }
     }
@@ -316,6 +316,24 @@ fn bad_vector_row(array: &dyn Array) -> Option<usize> {
 /// A key as text: strings quoted, numbers bare, so `"1"` and `1` differ.
 pub(crate) fn render_key(value: &Value) -> RowKey {
     value.to_string()
+}
+
+/// The key in `column` at `row`, rendered as [`render_key`] renders its JSON value,
+/// without making that value: a load renders one per row.
+pub(crate) fn render_array_key(column: &dyn Array, row: usize) -> RowKey {
+    use omnigraph_core::arrow_array::cast::AsArray;
+    use omnigraph_core::arrow_array::types::{Int32Type, Int64Type};
+    use omnigraph_core::arrow_schema::DataType;
+    if column.is_null(row) {
+        return "null".into();
+    }
+    match column.data_type() {
+        DataType::Utf8 => serde_json::to_string(column.as_string::<i32>().value(row))
+            .unwrap_or_else(|_| render_key(&json_value(column, row))),
+        DataType::Int32 => column.as_primitive::<Int32Type>().value(row).to_string(),
+        DataType::Int64 => column.as_primitive::<Int64Type>().value(row).to_string(),
+        _ => render_key(&json_value(column, row)),
+    }
 }
 
 /// The SQL literal of a caller's key for `type_def`'s key column, checked against the
@@ -751,6 +769,23 @@ mod tests {
         let message = error_of("Person", &[&line]);
         assert!(message.contains("expected an integer (Int32)"), "{message}");
         assert!(message.contains("xxxx"), "{message}");
+    }
+
+    #[test]
+    fn keys_render_from_arrays_as_from_their_json_values() {
+        use omnigraph_core::arrow_array::{Int32Array, Int64Array, StringArray};
+        let texts = StringArray::from(vec![Some("p1"), Some("o\"q\\é\n"), None]);
+        let small = Int32Array::from(vec![Some(-7), Some(i32::MAX), None]);
+        let large = Int64Array::from(vec![Some(i64::MIN), Some(42), None]);
+        for column in [&texts as &dyn Array, &small, &large] {
+            for row in 0..3 {
+                assert_eq!(
+                    render_array_key(column, row),
+                    render_key(&json_value(column, row)),
+                    "{column:?} row {row}"
+                );
+            }
+        }
     }
 
     #[test]
