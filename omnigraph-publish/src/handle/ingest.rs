@@ -71,6 +71,19 @@ struct PendingEndpoint {
     key: RowKey,
 }
 
+/// The first edge row that referenced a node key, kept small: a load of millions of
+/// edges keeps one per distinct node key, not one per endpoint.
+#[derive(Clone, Copy)]
+struct EndpointRef {
+    /// Index into [`Ingest::names`]: the source.
+    source: u32,
+    /// Index into [`Ingest::names`]: the edge type.
+    edge_type: u32,
+    role: &'static str,
+    line: Option<u64>,
+    row: u64,
+}
+
 /// One ingest call in progress.
 pub(crate) struct Ingest<'a> {
     handle: &'a Omnigraph,
@@ -87,6 +100,11 @@ pub(crate) struct Ingest<'a> {
     endpoints: Vec<PendingEndpoint>,
     /// The node tables read to check endpoints: `table_id` to the version read.
     checked: BTreeMap<String, u64>,
+    /// Per node type, the keys that edges of this call point at and that the base's
+    /// table held when the edges were staged: checked again on a new head.
+    referenced: BTreeMap<String, HashMap<RowKey, EndpointRef>>,
+    /// Sources and edge type names that [`EndpointRef`]s point at.
+    names: Vec<String>,
     rows: BTreeMap<String, u64>,
     /// Merge mode: `(table_id, key column, rows)` of every staged merge, while their
     /// Arrow bytes stay within [`MERGE_RETAINED_BYTES_MAX`]; `None` once they do not.
@@ -112,6 +130,8 @@ impl<'a> Ingest<'a> {
             keys: HashMap::new(),
             endpoints: Vec::new(),
             checked: BTreeMap::new(),
+            referenced: BTreeMap::new(),
+            names: Vec::new(),
             rows: BTreeMap::new(),
             merged: Some(Vec::new()),
             merged_bytes: 0,
@@ -388,17 +408,8 @@ impl<'a> Ingest<'a> {
             refuse_existing_keys(self.handle, &self.base, type_def, &typed.keys, sources).await?;
         }
         if let DeclKind::Edge { from, to } = type_def.kind() {
-            for (source, (src, dst)) in sources.iter().zip(&typed.endpoints) {
-                for (role, node_type, key) in [("src", from, src), ("dst", to, dst)] {
-                    self.endpoints.push(PendingEndpoint {
-                        source: source.clone(),
-                        edge_type: type_name.to_string(),
-                        role,
-                        node_type: node_type.clone(),
-                        key: key.clone(),
-                    });
-                }
-            }
+            self.resolve_endpoints(type_name, (from, to), sources, &typed.endpoints)
+                .await?;
         }
         let pin = self.base.require_pin_of_type(type_name)?.clone();
         if !self.staging.has_chain(&pin.table_id) {
@@ -444,8 +455,144 @@ impl<'a> Ingest<'a> {
 
     /// Every edge endpoint must be a node of the call or of `base`. The node tables
     /// read for it join the read set at their `base` versions.
+    /// Resolves the endpoints of a batch of edges as it is staged: against the nodes of
+    /// the call so far, then in one lookup per node type against the base's table. Keys
+    /// found in the table are kept once each (to check again on a new head); the rest
+    /// wait for the end of the call, when every node of the call is known.
+    async fn resolve_endpoints(
+        &mut self,
+        edge_type: &str,
+        (from, to): (&String, &String),
+        sources: &[RowSource],
+        endpoints: &[(RowKey, RowKey)],
+    ) -> Result<()> {
+        let mut unresolved: BTreeMap<&str, Vec<(usize, &'static str, &RowKey)>> = BTreeMap::new();
+        for (at, (src, dst)) in endpoints.iter().enumerate() {
+            for (role, node_type, key) in [("src", from, src), ("dst", to, dst)] {
+                let in_call = self
+                    .keys
+                    .get(node_type.as_str())
+                    .is_some_and(|keys| keys.contains(key));
+                let known = self
+                    .referenced
+                    .get(node_type.as_str())
+                    .is_some_and(|keys| keys.contains_key(key));
+                if !in_call && !known {
+                    unresolved
+                        .entry(node_type)
+                        .or_default()
+                        .push((at, role, key));
+                }
+            }
+        }
+        let edge_type_name = self.name_index(edge_type);
+        for (node_type, wanted) in unresolved {
+            let node = self.catalog.require(node_type)?.clone();
+            let pin = self.base.require_pin_of_type(node_type)?;
+            self.checked.insert(pin.table_id.clone(), pin.version);
+            let mut keys: Vec<RowKey> = wanted.iter().map(|(_, _, key)| (*key).clone()).collect();
+            keys.sort();
+            keys.dedup();
+            let found: HashSet<RowKey> = self
+                .handle
+                .existing_keys(&self.base, &node, &keys)
+                .await?
+                .into_iter()
+                .collect();
+            for (at, role, key) in wanted {
+                let source = &sources[at];
+                if found.contains(key) {
+                    let source_name = self.name_index(&source.source);
+                    self.referenced
+                        .entry(node_type.to_string())
+                        .or_default()
+                        .entry(key.clone())
+                        .or_insert(EndpointRef {
+                            source: source_name,
+                            edge_type: edge_type_name,
+                            role,
+                            line: source.line,
+                            row: source.row,
+                        });
+                } else {
+                    self.endpoints.push(PendingEndpoint {
+                        source: source.clone(),
+                        edge_type: edge_type.to_string(),
+                        role,
+                        node_type: node_type.to_string(),
+                        key: key.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The index of `name` in [`Ingest::names`], added if new (a call has few).
+    fn name_index(&mut self, name: &str) -> u32 {
+        let at = match self.names.iter().position(|known| known == name) {
+            Some(at) => at,
+            None => {
+                self.names.push(name.to_string());
+                self.names.len() - 1
+            }
+        };
+        u32::try_from(at).expect("a call names fewer than 2^32 sources and types")
+    }
+
+    /// Checks every endpoint of the call at `base`: those still waiting against the
+    /// call's nodes and the table; and, when `base` is not the call's own base (a move
+    /// onto a new head), the node keys found in the table as the edges were staged,
+    /// which another writer may have deleted since.
     async fn check_endpoints(&mut self, base: &GraphCommit) -> Result<()> {
-        self.checked.clear();
+        if base.commit_id != self.base.commit_id {
+            self.check_referenced(base).await?;
+        }
+        self.check_pending_endpoints(base).await
+    }
+
+    /// The node keys found in the table as edges were staged, at a new head `base`.
+    async fn check_referenced(&mut self, base: &GraphCommit) -> Result<()> {
+        let mut checked = BTreeMap::new();
+        for (node_type, referenced) in &self.referenced {
+            let node = self.catalog.require(node_type)?;
+            let pin = base.require_pin_of_type(node_type)?;
+            checked.insert(pin.table_id.clone(), pin.version);
+            let in_call = self.keys.get(node_type.as_str());
+            let keys: Vec<RowKey> = referenced
+                .keys()
+                .filter(|key| !in_call.is_some_and(|keys| keys.contains(*key)))
+                .cloned()
+                .collect();
+            let found: HashSet<RowKey> = self
+                .handle
+                .existing_keys(base, node, &keys)
+                .await?
+                .into_iter()
+                .collect();
+            if let Some(key) = keys.iter().find(|key| !found.contains(*key)) {
+                let first = referenced[key];
+                let source = RowSource {
+                    source: self.names[first.source as usize].clone(),
+                    line: first.line,
+                    row: first.row,
+                };
+                let edge_type = &self.names[first.edge_type as usize];
+                return Err(OmniError::bad_input(
+                    source.location(edge_type, Some(first.role)),
+                    format!(
+                        "{} {key} is not a {node_type} in commit {} nor in this call",
+                        first.role, base.seq
+                    ),
+                ));
+            }
+        }
+        self.checked = checked;
+        Ok(())
+    }
+
+    /// The endpoints that were not found as their edges were staged.
+    async fn check_pending_endpoints(&mut self, base: &GraphCommit) -> Result<()> {
         let mut missing: BTreeMap<&str, Vec<&PendingEndpoint>> = BTreeMap::new();
         for endpoint in &self.endpoints {
             let in_call = self
@@ -459,7 +606,7 @@ impl<'a> Ingest<'a> {
                     .push(endpoint);
             }
         }
-        let mut checked = BTreeMap::new();
+        let mut checked = std::mem::take(&mut self.checked);
         for (node_type, endpoints) in missing {
             let node = self.catalog.require(node_type)?;
             let pin = base.require_pin_of_type(node_type)?;
