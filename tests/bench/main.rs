@@ -30,7 +30,13 @@
 //!   and deletes per second with cleanup's fan-out of 8 against serial deletes of the
 //!   same kind of garbage (G files each, default 2,000), as a ratio in one run.
 //!
-//! `--rows N`, `--read-rows M`, `--optimize-rows K`, `--updates U` and `--garbage G`
+//! - graph (with `--graph`, alone): N Person nodes (default 1,000,000) and E edges
+//!   between them (default 5,000,000) as Parquet files, loaded with keys and endpoints
+//!   checked, against the parquet crate's reader and plain Lance writes; time and peak
+//!   resident memory of each. `--kuzu-dir D` keeps the files in D for
+//!   `tools/bench/kuzu_load.py`.
+//!
+//! `--rows N`, `--read-rows M`, `--nodes N`, `--edges E`, `--optimize-rows K`, `--updates U` and `--garbage G`
 //! change the sizes; `--json` prints one JSON document.
 
 // Deep futures (writers -> staging -> publisher -> Lance) exceed the default query
@@ -43,6 +49,7 @@ use omnigraph_tests::SOCIAL_SCHEMA;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Map, Value, json};
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Single-row inserts timed on the warm handle.
@@ -587,6 +594,155 @@ async fn cleanup_bench(dir: &std::path::Path, updates: usize, garbage: usize) ->
     })
 }
 
+const GRAPH_SCHEMA: &str = "
+node Person { id: String @key, name: String, age: Int32? }
+edge Knows: Person -> Person { since: Int32? }
+";
+/// Rows per batch the graph bench writes its Parquet files in.
+const GRAPH_WRITE_BATCH_ROWS: usize = 65_536;
+
+/// Writes `rows` rows made by `batch(start, count)` as one Parquet file.
+fn write_parquet(
+    path: &std::path::Path,
+    rows: usize,
+    batch: impl Fn(usize, usize) -> omnigraph_core::arrow_array::RecordBatch,
+) {
+    let first = batch(0, rows.min(GRAPH_WRITE_BATCH_ROWS));
+    let file = std::fs::File::create(path).expect("create parquet");
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(file, first.schema(), None).expect("parquet writer");
+    writer.write(&first).expect("write parquet");
+    let mut start = first.num_rows();
+    while start < rows {
+        let count = (rows - start).min(GRAPH_WRITE_BATCH_ROWS);
+        writer.write(&batch(start, count)).expect("write parquet");
+        start += count;
+    }
+    writer.close().expect("close parquet");
+}
+
+/// `--graph`: N Person nodes and E Knows edges (random endpoints among them) as Parquet
+/// files, loaded by `omnigraph load` (keys and endpoints checked) against the parquet
+/// crate's reader and plain Lance writes of the same files; the time and peak resident
+/// memory of each. With `--kuzu-dir D`, the files stay in D for the Kuzu comparison
+/// (`tools/bench/kuzu_load.py`).
+async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Value {
+    use omnigraph_core::arrow_array::{Int32Array, RecordBatch, StringArray};
+    use omnigraph_core::arrow_schema::{DataType, Field, Schema};
+    let person_schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("age", DataType::Int32, true),
+    ]));
+    let edge_schema = Arc::new(Schema::new(vec![
+        Field::new("src", DataType::Utf8, false),
+        Field::new("dst", DataType::Utf8, false),
+        Field::new("since", DataType::Int32, true),
+    ]));
+    let people = dir.join("people.parquet");
+    let knows = dir.join("knows.parquet");
+    write_parquet(&people, nodes, |start, count| {
+        let ids: StringArray = (start..start + count)
+            .map(|i| Some(format!("p{i}")))
+            .collect();
+        let names: StringArray = (start..start + count)
+            .map(|i| Some(format!("person {i}")))
+            .collect();
+        let ages: Int32Array = (start..start + count)
+            .map(|i| Some((i % 90) as i32))
+            .collect();
+        RecordBatch::try_new(
+            person_schema.clone(),
+            vec![Arc::new(ids), Arc::new(names), Arc::new(ages)],
+        )
+        .expect("people batch")
+    });
+    write_parquet(&knows, edges, |start, count| {
+        let mut rng = StdRng::seed_from_u64(start as u64);
+        let src: StringArray = (0..count)
+            .map(|_| Some(format!("p{}", rng.random_range(0..nodes))))
+            .collect();
+        let dst: StringArray = (0..count)
+            .map(|_| Some(format!("p{}", rng.random_range(0..nodes))))
+            .collect();
+        let since: Int32Array = (start..start + count)
+            .map(|i| Some(1990 + (i % 35) as i32))
+            .collect();
+        RecordBatch::try_new(
+            edge_schema.clone(),
+            vec![Arc::new(src), Arc::new(dst), Arc::new(since)],
+        )
+        .expect("edge batch")
+    });
+
+    // Baseline: the parquet crate reads each file, plain Lance writes it in one call.
+    reset_peak();
+    let started = Instant::now();
+    for (file, name) in [(&people, "people"), (&knows, "knows")] {
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(file).expect("open parquet"),
+        )
+        .expect("parquet reader")
+        .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
+        .build()
+        .expect("parquet reader");
+        let schema = omnigraph_core::arrow_array::RecordBatchReader::schema(&reader);
+        let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().expect("decode");
+        adapter::baseline_write(
+            &dir.join(format!("baseline-{name}")).display().to_string(),
+            schema,
+            batches,
+        )
+        .await
+        .expect("baseline write");
+    }
+    let baseline = started.elapsed();
+    let baseline_peak = peak_mib();
+
+    let uri = dir.join("graph").display().to_string();
+    let graph = Omnigraph::create(&uri, GRAPH_SCHEMA)
+        .await
+        .expect("create graph");
+    reset_peak();
+    let started = Instant::now();
+    let loaded_nodes = graph
+        .load_columnar(
+            &people,
+            omnigraph_publish::InputFormat::Parquet,
+            "Person",
+            LoadMode::Append,
+        )
+        .await
+        .expect("load people");
+    let nodes_seconds = started.elapsed();
+    let loaded_edges = graph
+        .load_columnar(
+            &knows,
+            omnigraph_publish::InputFormat::Parquet,
+            "Knows",
+            LoadMode::Append,
+        )
+        .await
+        .expect("load knows");
+    let total = started.elapsed();
+    let peak = peak_mib();
+    assert_eq!(loaded_nodes.rows.get("Person").copied(), Some(nodes as u64));
+    assert_eq!(loaded_edges.rows.get("Knows").copied(), Some(edges as u64));
+    json!({
+        "nodes": nodes,
+        "edges": edges,
+        "people_parquet_bytes": std::fs::metadata(&people).map(|meta| meta.len()).unwrap_or(0),
+        "knows_parquet_bytes": std::fs::metadata(&knows).map(|meta| meta.len()).unwrap_or(0),
+        "omnigraph_nodes_seconds": nodes_seconds.as_secs_f64(),
+        "omnigraph_edges_seconds": (total - nodes_seconds).as_secs_f64(),
+        "omnigraph_total_seconds": total.as_secs_f64(),
+        "omnigraph_peak_mib": peak,
+        "parquet_and_lance_seconds": baseline.as_secs_f64(),
+        "parquet_and_lance_peak_mib": baseline_peak,
+        "ratio": total.as_secs_f64() / baseline.as_secs_f64().max(f64::EPSILON),
+    })
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -601,6 +757,27 @@ async fn main() {
                 dir.path(),
                 argument(&args, "--updates", 4_000),
                 argument(&args, "--garbage", 2_000),
+            )
+            .await,
+        });
+        println!("{document:#}");
+        return;
+    }
+    if args.iter().any(|arg| arg == "--graph") {
+        let kept = args
+            .iter()
+            .position(|arg| arg == "--kuzu-dir")
+            .and_then(|at| args.get(at + 1))
+            .map(std::path::PathBuf::from);
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = kept.clone().unwrap_or_else(|| temp.path().to_path_buf());
+        std::fs::create_dir_all(&dir).expect("bench dir");
+        let document = json!({
+            "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+            "graph": graph_bench(
+                &dir,
+                argument(&args, "--nodes", 1_000_000),
+                argument(&args, "--edges", 5_000_000),
             )
             .await,
         });

@@ -45,7 +45,8 @@ fn print_help() {
          ci                 format check, clippy -D warnings, guards, the whole test suite\n  \
          guards [--root D]  Lance write calls only in the adapter, no Lance cleanup, failpoint names are constants\n  \
          s3                 start a local S3-compatible server (SeaweedFS) and run the S3 suite against it\n  \
-         bench [--rows N] [--json]  ingest benchmark: JSONL load vs adapter baseline, warm single-row inserts\n  \
+         bench [--rows N] [--json]  ingest benchmark: JSONL and Parquet loads vs arrow-json/parquet + plain Lance, warm inserts\n  \
+         bench --graph [--nodes N] [--edges E]  1M nodes and 5M edges from Parquet, time and peak memory, and Kuzu's COPY FROM\n  \
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
          stress [--procs P] [--ops N] [--seed S] [--s3] [--json]  P processes write one root at once, then a checker"
     );
@@ -97,16 +98,24 @@ fn bench(args: &[String]) -> Result<(), String> {
     let root = workspace_root();
     let binary = test_build_binary(&root, "bench build", "omnigraph-bench")?;
     println!("== bench: {}", binary.display());
-    let status = Command::new(&binary)
-        .args(args)
-        .current_dir(&root)
+    let graph = args.iter().any(|arg| arg == "--graph");
+    let kuzu_dir = target_dir(&root).join("bench-graph");
+    let mut command = Command::new(&binary);
+    command.args(args).current_dir(&root);
+    if graph {
+        command.arg("--kuzu-dir").arg(&kuzu_dir);
+    }
+    let status = command
         .status()
         .map_err(|error| format!("bench: could not run {}: {error}", binary.display()))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("bench failed ({status})"))
+    if !status.success() {
+        return Err(format!("bench failed ({status})"));
     }
+    if graph {
+        kuzu_comparison(&root, &kuzu_dir);
+        let _ = std::fs::remove_dir_all(&kuzu_dir);
+    }
+    Ok(())
 }
 
 /// The CI's test build (`cargo test --workspace --lib --bins --tests --no-run`: the one
@@ -157,47 +166,7 @@ fn interop() -> Result<(), String> {
                 .into(),
         );
     }
-    let venv = target_dir(&root).join("interop-venv");
-    let python = venv.join("bin/python");
-    let requirements = std::fs::read_to_string(root.join(INTEROP_REQUIREMENTS))
-        .map_err(|error| format!("interop: read {INTEROP_REQUIREMENTS}: {error}"))?;
-    // The venv records the requirements it was built from; a change rebuilds it.
-    let stamp = venv.join("omnigraph-requirements.txt");
-    let venv_ready =
-        python.exists() && std::fs::read_to_string(&stamp).is_ok_and(|built| built == requirements);
-    if !venv_ready {
-        println!(
-            "== interop: a venv with {INTEROP_REQUIREMENTS} in {}",
-            venv.display()
-        );
-        let made = Command::new("python3")
-            .args(["-m", "venv", "--clear"])
-            .arg(&venv)
-            .status()
-            .map_err(|error| format!("interop: python3 -m venv: {error}"))?;
-        if !made.success() {
-            return Err(format!("interop: python3 -m venv failed ({made})"));
-        }
-        let installed = Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(root.join(INTEROP_REQUIREMENTS))
-            .status()
-            .map_err(|error| format!("interop: pip: {error}"))?;
-        if !installed.success() {
-            return Err(format!(
-                "interop: pip install -r {INTEROP_REQUIREMENTS} failed ({installed}); it needs PyPI"
-            ));
-        }
-        std::fs::write(&stamp, &requirements)
-            .map_err(|error| format!("interop: write {}: {error}", stamp.display()))?;
-    }
+    let python = python_venv(&root, "interop", INTEROP_REQUIREMENTS)?;
     let binary = test_build_binary(&root, "interop build", "omnigraph")?;
     println!("== interop: tools/interop/check.py");
     let checked = Command::new(&python)
@@ -211,6 +180,81 @@ fn interop() -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("interop: the second reader disagrees ({checked})"))
+    }
+}
+
+/// A venv named `name` under the build folder with the pinned packages of
+/// `requirements` (a workspace-relative path), made once and made again when the file
+/// changes; returns its python.
+fn python_venv(root: &Path, name: &str, requirements: &str) -> Result<PathBuf, String> {
+    let venv = target_dir(root).join(format!("{name}-venv"));
+    let python = venv.join("bin/python");
+    let wanted = std::fs::read_to_string(root.join(requirements))
+        .map_err(|error| format!("{name}: read {requirements}: {error}"))?;
+    // The venv records the requirements it was built from; a change rebuilds it.
+    let stamp = venv.join("omnigraph-requirements.txt");
+    let ready =
+        python.exists() && std::fs::read_to_string(&stamp).is_ok_and(|built| built == wanted);
+    if ready {
+        return Ok(python);
+    }
+    println!(
+        "== {name}: a venv with {requirements} in {}",
+        venv.display()
+    );
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--clear"])
+        .arg(&venv)
+        .status()
+        .map_err(|error| format!("{name}: python3 -m venv: {error}"))?;
+    if !made.success() {
+        return Err(format!("{name}: python3 -m venv failed ({made})"));
+    }
+    let installed = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+        ])
+        .arg(root.join(requirements))
+        .status()
+        .map_err(|error| format!("{name}: pip: {error}"))?;
+    if !installed.success() {
+        return Err(format!(
+            "{name}: pip install -r {requirements} failed ({installed}); it needs PyPI"
+        ));
+    }
+    std::fs::write(&stamp, &wanted)
+        .map_err(|error| format!("{name}: write {}: {error}", stamp.display()))?;
+    Ok(python)
+}
+
+/// The Kuzu comparison's pinned package.
+const BENCH_REQUIREMENTS: &str = "tools/bench/requirements.txt";
+
+/// After `omnigraph-bench --graph --kuzu-dir DIR`: Kuzu's COPY FROM on the same files,
+/// in a venv. Reported, never required: a machine without Python or PyPI says so and
+/// the bench still succeeds.
+fn kuzu_comparison(root: &Path, dir: &Path) {
+    let python = match python_venv(root, "bench", BENCH_REQUIREMENTS) {
+        Ok(python) => python,
+        Err(error) => {
+            println!("== kuzu: skipped ({error})");
+            return;
+        }
+    };
+    println!("== kuzu: tools/bench/kuzu_load.py");
+    match Command::new(&python)
+        .arg(root.join("tools/bench/kuzu_load.py"))
+        .arg(dir)
+        .status()
+    {
+        Ok(status) if status.success() => {}
+        Ok(status) => println!("== kuzu: the comparison failed ({status})"),
+        Err(error) => println!("== kuzu: could not run it: {error}"),
     }
 }
 
