@@ -636,7 +636,7 @@ async fn restage_unit(
     // Index builds are re-committed as they are only over the very fragments they read;
     // after a re-staged compaction (new fragment ids) or any other change, the index
     // work is staged again on the new tip.
-    let recommit_indexes = drift == BaseDrift::AddedFragmentsOnly && !compacted;
+    let mut recommit_indexes = drift == BaseDrift::AddedFragmentsOnly && !compacted;
     for link in links {
         match link.kind {
             LinkKind::Rewrite => {
@@ -656,8 +656,9 @@ async fn restage_unit(
                         adapter::recommit_index_build(&link, &tip, &origin).await
                     })
                     .await?;
+                // One that cannot be moved: the index work is staged again instead.
                 if recommitted.is_none() {
-                    return Ok(None);
+                    recommit_indexes = false;
                 }
             }
             LinkKind::CreateIndex => {}
