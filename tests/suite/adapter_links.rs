@@ -98,7 +98,8 @@ async fn delete_merge_and_update_links() {
             &origin(1),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .expect("rows matched");
         assert_eq!(updated.kind, LinkKind::Update);
         assert_eq!(updated.rows_affected, 3);
         for id in 0..3 {
@@ -142,7 +143,19 @@ async fn an_update_keeps_stable_row_ids_of_untouched_rows() {
         &origin(1),
     )
     .await
+    .unwrap()
+    .expect("a row matched");
+    // No row matches: nothing is staged.
+    let nothing = adapter::stage_update(
+        &updated.dataset,
+        "id",
+        "id = 999",
+        &[("text".to_string(), "'changed'".to_string())],
+        &origin(1),
+    )
+    .await
     .unwrap();
+    assert!(nothing.is_none());
     let after = ids_and_row_ids(&updated.dataset).await;
     for (id, row_id) in &before {
         if *id != 4 {

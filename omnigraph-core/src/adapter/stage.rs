@@ -192,14 +192,14 @@ pub async fn stage_merge_insert(
 /// Stages an update: the rows of `base` where `predicate` holds get `assignments`
 /// (`(column, SQL expression)`), and keep their key. Lance 14's `UpdateBuilder` has no
 /// uncommitted form, so the new rows are computed by a scan and staged as a merge on the
-/// key that never inserts.
+/// key that never inserts. `None` (nothing staged) when no row matches.
 pub async fn stage_update(
     base: &Arc<Dataset>,
     key: &str,
     predicate: &str,
     assignments: &[(String, String)],
     origin: &LinkOrigin,
-) -> Result<StagedLink> {
+) -> Result<Option<StagedLink>> {
     if assignments.iter().any(|(column, _)| column == key) {
         return Err(OmniError::bad_input(
             InputLocation::in_source("update").field(key),
@@ -239,6 +239,9 @@ pub async fn stage_update(
     // an assignment like `age = 41` (an Int64 literal) fits an Int32 column.
     let target: arrow_schema::SchemaRef = Arc::new(arrow_schema::Schema::from(schema));
     let updated = cast_to(&updated, &target)?;
+    if updated.num_rows() == 0 {
+        return Ok(None);
+    }
     merge_by_key(
         base,
         key,
@@ -248,6 +251,7 @@ pub async fn stage_update(
         origin,
     )
     .await
+    .map(Some)
 }
 
 async fn merge_by_key(

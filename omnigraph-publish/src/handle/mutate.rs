@@ -243,16 +243,15 @@ impl Omnigraph {
         let pin = base.require_pin_of_type(type_name)?.clone();
         let mut staging = Staging::new(self.graph().root().clone(), base.clone());
         staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
-        let matching = count_where(staging.chain(&pin.table_id).await?.tip(), predicate).await?;
-        if matching > 0 {
-            let key = type_def.key_column().to_string();
-            let predicate = predicate.to_string();
-            staging
-                .stage(&pin.table_id, |tip, origin| async move {
-                    adapter::stage_update(&tip, &key, &predicate, &expressions, &origin).await
-                })
-                .await?;
-        }
+        // One scan: the update reads the matching rows and stages nothing when none does.
+        let key = type_def.key_column().to_string();
+        let matched = predicate.to_string();
+        let matching = staging
+            .stage_optional(&pin.table_id, |tip, origin| async move {
+                adapter::stage_update(&tip, &key, &matched, &expressions, &origin).await
+            })
+            .await?
+            .map_or(0, |link| link.rows_affected);
         Ok(PreparedWrite {
             staging,
             read: vec![(pin.table_id.clone(), pin.version)],
