@@ -927,7 +927,7 @@ async fn main() {
         parquet_load.as_secs_f64() / parquet_baseline.as_secs_f64().max(f64::EPSILON);
     let rows_per_second = rows as f64 / load.as_secs_f64().max(f64::EPSILON);
     let document = json!({
-        "profile": "dev (dependencies at opt-level 1)",
+        "profile": if cfg!(debug_assertions) { "dev (dependencies at opt-level 1)" } else { "release" },
         "rows": rows,
         "load_seconds": load.as_secs_f64(),
         "load_rows_per_second": rows_per_second,

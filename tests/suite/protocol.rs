@@ -462,7 +462,7 @@ async fn a_throttled_read_is_storage_transient_on_every_read_path() {
 // ---- 7. Evidence is not under-reported ----------------------------------------------
 
 #[tokio::test]
-async fn a_bad_line_after_staged_batches_says_unpublished() {
+async fn a_bad_line_after_checked_batches_wrote_nothing_and_says_so() {
     let (graph, test) = new_graph(Backend::Memory).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("people.jsonl");
@@ -476,16 +476,20 @@ async fn a_bad_line_after_staged_batches_says_unpublished() {
     }
     text.push_str("{not json\n");
     std::fs::write(&path, text).unwrap();
+    let before = all_objects(&test.root).await;
     let error = graph.load(&path, LoadMode::Append).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::BadInput);
     assert!(
         error.to_string().contains(&format!("line {}", good + 1)),
         "{error}"
     );
+    // Three batches were checked, and gathered to be staged as one append: nothing
+    // was written yet, and the evidence says exactly that.
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect);
     assert_eq!(
-        error.evidence(),
-        &Evidence::Unpublished,
-        "three batches were staged"
+        all_objects(&test.root).await,
+        before,
+        "no object was written"
     );
     assert_eq!(head_of(&test.uri).await.seq, 0, "nothing published");
 }

@@ -447,7 +447,7 @@ async fn a_merge_load_changes_only_the_rows_it_names() {
 }
 
 #[tokio::test]
-async fn a_large_load_is_staged_in_bounded_batches_and_published_once() {
+async fn a_large_load_is_checked_in_bounded_batches_staged_as_one_append_and_published_once() {
     let (graph, _test) = new_graph(Backend::Local).await;
     let dir = tempfile::tempdir().unwrap();
     let count = omnigraph_publish::ingest::INGEST_BATCH_ROWS * 2 + 17;
@@ -465,8 +465,8 @@ async fn a_large_load_is_staged_in_bounded_batches_and_published_once() {
     let table = head_table(&graph, "Person").await;
     assert_eq!(
         table.manifest().fragments.len(),
-        3,
-        "one fragment per staged batch"
+        1,
+        "three checked batches, gathered into one append"
     );
 }
 

@@ -37,6 +37,9 @@ pub const INGEST_BATCH_ROWS: usize = 8_192;
 pub const INGEST_BATCH_BYTES_MAX: usize = 64 << 20;
 /// The longest JSONL line accepted, in bytes.
 pub const JSONL_LINE_BYTES_MAX: usize = 1 << 20;
+/// Checked rows of one table gathered (Arrow bytes) before they are staged as one
+/// append: one Lance write, one fragment, per this much.
+pub const APPEND_GATHER_BYTES_MAX: usize = 64 << 20;
 
 /// A merge keeps up to this many bytes of its rows (their Arrow buffers) in memory so
 /// that it can merge them again on a newer head when another writer moved a table
@@ -94,6 +97,8 @@ pub(crate) struct Ingest<'a> {
     buffers: HashMap<String, Vec<SourcedObject>>,
     /// Per type, JSONL rows decoded straight into Arrow builders.
     lines: HashMap<String, LineRows>,
+    /// Per table, checked batches waiting to be staged as one append, and their bytes.
+    appends: BTreeMap<String, (Vec<RecordBatch>, usize)>,
     /// Input bytes held in each type's buffer.
     buffered_bytes: HashMap<String, usize>,
     keys: HashMap<String, HashSet<RowKey>>,
@@ -126,6 +131,7 @@ impl<'a> Ingest<'a> {
             staging,
             buffers: HashMap::new(),
             lines: HashMap::new(),
+            appends: BTreeMap::new(),
             buffered_bytes: HashMap::new(),
             keys: HashMap::new(),
             endpoints: Vec::new(),
@@ -419,9 +425,14 @@ impl<'a> Ingest<'a> {
         let count = typed.keys.len() as u64;
         match self.mode {
             LoadMode::Append => {
-                self.staging
-                    .stage_append(&pin.table_id, vec![typed.batch])
-                    .await?;
+                // Checked batches are gathered and staged as one append (one fragment)
+                // of up to APPEND_GATHER_BYTES_MAX: each Lance write has a fixed cost.
+                let gathered = self.appends.entry(pin.table_id.clone()).or_default();
+                gathered.1 += batch_bytes(&typed.batch);
+                gathered.0.push(typed.batch);
+                if gathered.1 >= APPEND_GATHER_BYTES_MAX {
+                    self.stage_gathered(&pin.table_id).await?;
+                }
             }
             LoadMode::Merge => {
                 let key = type_def.key_column().to_string();
@@ -435,6 +446,18 @@ impl<'a> Ingest<'a> {
             }
         }
         *self.rows.entry(type_name.to_string()).or_default() += count;
+        Ok(())
+    }
+
+    /// Stages the gathered checked batches of `table_id` as one append.
+    async fn stage_gathered(&mut self, table_id: &str) -> Result<()> {
+        let Some((batches, _)) = self.appends.remove(table_id) else {
+            return Ok(());
+        };
+        if batches.is_empty() {
+            return Ok(());
+        }
+        self.staging.stage_append(table_id, batches).await?;
         Ok(())
     }
 
@@ -675,6 +698,10 @@ impl<'a> Ingest<'a> {
         let types: Vec<String> = self.lines.keys().cloned().collect();
         for type_name in types {
             self.flush_lines(&type_name).await?;
+        }
+        let tables: Vec<String> = self.appends.keys().cloned().collect();
+        for table_id in tables {
+            self.stage_gathered(&table_id).await?;
         }
         let base = self.base.clone();
         self.check_endpoints(&base).await?;
