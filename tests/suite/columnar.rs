@@ -382,3 +382,64 @@ async fn a_columnar_load_reports_bytes_and_rows_as_it_reads() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_minted_edge_id_is_a_key_like_any_other_for_the_next_writer() {
+    let (graph, _test) = graph().await;
+    // Two inserts warm the handle's key cache of WorksAt: it holds every key of the
+    // table, and takes the keys of each append.
+    for id in ["e1", "e2"] {
+        graph
+            .insert_json(
+                "WorksAt",
+                objects(json!([{"id": id, "src": "p0", "dst": "c1"}])),
+            )
+            .await
+            .unwrap();
+    }
+    // One call: a batch with ids, and one without (its ids are minted).
+    let given = batch(vec![
+        ("id", text(&[Some("e3")])),
+        ("src", text(&[Some("p0")])),
+        ("dst", text(&[Some("c1")])),
+    ]);
+    let minted = batch(vec![
+        ("src", text(&[Some("p0"), Some("p0")])),
+        ("dst", text(&[Some("c1"), Some("c1")])),
+    ]);
+    graph
+        .insert_batches("WorksAt", &[given, minted])
+        .await
+        .unwrap();
+    let rows = graph
+        .scan(
+            "WorksAt",
+            &omnigraph_publish::ScanRequest {
+                filter: None,
+                columns: vec!["id".into()],
+                limit: None,
+            },
+            &CommitRef::Head,
+        )
+        .await
+        .unwrap();
+    let ids: Vec<serde_json::Value> = omnigraph_publish::rows::batches_to_json(&rows)
+        .into_iter()
+        .map(|row| row["id"].clone())
+        .collect();
+    assert_eq!(ids.len(), 5);
+    let minted = ids
+        .into_iter()
+        .find(|id| !["e1", "e2", "e3"].contains(&id.as_str().unwrap()))
+        .unwrap();
+    // The same handle inserts an edge under a minted id: its key cache must not take
+    // the call's kept keys as all it added.
+    let error = graph
+        .insert_json(
+            "WorksAt",
+            objects(json!([{"id": minted, "src": "p0", "dst": "c1"}])),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::KeyConflict, "{error}");
+}

@@ -97,6 +97,8 @@ pub(crate) struct Ingest<'a> {
     buffers: HashMap<String, Vec<SourcedObject>>,
     /// Per type, JSONL rows decoded straight into Arrow builders.
     lines: HashMap<String, LineRows>,
+    /// Types some of whose rows got minted ids, which `keys` does not hold.
+    minted: HashSet<String>,
     /// Per table, checked batches waiting to be staged as one append, and their bytes.
     appends: BTreeMap<String, (Vec<RecordBatch>, usize)>,
     /// Input bytes held in each type's buffer.
@@ -132,6 +134,7 @@ impl<'a> Ingest<'a> {
             buffers: HashMap::new(),
             lines: HashMap::new(),
             appends: BTreeMap::new(),
+            minted: HashSet::new(),
             buffered_bytes: HashMap::new(),
             keys: HashMap::new(),
             endpoints: Vec::new(),
@@ -400,17 +403,23 @@ impl<'a> Ingest<'a> {
         typed: TypedRows,
     ) -> Result<()> {
         let type_name = type_def.name();
-        let seen = self.keys.entry(type_name.to_string()).or_default();
-        for (source, key) in sources.iter().zip(&typed.keys) {
-            if !seen.insert(key.clone()) {
-                let location = source.location(type_name, Some(type_def.key_column()));
-                return Err(OmniError::bad_input(
-                    location,
-                    format!("key {key} of {type_name} is given more than once"),
-                ));
+        if typed.keys_minted {
+            // New ids: nothing to check them against, and the key cache cannot take
+            // keys the call does not keep.
+            self.minted.insert(type_name.to_string());
+        } else {
+            let seen = self.keys.entry(type_name.to_string()).or_default();
+            for (source, key) in sources.iter().zip(&typed.keys) {
+                if !seen.insert(key.clone()) {
+                    let location = source.location(type_name, Some(type_def.key_column()));
+                    return Err(OmniError::bad_input(
+                        location,
+                        format!("key {key} of {type_name} is given more than once"),
+                    ));
+                }
             }
         }
-        if self.mode == LoadMode::Append {
+        if self.mode == LoadMode::Append && !typed.keys_minted {
             refuse_existing_keys(self.handle, &self.base, type_def, &typed.keys, sources).await?;
         }
         if let DeclKind::Edge { from, to } = type_def.kind() {
@@ -490,21 +499,20 @@ impl<'a> Ingest<'a> {
         endpoints: &[(RowKey, RowKey)],
     ) -> Result<()> {
         let mut unresolved: BTreeMap<&str, Vec<(usize, &'static str, &RowKey)>> = BTreeMap::new();
-        for (at, (src, dst)) in endpoints.iter().enumerate() {
-            for (role, node_type, key) in [("src", from, src), ("dst", to, dst)] {
-                let in_call = self
-                    .keys
-                    .get(node_type.as_str())
-                    .is_some_and(|keys| keys.contains(key));
-                let known = self
-                    .referenced
-                    .get(node_type.as_str())
-                    .is_some_and(|keys| keys.contains_key(key));
-                if !in_call && !known {
-                    unresolved
-                        .entry(node_type)
-                        .or_default()
-                        .push((at, role, key));
+        {
+            // Each node type's sets, found once per batch rather than per endpoint.
+            let sets = |node_type: &str| (self.keys.get(node_type), self.referenced.get(node_type));
+            let ends = [("src", from, sets(from)), ("dst", to, sets(to))];
+            for (at, (src, dst)) in endpoints.iter().enumerate() {
+                for ((role, node_type, (in_call, known)), key) in ends.iter().zip([src, dst]) {
+                    let found = in_call.is_some_and(|keys| keys.contains(key))
+                        || known.is_some_and(|keys| keys.contains_key(key));
+                    if !found {
+                        unresolved
+                            .entry(node_type.as_str())
+                            .or_default()
+                            .push((at, role, key));
+                    }
                 }
             }
         }
@@ -748,7 +756,15 @@ impl<'a> Ingest<'a> {
     /// After publication: appended keys join the handle's key caches; merged tables
     /// are read again next time.
     async fn update_key_caches(&mut self) {
+        for type_name in &self.minted {
+            if let Some(pin) = self.base.pin_of_type(type_name) {
+                self.handle.forget_keys(&pin.table_id).await;
+            }
+        }
         for (type_name, keys) in &self.keys {
+            if self.minted.contains(type_name) {
+                continue;
+            }
             let Some(pin) = self.base.pin_of_type(type_name) else {
                 continue;
             };

@@ -230,6 +230,7 @@ impl LineRows {
                 batch,
                 keys: self.keys,
                 endpoints: self.endpoints,
+                keys_minted: false,
             },
         ))
     }

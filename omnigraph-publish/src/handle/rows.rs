@@ -62,6 +62,9 @@ pub struct TypedRows {
     pub keys: Vec<RowKey>,
     /// For an edge type: each row's `(src, dst)` endpoint keys, rendered.
     pub endpoints: Vec<(RowKey, RowKey)>,
+    /// Whether every key is an edge id minted here: new ids, unique by construction,
+    /// that no table or call can hold already.
+    pub keys_minted: bool,
 }
 
 /// Converts JSON objects to rows of `type_def`, checking every value.
@@ -124,6 +127,7 @@ pub fn rows_from_json(type_def: &TypeDef, objects: &[SourcedObject]) -> Result<T
         batch,
         keys,
         endpoints,
+        keys_minted: false,
     })
 }
 
@@ -196,6 +200,7 @@ pub fn rows_from_batch(
             ),
         )
     };
+    let mut keys_minted = false;
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(table_schema.fields().len());
     for field in table_schema.fields() {
         let name = field.name().as_str();
@@ -234,6 +239,7 @@ pub fn rows_from_batch(
                 if missing_ids == MissingEdgeIds::Refuse {
                     return Err(refuse_missing_id(0));
                 }
+                keys_minted = true;
                 let minted: StringArray = (0..rows).map(|_| Some(seams::new_id())).collect();
                 Arc::new(minted) as ArrayRef
             }
@@ -269,17 +275,19 @@ pub fn rows_from_batch(
             .ok_or_else(|| OmniError::internal(format!("{type_name} has no column {name}")))
     };
     let key_column = column(type_def.key_column())?;
-    let mut seen_keys: HashSet<RowKey> = HashSet::with_capacity(rows);
-    let mut keys = Vec::with_capacity(rows);
-    for row in 0..rows {
-        let key = render_array_key(key_column.as_ref(), row);
-        if !seen_keys.insert(key.clone()) {
-            return Err(OmniError::bad_input(
-                at(row, type_def.key_column()),
-                format!("key {key} of {type_name} is given more than once"),
-            ));
+    let keys: Vec<RowKey> = (0..rows)
+        .map(|row| render_array_key(key_column.as_ref(), row))
+        .collect();
+    if !keys_minted {
+        let mut seen_keys: HashSet<&str> = HashSet::with_capacity(rows);
+        for (row, key) in keys.iter().enumerate() {
+            if !seen_keys.insert(key) {
+                return Err(OmniError::bad_input(
+                    at(row, type_def.key_column()),
+                    format!("key {key} of {type_name} is given more than once"),
+                ));
+            }
         }
-        keys.push(key);
     }
     let mut endpoints = Vec::new();
     if !type_def.is_node() {
@@ -295,6 +303,7 @@ pub fn rows_from_batch(
         batch,
         keys,
         endpoints,
+        keys_minted,
     })
 }
 
