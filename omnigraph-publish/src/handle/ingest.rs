@@ -521,9 +521,10 @@ impl<'a> Ingest<'a> {
             let node = self.catalog.require(node_type)?.clone();
             let pin = self.base.require_pin_of_type(node_type)?;
             self.checked.insert(pin.table_id.clone(), pin.version);
-            let mut keys: Vec<RowKey> = wanted.iter().map(|(_, _, key)| (*key).clone()).collect();
-            keys.sort();
-            keys.dedup();
+            // Each key once, by hashing: sorting them compared strings 16k log 16k times
+            // per batch.
+            let distinct: HashSet<&RowKey> = wanted.iter().map(|(_, _, key)| *key).collect();
+            let keys: Vec<RowKey> = distinct.into_iter().cloned().collect();
             let found: HashSet<RowKey> = self
                 .handle
                 .existing_keys(&self.base, &node, &keys)
