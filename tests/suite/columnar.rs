@@ -295,6 +295,14 @@ async fn every_columnar_format_refuses_bad_files_naming_what_was_wrong_and_publi
             let error = load(&graph, &path, format, type_name).await.unwrap_err();
             let said = error.to_string();
             assert_eq!(error.kind(), refusal.kind, "{format:?} {name}: {said}");
+            // Rows are checked before they are written: a bad file writes nothing (a
+            // dangling edge included: endpoints are checked before the gathered rows
+            // are staged).
+            assert_eq!(
+                error.evidence(),
+                &omnigraph_core::Evidence::BeforeEffect,
+                "{format:?} {name}"
+            );
             assert!(
                 said.contains(&format!("{name}.{}", extension(format))),
                 "{format:?} {name} names the file: {said}"

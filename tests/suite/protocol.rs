@@ -1127,8 +1127,8 @@ async fn a_warm_handle_whose_checks_failed_on_a_stale_head_lands_on_retry() {
         assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
         assert_eq!(
             error.evidence(),
-            &Evidence::Unpublished,
-            "the edge was staged"
+            &Evidence::BeforeEffect,
+            "endpoints are checked before the gathered rows are written"
         );
     }
     // The handle forgot that head: the retry checks against the branch head.

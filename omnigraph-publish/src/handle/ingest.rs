@@ -602,7 +602,15 @@ impl<'a> Ingest<'a> {
                 .await?
                 .into_iter()
                 .collect();
-            if let Some(key) = keys.iter().find(|key| !found.contains(*key)) {
+            // The earliest row that points at a missing node, whatever the map's order.
+            let missing = keys
+                .iter()
+                .filter(|key| !found.contains(*key))
+                .min_by_key(|key| {
+                    let first = referenced[*key];
+                    (first.line, first.row)
+                });
+            if let Some(key) = missing {
                 let first = referenced[key];
                 let source = RowSource {
                     source: self.names[first.source as usize].clone(),
@@ -708,12 +716,14 @@ impl<'a> Ingest<'a> {
         for type_name in types {
             self.flush_lines(&type_name).await?;
         }
+        // Endpoints before the gathered rows are written: a dangling edge in a call
+        // that fits the gathering writes nothing.
+        let base = self.base.clone();
+        self.check_endpoints(&base).await?;
         let tables: Vec<String> = self.appends.keys().cloned().collect();
         for table_id in tables {
             self.stage_gathered(&table_id).await?;
         }
-        let base = self.base.clone();
-        self.check_endpoints(&base).await?;
         if !self.staging.has_staged() {
             return Ok(None);
         }

@@ -74,6 +74,8 @@ pub(crate) struct LineRows {
     keys: Vec<RowKey>,
     endpoints: Vec<(RowKey, RowKey)>,
     sources: Vec<RowSource>,
+    /// Edge ids given by the lines (the others were minted).
+    ids_given: usize,
     /// Input bytes of the rows held.
     pub(crate) bytes: usize,
 }
@@ -93,6 +95,7 @@ impl LineRows {
             keys: Vec::with_capacity(capacity),
             endpoints: Vec::new(),
             sources: Vec::with_capacity(capacity),
+            ids_given: 0,
             bytes: 0,
         }
     }
@@ -154,6 +157,7 @@ impl LineRows {
         }
         // The first problem in column order, as the object path reports it.
         let key_column = self.type_def.key_column();
+        let mut minted_here = false;
         for (index, column) in columns.iter().enumerate() {
             if let Some((at, message)) = &row.first_error
                 && *at == index
@@ -167,6 +171,7 @@ impl LineRows {
                 continue;
             }
             if Some(index) == edge_id {
+                minted_here = true;
                 let minted = seams::new_id();
                 row.builders[index].push_str(&minted).map_err(|expected| {
                     OmniError::internal(format!("a minted id is {expected}"))
@@ -191,6 +196,9 @@ impl LineRows {
             if row.given[index] == Given::Absent {
                 row.builders[index].push_null();
             }
+        }
+        if edge_id.is_some() && !minted_here {
+            self.ids_given += 1;
         }
         let key = row
             .key
@@ -230,7 +238,8 @@ impl LineRows {
                 batch,
                 keys: self.keys,
                 endpoints: self.endpoints,
-                keys_minted: false,
+                // Every id of the batch minted here: new, so neither checked nor kept.
+                keys_minted: !self.type_def.is_node() && self.ids_given == 0,
             },
         ))
     }
@@ -725,6 +734,7 @@ mod tests {
         let mut rows = LineRows::new(works_at, LoadMode::Append, 1);
         rows.push_line(text.as_bytes(), source(1)).unwrap();
         let (_, typed) = rows.finish().unwrap();
+        assert!(typed.keys_minted, "every id of the batch was minted");
         assert_eq!(
             typed.endpoints,
             vec![("\"p1\"".to_string(), "7".to_string())]
