@@ -430,6 +430,14 @@ pub(crate) fn describe_found(found: &Found<'_>) -> String {
     }
 }
 
+/// `number` as a Float32, or `None` when it is too large for one (it would become an
+/// infinity: JSON has none, so it is refused, not stored). Too small a number becomes 0
+/// or a subnormal, as any float parser rounds it.
+fn narrow_to_f32(number: f64) -> Option<f32> {
+    let narrowed = number as f32;
+    narrowed.is_finite().then_some(narrowed)
+}
+
 /// The Arrow columns for a type, built value by value.
 pub(crate) enum ColumnBuilder {
     String(StringBuilder),
@@ -556,7 +564,9 @@ impl ColumnBuilder {
                 None => return Err(self.expected()),
             },
             ColumnBuilder::Float32(builder) => match number.as_f64() {
-                Some(number) => builder.append_value(number as f32),
+                Some(number) => builder.append_value(
+                    narrow_to_f32(number).ok_or_else(|| "a Float32 (out of range)".to_string())?,
+                ),
                 None => return Err(self.expected()),
             },
             ColumnBuilder::Float64(builder) => match number.as_f64() {
@@ -587,8 +597,12 @@ impl ColumnBuilder {
         if items.iter().any(Option::is_none) {
             return Err(format!("a vector of {dimension} numbers"));
         }
-        for number in items.iter().flatten() {
-            builder.values().append_value(*number as f32);
+        let narrowed: Option<Vec<f32>> =
+            items.iter().flatten().map(|n| narrow_to_f32(*n)).collect();
+        let narrowed = narrowed
+            .ok_or_else(|| format!("a vector of {dimension} Float32 numbers (out of range)"))?;
+        for number in narrowed {
+            builder.values().append_value(number);
         }
         builder.append(true);
         Ok(())
@@ -795,6 +809,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_number_too_large_for_a_float32_is_refused_not_made_infinite() {
+        const SCHEMA32: &str = "node Point { id: String @key, f: Float32?, v: Vector(2)? }";
+        let catalog = parse("s.pg", SCHEMA32).unwrap();
+        let point = catalog.get("Point").unwrap();
+        for line in [r#"{"id":"a","f":1e300}"#, r#"{"id":"a","v":[1, -1e300]}"#] {
+            let error = rows_from_json(point, &objects(&[line])).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::BadInput, "{line}: {error}");
+            assert!(
+                error.to_string().contains("out of range"),
+                "{line}: {error}"
+            );
+        }
+        let rows = rows_from_json(
+            point,
+            &objects(&[r#"{"id":"a","f":3.0e38,"v":[1e-50, 2]}"#]),
+        )
+        .unwrap();
+        assert_eq!(
+            rows.batch.num_rows(),
+            1,
+            "within range (and underflow to 0) is taken"
+        );
     }
 
     #[test]
