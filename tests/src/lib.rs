@@ -383,3 +383,28 @@ pub async fn ids_at(
     ids.sort();
     ids
 }
+
+/// The `id` (text) and stable row id of every row of `table`, sorted by id.
+pub async fn text_ids_and_row_ids(table: &Dataset) -> Vec<(String, u64)> {
+    let mut scanner = table.scan();
+    scanner.project(&["id"]).expect("project id");
+    scanner.with_row_id();
+    let batches: Vec<RecordBatch> = scanner
+        .try_into_stream()
+        .await
+        .expect("scan")
+        .try_collect()
+        .await
+        .expect("rows");
+    let mut out: Vec<(String, u64)> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| {
+            (
+                row["id"].as_str().expect("text id").to_string(),
+                row["_rowid"].as_u64().expect("row id"),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}

@@ -423,35 +423,18 @@ async fn edge_ids(graph: &Omnigraph) -> Vec<String> {
 
 /// The stable row ids of `keys` in Person at `commit`.
 async fn row_ids_of(graph: &Omnigraph, commit: &GraphCommit, keys: &[&str]) -> Vec<u64> {
-    use futures::TryStreamExt;
     let table = graph
         .graph()
         .snapshot_of(commit.clone())
         .table("Person")
         .await
         .unwrap();
-    let mut scanner = table.scan();
-    scanner.project(&["id"]).unwrap();
-    scanner.with_row_id();
-    let batches: Vec<omnigraph_core::arrow_array::RecordBatch> = scanner
-        .try_into_stream()
+    omnigraph_tests::text_ids_and_row_ids(&table)
         .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    let mut rows: Vec<(String, u64)> = omnigraph_publish::rows::batches_to_json(&batches)
         .into_iter()
-        .map(|row| {
-            (
-                row["id"].as_str().unwrap().to_string(),
-                row["_rowid"].as_u64().unwrap(),
-            )
-        })
         .filter(|(key, _)| keys.contains(&key.as_str()))
-        .collect();
-    rows.sort();
-    rows.into_iter().map(|(_, row_id)| row_id).collect()
+        .map(|(_, row_id)| row_id)
+        .collect()
 }
 
 #[tokio::test]

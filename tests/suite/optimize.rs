@@ -110,28 +110,7 @@ async fn fifty_small_inserts_compact_keeping_rows_row_ids_and_results() {
 }
 
 async fn ids_and_row_ids_of(table: &omnigraph_core::lance::Dataset) -> Vec<(String, u64)> {
-    use futures::TryStreamExt;
-    let mut scanner = table.scan();
-    scanner.project(&["id"]).unwrap();
-    scanner.with_row_id();
-    let batches: Vec<omnigraph_core::arrow_array::RecordBatch> = scanner
-        .try_into_stream()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    let mut out: Vec<(String, u64)> = omnigraph_publish::rows::batches_to_json(&batches)
-        .into_iter()
-        .map(|row| {
-            (
-                row["id"].as_str().unwrap().to_string(),
-                row["_rowid"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    out.sort();
-    out
+    omnigraph_tests::text_ids_and_row_ids(table).await
 }
 
 async fn text_ids(graph: &Omnigraph) -> Vec<String> {

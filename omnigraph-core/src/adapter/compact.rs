@@ -69,27 +69,38 @@ pub async fn stage_compaction(
     if plan.tasks.is_empty() {
         return Ok(None);
     }
-    let mut next_fragment_id = base.manifest().max_fragment_id().map_or(0, |max| max + 1);
     let mut groups = Vec::new();
-    let mut rows_rewritten = 0u64;
     for task in plan.compaction_tasks() {
         let result = task
             .execute(base)
             .await
             .map_err(|error| write_error("execute compaction task", error))?;
-        let mut new_fragments = result.new_fragments;
-        for fragment in &mut new_fragments {
-            fragment.id = next_fragment_id;
-            next_fragment_id += 1;
-            rows_rewritten += fragment.physical_rows.unwrap_or(0) as u64;
-        }
         groups.push(RewriteGroup {
             old_fragments: result.original_fragments,
-            new_fragments,
+            new_fragments: result.new_fragments,
         });
     }
+    commit_rewrite(base, groups, origin).await.map(Some)
+}
+
+/// Commits `groups` as one detached Rewrite on `base`: the new fragments are numbered
+/// above `base`'s `max_fragment_id` (no ReserveFragments on the lineage), in order.
+pub(super) async fn commit_rewrite(
+    base: &Arc<Dataset>,
+    mut groups: Vec<RewriteGroup>,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    let first_id = base.manifest().max_fragment_id().map_or(0, |max| max + 1);
+    let mut rows_rewritten = 0u64;
+    let new_fragments = groups
+        .iter_mut()
+        .flat_map(|group| group.new_fragments.iter_mut());
+    for (id, fragment) in (first_id..).zip(new_fragments) {
+        fragment.id = id;
+        rows_rewritten += fragment.physical_rows.unwrap_or(0) as u64;
+    }
     let transaction = TransactionBuilder::new(
-        plan.read_version,
+        super::version_of(base),
         Operation::Rewrite {
             groups,
             rewritten_indices: Vec::new(),
@@ -97,7 +108,5 @@ pub async fn stage_compaction(
         },
     )
     .build();
-    commit_link(base, transaction, origin, LinkKind::Rewrite, rows_rewritten)
-        .await
-        .map(Some)
+    commit_link(base, transaction, origin, LinkKind::Rewrite, rows_rewritten).await
 }

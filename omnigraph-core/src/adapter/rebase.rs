@@ -16,7 +16,7 @@
 //! under the same id (so never after a re-staged compaction, whose fragments get new
 //! ids). Otherwise the caller drops it, and the next run builds it.
 
-use super::compact::compaction_options;
+use super::compact::{commit_rewrite, compaction_options};
 use super::{
     CompactionBudget, LinkKind, LinkOrigin, StagedLink, commit_link, read_error, version_of,
     write_error,
@@ -24,7 +24,7 @@ use super::{
 use crate::error::{OmniError, Result};
 use lance::Dataset;
 use lance::dataset::optimize::{CompactionTask, TaskData};
-use lance::dataset::transaction::{Operation, RewriteGroup, TransactionBuilder};
+use lance::dataset::transaction::{Operation, RewriteGroup};
 use lance::index::DatasetIndexExt;
 use lance::table::format::{Fragment, IndexMetadata};
 use std::collections::{BTreeSet, HashMap};
@@ -139,27 +139,7 @@ pub async fn restage_compaction(
     if kept.is_empty() {
         return Ok(None);
     }
-    let mut next_id = tip.manifest().max_fragment_id().map_or(0, |max| max + 1);
-    let mut rows_rewritten = 0u64;
-    for group in &mut kept {
-        for fragment in &mut group.new_fragments {
-            fragment.id = next_id;
-            next_id += 1;
-            rows_rewritten += fragment.physical_rows.unwrap_or(0) as u64;
-        }
-    }
-    let transaction = TransactionBuilder::new(
-        version_of(tip),
-        Operation::Rewrite {
-            groups: kept,
-            rewritten_indices: Vec::new(),
-            frag_reuse_index: None,
-        },
-    )
-    .build();
-    commit_link(tip, transaction, origin, LinkKind::Rewrite, rows_rewritten)
-        .await
-        .map(Some)
+    commit_rewrite(tip, kept, origin).await.map(Some)
 }
 
 /// Whether every index covers all of `fragments` or none of them: Lance rewrites a

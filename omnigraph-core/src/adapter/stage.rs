@@ -78,24 +78,18 @@ pub fn fragments_changed_by(staged_link: &StagedLink) -> Option<Vec<u64>> {
         Operation::Append { .. } => Some(Vec::new()),
         Operation::Delete {
             updated_fragments,
-            deleted_fragment_ids,
+            deleted_fragment_ids: removed,
             ..
-        } => Some(
-            updated_fragments
-                .iter()
-                .map(|fragment| fragment.id)
-                .chain(deleted_fragment_ids.iter().copied())
-                .collect(),
-        ),
-        Operation::Update {
+        }
+        | Operation::Update {
             updated_fragments,
-            removed_fragment_ids,
+            removed_fragment_ids: removed,
             ..
         } => Some(
             updated_fragments
                 .iter()
                 .map(|fragment| fragment.id)
-                .chain(removed_fragment_ids.iter().copied())
+                .chain(removed.iter().copied())
                 .collect(),
         ),
         _ => None,

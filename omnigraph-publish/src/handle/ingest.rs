@@ -618,12 +618,8 @@ impl<'a> Ingest<'a> {
                     row: first.row,
                 };
                 let edge_type = &self.names[first.edge_type as usize];
-                return Err(OmniError::bad_input(
-                    source.location(edge_type, Some(first.role)),
-                    format!(
-                        "{} {key} is not a {node_type} in commit {} nor in this call",
-                        first.role, base.seq
-                    ),
+                return Err(dangling(
+                    &source, edge_type, first.role, key, node_type, base,
                 ));
             }
         }
@@ -667,15 +663,13 @@ impl<'a> Ingest<'a> {
                 .iter()
                 .find(|endpoint| !found.contains(&endpoint.key))
             {
-                let location = endpoint
-                    .source
-                    .location(&endpoint.edge_type, Some(endpoint.role));
-                return Err(OmniError::bad_input(
-                    location,
-                    format!(
-                        "{} {} is not a {node_type} in commit {} nor in this call",
-                        endpoint.role, endpoint.key, base.seq
-                    ),
+                return Err(dangling(
+                    &endpoint.source,
+                    &endpoint.edge_type,
+                    endpoint.role,
+                    &endpoint.key,
+                    node_type,
+                    base,
                 ));
             }
         }
@@ -882,6 +876,25 @@ impl<'a> Ingest<'a> {
         }
         Ok(())
     }
+}
+
+/// The refusal of an edge row (from `source`) whose `role` endpoint `key` is not a
+/// `node_type` at `base` nor in the call.
+fn dangling(
+    source: &RowSource,
+    edge_type: &str,
+    role: &str,
+    key: &str,
+    node_type: &str,
+    base: &GraphCommit,
+) -> OmniError {
+    OmniError::bad_input(
+        source.location(edge_type, Some(role)),
+        format!(
+            "{role} {key} is not a {node_type} in commit {} nor in this call",
+            base.seq
+        ),
+    )
 }
 
 /// A `KeyConflict` for the first of `keys` (in input order) that the table of

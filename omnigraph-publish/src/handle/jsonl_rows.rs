@@ -183,15 +183,7 @@ impl LineRows {
                 continue;
             }
             if !column.nullable {
-                let what = if column.name == key_column {
-                    "the key"
-                } else {
-                    "a required property"
-                };
-                return Err(OmniError::bad_input(
-                    source.location(type_name, Some(&column.name)),
-                    format!("{} is {what} of {type_name} and is missing", column.name),
-                ));
+                return Err(crate::rows::missing(&self.type_def, &source, &column.name));
             }
             if row.given[index] == Given::Absent {
                 row.builders[index].push_null();

@@ -67,6 +67,20 @@ pub struct TypedRows {
     pub keys_minted: bool,
 }
 
+/// The refusal of a row of `type_def` (from `source`) that lacks the required
+/// `column`: the one wording of both JSON paths.
+pub(crate) fn missing(type_def: &TypeDef, source: &RowSource, column: &str) -> OmniError {
+    let what = if column == type_def.key_column() {
+        "the key"
+    } else {
+        "a required property"
+    };
+    OmniError::bad_input(
+        source.location(type_def.name(), Some(column)),
+        format!("{column} is {what} of {} and is missing", type_def.name()),
+    )
+}
+
 /// Converts JSON objects to rows of `type_def`, checking every value.
 pub fn rows_from_json(type_def: &TypeDef, objects: &[SourcedObject]) -> Result<TypedRows> {
     let columns = type_def.columns();
@@ -91,15 +105,7 @@ pub fn rows_from_json(type_def: &TypeDef, objects: &[SourcedObject]) -> Result<T
         for (column, builder) in columns.iter().zip(builders.iter_mut()) {
             let value = object.get(&column.name).unwrap_or(&Value::Null);
             if value.is_null() && !column.nullable {
-                let what = if column.name == key_column {
-                    "the key"
-                } else {
-                    "a required property"
-                };
-                return Err(OmniError::bad_input(
-                    source.location(type_name, Some(&column.name)),
-                    format!("{} is {what} of {type_name} and is missing", column.name),
-                ));
+                return Err(missing(type_def, source, &column.name));
             }
             builder.push(value).map_err(|expected| {
                 OmniError::bad_input(
