@@ -541,6 +541,8 @@ async fn publish_unit_until(
         return Ok(report);
     }
     let mut restages = 0;
+    // Whether the unit's index work was set aside to land its compaction first.
+    let mut indexes_deferred = false;
     loop {
         let planned_version = adapter::version_of(&planned);
         let read_set =
@@ -564,6 +566,12 @@ async fn publish_unit_until(
                     report.outcome = UnitOutcome::Published {
                         commit_seq: commit.seq,
                     };
+                    if indexes_deferred {
+                        return Box::pin(index_work_after(
+                            graph, staging, report, commit, budget, token,
+                        ))
+                        .await;
+                    }
                     return Ok(report);
                 }
                 Err(OmniError::ReadSetChanged {
@@ -585,7 +593,10 @@ async fn publish_unit_until(
         }
         restages += 1;
         match restage_unit(graph, &mut staging, &mut report, &planned, &budget).await {
-            Ok(Some(table)) => planned = table,
+            Ok(Some(Restaged { table, deferred })) => {
+                planned = table;
+                indexes_deferred |= deferred;
+            }
             Ok(None) => {
                 report.outcome = pin_moved;
                 return Ok(report);
@@ -598,6 +609,110 @@ async fn publish_unit_until(
 /// How many times one unit is staged again on a moved pin before it ends `pin_moved`.
 pub const RESTAGES_MAX: usize = 3;
 
+/// The index work of a unit whose compaction published alone: staged on the commit
+/// that published it, and published as a unit of its own (re-committed as it is when
+/// writers only add or delete rows meanwhile). The compaction stays published whatever
+/// happens here: index work that does not land is reported pending, for the next run.
+async fn index_work_after(
+    graph: &Omnigraph,
+    mut staging: Staging,
+    mut report: TableOptimize,
+    compacted: omnigraph_publish::GraphCommit,
+    budget: CompactionBudget,
+    token: Option<&CancelToken>,
+) -> Result<TableOptimize> {
+    let published = report.outcome.clone();
+    let catalog = graph.catalog_at(&compacted).await.ok();
+    let type_def = catalog
+        .as_ref()
+        .and_then(|catalog| catalog.require(&report.type_key).ok());
+    // Index work that did not land, for the report: the declared index's property.
+    let type_key = report.type_key.clone();
+    let pending_of = |index: String, reason: String| PendingIndex {
+        type_name: type_key.clone(),
+        property: type_def
+            .and_then(|type_def| {
+                type_def
+                    .declared_indexes()
+                    .iter()
+                    .find(|declared| declared.name == index)
+                    .map(|declared| declared.column.clone())
+            })
+            .unwrap_or_else(|| index.clone()),
+        index,
+        reason,
+    };
+    let staged = async {
+        // The compaction's chain published: only the table at the new commit is left.
+        let moved = staging.rebase(compacted.clone())?;
+        assert!(
+            moved
+                .iter()
+                .all(|(table_id, _)| *table_id == report.table_id),
+            "an optimize unit stages one table"
+        );
+        let type_def = type_def.ok_or_else(|| {
+            OmniError::internal(format!(
+                "no type {} at the compaction's commit",
+                report.type_key
+            ))
+        })?;
+        let table = graph
+            .graph()
+            .snapshot_of(compacted.clone())
+            .table(&report.type_key)
+            .await?;
+        staging.seed(&report.table_id, table.clone())?;
+        let work =
+            stage_index_work(graph, &mut staging, type_def, &report.table_id, &table).await?;
+        Ok::<_, OmniError>((work, table))
+    };
+    let deferred_reason = |why: &str| {
+        format!("the compaction published alone beside writers; {why}; the next run builds it")
+    };
+    let (work, table) = match staged.await {
+        Ok(staged) => staged,
+        Err(error) => {
+            let lost: Vec<String> = report
+                .indexes_folded
+                .drain(..)
+                .chain(report.indexes_built.drain(..))
+                .collect();
+            let why = deferred_reason(&error.to_string());
+            report
+                .pending_indexes
+                .extend(lost.into_iter().map(|index| pending_of(index, why.clone())));
+            return Ok(report);
+        }
+    };
+    report.indexes_folded = work.folded;
+    report.indexes_built = work.built;
+    report.pending_indexes = work.pending;
+    if !staging.has_staged() {
+        return Ok(report);
+    }
+    let unit = PlannedUnit {
+        staging,
+        report,
+        planned: table,
+        budget,
+    };
+    let mut indexed = publish_unit_until(graph, unit, token).await?;
+    if !indexed.published() {
+        let why = deferred_reason("its index work then lost its pin too");
+        let lost: Vec<String> = indexed
+            .indexes_folded
+            .drain(..)
+            .chain(indexed.indexes_built.drain(..))
+            .collect();
+        indexed
+            .pending_indexes
+            .extend(lost.into_iter().map(|index| pending_of(index, why.clone())));
+        indexed.outcome = published;
+    }
+    Ok(indexed)
+}
+
 /// Stages the unit again on the table's pin at the current head, from the links it
 /// staged on `planned` (the adapter's rebase rules): the compaction keeps the groups
 /// whose fragments are unchanged, compacts again those that lost rows since, and drops
@@ -605,13 +720,27 @@ pub const RESTAGES_MAX: usize = 3;
 /// gained fragments and nothing was compacted, and otherwise staged again on the new
 /// tip. Returns the table at the new pin, or `None` when nothing can follow (the
 /// schema changed, or no group of the compaction is left).
+/// A unit staged again on a moved pin.
+struct Restaged {
+    /// The table at the new pin.
+    table: Arc<Dataset>,
+    /// Whether the unit's index work was set aside, to follow its compaction.
+    deferred: bool,
+}
+
+/// Stages a unit again on the table's new pin. A compaction is carried over (see
+/// `adapter::restage_compaction`); index work after a compaction is not staged again
+/// here but set aside, to be staged once the compaction publishes: rebuilding it on
+/// every attempt took longer than writers take to move the pin again, so the unit
+/// never landed beside busy writers. Index work alone is re-committed as it is when
+/// the table only gained or lost rows, and staged again otherwise.
 async fn restage_unit(
     graph: &Omnigraph,
     staging: &mut Staging,
     report: &mut TableOptimize,
     planned: &Arc<Dataset>,
     budget: &CompactionBudget,
-) -> Result<Option<Arc<Dataset>>> {
+) -> Result<Option<Restaged>> {
     let head = graph.head().await?;
     if head.schema != staging.base().schema {
         return Ok(None);
@@ -626,7 +755,10 @@ async fn restage_unit(
     let drift = adapter::base_drift(planned, &table).await?;
     let mut moved = staging.rebase(head)?;
     let Some((table_id, links)) = moved.pop() else {
-        return Ok(Some(table));
+        return Ok(Some(Restaged {
+            table,
+            deferred: false,
+        }));
     };
     assert!(moved.is_empty(), "an optimize unit stages one table");
     assert_eq!(table_id, report.table_id, "the unit's own table moved");
@@ -634,9 +766,10 @@ async fn restage_unit(
     let compacted = links.iter().any(|link| link.kind == LinkKind::Rewrite);
     let indexed = links.iter().any(|link| link.kind == LinkKind::CreateIndex);
     // Index builds are re-committed as they are only over the very fragments they read;
-    // after a re-staged compaction (new fragment ids) or any other change, the index
-    // work is staged again on the new tip.
-    let mut recommit_indexes = drift == BaseDrift::AddedFragmentsOnly && !compacted;
+    // after a re-staged compaction (new fragment ids) they wait for it to publish, and
+    // after any other change they are staged again on the new tip.
+    let deferred = compacted && indexed;
+    let mut recommit_indexes = drift == BaseDrift::FilesKept && !compacted;
     for link in links {
         match link.kind {
             LinkKind::Rewrite => {
@@ -670,7 +803,10 @@ async fn restage_unit(
             }
         }
     }
-    if indexed && !recommit_indexes {
+    if deferred {
+        report.indexes_folded.clear();
+        report.indexes_built.clear();
+    } else if indexed && !recommit_indexes {
         let work = stage_index_work(graph, staging, type_def, &table_id, &table).await?;
         report.indexes_folded = work.folded;
         report.indexes_built = work.built;
@@ -686,5 +822,5 @@ async fn restage_unit(
         .base()
         .require_pin_of_type(&report.type_key)?
         .row_count;
-    Ok(Some(table))
+    Ok(Some(Restaged { table, deferred }))
 }

@@ -2,26 +2,31 @@
 //! what they were told was written (`cargo xtask stress`).
 //!
 //! ```text
-//! omnigraph-stress run --root URI [--procs P] [--ops N] [--seed S] [--json]
+//! omnigraph-stress run --root URI [--procs P] [--ops N] [--seed S] [--compare] [--json]
 //! ```
 //!
-//! `run` creates the graph and starts P copies of itself as workers. Each worker owns its
+//! `run` creates the graph and starts P copies of itself as workers, and two more as
+//! maintainers: one optimizes and one cleans up, every few seconds. Each worker owns its
 //! keys (`p<worker>_<n>`, `e<worker>_<n>`, company `c<worker>`), so its own record of
 //! acknowledged writes is exact however the workers interleave; the workers still
 //! contend for every table and every commit. A worker runs a seeded mix of single-row
 //! inserts, small loads (nodes with their edges), edge inserts to its existing nodes and
 //! to nodes it just deleted (which must be refused), updates, deletes (which cascade to
-//! edges) and reads, including time-travel reads. With two or more workers, worker 0
-//! also runs optimize and worker 1 cleanup, every few seconds. Then the checker opens
+//! edges) and reads, including time-travel reads. Then the checker opens
 //! the head and verifies: every acknowledged row is there with its last acknowledged
 //! value, nothing else is; no key twice; no dangling edge; the log has no gap; every
 //! retained commit opens and reads. It prints commits per second, conflicts per 100
 //! operations by kind, p50 and p99 per operation, and the requests by kind.
+//!
+//! `--compare` first runs the same total work (P x N operations) with one worker and
+//! the same maintainers, on a root of its own (`URI-single`), and then prints the
+//! ratio of the two commit rates. A graph's per-commit cost grows with its tables, so
+//! only equal work compares: one worker running N operations leaves smaller tables.
 
 // The worker awaits deep futures (load -> ingest -> staging -> publisher -> Lance).
 #![recursion_limit = "256"]
 
-use omnigraph_core::storage::RequestKind;
+use omnigraph_core::storage::{RequestKind, RequestProbe};
 use omnigraph_core::{ErrorKind, OmniError};
 use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, MaintenanceExt};
 use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
@@ -42,10 +47,10 @@ const PROCS_MAX: usize = 64;
 const OPS_MAX: usize = 100_000;
 /// Rows the checker reads per type at most (it fails when a type has more).
 const CHECK_ROWS_MAX: usize = 10_000;
-/// How often worker 0 optimizes and worker 1 cleans up.
+/// How often the maintainers optimize and clean up.
 const OPTIMIZE_EVERY: Duration = Duration::from_secs(2);
 const CLEANUP_EVERY: Duration = Duration::from_secs(3);
-/// How soon a maintenance loop notices that its worker is done.
+/// How soon a maintainer notices that the workers are done.
 const STOP_POLL: Duration = Duration::from_millis(50);
 /// Nodes read when looking for another worker's node to point an edge at.
 const CROSS_CANDIDATES_MAX: usize = 200;
@@ -74,16 +79,20 @@ fn fail(message: &str) -> ! {
     std::process::exit(2);
 }
 
-#[tokio::main]
+// One thread per process: each process is one writer (or one maintainer), and six
+// processes with two runtime workers each thrashed 2 cores (a fifth of the CPU time
+// went to the kernel's task switching). Lance's own CPU pool still runs beside it.
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let root = argument(&args, "--root").unwrap_or_else(|| fail("--root URI is required"));
     match args.get(1).map(String::as_str) {
         Some("run") => run(&args, &root).await,
         Some("worker") => worker(&args, &root).await,
-        _ => {
-            fail("usage: omnigraph-stress run --root URI [--procs P] [--ops N] [--seed S] [--json]")
-        }
+        Some("maintainer") => maintainer(&args, &root).await,
+        _ => fail(
+            "usage: omnigraph-stress run --root URI [--procs P] [--ops N] [--seed S] [--compare] [--json]",
+        ),
     }
 }
 
@@ -126,12 +135,22 @@ struct Tally {
     acknowledged: u64,
     conflicts: BTreeMap<String, u64>,
     latencies: BTreeMap<&'static str, Vec<f64>>,
+    /// Object-store requests by operation, and the probe's count when the current
+    /// operation began.
+    requests: BTreeMap<&'static str, u64>,
+    requests_before: u64,
     violations: Vec<String>,
 }
 
 impl Tally {
-    fn timed(&mut self, op: &'static str, started: Instant) {
+    fn begin(&mut self, probe: &RequestProbe) -> Instant {
+        self.requests_before = probe.total();
+        Instant::now()
+    }
+
+    fn timed(&mut self, op: &'static str, started: Instant, probe: &RequestProbe) {
         *self.ops.entry(op).or_default() += 1;
+        *self.requests.entry(op).or_default() += probe.total() - self.requests_before;
         self.latencies
             .entry(op)
             .or_default()
@@ -178,7 +197,6 @@ async fn worker(args: &[String], root: &str) {
     let ops = number(args, "--ops", 50, OPS_MAX);
     let seed = number(args, "--seed", 1, usize::MAX) as u64;
     let out = argument(args, "--out").unwrap_or_else(|| fail("--out FILE is required"));
-    let procs = number(args, "--procs", 1, PROCS_MAX);
     let graph = Omnigraph::open(root)
         .await
         .unwrap_or_else(|error| fail(&format!("open {root}: {error}")));
@@ -187,9 +205,6 @@ async fn worker(args: &[String], root: &str) {
     let mut model = Model::default();
     let mut tally = Tally::default();
     let company = format!("c{id}");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let maintenance =
-        (procs >= 2 && id <= 1).then(|| tokio::spawn(maintain(root.to_string(), id, stop.clone())));
     let started = Instant::now();
     write_or_fail(
         &graph,
@@ -206,7 +221,7 @@ async fn worker(args: &[String], root: &str) {
     };
     for _ in 0..ops {
         let roll = rng.random_range(0..100);
-        let begun = Instant::now();
+        let begun = tally.begin(&probe);
         match roll {
             0..30 => {
                 let key = new_key("p");
@@ -224,7 +239,7 @@ async fn worker(args: &[String], root: &str) {
                         .await
                     }
                 }
-                tally.timed("insert", begun);
+                tally.timed("insert", begun, &probe);
             }
             30..40 => {
                 let mut lines = Vec::new();
@@ -266,7 +281,7 @@ async fn worker(args: &[String], root: &str) {
                     }
                     Err(error) => tally.violations.push(format!("load failed: {error}")),
                 }
-                tally.timed("load", begun);
+                tally.timed("load", begun, &probe);
             }
             40..55 => {
                 // Mostly to a node that exists; a third of the time to one just deleted.
@@ -308,7 +323,7 @@ async fn worker(args: &[String], root: &str) {
                         }
                         Err(error) => tally.violations.push(format!("cross edge insert: {error}")),
                     }
-                    tally.timed("edge_insert", begun);
+                    tally.timed("edge_insert", begun, &probe);
                     continue;
                 }
                 let row = json!({"id": edge, "src": src, "dst": company});
@@ -335,7 +350,7 @@ async fn worker(args: &[String], root: &str) {
                     }
                     (Err(error), _) => tally.violations.push(format!("edge insert: {error}")),
                 }
-                tally.timed("edge_insert", begun);
+                tally.timed("edge_insert", begun, &probe);
             }
             55..75 => {
                 let Some(key) = pick(&model.persons, &mut rng) else {
@@ -362,7 +377,7 @@ async fn worker(args: &[String], root: &str) {
                     }
                     Err(error) => tally.violations.push(format!("update {key}: {error}")),
                 }
-                tally.timed("update", begun);
+                tally.timed("update", begun, &probe);
             }
             75..85 => {
                 let Some(key) = pick(&model.persons, &mut rng) else {
@@ -383,7 +398,7 @@ async fn worker(args: &[String], root: &str) {
                     }
                     Err(error) => tally.violations.push(format!("delete {key}: {error}")),
                 }
-                tally.timed("delete", begun);
+                tally.timed("delete", begun, &probe);
             }
             _ => {
                 // Read your own writes; sometimes at an older commit.
@@ -407,16 +422,11 @@ async fn worker(args: &[String], root: &str) {
                         Err(error) => tally.violations.push(format!("time travel: {error}")),
                     }
                 }
-                tally.timed("read", begun);
+                tally.timed("read", begun, &probe);
             }
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let maintained = match maintenance {
-        Some(task) => task.await.unwrap_or_default(),
-        None => Map::new(),
-    };
     let counts = probe.counts();
     // Where the reads went: commit log, table manifests, data and indexes.
     let mut reads_by_place: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -439,10 +449,10 @@ async fn worker(args: &[String], root: &str) {
         "ops": tally.ops,
         "conflicts": tally.conflicts,
         "latencies_ms": tally.latencies,
+        "requests_by_op": tally.requests,
         "violations": tally.violations,
         "requests": requests,
         "reads_by_place": reads_by_place,
-        "maintenance": maintained,
         "model": model.to_json(),
     });
     std::fs::write(&out, document.to_string()).expect("write the worker's report");
@@ -541,13 +551,49 @@ async fn settle(
 }
 
 /// Worker 0 optimizes and worker 1 cleans up, every few seconds, until `stop`.
-async fn maintain(
-    root: String,
-    id: usize,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> Map<String, Value> {
+/// What a maintainer runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Maintenance {
+    Optimize,
+    Cleanup,
+}
+
+impl Maintenance {
+    const ALL: [Maintenance; 2] = [Maintenance::Optimize, Maintenance::Cleanup];
+
+    fn name(self) -> &'static str {
+        match self {
+            Maintenance::Optimize => "optimize",
+            Maintenance::Cleanup => "cleanup",
+        }
+    }
+
+    fn every(self) -> Duration {
+        match self {
+            Maintenance::Optimize => OPTIMIZE_EVERY,
+            Maintenance::Cleanup => CLEANUP_EVERY,
+        }
+    }
+}
+
+/// A maintainer process: runs its maintenance every few seconds until the file named
+/// by `--stop` exists, then writes its outcomes to `--out`.
+async fn maintainer(args: &[String], root: &str) {
+    let kind = match argument(args, "--kind").as_deref() {
+        Some("optimize") => Maintenance::Optimize,
+        Some("cleanup") => Maintenance::Cleanup,
+        other => fail(&format!("--kind is optimize or cleanup, not {other:?}")),
+    };
+    let stop = argument(args, "--stop").unwrap_or_else(|| fail("--stop FILE is required"));
+    let out = argument(args, "--out").unwrap_or_else(|| fail("--out FILE is required"));
+    let stopped = || std::path::Path::new(&stop).exists();
+    let report = maintain(root, kind, &stopped).await;
+    std::fs::write(&out, Value::Object(report).to_string()).expect("write the maintainer's report");
+}
+
+async fn maintain(root: &str, kind: Maintenance, stopped: &dyn Fn() -> bool) -> Map<String, Value> {
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
-    let graph = match Omnigraph::open(&root).await {
+    let graph = match Omnigraph::open(root).await {
         Ok(graph) => graph,
         Err(error) => {
             let mut report = Map::new();
@@ -555,17 +601,12 @@ async fn maintain(
             return report;
         }
     };
-    let (every, name) = if id == 0 {
-        (OPTIMIZE_EVERY, "optimize")
-    } else {
-        (CLEANUP_EVERY, "cleanup")
-    };
+    let (every, name) = (kind.every(), kind.name());
     // The smallest grace period: a run longer than it reclaims while writers write.
     let options = CleanupOptions::new(CleanupPolicy::keep_commits(5).expect("a policy"))
         .with_grace(omnigraph_publish::retention::GRACE_MIN)
         .expect("the minimum grace");
     let mut violations = Vec::new();
-    let stopped = || stop.load(std::sync::atomic::Ordering::SeqCst);
     loop {
         // Waits in short steps, so the worker's end is not held up by a whole period.
         let since = Instant::now();
@@ -575,15 +616,19 @@ async fn maintain(
         if stopped() {
             break;
         }
-        let outcome = if id == 0 {
+        let outcome = if kind == Maintenance::Optimize {
             graph.maintenance().optimize().await.map(|report| {
                 // Each unit's outcome, so a run that lost one table's pin still shows
                 // the tables it compacted.
                 for table in &report.tables {
-                    let outcome = serde_json::to_value(&table.outcome)
-                        .ok()
-                        .and_then(|value| value["outcome"].as_str().map(str::to_string))
-                        .unwrap_or_default();
+                    let described = serde_json::to_value(&table.outcome).unwrap_or_default();
+                    let outcome = described["outcome"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    if outcome == "failed" {
+                        violations.push(format!("optimize {}: {described}", table.type_key));
+                    }
                     *outcomes
                         .entry(format!("optimize unit {outcome}"))
                         .or_default() += 1;
@@ -629,63 +674,132 @@ async fn run(args: &[String], root: &str) {
     let ops = number(args, "--ops", 50, OPS_MAX);
     let seed = number(args, "--seed", 1, usize::MAX);
     let as_json = args.iter().any(|arg| arg == "--json");
+    let compare = args.iter().any(|arg| arg == "--compare");
+    let single = if compare {
+        if procs * ops > OPS_MAX {
+            fail(&format!(
+                "--compare runs --procs x --ops on one worker: at most {OPS_MAX}"
+            ));
+        }
+        let single_root = format!("{}-single", root.trim_end_matches('/'));
+        Some(scenario(&single_root, 1, procs * ops, seed).await)
+    } else {
+        None
+    };
+    let summary = scenario(root, procs, ops, seed).await;
+    let rate = |summary: &Value| summary["commits_per_second"].as_f64().unwrap_or(0.0);
+    let failed = |summary: &Value| {
+        summary["violations"]
+            .as_array()
+            .is_some_and(|violations| !violations.is_empty())
+    };
+    let any_failed = failed(&summary) || single.as_ref().is_some_and(failed);
+    match (&single, as_json) {
+        (None, true) => println!("{summary:#}"),
+        (None, false) => print_summary(&summary),
+        (Some(single), true) => println!(
+            "{:#}",
+            json!({"single": single, "parallel": summary, "ratio": rate(&summary) / rate(single).max(1e-9)})
+        ),
+        (Some(single), false) => {
+            print_summary(single);
+            print_summary(&summary);
+            println!(
+                "scaling: {procs} processes x {ops} ops {:.1} commits/s; 1 process x {} ops {:.1} commits/s; ratio {:.2}",
+                rate(&summary),
+                procs * ops,
+                rate(single),
+                rate(&summary) / rate(single).max(1e-9)
+            );
+        }
+    }
+    if any_failed {
+        std::process::exit(1);
+    }
+}
+
+/// One run on a new graph at `root`: `procs` workers of `ops` operations each beside
+/// the two maintainers, then the checker. The summary lists what failed.
+async fn scenario(root: &str, procs: usize, ops: usize, seed: usize) -> Value {
     Omnigraph::create(root, STRESS_SCHEMA)
         .await
         .unwrap_or_else(|error| fail(&format!("create {root}: {error}")));
     let reports = tempfile::tempdir().expect("temp dir");
     let exe = std::env::current_exe().expect("this binary");
+    let report_path = |name: String| reports.path().join(name).display().to_string();
+    let stop = report_path("stop".into());
     let started = Instant::now();
-    let children: Vec<(String, std::process::Child)> = (1..=procs)
+    let maintainers: Vec<(String, std::process::Child)> = Maintenance::ALL
+        .iter()
+        .map(|kind| {
+            let out = report_path(format!("{}.json", kind.name()));
+            let child = std::process::Command::new(&exe)
+                .args(["maintainer", "--root", root, "--kind", kind.name()])
+                .args(["--stop", &stop, "--out", &out])
+                .spawn()
+                .unwrap_or_else(|error| fail(&format!("start a maintainer: {error}")));
+            (out, child)
+        })
+        .collect();
+    let workers: Vec<(String, std::process::Child)> = (1..=procs)
         .map(|id| {
-            let out = reports
-                .path()
-                .join(format!("{id}.json"))
-                .display()
-                .to_string();
+            let out = report_path(format!("{id}.json"));
             let child = std::process::Command::new(&exe)
                 .args(["worker", "--root", root, "--id", &id.to_string()])
                 .args(["--ops", &ops.to_string(), "--seed", &seed.to_string()])
-                .args(["--procs", &procs.to_string(), "--out", &out])
+                .args(["--out", &out])
                 .spawn()
                 .unwrap_or_else(|error| fail(&format!("start a worker: {error}")));
             (out, child)
         })
         .collect();
-    let mut workers = Vec::new();
-    for (out, mut child) in children {
-        let status = child.wait().expect("a worker ends");
-        if !status.success() {
-            fail(&format!("a worker failed ({status})"));
-        }
-        let text = std::fs::read_to_string(&out).expect("the worker's report");
-        workers.push(serde_json::from_str::<Value>(&text).expect("a JSON report"));
-    }
+    let collect = |children: Vec<(String, std::process::Child)>, role: &str| {
+        children
+            .into_iter()
+            .map(|(out, mut child)| {
+                let status = child.wait().expect("a child ends");
+                if !status.success() {
+                    fail(&format!("a {role} failed ({status})"));
+                }
+                let text = std::fs::read_to_string(&out).expect("the child's report");
+                serde_json::from_str::<Value>(&text).expect("a JSON report")
+            })
+            .collect::<Vec<Value>>()
+    };
+    let workers = collect(workers, "worker");
     let wall = started.elapsed().as_secs_f64();
-    let violations = check(root, &workers).await;
-    let summary = summarize(&workers, wall, procs, ops, seed, &violations);
-    if as_json {
-        println!("{summary:#}");
-    } else {
-        print_summary(&summary);
+    std::fs::write(&stop, b"").expect("write the stop file");
+    let maintainers = collect(maintainers, "maintainer");
+    let violations = check(root, &workers, &maintainers).await;
+    let mut summary = summarize(&workers, &maintainers, wall, procs, ops, seed, &violations);
+    summary["fragments_at_end"] = json!(fragments_at_head(root).await);
+    summary
+}
+
+/// Fragments per type at the head: what the maintainers left the next writer to scan.
+async fn fragments_at_head(root: &str) -> BTreeMap<&'static str, usize> {
+    let mut fragments = BTreeMap::new();
+    let Ok(graph) = Omnigraph::open(root).await else {
+        return fragments;
+    };
+    let Ok(snapshot) = graph.graph().snapshot("main", &CommitRef::Head).await else {
+        return fragments;
+    };
+    for type_name in ["Person", "Company", "WorksAt"] {
+        if let Ok(table) = snapshot.table(type_name).await {
+            fragments.insert(type_name, table.manifest().fragments.len());
+        }
     }
-    if !violations.is_empty() {
-        std::process::exit(1);
-    }
+    fragments
 }
 
 /// Every check on the final state; the list of what failed.
-async fn check(root: &str, workers: &[Value]) -> Vec<String> {
+async fn check(root: &str, workers: &[Value], maintainers: &[Value]) -> Vec<String> {
     let mut violations: Vec<String> = workers
         .iter()
-        .flat_map(|worker| {
-            let own = worker["violations"].as_array().cloned().unwrap_or_default();
-            let maintenance = worker["maintenance"]["violations"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            own.into_iter().chain(maintenance)
-        })
-        .map(|violation| format!("worker: {}", violation.as_str().unwrap_or_default()))
+        .chain(maintainers)
+        .flat_map(|report| report["violations"].as_array().cloned().unwrap_or_default())
+        .map(|violation| format!("process: {}", violation.as_str().unwrap_or_default()))
         .collect();
     let mut persons = BTreeMap::new();
     let mut companies = BTreeSet::new();
@@ -900,6 +1014,7 @@ fn percentile(values: &mut [f64], percent: usize) -> f64 {
 
 fn summarize(
     workers: &[Value],
+    maintainers: &[Value],
     wall: f64,
     procs: usize,
     ops: usize,
@@ -917,6 +1032,7 @@ fn summarize(
         .sum();
     let mut conflicts: BTreeMap<String, u64> = BTreeMap::new();
     let mut latencies: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut requests_by_op: BTreeMap<String, u64> = BTreeMap::new();
     let mut requests: BTreeMap<String, u64> = BTreeMap::new();
     let mut reads_by_place: BTreeMap<String, u64> = BTreeMap::new();
     let mut maintenance: BTreeMap<String, u64> = BTreeMap::new();
@@ -938,6 +1054,13 @@ fn summarize(
                     .filter_map(Value::as_f64),
             );
         }
+        for (op, count) in worker["requests_by_op"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+        {
+            *requests_by_op.entry(op).or_default() += count.as_u64().unwrap_or(0);
+        }
         for (kind, count) in worker["requests"].as_object().cloned().unwrap_or_default() {
             *requests.entry(kind).or_default() += count.as_u64().unwrap_or(0);
         }
@@ -948,11 +1071,9 @@ fn summarize(
         {
             *reads_by_place.entry(place).or_default() += count.as_u64().unwrap_or(0);
         }
-        for (outcome, count) in worker["maintenance"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default()
-        {
+    }
+    for maintainer in maintainers {
+        for (outcome, count) in maintainer.as_object().cloned().unwrap_or_default() {
             if let Some(count) = count.as_u64() {
                 *maintenance.entry(outcome).or_default() += count;
             }
@@ -979,7 +1100,10 @@ fn summarize(
         "conflicts_per_100_ops": conflicts.iter().map(|(code, count)| (code.clone(), json!(per_100(*count)))).collect::<Map<String, Value>>(),
         "latency_ms": latencies
             .iter_mut()
-            .map(|(op, values)| (op.clone(), json!({"p50": percentile(values, 50), "p99": percentile(values, 99), "count": values.len()})))
+            .map(|(op, values)| {
+                let requests = requests_by_op.get(op).copied().unwrap_or(0) as f64 / values.len().max(1) as f64;
+                (op.clone(), json!({"p50": percentile(values, 50), "p99": percentile(values, 99), "count": values.len(), "requests_per_op": requests}))
+            })
             .collect::<Map<String, Value>>(),
         "requests": requests,
         "reads_by_place": reads_by_place,
@@ -1012,15 +1136,17 @@ fn print_summary(summary: &Value) {
         .unwrap_or_default()
     {
         println!(
-            "  {op:<12} p50 {:>8.2} ms  p99 {:>8.2} ms  ({} ops)",
+            "  {op:<12} p50 {:>8.2} ms  p99 {:>8.2} ms  ({} ops, {:.1} requests each)",
             figures["p50"].as_f64().unwrap_or(0.0),
             figures["p99"].as_f64().unwrap_or(0.0),
-            figures["count"]
+            figures["count"],
+            figures["requests_per_op"].as_f64().unwrap_or(0.0)
         );
     }
     println!("requests: {}", summary["requests"]);
     println!("reads by place: {}", summary["reads_by_place"]);
     println!("maintenance: {}", summary["maintenance"]);
+    println!("fragments at the end: {}", summary["fragments_at_end"]);
     let violations = summary["violations"]
         .as_array()
         .cloned()

@@ -2,6 +2,7 @@
 //! leaves readable, what it records, and what a failure leaves behind.
 
 use omnigraph_core::adapter::{self, LinkKind};
+use omnigraph_core::storage::RequestKind;
 use omnigraph_core::{ErrorKind, Evidence, failpoints};
 use omnigraph_tests::{
     BACKENDS, Backend, TestRoot, ids_and_row_ids, ids_where, new_table, origin, rows, string_of,
@@ -217,5 +218,92 @@ async fn a_failure_before_the_manifest_leaves_unpublished_files_and_no_version()
             .await
             .unwrap();
         assert_eq!(link.dataset.count_rows(None).await.unwrap(), 10);
+    }
+}
+
+#[tokio::test]
+async fn a_compaction_restaged_twice_carries_every_delete_since_without_writing_rows_again() {
+    for backend in BACKENDS {
+        let test = TestRoot::new(backend).await;
+        let table = new_table(&test.root, "t1").await;
+        // Four fragments of five rows; row 2 deleted before the compaction is planned.
+        let mut base = table;
+        for start in [0, 5, 10, 15] {
+            base = adapter::stage_append(&base, vec![rows(start, 5, false)], &origin(1))
+                .await
+                .unwrap()
+                .dataset;
+        }
+        base = adapter::stage_delete(&base, "id = 2", &origin(1))
+            .await
+            .unwrap()
+            .dataset;
+        let before = ids_and_row_ids(&base).await;
+        let budget = adapter::CompactionBudget::default();
+        let compaction = adapter::stage_compaction(&base, &budget, &origin(1))
+            .await
+            .unwrap()
+            .expect("four small fragments compact");
+        // A writer deletes on the base the compaction was planned on, twice; each
+        // time the compaction is staged again on the writer's newer version.
+        let newer = adapter::stage_delete(&base, "id = 6 OR id = 11", &origin(1))
+            .await
+            .unwrap()
+            .dataset;
+        let probe = test.root.probe();
+        let first = adapter::restage_compaction(&compaction, &newer, &budget, &origin(1))
+            .await
+            .unwrap()
+            .expect("the group follows");
+        let newest = adapter::stage_delete(&newer, "id = 0 OR id >= 15", &origin(1))
+            .await
+            .unwrap()
+            .dataset;
+        let second = adapter::restage_compaction(&first, &newest, &budget, &origin(1))
+            .await
+            .unwrap()
+            .expect("the group follows again");
+        // The writer's deletes write deletion files only; so does carrying them over.
+        let rows_written: Vec<String> = probe
+            .requests()
+            .into_iter()
+            .filter(|request| {
+                matches!(request.kind, RequestKind::Put | RequestKind::PutIfAbsent)
+                    && request.path.starts_with("tables/t1/data/")
+            })
+            .map(|request| request.path)
+            .collect();
+        assert!(
+            rows_written.is_empty(),
+            "{backend:?}: no row is written again: {rows_written:?}"
+        );
+        for (link, deleted) in [
+            (&first, vec![2, 6, 11]),
+            (&second, vec![0, 2, 6, 11, 15, 16, 17, 18, 19]),
+        ] {
+            let expected: Vec<(i64, u64)> = before
+                .iter()
+                .filter(|(id, _)| !deleted.contains(id))
+                .cloned()
+                .collect();
+            assert_eq!(
+                ids_and_row_ids(&link.dataset).await,
+                expected,
+                "{backend:?}: every other row, with its stable row id"
+            );
+            assert_eq!(
+                link.dataset.manifest().fragments.len(),
+                1,
+                "{backend:?}: one compacted fragment"
+            );
+        }
+        // A fresh handle reads the same from storage.
+        let reopened = adapter::open_table_at(&*test.reopen().await, "tables/t1", second.version)
+            .await
+            .unwrap();
+        assert_eq!(
+            ids_where(&reopened, "true").await,
+            vec![1, 3, 4, 5, 7, 8, 9, 10, 12, 13, 14]
+        );
     }
 }

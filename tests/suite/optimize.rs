@@ -413,6 +413,133 @@ async fn a_unit_compacts_again_the_groups_a_concurrent_delete_and_update_touched
 }
 
 #[tokio::test]
+async fn a_unit_carries_concurrent_deletes_into_its_compacted_rows_without_writing_them_again() {
+    let test = TestRoot::new(Backend::Local).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    // Ten fragments of five rows each.
+    for chunk in 0..10 {
+        let rows: Vec<Value> = (chunk * 5..chunk * 5 + 5)
+            .map(|i| json!({"id": format!("p{i}"), "name": format!("apple {i}"), "age": i}))
+            .collect();
+        graph
+            .insert_json("Person", objects(Value::Array(rows)))
+            .await
+            .unwrap();
+        if chunk == 0 {
+            graph.build_indexes().await.unwrap();
+        }
+    }
+    let before = ids_and_row_ids_of(&*head_table(&graph, "Person").await).await;
+    let unit = plan_unit(&graph, "Person", &budget().compaction)
+        .await
+        .unwrap();
+    assert!(unit.has_work());
+    // Another writer deletes one row of a fragment, every row of another (which
+    // removes it), and updates a row of a third.
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    other.delete("Person", "id = 'p7'").await.unwrap().unwrap();
+    other
+        .delete("Person", "age >= 15 AND age < 20")
+        .await
+        .unwrap()
+        .unwrap();
+    other
+        .update("Person", "id = 'p21'", &[("age".into(), json!(99))])
+        .await
+        .unwrap()
+        .unwrap();
+    let written = other.head().await.unwrap();
+    let table_id = written
+        .require_pin_of_type("Person")
+        .unwrap()
+        .table_id
+        .clone();
+    let probe = graph.graph().root().probe();
+    let person = publish_unit(&graph, unit).await.unwrap();
+    assert!(person.published(), "{person:?}");
+    // The compaction published first, then the index folds staged on it: two commits.
+    assert_eq!(person.commit_seq(), Some(written.seq + 2), "{person:?}");
+    assert!(
+        person.indexes_folded.contains(&"age_btree".to_string())
+            && person.indexes_folded.contains(&"id_btree".to_string()),
+        "{person:?}"
+    );
+    let data_written: Vec<String> = probe
+        .requests()
+        .into_iter()
+        .filter(|request| {
+            matches!(request.kind, RequestKind::Put | RequestKind::PutIfAbsent)
+                && request
+                    .path
+                    .starts_with(&format!("tables/{table_id}/data/"))
+        })
+        .map(|request| request.path)
+        .collect();
+    assert!(
+        data_written.is_empty(),
+        "the compacted rows are not written again: {data_written:?}"
+    );
+    let head = head_table(&graph, "Person").await;
+    assert!(
+        head.manifest()
+            .fragments
+            .iter()
+            .any(|fragment| fragment.deletion_file.is_some()),
+        "the deletes are marked in the compacted fragments"
+    );
+    let age = head
+        .load_indices()
+        .await
+        .unwrap()
+        .iter()
+        .find(|index| index.name == "age_btree")
+        .cloned()
+        .unwrap();
+    let covered = age.fragment_bitmap.unwrap();
+    for fragment in head.manifest().fragments.iter() {
+        assert!(covered.contains(fragment.id as u32), "{:?}", fragment.id);
+    }
+    // Every row the other writer did not touch is there with its stable row id; the
+    // deleted rows are gone; the update is kept; the scalar index answers.
+    let after = ids_and_row_ids_of(&head).await;
+    let gone = |id: &str| ["p7", "p15", "p16", "p17", "p18", "p19"].contains(&id);
+    let expected: Vec<(String, u64)> = before
+        .iter()
+        .filter(|(id, _)| !gone(id) && id != "p21")
+        .cloned()
+        .collect();
+    let untouched: Vec<(String, u64)> = after
+        .iter()
+        .filter(|(id, _)| id != "p21")
+        .cloned()
+        .collect();
+    assert_eq!(untouched, expected);
+    assert_eq!(after.len(), 44, "{after:?}");
+    let p21 = graph
+        .get("Person", &json!("p21"), &CommitRef::Head)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p21["age"], 99, "the update is kept");
+    let expected_scalar: Vec<String> = (20..30)
+        .filter(|i| *i != 21)
+        .map(|i| format!("p{i}"))
+        .collect();
+    assert_eq!(scalar_ids(&graph).await, expected_scalar);
+    assert_eq!(scalar_ids(&other).await, expected_scalar);
+    for deleted in ["p7", "p15", "p19"] {
+        assert!(
+            graph
+                .get("Person", &json!(deleted), &CommitRef::Head)
+                .await
+                .unwrap()
+                .is_none(),
+            "{deleted} stays deleted"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_unit_whose_fragments_another_optimize_replaced_ends_pin_moved() {
     let (graph, test) = fifty_inserts(Backend::Local).await;
     let unit = plan_unit(&graph, "Person", &budget().compaction)

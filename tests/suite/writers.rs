@@ -1,6 +1,7 @@
 //! The `Omnigraph` handle's insert and reads on real Lance tables, on a local folder and
 //! in memory.
 
+use omnigraph_core::storage::RequestKind;
 use omnigraph_core::{ErrorKind, Evidence, OmniError};
 use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
 use omnigraph_tests::{
@@ -638,6 +639,50 @@ async fn the_key_cache_follows_other_writers_deletes_and_appends() {
         .await
         .unwrap();
     for taken in ["p3", "p2", "p1"] {
+        let error = first
+            .insert_json("Person", objects(json!([{"id": taken, "name": "dup"}])))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::KeyConflict, "{taken}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn after_another_writers_delete_the_key_cache_reads_only_the_fragment_it_touched() {
+    let (first, test) = new_graph(Backend::Local).await;
+    // Ten fragments, one row each; `first` reads all their keys on its first insert.
+    for i in 0..10 {
+        first
+            .insert_json(
+                "Person",
+                objects(json!([{"id": format!("p{i}"), "name": "A"}])),
+            )
+            .await
+            .unwrap();
+    }
+    let second = Omnigraph::open(&test.uri).await.unwrap();
+    second.delete("Person", "id = 'p3'").await.unwrap().unwrap();
+    first.head().await.unwrap();
+    let probe = first.graph().root().probe();
+    first
+        .insert_json("Person", objects(json!([{"id": "p3", "name": "A again"}])))
+        .await
+        .unwrap();
+    let data_reads: Vec<String> = probe
+        .requests()
+        .into_iter()
+        .filter(|request| {
+            matches!(request.kind, RequestKind::Get | RequestKind::RangedGet)
+                && request.path.contains("/data/")
+        })
+        .map(|request| request.path)
+        .collect();
+    assert!(
+        data_reads.len() <= 1,
+        "one fragment's keys are read again, not the table's: {data_reads:?}"
+    );
+    // The keys are still exact: p3 was free, the others are taken.
+    for taken in ["p3", "p4", "p0"] {
         let error = first
             .insert_json("Person", objects(json!([{"id": taken, "name": "dup"}])))
             .await

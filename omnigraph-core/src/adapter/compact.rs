@@ -90,15 +90,41 @@ pub(super) async fn commit_rewrite(
     mut groups: Vec<RewriteGroup>,
     origin: &LinkOrigin,
 ) -> Result<StagedLink> {
+    number_new_fragments(base, &mut groups);
+    commit_numbered_rewrite(base, groups, origin).await
+}
+
+/// Numbers the new fragments of `groups` above `base`'s `max_fragment_id`, in order.
+pub(super) fn number_new_fragments(base: &Dataset, groups: &mut [RewriteGroup]) {
     let first_id = base.manifest().max_fragment_id().map_or(0, |max| max + 1);
-    let mut rows_rewritten = 0u64;
     let new_fragments = groups
         .iter_mut()
         .flat_map(|group| group.new_fragments.iter_mut());
     for (id, fragment) in (first_id..).zip(new_fragments) {
         fragment.id = id;
-        rows_rewritten += fragment.physical_rows.unwrap_or(0) as u64;
     }
+}
+
+/// Commits `groups`, whose new fragments [`number_new_fragments`] numbered on `base`,
+/// as one detached Rewrite on `base`.
+pub(super) async fn commit_numbered_rewrite(
+    base: &Arc<Dataset>,
+    groups: Vec<RewriteGroup>,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    let max_before = base.manifest().max_fragment_id();
+    let rows_rewritten = groups
+        .iter()
+        .flat_map(|group| group.new_fragments.iter())
+        .map(|fragment| {
+            assert!(
+                max_before.is_none_or(|max| fragment.id > max),
+                "a rewrite's new fragment {} is numbered above the base's {max_before:?}",
+                fragment.id
+            );
+            fragment.physical_rows.unwrap_or(0) as u64
+        })
+        .sum();
     let transaction = TransactionBuilder::new(
         super::version_of(base),
         Operation::Rewrite {

@@ -127,6 +127,11 @@ impl RequestProbe {
         counts
     }
 
+    /// How many requests were recorded (cheaper than [`RequestProbe::counts`]).
+    pub fn total(&self) -> u64 {
+        self.log.requests.lock().len() as u64
+    }
+
     /// The requests in the order they were made.
     pub fn requests(&self) -> Vec<Request> {
         self.log.requests.lock().clone()
