@@ -302,13 +302,13 @@ async fn run_unit(
     }
     let planned = unit.report.clone();
     match publish_unit_until(graph, unit, Some(token)).await {
-        Ok(table) => {
-            let left_staging = staged && !table.published();
-            Ran::Done {
-                table: Box::new(table),
-                staged: left_staging,
-            }
-        }
+        Ok(UnitRun {
+            table,
+            left_staging,
+        }) => Ran::Done {
+            table: Box::new(table),
+            staged: left_staging,
+        },
         Err(error) => Ran::Done {
             table: Box::new(TableOptimize {
                 outcome: failed_outcome(&error),
@@ -522,7 +522,16 @@ async fn stage_index_work(
 /// cannot follow, or still loses after that, ends `pin_moved` with nothing published.
 /// Other failures are errors with at least `Unpublished` evidence.
 pub async fn publish_unit(graph: &Omnigraph, unit: PlannedUnit) -> Result<TableOptimize> {
-    publish_unit_until(graph, unit, None).await
+    publish_unit_until(graph, unit, None)
+        .await
+        .map(|run| run.table)
+}
+
+/// How a unit's publication ended.
+struct UnitRun {
+    table: TableOptimize,
+    /// Whether it left staged files that no commit references.
+    left_staging: bool,
 }
 
 /// [`publish_unit`], stopping before a restage once `token` is cancelled.
@@ -530,7 +539,7 @@ async fn publish_unit_until(
     graph: &Omnigraph,
     unit: PlannedUnit,
     token: Option<&CancelToken>,
-) -> Result<TableOptimize> {
+) -> Result<UnitRun> {
     let PlannedUnit {
         mut staging,
         mut report,
@@ -538,7 +547,10 @@ async fn publish_unit_until(
         budget,
     } = unit;
     if !staging.has_staged() {
-        return Ok(report);
+        return Ok(UnitRun {
+            table: report,
+            left_staging: false,
+        });
     }
     let mut restages = 0;
     // Whether the unit's index work was set aside to land its compaction first.
@@ -567,12 +579,15 @@ async fn publish_unit_until(
                         commit_seq: commit.seq,
                     };
                     if indexes_deferred {
-                        return Box::pin(index_work_after(
+                        return Ok(Box::pin(index_work_after(
                             graph, staging, report, commit, budget, token,
                         ))
-                        .await;
+                        .await);
                     }
-                    return Ok(report);
+                    return Ok(UnitRun {
+                        table: report,
+                        left_staging: false,
+                    });
                 }
                 Err(OmniError::ReadSetChanged {
                     member,
@@ -589,7 +604,10 @@ async fn publish_unit_until(
         };
         if restages == RESTAGES_MAX || token.is_some_and(CancelToken::is_cancelled) {
             report.outcome = pin_moved;
-            return Ok(report);
+            return Ok(UnitRun {
+                table: report,
+                left_staging: true,
+            });
         }
         restages += 1;
         match restage_unit(graph, &mut staging, &mut report, &planned, &budget).await {
@@ -599,7 +617,10 @@ async fn publish_unit_until(
             }
             Ok(None) => {
                 report.outcome = pin_moved;
-                return Ok(report);
+                return Ok(UnitRun {
+                    table: report,
+                    left_staging: true,
+                });
             }
             Err(error) => return Err(error.with_evidence(Evidence::Unpublished)),
         }
@@ -612,7 +633,8 @@ pub const RESTAGES_MAX: usize = 3;
 /// The index work of a unit whose compaction published alone: staged on the commit
 /// that published it, and published as a unit of its own (re-committed as it is when
 /// writers only add or delete rows meanwhile). The compaction stays published whatever
-/// happens here: index work that does not land is reported pending, for the next run.
+/// happens here: index work that does not land (it fails, loses its pin again, or the
+/// run is cancelled first) is reported pending, for the next run.
 async fn index_work_after(
     graph: &Omnigraph,
     mut staging: Staging,
@@ -620,28 +642,48 @@ async fn index_work_after(
     compacted: omnigraph_publish::GraphCommit,
     budget: CompactionBudget,
     token: Option<&CancelToken>,
-) -> Result<TableOptimize> {
+) -> UnitRun {
     let published = report.outcome.clone();
     let catalog = graph.catalog_at(&compacted).await.ok();
     let type_def = catalog
         .as_ref()
         .and_then(|catalog| catalog.require(&report.type_key).ok());
-    // Index work that did not land, for the report: the declared index's property.
+    // Index work that did not land: pending, with the declared index's property.
     let type_key = report.type_key.clone();
-    let pending_of = |index: String, reason: String| PendingIndex {
-        type_name: type_key.clone(),
-        property: type_def
-            .and_then(|type_def| {
-                type_def
-                    .declared_indexes()
-                    .iter()
-                    .find(|declared| declared.name == index)
-                    .map(|declared| declared.column.clone())
-            })
-            .unwrap_or_else(|| index.clone()),
-        index,
-        reason,
+    let set_aside = |report: &mut TableOptimize, why: &str| {
+        let reason = format!(
+            "the compaction published alone beside writers; then {why}; the next run builds it"
+        );
+        let lost: Vec<String> = report
+            .indexes_folded
+            .drain(..)
+            .chain(report.indexes_built.drain(..))
+            .collect();
+        report.pending_indexes.extend(lost.into_iter().map(|index| {
+            PendingIndex {
+                type_name: type_key.clone(),
+                property: type_def
+                    .and_then(|type_def| {
+                        type_def
+                            .declared_indexes()
+                            .iter()
+                            .find(|declared| declared.name == index)
+                            .map(|declared| declared.column.clone())
+                    })
+                    .unwrap_or_else(|| index.clone()),
+                index,
+                reason: reason.clone(),
+            }
+        }));
+        report.outcome = published.clone();
     };
+    if token.is_some_and(CancelToken::is_cancelled) {
+        set_aside(&mut report, "the run was cancelled");
+        return UnitRun {
+            table: report,
+            left_staging: false,
+        };
+    }
     let staged = async {
         // The compaction's chain published: only the table at the new commit is left.
         let moved = staging.rebase(compacted.clone())?;
@@ -667,59 +709,54 @@ async fn index_work_after(
             stage_index_work(graph, &mut staging, type_def, &report.table_id, &table).await?;
         Ok::<_, OmniError>((work, table))
     };
-    let deferred_reason = |why: &str| {
-        format!("the compaction published alone beside writers; {why}; the next run builds it")
-    };
     let (work, table) = match staged.await {
         Ok(staged) => staged,
         Err(error) => {
-            let lost: Vec<String> = report
-                .indexes_folded
-                .drain(..)
-                .chain(report.indexes_built.drain(..))
-                .collect();
-            let why = deferred_reason(&error.to_string());
-            report
-                .pending_indexes
-                .extend(lost.into_iter().map(|index| pending_of(index, why.clone())));
-            return Ok(report);
+            let left_staging = error.evidence() != &Evidence::BeforeEffect;
+            set_aside(
+                &mut report,
+                &format!("staging its index work failed: {error}"),
+            );
+            return UnitRun {
+                table: report,
+                left_staging,
+            };
         }
     };
     report.indexes_folded = work.folded;
     report.indexes_built = work.built;
     report.pending_indexes = work.pending;
     if !staging.has_staged() {
-        return Ok(report);
+        return UnitRun {
+            table: report,
+            left_staging: false,
+        };
     }
     let unit = PlannedUnit {
         staging,
-        report,
+        report: report.clone(),
         planned: table,
         budget,
     };
-    let mut indexed = publish_unit_until(graph, unit, token).await?;
-    if !indexed.published() {
-        let why = deferred_reason("its index work then lost its pin too");
-        let lost: Vec<String> = indexed
-            .indexes_folded
-            .drain(..)
-            .chain(indexed.indexes_built.drain(..))
-            .collect();
-        indexed
-            .pending_indexes
-            .extend(lost.into_iter().map(|index| pending_of(index, why.clone())));
-        indexed.outcome = published;
+    match publish_unit_until(graph, unit, token).await {
+        Ok(run) if run.table.published() => run,
+        Ok(mut run) => {
+            set_aside(&mut run.table, "its index work lost its pin too");
+            run
+        }
+        Err(error) => {
+            set_aside(
+                &mut report,
+                &format!("publishing its index work failed: {error}"),
+            );
+            UnitRun {
+                table: report,
+                left_staging: true,
+            }
+        }
     }
-    Ok(indexed)
 }
 
-/// Stages the unit again on the table's pin at the current head, from the links it
-/// staged on `planned` (the adapter's rebase rules): the compaction keeps the groups
-/// whose fragments are unchanged, compacts again those that lost rows since, and drops
-/// those another writer replaced; index builds are re-committed when the table only
-/// gained fragments and nothing was compacted, and otherwise staged again on the new
-/// tip. Returns the table at the new pin, or `None` when nothing can follow (the
-/// schema changed, or no group of the compaction is left).
 /// A unit staged again on a moved pin.
 struct Restaged {
     /// The table at the new pin.
@@ -803,10 +840,7 @@ async fn restage_unit(
             }
         }
     }
-    if deferred {
-        report.indexes_folded.clear();
-        report.indexes_built.clear();
-    } else if indexed && !recommit_indexes {
+    if indexed && !recommit_indexes && !deferred {
         let work = stage_index_work(graph, staging, type_def, &table_id, &table).await?;
         report.indexes_folded = work.folded;
         report.indexes_built = work.built;

@@ -12,6 +12,7 @@ mod cost;
 mod graph_reads;
 mod lance_surface;
 mod maintenance;
+mod matrix;
 mod mutations;
 mod optimize;
 mod protocol;

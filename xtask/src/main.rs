@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Some("s3") => s3(),
         Some("bench") => bench(&args[1..]),
         Some("stress") => stress(&args[1..]),
+        Some("matrix") => matrix(),
         Some("interop") => interop(),
         Some("help") | Some("--help") | Some("-h") | None => {
             print_help();
@@ -48,7 +49,8 @@ fn print_help() {
          bench [--rows N] [--json]  ingest benchmark: JSONL and Parquet loads vs arrow-json/parquet + plain Lance, warm inserts\n  \
          bench --graph [--nodes N] [--edges E]  1M nodes and 5M edges from Parquet, time and peak memory, and Kuzu's COPY FROM\n  \
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
-         stress [--procs P] [--ops N] [--seed S] [--s3] [--json]  P processes write one root at once, then a checker"
+         stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json]  P processes write one root at once, then a checker\n  \
+         matrix             the detached-commit matrix, fast tier: every writer x window x fault x recovery actor (also in ci)"
     );
 }
 
@@ -439,6 +441,29 @@ fn step(root: &Path, name: &str, args: &[&str]) -> Result<(), String> {
 }
 
 /// Runs the tests, echoing their output, and totals the `test result:` lines.
+/// The detached-commit matrix's fast tier (`tests/suite/matrix.rs`), with its cell
+/// listing. `ci` runs it too; this runs it alone, with the workspace's feature set.
+fn matrix() -> Result<(), String> {
+    let root = workspace_root();
+    let (passed, _) = test_step(
+        &root,
+        &[
+            "test",
+            "--workspace",
+            "--lib",
+            "--bins",
+            "--tests",
+            "--",
+            "matrix::",
+            "--nocapture",
+        ],
+    )?;
+    if passed == 0 {
+        return Err("matrix: no test ran".into());
+    }
+    Ok(())
+}
+
 fn test_step(root: &Path, args: &[&str]) -> Result<(u64, u64), String> {
     use std::io::{BufRead, BufReader, Write};
     println!("== tests: cargo {}", args.join(" "));
