@@ -1,6 +1,6 @@
 //! The detached-commit matrix, fast tier (`cargo xtask matrix`): every writer in every
-//! window under one fault, each followed by two recovery actors, checked against a
-//! reference model of the rows that should be visible.
+//! window under the faults that fit it, each followed by every recovery actor, checked
+//! against a reference model of the rows that should be visible.
 //!
 //! A cell is (writer, window, fault, actor). Each runs on a new graph in memory,
 //! seeded the same way, and checks:
@@ -153,12 +153,98 @@ const CRASH_HOLD: Duration = Duration::from_secs(30);
 enum Actor {
     /// The next writer on the table the cell's writer changed.
     NextWriterSameTable,
+    /// The next writer on another table.
+    NextWriterOtherTable,
+    /// An optimize run.
+    Optimize,
+    /// Cleanup keeping one commit, once the grace period has passed.
+    Cleanup,
     /// A new handle on the root, and a full read.
     Reopen,
 }
 
 impl Actor {
-    const ALL: [Actor; 2] = [Actor::NextWriterSameTable, Actor::Reopen];
+    const ALL: [Actor; 5] = [
+        Actor::NextWriterSameTable,
+        Actor::NextWriterOtherTable,
+        Actor::Optimize,
+        Actor::Cleanup,
+        Actor::Reopen,
+    ];
+}
+
+/// Runs the recovery `actor` after a cell's writer, which changed `table`
+/// (`schema_moved` when its schema apply landed); returns the handle the checks read
+/// through. The actor must succeed: what it does joins `expected`.
+async fn act(
+    actor: Actor,
+    graph: Omnigraph,
+    test: &TestRoot,
+    table: &'static str,
+    schema_moved: bool,
+    expected: &mut Model,
+    problems: &mut Vec<String>,
+) -> Omnigraph {
+    let write_to = |type_name: &'static str, expected: &mut Model| match type_name {
+        "WorksAt" => {
+            expected.put("WorksAt", edge("ea", "p3", "c0"));
+            ("WorksAt", json!([{"id": "ea", "src": "p3", "dst": "c0"}]))
+        }
+        "Company" => {
+            let mut row = json!({"id": "ca", "name": "next"});
+            if schema_moved {
+                row["city"] = Value::Null;
+            }
+            expected.put("Company", row);
+            ("Company", json!([{"id": "ca", "name": "next"}]))
+        }
+        _ => {
+            expected.put("Person", person("na", 50));
+            ("Person", json!([person("na", 50)]))
+        }
+    };
+    match actor {
+        Actor::NextWriterSameTable | Actor::NextWriterOtherTable => {
+            let type_name = match (actor, table) {
+                (Actor::NextWriterSameTable, same) => same,
+                (_, "Person") => "Company",
+                _ => "Person",
+            };
+            let (type_name, rows) = write_to(type_name, expected);
+            if let Err(error) = graph.insert_json(type_name, objects(rows)).await {
+                problems.push(format!("the next writer on {type_name} failed: {error}"));
+            }
+            graph
+        }
+        Actor::Optimize => {
+            match graph.maintenance().optimize().await {
+                Ok(report) => {
+                    for unit in &report.tables {
+                        if let UnitOutcome::Failed { message, .. } = &unit.outcome {
+                            problems
+                                .push(format!("optimize after it: {}: {message}", unit.type_key));
+                        }
+                    }
+                }
+                Err(error) => problems.push(format!("optimize after it: {error}")),
+            }
+            graph
+        }
+        Actor::Cleanup => {
+            let cleaned = omnigraph_tests::later_by(
+                Duration::from_secs(120),
+                graph
+                    .maintenance()
+                    .cleanup(&omnigraph_tests::keep_with_minimum_grace(1)),
+            )
+            .await;
+            if let Err(error) = cleaned {
+                problems.push(format!("cleanup after it: {error}"));
+            }
+            graph
+        }
+        Actor::Reopen => Omnigraph::open(&test.uri).await.unwrap(),
+    }
 }
 
 /// Why a cell cannot exist, or `None`.
@@ -446,19 +532,16 @@ async fn crashed(
         problems.push("the writer crashed before its commit PUT, but the head moved".into());
     }
     let mut expected = model;
-    let reader = match actor {
-        Actor::NextWriterSameTable => {
-            expected.put("Person", person("na", 50));
-            if let Err(error) = graph
-                .insert_json("Person", objects(json!([person("na", 50)])))
-                .await
-            {
-                problems.push(format!("the next writer failed after the crash: {error}"));
-            }
-            graph
-        }
-        Actor::Reopen => observer,
-    };
+    let reader = act(
+        actor,
+        graph,
+        &test,
+        writer.table(),
+        false,
+        &mut expected,
+        &mut problems,
+    )
+    .await;
     let found = rows_at_head(&reader).await;
     for type_name in TYPES {
         let want = expected.rows.get(type_name).cloned().unwrap_or_default();
@@ -614,47 +697,20 @@ async fn run_cell(writer: Writer, window: Window, fault: Fault, actor: Actor) ->
     };
     let pins_at_failure = pins(&head_after);
     // The recovery actor; the next operation must land.
-    let reader = match actor {
-        Actor::NextWriterSameTable => {
-            let table = writer.table();
-            let written = match table {
-                "WorksAt" => {
-                    let row = edge("ea", "p3", "c0");
-                    expected.put("WorksAt", row.clone());
-                    graph
-                        .insert_json(
-                            "WorksAt",
-                            objects(json!([{"id": "ea", "src": "p3", "dst": "c0"}])),
-                        )
-                        .await
-                }
-                "Company" => {
-                    let mut row = json!({"id": "ca", "name": "next"});
-                    if landed && writer == Writer::SchemaApply {
-                        row["city"] = Value::Null;
-                    }
-                    expected.put("Company", row);
-                    graph
-                        .insert_json("Company", objects(json!([{"id": "ca", "name": "next"}])))
-                        .await
-                }
-                _ => {
-                    expected.put("Person", person("na", 50));
-                    graph
-                        .insert_json("Person", objects(json!([person("na", 50)])))
-                        .await
-                }
-            };
-            if let Err(error) = written {
-                problems.push(format!("the next writer failed: {error}"));
-            }
-            graph
-        }
-        Actor::Reopen => Omnigraph::open(&test.uri).await.unwrap(),
-    };
+    let schema_moved = landed && writer == Writer::SchemaApply;
+    let reader = act(
+        actor,
+        graph,
+        &test,
+        writer.table(),
+        schema_moved,
+        &mut expected,
+        &mut problems,
+    )
+    .await;
     // Check 4: cleanup (every commit kept, the grace period passed) reclaims what the
     // failure left on tables whose pin moved since, and nothing a commit needs.
-    if failed {
+    if failed && actor != Actor::Cleanup {
         let options = omnigraph_maintenance::CleanupOptions::new(
             omnigraph_maintenance::CleanupPolicy::keep_commits(10_000).unwrap(),
         )
