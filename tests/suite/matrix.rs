@@ -417,7 +417,31 @@ async fn run_writer(graph: &Omnigraph, writer: Writer) -> omnigraph_core::Result
             .map(|_| ()),
         Writer::BuildIndexes => graph.build_indexes().await.map(|_| ()),
         Writer::Optimize => {
+            let before = graph.head().await?;
             let report = graph.maintenance().optimize().await?;
+            // Each unit's outcome says whether its table moved: a published unit's pin
+            // is new at the head, a failed unit's is not (a race's rival writes only
+            // Company).
+            let head = graph.graph().log("main")?.head().await?;
+            for unit in &report.tables {
+                let pin = |commit: &omnigraph_publish::GraphCommit| {
+                    commit.pin_of_type(&unit.type_key).map(|pin| pin.version)
+                };
+                let moved = pin(&head) != pin(&before);
+                match &unit.outcome {
+                    UnitOutcome::Published { .. } => assert!(
+                        moved,
+                        "optimize says {} published, but its pin did not move",
+                        unit.type_key
+                    ),
+                    UnitOutcome::Failed { .. } if unit.type_key != "Company" => assert!(
+                        !moved,
+                        "optimize says {} failed, but its pin moved",
+                        unit.type_key
+                    ),
+                    _ => {}
+                }
+            }
             for table in &report.tables {
                 if let UnitOutcome::Failed {
                     message, evidence, ..
