@@ -451,3 +451,34 @@ async fn a_minted_edge_id_is_a_key_like_any_other_for_the_next_writer() {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::KeyConflict, "{error}");
 }
+
+#[tokio::test]
+async fn an_empty_csv_field_is_an_empty_string_where_the_property_is_required() {
+    let (graph, _test) = graph().await;
+    let dir = tempfile::tempdir().unwrap();
+    // `name` is a required String: its empty field (bare or quoted) is the empty
+    // string. `age` is optional: its empty field is null.
+    let path = dir.path().join("people.csv");
+    std::fs::write(&path, "id,name,age\np1,,3\np2,\"\",\np3,Cy,\n").unwrap();
+    let loaded = load(&graph, &path, InputFormat::Csv, "Person").await.unwrap();
+    assert_eq!(loaded, 3);
+    for (id, name, age) in [
+        ("p1", json!(""), json!(3)),
+        ("p2", json!(""), json!(null)),
+        ("p3", json!("Cy"), json!(null)),
+    ] {
+        let row = graph
+            .get("Person", &json!(id), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((&row["name"], &row["age"]), (&name, &age), "{id}: {row:?}");
+    }
+    // A required key is never empty: an empty id is still refused, naming the row.
+    std::fs::write(&path, "id,name\n,Dee\n").unwrap();
+    let error = load(&graph, &path, InputFormat::Csv, "Person")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    assert!(error.to_string().contains("id"), "{error}");
+}

@@ -220,6 +220,11 @@ fn csv_batches(
     }
     let table = type_def.arrow_schema();
     let mut fields: Vec<Field> = Vec::new();
+    // Columns (by position in the header) whose empty field is the empty string: the
+    // required String properties other than the key. Arrow's reader makes every empty
+    // field null, and such a property cannot be null, so the field can only mean "".
+    // An optional property's empty field stays null, and a key is never empty.
+    let mut empty_is_text: Vec<usize> = Vec::new();
     // A spreadsheet's UTF-8 export starts with a byte order mark.
     let header = header.trim_start_matches('\u{feff}');
     for name in header.trim_end_matches(['\r', '\n']).split(',') {
@@ -248,6 +253,15 @@ fn csv_batches(
                 field.data_type()
             )));
         }
+        let required_text = type_def.properties().iter().any(|property| {
+            property.name == name
+                && !property.optional
+                && !property.key
+                && property.data_type == omnigraph_core::schema::PropertyType::String
+        });
+        if required_text {
+            empty_is_text.push(fields.len());
+        }
         // Nullable here: a missing required value is reported by the row checks,
         // naming its row.
         fields.push(field.as_ref().clone().with_nullable(true));
@@ -262,5 +276,34 @@ fn csv_batches(
         .with_batch_size(COLUMNAR_BATCH_ROWS)
         .build(reader)
         .map_err(|error| bad(format!("cannot read as CSV: {error}")))?;
-    Ok(csv.map(|batch| batch.map_err(|error| error.to_string())))
+    Ok(csv.map(move |batch| {
+        let batch = batch.map_err(|error| error.to_string())?;
+        empty_fields_as_text(batch, &empty_is_text)
+    }))
+}
+
+/// `batch` with the nulls of the `columns` (String columns) made empty strings.
+fn empty_fields_as_text(
+    batch: RecordBatch,
+    columns: &[usize],
+) -> std::result::Result<RecordBatch, String> {
+    if columns
+        .iter()
+        .all(|column| batch.column(*column).null_count() == 0)
+    {
+        return Ok(batch);
+    }
+    let mut arrays = batch.columns().to_vec();
+    for column in columns {
+        let Some(text) = arrays[*column]
+            .as_any()
+            .downcast_ref::<omnigraph_core::arrow_array::StringArray>()
+        else {
+            return Err(format!("column {column} of a CSV batch is not text"));
+        };
+        let filled: omnigraph_core::arrow_array::StringArray =
+            text.iter().map(|value| Some(value.unwrap_or(""))).collect();
+        arrays[*column] = Arc::new(filled);
+    }
+    RecordBatch::try_new(batch.schema(), arrays).map_err(|error| error.to_string())
 }
