@@ -97,7 +97,8 @@ impl TableOptimize {
         matches!(self.outcome, UnitOutcome::Published { .. })
     }
 
-    /// The seq of the commit the unit published.
+    /// The seq of the commit the unit published (the later one, when its index work
+    /// followed its compaction as a second commit).
     pub fn commit_seq(&self) -> Option<u64> {
         match self.outcome {
             UnitOutcome::Published { commit_seq } => Some(commit_seq),
@@ -559,15 +560,17 @@ async fn publish_unit_until(
         let planned_version = adapter::version_of(&planned);
         let read_set =
             omnigraph_publish::ReadSet::staged(vec![(report.table_id.clone(), planned_version)]);
+        // Index work set aside is not in this commit.
+        let (folded, built) = if indexes_deferred {
+            (0, 0)
+        } else {
+            (report.indexes_folded.len(), report.indexes_built.len())
+        };
         let operation = CommitOperation {
             kind: "optimize".into(),
             summary: format!(
-                "{}: {} -> {} fragments, {} folded, {} built",
-                report.type_key,
-                report.fragments_before,
-                report.fragments_after,
-                report.indexes_folded.len(),
-                report.indexes_built.len()
+                "{}: {} -> {} fragments, {folded} folded, {built} built",
+                report.type_key, report.fragments_before, report.fragments_after,
             ),
         };
         // Published through the handle, which remembers the new head: nothing is read
@@ -732,15 +735,25 @@ async fn index_work_after(
             left_staging: false,
         };
     }
+    // The unit's figures are the compaction's; a restage of the index work would
+    // measure the table it moved to instead.
+    let figures = (report.fragments_before, report.fragments_after, report.rows);
     let unit = PlannedUnit {
         staging,
         report: report.clone(),
         planned: table,
         budget,
     };
+    let restore = |table: &mut TableOptimize| {
+        (table.fragments_before, table.fragments_after, table.rows) = figures;
+    };
     match publish_unit_until(graph, unit, token).await {
-        Ok(run) if run.table.published() => run,
+        Ok(mut run) if run.table.published() => {
+            restore(&mut run.table);
+            run
+        }
         Ok(mut run) => {
+            restore(&mut run.table);
             set_aside(&mut run.table, "its index work lost its pin too");
             run
         }

@@ -50,6 +50,9 @@ const CHECK_ROWS_MAX: usize = 10_000;
 /// How often the maintainers optimize and clean up.
 const OPTIMIZE_EVERY: Duration = Duration::from_secs(2);
 const CLEANUP_EVERY: Duration = Duration::from_secs(3);
+/// The longest a maintainer runs: it stops then even without the stop file (its
+/// parent was killed, say).
+const MAINTAIN_FOR_MAX: Duration = Duration::from_secs(3600);
 /// How soon a maintainer notices that the workers are done.
 const STOP_POLL: Duration = Duration::from_millis(50);
 /// Nodes read when looking for another worker's node to point an edge at.
@@ -586,7 +589,8 @@ async fn maintainer(args: &[String], root: &str) {
     };
     let stop = argument(args, "--stop").unwrap_or_else(|| fail("--stop FILE is required"));
     let out = argument(args, "--out").unwrap_or_else(|| fail("--out FILE is required"));
-    let stopped = || std::path::Path::new(&stop).exists();
+    let began = Instant::now();
+    let stopped = || std::path::Path::new(&stop).exists() || began.elapsed() > MAINTAIN_FOR_MAX;
     let report = maintain(root, kind, &stopped).await;
     std::fs::write(&out, Value::Object(report).to_string()).expect("write the maintainer's report");
 }
@@ -759,6 +763,8 @@ async fn scenario(root: &str, procs: usize, ops: usize, seed: usize) -> Value {
             .map(|(out, mut child)| {
                 let status = child.wait().expect("a child ends");
                 if !status.success() {
+                    // The maintainers stop at the stop file: never leave them running.
+                    let _ = std::fs::write(&stop, b"");
                     fail(&format!("a {role} failed ({status})"));
                 }
                 let text = std::fs::read_to_string(&out).expect("the child's report");

@@ -460,7 +460,9 @@ async fn an_empty_csv_field_is_an_empty_string_where_the_property_is_required() 
     // string. `age` is optional: its empty field is null.
     let path = dir.path().join("people.csv");
     std::fs::write(&path, "id,name,age\np1,,3\np2,\"\",\np3,Cy,\n").unwrap();
-    let loaded = load(&graph, &path, InputFormat::Csv, "Person").await.unwrap();
+    let loaded = load(&graph, &path, InputFormat::Csv, "Person")
+        .await
+        .unwrap();
     assert_eq!(loaded, 3);
     for (id, name, age) in [
         ("p1", json!(""), json!(3)),

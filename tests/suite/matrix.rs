@@ -43,6 +43,11 @@ const TYPES: [&str; 3] = ["Person", "Company", "WorksAt"];
 /// How long a race cell holds its writer's first staged manifest while another writer
 /// publishes.
 const RACE_HOLD: Duration = Duration::from_millis(300);
+/// How many times a race cell is run, its hold doubled each time, until the rival
+/// publishes first.
+const RACE_ATTEMPTS_MAX: u32 = 4;
+/// The longest a cell waits for its window's request.
+const WINDOW_WAIT_MAX: Duration = Duration::from_secs(20);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Writer {
@@ -79,14 +84,6 @@ impl Writer {
             Writer::SchemaApply => "Company",
             _ => "Person",
         }
-    }
-
-    /// Whether the writer changes rows (the model follows it when it lands).
-    fn changes_rows(self) -> bool {
-        !matches!(
-            self,
-            Writer::BuildIndexes | Writer::Optimize | Writer::Cleanup
-        )
     }
 }
 
@@ -378,8 +375,17 @@ async fn load_lines(
 }
 
 /// Runs `writer` once; an optimize unit that failed is its error.
-async fn run_writer(graph: &Omnigraph, writer: Writer) -> omnigraph_core::Result<()> {
-    match writer {
+/// Runs `writer` once: its result, and what the checks of its own report found (an
+/// optimize unit's outcome must match whether its table's pin moved). An optimize unit
+/// that failed is its error.
+async fn run_writer(
+    graph: &Omnigraph,
+    writer: Writer,
+) -> (omnigraph_core::Result<()>, Vec<String>) {
+    if writer == Writer::Optimize {
+        return run_optimize(graph).await;
+    }
+    let result = match writer {
         Writer::Insert => graph
             .insert_json("Person", objects(json!([person("n1", 41)])))
             .await
@@ -416,48 +422,59 @@ async fn run_writer(graph: &Omnigraph, writer: Writer) -> omnigraph_core::Result
             .await
             .map(|_| ()),
         Writer::BuildIndexes => graph.build_indexes().await.map(|_| ()),
-        Writer::Optimize => {
-            let before = graph.head().await?;
-            let report = graph.maintenance().optimize().await?;
-            // Each unit's outcome says whether its table moved: a published unit's pin
-            // is new at the head, a failed unit's is not (a race's rival writes only
-            // Company).
-            let head = graph.graph().log("main")?.head().await?;
+        Writer::Optimize => unreachable!("run above"),
+        Writer::Cleanup => unreachable!("cleanup cells are skipped"),
+    };
+    (result, Vec::new())
+}
+
+async fn run_optimize(graph: &Omnigraph) -> (omnigraph_core::Result<()>, Vec<String>) {
+    let mut claims = Vec::new();
+    let before = match graph.head().await {
+        Ok(head) => head,
+        Err(error) => return (Err(error), claims),
+    };
+    let report = match graph.maintenance().optimize().await {
+        Ok(report) => report,
+        Err(error) => return (Err(error), claims),
+    };
+    // Each unit's outcome says whether its table moved: a published unit's pin is new at
+    // the head, a failed unit's is not (a race's rival writes only Company).
+    let head = async { graph.graph().log("main")?.head().await }.await;
+    match head {
+        Ok(head) => {
             for unit in &report.tables {
                 let pin = |commit: &omnigraph_publish::GraphCommit| {
                     commit.pin_of_type(&unit.type_key).map(|pin| pin.version)
                 };
                 let moved = pin(&head) != pin(&before);
                 match &unit.outcome {
-                    UnitOutcome::Published { .. } => assert!(
-                        moved,
+                    UnitOutcome::Published { .. } if !moved => claims.push(format!(
                         "optimize says {} published, but its pin did not move",
                         unit.type_key
-                    ),
-                    UnitOutcome::Failed { .. } if unit.type_key != "Company" => assert!(
-                        !moved,
-                        "optimize says {} failed, but its pin moved",
-                        unit.type_key
-                    ),
+                    )),
+                    UnitOutcome::Failed { .. } if moved && unit.type_key != "Company" => claims
+                        .push(format!(
+                            "optimize says {} failed, but its pin moved",
+                            unit.type_key
+                        )),
                     _ => {}
                 }
             }
-            for table in &report.tables {
-                if let UnitOutcome::Failed {
-                    message, evidence, ..
-                } = &table.outcome
-                {
-                    return Err(OmniError::internal(format!(
-                        "optimize {}: {message}",
-                        table.type_key
-                    ))
-                    .with_evidence(evidence.clone()));
-                }
-            }
-            Ok(())
         }
-        Writer::Cleanup => unreachable!("cleanup cells are skipped"),
+        Err(error) => claims.push(format!("the head after optimize: {error}")),
     }
+    for table in &report.tables {
+        if let UnitOutcome::Failed {
+            message, evidence, ..
+        } = &table.outcome
+        {
+            let error = OmniError::internal(format!("optimize {}: {message}", table.type_key))
+                .with_evidence(evidence.clone());
+            return (Err(error), claims);
+        }
+    }
+    (Ok(()), claims)
 }
 
 /// The requests a window's wrapper fault applies to.
@@ -468,114 +485,123 @@ fn window_requests(window: Window) -> &'static str {
     }
 }
 
-/// Runs `writer` with `fault` in `window`; `None` when it crashed (its future dropped).
+/// What running a writer in its window did.
+struct Windowed {
+    /// The writer's result; `None` when it crashed (its future dropped).
+    outcome: Option<omnigraph_core::Result<()>>,
+    /// What the checks of the writer's own report found.
+    claims: Vec<String>,
+    /// Whether the window's fault fired (for the faults that report it).
+    fired: bool,
+    /// In a race: the rival's commit, or why it did not land.
+    rival: Option<omnigraph_core::Result<omnigraph_publish::GraphCommit>>,
+}
+
+/// Waits until `fault` fired, at most [`WINDOW_WAIT_MAX`]; whether it did.
+async fn until_fired(fault: &omnigraph_core::storage::FaultHandle) -> bool {
+    let began = std::time::Instant::now();
+    while fault.fired() == 0 {
+        if began.elapsed() > WINDOW_WAIT_MAX {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    true
+}
+
+/// Runs `writer` with `fault` in `window` (a race holds the writer's first staged
+/// manifest for `race_hold`).
 async fn run_in_window(
     graph: &Omnigraph,
     test: &TestRoot,
     writer: Writer,
     window: Window,
     fault: Fault,
-) -> Option<omnigraph_core::Result<()>> {
+    race_hold: Duration,
+) -> Windowed {
     let root = graph.graph().root();
     let on_requests = |action: FaultAction| {
         FaultRule::new(window_requests(window), &[RequestKind::PutIfAbsent], action)
     };
-    let written = match (window, fault) {
+    let done = |(outcome, claims): (omnigraph_core::Result<()>, Vec<String>), fired| Windowed {
+        outcome: Some(outcome),
+        claims,
+        fired,
+        rival: None,
+    };
+    match (window, fault) {
         (_, Fault::Crash) => {
             let held = root.inject(on_requests(FaultAction::Delay(CRASH_HOLD)).times(1));
-            let reached = async {
-                while held.fired() == 0 {
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-            };
             tokio::select! {
-                written = Box::pin(run_writer(graph, writer)) => written,
-                () = reached => return None,
+                written = Box::pin(run_writer(graph, writer)) => done(written, held.fired() > 0),
+                true = until_fired(&held) => Windowed {
+                    outcome: None,
+                    claims: Vec::new(),
+                    fired: true,
+                    rival: None,
+                },
             }
         }
         (Window::MidStaging, _) => {
             let armed = failpoints::arm(failpoints::STAGE_BEFORE_MANIFEST, "return");
-            armed.run(Box::pin(run_writer(graph, writer))).await
+            done(armed.run(Box::pin(run_writer(graph, writer))).await, true)
         }
         (Window::AfterStaging, _) => {
             let armed = failpoints::arm(failpoints::PUBLISH_BEFORE_COMMIT_PUT, "return");
-            armed.run(Box::pin(run_writer(graph, writer))).await
+            done(armed.run(Box::pin(run_writer(graph, writer))).await, true)
         }
-        (Window::AtCommitPut, Fault::LostAck) => {
-            let _fault = root.inject(on_requests(FaultAction::LostAck).times(1));
-            Box::pin(run_writer(graph, writer)).await
-        }
-        (Window::AtCommitPut, Fault::DuplicatedAck) => {
-            let _fault = root.inject(on_requests(FaultAction::DuplicatedAck).times(1));
-            Box::pin(run_writer(graph, writer)).await
+        (Window::AtCommitPut, Fault::LostAck | Fault::DuplicatedAck) => {
+            let action = if fault == Fault::LostAck {
+                FaultAction::LostAck
+            } else {
+                FaultAction::DuplicatedAck
+            };
+            let injected = root.inject(on_requests(action).times(1));
+            let written = Box::pin(run_writer(graph, writer)).await;
+            done(written, injected.fired() == 1)
         }
         (Window::AtCommitPut, _) => {
-            let _fault = root.inject(on_requests(FaultAction::FailBefore(StorageKind::Transient)));
-            Box::pin(run_writer(graph, writer)).await
+            let injected =
+                root.inject(on_requests(FaultAction::FailBefore(StorageKind::Transient)));
+            let written = Box::pin(run_writer(graph, writer)).await;
+            done(written, injected.fired() > 0)
         }
         (Window::AfterCommitPut, _) => {
+            // The failpoint skips the HEAD copy: no PUT of `HEAD` while it is armed.
+            let probe = root.probe();
             let armed = failpoints::arm(failpoints::PUBLISH_AFTER_COMMIT_PUT, "return");
-            armed.run(Box::pin(run_writer(graph, writer))).await
+            let written = armed.run(Box::pin(run_writer(graph, writer))).await;
+            let head_copied = probe
+                .requests()
+                .iter()
+                .any(|request| request.kind == RequestKind::Put && request.path.ends_with("/HEAD"));
+            done(written, !head_copied)
         }
         (Window::Race, _) => {
             // The writer's first staged manifest is held; meanwhile another handle
             // publishes a row on another table.
-            let hold = root.inject(on_requests(FaultAction::Delay(RACE_HOLD)).times(1));
+            let hold = root.inject(on_requests(FaultAction::Delay(race_hold)).times(1));
             let other = Omnigraph::open(&test.uri).await.unwrap();
             let concurrent = async {
-                while hold.fired() == 0 {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
+                if !until_fired(&hold).await {
+                    return None;
                 }
-                other
-                    .insert_json("Company", objects(json!([{"id": "c9", "name": "rival"}])))
-                    .await
+                Some(
+                    other
+                        .insert_json("Company", objects(json!([{"id": "c9", "name": "rival"}])))
+                        .await,
+                )
             };
-            let (written, rival) =
+            let ((outcome, claims), rival) =
                 tokio::join!(Box::pin(run_writer(graph, writer)), Box::pin(concurrent));
-            rival.expect("the rival's insert lands");
-            written
-        }
-    };
-    Some(written)
-}
-
-/// A cell whose writer crashed in its window: either nothing of it is visible or all
-/// of it is; the next writer lands; the rows equal the model, with or without it.
-async fn crashed(
-    graph: Omnigraph,
-    test: TestRoot,
-    model: Model,
-    writer: Writer,
-    head_before: omnigraph_publish::GraphCommit,
-    actor: Actor,
-) -> Vec<String> {
-    let mut problems = Vec::new();
-    let observer = Omnigraph::open(&test.uri).await.unwrap();
-    let head_after = observer.head().await.unwrap();
-    if head_after.seq != head_before.seq {
-        problems.push("the writer crashed before its commit PUT, but the head moved".into());
-    }
-    let mut expected = model;
-    let reader = act(
-        actor,
-        graph,
-        &test,
-        writer.table(),
-        false,
-        &mut expected,
-        &mut problems,
-    )
-    .await;
-    let found = rows_at_head(&reader).await;
-    for type_name in TYPES {
-        let want = expected.rows.get(type_name).cloned().unwrap_or_default();
-        if found.get(type_name).cloned().unwrap_or_default() != want {
-            problems.push(format!(
-                "{type_name} differs from the model after the {writer:?} crash"
-            ));
+            Windowed {
+                fired: rival.is_some(),
+                outcome: Some(outcome),
+                claims,
+                rival,
+            }
         }
     }
-    problems
 }
 
 /// The version each table is pinned at in `commit`.
@@ -625,153 +651,19 @@ async fn rows_at_head(
     found
 }
 
-/// What one cell found wrong; empty when it passed.
-async fn run_cell(writer: Writer, window: Window, fault: Fault, actor: Actor) -> Vec<String> {
-    let (graph, test, model) = seeded().await;
-    let mut problems = Vec::new();
-    let head_before = graph.head().await.unwrap();
-    let objects_before = table_objects(&test).await;
-    let Some(outcome) = Box::pin(run_in_window(&graph, &test, writer, window, fault)).await else {
-        return Box::pin(crashed(graph, test, model, writer, head_before, actor)).await;
-    };
-    // The rival's row, when there was one.
-    let mut model = model;
-    if window == Window::Race {
-        model.put("Company", json!({"id": "c9", "name": "rival"}));
-    }
-    let observer = Omnigraph::open(&test.uri).await.unwrap();
-    let head_after = observer.head().await.unwrap();
-    if fault == Fault::Crash {
-        problems.push("the writer finished: the crash window was never reached".into());
-    }
-    let must_fail = fault == Fault::ReturnedError
-        && matches!(
-            window,
-            Window::MidStaging | Window::AfterStaging | Window::AtCommitPut
-        );
-    if must_fail && outcome.is_ok() {
-        problems.push("the writer succeeded: the window was never reached".into());
-    }
-    // The commit was applied: only a success, or an honest InDoubt, may be reported.
-    let applied = matches!(fault, Fault::LostAck | Fault::DuplicatedAck);
-    if applied
-        && let Err(error) = &outcome
-        && error.evidence() != &Evidence::InDoubt
-    {
-        problems.push(format!(
-            "the commit landed, but the writer said {:?}: {error}",
-            error.evidence()
-        ));
-    }
-    let landed = match &outcome {
-        Ok(()) => {
-            if writer.changes_rows() && head_after.seq == head_before.seq {
-                problems.push("acknowledged, but the head did not move".into());
-            }
-            true
-        }
-        Err(error) => {
-            let evidence = error.evidence().clone();
-            let rival_commits = u64::from(window == Window::Race);
-            match &evidence {
-                Evidence::BeforeEffect => {
-                    if table_objects(&test).await != objects_before {
-                        problems.push(format!("BeforeEffect, but objects were written: {error}"));
-                    }
-                    if head_after.seq != head_before.seq + rival_commits {
-                        problems.push(format!("BeforeEffect, but the head moved: {error}"));
-                    }
-                }
-                Evidence::Unpublished => {
-                    if head_after.seq != head_before.seq + rival_commits {
-                        problems.push(format!("Unpublished, but the head moved: {error}"));
-                    }
-                }
-                Evidence::InDoubt => {
-                    if window != Window::AtCommitPut {
-                        problems.push(format!("InDoubt outside the commit PUT: {error}"));
-                    }
-                }
-                Evidence::PartlyPublished { .. } => {}
-            }
-            if window == Window::AfterCommitPut {
-                problems.push(format!(
-                    "the commit landed, but the writer reported failure: {error}"
-                ));
-            }
-            // In doubt: whatever the head shows decides.
-            evidence == Evidence::InDoubt
-                && head_after.seq > head_before.seq + u64::from(window == Window::Race)
-        }
-    };
-    let mut expected = if landed { model.after(writer) } else { model };
-    // What a failed write left: reclaimed by cleanup once its table's pin moves (until
-    // then it is staging that could still publish, a root whatever its age).
-    let failed = outcome.is_err() && !landed;
-    // In a race the rival's published files are new too: only the rule that nothing a
-    // commit needs is removed applies there.
-    let leftovers: BTreeSet<String> = if failed && window != Window::Race {
-        table_objects(&test)
-            .await
-            .difference(&objects_before)
-            .cloned()
-            .collect()
-    } else {
-        BTreeSet::new()
-    };
-    let pins_at_failure = pins(&head_after);
-    // The recovery actor; the next operation must land.
-    let schema_moved = landed && writer == Writer::SchemaApply;
-    let reader = act(
-        actor,
-        graph,
-        &test,
-        writer.table(),
-        schema_moved,
-        &mut expected,
-        &mut problems,
-    )
-    .await;
-    // Check 4: cleanup (every commit kept, the grace period passed) reclaims what the
-    // failure left on tables whose pin moved since, and nothing a commit needs.
-    if failed && actor != Actor::Cleanup {
-        let options = omnigraph_maintenance::CleanupOptions::new(
-            omnigraph_maintenance::CleanupPolicy::keep_commits(10_000).unwrap(),
-        )
-        .with_grace(omnigraph_publish::retention::GRACE_MIN)
-        .unwrap();
-        let cleaned = omnigraph_tests::later_by(
-            Duration::from_secs(120),
-            reader.maintenance().cleanup(&options),
-        )
-        .await;
-        if let Err(error) = cleaned {
-            problems.push(format!("cleanup after the failure: {error}"));
-        }
-        let left = table_objects(&test).await;
-        let pins_now = pins(&reader.head().await.unwrap());
-        let kept: Vec<&String> = leftovers
-            .iter()
-            .filter(|object| left.contains(*object))
-            .filter(|object| {
-                let table = object.split('/').nth(1).unwrap_or_default();
-                pins_now.get(table) != pins_at_failure.get(table) || !pins_now.contains_key(table)
-            })
-            .take(3)
-            .collect();
-        if !kept.is_empty() {
-            problems.push(format!(
-                "cleanup kept what the failure left on a moved table: {kept:?}"
-            ));
-        }
-        let lost: Vec<&String> = objects_before.difference(&left).take(3).collect();
-        if !lost.is_empty() {
-            problems.push(format!(
-                "cleanup removed files a kept commit needs: {lost:?}"
-            ));
-        }
-    }
-    let found = rows_at_head(&reader).await;
+/// What one cell found.
+struct CellResult {
+    /// What it found wrong; empty when it passed.
+    problems: Vec<String>,
+    /// In a race cell: whether the rival published before the writer (else the cell
+    /// is run again with a longer hold).
+    race_exercised: bool,
+}
+
+/// The rows at the head equal `expected`, with no dangling edge (keys are unique by
+/// [`rows_at_head`]).
+async fn check_head(reader: &Omnigraph, expected: &Model, problems: &mut Vec<String>) {
+    let found = rows_at_head(reader).await;
     for type_name in TYPES {
         let want = expected.rows.get(type_name).cloned().unwrap_or_default();
         let got = found.get(type_name).cloned().unwrap_or_default();
@@ -798,19 +690,287 @@ async fn run_cell(writer: Writer, window: Window, fault: Fault, actor: Actor) ->
             problems.push(format!("edge {key} dangles: {src} -> {dst}"));
         }
     }
-    if let Err(error) = outcome
-        && !matches!(
-            error.kind(),
-            ErrorKind::Storage(_)
+}
+
+/// Check 4: cleanup (every commit kept, the grace period passed) reclaims what a failed
+/// write left (`leftovers`) on every table whose pin moved since `pins_at_failure`, and
+/// removes nothing of `objects_before`.
+async fn check_cleanup(
+    reader: &Omnigraph,
+    test: &TestRoot,
+    objects_before: &BTreeSet<String>,
+    leftovers: &BTreeSet<String>,
+    pins_at_failure: &BTreeMap<String, u64>,
+    problems: &mut Vec<String>,
+) {
+    let options = omnigraph_maintenance::CleanupOptions::new(
+        omnigraph_maintenance::CleanupPolicy::keep_commits(10_000).unwrap(),
+    )
+    .with_grace(omnigraph_publish::retention::GRACE_MIN)
+    .unwrap();
+    let cleaned = omnigraph_tests::later_by(
+        Duration::from_secs(120),
+        reader.maintenance().cleanup(&options),
+    )
+    .await;
+    if let Err(error) = cleaned {
+        problems.push(format!("cleanup after the failure: {error}"));
+    }
+    let left = table_objects(test).await;
+    let pins_now = pins(&reader.head().await.unwrap());
+    let kept: Vec<&String> = leftovers
+        .iter()
+        .filter(|object| left.contains(*object))
+        .filter(|object| {
+            let table = object.split('/').nth(1).unwrap_or_default();
+            pins_now.get(table) != pins_at_failure.get(table) || !pins_now.contains_key(table)
+        })
+        .take(3)
+        .collect();
+    if !kept.is_empty() {
+        problems.push(format!(
+            "cleanup kept what the failure left on a moved table: {kept:?}"
+        ));
+    }
+    let lost: Vec<&String> = objects_before.difference(&left).take(3).collect();
+    if !lost.is_empty() {
+        problems.push(format!(
+            "cleanup removed files a kept commit needs: {lost:?}"
+        ));
+    }
+}
+
+/// A cell whose writer crashed in its window (before its commit PUT landed): nothing of
+/// it is visible, the next operation lands, and cleanup reclaims what it left once its
+/// table moves on.
+async fn crashed(
+    graph: Omnigraph,
+    test: TestRoot,
+    model: Model,
+    writer: Writer,
+    head_before: omnigraph_publish::GraphCommit,
+    objects_before: BTreeSet<String>,
+    actor: Actor,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let observer = Omnigraph::open(&test.uri).await.unwrap();
+    let head_after = observer.head().await.unwrap();
+    if head_after.seq != head_before.seq {
+        problems.push("the writer crashed before its commit PUT, but the head moved".into());
+    }
+    let leftovers: BTreeSet<String> = table_objects(&test)
+        .await
+        .difference(&objects_before)
+        .cloned()
+        .collect();
+    let mut expected = model;
+    let reader = act(
+        actor,
+        graph,
+        &test,
+        writer.table(),
+        false,
+        &mut expected,
+        &mut problems,
+    )
+    .await;
+    if actor != Actor::Cleanup {
+        check_cleanup(
+            &reader,
+            &test,
+            &objects_before,
+            &leftovers,
+            &pins(&head_after),
+            &mut problems,
+        )
+        .await;
+    }
+    check_head(&reader, &expected, &mut problems).await;
+    problems
+}
+
+/// Runs one cell on a new graph; a race cell holds its writer for `race_hold`.
+async fn run_cell(
+    writer: Writer,
+    window: Window,
+    fault: Fault,
+    actor: Actor,
+    race_hold: Duration,
+) -> CellResult {
+    let (graph, test, mut model) = seeded().await;
+    let mut problems = Vec::new();
+    let head_before = graph.head().await.unwrap();
+    let objects_before = table_objects(&test).await;
+    let windowed = Box::pin(run_in_window(
+        &graph, &test, writer, window, fault, race_hold,
+    ))
+    .await;
+    if !windowed.fired {
+        problems.push(format!(
+            "the {fault:?} fault never fired: the window was never reached"
+        ));
+    }
+    problems.extend(windowed.claims);
+    let Some(outcome) = windowed.outcome else {
+        let problems_after = Box::pin(crashed(
+            graph,
+            test,
+            model,
+            writer,
+            head_before,
+            objects_before,
+            actor,
+        ))
+        .await;
+        problems.extend(problems_after);
+        return CellResult {
+            problems,
+            race_exercised: true,
+        };
+    };
+    if fault == Fault::Crash {
+        problems.push("the writer finished: the crash window was never reached".into());
+    }
+    // In a race the rival must publish first, as `n+1`; the writer then loses it.
+    let mut race_exercised = true;
+    let mut rival_commits = 0;
+    if window == Window::Race {
+        match &windowed.rival {
+            Some(Ok(rival)) => {
+                model.put("Company", json!({"id": "c9", "name": "rival"}));
+                rival_commits = 1;
+                race_exercised = rival.seq == head_before.seq + 1;
+            }
+            // A schema change that landed first refuses the rival's insert.
+            Some(Err(error))
+                if writer == Writer::SchemaApply && error.kind() == ErrorKind::ReadSetChanged =>
+            {
+                race_exercised = false;
+            }
+            Some(Err(error)) => problems.push(format!("the rival's insert failed: {error}")),
+            None => {}
+        }
+        if !race_exercised {
+            return CellResult {
+                problems,
+                race_exercised,
+            };
+        }
+    }
+    let observer = Omnigraph::open(&test.uri).await.unwrap();
+    let head_after = observer.head().await.unwrap();
+    let must_fail = fault == Fault::ReturnedError
+        && matches!(
+            window,
+            Window::MidStaging | Window::AfterStaging | Window::AtCommitPut
+        );
+    if must_fail && outcome.is_ok() {
+        problems.push("the writer succeeded: the window was never reached".into());
+    }
+    // The commit was applied: only a success, or an honest InDoubt, may be reported.
+    let applied = matches!(fault, Fault::LostAck | Fault::DuplicatedAck);
+    if applied
+        && let Err(error) = &outcome
+        && error.evidence() != &Evidence::InDoubt
+    {
+        problems.push(format!(
+            "the commit landed, but the writer said {:?}: {error}",
+            error.evidence()
+        ));
+    }
+    let landed = match &outcome {
+        Ok(()) => {
+            if head_after.seq <= head_before.seq + rival_commits {
+                problems.push("acknowledged, but the head did not move".into());
+            }
+            true
+        }
+        Err(error) => {
+            let evidence = error.evidence().clone();
+            match &evidence {
+                Evidence::BeforeEffect => {
+                    if table_objects(&test).await != objects_before {
+                        problems.push(format!("BeforeEffect, but objects were written: {error}"));
+                    }
+                    if head_after.seq != head_before.seq + rival_commits {
+                        problems.push(format!("BeforeEffect, but the head moved: {error}"));
+                    }
+                }
+                Evidence::Unpublished => {
+                    if head_after.seq != head_before.seq + rival_commits {
+                        problems.push(format!("Unpublished, but the head moved: {error}"));
+                    }
+                }
+                Evidence::InDoubt => {
+                    if window != Window::AtCommitPut {
+                        problems.push(format!("InDoubt outside the commit PUT: {error}"));
+                    }
+                }
+                Evidence::PartlyPublished { .. } => {}
+            }
+            if window == Window::AfterCommitPut {
+                problems.push(format!(
+                    "the commit landed, but the writer reported failure: {error}"
+                ));
+            }
+            let allowed = match error.kind() {
+                ErrorKind::Storage(_)
                 | ErrorKind::ReadSetChanged
                 | ErrorKind::ContentionExhausted
-                | ErrorKind::PublishInDoubt
-                | ErrorKind::Internal
+                | ErrorKind::PublishInDoubt => true,
+                // Optimize reports a failed unit, which the cell makes its error.
+                ErrorKind::Internal => writer == Writer::Optimize,
+                _ => false,
+            };
+            if !allowed {
+                problems.push(format!("an unexpected kind of error: {error}"));
+            }
+            // In doubt: whatever the head shows decides (no other writer runs).
+            evidence == Evidence::InDoubt && head_after.seq > head_before.seq + rival_commits
+        }
+    };
+    let mut expected = if landed { model.after(writer) } else { model };
+    let failed = outcome.is_err() && !landed;
+    // What a failed write left; in a race the rival's published files are new too, so
+    // only the rule that nothing a commit needs is removed applies there.
+    let leftovers: BTreeSet<String> = if failed && window != Window::Race {
+        table_objects(&test)
+            .await
+            .difference(&objects_before)
+            .cloned()
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    let pins_at_failure = pins(&head_after);
+    // The recovery actor; the next operation must land.
+    let schema_moved = landed && writer == Writer::SchemaApply;
+    let reader = act(
+        actor,
+        graph,
+        &test,
+        writer.table(),
+        schema_moved,
+        &mut expected,
+        &mut problems,
+    )
+    .await;
+    if failed && actor != Actor::Cleanup {
+        check_cleanup(
+            &reader,
+            &test,
+            &objects_before,
+            &leftovers,
+            &pins_at_failure,
+            &mut problems,
         )
-    {
-        problems.push(format!("an unexpected kind of error: {error}"));
+        .await;
     }
-    problems
+    check_head(&reader, &expected, &mut problems).await;
+    CellResult {
+        problems,
+        race_exercised,
+    }
 }
 
 /// The stack the matrix runs on: a debug build's poll frames for a merge load, nested
@@ -848,7 +1008,21 @@ async fn fast_tier() {
             }
             for fault in Fault::of(window) {
                 for actor in Actor::ALL {
-                    let problems = Box::pin(run_cell(writer, window, *fault, actor)).await;
+                    let mut hold = RACE_HOLD;
+                    let mut cell = Box::pin(run_cell(writer, window, *fault, actor, hold)).await;
+                    for _ in 1..RACE_ATTEMPTS_MAX {
+                        if cell.race_exercised {
+                            break;
+                        }
+                        hold *= 2;
+                        cell = Box::pin(run_cell(writer, window, *fault, actor, hold)).await;
+                    }
+                    let mut problems = cell.problems;
+                    if !cell.race_exercised {
+                        problems.push(format!(
+                            "the rival never published first in {RACE_ATTEMPTS_MAX} attempts"
+                        ));
+                    }
                     ran += 1;
                     for problem in problems {
                         failures.push(format!(

@@ -54,7 +54,6 @@ fn print_help() {
     );
 }
 
-/// The workspace root: xtask lives one level below it.
 /// The workspace the command was run in: the nearest folder at or above the current
 /// one whose `Cargo.toml` declares `[workspace]`. Not the folder this binary was built
 /// from: a shared build cache can hand one checkout's xtask binary to another.
@@ -374,6 +373,8 @@ fn stress(args: &[String]) -> Result<(), String> {
     let folder = std::env::temp_dir().join(unique);
     let done = run(&folder.display().to_string(), &[]);
     let _ = std::fs::remove_dir_all(&folder);
+    // `--compare` ran its one-process graph beside it.
+    let _ = std::fs::remove_dir_all(format!("{}-single", folder.display()));
     done
 }
 
@@ -440,7 +441,6 @@ fn step(root: &Path, name: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Runs the tests, echoing their output, and totals the `test result:` lines.
 /// The detached-commit matrix's fast tier (`tests/suite/matrix.rs`), with its cell
 /// listing. `ci` runs it too; this runs it alone, with the workspace's feature set.
 fn matrix() -> Result<(), String> {
@@ -464,6 +464,7 @@ fn matrix() -> Result<(), String> {
     Ok(())
 }
 
+/// Runs the tests, echoing their output, and totals the `test result:` lines.
 fn test_step(root: &Path, args: &[&str]) -> Result<(u64, u64), String> {
     use std::io::{BufRead, BufReader, Write};
     println!("== tests: cargo {}", args.join(" "));
