@@ -978,7 +978,7 @@ async fn run_cell(
 const MATRIX_STACK_BYTES: usize = 64 << 20;
 
 #[test]
-fn matrix_fast_tier_every_writer_window_and_actor() {
+fn matrix_every_writer_window_fault_and_actor() {
     std::thread::Builder::new()
         .name("matrix".into())
         .stack_size(MATRIX_STACK_BYTES)
@@ -996,10 +996,59 @@ fn matrix_fast_tier_every_writer_window_and_actor() {
         .expect("the matrix ran");
 }
 
+/// The environment variable that picks the tier: `full` runs every actor after every
+/// fault; anything else (or unset) the fast tier, which CI runs.
+const TIER_VAR: &str = "OMNIGRAPH_MATRIX";
+/// The environment variable that runs one cell only: `Writer/Window/Fault/Actor`.
+const CELL_VAR: &str = "OMNIGRAPH_MATRIX_CELL";
+/// The actors of the fast tier.
+const FAST_ACTORS: [Actor; 2] = [Actor::NextWriterSameTable, Actor::Reopen];
+
+/// A cell's name, as [`CELL_VAR`] takes it.
+fn cell_name(writer: Writer, window: Window, fault: Fault, actor: Actor) -> String {
+    format!("{writer:?}/{window:?}/{fault:?}/{actor:?}")
+}
+
+/// Runs a cell, again with a longer hold while a race's rival did not publish first.
+async fn run_cell_until_raced(
+    writer: Writer,
+    window: Window,
+    fault: Fault,
+    actor: Actor,
+) -> Vec<String> {
+    let mut hold = RACE_HOLD;
+    let mut cell = Box::pin(run_cell(writer, window, fault, actor, hold)).await;
+    for _ in 1..RACE_ATTEMPTS_MAX {
+        if cell.race_exercised {
+            break;
+        }
+        hold *= 2;
+        cell = Box::pin(run_cell(writer, window, fault, actor, hold)).await;
+    }
+    let mut problems = cell.problems;
+    if !cell.race_exercised {
+        problems.push(format!(
+            "the rival never published first in {RACE_ATTEMPTS_MAX} attempts"
+        ));
+    }
+    problems
+}
+
 async fn fast_tier() {
-    let mut ran = 0;
+    let full = std::env::var(TIER_VAR).is_ok_and(|tier| tier == "full");
+    let only = std::env::var(CELL_VAR).ok();
+    let actors: &[Actor] = if full || only.is_some() {
+        &Actor::ALL
+    } else {
+        &FAST_ACTORS
+    };
+    let started = std::time::Instant::now();
+    let mut ran = 0usize;
     let mut skipped_cells = Vec::new();
     let mut failures = Vec::new();
+    // Cells run and failed, by writer and by actor.
+    let mut by_writer: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut by_actor: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for writer in Writer::ALL {
         for window in Window::ALL {
             if let Some(reason) = skipped(writer, window) {
@@ -1007,36 +1056,45 @@ async fn fast_tier() {
                 continue;
             }
             for fault in Fault::of(window) {
-                for actor in Actor::ALL {
-                    let mut hold = RACE_HOLD;
-                    let mut cell = Box::pin(run_cell(writer, window, *fault, actor, hold)).await;
-                    for _ in 1..RACE_ATTEMPTS_MAX {
-                        if cell.race_exercised {
-                            break;
-                        }
-                        hold *= 2;
-                        cell = Box::pin(run_cell(writer, window, *fault, actor, hold)).await;
+                for actor in actors {
+                    let name = cell_name(writer, window, *fault, *actor);
+                    if only.as_ref().is_some_and(|only| *only != name) {
+                        continue;
                     }
-                    let mut problems = cell.problems;
-                    if !cell.race_exercised {
-                        problems.push(format!(
-                            "the rival never published first in {RACE_ATTEMPTS_MAX} attempts"
-                        ));
-                    }
+                    let problems = run_cell_until_raced(writer, window, *fault, *actor).await;
                     ran += 1;
+                    let failed = usize::from(!problems.is_empty());
+                    for (tally, key) in [
+                        (&mut by_writer, format!("{writer:?}")),
+                        (&mut by_actor, format!("{actor:?}")),
+                    ] {
+                        let entry = tally.entry(key).or_default();
+                        entry.0 += 1;
+                        entry.1 += failed;
+                    }
                     for problem in problems {
                         failures.push(format!(
-                            "{writer:?} x {window:?} x {fault:?} x {actor:?}: {problem}"
+                            "{name}: {problem}\n    rerun: {CELL_VAR}={name} cargo xtask matrix"
                         ));
                     }
                 }
             }
         }
     }
+    let tier = if full { "full" } else { "fast" };
     println!(
-        "matrix fast tier: {ran} cells ran, {} skipped",
-        skipped_cells.len()
+        "matrix {tier} tier: {ran} cells, {} passed, {} failed, {} skipped, {:.1} s",
+        ran - by_writer.values().map(|(_, failed)| failed).sum::<usize>(),
+        by_writer.values().map(|(_, failed)| failed).sum::<usize>(),
+        skipped_cells.len(),
+        started.elapsed().as_secs_f64()
     );
+    for (title, tally) in [("writer", &by_writer), ("actor", &by_actor)] {
+        println!("  by {title}:");
+        for (key, (cells, failed)) in tally {
+            println!("    {key:<22} {cells:>4} cells, {failed} failed");
+        }
+    }
     for cell in &skipped_cells {
         println!("  skipped {cell}");
     }
@@ -1046,12 +1104,16 @@ async fn fast_tier() {
         failures.len(),
         failures.join("\n")
     );
-    let faults_per_writer: usize = Window::ALL
-        .iter()
-        .map(|window| Fault::of(*window).len())
-        .sum();
-    assert_eq!(
-        ran,
-        Actor::ALL.len() * (Writer::ALL.len() - 1) * faults_per_writer
-    );
+    if only.is_none() {
+        let faults_per_writer: usize = Window::ALL
+            .iter()
+            .map(|window| Fault::of(*window).len())
+            .sum();
+        assert_eq!(
+            ran,
+            actors.len() * (Writer::ALL.len() - 1) * faults_per_writer
+        );
+    } else {
+        assert_eq!(ran, 1, "{CELL_VAR} names no cell");
+    }
 }

@@ -22,7 +22,7 @@ fn main() -> ExitCode {
         Some("s3") => s3(),
         Some("bench") => bench(&args[1..]),
         Some("stress") => stress(&args[1..]),
-        Some("matrix") => matrix(),
+        Some("matrix") => matrix(&args[1..]),
         Some("interop") => interop(),
         Some("help") | Some("--help") | Some("-h") | None => {
             print_help();
@@ -50,7 +50,7 @@ fn print_help() {
          bench --graph [--nodes N] [--edges E]  1M nodes and 5M edges from Parquet, time and peak memory, and Kuzu's COPY FROM\n  \
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
          stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json]  P processes write one root at once, then a checker\n  \
-         matrix             the detached-commit matrix, fast tier: every writer x window x fault x recovery actor (also in ci)"
+         matrix [--full]    the detached-commit matrix: every writer x window x fault, then two recovery actors (the fast tier, also in ci) or all five (--full); OMNIGRAPH_MATRIX_CELL=W/Wi/F/A runs one cell"
     );
 }
 
@@ -443,10 +443,16 @@ fn step(root: &Path, name: &str, args: &[&str]) -> Result<(), String> {
 
 /// The detached-commit matrix's fast tier (`tests/suite/matrix.rs`), with its cell
 /// listing. `ci` runs it too; this runs it alone, with the workspace's feature set.
-fn matrix() -> Result<(), String> {
+fn matrix(args: &[String]) -> Result<(), String> {
     let root = workspace_root();
-    let (passed, _) = test_step(
+    let tier = if args.iter().any(|arg| arg == "--full") {
+        "full"
+    } else {
+        "fast"
+    };
+    let (passed, _) = test_step_with(
         &root,
+        &[("OMNIGRAPH_MATRIX", tier)],
         &[
             "test",
             "--workspace",
@@ -466,9 +472,19 @@ fn matrix() -> Result<(), String> {
 
 /// Runs the tests, echoing their output, and totals the `test result:` lines.
 fn test_step(root: &Path, args: &[&str]) -> Result<(u64, u64), String> {
+    test_step_with(root, &[], args)
+}
+
+/// [`test_step`] with `environment` set for the tests.
+fn test_step_with(
+    root: &Path,
+    environment: &[(&str, &str)],
+    args: &[&str],
+) -> Result<(u64, u64), String> {
     use std::io::{BufRead, BufReader, Write};
     println!("== tests: cargo {}", args.join(" "));
     let mut child = cargo(root, args)
+        .envs(environment.iter().copied())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .map_err(|error| format!("tests: could not run cargo: {error}"))?;
