@@ -116,6 +116,8 @@ impl Window {
 enum Fault {
     /// An error is returned: a failpoint fires, or every commit PUT fails (transient).
     ReturnedError,
+    /// Every commit PUT fails with a permanent error (a refused request).
+    PermanentError,
     /// The commit PUT is applied, and a transient error reported.
     LostAck,
     /// The commit PUT is applied, and `AlreadyExists` reported (a retried conditional PUT).
@@ -134,6 +136,7 @@ impl Fault {
             Window::AfterStaging | Window::AfterCommitPut => &[Fault::ReturnedError],
             Window::AtCommitPut => &[
                 Fault::ReturnedError,
+                Fault::PermanentError,
                 Fault::LostAck,
                 Fault::DuplicatedAck,
                 Fault::Crash,
@@ -561,8 +564,12 @@ async fn run_in_window(
             done(written, injected.fired() == 1)
         }
         (Window::AtCommitPut, _) => {
-            let injected =
-                root.inject(on_requests(FaultAction::FailBefore(StorageKind::Transient)));
+            let kind = if fault == Fault::PermanentError {
+                StorageKind::Permanent
+            } else {
+                StorageKind::Transient
+            };
+            let injected = root.inject(on_requests(FaultAction::FailBefore(kind)));
             let written = Box::pin(run_writer(graph, writer)).await;
             done(written, injected.fired() > 0)
         }
@@ -678,6 +685,24 @@ async fn check_head(reader: &Omnigraph, expected: &Model, problems: &mut Vec<Str
                 .collect();
             problems.push(format!(
                 "{type_name} differs from the model: missing {missing:?}, invented {invented:?}, other values {differ:?}"
+            ));
+        }
+    }
+    // Stable row ids are unique in every table.
+    let snapshot = reader
+        .graph()
+        .snapshot("main", &CommitRef::Head)
+        .await
+        .unwrap();
+    for type_name in TYPES {
+        let table = snapshot.table(type_name).await.unwrap();
+        let rows = omnigraph_tests::text_ids_and_row_ids(&table).await;
+        let row_ids: BTreeSet<u64> = rows.iter().map(|(_, row_id)| *row_id).collect();
+        if row_ids.len() != rows.len() {
+            problems.push(format!(
+                "{type_name}: {} rows but {} stable row ids",
+                rows.len(),
+                row_ids.len()
             ));
         }
     }
@@ -859,7 +884,7 @@ async fn run_cell(
     }
     let observer = Omnigraph::open(&test.uri).await.unwrap();
     let head_after = observer.head().await.unwrap();
-    let must_fail = fault == Fault::ReturnedError
+    let must_fail = matches!(fault, Fault::ReturnedError | Fault::PermanentError)
         && matches!(
             window,
             Window::MidStaging | Window::AfterStaging | Window::AtCommitPut
