@@ -85,6 +85,8 @@ pub async fn run_armed_from_env<F: std::future::Future>(future: F) -> F::Output 
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub fn check(point: Failpoint) -> crate::Result<()> {
     if in_scope() {
+        #[cfg(feature = "failpoints")]
+        note_reached(point);
         fail::fail_point!(point.name(), |_| {
             Err(crate::OmniError::storage(
                 crate::StorageKind::Transient,
@@ -98,6 +100,24 @@ pub fn check(point: Failpoint) -> crate::Result<()> {
 
 tokio::task_local! {
     static FAILPOINT_SCOPE: ();
+}
+
+/// How many times each failpoint was reached inside a failpoint scope, armed or not:
+/// the coverage ledger a suite checks so that no registered failpoint goes untested.
+#[cfg(feature = "failpoints")]
+static REACHED: std::sync::LazyLock<
+    parking_lot::Mutex<std::collections::BTreeMap<&'static str, u64>>,
+> = std::sync::LazyLock::new(Default::default);
+
+#[cfg(feature = "failpoints")]
+fn note_reached(point: Failpoint) {
+    *REACHED.lock().entry(point.name()).or_default() += 1;
+}
+
+/// How many times `point` was reached inside a failpoint scope in this process.
+#[cfg(feature = "failpoints")]
+pub fn reached(point: Failpoint) -> u64 {
+    REACHED.lock().get(point.name()).copied().unwrap_or(0)
 }
 
 fn in_scope() -> bool {

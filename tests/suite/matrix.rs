@@ -30,12 +30,20 @@ node Company { id: String @key, name: String }
 edge WorksAt: Person -> Company { since: Int32? }
 ";
 
-/// The schema a schema-apply cell moves to: one new optional property.
+/// The schema a schema-apply cell moves to: one new optional property, and a new type
+/// (whose table the apply creates).
 const MATRIX_SCHEMA_WITH_CITY: &str = "
 node Person { id: String @key, name: String, age: Int32? @index }
 node Company { id: String @key, name: String, city: String? }
+node Project { id: String @key, name: String }
 edge WorksAt: Person -> Company { since: Int32? }
 ";
+
+/// Failpoints no matrix cell reaches, and why.
+const FAILPOINTS_NOT_IN_THE_MATRIX: [(failpoints::Failpoint, &str); 1] = [(
+    failpoints::CREATE_AFTER_FORMAT,
+    "graph creation, before there is a graph to write (tests/suite/protocol.rs)",
+)];
 
 /// The types, in the order the checks read them.
 const TYPES: [&str; 3] = ["Person", "Company", "WorksAt"];
@@ -91,6 +99,8 @@ impl Writer {
 enum Window {
     /// A link's files are written, its manifest is not.
     MidStaging,
+    /// A link's manifest is written; the writer has not seen it (between links).
+    BetweenLinks,
     /// Every link is staged; the commit is not put.
     AfterStaging,
     /// The commit's put-if-absent itself.
@@ -102,8 +112,9 @@ enum Window {
 }
 
 impl Window {
-    const ALL: [Window; 5] = [
+    const ALL: [Window; 6] = [
         Window::MidStaging,
+        Window::BetweenLinks,
         Window::AfterStaging,
         Window::AtCommitPut,
         Window::AfterCommitPut,
@@ -133,7 +144,9 @@ impl Fault {
     fn of(window: Window) -> &'static [Fault] {
         match window {
             Window::MidStaging => &[Fault::ReturnedError, Fault::Crash],
-            Window::AfterStaging | Window::AfterCommitPut => &[Fault::ReturnedError],
+            Window::BetweenLinks | Window::AfterStaging | Window::AfterCommitPut => {
+                &[Fault::ReturnedError]
+            }
             Window::AtCommitPut => &[
                 Fault::ReturnedError,
                 Fault::PermanentError,
@@ -549,6 +562,10 @@ async fn run_in_window(
             let armed = failpoints::arm(failpoints::STAGE_BEFORE_MANIFEST, "return");
             done(armed.run(Box::pin(run_writer(graph, writer))).await, true)
         }
+        (Window::BetweenLinks, _) => {
+            let armed = failpoints::arm(failpoints::STAGE_AFTER_MANIFEST, "return");
+            done(armed.run(Box::pin(run_writer(graph, writer))).await, true)
+        }
         (Window::AfterStaging, _) => {
             let armed = failpoints::arm(failpoints::PUBLISH_BEFORE_COMMIT_PUT, "return");
             done(armed.run(Box::pin(run_writer(graph, writer))).await, true)
@@ -887,7 +904,7 @@ async fn run_cell(
     let must_fail = matches!(fault, Fault::ReturnedError | Fault::PermanentError)
         && matches!(
             window,
-            Window::MidStaging | Window::AfterStaging | Window::AtCommitPut
+            Window::MidStaging | Window::BetweenLinks | Window::AfterStaging | Window::AtCommitPut
         );
     if must_fail && outcome.is_ok() {
         problems.push("the writer succeeded: the window was never reached".into());
@@ -1068,6 +1085,10 @@ async fn fast_tier() {
         &FAST_ACTORS
     };
     let started = std::time::Instant::now();
+    let reached_before: Vec<u64> = failpoints::ALL
+        .iter()
+        .map(|point| failpoints::reached(*point))
+        .collect();
     let mut ran = 0usize;
     let mut skipped_cells = Vec::new();
     let mut failures = Vec::new();
@@ -1130,6 +1151,25 @@ async fn fast_tier() {
         failures.join("\n")
     );
     if only.is_none() {
+        // The coverage ledger: every registered failpoint is reached by some cell.
+        for (point, before) in failpoints::ALL.iter().zip(reached_before) {
+            println!(
+                "  failpoint {:<32} reached {} times",
+                point.name(),
+                failpoints::reached(*point) - before
+            );
+            let exempt = FAILPOINTS_NOT_IN_THE_MATRIX
+                .iter()
+                .any(|(not_here, _)| not_here == point);
+            assert!(
+                exempt || failpoints::reached(*point) > before,
+                "no cell reaches failpoint {}",
+                point.name()
+            );
+        }
+        for (point, why) in FAILPOINTS_NOT_IN_THE_MATRIX {
+            println!("  failpoint {} is not in the matrix: {why}", point.name());
+        }
         let faults_per_writer: usize = Window::ALL
             .iter()
             .map(|window| Fault::of(*window).len())
