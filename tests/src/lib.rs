@@ -408,3 +408,32 @@ pub async fn text_ids_and_row_ids(table: &Dataset) -> Vec<(String, u64)> {
     out.sort();
     out
 }
+
+/// The stack [`on_a_big_stack`] runs on: a debug build's poll frames for a whole chain
+/// of writers (a merge load, an update, a cascading delete) nested in one test outgrow a
+/// test thread's 2 MiB.
+pub const BIG_STACK_BYTES: usize = 64 << 20;
+
+/// Runs `future` to completion on a thread (and runtime workers) with
+/// [`BIG_STACK_BYTES`] of stack.
+pub fn on_a_big_stack<F>(future: impl FnOnce() -> F + Send + 'static) -> F::Output
+where
+    F: std::future::Future + 'static,
+    F::Output: Send + 'static,
+{
+    std::thread::Builder::new()
+        .name("big-stack".into())
+        .stack_size(BIG_STACK_BYTES)
+        .spawn(move || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_stack_size(BIG_STACK_BYTES)
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(future())
+        })
+        .expect("the big-stack thread")
+        .join()
+        .expect("the big-stack thread ran")
+}

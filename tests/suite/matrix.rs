@@ -1015,27 +1015,10 @@ async fn run_cell(
     }
 }
 
-/// The stack the matrix runs on: a debug build's poll frames for a merge load, nested
-/// under a cell's fault scope, outgrow a test thread's 2 MiB.
-const MATRIX_STACK_BYTES: usize = 64 << 20;
-
 #[test]
 fn matrix_every_writer_window_fault_and_actor() {
-    std::thread::Builder::new()
-        .name("matrix".into())
-        .stack_size(MATRIX_STACK_BYTES)
-        .spawn(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_stack_size(MATRIX_STACK_BYTES)
-                .enable_all()
-                .build()
-                .expect("a runtime")
-                .block_on(fast_tier())
-        })
-        .expect("the matrix thread")
-        .join()
-        .expect("the matrix ran");
+    // Deep writer futures in a debug build: see `on_a_big_stack`.
+    omnigraph_tests::on_a_big_stack(fast_tier);
 }
 
 /// The environment variable that picks the tier: `full` runs every actor after every
