@@ -45,6 +45,9 @@ const FAILPOINTS_NOT_IN_THE_MATRIX: [(failpoints::Failpoint, &str); 1] = [(
     "graph creation, before there is a graph to write (tests/suite/protocol.rs)",
 )];
 
+/// People in a load cell: more than one batch of the loader's.
+const LOAD_PEOPLE: usize = omnigraph_publish::ingest::INGEST_BATCH_ROWS + 100;
+
 /// The types, in the order the checks read them.
 const TYPES: [&str; 3] = ["Person", "Company", "WorksAt"];
 
@@ -307,9 +310,10 @@ impl Model {
         match writer {
             Writer::Insert => model.put("Person", person("n1", 41)),
             Writer::Load => {
-                model.put("Person", person("n2", 42));
-                model.put("Person", person("n3", 43));
-                model.put("WorksAt", edge("en1", "n2", "c0"));
+                for i in 0..LOAD_PEOPLE {
+                    model.put("Person", person(&format!("n{i}"), 42));
+                }
+                model.put("WorksAt", edge("en1", "n0", "c0"));
             }
             Writer::LoadMerge => {
                 model.put("Person", json!({"id": "p1", "name": "merged", "age": 11}));
@@ -407,11 +411,10 @@ async fn run_writer(
             .await
             .map(|_| ()),
         Writer::Load => {
-            let lines = [
-                with_type("Person", &person("n2", 42)),
-                with_type("Person", &person("n3", 43)),
-                with_type("WorksAt", &edge("en1", "n2", "c0")),
-            ];
+            let mut lines: Vec<String> = (0..LOAD_PEOPLE)
+                .map(|i| with_type("Person", &person(&format!("n{i}"), 42)))
+                .collect();
+            lines.push(with_type("WorksAt", &edge("en1", "n0", "c0")));
             load_lines(graph, &lines, LoadMode::Append).await
         }
         Writer::LoadMerge => {
