@@ -344,7 +344,11 @@ fn edge(id: &str, src: &str, dst: &str) -> Value {
 /// A new graph with people (two fragments more than the load made, so optimize has
 /// work), companies and edges, and no index built (so index builds have work).
 async fn seeded() -> (Omnigraph, TestRoot, Model) {
-    let test = TestRoot::new(Backend::Memory).await;
+    seeded_on(Backend::Memory).await
+}
+
+async fn seeded_on(backend: Backend) -> (Omnigraph, TestRoot, Model) {
+    let test = TestRoot::new(backend).await;
     let graph = Omnigraph::create(&test.uri, MATRIX_SCHEMA).await.unwrap();
     let mut model = Model::default();
     let mut lines = Vec::new();
@@ -1024,6 +1028,92 @@ fn matrix_every_writer_window_fault_and_actor() {
     omnigraph_tests::on_a_big_stack(fast_tier);
 }
 
+/// The root a process cell's child writes, and the writer it runs.
+const CHILD_ROOT_VAR: &str = "OMNIGRAPH_MATRIX_CHILD_ROOT";
+const CHILD_WRITER_VAR: &str = "OMNIGRAPH_MATRIX_CHILD_WRITER";
+/// How long a process cell waits for its child to stage a link.
+const CHILD_STAGED_WAIT_MAX: Duration = Duration::from_secs(60);
+
+/// A process cell's child: runs its writer held just after its first link's manifest,
+/// where the parent kills it.
+#[test]
+fn matrix_process_child() {
+    let (Ok(uri), Ok(name)) = (
+        std::env::var(CHILD_ROOT_VAR),
+        std::env::var(CHILD_WRITER_VAR),
+    ) else {
+        return; // Only runs as a child of a process cell.
+    };
+    let writer = Writer::ALL
+        .into_iter()
+        .find(|writer| format!("{writer:?}") == name)
+        .expect("a writer's name");
+    omnigraph_tests::on_a_big_stack(move || async move {
+        let graph = Omnigraph::open(&uri).await.unwrap();
+        let armed = failpoints::arm(failpoints::STAGE_AFTER_MANIFEST, "sleep(600000)");
+        let _ = armed.run(Box::pin(run_writer(&graph, writer))).await;
+        panic!("the writer was meant to be killed while staging");
+    });
+}
+
+/// The detached manifests under `tables/`.
+async fn staged_manifests(test: &TestRoot) -> BTreeSet<String> {
+    table_objects(test)
+        .await
+        .into_iter()
+        .filter(|object| object.contains("/_versions/d"))
+        .collect()
+}
+
+/// A process cell: the writer runs in a child process that is killed (SIGKILL) just
+/// after its first link's manifest; then the same checks as a crash.
+async fn run_process_cell(writer: Writer, actor: Actor) -> Vec<String> {
+    let (graph, test, model) = seeded_on(Backend::Local).await;
+    let head_before = graph.head().await.unwrap();
+    let objects_before = table_objects(&test).await;
+    let manifests_before = staged_manifests(&test).await;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "matrix::matrix_process_child",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ROOT_VAR, &test.uri)
+        .env(CHILD_WRITER_VAR, format!("{writer:?}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let began = std::time::Instant::now();
+    let mut staged = false;
+    while began.elapsed() < CHILD_STAGED_WAIT_MAX {
+        if staged_manifests(&test).await != manifests_before {
+            staged = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut problems = Vec::new();
+    if !staged {
+        problems.push("the child never staged a link: the window was never reached".into());
+    }
+    problems.extend(
+        Box::pin(crashed(
+            graph,
+            test,
+            model,
+            writer,
+            head_before,
+            objects_before,
+            actor,
+        ))
+        .await,
+    );
+    problems
+}
+
 /// The environment variable that picks the tier: `full` runs every actor after every
 /// fault; anything else (or unset) the fast tier, which CI runs.
 const TIER_VAR: &str = "OMNIGRAPH_MATRIX";
@@ -1076,6 +1166,7 @@ async fn fast_tier() {
         .map(|point| failpoints::reached(*point))
         .collect();
     let mut ran = 0usize;
+    let mut process_cells = 0usize;
     let mut skipped_cells = Vec::new();
     let mut failures = Vec::new();
     // Cells run and failed, by writer and by actor.
@@ -1110,6 +1201,35 @@ async fn fast_tier() {
                         ));
                     }
                 }
+            }
+        }
+    }
+    // Process cells: the writer's process is killed between links.
+    for writer in Writer::ALL {
+        if skipped(writer, Window::BetweenLinks).is_some() {
+            continue;
+        }
+        for actor in [Actor::NextWriterSameTable] {
+            let name = format!("{writer:?}/BetweenLinks/ProcessKilled/{actor:?}");
+            if only.as_ref().is_some_and(|only| *only != name) {
+                continue;
+            }
+            let problems = Box::pin(run_process_cell(writer, actor)).await;
+            ran += 1;
+            process_cells += 1;
+            let failed = usize::from(!problems.is_empty());
+            for (tally, key) in [
+                (&mut by_writer, format!("{writer:?}")),
+                (&mut by_actor, format!("{actor:?}")),
+            ] {
+                let entry = tally.entry(key).or_default();
+                entry.0 += 1;
+                entry.1 += failed;
+            }
+            for problem in problems {
+                failures.push(format!(
+                    "{name}: {problem}\n    rerun: {CELL_VAR}={name} cargo xtask matrix"
+                ));
             }
         }
     }
@@ -1161,9 +1281,10 @@ async fn fast_tier() {
             .map(|window| Fault::of(*window).len())
             .sum();
         assert_eq!(
-            ran,
+            ran - process_cells,
             actors.len() * (Writer::ALL.len() - 1) * faults_per_writer
         );
+        assert_eq!(process_cells, Writer::ALL.len() - 1);
     } else {
         assert_eq!(ran, 1, "{CELL_VAR} names no cell");
     }
