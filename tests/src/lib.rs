@@ -141,16 +141,7 @@ pub async fn new_table(root: &StorageRoot, name: &str) -> Arc<Dataset> {
 
 /// `(id, stable row id)` of every row, sorted by id.
 pub async fn ids_and_row_ids(dataset: &Dataset) -> Vec<(i64, u64)> {
-    let mut scanner = dataset.scan();
-    scanner.project(&["id"]).expect("project");
-    scanner.with_row_id();
-    let batches: Vec<RecordBatch> = scanner
-        .try_into_stream()
-        .await
-        .expect("scan")
-        .try_collect()
-        .await
-        .expect("scan batches");
+    let batches = id_and_row_id_batches(dataset).await;
     let mut out = Vec::new();
     for batch in batches {
         let ids = batch
@@ -169,6 +160,20 @@ pub async fn ids_and_row_ids(dataset: &Dataset) -> Vec<(i64, u64)> {
     }
     out.sort();
     out
+}
+
+/// Every row's `id` and `_rowid`, as scanned.
+async fn id_and_row_id_batches(dataset: &Dataset) -> Vec<RecordBatch> {
+    let mut scanner = dataset.scan();
+    scanner.project(&["id"]).expect("project id");
+    scanner.with_row_id();
+    scanner
+        .try_into_stream()
+        .await
+        .expect("scan")
+        .try_collect()
+        .await
+        .expect("scan batches")
 }
 
 /// The ids of the rows where `filter` holds, sorted.
@@ -386,16 +391,7 @@ pub async fn ids_at(
 
 /// The `id` (text) and stable row id of every row of `table`, sorted by id.
 pub async fn text_ids_and_row_ids(table: &Dataset) -> Vec<(String, u64)> {
-    let mut scanner = table.scan();
-    scanner.project(&["id"]).expect("project id");
-    scanner.with_row_id();
-    let batches: Vec<RecordBatch> = scanner
-        .try_into_stream()
-        .await
-        .expect("scan")
-        .try_collect()
-        .await
-        .expect("rows");
+    let batches = id_and_row_id_batches(table).await;
     let mut out: Vec<(String, u64)> = omnigraph_publish::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| {

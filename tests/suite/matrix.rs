@@ -713,13 +713,8 @@ async fn check_head(reader: &Omnigraph, expected: &Model, problems: &mut Vec<Str
         }
     }
     // Stable row ids are unique in every table.
-    let snapshot = reader
-        .graph()
-        .snapshot("main", &CommitRef::Head)
-        .await
-        .unwrap();
     for type_name in TYPES {
-        let table = snapshot.table(type_name).await.unwrap();
+        let table = omnigraph_tests::head_table(reader, type_name).await;
         let rows = omnigraph_tests::text_ids_and_row_ids(&table).await;
         let row_ids: BTreeSet<u64> = rows.iter().map(|(_, row_id)| *row_id).collect();
         if row_ids.len() != rows.len() {
@@ -1152,6 +1147,36 @@ async fn run_cell_until_raced(
     problems
 }
 
+/// The cells run, what failed, and the counts by writer and by actor (cells, failed).
+#[derive(Default)]
+struct Ledger {
+    ran: usize,
+    failures: Vec<String>,
+    by_writer: BTreeMap<String, (usize, usize)>,
+    by_actor: BTreeMap<String, (usize, usize)>,
+}
+
+impl Ledger {
+    /// Records the cell `name` and its problems, each with the command that reruns it.
+    fn record(&mut self, name: &str, writer: Writer, actor: Actor, problems: Vec<String>) {
+        self.ran += 1;
+        let failed = usize::from(!problems.is_empty());
+        for (tally, key) in [
+            (&mut self.by_writer, format!("{writer:?}")),
+            (&mut self.by_actor, format!("{actor:?}")),
+        ] {
+            let entry = tally.entry(key).or_default();
+            entry.0 += 1;
+            entry.1 += failed;
+        }
+        for problem in problems {
+            self.failures.push(format!(
+                "{name}: {problem}\n    rerun: {CELL_VAR}={name} cargo xtask matrix"
+            ));
+        }
+    }
+}
+
 async fn fast_tier() {
     let full = std::env::var(TIER_VAR).is_ok_and(|tier| tier == "full");
     let only = std::env::var(CELL_VAR).ok();
@@ -1165,13 +1190,9 @@ async fn fast_tier() {
         .iter()
         .map(|point| failpoints::reached(*point))
         .collect();
-    let mut ran = 0usize;
     let mut process_cells = 0usize;
     let mut skipped_cells = Vec::new();
-    let mut failures = Vec::new();
-    // Cells run and failed, by writer and by actor.
-    let mut by_writer: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    let mut by_actor: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut ledger = Ledger::default();
     for writer in Writer::ALL {
         for window in Window::ALL {
             if let Some(reason) = skipped(writer, window) {
@@ -1185,21 +1206,7 @@ async fn fast_tier() {
                         continue;
                     }
                     let problems = run_cell_until_raced(writer, window, *fault, *actor).await;
-                    ran += 1;
-                    let failed = usize::from(!problems.is_empty());
-                    for (tally, key) in [
-                        (&mut by_writer, format!("{writer:?}")),
-                        (&mut by_actor, format!("{actor:?}")),
-                    ] {
-                        let entry = tally.entry(key).or_default();
-                        entry.0 += 1;
-                        entry.1 += failed;
-                    }
-                    for problem in problems {
-                        failures.push(format!(
-                            "{name}: {problem}\n    rerun: {CELL_VAR}={name} cargo xtask matrix"
-                        ));
-                    }
+                    ledger.record(&name, writer, *actor, problems);
                 }
             }
         }
@@ -1215,24 +1222,16 @@ async fn fast_tier() {
                 continue;
             }
             let problems = Box::pin(run_process_cell(writer, actor)).await;
-            ran += 1;
             process_cells += 1;
-            let failed = usize::from(!problems.is_empty());
-            for (tally, key) in [
-                (&mut by_writer, format!("{writer:?}")),
-                (&mut by_actor, format!("{actor:?}")),
-            ] {
-                let entry = tally.entry(key).or_default();
-                entry.0 += 1;
-                entry.1 += failed;
-            }
-            for problem in problems {
-                failures.push(format!(
-                    "{name}: {problem}\n    rerun: {CELL_VAR}={name} cargo xtask matrix"
-                ));
-            }
+            ledger.record(&name, writer, actor, problems);
         }
     }
+    let Ledger {
+        ran,
+        failures,
+        by_writer,
+        by_actor,
+    } = ledger;
     let tier = if full { "full" } else { "fast" };
     println!(
         "matrix {tier} tier: {ran} cells, {} passed, {} failed, {} skipped, {:.1} s",

@@ -285,6 +285,22 @@ async fn a_pending_vector_index_waits_and_a_later_run_builds_it() {
     );
 }
 
+/// The fragments the `age_btree` index of `table` says it covers.
+async fn age_index_coverage(
+    table: &omnigraph_core::lance::Dataset,
+) -> std::collections::BTreeSet<u32> {
+    table
+        .load_indices()
+        .await
+        .unwrap()
+        .iter()
+        .find(|index| index.name == "age_btree")
+        .and_then(|index| index.fragment_bitmap.as_ref())
+        .expect("age_btree with a fragment bitmap")
+        .iter()
+        .collect()
+}
+
 /// The ids of Person at the head, sorted.
 async fn person_ids(graph: &Omnigraph) -> Vec<String> {
     ids_and_row_ids_of(&*head_table(graph, "Person").await)
@@ -348,17 +364,9 @@ async fn a_unit_restages_beside_a_concurrent_insert_and_every_row_and_index_answ
     );
     assert_eq!(pending_names(&person), ["name_fts"]);
     let table = head_table(&graph, "Person").await;
-    let age = table
-        .load_indices()
-        .await
-        .unwrap()
-        .iter()
-        .find(|index| index.name == "age_btree")
-        .cloned()
-        .unwrap();
-    let covered = age.fragment_bitmap.unwrap();
+    let covered = age_index_coverage(&table).await;
     for fragment in table.manifest().fragments.iter() {
-        assert!(covered.contains(fragment.id as u32), "{:?}", fragment.id);
+        assert!(covered.contains(&(fragment.id as u32)), "{:?}", fragment.id);
     }
     let mut expected: Vec<String> = (20..30).map(|i| format!("p{i}")).collect();
     expected.push("late".into());
@@ -487,17 +495,9 @@ async fn a_unit_carries_concurrent_deletes_into_its_compacted_rows_without_writi
             .any(|fragment| fragment.deletion_file.is_some()),
         "the deletes are marked in the compacted fragments"
     );
-    let age = head
-        .load_indices()
-        .await
-        .unwrap()
-        .iter()
-        .find(|index| index.name == "age_btree")
-        .cloned()
-        .unwrap();
-    let covered = age.fragment_bitmap.unwrap();
+    let covered = age_index_coverage(&head).await;
     for fragment in head.manifest().fragments.iter() {
-        assert!(covered.contains(fragment.id as u32), "{:?}", fragment.id);
+        assert!(covered.contains(&(fragment.id as u32)), "{:?}", fragment.id);
     }
     // Every row the other writer did not touch is there with its stable row id; the
     // deleted rows are gone; the update is kept; the scalar index answers.
@@ -607,20 +607,12 @@ async fn a_fold_alone_is_recommitted_beside_a_concurrent_insert() {
         "the fold covers what it read and is kept: {person:?}"
     );
     let table = head_table(&graph, "Person").await;
-    let age = table
-        .load_indices()
-        .await
-        .unwrap()
-        .iter()
-        .find(|index| index.name == "age_btree")
-        .cloned()
-        .unwrap();
-    let covered = age.fragment_bitmap.unwrap();
+    let covered = age_index_coverage(&table).await;
     let fragments: Vec<u64> = table.manifest().fragments.iter().map(|f| f.id).collect();
     assert_eq!(fragments.len(), 3);
-    assert!(covered.contains(fragments[0] as u32) && covered.contains(fragments[1] as u32));
+    assert!(covered.contains(&(fragments[0] as u32)) && covered.contains(&(fragments[1] as u32)));
     assert!(
-        !covered.contains(fragments[2] as u32),
+        !covered.contains(&(fragments[2] as u32)),
         "the concurrent insert's fragment is not claimed"
     );
     let expected: Vec<String> = [

@@ -178,13 +178,7 @@ impl<'a> Ingest<'a> {
         object: Map<String, Value>,
         input_bytes: usize,
     ) -> Result<()> {
-        let Some(type_def) = self.catalog.get(type_name) else {
-            let location = source.location(type_name, Some(rows::TYPE_FIELD));
-            return Err(OmniError::bad_input(
-                location,
-                format!("the schema has no type {type_name}"),
-            ));
-        };
+        let type_def = type_named(&self.catalog, type_name, &source)?;
         let mut object = object;
         if matches!(type_def.kind(), DeclKind::Edge { .. })
             && object
@@ -238,13 +232,7 @@ impl<'a> Ingest<'a> {
         source: RowSource,
         line: &[u8],
     ) -> Result<()> {
-        let Some(type_def) = self.catalog.get(type_name) else {
-            let location = source.location(type_name, Some(rows::TYPE_FIELD));
-            return Err(OmniError::bad_input(
-                location,
-                format!("the schema has no type {type_name}"),
-            ));
-        };
+        let type_def = type_named(&self.catalog, type_name, &source)?;
         let mode = self.mode;
         let buffer = self
             .lines
@@ -941,4 +929,19 @@ fn batch_bytes(batch: &RecordBatch) -> usize {
                 .unwrap_or(usize::MAX)
         })
         .fold(0, usize::saturating_add)
+}
+
+/// The type `type_name` that a row (`source`) names; bad input naming the row when the
+/// schema has none.
+fn type_named<'a>(
+    catalog: &'a Catalog,
+    type_name: &str,
+    source: &RowSource,
+) -> Result<&'a TypeDef> {
+    catalog.get(type_name).ok_or_else(|| {
+        OmniError::bad_input(
+            source.location(type_name, Some(rows::TYPE_FIELD)),
+            format!("the schema has no type {type_name}"),
+        )
+    })
 }
