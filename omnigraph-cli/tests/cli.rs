@@ -1,6 +1,6 @@
 //! Drives the built `omnigraph` binary as an operator would.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -586,9 +586,11 @@ fn cleanup_previews_then_deletes_and_repair_reports_a_clean_graph() {
     let done = json_of(&later(&confirm));
     assert_eq!(done["deleted"], true);
     assert_eq!(done["totals"]["manifests_removed"].as_u64().unwrap(), would);
-    assert_eq!(done["evidence"]["kind"], "unpublished");
+    assert_eq!(done["evidence"]["kind"], "partly_published");
+    assert_eq!(done["recorded"], json!(["retention:main"]));
+    // The record is the head, a commit pinning what its parent pins.
     let head = head_seq(&root);
-    assert_eq!(done["oldest_retained"]["main"].as_u64().unwrap(), head);
+    assert_eq!(done["oldest_retained"]["main"].as_u64().unwrap(), head - 1);
 
     // The head reads; an older commit is reclaimed, a typed error.
     let rows = json_of(&omnigraph(&["query", &root, "--type", "Person", "--json"]));

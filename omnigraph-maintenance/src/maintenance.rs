@@ -143,6 +143,7 @@ impl<'a> Maintenance<'a> {
         cleanup::run(
             self.graph.graph().root(),
             options,
+            self.graph.actor(),
             admitted.token(),
             self.progress.as_ref(),
         )

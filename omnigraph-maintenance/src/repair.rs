@@ -15,7 +15,7 @@ use futures::{StreamExt, TryStreamExt};
 use omnigraph_core::adapter::{self, ManifestName};
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{ErrorKind, OmniError, Result, StorageKind};
-use omnigraph_publish::{layout, retention};
+use omnigraph_publish::layout;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -84,12 +84,10 @@ impl RepairReport {
 
 /// Builds the report.
 pub(crate) async fn report(root: &Arc<StorageRoot>) -> Result<RepairReport> {
-    let previous = retention::read_state(root).await?;
     let branch_names = branches(root).await?;
     let current = heads(root, &branch_names).await?;
     // Every commit from the oldest one cleanup retains to the head is readable.
-    let traced =
-        crate::cleanup::trace_every_readable_commit(root, &current, previous.as_ref()).await?;
+    let traced = crate::cleanup::trace_every_readable_commit(root, &current).await?;
     let mut table_ids: Vec<String> = root.list_folders("tables").await?;
     table_ids.retain(|id| layout::check_table_id(id).is_ok());
     for pinned in traced.retained.keys() {

@@ -985,12 +985,7 @@ async fn check_log(graph: &Omnigraph) -> Vec<String> {
             head.seq
         ));
     }
-    let oldest = omnigraph_publish::retention::read_state(graph.graph().root())
-        .await
-        .ok()
-        .flatten()
-        .and_then(|state| state.oldest_retained.get("main").copied())
-        .unwrap_or(0);
+    let oldest = omnigraph_publish::retention::oldest_retained(&head);
     for seq in oldest..=head.seq {
         let readable = async {
             let snapshot = graph.graph().snapshot("main", &CommitRef::Seq(seq)).await?;

@@ -104,7 +104,21 @@ async fn cleanup_reclaims_what_no_retained_commit_needs_and_keeps_the_rest_reada
         assert!(report.totals.manifests_removed > 0, "{report:?}");
         assert!(report.totals.bytes_removed > 0);
         assert_eq!(report.totals.tables_failed, 0);
-        assert_eq!(report.evidence, Evidence::Unpublished);
+        assert_eq!(report.recorded, vec!["retention:main".to_string()]);
+        assert_eq!(
+            report.evidence,
+            Evidence::PartlyPublished {
+                published_units: vec!["retention:main".into()]
+            }
+        );
+        // The record is a commit on the head: the same pins, and what it retains.
+        let record = graph.head().await.unwrap();
+        assert_eq!(record.seq, head.seq + 1);
+        assert_eq!(record.pins, head.pins);
+        assert_eq!(record.operation.kind, retention::RECORD_OPERATION);
+        let recorded = record.retention.unwrap();
+        assert_eq!(recorded.oldest_retained, head.seq - 1);
+        assert_eq!(recorded.grace(), GRACE_MIN);
         let after = tables_bytes(&test.root).await;
         assert_eq!(
             before - after,
@@ -138,15 +152,18 @@ async fn cleanup_reclaims_what_no_retained_commit_needs_and_keeps_the_rest_reada
             .log(100, None)
             .await
             .unwrap();
-        assert_eq!(log.len() as u64, head.seq + 1);
+        assert_eq!(log.len() as u64, record.seq + 1);
 
-        // A second run finds nothing; repair finds nothing wrong.
+        // A second run finds nothing and records nothing (its own record does not count
+        // as one of the commits kept); repair finds nothing wrong.
         let again = cleanup_later(&graph, keep(2)).await;
         assert_eq!(
             again.totals.manifests_removed + again.totals.files_removed,
             0
         );
         assert_eq!(again.evidence, Evidence::BeforeEffect);
+        assert!(again.recorded.is_empty());
+        assert_eq!(graph.head().await.unwrap().seq, record.seq);
         let repair = graph.maintenance().repair_report().await.unwrap();
         assert_eq!(repair.exit_code(), 0, "{repair:?}");
         assert!(
@@ -231,27 +248,18 @@ async fn dead_staging_is_kept_within_the_grace_period_and_reclaimed_after_it() {
             .is_superset(&dead)
     );
 
-    // Staged on Person's pin at the head, the failed insert could still publish: it is
-    // a root whatever its age until the pin moves. The lost race on Company is dead.
-    let early = cleanup_later(&graph, keep(1)).await;
-    assert!(
-        detached_manifests(&test.root, &person)
-            .await
-            .is_superset(&dead)
-    );
-    assert!(early.table(&company).unwrap().unpublished_manifests >= 1);
-    assert_eq!(early.table(&person).unwrap().unpublished_manifests, 0);
-    graph
-        .insert_json("Person", objects(json!([{"id": "p4", "name": "n"}])))
-        .await
-        .unwrap();
-
-    // After the grace period, dead staging goes, counted as unpublished staging.
+    // After the grace period, dead staging goes, counted as unpublished staging: the
+    // failed insert's too, though it was staged on the pin Person still has.
     let report = cleanup_later(&graph, keep(1)).await;
     let remaining = detached_manifests(&test.root, &person).await;
     assert!(remaining.is_disjoint(&dead), "{remaining:?}");
     assert!(report.table(&person).unwrap().unpublished_manifests >= 1);
+    assert!(report.table(&company).unwrap().unpublished_manifests >= 1);
     assert!(report.totals.unpublished_bytes > 0);
+    graph
+        .insert_json("Person", objects(json!([{"id": "p4", "name": "n"}])))
+        .await
+        .unwrap();
     assert_eq!(
         ids_at(&graph, "Company", &CommitRef::Head).await,
         vec!["c2", "c3"]
@@ -342,7 +350,7 @@ async fn a_writer_killed_mid_staging_leaves_staging_that_cleanup_reclaims() {
 }
 
 #[tokio::test]
-async fn staging_that_can_still_publish_is_a_root_whatever_its_age() {
+async fn staging_older_than_the_grace_period_goes_even_on_the_heads_pin_and_never_publishes() {
     let (graph, test) = busy_graph(Backend::Local).await;
     let head = graph.head().await.unwrap();
     let company = table_of(&head, "Company");
@@ -355,16 +363,28 @@ async fn staging_that_can_still_publish_is_a_root_whatever_its_age() {
         .cloned()
         .collect();
     assert_eq!(staged.len(), 1);
-    let report = cleanup_later(&graph, keep(1)).await;
-    assert!(report.totals.manifests_removed > 0, "the run did reclaim");
+    // Within the grace period it is kept, and it could publish.
+    graph.maintenance().cleanup(&keep(1)).await.unwrap();
     assert!(
         detached_manifests(&test.root, &company)
             .await
-            .is_superset(&staged),
-        "live staging is kept"
+            .is_superset(&staged)
     );
-    // It publishes, and the result reads.
-    pending.publish(&graph).await.unwrap().unwrap();
+    // Once it is older than the grace period it is dead, though Company's pin never
+    // moved: its writer, at the same age, is refused.
+    let report = cleanup_later(&graph, keep(1)).await;
+    assert!(
+        detached_manifests(&test.root, &company)
+            .await
+            .is_disjoint(&staged),
+        "staging older than the grace period is reclaimed"
+    );
+    assert!(report.table(&company).unwrap().unpublished_manifests >= 1);
+    let error = minutes_later(2, pending.publish(&graph)).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::StagingExpired, "{error}");
+    assert_eq!(error.evidence(), &Evidence::Unpublished);
+    // The delete, made again, lands.
+    graph.delete("Company", "id = 'c3'").await.unwrap().unwrap();
     assert_eq!(
         ids_at(&graph, "Company", &CommitRef::Head).await,
         vec!["c1", "c2"]
@@ -372,8 +392,26 @@ async fn staging_that_can_still_publish_is_a_root_whatever_its_age() {
 }
 
 #[tokio::test]
-async fn a_writer_never_publishes_staging_older_than_half_the_grace_period() {
+async fn a_stale_head_copy_never_makes_a_reclaimed_commit_readable() {
     let (graph, test) = busy_graph(Backend::Memory).await;
+    let head_copy = omnigraph_publish::layout::head_path("main");
+    let stale = test.root.get(&head_copy).await.unwrap().unwrap();
+    cleanup_later(&graph, keep(1)).await;
+    // `HEAD` lags the log, as when the record's copy was lost: the reader checks the
+    // stale copy, finds Person's version at seq 1 gone, and asks the log's head.
+    test.root.put(&head_copy, stale).await.unwrap();
+    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    let error = reader
+        .scan("Person", &ScanRequest::default(), &CommitRef::Seq(1))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::CommitReclaimed, "{error}");
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+}
+
+#[tokio::test]
+async fn a_writer_never_publishes_staging_older_than_half_the_grace_period() {
+    let (graph, _test) = busy_graph(Backend::Memory).await;
     // No cleanup ever ran: the default grace (24 h) protects a 40-second-old staging.
     let pending = graph.prepare_delete("Company", "id = 'c3'").await.unwrap();
     let half_minute_later = |future| omnigraph_tests::later_by(Duration::from_secs(40), future);
@@ -381,8 +419,8 @@ async fn a_writer_never_publishes_staging_older_than_half_the_grace_period() {
 
     // Cleanup ran with a one-minute grace: 40 s is older than half of it.
     cleanup_later(&graph, keep(1)).await;
-    let state = retention::read_state(&test.root).await.unwrap().unwrap();
-    assert_eq!(state.grace(), GRACE_MIN);
+    let recorded = graph.head().await.unwrap().retention.unwrap();
+    assert_eq!(recorded.grace(), GRACE_MIN);
     let head = graph.head().await.unwrap();
     let pending = graph.prepare_delete("Company", "id = 'c2'").await.unwrap();
     let error = half_minute_later(pending.publish(&graph))
@@ -496,7 +534,12 @@ async fn one_tables_failure_is_an_error_row_and_the_others_are_swept() {
     assert_eq!(failed.manifests_removed + failed.files_removed, 0);
     assert!(report.table(&person).unwrap().manifests_removed > 0);
     assert_eq!(report.totals.tables_failed, 1);
-    assert_eq!(report.evidence, Evidence::Unpublished);
+    assert_eq!(
+        report.evidence,
+        Evidence::PartlyPublished {
+            published_units: vec!["retention:main".into()]
+        }
+    );
     assert_eq!(report.exit_code(), 1);
     drop(_refused);
     assert_eq!(
@@ -540,7 +583,13 @@ async fn a_cancel_stops_before_the_next_deletion_and_says_what_it_left() {
         .unwrap_err();
     let probe = canceller.await.unwrap();
     assert_eq!(error.kind(), ErrorKind::MaintenanceCancelled, "{error}");
-    assert_eq!(error.evidence(), &Evidence::Unpublished);
+    // The record landed before any deletion: the run says so.
+    assert_eq!(
+        error.evidence(),
+        &Evidence::PartlyPublished {
+            published_units: vec!["retention:main".into()]
+        }
+    );
     // The deletions in flight finished; the rest were never started.
     let issued: Vec<String> = probe
         .requests()
@@ -572,7 +621,11 @@ async fn a_cancel_stops_before_the_next_deletion_and_says_what_it_left() {
         rest.totals.manifests_removed + rest.totals.files_removed,
         planned_deletes - issued.len() as u64
     );
-    assert_eq!(graph.head().await.unwrap().seq, head.seq);
+    assert!(
+        rest.recorded.is_empty(),
+        "the cancelled run recorded already"
+    );
+    assert_eq!(graph.head().await.unwrap().seq, head.seq + 1);
 }
 
 #[tokio::test]
@@ -1002,9 +1055,8 @@ async fn cleanup_beside_writers_in_other_processes_loses_nothing_acknowledged() 
         "the writers made progress: {acknowledged}"
     );
     // Every retained commit opens and scans every table.
-    let state = retention::read_state(&test.root).await.unwrap().unwrap();
     let head = reader.head().await.unwrap();
-    for seq in state.oldest_retained["main"]..=head.seq {
+    for seq in retention::oldest_retained(&head)..=head.seq {
         for type_name in ["Person", "Company", "WorksAt"] {
             ids_at(&reader, type_name, &CommitRef::Seq(seq)).await;
         }

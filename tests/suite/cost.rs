@@ -41,6 +41,7 @@ fn empty_commit(base: omnigraph_publish::GraphCommit) -> Publication {
         actor: "cost".into(),
         staged: false,
         staging_started_micros: omnigraph_core::seams::now_micros(),
+        retention: None,
     }
 }
 
@@ -174,9 +175,23 @@ async fn measure() -> BTreeMap<String, String> {
     let later = std::time::Duration::from_secs(5 * 60);
     let options = omnigraph_tests::keep_with_minimum_grace(1);
     use omnigraph_maintenance::MaintenanceExt;
-    omnigraph_tests::later_by(later, graph.maintenance().cleanup(&options))
+    let recording = graph.graph().root().probe();
+    let recorded = omnigraph_tests::later_by(later, graph.maintenance().cleanup(&options))
         .await
         .unwrap();
+    assert_eq!(recorded.recorded, vec!["retention:main".to_string()]);
+    // Outside `tables/` a run reads the log and publishes its record: one commit and
+    // its `HEAD` copy, and no object of its own.
+    let mut own_counts = RequestCounts::default();
+    for request in recording.requests() {
+        if !request.path.starts_with("tables/") {
+            *own_counts.by_kind.entry(request.kind).or_default() += 1;
+        }
+    }
+    costs.insert(
+        "maintenance.cleanup_record.graph_objects".into(),
+        line(&own_counts),
+    );
     let cold = omnigraph_publish::Omnigraph::open(&test.uri).await.unwrap();
     let sweep = cold.graph().root().probe();
     let report = omnigraph_tests::later_by(later, cold.maintenance().cleanup(&options))

@@ -29,6 +29,7 @@ fn empty_publication(base: GraphCommit, read_set: ReadSet, summary: &str) -> Pub
         actor: "test".into(),
         staged: false,
         staging_started_micros: omnigraph_core::seams::now_micros(),
+        retention: None,
     }
 }
 

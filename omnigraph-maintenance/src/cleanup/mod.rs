@@ -20,23 +20,14 @@ mod trace;
 pub(crate) use sweep::list_table;
 pub(crate) use trace::{Trace as Traced, branches, heads};
 
-/// Traces every commit from the oldest a previous run retained to each head, all of
+/// Traces every commit from the oldest each head records retained to the head, all of
 /// them retained (for the read-only repair report).
 pub(crate) async fn trace_every_readable_commit(
     root: &Arc<StorageRoot>,
     heads: &BTreeMap<String, omnigraph_publish::GraphCommit>,
-    previous: Option<&CleanupState>,
 ) -> Result<Traced> {
     let everything = CleanupPolicy::keep_commits(u64::MAX)?;
-    trace::trace(
-        root,
-        heads,
-        previous,
-        &everything,
-        GRACE_MIN,
-        seams::now_micros(),
-    )
-    .await
+    trace::trace(root, heads, &everything, GRACE_MIN, seams::now_micros()).await
 }
 
 use crate::budget::REQUEST_FAN_OUT;
@@ -45,8 +36,8 @@ use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, Pr
 use futures::StreamExt;
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result, adapter, seams};
-use omnigraph_publish::layout;
-use omnigraph_publish::retention::{self, CleanupState, GRACE_DEFAULT, GRACE_MIN, micros_of};
+use omnigraph_publish::retention::{self, GRACE_DEFAULT, GRACE_MIN, micros_of};
+use omnigraph_publish::{CommitOperation, Publication, ReadSet, layout};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -203,13 +194,17 @@ pub struct CleanupReport {
     pub grace_secs: u64,
     /// Per branch, the oldest commit that stays readable.
     pub oldest_retained: BTreeMap<String, u64>,
+    /// The retention records the run published, one commit per branch whose record
+    /// changed (`retention:<branch>`); a preview publishes none.
+    pub recorded: Vec<String>,
     /// One row per table folder, by table id.
     pub tables: Vec<TableCleanup>,
     /// Sums over the tables.
     pub totals: CleanupTotals,
     /// How long the run took, in milliseconds.
     pub elapsed_ms: u64,
-    /// What the run left behind: `unpublished` once anything was deleted.
+    /// What the run left behind: `partly_published` with its records once it
+    /// published one, else `unpublished` once anything was deleted.
     pub evidence: Evidence,
 }
 
@@ -238,48 +233,156 @@ pub(crate) async fn preview(
     progress: Option<&ProgressSink>,
 ) -> Result<CleanupReport> {
     let started = Instant::now();
-    let planned = plan(root, options, token, progress).await?;
-    Ok(planned.preview_report(options, started))
+    let logs = trace_logs(root, options, token).await?;
+    let planned = plan(root, logs, token, progress).await?;
+    Ok(planned.preview_report(options, started, Vec::new()))
 }
 
 /// Runs cleanup: records the retained commits and grace, then deletes.
 pub(crate) async fn run(
     root: &Arc<StorageRoot>,
     options: &CleanupOptions,
+    actor: &str,
     token: &CancelToken,
     progress: Option<&ProgressSink>,
 ) -> Result<CleanupReport> {
     let started = Instant::now();
+    let mut logs = trace_logs(root, options, token).await?;
+    // Writers learn this run's grace period, and readers which commits it reclaims,
+    // before anything is listed: a writer that publishes after the record checked its
+    // staging against this grace, so nothing the listing judges old can still publish.
+    let recorded = record(root, &mut logs, options, actor).await?;
+    let published = Evidence::PartlyPublished {
+        published_units: recorded.clone(),
+    };
+    let after_record = |error: OmniError| {
+        if recorded.is_empty() {
+            error
+        } else {
+            error.with_evidence(published.clone())
+        }
+    };
+    let mut planned = plan(root, logs, token, progress)
+        .await
+        .map_err(after_record)?;
+    delete_planned(root, &mut planned, token, progress).await;
+    if token.is_cancelled() {
+        // Older commits read as reclaimed once the record landed, whether or not their
+        // files went yet.
+        let evidence = if recorded.is_empty() {
+            Evidence::Unpublished
+        } else {
+            published
+        };
+        return Err(cancelled(evidence));
+    }
+    Ok(planned.run_report(options, started, recorded))
+}
+
+/// The logs as traced when a run began.
+struct Logs {
+    branch_names: Vec<String>,
+    heads: BTreeMap<String, omnigraph_publish::GraphCommit>,
+    traced: trace::Trace,
+    /// Files and manifests written before this are old enough to go (when unmarked).
+    grace_cutoff: i64,
+}
+
+/// Reads every branch's head and log, and decides which commits the policy retains.
+async fn trace_logs(
+    root: &Arc<StorageRoot>,
+    options: &CleanupOptions,
+    token: &CancelToken,
+) -> Result<Logs> {
     options.policy.check()?;
-    // Writers learn this run's grace period before anything is listed, so none
-    // publishes staging the run may judge old.
-    let previous = retention::read_state(root).await?;
-    retention::record_state(
-        root,
-        CleanupState::new(
-            options.grace,
-            previous
-                .map(|state| state.oldest_retained)
-                .unwrap_or_default(),
-        ),
-    )
-    .await?;
-    let mut planned = plan(root, options, token, progress).await?;
+    // Taken before the record is published: a writer's staging older than this cutoff
+    // began more than a grace period before any check against the record.
+    let now = seams::now_micros();
+    let branch_names = branches(root).await?;
+    let heads = heads(root, &branch_names).await?;
+    let traced = trace::trace(root, &heads, &options.policy, options.grace, now).await?;
     if token.is_cancelled() {
         return Err(cancelled(Evidence::BeforeEffect));
     }
-    retention::record_state(
-        root,
-        CleanupState::new(options.grace, planned.oldest_retained.clone()),
-    )
-    .await?;
-    delete_planned(root, &mut planned, token, progress).await;
-    if token.is_cancelled() {
-        // The oldest retained commits are recorded: older ones now read as reclaimed,
-        // whether or not their files went yet.
-        return Err(cancelled(Evidence::Unpublished));
+    Ok(Logs {
+        branch_names,
+        heads,
+        traced,
+        grace_cutoff: now.saturating_sub(micros_of(options.grace)),
+    })
+}
+
+/// Publishes, on each branch whose record changes, a commit that pins what its head
+/// pins and records the grace period and the oldest retained commit; then adds the
+/// commits the heads gained meanwhile to the roots. Returns the units published
+/// (`retention:<branch>`).
+async fn record(
+    root: &Arc<StorageRoot>,
+    logs: &mut Logs,
+    options: &CleanupOptions,
+    actor: &str,
+) -> Result<Vec<String>> {
+    let mut recorded = Vec::new();
+    let mut heads = logs.heads.clone();
+    for (branch, head) in heads.iter_mut() {
+        let oldest = logs.traced.oldest_retained[branch];
+        let retention = retention::record(options.grace, oldest).after(head.retention);
+        if head.retention == Some(retention) {
+            continue;
+        }
+        let publication = Publication {
+            base: head.clone(),
+            read_set: ReadSet::Nothing,
+            pins: Vec::new(),
+            dropped_tables: Vec::new(),
+            schema: None,
+            operation: CommitOperation {
+                kind: retention::RECORD_OPERATION.to_string(),
+                summary: format!(
+                    "retains commits from {}; grace {} s",
+                    retention.oldest_retained,
+                    options.grace.as_secs()
+                ),
+            },
+            actor: actor.to_string(),
+            staged: false,
+            staging_started_micros: seams::now_micros(),
+            retention: Some(retention),
+        };
+        let evidence = Evidence::PartlyPublished {
+            published_units: recorded.clone(),
+        };
+        let landed = omnigraph_publish::publish(root, &publication)
+            .await
+            .map_err(|error| {
+                if recorded.is_empty() {
+                    error
+                } else {
+                    error.with_evidence(evidence)
+                }
+            })?;
+        recorded.push(retention_unit(branch));
+        *head = landed;
     }
-    Ok(planned.run_report(options, started))
+    // The commits other writers published before a record landed join the roots.
+    trace::extend(root, &mut logs.traced, &heads)
+        .await
+        .map_err(|error| {
+            if recorded.is_empty() {
+                error
+            } else {
+                error.with_evidence(Evidence::PartlyPublished {
+                    published_units: recorded.clone(),
+                })
+            }
+        })?;
+    logs.heads = heads;
+    Ok(recorded)
+}
+
+/// The unit name of a branch's retention record in evidence and reports.
+pub fn retention_unit(branch: &str) -> String {
+    format!("retention:{branch}")
 }
 
 /// Every table's plan, traced on heads that did not move while planning.
@@ -290,7 +393,12 @@ struct Planned {
 
 impl Planned {
     /// What a preview would remove: the plans' own figures.
-    fn preview_report(mut self, options: &CleanupOptions, started: Instant) -> CleanupReport {
+    fn preview_report(
+        mut self,
+        options: &CleanupOptions,
+        started: Instant,
+        recorded: Vec<String>,
+    ) -> CleanupReport {
         for (row, plan) in &mut self.tables {
             row.manifests_removed = plan.manifests.len() as u64;
             row.files_removed = plan.files.len() as u64;
@@ -301,21 +409,35 @@ impl Planned {
                 .map(|object| object.size)
                 .sum();
         }
-        self.report(options, started)
+        self.report(options, started, recorded)
     }
 
     /// What a run removed: the rows counted each deletion that succeeded.
-    fn run_report(self, options: &CleanupOptions, started: Instant) -> CleanupReport {
-        let mut report = self.report(options, started);
+    fn run_report(
+        self,
+        options: &CleanupOptions,
+        started: Instant,
+        recorded: Vec<String>,
+    ) -> CleanupReport {
+        let mut report = self.report(options, started, recorded);
         report.deleted = true;
-        if report.totals.manifests_removed + report.totals.files_removed > 0 {
+        if !report.recorded.is_empty() {
+            report.evidence = Evidence::PartlyPublished {
+                published_units: report.recorded.clone(),
+            };
+        } else if report.totals.manifests_removed + report.totals.files_removed > 0 {
             report.evidence = Evidence::Unpublished;
         }
         report
     }
 
     /// The report of the plans as they stand; nothing deleted yet.
-    fn report(self, options: &CleanupOptions, started: Instant) -> CleanupReport {
+    fn report(
+        self,
+        options: &CleanupOptions,
+        started: Instant,
+        recorded: Vec<String>,
+    ) -> CleanupReport {
         let mut totals = CleanupTotals::default();
         let mut tables = Vec::with_capacity(self.tables.len());
         for (mut row, plan) in self.tables {
@@ -334,6 +456,7 @@ impl Planned {
             deleted: false,
             grace_secs: options.grace.as_secs(),
             oldest_retained: self.oldest_retained,
+            recorded,
             tables,
             totals,
             elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -344,28 +467,16 @@ impl Planned {
 
 async fn plan(
     root: &Arc<StorageRoot>,
-    options: &CleanupOptions,
+    logs: Logs,
     token: &CancelToken,
     progress: Option<&ProgressSink>,
 ) -> Result<Planned> {
-    options.policy.check()?;
-    let now = seams::now_micros();
-    let grace_cutoff = now.saturating_sub(micros_of(options.grace));
-    let previous = retention::read_state(root).await?;
-    let branch_names = branches(root).await?;
-    let current = heads(root, &branch_names).await?;
-    if token.is_cancelled() {
-        return Err(cancelled(Evidence::BeforeEffect));
-    }
-    let mut traced = trace::trace(
-        root,
-        &current,
-        previous.as_ref(),
-        &options.policy,
-        options.grace,
-        now,
-    )
-    .await?;
+    let Logs {
+        branch_names,
+        mut traced,
+        grace_cutoff,
+        ..
+    } = logs;
     let table_ids = table_ids(root).await?;
     let planning = Tally::new(table_ids.len() as u64);
     planning.report(progress, ProgressStage::Planning);
@@ -385,8 +496,8 @@ async fn plan(
     // Heads that moved while planning are traced again before anything is deleted: the
     // commits they added join the roots, and a table whose plan would delete a version
     // one of them pins is planned again. Under a steady stream of writes the heads may
-    // still move after the last check; those commits can only pin versions staged on
-    // a retained pin, whose files are marked or younger than the grace period.
+    // still move after the last check; those commits can only pin versions staged
+    // after the record, whose manifests are younger than the grace period.
     for _ in 0..RETRACE_MAX {
         if token.is_cancelled() {
             return Err(cancelled(Evidence::BeforeEffect));
@@ -406,6 +517,9 @@ async fn plan(
                 (*row, *plan) = plan_one(root, row.table_id.clone(), &traced, grace_cutoff).await;
             }
         }
+    }
+    if token.is_cancelled() {
+        return Err(cancelled(Evidence::BeforeEffect));
     }
     Ok(Planned {
         oldest_retained: traced.oldest_retained,

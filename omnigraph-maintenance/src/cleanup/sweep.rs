@@ -2,10 +2,13 @@
 //! what the roots reference, and plan to delete the rest that is old enough.
 //!
 //! Roots of a table: its linear manifests (its creation, and foreign versions that
-//! repair reports and nothing adopts), the versions retained commits pin, manifests
-//! younger than the grace period, and staging that can still publish (a detached
-//! version whose recorded base pin still equals the table's pin at its branch head).
-//! A table no retained commit pins has no roots but its young manifests.
+//! repair reports and nothing adopts), the versions retained commits pin, and manifests
+//! younger than the grace period, which hold every staging that can still publish. A
+//! detached version older than the grace period that no commit pinned is dead staging,
+//! whatever its base: its writer, whose staging began before it, can no longer publish
+//! it (writers never publish staging older than half the grace period recorded at the
+//! head they follow, and this run's record precedes its listing). A table no retained
+//! commit pins has no roots but its young manifests.
 
 use super::trace::Trace;
 use omnigraph_core::adapter::{self, ManifestName, SWEPT_FOLDERS, VersionReferences};
@@ -124,19 +127,9 @@ pub(crate) async fn plan_table(
                     // Gone since the listing (a concurrent collector): nothing to keep.
                     None => continue,
                     Some(dataset) => {
+                        // Read only to count the bytes only dead staging held.
                         let references = adapter::version_references(&dataset).await?;
-                        let live = link_origin(&dataset).await?.is_some_and(|origin| {
-                            trace
-                                .head_pins
-                                .get(&origin.branch)
-                                .and_then(|pins| pins.get(table_id))
-                                == Some(&origin.base_version)
-                        });
-                        if live {
-                            marked.add(&references);
-                        } else {
-                            removed.push((Role::DeadStaging, object.clone(), Some(references)));
-                        }
+                        removed.push((Role::DeadStaging, object.clone(), Some(references)));
                         continue;
                     }
                 }
@@ -202,18 +195,6 @@ pub(crate) async fn plan_table(
     plan.manifests
         .extend(removed.into_iter().map(|(_, object, _)| object));
     Ok(plan)
-}
-
-/// The origin a staged version recorded; `None` when it recorded none or its
-/// transaction file is gone (an earlier run stopped part way): no origin, no root.
-async fn link_origin(
-    dataset: &omnigraph_core::lance::Dataset,
-) -> Result<Option<adapter::LinkOrigin>> {
-    match adapter::read_link_origin(dataset).await {
-        Ok(origin) => Ok(origin),
-        Err(error) if error.kind() == ErrorKind::Storage(StorageKind::NotFound) => Ok(None),
-        Err(error) => Err(error),
-    }
 }
 
 /// Opens a version; `None` when its manifest is gone.

@@ -5,22 +5,20 @@ use super::{CleanupPolicy, REQUEST_FAN_OUT};
 use futures::{StreamExt, TryStreamExt};
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{OmniError, Result};
-use omnigraph_publish::retention::{self, CleanupState, micros_of};
+use omnigraph_publish::retention::{self, micros_of};
 use omnigraph_publish::{CommitLog, GraphCommit, layout};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The most branches one run traces.
-pub(crate) const BRANCHES_MAX: usize = retention::CLEANUP_STATE_BRANCHES_MAX;
+pub(crate) const BRANCHES_MAX: usize = 4_096;
 
 /// What the logs say, at one moment.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Trace {
     /// Each branch's head seq.
     pub(crate) heads: BTreeMap<String, u64>,
-    /// Each branch's head pins: table id → version.
-    pub(crate) head_pins: BTreeMap<String, HashMap<String, u64>>,
     /// Per branch, the oldest retained commit.
     pub(crate) oldest_retained: BTreeMap<String, u64>,
     /// Table id → versions pinned by a retained commit of any branch.
@@ -32,16 +30,9 @@ pub(crate) struct Trace {
 }
 
 impl Trace {
-    /// Records `head` as the branch's head, with its pins.
+    /// Records `head` as the branch's head.
     fn note_head(&mut self, branch: &str, head: &GraphCommit) {
         self.heads.insert(branch.to_string(), head.seq);
-        self.head_pins.insert(
-            branch.to_string(),
-            head.pins
-                .iter()
-                .map(|pin| (pin.table_id.clone(), pin.version))
-                .collect(),
-        );
     }
 
     /// Whether a retained commit pins `table_id` at any version.
@@ -108,30 +99,21 @@ pub(crate) async fn heads(
         .await
 }
 
-/// Traces every branch: reads the commits from the oldest one a previous run retained
-/// (or genesis) to the head, and decides which the policy retains.
+/// Traces every branch: reads the commits from the oldest one its head records
+/// retained (genesis when cleanup never ran) to the head, and decides which the policy
+/// retains.
 pub(crate) async fn trace(
     root: &Arc<StorageRoot>,
     heads: &BTreeMap<String, GraphCommit>,
-    previous: Option<&CleanupState>,
     policy: &CleanupPolicy,
     grace: Duration,
     now_micros: i64,
 ) -> Result<Trace> {
     let mut trace = Trace::default();
     for (branch, head) in heads {
-        let from = previous
-            .and_then(|state| state.oldest_retained.get(branch).copied())
-            .unwrap_or(0);
-        if from > head.seq {
-            return Err(OmniError::corrupt(
-                retention::CLEANUP_STATE,
-                format!(
-                    "branch {branch} retains from commit {from}, past its head {}",
-                    head.seq
-                ),
-            ));
-        }
+        // A validated commit never retains from past itself.
+        let from = retention::oldest_retained(head);
+        assert!(from <= head.seq, "a commit retains from at most itself");
         let commits = commits_from(root, branch, from, head).await?;
         let oldest = oldest_retained(&commits, policy, grace, now_micros);
         trace.note_head(branch, head);
@@ -184,7 +166,19 @@ fn oldest_retained(
     };
     let mut oldest = young_since(grace);
     if let Some(keep) = policy.keep_commits {
-        oldest = oldest.min((head.seq + 1).saturating_sub(keep));
+        // The newest `keep` commits that changed the graph: cleanup's own records pin
+        // what their parents pin, and never push history out.
+        let mut counted = 0u64;
+        let mut from = head.seq;
+        for (at, commit) in commits.iter().enumerate().rev() {
+            from = commit.seq;
+            let only_a_record = at > 0 && retention::is_only_a_record(commit, &commits[at - 1]);
+            counted += u64::from(!only_a_record);
+            if counted >= keep {
+                break;
+            }
+        }
+        oldest = oldest.min(from);
     }
     if let Some(older_than) = policy.older_than {
         oldest = oldest.min(young_since(older_than));

@@ -805,12 +805,8 @@ impl<'a> Ingest<'a> {
         }
         self.check_endpoints(&head).await?;
         // Re-committing reuses the staged files: never once cleanup may reclaim them.
-        crate::retention::check_staging_age(
-            self.handle.graph().root(),
-            self.staging.started_micros(),
-        )
-        .await
-        .map_err(|error| error.with_evidence(Evidence::Unpublished))?;
+        crate::retention::check_staging_age(&head, self.staging.started_micros())
+            .map_err(|error| error.with_evidence(Evidence::Unpublished))?;
         let moved = self.staging.rebase(head.clone())?;
         for (table_id, links) in moved {
             let table = self.handle.table_at(&head, &table_id).await?;

@@ -93,6 +93,39 @@ pub struct GraphCommit {
     /// Every table's pin, one per type. The order carries no meaning: a schema change
     /// appends the pins of new tables.
     pub pins: Vec<TablePin>,
+    /// What cleanup last recorded on this branch, carried forward by every commit after
+    /// it; `None` until cleanup first runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+}
+
+/// Cleanup's record on a branch (`docs/format.md` §8.1): it lives in the log, so a
+/// writer learns the grace period from the head it publishes on, and a reader learns
+/// which commits are reclaimed from the head, with no object of cleanup's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Retention {
+    /// The grace period of the last cleanup run, in microseconds.
+    pub grace_micros: i64,
+    /// The oldest commit of the branch whose table versions are retained.
+    pub oldest_retained: u64,
+}
+
+impl Retention {
+    /// The grace period.
+    pub fn grace(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(u64::try_from(self.grace_micros).unwrap_or(0))
+    }
+
+    /// `self`, never retaining from an older commit than `earlier` did: the oldest
+    /// retained commit of a branch only moves forward.
+    pub fn after(self, earlier: Option<Retention>) -> Retention {
+        Retention {
+            grace_micros: self.grace_micros,
+            oldest_retained: earlier.map_or(self.oldest_retained, |earlier| {
+                earlier.oldest_retained.max(self.oldest_retained)
+            }),
+        }
+    }
 }
 
 impl GraphCommit {
@@ -188,6 +221,21 @@ impl GraphCommit {
                 omnigraph_core::schema::TYPES_MAX
             ));
         }
+        if let Some(retention) = &self.retention {
+            let floor = crate::retention::micros_of(crate::retention::GRACE_MIN);
+            if retention.grace_micros < floor {
+                return Err(format!(
+                    "the recorded grace period of {} µs is below the floor of {floor} µs",
+                    retention.grace_micros
+                ));
+            }
+            if retention.oldest_retained > self.seq {
+                return Err(format!(
+                    "it retains from commit {}, past itself",
+                    retention.oldest_retained
+                ));
+            }
+        }
         let (mut ids, mut types) = (HashSet::new(), HashSet::new());
         for pin in &self.pins {
             layout::check_table_id(&pin.table_id)?;
@@ -255,6 +303,62 @@ fn check_id(field: &str, id: &str) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn genesis() -> GraphCommit {
+        GraphCommit {
+            seq: 0,
+            commit_id: "g".into(),
+            parent_commit_id: None,
+            branch: "main".into(),
+            created_at: 0,
+            actor: "test".into(),
+            operation: CommitOperation {
+                kind: "init".into(),
+                summary: String::new(),
+            },
+            schema: "0".repeat(64),
+            pins: Vec::new(),
+            retention: None,
+        }
+    }
+
+    #[test]
+    fn a_retention_record_past_its_commit_or_below_the_grace_floor_is_refused() {
+        let mut commit = genesis();
+        assert_eq!(commit.validate(), Ok(()));
+        let grace_micros = crate::retention::micros_of(crate::retention::GRACE_MIN);
+        commit.retention = Some(Retention {
+            grace_micros,
+            oldest_retained: 0,
+        });
+        assert_eq!(commit.validate(), Ok(()));
+        commit.retention = Some(Retention {
+            grace_micros,
+            oldest_retained: 1,
+        });
+        assert!(commit.validate().unwrap_err().contains("past itself"));
+        commit.retention = Some(Retention {
+            grace_micros: grace_micros - 1,
+            oldest_retained: 0,
+        });
+        assert!(commit.validate().unwrap_err().contains("below the floor"));
+        // A commit written before cleanup ran has no record, and reads back as such.
+        let bytes = genesis().to_bytes().unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("retention"));
+        let parsed = GraphCommit::parse("c", &bytes, "main", 0).unwrap();
+        assert_eq!(parsed.retention, None);
+    }
+
+    #[test]
+    fn the_oldest_retained_commit_only_moves_forward() {
+        let record = |oldest_retained| Retention {
+            grace_micros: 60_000_000,
+            oldest_retained,
+        };
+        assert_eq!(record(3).after(Some(record(5))).oldest_retained, 5);
+        assert_eq!(record(7).after(Some(record(5))).oldest_retained, 7);
+        assert_eq!(record(2).after(None).oldest_retained, 2);
+    }
 
     #[test]
     fn a_long_summary_is_cut_on_a_character_boundary() {

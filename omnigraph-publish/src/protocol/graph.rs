@@ -114,6 +114,7 @@ impl Graph {
             },
             schema: catalog.hash().to_string(),
             pins,
+            retention: None,
         };
         genesis.validate().map_err(|message| {
             OmniError::internal(format!("refusing to write genesis: {message}"))
@@ -176,12 +177,13 @@ impl Graph {
         match at {
             CommitRef::Head => log.head().await,
             CommitRef::Seq(seq) => {
-                crate::retention::check_readable(&self.root, branch, *seq).await?;
+                crate::retention::refuse_reclaimed_by_head_copy(&self.root, branch, *seq).await?;
                 log.require(*seq).await
             }
             CommitRef::Id(id) => {
                 let commit = log.find(id).await?;
-                crate::retention::check_readable(&self.root, branch, commit.seq).await?;
+                crate::retention::refuse_reclaimed_by_head_copy(&self.root, branch, commit.seq)
+                    .await?;
                 Ok(commit)
             }
         }

@@ -127,6 +127,27 @@ impl CommitLog {
         )
     }
 
+    /// The commit `HEAD` copies, if it exists and is a valid commit of this branch.
+    /// Never authoritative: it may lag the log.
+    pub(crate) async fn head_copy(&self) -> Result<Option<GraphCommit>> {
+        let path = layout::head_path(&self.branch);
+        let Some(bytes) = self
+            .root
+            .get_capped(&path, layout::COMMIT_BYTES_MAX)
+            .await
+            .or_else(|error| match error {
+                OmniError::Corrupt { .. } => Ok(None),
+                other => Err(other),
+            })?
+        else {
+            return Ok(None);
+        };
+        let Ok(commit) = serde_json::from_slice::<GraphCommit>(&bytes) else {
+            return Ok(None);
+        };
+        Ok(GraphCommit::parse(&path, &bytes, &self.branch, commit.seq).ok())
+    }
+
     /// The seq `HEAD` names, if `HEAD` exists and parses. Never authoritative.
     async fn head_hint(&self) -> Result<Option<u64>> {
         #[derive(serde::Deserialize)]

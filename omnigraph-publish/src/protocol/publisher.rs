@@ -9,7 +9,7 @@
 //! validate moved, and otherwise publishes its pins on the new head. Only a publication
 //! that cannot be decided after re-issuing the identical PUT is `PublishInDoubt`.
 
-use crate::commit::{self, CommitOperation, GraphCommit, TablePin};
+use crate::commit::{self, CommitOperation, GraphCommit, Retention, TablePin};
 use crate::gate;
 use crate::layout;
 use crate::log::CommitLog;
@@ -35,6 +35,9 @@ pub enum ReadSet {
         /// node tables behind endpoint checks): a conflict there is re-checked.
         checked: Vec<(String, u64)>,
     },
+    /// Nothing: the publication changes no table (cleanup's retention record), so it
+    /// follows any head.
+    Nothing,
 }
 
 impl ReadSet {
@@ -69,6 +72,8 @@ pub struct Publication {
     /// When staging began (microseconds, clock seam): staged files are never older.
     /// Staging older than half the cleanup grace period is never published.
     pub staging_started_micros: i64,
+    /// Cleanup's new record for the branch; `None` carries the base's forward.
+    pub retention: Option<Retention>,
 }
 
 /// Whose commit is at the path a publication wrote.
@@ -117,8 +122,9 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
             .with_evidence(failure_evidence));
         }
         if publication.staged {
-            crate::retention::check_staging_age(root, publication.staging_started_micros)
-                .await
+            // The base is the head this commit follows: its record is the grace period
+            // in force, whatever cleanup recorded before it.
+            crate::retention::check_staging_age(&base, publication.staging_started_micros)
                 .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         }
         failpoints::check(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
@@ -234,6 +240,10 @@ fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
             .clone()
             .unwrap_or_else(|| base.schema.clone()),
         pins,
+        retention: match publication.retention {
+            Some(recorded) => Some(recorded.after(base.retention)),
+            None => base.retention,
+        },
     }
 }
 
@@ -241,6 +251,7 @@ fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
 fn check_read_set(base: &GraphCommit, head: &GraphCommit, publication: &Publication) -> Result<()> {
     let describe = |commit: &GraphCommit| format!("seq {} ({})", commit.seq, commit.commit_id);
     match &publication.read_set {
+        ReadSet::Nothing => Ok(()),
         ReadSet::Strict => Err(OmniError::ReadSetChanged {
             member: ReadSetMember::GraphHead {
                 branch: base.branch.clone(),

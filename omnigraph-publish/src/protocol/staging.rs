@@ -391,6 +391,7 @@ impl Staging {
             actor: actor.to_string(),
             staged: self.has_staged(),
             staging_started_micros: self.started_micros,
+            retention: None,
         })
     }
 
@@ -424,7 +425,7 @@ impl Staging {
 /// the table and the version; a passing or configuration failure of the store keeps
 /// its own kind, so a throttled read is retried, not reported as corruption.
 pub async fn open_pinned(
-    root: &StorageRoot,
+    root: &Arc<StorageRoot>,
     commit: &GraphCommit,
     pin: &TablePin,
 ) -> Result<Arc<omnigraph_core::lance::Dataset>> {
@@ -433,8 +434,9 @@ pub async fn open_pinned(
     if let Err(error) = &opened
         && error.kind() == ErrorKind::Storage(StorageKind::NotFound)
     {
-        // Cleanup may have reclaimed the commit after the reader checked it.
-        crate::retention::check_readable(root, &commit.branch, commit.seq).await?;
+        // Cleanup may have reclaimed the commit after the reader checked it, or the
+        // reader checked a stale `HEAD` copy: the log's head decides.
+        crate::retention::refuse_reclaimed_by_the_head(root, &commit.branch, commit.seq).await?;
     }
     opened.map_err(|error| match error.kind() {
         ErrorKind::Storage(StorageKind::NotFound | StorageKind::Permanent) => OmniError::corrupt(
