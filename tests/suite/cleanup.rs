@@ -13,8 +13,11 @@ use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, StorageRoot};
 use omnigraph_core::{ErrorKind, Evidence, StorageKind, adapter, failpoints};
 use omnigraph_maintenance::repair::TableRepairStatus;
 use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceExt};
+use omnigraph_publish::commit::Retention;
 use omnigraph_publish::retention::{self, GRACE_MIN};
-use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, ScanRequest};
+use omnigraph_publish::{
+    CommitOperation, CommitRef, GraphCommit, Omnigraph, Publication, ReadSet, ScanRequest, publish,
+};
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects, people};
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -409,6 +412,219 @@ async fn a_stale_head_copy_never_makes_a_reclaimed_commit_readable() {
     assert_eq!(error.evidence(), &Evidence::BeforeEffect);
 }
 
+/// A commit that changes nothing: cleanup's record when `retention` is set.
+fn publication_on(
+    base: GraphCommit,
+    read_set: ReadSet,
+    retention: Option<Retention>,
+) -> Publication {
+    Publication {
+        base,
+        read_set,
+        pins: Vec::new(),
+        dropped_tables: Vec::new(),
+        schema: None,
+        operation: CommitOperation {
+            kind: retention::RECORD_OPERATION.into(),
+            summary: "test".into(),
+        },
+        actor: "test".into(),
+        staged: false,
+        staging_started_micros: seams::now_micros(),
+        retention,
+    }
+}
+
+#[tokio::test]
+async fn a_strict_writer_follows_a_cleanup_record_that_took_its_slot() {
+    let (graph, test) = busy_graph(Backend::Memory).await;
+    let base = graph.head().await.unwrap();
+    let report = cleanup_later(&graph, keep(1)).await;
+    assert_eq!(report.recorded, vec!["retention:main".to_string()]);
+    // A strict writer (as schema apply is) staged on the head before the record: the
+    // record changed nothing it read, so it lands after it.
+    let landed = publish(
+        &graph.graph().root().clone(),
+        &publication_on(base.clone(), ReadSet::Strict, None),
+    )
+    .await
+    .unwrap();
+    assert_eq!(landed.seq, base.seq + 2);
+    assert_eq!(landed.retention, graph.head().await.unwrap().retention);
+    assert!(landed.retention.is_some(), "the record is carried forward");
+    drop(test);
+}
+
+#[tokio::test]
+async fn two_runs_recording_the_same_never_push_a_real_commit_out() {
+    let (graph, _test) = busy_graph(Backend::Memory).await;
+    let data_head = graph.head().await.unwrap();
+    let root = graph.graph().root().clone();
+    // Two runs that traced the same head recorded the same thing, one after the other.
+    let record = retention::record(GRACE_MIN, data_head.seq);
+    let first = publish(
+        &root,
+        &publication_on(data_head.clone(), ReadSet::Nothing, Some(record)),
+    )
+    .await
+    .unwrap();
+    let second = publish(
+        &root,
+        &publication_on(first, ReadSet::Nothing, Some(record)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(second.retention, Some(record));
+    // Keeping one commit keeps the newest that changed the graph.
+    let report = cleanup_later(&graph, keep(1)).await;
+    assert_eq!(report.oldest_retained["main"], data_head.seq);
+    assert_eq!(
+        ids_at(&graph, "Person", &CommitRef::Seq(data_head.seq)).await,
+        vec!["p0", "p1", "p2", "p3"]
+    );
+}
+
+/// The child of the fence test: a delete that passes its staging-age check, then stalls
+/// before its commit PUT; it prints its error's code.
+#[tokio::test]
+async fn child_process_writer_stalled_after_its_age_check() {
+    let Ok(uri) = std::env::var(CHILD_FENCED_ROOT) else {
+        return; // Only runs as a child of the test below.
+    };
+    let graph = Omnigraph::open(&uri).await.unwrap();
+    let armed = failpoints::arm(failpoints::PUBLISH_BEFORE_COMMIT_PUT, "sleep(5000)");
+    let outcome = armed.run(graph.delete("Company", "id = 'c3'")).await;
+    match outcome {
+        Ok(_) => println!("outcome=published"),
+        Err(error) => println!("outcome={}", error.code().code),
+    }
+}
+
+const CHILD_FENCED_ROOT: &str = "OMNIGRAPH_TEST_CLEANUP_FENCED_ROOT";
+/// How much faster the fenced child's clock runs: its staging checks young (well under
+/// 30 s) before it stalls, and old (minutes) after its 5-second stall.
+const FENCED_CLOCK_FACTOR: i64 = 20;
+
+#[tokio::test]
+async fn a_writer_stalled_after_its_age_check_in_another_process_is_fenced_by_the_record() {
+    let (graph, test) = busy_graph(Backend::Local).await;
+    // A first run records the minimum grace. A second one, later, has nothing new to
+    // record, but the stalled writer's staging to reclaim.
+    cleanup_later(&graph, keep(1)).await;
+    let head = graph.head().await.unwrap();
+    let company = table_of(&head, "Company");
+    let before = detached_manifests(&test.root, &company).await;
+    let anchor = seams::now_micros();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "cleanup::child_process_writer_stalled_after_its_age_check",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_FENCED_ROOT, &test.uri)
+        .env(
+            seams::CLOCK_SCALE_ENV,
+            format!("{anchor}:{FENCED_CLOCK_FACTOR}"),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let began = std::time::Instant::now();
+    while detached_manifests(&test.root, &company).await == before {
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "the child staged"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The child is past its age check now, stalled before its commit PUT.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let report = cleanup_later(&graph, keep(1)).await;
+    assert_eq!(report.recorded, vec!["retention:main".to_string()]);
+    assert!(report.table(&company).unwrap().unpublished_manifests >= 1);
+    // The child loses the slot to the record, checks its staging again, and is refused.
+    let output = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(said.contains("outcome=staging_expired"), "{said}");
+    assert_eq!(
+        graph.head().await.unwrap().seq,
+        head.seq + 1,
+        "only the record"
+    );
+    assert_eq!(
+        ids_at(&graph, "Company", &CommitRef::Head).await,
+        vec!["c1", "c2", "c3"]
+    );
+}
+
+#[tokio::test]
+async fn a_larger_grace_recorded_after_the_runs_own_record_is_adopted() {
+    let (graph, test) = busy_graph(Backend::Memory).await;
+    let company = table_of(&graph.head().await.unwrap(), "Company");
+    let before = detached_manifests(&test.root, &company).await;
+    let _pending = graph.prepare_delete("Company", "id = 'c3'").await.unwrap();
+    let staged: HashSet<String> = detached_manifests(&test.root, &company)
+        .await
+        .difference(&before)
+        .cloned()
+        .collect();
+    let head = graph.head().await.unwrap();
+    // The run's record lands at n+1. While its `HEAD` copy is held, its next read of
+    // the heads is held too, and another run (in another process) records a 24-hour
+    // grace at n+2 in between.
+    let held_copy = graph.graph().root().inject(
+        FaultRule::new(
+            omnigraph_publish::layout::head_path("main"),
+            &[RequestKind::Put],
+            FaultAction::Delay(Duration::from_millis(500)),
+        )
+        .times(1),
+    );
+    let graph = std::sync::Arc::new(graph);
+    let run = {
+        let graph = graph.clone();
+        tokio::spawn(async move { cleanup_later(&graph, keep(1)).await })
+    };
+    while held_copy.fired() == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let _held_read = graph.graph().root().inject(
+        FaultRule::new(
+            omnigraph_publish::layout::head_path("main"),
+            &[RequestKind::Get],
+            FaultAction::Delay(Duration::from_millis(1500)),
+        )
+        .times(1),
+    );
+    let record = graph
+        .graph()
+        .log("main")
+        .unwrap()
+        .read(head.seq + 1)
+        .await
+        .unwrap()
+        .expect("the run's own record");
+    assert_eq!(record.operation.kind, retention::RECORD_OPERATION);
+    let raise = retention::record(retention::GRACE_DEFAULT, 0);
+    publish(
+        &graph.graph().root().clone(),
+        &publication_on(record, ReadSet::Nothing, Some(raise)),
+    )
+    .await
+    .unwrap();
+    let report = run.await.unwrap();
+    // Writers following the raise may publish that staging: the run kept it.
+    assert!(
+        detached_manifests(&test.root, &company)
+            .await
+            .is_superset(&staged),
+        "{report:?}"
+    );
+    assert_eq!(report.table(&company).unwrap().unpublished_manifests, 0);
+}
+
 #[tokio::test]
 async fn a_writer_never_publishes_staging_older_than_half_the_grace_period() {
     let (graph, _test) = busy_graph(Backend::Memory).await;
@@ -621,11 +837,10 @@ async fn a_cancel_stops_before_the_next_deletion_and_says_what_it_left() {
         rest.totals.manifests_removed + rest.totals.files_removed,
         planned_deletes - issued.len() as u64
     );
-    assert!(
-        rest.recorded.is_empty(),
-        "the cancelled run recorded already"
-    );
-    assert_eq!(graph.head().await.unwrap().seq, head.seq + 1);
+    // The cancelled run recorded already; this one records the same, as the fence
+    // before its deletions.
+    assert_eq!(rest.recorded, vec!["retention:main".to_string()]);
+    assert_eq!(graph.head().await.unwrap().seq, head.seq + 2);
 }
 
 #[tokio::test]

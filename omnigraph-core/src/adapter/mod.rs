@@ -4,8 +4,8 @@
 //! A table's linear history is its creation only. Every later version is a **detached**
 //! link staged on an exact base version: nothing here moves a table's linear HEAD, and
 //! nothing here publishes. Each link records its [`LinkOrigin`] (branch, base commit seq,
-//! base version) in its Lance transaction properties, so cleanup can later tell staging
-//! that can still publish from dead staging.
+//! base version) in its Lance transaction properties, so a person or tool reading the
+//! table can tell where a link came from (cleanup needs only its age).
 
 mod baseline;
 mod collect;

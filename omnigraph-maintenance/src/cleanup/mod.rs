@@ -1,14 +1,15 @@
 //! Cleanup as a tracing collector (`docs/format.md` §8): storage stops growing without bound.
 //!
-//! **Mark** reads every branch's log from the oldest commit a previous run retained to
-//! the head, decides which commits the [`CleanupPolicy`] retains, and marks every file
-//! the manifests of their pins reference (with the table's linear manifests, manifests
-//! younger than the grace period, and staging that can still publish). **Sweep** lists
-//! each table's folder and deletes what is unmarked and older than the grace period.
-//! Before anything is deleted, the heads are read again; a head that moved is traced
-//! again. The oldest retained commit of each branch and the grace period are recorded
-//! first, so readers of reclaimed commits get a typed error and writers never publish
-//! staging cleanup may be removing ([`omnigraph_publish::retention`]).
+//! **Mark** reads every branch's log from the oldest commit its head says is retained to
+//! the head, decides which commits the [`CleanupPolicy`] retains, lists each table's
+//! folder and marks every file the manifests of their pins reference (with the table's
+//! linear manifests and manifests younger than the grace period, which hold all staging
+//! that can still publish). **Record**: before anything is deleted, a commit on each
+//! branch records the grace period and the oldest retained commit
+//! ([`omnigraph_publish::retention`]), so readers of reclaimed commits get a typed
+//! error, and it fences writers: one that publishes after it checked its staging against
+//! it. **Sweep** deletes what is unmarked and older than the grace period, once the
+//! heads, read again, hold still; a head that moved is traced again.
 //!
 //! Deletes run [`DELETE_FAN_OUT`] at a time, manifests before the files they
 //! reference. One table's failure is an error row; the others go on. A cancel stops
@@ -233,12 +234,13 @@ pub(crate) async fn preview(
     progress: Option<&ProgressSink>,
 ) -> Result<CleanupReport> {
     let started = Instant::now();
-    let logs = trace_logs(root, options, token).await?;
-    let planned = plan(root, logs, token, progress).await?;
-    Ok(planned.preview_report(options, started, Vec::new()))
+    let mut logs = trace_logs(root, options, token).await?;
+    let mut rows = plan(root, &logs, progress).await?;
+    retrace(root, &mut logs, &mut rows, token, Grace::Own).await?;
+    Ok(Planned::of(logs, rows).preview_report(options, started, Vec::new()))
 }
 
-/// Runs cleanup: records the retained commits and grace, then deletes.
+/// Runs cleanup: plans, publishes its record, plans again what moved, then deletes.
 pub(crate) async fn run(
     root: &Arc<StorageRoot>,
     options: &CleanupOptions,
@@ -248,44 +250,57 @@ pub(crate) async fn run(
 ) -> Result<CleanupReport> {
     let started = Instant::now();
     let mut logs = trace_logs(root, options, token).await?;
-    // Writers learn this run's grace period, and readers which commits it reclaims,
-    // before anything is listed: a writer that publishes after the record checked its
-    // staging against this grace, so nothing the listing judges old can still publish.
-    let recorded = record(root, &mut logs, options, actor).await?;
-    let published = Evidence::PartlyPublished {
-        published_units: recorded.clone(),
-    };
+    let mut rows = plan(root, &logs, progress).await?;
+    // The record is also the fence: a writer whose commit lands after it checked its
+    // staging against it, and one whose commit landed before it is traced below. So
+    // nothing the plan judged old can still be published once the record is in. A plan
+    // that deletes nothing stays so when traced again (that only adds roots), so such
+    // a run needs neither a fence nor the trace after it.
+    let deletes = rows.iter().any(|(row, plan)| {
+        row.error.is_none() && !(plan.manifests.is_empty() && plan.files.is_empty())
+    });
+    let recorded = record(root, &mut logs, options, actor, deletes).await?;
     let after_record = |error: OmniError| {
         if recorded.is_empty() {
             error
         } else {
-            error.with_evidence(published.clone())
+            error.with_evidence(Evidence::PartlyPublished {
+                published_units: recorded.clone(),
+            })
         }
     };
-    let mut planned = plan(root, logs, token, progress)
-        .await
-        .map_err(after_record)?;
+    if deletes {
+        retrace(root, &mut logs, &mut rows, token, Grace::LargestRecorded)
+            .await
+            .map_err(after_record)?;
+    }
+    let mut planned = Planned::of(logs, rows);
     delete_planned(root, &mut planned, token, progress).await;
     if token.is_cancelled() {
         // Older commits read as reclaimed once the record landed, whether or not their
         // files went yet.
-        let evidence = if recorded.is_empty() {
-            Evidence::Unpublished
-        } else {
-            published
-        };
-        return Err(cancelled(evidence));
+        return Err(after_record(cancelled(Evidence::Unpublished)));
     }
     Ok(planned.run_report(options, started, recorded))
 }
 
-/// The logs as traced when a run began.
+/// The logs as traced, and what the run judges old.
 struct Logs {
     branch_names: Vec<String>,
     heads: BTreeMap<String, omnigraph_publish::GraphCommit>,
     traced: trace::Trace,
+    /// When the run began: taken before its record, so a writer's staging older than
+    /// the cutoff began more than a grace period before any check against the record.
+    began_micros: i64,
+    /// The grace the plans use: the run's own, or a larger one a head records.
+    grace: Duration,
+}
+
+impl Logs {
     /// Files and manifests written before this are old enough to go (when unmarked).
-    grace_cutoff: i64,
+    fn grace_cutoff(&self) -> i64 {
+        self.began_micros.saturating_sub(micros_of(self.grace))
+    }
 }
 
 /// Reads every branch's head and log, and decides which commits the policy retains.
@@ -295,12 +310,10 @@ async fn trace_logs(
     token: &CancelToken,
 ) -> Result<Logs> {
     options.policy.check()?;
-    // Taken before the record is published: a writer's staging older than this cutoff
-    // began more than a grace period before any check against the record.
-    let now = seams::now_micros();
+    let began_micros = seams::now_micros();
     let branch_names = branches(root).await?;
     let heads = heads(root, &branch_names).await?;
-    let traced = trace::trace(root, &heads, &options.policy, options.grace, now).await?;
+    let traced = trace::trace(root, &heads, &options.policy, options.grace, began_micros).await?;
     if token.is_cancelled() {
         return Err(cancelled(Evidence::BeforeEffect));
     }
@@ -308,26 +321,48 @@ async fn trace_logs(
         branch_names,
         heads,
         traced,
-        grace_cutoff: now.saturating_sub(micros_of(options.grace)),
+        began_micros,
+        grace: options.grace,
     })
 }
 
-/// Publishes, on each branch whose record changes, a commit that pins what its head
-/// pins and records the grace period and the oldest retained commit; then adds the
-/// commits the heads gained meanwhile to the roots. Returns the units published
-/// (`retention:<branch>`).
+impl Logs {
+    /// Takes a larger grace a head records after this run's own record (another run's
+    /// raise): writers that follow it check their staging against it, so this run must
+    /// not judge younger staging old. Before the record there is no need: a writer that
+    /// checked against an earlier record either published before this run's record, and
+    /// is traced, or lost `n+1` to it and checks again. Whether it changed.
+    fn adopt_recorded_grace(&mut self) -> bool {
+        let recorded = self
+            .heads
+            .values()
+            .filter_map(|head| head.retention.map(|retention| retention.grace()))
+            .max()
+            .unwrap_or_default();
+        if recorded > self.grace {
+            self.grace = recorded;
+            return true;
+        }
+        false
+    }
+}
+
+/// Publishes, on each branch whose record changes (on every branch when the run will
+/// delete: the record fences writers), a commit that pins what its head pins and
+/// records the grace period and the oldest retained commit. Returns the units
+/// published (`retention:<branch>`).
 async fn record(
     root: &Arc<StorageRoot>,
     logs: &mut Logs,
     options: &CleanupOptions,
     actor: &str,
+    fence: bool,
 ) -> Result<Vec<String>> {
     let mut recorded = Vec::new();
-    let mut heads = logs.heads.clone();
-    for (branch, head) in heads.iter_mut() {
+    for (branch, head) in logs.heads.iter_mut() {
         let oldest = logs.traced.oldest_retained[branch];
         let retention = retention::record(options.grace, oldest).after(head.retention);
-        if head.retention == Some(retention) {
+        if head.retention == Some(retention) && !fence {
             continue;
         }
         let publication = Publication {
@@ -349,34 +384,27 @@ async fn record(
             staging_started_micros: seams::now_micros(),
             retention: Some(retention),
         };
-        let evidence = Evidence::PartlyPublished {
-            published_units: recorded.clone(),
-        };
         let landed = omnigraph_publish::publish(root, &publication)
             .await
             .map_err(|error| {
                 if recorded.is_empty() {
                     error
                 } else {
-                    error.with_evidence(evidence)
+                    error.with_evidence(Evidence::PartlyPublished {
+                        published_units: recorded.clone(),
+                    })
                 }
             })?;
+        // What the log now says (another run may have recorded a newer one), as the
+        // report gives it. The retrace that follows reads from the traced head on, so
+        // the commits others published before the record join the roots.
+        if let Some(landed) = landed.retention {
+            logs.traced
+                .oldest_retained
+                .insert(branch.clone(), landed.oldest_retained);
+        }
         recorded.push(retention_unit(branch));
-        *head = landed;
     }
-    // The commits other writers published before a record landed join the roots.
-    trace::extend(root, &mut logs.traced, &heads)
-        .await
-        .map_err(|error| {
-            if recorded.is_empty() {
-                error
-            } else {
-                error.with_evidence(Evidence::PartlyPublished {
-                    published_units: recorded.clone(),
-                })
-            }
-        })?;
-    logs.heads = heads;
     Ok(recorded)
 }
 
@@ -392,6 +420,13 @@ struct Planned {
 }
 
 impl Planned {
+    fn of(logs: Logs, tables: Vec<(TableCleanup, TablePlan)>) -> Planned {
+        Planned {
+            oldest_retained: logs.traced.oldest_retained,
+            tables,
+        }
+    }
+
     /// What a preview would remove: the plans' own figures.
     fn preview_report(
         mut self,
@@ -465,24 +500,19 @@ impl Planned {
     }
 }
 
+/// Lists and plans every table on the logs as traced.
 async fn plan(
     root: &Arc<StorageRoot>,
-    logs: Logs,
-    token: &CancelToken,
+    logs: &Logs,
     progress: Option<&ProgressSink>,
-) -> Result<Planned> {
-    let Logs {
-        branch_names,
-        mut traced,
-        grace_cutoff,
-        ..
-    } = logs;
+) -> Result<Vec<(TableCleanup, TablePlan)>> {
     let table_ids = table_ids(root).await?;
+    let grace_cutoff = logs.grace_cutoff();
     let planning = Tally::new(table_ids.len() as u64);
     planning.report(progress, ProgressStage::Planning);
-    let mut rows: Vec<(TableCleanup, TablePlan)> = futures::stream::iter(table_ids)
+    Ok(futures::stream::iter(table_ids)
         .map(|table_id| {
-            let (traced, planning) = (&traced, &planning);
+            let (traced, planning) = (&logs.traced, &planning);
             async move {
                 let planned = plan_one(root, table_id, traced, grace_cutoff).await;
                 planning.table_done(1);
@@ -492,39 +522,55 @@ async fn plan(
         })
         .buffered(REQUEST_FAN_OUT)
         .collect()
-        .await;
-    // Heads that moved while planning are traced again before anything is deleted: the
-    // commits they added join the roots, and a table whose plan would delete a version
-    // one of them pins is planned again. Under a steady stream of writes the heads may
-    // still move after the last check; those commits can only pin versions staged
-    // after the record, whose manifests are younger than the grace period.
+        .await)
+}
+
+/// Which grace period a retrace plans with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Grace {
+    /// The run's own (before its record).
+    Own,
+    /// The largest a head records, if larger than the run's own (after its record).
+    LargestRecorded,
+}
+
+/// Reads the heads again, before anything is deleted, until they hold still. The
+/// commits they added join the roots, and a table one of them pins at a new version is
+/// planned again (a writer may have re-committed staged files the listing never saw).
+/// After the run's record, a larger grace recorded meanwhile (another cleanup's) is
+/// adopted, and every table is planned again with it. Under a steady stream of writes
+/// the heads may still move after the last read; those commits can only pin versions
+/// staged after the run's record, whose manifests are younger than the grace period.
+async fn retrace(
+    root: &Arc<StorageRoot>,
+    logs: &mut Logs,
+    rows: &mut [(TableCleanup, TablePlan)],
+    token: &CancelToken,
+    grace: Grace,
+) -> Result<()> {
     for _ in 0..RETRACE_MAX {
         if token.is_cancelled() {
             return Err(cancelled(Evidence::BeforeEffect));
         }
-        let again = heads(root, &branch_names).await?;
-        let newly_pinned = trace::extend(root, &mut traced, &again).await?;
-        if newly_pinned.is_empty() {
+        let again = heads(root, &logs.branch_names).await?;
+        let newly_pinned = trace::extend(root, &mut logs.traced, &again).await?;
+        logs.heads = again;
+        let larger_grace = grace == Grace::LargestRecorded && logs.adopt_recorded_grace();
+        if newly_pinned.is_empty() && !larger_grace {
             break;
         }
-        // A new pin may be a manifest the listing never saw (a writer re-committed
-        // staged files): its table is listed and planned again.
+        let grace_cutoff = logs.grace_cutoff();
         for (row, plan) in rows.iter_mut() {
-            if newly_pinned
+            let moved = newly_pinned
                 .iter()
-                .any(|(table_id, _)| *table_id == row.table_id)
-            {
-                (*row, *plan) = plan_one(root, row.table_id.clone(), &traced, grace_cutoff).await;
+                .any(|(table_id, _)| *table_id == row.table_id);
+            if larger_grace || moved {
+                (*row, *plan) =
+                    plan_one(root, row.table_id.clone(), &logs.traced, grace_cutoff).await;
             }
         }
     }
-    if token.is_cancelled() {
-        return Err(cancelled(Evidence::BeforeEffect));
-    }
-    Ok(Planned {
-        oldest_retained: traced.oldest_retained,
-        tables: rows,
-    })
+    Ok(())
 }
 
 async fn plan_one(

@@ -172,8 +172,8 @@ fn oldest_retained(
         let mut from = head.seq;
         for (at, commit) in commits.iter().enumerate().rev() {
             from = commit.seq;
-            let only_a_record = at > 0 && retention::is_only_a_record(commit, &commits[at - 1]);
-            counted += u64::from(!only_a_record);
+            let unchanged = at > 0 && retention::changes_nothing(commit, &commits[at - 1]);
+            counted += u64::from(!unchanged);
             if counted >= keep {
                 break;
             }

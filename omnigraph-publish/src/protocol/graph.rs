@@ -181,9 +181,9 @@ impl Graph {
                 log.require(*seq).await
             }
             CommitRef::Id(id) => {
-                let commit = log.find(id).await?;
-                crate::retention::refuse_reclaimed_by_head_copy(&self.root, branch, commit.seq)
-                    .await?;
+                // The walk read the head itself: no copy needed.
+                let (commit, head) = log.find_from_head(id).await?;
+                crate::retention::refuse_reclaimed(&head, commit.seq)?;
                 Ok(commit)
             }
         }

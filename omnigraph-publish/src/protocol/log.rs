@@ -1,7 +1,8 @@
 //! Reading a branch's commit log: the head, a commit by seq or id, and pages of history.
 //!
 //! Head discovery costs the same at any depth. `HEAD` (a best-effort copy of the newest
-//! commit) is only a hint for a seq `s`: its content is never used. Commits `s`, `s+1`
+//! commit) is only a hint for a seq `s`: head discovery never uses its content (a reader
+//! of an old commit reads its retention record, which can only lag). Commits `s`, `s+1`
 //! and `s+2` are read together; the head is the last commit before the first missing
 //! one, and a commit found after a missing one is a gap, reported as corruption so that
 //! no writer ever publishes into it. The commits folder is listed only when `HEAD` is
@@ -258,10 +259,21 @@ impl CommitLog {
     /// The commit with `commit_id`, walking back from the head at most
     /// [`FIND_WALK_MAX`] commits; an older commit is named by its seq.
     pub async fn find(&self, commit_id: &str) -> Result<GraphCommit> {
-        let mut current = self.head().await?;
+        self.find_from_head(commit_id)
+            .await
+            .map(|(found, _head)| found)
+    }
+
+    /// The commit with `commit_id`, and the head the walk started from.
+    pub(crate) async fn find_from_head(
+        &self,
+        commit_id: &str,
+    ) -> Result<(GraphCommit, GraphCommit)> {
+        let head = self.head().await?;
+        let mut current = head.clone();
         for _ in 0..FIND_WALK_MAX {
             if current.commit_id == commit_id {
-                return Ok(current);
+                return Ok((current, head));
             }
             if current.seq == 0 {
                 return Err(OmniError::not_found(format!(

@@ -25,12 +25,12 @@ pub const GRACE_MIN: Duration = Duration::from_secs(60);
 /// change only the record.
 pub const RECORD_OPERATION: &str = "cleanup";
 
-/// Whether `commit` is only a retention record on `parent`: the same tables at the same
-/// versions under the same schema. Cleanup's policy counts commits that changed the
-/// graph, so its own records never push history out.
-pub fn is_only_a_record(commit: &GraphCommit, parent: &GraphCommit) -> bool {
-    commit.retention != parent.retention
-        && commit.schema == parent.schema
+/// Whether `commit` changed nothing of the graph on `parent`: the same tables at the
+/// same versions under the same schema, as cleanup's records (two runs may record the
+/// same). Cleanup's policy counts commits that changed the graph, so its own records
+/// never push history out.
+pub fn changes_nothing(commit: &GraphCommit, parent: &GraphCommit) -> bool {
+    commit.schema == parent.schema
         && commit.pins.len() == parent.pins.len()
         && commit.pins.iter().all(|pin| {
             parent
@@ -59,7 +59,7 @@ pub fn oldest_retained(head: &GraphCommit) -> u64 {
 }
 
 /// Refuses commit `seq` when `head` (a commit of the same branch) records it reclaimed.
-fn refuse_reclaimed(head: &GraphCommit, seq: u64) -> Result<()> {
+pub(crate) fn refuse_reclaimed(head: &GraphCommit, seq: u64) -> Result<()> {
     let oldest_retained = oldest_retained(head);
     if seq < oldest_retained {
         return Err(OmniError::CommitReclaimed {

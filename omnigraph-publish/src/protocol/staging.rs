@@ -272,8 +272,7 @@ impl Staging {
         let Some(link) = link else {
             return Ok(None);
         };
-        // A link records its chain's origin: cleanup decides from it whether staging
-        // can still publish.
+        // A link records its chain's origin, for whoever reads the table.
         let recorded = |name: &str| {
             link.transaction
                 .transaction_properties
