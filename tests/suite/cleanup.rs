@@ -625,6 +625,41 @@ async fn a_larger_grace_recorded_after_the_runs_own_record_is_adopted() {
     assert_eq!(report.table(&company).unwrap().unpublished_manifests, 0);
 }
 
+/// Found by `cargo xtask dst` (seeds 292 and 894): a warm handle whose last seen head
+/// cleanup had since reclaimed failed a valid write (`storage_not_found` or
+/// `commit_reclaimed`), checking it on versions that were gone.
+#[tokio::test]
+async fn a_handle_whose_last_seen_head_was_reclaimed_still_writes() {
+    let (graph, test) = busy_graph(Backend::Memory).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    other
+        .insert_json("Company", objects(json!([{"id": "c9", "name": "n"}])))
+        .await
+        .unwrap();
+    // Another handle moves every table on, and cleanup keeps only the newest commit.
+    graph
+        .insert_json("Person", objects(json!([{"id": "p9", "name": "n"}])))
+        .await
+        .unwrap();
+    graph
+        .update("Company", "id = 'c9'", &[("name".into(), json!("renamed"))])
+        .await
+        .unwrap();
+    cleanup_later(&graph, keep(1)).await;
+    // The warm handle's edge is valid at the head.
+    other
+        .insert_json(
+            "WorksAt",
+            objects(json!([{"id": "e9", "src": "p9", "dst": "c9"}])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ids_at(&graph, "WorksAt", &CommitRef::Head).await,
+        vec!["e9"]
+    );
+}
+
 #[tokio::test]
 async fn a_writer_never_publishes_staging_older_than_half_the_grace_period() {
     let (graph, _test) = busy_graph(Backend::Memory).await;

@@ -9,6 +9,7 @@ mod adapter_links;
 mod cleanup;
 mod columnar;
 mod cost;
+mod dst;
 mod graph_reads;
 mod lance_surface;
 mod maintenance;

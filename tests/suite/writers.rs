@@ -5,7 +5,7 @@ use omnigraph_core::storage::RequestKind;
 use omnigraph_core::{ErrorKind, Evidence, OmniError};
 use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
 use omnigraph_tests::{
-    BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, head_table, objects,
+    BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, head_table, ids_at, objects,
 };
 use serde_json::{Value, json};
 
@@ -1025,4 +1025,68 @@ async fn arrow_rows_are_checked_and_gathered_like_json_rows() {
         error.to_string().contains("row 1") && error.to_string().contains("NaN"),
         "{error}"
     );
+}
+
+/// Found by `cargo xtask dst` (seed 1): a warm handle checked an edge's endpoints
+/// against the head it last saw and refused, as bad input, an edge to a person another
+/// handle had inserted since. Input is refused only on the branch head.
+#[tokio::test]
+async fn a_warm_handle_never_refuses_input_that_is_valid_at_the_head() {
+    let (writer, test) = new_graph(Backend::Memory).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    // The other handle is warm: it has seen a head and the tables' keys.
+    other
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+        .await
+        .unwrap();
+    other
+        .insert_json("Person", objects(json!([{"id": "p1", "name": "Ann"}])))
+        .await
+        .unwrap();
+    // Meanwhile: a person is inserted and another deleted, by another handle.
+    writer
+        .insert_json("Person", objects(json!([{"id": "p2", "name": "Bo"}])))
+        .await
+        .unwrap();
+    writer.delete("Person", "id = 'p1'").await.unwrap().unwrap();
+    // An edge to the new person, and the deleted key used again: both valid now.
+    other
+        .insert_json(
+            "WorksAt",
+            objects(json!([{"id": "e1", "src": "p2", "dst": "c1"}])),
+        )
+        .await
+        .unwrap();
+    other
+        .insert_json(
+            "Person",
+            objects(json!([{"id": "p1", "name": "Ann again"}])),
+        )
+        .await
+        .unwrap();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        file.path(),
+        "{\"type\":\"WorksAt\",\"id\":\"e2\",\"src\":\"p1\",\"dst\":\"c1\"}\n",
+    )
+    .unwrap();
+    writer
+        .insert_json("Person", objects(json!([{"id": "p3", "name": "Cy"}])))
+        .await
+        .unwrap();
+    other.load(file.path(), LoadMode::Append).await.unwrap();
+    assert_eq!(
+        ids_at(&writer, "WorksAt", &CommitRef::Head).await,
+        vec!["e1", "e2"]
+    );
+    // Input that is bad at the head is still refused, and nothing is written.
+    let error = other
+        .insert_json(
+            "WorksAt",
+            objects(json!([{"id": "e3", "src": "nobody", "dst": "c1"}])),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect);
 }

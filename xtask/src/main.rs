@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("stress") => stress(&args[1..]),
         Some("matrix") => matrix(&args[1..]),
+        Some("dst") => dst(&args[1..]),
         Some("interop") => interop(),
         Some("help") | Some("--help") | Some("-h") | None => {
             print_help();
@@ -50,7 +51,8 @@ fn print_help() {
          bench --graph [--nodes N] [--edges E]  1M nodes and 5M edges from Parquet, time and peak memory, and Kuzu's COPY FROM\n  \
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
          stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json]  P processes write one root at once, then a checker\n  \
-         matrix [--full]    the detached-commit matrix: every writer x window x fault, then two recovery actors (the fast tier, also in ci) or all five (--full); OMNIGRAPH_MATRIX_CELL=W/Wi/F/A runs one cell"
+         matrix [--full]    the detached-commit matrix: every writer x window x fault, then two recovery actors (the fast tier, also in ci) or all five (--full); OMNIGRAPH_MATRIX_CELL=W/Wi/F/A runs one cell\n  \
+         dst [--seeds N] [--start S]  deterministic simulation: N universes (default 100) of actors, maintenance and faults, from seed S; a failing seed prints its replay command"
     );
 }
 
@@ -466,6 +468,49 @@ fn matrix(args: &[String]) -> Result<(), String> {
     )?;
     if passed == 0 {
         return Err("matrix: no test ran".into());
+    }
+    Ok(())
+}
+
+/// The deterministic simulation (`tests/suite/dst.rs`): `--seeds N` universes from
+/// `--start S`, two at a time, then the replay check of the first seed.
+fn dst(args: &[String]) -> Result<(), String> {
+    let value = |name: &str| -> Result<Option<String>, String> {
+        match args.iter().position(|arg| arg == name) {
+            None => Ok(None),
+            Some(at) => {
+                let text = args
+                    .get(at + 1)
+                    .ok_or_else(|| format!("{name} takes a number"))?;
+                text.parse::<u64>()
+                    .map_err(|_| format!("{name} takes a number, not {text:?}"))?;
+                Ok(Some(text.clone()))
+            }
+        }
+    };
+    let seeds = value("--seeds")?.unwrap_or_else(|| "100".to_string());
+    let start = value("--start")?.unwrap_or_else(|| "1".to_string());
+    let root = workspace_root();
+    let (passed, _) = test_step_with(
+        &root,
+        &[
+            ("OMNIGRAPH_DST_SEEDS", &seeds),
+            ("OMNIGRAPH_DST_START", &start),
+        ],
+        &[
+            "test",
+            "--workspace",
+            "--lib",
+            "--bins",
+            "--tests",
+            "--",
+            "dst::",
+            "--nocapture",
+            "--test-threads=1",
+        ],
+    )?;
+    if passed == 0 {
+        return Err("dst: no test ran".into());
     }
     Ok(())
 }

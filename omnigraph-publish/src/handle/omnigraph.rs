@@ -15,7 +15,7 @@ use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::schema::{Catalog, TypeDef};
 use omnigraph_core::storage::StorageRoot;
-use omnigraph_core::{InputLocation, OmniError, Result};
+use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -143,6 +143,38 @@ impl Omnigraph {
         type_name: &str,
         objects: Vec<Map<String, Value>>,
     ) -> Result<GraphCommit> {
+        self.refused_only_at_the_head(|| self.insert_json_once(type_name, objects.clone()))
+            .await
+    }
+
+    /// Runs an ingest `call`. A failure before any effect on the head this handle last
+    /// saw is not final when the branch head has moved past it since: another writer
+    /// may have inserted the node an edge names, or deleted the key a row reuses, and
+    /// cleanup may have reclaimed that head's versions. The call then runs once more,
+    /// on the branch head, so input is only ever refused as bad on the head.
+    async fn refused_only_at_the_head<T, F>(&self, mut call: impl FnMut() -> F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let seen = self.known_head.lock().clone();
+        let first = call().await;
+        let (Err(error), Some(seen)) = (&first, seen) else {
+            return first;
+        };
+        if error.evidence() != &Evidence::BeforeEffect {
+            return first;
+        }
+        if self.head().await?.commit_id == seen.commit_id {
+            return first;
+        }
+        call().await
+    }
+
+    async fn insert_json_once(
+        &self,
+        type_name: &str,
+        objects: Vec<Map<String, Value>>,
+    ) -> Result<GraphCommit> {
         let mut ingest = Ingest::start(self, LoadMode::Append).await?;
         for (row, object) in objects.into_iter().enumerate() {
             let source = RowSource {
@@ -171,6 +203,15 @@ impl Omnigraph {
         type_name: &str,
         batches: &[RecordBatch],
     ) -> Result<GraphCommit> {
+        self.refused_only_at_the_head(|| self.insert_batches_once(type_name, batches))
+            .await
+    }
+
+    async fn insert_batches_once(
+        &self,
+        type_name: &str,
+        batches: &[RecordBatch],
+    ) -> Result<GraphCommit> {
         let mut ingest = Ingest::start(self, LoadMode::Append).await?;
         let given = batches.iter().map(|batch| Ok(batch.clone()));
         ingest.push_batches(type_name, "batch", given).await?;
@@ -194,6 +235,20 @@ impl Omnigraph {
     /// [`Omnigraph::load`], calling `progress` as the input is read (about every MiB,
     /// and once at the end), so an embedder can show how far the load is.
     pub async fn load_with_progress(
+        &self,
+        path: &std::path::Path,
+        mode: LoadMode,
+        mut progress: impl FnMut(&LoadProgress),
+    ) -> Result<IngestReport> {
+        // Each run reports from the start of the file.
+        let progress = Mutex::new(&mut progress);
+        self.refused_only_at_the_head(|| {
+            self.load_once(path, mode, |read: &LoadProgress| (*progress.lock())(read))
+        })
+        .await
+    }
+
+    async fn load_once(
         &self,
         path: &std::path::Path,
         mode: LoadMode,
