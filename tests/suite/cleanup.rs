@@ -646,7 +646,14 @@ async fn a_handle_whose_last_seen_head_was_reclaimed_still_writes() {
         .await
         .unwrap();
     cleanup_later(&graph, keep(1)).await;
-    // The warm handle's edge is valid at the head.
+    // The warm handle's rows are valid at the head: a person, then an edge. (An append
+    // staged on a reclaimed version, which fails after writing its data, is reproduced
+    // by dst seed 17, in the CI tier.)
+    other
+        .insert_json("Person", objects(json!([{"id": "p10", "name": "n"}])))
+        .await
+        .unwrap();
+    cleanup_later(&graph, keep(1)).await;
     other
         .insert_json(
             "WorksAt",

@@ -472,6 +472,7 @@ impl Universe {
         let result = match (fault, &injected) {
             (Some(fault), Some(held)) if fault.is_crash() => {
                 tokio::select! {
+                    biased;
                     result = Box::pin(run.run(graph)) => Some(result),
                     true = until_fired(held) => None,
                 }
@@ -505,17 +506,24 @@ impl Universe {
                 if op == Op::EdgeToMissing {
                     self.problem(step, "an edge to a missing person was accepted".into());
                 }
+                // A row write that says it landed moved the head.
+                if intended.is_some() && !moved {
+                    self.problem(step, format!("{op:?} succeeded, but the head did not move"));
+                }
                 moved
             }
             Some(Err(error)) => {
+                // One actor steps at a time: a valid write fails only under a fault.
+                if !fired && op != Op::EdgeToMissing {
+                    self.problem(step, format!("{op:?} failed with no fault fired: {error}"));
+                }
                 let fault_at_commit = fired && fault.is_some_and(Fault::at_commit);
                 self.judge_error(
                     step,
                     op,
                     &error,
-                    moved,
+                    (&before, &after),
                     fault_at_commit,
-                    &after,
                     &objects_before,
                 )
                 .await
@@ -558,11 +566,11 @@ impl Universe {
         step: usize,
         op: Op,
         error: &OmniError,
-        moved: bool,
+        (before, after): (&GraphCommit, &GraphCommit),
         fault_at_commit: bool,
-        after: &GraphCommit,
         objects_before: &BTreeSet<String>,
     ) -> bool {
+        let moved = after.seq > before.seq;
         if matches!(error.kind(), ErrorKind::Internal | ErrorKind::Corrupt) {
             self.problem(step, format!("{op:?} failed unexpectedly: {error}"));
         }
@@ -606,8 +614,13 @@ impl Universe {
             Evidence::PartlyPublished { published_units } => {
                 for unit in published_units {
                     let in_head = match unit.strip_prefix("retention:") {
-                        Some(_) => after.retention.is_some(),
-                        None => after.pin_of_type(unit).is_some() && moved,
+                        Some(_) => after.retention != before.retention,
+                        None => {
+                            let pin = |commit: &GraphCommit| {
+                                commit.pin_of_type(unit).map(|pin| pin.version)
+                            };
+                            pin(after) != pin(before)
+                        }
                     };
                     if !in_head {
                         self.problem(
@@ -701,7 +714,14 @@ impl Universe {
                 };
                 self.land(rows, &write);
             }
-            Ok(None) => {}
+            Ok(None) => {
+                if !touched_since && !gone {
+                    self.problem(
+                        step,
+                        "a staged write of a row no one touched published nothing".into(),
+                    );
+                }
+            }
             Err(error) => {
                 if moved {
                     self.problem(
@@ -898,6 +918,28 @@ impl Universe {
                 }
                 Err(error) => self.problem(step, format!("retained commit {seq}: {error}")),
             }
+            // Its rows read, as the model had them when it landed.
+            let mut found = Rows::new();
+            for type_name in TYPES {
+                match scan(&reader, type_name, &CommitRef::Seq(seq)).await {
+                    Ok(rows) => {
+                        found.insert(type_name, rows);
+                    }
+                    Err(error) => {
+                        self.problem(step, format!("reading retained commit {seq}: {error}"));
+                        break;
+                    }
+                }
+            }
+            if let Some(want) = self.snapshots.get(&seq)
+                && found.len() == TYPES.len()
+                && let Some(difference) = differs(want, &found)
+            {
+                self.problem(
+                    step,
+                    format!("retained commit {seq} reads otherwise: {difference}"),
+                );
+            }
         }
         let left: Vec<String> = self
             .objects()
@@ -1066,7 +1108,10 @@ async fn until_fired(fault: &FaultHandle) -> bool {
 
 /// Runs the universe of `seed` on its own simulated clock and ids.
 async fn universe(seed: u64) -> Outcome {
-    let clock = seams::Simulation::new(seed, seams::now_micros(), 1);
+    // The clock starts at the wall clock's second: cleanup compares it with the store's
+    // modified times, which are the wall clock's.
+    let second = 1_000_000;
+    let clock = seams::Simulation::new(seed, seams::now_micros() / second * second, 1);
     seams::simulate(clock.clone(), async move {
         let universe = Universe::new(seed, clock).await;
         Box::pin(universe.run()).await

@@ -15,7 +15,7 @@ use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::schema::{Catalog, TypeDef};
 use omnigraph_core::storage::StorageRoot;
-use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
+use omnigraph_core::{ErrorKind, Evidence, InputLocation, OmniError, Result, StorageKind};
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -143,15 +143,22 @@ impl Omnigraph {
         type_name: &str,
         objects: Vec<Map<String, Value>>,
     ) -> Result<GraphCommit> {
+        // A cold handle reads the branch head itself: it never runs a call twice, so
+        // its rows are not copied.
+        if self.known_head.lock().is_none() {
+            return self.insert_json_once(type_name, objects).await;
+        }
         self.refused_only_at_the_head(|| self.insert_json_once(type_name, objects.clone()))
             .await
     }
 
-    /// Runs an ingest `call`. A failure before any effect on the head this handle last
-    /// saw is not final when the branch head has moved past it since: another writer
-    /// may have inserted the node an edge names, or deleted the key a row reuses, and
-    /// cleanup may have reclaimed that head's versions. The call then runs once more,
-    /// on the branch head, so input is only ever refused as bad on the head.
+    /// Runs an ingest `call`. A refusal made, before anything was published, on the head
+    /// this handle last saw is not final when the branch head has moved past it since: another
+    /// writer may have inserted the node an edge names or deleted the key a row reuses
+    /// (`bad_input`, `key_conflict`), and cleanup may have reclaimed that head's versions
+    /// (`commit_reclaimed`, `storage_not_found`). The call then runs once more, on the
+    /// branch head. Any other failure, or a head that did not move, is final; so is the
+    /// second run's outcome.
     async fn refused_only_at_the_head<T, F>(&self, mut call: impl FnMut() -> F) -> Result<T>
     where
         F: std::future::Future<Output = Result<T>>,
@@ -161,13 +168,33 @@ impl Omnigraph {
         let (Err(error), Some(seen)) = (&first, seen) else {
             return first;
         };
-        if error.evidence() != &Evidence::BeforeEffect {
+        let stale_view = matches!(
+            error.kind(),
+            ErrorKind::BadInput
+                | ErrorKind::KeyConflict
+                | ErrorKind::CommitReclaimed
+                | ErrorKind::Storage(StorageKind::NotFound)
+        );
+        // Nothing published: the first run left nothing, or staging cleanup reclaims.
+        let left = error.evidence().clone();
+        if !stale_view || !matches!(left, Evidence::BeforeEffect | Evidence::Unpublished) {
             return first;
         }
-        if self.head().await?.commit_id == seen.commit_id {
-            return first;
+        // The first refusal stands when the head cannot be read, or did not move.
+        match self.head().await {
+            Ok(head) if head.commit_id != seen.commit_id => {
+                call()
+                    .await
+                    .map_err(|error| match (&left, error.evidence()) {
+                        // What the first run staged is still there.
+                        (Evidence::Unpublished, Evidence::BeforeEffect) => {
+                            error.with_evidence(Evidence::Unpublished)
+                        }
+                        _ => error,
+                    })
+            }
+            _ => first,
         }
-        call().await
     }
 
     async fn insert_json_once(
@@ -240,7 +267,8 @@ impl Omnigraph {
         mode: LoadMode,
         mut progress: impl FnMut(&LoadProgress),
     ) -> Result<IngestReport> {
-        // Each run reports from the start of the file.
+        // A call that runs again on the branch head (see `refused_only_at_the_head`)
+        // reports from the start of the file again.
         let progress = Mutex::new(&mut progress);
         self.refused_only_at_the_head(|| {
             self.load_once(path, mode, |read: &LoadProgress| (*progress.lock())(read))
