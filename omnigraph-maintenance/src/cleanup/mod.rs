@@ -278,8 +278,8 @@ pub(crate) async fn run(
     delete_planned(root, &mut planned, token, progress).await;
     if token.is_cancelled() {
         // Older commits read as reclaimed once the record landed, whether or not their
-        // files went yet.
-        return Err(after_record(cancelled(Evidence::Unpublished)));
+        // files went yet. Without a record the run planned no deletion: nothing changed.
+        return Err(after_record(cancelled(Evidence::BeforeEffect)));
     }
     Ok(planned.run_report(options, started, recorded))
 }
