@@ -433,3 +433,49 @@ where
         .join()
         .expect("the big-stack thread ran")
 }
+
+/// A publication on `base` that changes no table (as actor `test`, kind `test`).
+pub fn publication_changing_nothing(
+    base: omnigraph_publish::GraphCommit,
+    read_set: omnigraph_publish::ReadSet,
+    summary: &str,
+) -> omnigraph_publish::Publication {
+    omnigraph_publish::Publication {
+        base,
+        read_set,
+        pins: Vec::new(),
+        dropped_tables: Vec::new(),
+        schema: None,
+        operation: omnigraph_publish::CommitOperation {
+            kind: "test".into(),
+            summary: summary.into(),
+        },
+        actor: "test".into(),
+        staged: false,
+        staging_started_micros: omnigraph_core::seams::now_micros(),
+        retention: None,
+    }
+}
+
+/// Every unit a `PartlyPublished` lists that is not in `after`, the head after the run
+/// (`before` the head before it): a table is in when its pin moved, cleanup's record
+/// (`retention:<branch>`) when the head's record changed.
+pub fn units_not_in_head(
+    units: &[String],
+    before: &omnigraph_publish::GraphCommit,
+    after: &omnigraph_publish::GraphCommit,
+) -> Vec<String> {
+    units
+        .iter()
+        .filter(|unit| match unit.strip_prefix("retention:") {
+            Some(_) => after.retention == before.retention,
+            None => {
+                let pin = |commit: &omnigraph_publish::GraphCommit| {
+                    commit.pin_of_type(unit).map(|pin| pin.version)
+                };
+                pin(after) == pin(before)
+            }
+        })
+        .cloned()
+        .collect()
+}

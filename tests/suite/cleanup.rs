@@ -16,7 +16,7 @@ use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, CleanupReport, Mainte
 use omnigraph_publish::commit::Retention;
 use omnigraph_publish::retention::{self, GRACE_MIN};
 use omnigraph_publish::{
-    CommitOperation, CommitRef, GraphCommit, Omnigraph, Publication, ReadSet, ScanRequest, publish,
+    CommitRef, GraphCommit, Omnigraph, Publication, ReadSet, ScanRequest, publish,
 };
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects, people};
 use serde_json::{Value, json};
@@ -56,6 +56,19 @@ async fn detached_manifests(root: &StorageRoot, table_id: &str) -> HashSet<Strin
         .await
         .into_iter()
         .filter(|path| path.contains("/d"))
+        .collect()
+}
+
+/// The detached manifests of a table that are not among `before`.
+async fn staged_since(
+    root: &StorageRoot,
+    table_id: &str,
+    before: &HashSet<String>,
+) -> HashSet<String> {
+    detached_manifests(root, table_id)
+        .await
+        .difference(before)
+        .cloned()
         .collect()
 }
 
@@ -306,11 +319,7 @@ async fn a_writer_killed_mid_staging_leaves_staging_that_cleanup_reclaims() {
         .unwrap();
     let mut staged = HashSet::new();
     for _ in 0..200 {
-        staged = detached_manifests(&test.root, &person)
-            .await
-            .difference(&before)
-            .cloned()
-            .collect();
+        staged = staged_since(&test.root, &person, &before).await;
         if !staged.is_empty() {
             break;
         }
@@ -360,11 +369,7 @@ async fn staging_older_than_the_grace_period_goes_even_on_the_heads_pin_and_neve
     let before = detached_manifests(&test.root, &company).await;
     // Staged on the head's pin, not yet published.
     let pending = graph.prepare_delete("Company", "id = 'c3'").await.unwrap();
-    let staged: HashSet<String> = detached_manifests(&test.root, &company)
-        .await
-        .difference(&before)
-        .cloned()
-        .collect();
+    let staged = staged_since(&test.root, &company, &before).await;
     assert_eq!(staged.len(), 1);
     // Within the grace period it is kept, and it could publish.
     graph.maintenance().cleanup(&keep(1)).await.unwrap();
@@ -412,27 +417,16 @@ async fn a_stale_head_copy_never_makes_a_reclaimed_commit_readable() {
     assert_eq!(error.evidence(), &Evidence::BeforeEffect);
 }
 
-/// A commit that changes nothing: cleanup's record when `retention` is set.
+/// A commit that changes nothing, as cleanup records: with `retention`, its record.
 fn publication_on(
     base: GraphCommit,
     read_set: ReadSet,
     retention: Option<Retention>,
 ) -> Publication {
-    Publication {
-        base,
-        read_set,
-        pins: Vec::new(),
-        dropped_tables: Vec::new(),
-        schema: None,
-        operation: CommitOperation {
-            kind: retention::RECORD_OPERATION.into(),
-            summary: "test".into(),
-        },
-        actor: "test".into(),
-        staged: false,
-        staging_started_micros: seams::now_micros(),
-        retention,
-    }
+    let mut publication = omnigraph_tests::publication_changing_nothing(base, read_set, "test");
+    publication.operation.kind = retention::RECORD_OPERATION.into();
+    publication.retention = retention;
+    publication
 }
 
 #[tokio::test]
@@ -565,11 +559,7 @@ async fn a_larger_grace_recorded_after_the_runs_own_record_is_adopted() {
     let company = table_of(&graph.head().await.unwrap(), "Company");
     let before = detached_manifests(&test.root, &company).await;
     let _pending = graph.prepare_delete("Company", "id = 'c3'").await.unwrap();
-    let staged: HashSet<String> = detached_manifests(&test.root, &company)
-        .await
-        .difference(&before)
-        .cloned()
-        .collect();
+    let staged = staged_since(&test.root, &company, &before).await;
     let head = graph.head().await.unwrap();
     // The run's record lands at n+1. While its `HEAD` copy is held, its next read of
     // the heads is held too, and another run (in another process) records a 24-hour

@@ -28,21 +28,7 @@ fn line(counts: &RequestCounts) -> String {
 }
 
 fn empty_commit(base: omnigraph_publish::GraphCommit) -> Publication {
-    Publication {
-        base,
-        read_set: ReadSet::Strict,
-        pins: Vec::new(),
-        dropped_tables: Vec::new(),
-        schema: None,
-        operation: CommitOperation {
-            kind: "test".into(),
-            summary: "cost".into(),
-        },
-        actor: "cost".into(),
-        staged: false,
-        staging_started_micros: omnigraph_core::seams::now_micros(),
-        retention: None,
-    }
+    omnigraph_tests::publication_changing_nothing(base, ReadSet::Strict, "cost")
 }
 
 /// Grows the log of `graph` to `depth` commits with empty publications.

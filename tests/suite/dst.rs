@@ -612,22 +612,11 @@ impl Universe {
                 moved
             }
             Evidence::PartlyPublished { published_units } => {
-                for unit in published_units {
-                    let in_head = match unit.strip_prefix("retention:") {
-                        Some(_) => after.retention != before.retention,
-                        None => {
-                            let pin = |commit: &GraphCommit| {
-                                commit.pin_of_type(unit).map(|pin| pin.version)
-                            };
-                            pin(after) != pin(before)
-                        }
-                    };
-                    if !in_head {
-                        self.problem(
-                            step,
-                            format!("PartlyPublished lists {unit}, not in the head"),
-                        );
-                    }
+                for unit in omnigraph_tests::units_not_in_head(published_units, before, after) {
+                    self.problem(
+                        step,
+                        format!("PartlyPublished lists {unit}, not in the head"),
+                    );
                 }
                 // Only maintenance publishes in part, and it changes no row.
                 false

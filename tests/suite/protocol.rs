@@ -7,8 +7,8 @@ use bytes::Bytes;
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, StorageRoot};
 use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind, failpoints};
 use omnigraph_publish::{
-    CommitOperation, CommitRef, Graph, GraphCommit, LoadMode, Omnigraph, Publication, ReadSet,
-    ScanRequest, layout, publish,
+    CommitRef, Graph, GraphCommit, LoadMode, Omnigraph, Publication, ReadSet, ScanRequest, layout,
+    publish,
 };
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, all_objects, fault_commit_puts, objects};
 use serde_json::{Value, json};
@@ -16,21 +16,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
 fn empty_publication(base: GraphCommit, read_set: ReadSet, summary: &str) -> Publication {
-    Publication {
-        base,
-        read_set,
-        pins: Vec::new(),
-        dropped_tables: Vec::new(),
-        schema: None,
-        operation: CommitOperation {
-            kind: "test".into(),
-            summary: summary.into(),
-        },
-        actor: "test".into(),
-        staged: false,
-        staging_started_micros: omnigraph_core::seams::now_micros(),
-        retention: None,
-    }
+    omnigraph_tests::publication_changing_nothing(base, read_set, summary)
 }
 
 async fn new_graph(backend: Backend) -> (Omnigraph, TestRoot) {

@@ -38,18 +38,7 @@ async fn insert_people(
 }
 
 fn empty_publication(base: GraphCommit, read_set: ReadSet, summary: &str) -> Publication {
-    Publication {
-        base,
-        read_set,
-        pins: Vec::new(),
-        dropped_tables: Vec::new(),
-        schema: None,
-        operation: operation(summary),
-        actor: "test".into(),
-        staged: false,
-        staging_started_micros: omnigraph_core::seams::now_micros(),
-        retention: None,
-    }
+    omnigraph_tests::publication_changing_nothing(base, read_set, summary)
 }
 
 #[tokio::test]

@@ -446,28 +446,35 @@ fn step(root: &Path, name: &str, args: &[&str]) -> Result<(), String> {
 /// The detached-commit matrix's fast tier (`tests/suite/matrix.rs`), with its cell
 /// listing. `ci` runs it too; this runs it alone, with the workspace's feature set.
 fn matrix(args: &[String]) -> Result<(), String> {
-    let root = workspace_root();
     let tier = if args.iter().any(|arg| arg == "--full") {
         "full"
     } else {
         "fast"
     };
-    let (passed, _) = test_step_with(
-        &root,
-        &[("OMNIGRAPH_MATRIX", tier)],
-        &[
-            "test",
-            "--workspace",
-            "--lib",
-            "--bins",
-            "--tests",
-            "--",
-            "matrix::",
-            "--nocapture",
-        ],
-    )?;
+    suite_tests("matrix::", &[("OMNIGRAPH_MATRIX", tier)], &[])
+}
+
+/// Runs the suite's tests whose names contain `filter`, with `environment` and their
+/// output shown; fails when none ran.
+fn suite_tests(
+    filter: &str,
+    environment: &[(&str, &str)],
+    harness_args: &[&str],
+) -> Result<(), String> {
+    let mut args = vec![
+        "test",
+        "--workspace",
+        "--lib",
+        "--bins",
+        "--tests",
+        "--",
+        filter,
+        "--nocapture",
+    ];
+    args.extend_from_slice(harness_args);
+    let (passed, _) = test_step_with(&workspace_root(), environment, &args)?;
     if passed == 0 {
-        return Err("matrix: no test ran".into());
+        return Err(format!("{filter}: no test ran"));
     }
     Ok(())
 }
@@ -490,29 +497,14 @@ fn dst(args: &[String]) -> Result<(), String> {
     };
     let seeds = value("--seeds")?.unwrap_or_else(|| "100".to_string());
     let start = value("--start")?.unwrap_or_else(|| "1".to_string());
-    let root = workspace_root();
-    let (passed, _) = test_step_with(
-        &root,
+    suite_tests(
+        "dst::",
         &[
             ("OMNIGRAPH_DST_SEEDS", &seeds),
             ("OMNIGRAPH_DST_START", &start),
         ],
-        &[
-            "test",
-            "--workspace",
-            "--lib",
-            "--bins",
-            "--tests",
-            "--",
-            "dst::",
-            "--nocapture",
-            "--test-threads=1",
-        ],
-    )?;
-    if passed == 0 {
-        return Err("dst: no test ran".into());
-    }
-    Ok(())
+        &["--test-threads=1"],
+    )
 }
 
 /// Runs the tests, echoing their output, and totals the `test result:` lines.

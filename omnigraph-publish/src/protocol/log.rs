@@ -131,48 +131,46 @@ impl CommitLog {
     /// The commit `HEAD` copies, if it exists and is a valid commit of this branch.
     /// Never authoritative: it may lag the log.
     pub(crate) async fn head_copy(&self) -> Result<Option<GraphCommit>> {
+        let Some(bytes) = self.head_bytes().await? else {
+            return Ok(None);
+        };
+        let Some(seq) = self.hinted_seq(&bytes) else {
+            return Ok(None);
+        };
         let path = layout::head_path(&self.branch);
-        let Some(bytes) = self
-            .root
-            .get_capped(&path, layout::COMMIT_BYTES_MAX)
-            .await
-            .or_else(|error| match error {
-                OmniError::Corrupt { .. } => Ok(None),
-                other => Err(other),
-            })?
-        else {
-            return Ok(None);
-        };
-        let Ok(commit) = serde_json::from_slice::<GraphCommit>(&bytes) else {
-            return Ok(None);
-        };
-        Ok(GraphCommit::parse(&path, &bytes, &self.branch, commit.seq).ok())
+        Ok(GraphCommit::parse(&path, &bytes, &self.branch, seq).ok())
     }
 
     /// The seq `HEAD` names, if `HEAD` exists and parses. Never authoritative.
     async fn head_hint(&self) -> Result<Option<u64>> {
+        Ok(self
+            .head_bytes()
+            .await?
+            .and_then(|bytes| self.hinted_seq(&bytes)))
+    }
+
+    /// The bytes of `HEAD`; `None` when it is missing or oversized (no hint: the log
+    /// decides).
+    async fn head_bytes(&self) -> Result<Option<bytes::Bytes>> {
+        self.root
+            .get_capped(&layout::head_path(&self.branch), layout::COMMIT_BYTES_MAX)
+            .await
+            .or_else(|error| match error {
+                OmniError::Corrupt { .. } => Ok(None),
+                other => Err(other),
+            })
+    }
+
+    /// The seq a `HEAD` of this branch names, if it is JSON with a `seq` and this
+    /// branch.
+    fn hinted_seq(&self, bytes: &[u8]) -> Option<u64> {
         #[derive(serde::Deserialize)]
         struct Hint {
             seq: u64,
             branch: String,
         }
-        let path = layout::head_path(&self.branch);
-        let Some(bytes) = self
-            .root
-            .get_capped(&path, layout::COMMIT_BYTES_MAX)
-            .await
-            .or_else(|error| match error {
-                // An oversized HEAD is no hint; the log decides.
-                OmniError::Corrupt { .. } => Ok(None),
-                other => Err(other),
-            })?
-        else {
-            return Ok(None);
-        };
-        let Ok(hint) = serde_json::from_slice::<Hint>(&bytes) else {
-            return Ok(None);
-        };
-        Ok((hint.branch == self.branch).then_some(hint.seq))
+        let hint = serde_json::from_slice::<Hint>(bytes).ok()?;
+        (hint.branch == self.branch).then_some(hint.seq)
     }
 
     /// The head found by listing the commits folder: the fallback when `HEAD` is gone.
