@@ -281,6 +281,27 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
             .unwrap()
             .unwrap()
     });
+    // A warm handle one commit behind: another handle moved Person after this one's
+    // last write, so the write loses `n+1`, reads the head once and follows it.
+    let other = omnigraph_publish::Omnigraph::open(&graph.graph().root().canonical())
+        .await
+        .unwrap();
+    warm!("writers.insert_one_row_after_a_lost_race", |i| {
+        other
+            .insert_json(
+                "Person",
+                rows(json!([{"id": format!("o{i}"), "name": "o"}])),
+            )
+            .await
+            .unwrap();
+        graph
+            .insert_json(
+                "Person",
+                rows(json!([{"id": format!("r{i}"), "name": "r"}])),
+            )
+            .await
+            .unwrap()
+    });
     warm!("writers.build_indexes_nothing_missing", |_i| {
         graph.build_indexes().await.unwrap()
     });

@@ -785,7 +785,8 @@ impl<'a> Ingest<'a> {
     /// tables that moved, appends are re-committed (same files, renumbered) and merges
     /// merged again from the retained rows.
     async fn move_onto_head(&mut self) -> Result<()> {
-        let head = self.handle.head().await?;
+        // The head the lost race read, or a fresh one.
+        let head = self.handle.base().await?;
         if head.schema != self.base.schema {
             return Err(OmniError::ReadSetChanged {
                 member: ReadSetMember::Schema {

@@ -93,7 +93,8 @@ impl PreparedWrite {
     /// that came to match since lies in a gained fragment. Returns whether it moved;
     /// when not, nothing changed.
     async fn follow_moved_tables(&mut self, handle: &Omnigraph) -> Result<bool> {
-        let head = handle.head().await?;
+        // The head the lost race read, or a fresh one.
+        let head = handle.base().await?;
         let base = self.staging.base().clone();
         if head.schema != base.schema || head.branch != base.branch {
             return Ok(false);

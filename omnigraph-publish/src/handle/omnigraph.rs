@@ -430,18 +430,28 @@ impl Omnigraph {
         publication: &crate::publisher::Publication,
         staging: &Staging,
     ) -> Result<GraphCommit> {
-        match crate::publisher::publish(self.graph.root(), publication).await {
+        let mut seen = None;
+        match crate::publisher::publish_seeing(self.graph.root(), publication, &mut seen).await {
             Ok(commit) => {
                 self.remember(&commit, staging);
                 Ok(commit)
             }
             Err(error) => {
-                if matches!(
-                    error.kind(),
-                    omnigraph_core::ErrorKind::ReadSetChanged
-                        | omnigraph_core::ErrorKind::ContentionExhausted
-                ) {
-                    self.forget_head();
+                match (error.kind(), seen) {
+                    // The head the lost race read is newer than the one that beat it:
+                    // a writer that follows it (see `Omnigraph::base`) needs no read.
+                    (omnigraph_core::ErrorKind::ReadSetChanged, Some(head)) => {
+                        let mut known = self.known_head.lock();
+                        if known.as_ref().is_none_or(|newest| newest.seq < head.seq) {
+                            *known = Some(head);
+                        }
+                    }
+                    (
+                        omnigraph_core::ErrorKind::ReadSetChanged
+                        | omnigraph_core::ErrorKind::ContentionExhausted,
+                        _,
+                    ) => self.forget_head(),
+                    _ => {}
                 }
                 Err(error)
             }

@@ -18,6 +18,7 @@ use omnigraph_core::{
     ErrorKind, Evidence, OmniError, ReadSetMember, Result, StorageKind, failpoints, seams,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 /// How many times a pin-based publication moves onto a newer head before giving up.
 pub(crate) const PUBLISH_REBASES_MAX: u32 = 32;
@@ -86,6 +87,16 @@ pub(crate) enum Decided {
 
 /// Publishes `publication` on its base's branch in `root`.
 pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Result<GraphCommit> {
+    publish_seeing(root, publication, &mut None).await
+}
+
+/// [`publish`], noting in `seen` the newest head it read after losing a race: a writer
+/// whose read set then changed follows that head without reading it again.
+pub(crate) async fn publish_seeing(
+    root: &Arc<StorageRoot>,
+    publication: &Publication,
+    seen: &mut Option<GraphCommit>,
+) -> Result<GraphCommit> {
     let log = CommitLog::new(root.clone(), &publication.base.branch)?;
     let failure_evidence = if publication.staged {
         Evidence::Unpublished
@@ -142,10 +153,12 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
                 return Ok(candidate);
             }
             Decided::Theirs => {
+                lost_race_backoff(rebases, &candidate.commit_id).await;
                 let head = log
                     .head()
                     .await
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
+                *seen = Some(head.clone());
                 check_read_set(&base, &head, publication)
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
                 rebases += 1;
@@ -159,6 +172,37 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
             }
         }
     }
+}
+
+/// The longest a writer waits after losing `n+1` before it reads the new head.
+const LOST_RACE_BACKOFF_MAX: Duration = Duration::from_millis(16);
+
+/// Waits [`lost_race_wait`] after losing a race, outside a deterministic simulation
+/// (whose schedule is the harness's).
+async fn lost_race_backoff(rebases: u32, commit_id: &str) {
+    if !seams::in_simulation() {
+        tokio::time::sleep(lost_race_wait(rebases, commit_id)).await;
+    }
+}
+
+/// How long a writer waits after losing the `rebases`-th race for a slot (0 for the
+/// first): a jittered while that doubles from 4 ms up to [`LOST_RACE_BACKOFF_MAX`].
+/// Writers that lost together then follow one after another rather than all racing
+/// for the next slot at once, which on a loaded machine wastes the CPU the winner needs
+/// (each lost race costs a head read and, for a writer whose table moved, a follow).
+/// The jitter comes from the losing candidate's id, so it needs no random source.
+fn lost_race_wait(rebases: u32, commit_id: &str) -> Duration {
+    let window = Duration::from_millis(4)
+        .saturating_mul(1 << rebases.min(5))
+        .min(LOST_RACE_BACKOFF_MAX);
+    // FNV-1a over the id: its random tail spreads the writers over the window.
+    let hash = commit_id
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let micros = u64::try_from(window.as_micros()).unwrap_or(u64::MAX).max(1);
+    Duration::from_micros(hash % micros)
 }
 
 /// Puts `candidate` at `path` if absent and decides whose commit is there. A transport
@@ -328,4 +372,30 @@ async fn read_back(log: &CommitLog, candidate: &GraphCommit) -> Result<ReadBack>
         }
     }
     Ok(ReadBack::Unreadable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_race_waits_a_spread_bounded_while_that_grows() {
+        let ids: Vec<String> = (0..64).map(|_| seams::new_id()).collect();
+        for rebases in [0, 1, 3, 40] {
+            let waits: std::collections::BTreeSet<Duration> =
+                ids.iter().map(|id| lost_race_wait(rebases, id)).collect();
+            assert!(
+                waits.len() > 32,
+                "writers spread over the window: {waits:?}"
+            );
+            assert!(waits.iter().all(|wait| *wait < LOST_RACE_BACKOFF_MAX));
+            let window = Duration::from_millis(4 << rebases.min(2));
+            assert!(
+                waits.iter().all(|wait| *wait < window),
+                "race {rebases}: {waits:?}"
+            );
+        }
+        let longest = |rebases| ids.iter().map(|id| lost_race_wait(rebases, id)).max();
+        assert!(longest(0) < longest(2), "the window grows");
+    }
 }
