@@ -18,7 +18,7 @@ use crate::commit::{CommitOperation, GraphCommit};
 use crate::handle::jsonl_rows::LineRows;
 use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
-use crate::rows::{self, RowKey, RowSource, SourcedObject, TypedRows};
+use crate::rows::{self, KeyMap, KeySet, RowKey, RowSource, SourcedObject, TypedRows};
 use crate::staging::Staging;
 use omnigraph_core::adapter::{self, StagedLink};
 use omnigraph_core::arrow_array::RecordBatch;
@@ -40,6 +40,10 @@ pub const JSONL_LINE_BYTES_MAX: usize = 1 << 20;
 /// Checked rows of one table gathered (Arrow bytes) before they are staged as one
 /// append: one Lance write, one fragment, per this much.
 pub const APPEND_GATHER_BYTES_MAX: usize = 64 << 20;
+
+/// The most keys one append adds to the handle's key cache after it publishes; a larger
+/// one leaves the cache to read its fragments when next needed.
+pub(crate) const KEY_CACHE_EXTEND_KEYS_MAX: usize = 65_536;
 
 /// A merge keeps up to this many bytes of its rows (their Arrow buffers) in memory so
 /// that it can merge them again on a newer head when another writer moved a table
@@ -103,13 +107,13 @@ pub(crate) struct Ingest<'a> {
     appends: BTreeMap<String, (Vec<RecordBatch>, usize)>,
     /// Input bytes held in each type's buffer.
     buffered_bytes: HashMap<String, usize>,
-    keys: HashMap<String, HashSet<RowKey>>,
+    keys: HashMap<String, KeySet>,
     endpoints: Vec<PendingEndpoint>,
     /// The node tables read to check endpoints: `table_id` to the version read.
     checked: BTreeMap<String, u64>,
     /// Per node type, the keys that edges of this call point at and that the base's
     /// table held when the edges were staged: checked again on a new head.
-    referenced: BTreeMap<String, HashMap<RowKey, EndpointRef>>,
+    referenced: BTreeMap<String, KeyMap<EndpointRef>>,
     /// Sources and edge type names that [`EndpointRef`]s point at.
     names: Vec<String>,
     rows: BTreeMap<String, u64>,
@@ -296,9 +300,10 @@ impl<'a> Ingest<'a> {
             let catalog = self.catalog.clone();
             let type_def = catalog.require(type_name)?;
             let typed = rows::rows_from_batch(type_def, batch, source, first_row, missing_ids)?;
+            let shared: std::sync::Arc<str> = source.into();
             let sources: Vec<RowSource> = (0..batch.num_rows() as u64)
                 .map(|row| RowSource {
-                    source: source.to_string(),
+                    source: shared.clone(),
                     line: None,
                     row: first_row + row,
                 })
@@ -326,7 +331,7 @@ impl<'a> Ingest<'a> {
             let batch = batch.map_err(|message| {
                 self.failed(OmniError::bad_input(
                     rows::RowSource {
-                        source: source.to_string(),
+                        source: source.into(),
                         line: None,
                         row: first_row + pending_rows as u64,
                     }
@@ -391,14 +396,22 @@ impl<'a> Ingest<'a> {
         typed: TypedRows,
     ) -> Result<()> {
         let type_name = type_def.name();
+        let count = typed.keys.len() as u64;
+        if self.mode == LoadMode::Append && !typed.keys_minted {
+            refuse_existing_keys(self.handle, &self.base, type_def, &typed.keys, sources).await?;
+        }
         if typed.keys_minted {
             // New ids: nothing to check them against, and the key cache cannot take
             // keys the call does not keep.
             self.minted.insert(type_name.to_string());
         } else {
+            // The call keeps its keys (moved, not copied): for the next batches, and for
+            // the handle's key cache once published.
             let seen = self.keys.entry(type_name.to_string()).or_default();
-            for (source, key) in sources.iter().zip(&typed.keys) {
-                if !seen.insert(key.clone()) {
+            seen.reserve(typed.keys.len());
+            for (source, key) in sources.iter().zip(typed.keys) {
+                // One hash per key; a key already there comes back.
+                if let Some(key) = seen.replace(key) {
                     let location = source.location(type_name, Some(type_def.key_column()));
                     return Err(OmniError::bad_input(
                         location,
@@ -406,9 +419,6 @@ impl<'a> Ingest<'a> {
                     ));
                 }
             }
-        }
-        if self.mode == LoadMode::Append && !typed.keys_minted {
-            refuse_existing_keys(self.handle, &self.base, type_def, &typed.keys, sources).await?;
         }
         if let DeclKind::Edge { from, to } = type_def.kind() {
             self.resolve_endpoints(type_name, (from, to), sources, &typed.endpoints)
@@ -419,7 +429,6 @@ impl<'a> Ingest<'a> {
             let table = self.handle.table_at(&self.base, &pin.table_id).await?;
             self.staging.seed(&pin.table_id, table)?;
         }
-        let count = typed.keys.len() as u64;
         match self.mode {
             LoadMode::Append => {
                 // Checked batches are gathered and staged as one append (one fragment)
@@ -511,9 +520,10 @@ impl<'a> Ingest<'a> {
             self.checked.insert(pin.table_id.clone(), pin.version);
             // Each key once, by hashing: sorting them compared strings 16k log 16k times
             // per batch.
-            let distinct: HashSet<&RowKey> = wanted.iter().map(|(_, _, key)| *key).collect();
+            let distinct: foldhash::HashSet<&RowKey> =
+                wanted.iter().map(|(_, _, key)| *key).collect();
             let keys: Vec<RowKey> = distinct.into_iter().cloned().collect();
-            let found: HashSet<RowKey> = self
+            let found: KeySet = self
                 .handle
                 .existing_keys(&self.base, &node, &keys)
                 .await?
@@ -584,7 +594,7 @@ impl<'a> Ingest<'a> {
                 .filter(|key| !in_call.is_some_and(|keys| keys.contains(*key)))
                 .cloned()
                 .collect();
-            let found: HashSet<RowKey> = self
+            let found: KeySet = self
                 .handle
                 .existing_keys(base, node, &keys)
                 .await?
@@ -601,7 +611,7 @@ impl<'a> Ingest<'a> {
             if let Some(key) = missing {
                 let first = referenced[key];
                 let source = RowSource {
-                    source: self.names[first.source as usize].clone(),
+                    source: self.names[first.source as usize].as_str().into(),
                     line: first.line,
                     row: first.row,
                 };
@@ -641,7 +651,7 @@ impl<'a> Ingest<'a> {
                 .collect();
             keys.sort();
             keys.dedup();
-            let found: HashSet<RowKey> = self
+            let found: KeySet = self
                 .handle
                 .existing_keys(base, node, &keys)
                 .await?
@@ -754,11 +764,14 @@ impl<'a> Ingest<'a> {
                 self.handle.forget_keys(&pin.table_id).await;
             }
         }
-        for (type_name, keys) in &self.keys {
-            if self.minted.contains(type_name) {
+        // The call is done with its keys: they move into the caches, not copied.
+        for (type_name, keys) in std::mem::take(&mut self.keys) {
+            // A bulk append leaves the cache as it was: the next check reads only the
+            // fragments the call added, in one columnar scan, if it ever comes.
+            if self.minted.contains(&type_name) || keys.len() > KEY_CACHE_EXTEND_KEYS_MAX {
                 continue;
             }
-            let Some(pin) = self.base.pin_of_type(type_name) else {
+            let Some(pin) = self.base.pin_of_type(&type_name) else {
                 continue;
             };
             let Some(link) = self.staging.links_of(&pin.table_id).last() else {
@@ -767,12 +780,7 @@ impl<'a> Ingest<'a> {
             match self.mode {
                 LoadMode::Append => {
                     self.handle
-                        .note_appended(
-                            &pin.table_id,
-                            pin.version,
-                            &link.dataset,
-                            keys.iter().cloned(),
-                        )
+                        .note_appended(&pin.table_id, pin.version, &link.dataset, keys.into_iter())
                         .await;
                 }
                 LoadMode::Merge => self.handle.forget_keys(&pin.table_id).await,
@@ -896,11 +904,14 @@ async fn refuse_existing_keys(
         sources.is_empty() || sources.len() == keys.len(),
         "one source per key"
     );
-    let existing: std::collections::HashSet<RowKey> = handle
+    let existing: KeySet = handle
         .existing_keys(at, type_def, keys)
         .await?
         .into_iter()
         .collect();
+    if existing.is_empty() {
+        return Ok(());
+    }
     let Some(first) = keys.iter().position(|key| existing.contains(key)) else {
         return Ok(());
     };

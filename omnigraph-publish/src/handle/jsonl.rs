@@ -84,13 +84,19 @@ pub(crate) async fn push_jsonl(
     let mut line = Vec::new();
     let mut line_number = 0u64;
     let (mut rows, mut reported) = (0u64, None::<u64>);
-    loop {
-        line_number += 1;
+    let shared: std::sync::Arc<str> = name.into();
+    // Built only for an error: a location per line cost an allocation per row.
+    let located = |line_number: u64| {
         let mut at = InputLocation::in_source(name);
         at.line = Some(line_number);
+        at
+    };
+    loop {
+        line_number += 1;
+        let at = || located(line_number);
         let read = next_line(&mut reader, &mut line, JSONL_LINE_BYTES_MAX)
             .await
-            .map_err(|error| OmniError::bad_input(at.clone(), format!("cannot read: {error}")))?;
+            .map_err(|error| OmniError::bad_input(at(), format!("cannot read: {error}")))?;
         match read {
             Line::End => {
                 if reported != Some(reader.consumed) {
@@ -100,7 +106,7 @@ pub(crate) async fn push_jsonl(
             }
             Line::TooLong => {
                 return Err(OmniError::bad_input(
-                    at,
+                    at(),
                     format!("the line is longer than the limit of {JSONL_LINE_BYTES_MAX} bytes"),
                 ));
             }
@@ -113,19 +119,19 @@ pub(crate) async fn push_jsonl(
             Ok(type_name) => type_name,
             Err(LineTypeError::NotAnObject(message)) => {
                 return Err(ingest.failed(OmniError::bad_input(
-                    at,
+                    at(),
                     format!("not a JSON object: {message}"),
                 )));
             }
             Err(LineTypeError::NoType) => {
                 return Err(ingest.failed(OmniError::bad_input(
-                    at.field(rows::TYPE_FIELD),
+                    at().field(rows::TYPE_FIELD),
                     "every line needs a \"type\" naming its node or edge type",
                 )));
             }
         };
         let source = RowSource {
-            source: name.to_string(),
+            source: shared.clone(),
             line: Some(line_number),
             row: line_number - 1,
         };

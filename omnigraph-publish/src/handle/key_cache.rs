@@ -11,7 +11,7 @@
 //! the handle extends the cache with the keys it wrote, so the next insert reads
 //! nothing.
 
-use crate::rows::{self, RowKey};
+use crate::rows::{self, KeyMap, RowKey};
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::lance::Dataset;
@@ -42,7 +42,7 @@ fn state_of(fragment: &Fragment) -> FragmentState {
 pub(crate) struct TableKeys {
     version: u64,
     fragments: HashMap<u64, FragmentState>,
-    keys: HashMap<RowKey, u64>,
+    keys: KeyMap<u64>,
 }
 
 impl TableKeys {

@@ -21,8 +21,8 @@ use std::sync::Arc;
 /// Where a row came from, for error messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RowSource {
-    /// The file or argument (`people.jsonl`, `--json`).
-    pub source: String,
+    /// The file or argument (`people.jsonl`, `--json`), shared by the rows of a call.
+    pub source: std::sync::Arc<str>,
     /// One-based line of a JSONL file; `None` for rows given in a call.
     pub line: Option<u64>,
     /// Zero-based position in the call.
@@ -32,7 +32,7 @@ pub struct RowSource {
 impl RowSource {
     /// Where this row is, naming its type and optionally a field.
     pub fn location(&self, type_name: &str, field: Option<&str>) -> InputLocation {
-        let mut location = InputLocation::in_source(&self.source).type_name(type_name);
+        let mut location = InputLocation::in_source(&*self.source).type_name(type_name);
         match self.line {
             Some(line) => location.line = Some(line),
             None => location = location.row(self.row),
@@ -52,6 +52,12 @@ pub type SourcedObject = (RowSource, Map<String, Value>);
 
 /// One row's key, rendered for messages and lookups.
 pub type RowKey = String;
+
+/// A set of keys, hashed with a seeded fast hash: a load hashes each key several times,
+/// and SipHash was a tenth of a Parquet load's time.
+pub(crate) type KeySet = foldhash::HashSet<RowKey>;
+/// A map from keys, hashed as [`KeySet`].
+pub(crate) type KeyMap<V> = foldhash::HashMap<RowKey, V>;
 
 /// Rows of one type, validated, with their keys in order.
 #[derive(Clone, Debug)]
@@ -164,7 +170,7 @@ pub fn rows_from_batch(
     let rows = batch.num_rows();
     let at = |row: usize, field: &str| {
         RowSource {
-            source: source.to_string(),
+            source: source.into(),
             line: None,
             row: first_row + row as u64,
         }
