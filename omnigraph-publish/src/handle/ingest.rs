@@ -780,7 +780,7 @@ impl<'a> Ingest<'a> {
             match self.mode {
                 LoadMode::Append => {
                     self.handle
-                        .note_appended(&pin.table_id, pin.version, &link.dataset, keys.into_iter())
+                        .note_appended(&pin.table_id, pin.version, &link.dataset, keys)
                         .await;
                 }
                 LoadMode::Merge => self.handle.forget_keys(&pin.table_id).await,
