@@ -1090,3 +1090,44 @@ async fn a_warm_handle_never_refuses_input_that_is_valid_at_the_head() {
     assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
     assert_eq!(error.evidence(), &Evidence::BeforeEffect);
 }
+
+#[tokio::test]
+async fn a_load_reports_its_first_bad_key_whichever_check_finds_it() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    graph
+        .insert_json("Person", objects(json!([{"id": "p0", "name": "Ada"}])))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let person = |id: &str| json!({"type": "Person", "id": id, "name": "n"});
+    // Line 2 repeats a key of the call before line 3 gives one the table holds.
+    let repeated_first = write_jsonl(
+        dir.path(),
+        "a.jsonl",
+        &[person("p9"), person("p9"), person("p0")],
+    );
+    match graph.load(&repeated_first, LoadMode::Append).await {
+        Err(OmniError::BadInput {
+            location, message, ..
+        }) => {
+            assert_eq!(location.line, Some(2), "{message}");
+            assert!(message.contains("more than once"), "{message}");
+        }
+        other => panic!("expected the repeated key at line 2, got {other:?}"),
+    }
+    // Line 1 gives a key the table holds, before lines 2 and 3 repeat one.
+    let existing_first = write_jsonl(
+        dir.path(),
+        "b.jsonl",
+        &[person("p0"), person("p8"), person("p8")],
+    );
+    match graph.load(&existing_first, LoadMode::Append).await {
+        Err(OmniError::KeyConflict { key, location, .. }) => {
+            assert_eq!(key, "\"p0\"");
+            assert_eq!(location.and_then(|at| at.line), Some(1));
+        }
+        other => panic!("expected the existing key at line 1, got {other:?}"),
+    }
+    let head = graph.head().await.unwrap();
+    assert_eq!(head.seq, 1, "nothing published");
+}

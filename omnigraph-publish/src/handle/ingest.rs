@@ -397,9 +397,16 @@ impl<'a> Ingest<'a> {
     ) -> Result<()> {
         let type_name = type_def.name();
         let count = typed.keys.len() as u64;
-        if self.mode == LoadMode::Append && !typed.keys_minted {
-            refuse_existing_keys(self.handle, &self.base, type_def, &typed.keys, sources).await?;
-        }
+        // The first row whose key the table holds, refused below unless an earlier row
+        // repeats a key of the call: the first bad row is the one reported.
+        let mut conflict = match self.mode {
+            LoadMode::Append if !typed.keys_minted => {
+                first_existing_key(self.handle, &self.base, type_def, &typed.keys)
+                    .await?
+                    .map(|first| (first, key_conflict(type_def, &typed.keys, sources, first)))
+            }
+            _ => None,
+        };
         if typed.keys_minted {
             // New ids: nothing to check them against, and the key cache cannot take
             // keys the call does not keep.
@@ -409,7 +416,10 @@ impl<'a> Ingest<'a> {
             // the handle's key cache once published.
             let seen = self.keys.entry(type_name.to_string()).or_default();
             seen.reserve(typed.keys.len());
-            for (source, key) in sources.iter().zip(typed.keys) {
+            for (at, (source, key)) in sources.iter().zip(typed.keys).enumerate() {
+                if let Some((_, conflict)) = conflict.take_if(|(first, _)| *first == at) {
+                    return Err(conflict);
+                }
                 // One hash per key; a key already there comes back.
                 if let Some(key) = seen.replace(key) {
                     let location = source.location(type_name, Some(type_def.key_column()));
@@ -766,9 +776,7 @@ impl<'a> Ingest<'a> {
         }
         // The call is done with its keys: they move into the caches, not copied.
         for (type_name, keys) in std::mem::take(&mut self.keys) {
-            // A bulk append leaves the cache as it was: the next check reads only the
-            // fragments the call added, in one columnar scan, if it ever comes.
-            if self.minted.contains(&type_name) || keys.len() > KEY_CACHE_EXTEND_KEYS_MAX {
+            if self.minted.contains(&type_name) {
                 continue;
             }
             let Some(pin) = self.base.pin_of_type(&type_name) else {
@@ -778,6 +786,9 @@ impl<'a> Ingest<'a> {
                 continue;
             };
             match self.mode {
+                // A bulk append leaves the cache as it was: the next check reads only
+                // the fragments the call added, in one columnar scan, if it ever comes.
+                LoadMode::Append if keys.len() > KEY_CACHE_EXTEND_KEYS_MAX => {}
                 LoadMode::Append => {
                     self.handle
                         .note_appended(&pin.table_id, pin.version, &link.dataset, keys)
@@ -900,29 +911,49 @@ async fn refuse_existing_keys(
     keys: &[RowKey],
     sources: &[RowSource],
 ) -> Result<()> {
-    assert!(
-        sources.is_empty() || sources.len() == keys.len(),
-        "one source per key"
-    );
+    match first_existing_key(handle, at, type_def, keys).await? {
+        Some(first) => Err(key_conflict(type_def, keys, sources, first)),
+        None => Ok(()),
+    }
+}
+
+/// The position in `keys` of the first key the table of `type_def` holds at `at`.
+async fn first_existing_key(
+    handle: &Omnigraph,
+    at: &GraphCommit,
+    type_def: &omnigraph_core::schema::TypeDef,
+    keys: &[RowKey],
+) -> Result<Option<usize>> {
     let existing: KeySet = handle
         .existing_keys(at, type_def, keys)
         .await?
         .into_iter()
         .collect();
     if existing.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
-    let Some(first) = keys.iter().position(|key| existing.contains(key)) else {
-        return Ok(());
-    };
-    Err(OmniError::KeyConflict {
+    Ok(keys.iter().position(|key| existing.contains(key)))
+}
+
+/// The refusal of `keys[first]`, which the table already holds, at its source if known.
+fn key_conflict(
+    type_def: &omnigraph_core::schema::TypeDef,
+    keys: &[RowKey],
+    sources: &[RowSource],
+    first: usize,
+) -> OmniError {
+    assert!(
+        sources.is_empty() || sources.len() == keys.len(),
+        "one source per key"
+    );
+    OmniError::KeyConflict {
         type_name: type_def.name().to_string(),
         key: keys[first].clone(),
         location: sources
             .get(first)
             .map(|source| Box::new(source.location(type_def.name(), Some(type_def.key_column())))),
         evidence: Evidence::BeforeEffect,
-    })
+    }
 }
 
 /// The bytes of a batch's Arrow buffers (the slices it uses, not their capacity).

@@ -111,8 +111,17 @@ impl Omnigraph {
     /// Reads the branch head (and remembers it).
     pub async fn head(&self) -> Result<GraphCommit> {
         let head = self.graph.commit(&self.branch, &CommitRef::Head).await?;
-        *self.known_head.lock() = Some(head.clone());
+        self.note_head(&head);
         Ok(head)
+    }
+
+    /// Remembers `head` unless the handle already knows a newer one: tasks sharing the
+    /// handle finish in any order, and the known head only moves forward.
+    fn note_head(&self, head: &GraphCommit) {
+        let mut known = self.known_head.lock();
+        if known.as_ref().is_none_or(|newest| newest.seq < head.seq) {
+            *known = Some(head.clone());
+        }
     }
 
     pub(crate) async fn base(&self) -> Result<GraphCommit> {
@@ -409,8 +418,9 @@ impl Omnigraph {
     }
 
     /// Publishes `staging` as this handle: on success the handle remembers the new head
-    /// and tips; on any read-set conflict it forgets its cached head, so the next write
-    /// starts from the branch head instead of failing on the same stale one forever.
+    /// and tips; on a read-set conflict it remembers the head the lost race read (or,
+    /// when none was read, forgets its cached head), so the next write or follow starts
+    /// from a head at least as new as the one that beat it, never the same stale one.
     pub async fn publish_staged(
         &self,
         staging: &Staging,
@@ -441,10 +451,7 @@ impl Omnigraph {
                     // The head the lost race read is newer than the one that beat it:
                     // a writer that follows it (see `Omnigraph::base`) needs no read.
                     (omnigraph_core::ErrorKind::ReadSetChanged, Some(head)) => {
-                        let mut known = self.known_head.lock();
-                        if known.as_ref().is_none_or(|newest| newest.seq < head.seq) {
-                            *known = Some(head);
-                        }
+                        self.note_head(&head);
                     }
                     (
                         omnigraph_core::ErrorKind::ReadSetChanged
@@ -466,7 +473,7 @@ impl Omnigraph {
                 self.tables.lock().insert(table_id, link.dataset.clone());
             }
         }
-        *self.known_head.lock() = Some(commit.clone());
+        self.note_head(commit);
     }
 
     /// Forgets the cached head: the next write reads the branch head first.

@@ -1,6 +1,7 @@
 //! The branch gate: one publisher per (root, branch) in a process. Every handle on a
 //! root shares it because the registry is keyed by the root's canonical URI. It is held
-//! only to validate and publish, never while staging; between processes the commit
+//! only to validate and publish, never while staging nor while a writer waits after
+//! losing a race; between processes the commit
 //! put-if-absent is the only fence.
 
 use parking_lot::Mutex;

@@ -126,7 +126,7 @@ impl Graph {
             .map_err(unpublished)?
         {
             Decided::Ours => {}
-            Decided::Theirs => {
+            Decided::Theirs { .. } => {
                 // Another create finished first; the tables made here are unreachable.
                 return Err(OmniError::AlreadyInitialized {
                     root: root.canonical(),

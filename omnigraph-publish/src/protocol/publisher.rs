@@ -81,8 +81,8 @@ pub struct Publication {
 pub(crate) enum Decided {
     /// Ours: the publication landed.
     Ours,
-    /// Another writer's: the publication did not land.
-    Theirs,
+    /// Another writer's: the publication did not land. The winner's `created_at`.
+    Theirs { created_at: i64 },
 }
 
 /// Publishes `publication` on its base's branch in `root`.
@@ -103,7 +103,15 @@ pub(crate) async fn publish_seeing(
     } else {
         Evidence::BeforeEffect
     };
-    let _gate = gate::acquire(&root.canonical(), log.branch()).await;
+    let began = seams::now_micros();
+    // A winner created since this write began raced it; one created before beat only a
+    // stale cached head, and waiting would help nobody.
+    let racing_since = if publication.staged {
+        publication.staging_started_micros.min(began)
+    } else {
+        began
+    };
+    let mut held = gate::acquire(&root.canonical(), log.branch()).await;
     let mut base = publication.base.clone();
     let mut rebases = 0u32;
     loop {
@@ -152,8 +160,14 @@ pub(crate) async fn publish_seeing(
                 }
                 return Ok(candidate);
             }
-            Decided::Theirs => {
-                lost_race_backoff(rebases, &candidate.commit_id).await;
+            Decided::Theirs { created_at } => {
+                if created_at >= racing_since {
+                    // Not holding the gate: writers of this process never race each
+                    // other, and one that waits must not hold the others up.
+                    drop(held);
+                    lost_race_backoff(rebases, &candidate.commit_id).await;
+                    held = gate::acquire(&root.canonical(), log.branch()).await;
+                }
                 let head = log
                     .head()
                     .await
@@ -235,7 +249,7 @@ pub(crate) async fn put_and_decide(
     };
     match read_back(log, candidate).await? {
         ReadBack::Ours => return Ok(Decided::Ours),
-        ReadBack::Theirs => return Ok(Decided::Theirs),
+        ReadBack::Theirs { created_at } => return Ok(Decided::Theirs { created_at }),
         ReadBack::Unreadable => return Err(in_doubt()),
         ReadBack::Absent => {}
     }
@@ -248,7 +262,7 @@ pub(crate) async fn put_and_decide(
         Ok(PutOutcome::Created) => Ok(Decided::Ours),
         Ok(PutOutcome::AlreadyExists) | Err(_) => match read_back(log, candidate).await? {
             ReadBack::Ours => Ok(Decided::Ours),
-            ReadBack::Theirs => Ok(Decided::Theirs),
+            ReadBack::Theirs { created_at } => Ok(Decided::Theirs { created_at }),
             ReadBack::Absent | ReadBack::Unreadable => Err(in_doubt()),
         },
     }
@@ -350,7 +364,7 @@ fn check_read_set(base: &GraphCommit, head: &GraphCommit, publication: &Publicat
 
 enum ReadBack {
     Ours,
-    Theirs,
+    Theirs { created_at: i64 },
     Absent,
     Unreadable,
 }
@@ -365,7 +379,11 @@ async fn read_back(log: &CommitLog, candidate: &GraphCommit) -> Result<ReadBack>
     for _ in 0..READ_BACK_ATTEMPTS_MAX {
         match log.read(candidate.seq).await {
             Ok(Some(found)) if found.commit_id == candidate.commit_id => return Ok(ReadBack::Ours),
-            Ok(Some(_)) => return Ok(ReadBack::Theirs),
+            Ok(Some(theirs)) => {
+                return Ok(ReadBack::Theirs {
+                    created_at: theirs.created_at,
+                });
+            }
             Ok(None) => return Ok(ReadBack::Absent),
             Err(error @ OmniError::Corrupt { .. }) => return Err(error),
             Err(_) => continue,
