@@ -65,7 +65,10 @@ const CLEANUP_AFTER_MICROS: i64 = 600_000_000;
 /// Set, every universe's trace is printed.
 const TRACE_VAR: &str = "OMNIGRAPH_DST_TRACE";
 /// Universes when no count is given (the CI tier).
-const SEEDS_DEFAULT: u64 = 20;
+const SEEDS_DEFAULT: u64 = 200;
+/// Universes from which every operation and fault kind must have been drawn, and
+/// every fault's window reached, somewhere.
+const LEDGER_SEEDS_MIN: u64 = 100;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Op {
@@ -481,6 +484,11 @@ impl Universe {
         };
         let fired = injected.as_ref().is_some_and(|held| held.fired() > 0);
         drop(injected);
+        if let Some(fault) = fault.filter(|_| fired) {
+            // The window was reached, not only drawn: the ledger shows which were.
+            self.count(format!("fired {fault:?}"));
+            self.count(format!("fired {fault:?} in {op:?}"));
+        }
         let after = self.observe().await;
         let moved = after.seq > before.seq;
         let outcome = match &result {
@@ -1186,7 +1194,7 @@ fn dst_universes() {
     }
     // Every operation and every fault kind was drawn somewhere: a kind never drawn is
     // visible, and with enough universes it fails the run.
-    if count >= SEEDS_DEFAULT {
+    if count >= LEDGER_SEEDS_MIN {
         for (op, _) in OPS {
             if op != Op::Stage {
                 assert!(
@@ -1199,6 +1207,10 @@ fn dst_universes() {
             assert!(
                 coverage.contains_key(&format!("fault {fault:?}")),
                 "no universe drew {fault:?}"
+            );
+            assert!(
+                coverage.contains_key(&format!("fired {fault:?}")),
+                "no universe reached the window of {fault:?}"
             );
         }
     }

@@ -52,7 +52,7 @@ fn print_help() {
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
          stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json]  P processes write one root at once, then a checker\n  \
          matrix [--full]    the detached-commit matrix: every writer x window x fault, then two recovery actors (the fast tier, also in ci) or all five (--full); OMNIGRAPH_MATRIX_CELL=W/Wi/F/A runs one cell\n  \
-         dst [--seeds N] [--start S]  deterministic simulation: N universes (default 100) of actors, maintenance and faults, from seed S; a failing seed prints its replay command"
+         dst [--seeds N] [--start S]  deterministic simulation: N universes (default 200) of actors, maintenance and faults, from seed S; a failing seed prints its replay command"
     );
 }
 
@@ -495,7 +495,7 @@ fn dst(args: &[String]) -> Result<(), String> {
             }
         }
     };
-    let seeds = value("--seeds")?.unwrap_or_else(|| "100".to_string());
+    let seeds = value("--seeds")?.unwrap_or_else(|| "200".to_string());
     let start = value("--start")?.unwrap_or_else(|| "1".to_string());
     suite_tests(
         "dst::",

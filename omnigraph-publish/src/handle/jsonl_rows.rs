@@ -384,7 +384,7 @@ impl Read<'_> {
     /// [`crate::rows::render_key`] renders the same JSON value.
     fn rendered_key(&self) -> Option<RowKey> {
         match self {
-            Read::String(text) => serde_json::to_string(text.as_ref()).ok(),
+            Read::String(text) => Some(crate::rows::render_text_key(text)),
             Read::Number(number) => Some(number.to_string()),
             Read::Bool(flag) => Some(flag.to_string()),
             Read::Null | Read::Array(_) | Read::Object => None,

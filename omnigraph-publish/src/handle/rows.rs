@@ -339,6 +339,27 @@ pub(crate) fn render_key(value: &Value) -> RowKey {
     value.to_string()
 }
 
+/// A text key rendered as [`render_key`] renders the JSON string: quoted, escaped as
+/// serde_json escapes. Sized to fit: serde_json's writer starts at 128 bytes, which a
+/// load paid once per row and kept for as long as it kept the key.
+pub(crate) fn render_text_key(text: &str) -> RowKey {
+    // serde_json escapes exactly these bytes; any other text is quoted as it is.
+    if text
+        .bytes()
+        .any(|byte| byte < 0x20 || byte == b'"' || byte == b'\\')
+    {
+        let mut escaped =
+            serde_json::to_string(text).unwrap_or_else(|_| render_key(&Value::from(text)));
+        escaped.shrink_to_fit();
+        return escaped;
+    }
+    let mut key = String::with_capacity(text.len() + 2);
+    key.push('"');
+    key.push_str(text);
+    key.push('"');
+    key
+}
+
 /// The key in `column` at `row`, rendered as [`render_key`] renders its JSON value,
 /// without making that value: a load renders one per row.
 pub(crate) fn render_array_key(column: &dyn Array, row: usize) -> RowKey {
@@ -349,8 +370,7 @@ pub(crate) fn render_array_key(column: &dyn Array, row: usize) -> RowKey {
         return "null".into();
     }
     match column.data_type() {
-        DataType::Utf8 => serde_json::to_string(column.as_string::<i32>().value(row))
-            .unwrap_or_else(|_| render_key(&json_value(column, row))),
+        DataType::Utf8 => render_text_key(column.as_string::<i32>().value(row)),
         DataType::Int32 => column.as_primitive::<Int32Type>().value(row).to_string(),
         DataType::Int64 => column.as_primitive::<Int64Type>().value(row).to_string(),
         _ => render_key(&json_value(column, row)),
@@ -809,11 +829,18 @@ mod tests {
     #[test]
     fn keys_render_from_arrays_as_from_their_json_values() {
         use omnigraph_core::arrow_array::{Int32Array, Int64Array, StringArray};
-        let texts = StringArray::from(vec![Some("p1"), Some("o\"q\\é\n"), None]);
+        let texts = StringArray::from(vec![
+            Some("p1"),
+            Some("o\"q\\é\n"),
+            None,
+            Some("\u{7f}\u{1f}é\t"),
+            Some(""),
+            Some("plain é ü 中"),
+        ]);
         let small = Int32Array::from(vec![Some(-7), Some(i32::MAX), None]);
         let large = Int64Array::from(vec![Some(i64::MIN), Some(42), None]);
         for column in [&texts as &dyn Array, &small, &large] {
-            for row in 0..3 {
+            for row in 0..column.len() {
                 assert_eq!(
                     render_array_key(column, row),
                     render_key(&json_value(column, row)),
