@@ -104,13 +104,15 @@ pub(crate) async fn publish_seeing(
         Evidence::BeforeEffect
     };
     let began = seams::now_micros();
-    // A winner created since this write began raced it; one created before beat only a
-    // stale cached head, and waiting would help nobody.
+    // A winner created while this write ran, or just before it began, comes from a
+    // writer still writing: the wait spreads the two. One created earlier beat only a
+    // stale cached head (a handle idle since), and waiting would help nobody.
     let racing_since = if publication.staged {
         publication.staging_started_micros.min(began)
     } else {
         began
-    };
+    }
+    .saturating_sub(CONTENDER_RECENT_MICROS);
     let mut held = gate::acquire(&root.canonical(), log.branch()).await;
     let mut base = publication.base.clone();
     let mut rebases = 0u32;
@@ -188,6 +190,9 @@ pub(crate) async fn publish_seeing(
     }
 }
 
+/// How recently before a write began a commit that beat it counts as another writer's
+/// that is still writing (see [`lost_race_wait`]).
+const CONTENDER_RECENT_MICROS: i64 = 1_000_000;
 /// The longest a writer waits after losing `n+1` before it reads the new head.
 const LOST_RACE_BACKOFF_MAX: Duration = Duration::from_millis(16);
 
