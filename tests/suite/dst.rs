@@ -1176,7 +1176,7 @@ fn dst_universes() {
         }
         if !outcome.problems.is_empty() {
             failing.push(format!(
-                "seed {seed}:\n    {}\n    replay: {START_VAR}={seed} {SEEDS_VAR}=1 cargo xtask dst\n    trace:\n      {}",
+                "seed {seed}:\n    {}\n    replay: cargo xtask dst --replay {seed}\n    trace:\n      {}",
                 outcome.problems.join("\n    "),
                 outcome.trace.join("\n      ")
             ));

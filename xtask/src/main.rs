@@ -52,7 +52,7 @@ fn print_help() {
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
          stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json]  P processes write one root at once, then a checker\n  \
          matrix [--full]    the detached-commit matrix: every writer x window x fault, then two recovery actors (the fast tier, also in ci) or all five (--full); OMNIGRAPH_MATRIX_CELL=W/Wi/F/A runs one cell\n  \
-         dst [--seeds N] [--start S]  deterministic simulation: N universes (default 200) of actors, maintenance and faults, from seed S; a failing seed prints its replay command"
+         dst [--seeds N] [--start S] | --replay SEED  deterministic simulation: N universes (default 200) of actors, maintenance and faults, from seed S; a failing seed prints its replay command; --replay prints one universe's trace"
     );
 }
 
@@ -495,6 +495,18 @@ fn dst(args: &[String]) -> Result<(), String> {
             }
         }
     };
+    if let Some(seed) = value("--replay")? {
+        // One universe with its trace, and the check that it runs the same twice.
+        return suite_tests(
+            "dst::",
+            &[
+                ("OMNIGRAPH_DST_SEEDS", "1"),
+                ("OMNIGRAPH_DST_START", &seed),
+                ("OMNIGRAPH_DST_TRACE", "1"),
+            ],
+            &["--test-threads=1"],
+        );
+    }
     let seeds = value("--seeds")?.unwrap_or_else(|| "200".to_string());
     let start = value("--start")?.unwrap_or_else(|| "1".to_string());
     suite_tests(
