@@ -1192,6 +1192,12 @@ fn dst_universes() {
     for (what, times) in &coverage {
         println!("    {what:<36} {times}");
     }
+    assert!(
+        failing.is_empty(),
+        "{} failing universes:\n{}",
+        failing.len(),
+        failing.join("\n")
+    );
     // Every operation and every fault kind was drawn somewhere: a kind never drawn is
     // visible, and with enough universes it fails the run.
     if count >= LEDGER_SEEDS_MIN {
@@ -1214,12 +1220,6 @@ fn dst_universes() {
             );
         }
     }
-    assert!(
-        failing.is_empty(),
-        "{} failing universes:\n{}",
-        failing.len(),
-        failing.join("\n")
-    );
 }
 
 #[test]

@@ -480,7 +480,8 @@ fn suite_tests(
 }
 
 /// The deterministic simulation (`tests/suite/dst.rs`): `--seeds N` universes from
-/// `--start S`, two at a time, then the replay check of the first seed.
+/// `--start S`, two at a time, then the replay check of the first seed; or, with
+/// `--replay SEED` (which takes neither), that one universe with its trace.
 fn dst(args: &[String]) -> Result<(), String> {
     let value = |name: &str| -> Result<Option<String>, String> {
         match args.iter().position(|arg| arg == name) {

@@ -398,7 +398,8 @@ impl<'a> Ingest<'a> {
         let type_name = type_def.name();
         let count = typed.keys.len() as u64;
         // The first row whose key the table holds, refused below unless an earlier row
-        // repeats a key of the call: the first bad row is the one reported.
+        // repeats a key of the call: of the two key checks, the first bad row is the one
+        // reported (a batch's own repeats and shape errors are refused before this).
         let mut conflict = match self.mode {
             LoadMode::Append if !typed.keys_minted => {
                 first_existing_key(self.handle, &self.base, type_def, &typed.keys)
@@ -429,6 +430,10 @@ impl<'a> Ingest<'a> {
                     ));
                 }
             }
+        }
+        if let Some((_, conflict)) = conflict {
+            // Not reached while every key has its source; never published either way.
+            return Err(conflict);
         }
         if let DeclKind::Edge { from, to } = type_def.kind() {
             self.resolve_endpoints(type_name, (from, to), sources, &typed.endpoints)

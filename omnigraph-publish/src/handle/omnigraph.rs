@@ -111,12 +111,14 @@ impl Omnigraph {
     /// Reads the branch head (and remembers it).
     pub async fn head(&self) -> Result<GraphCommit> {
         let head = self.graph.commit(&self.branch, &CommitRef::Head).await?;
-        self.note_head(&head);
+        // A fresh read of the log is the truth, even when the handle knew a higher seq
+        // (a root restored from a backup): writing on from that would leave a gap.
+        *self.known_head.lock() = Some(head.clone());
         Ok(head)
     }
 
-    /// Remembers `head` unless the handle already knows a newer one: tasks sharing the
-    /// handle finish in any order, and the known head only moves forward.
+    /// Remembers a head this handle published or read after losing a race, unless it
+    /// already knows a newer one: tasks sharing the handle finish in any order.
     fn note_head(&self, head: &GraphCommit) {
         let mut known = self.known_head.lock();
         if known.as_ref().is_none_or(|newest| newest.seq < head.seq) {
