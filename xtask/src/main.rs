@@ -265,27 +265,12 @@ fn kuzu_comparison(root: &Path, dir: &Path) {
 fn s3() -> Result<(), String> {
     let root = workspace_root();
     with_s3_server(&root, |environment| {
-        // The workspace's own feature set (as `ci` builds it), so nothing is compiled
-        // again; the S3 tests are the ignored ones under `s3::`.
-        let mut command = cargo(
-            &root,
-            &[
-                "test",
-                "--workspace",
-                "--lib",
-                "--bins",
-                "--tests",
-                "--",
-                "--ignored",
-                "s3::",
-            ],
-        );
-        command.envs(environment.iter().cloned());
-        match command.status() {
-            Ok(status) if status.success() => Ok(()),
-            Ok(status) => Err(format!("s3 suite failed ({status})")),
-            Err(error) => Err(format!("s3: could not run cargo: {error}")),
-        }
+        // The S3 tests are the ignored ones under `s3::`.
+        let environment: Vec<(&str, &str)> = environment
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        suite_tests("s3::", &environment, &["--ignored"])
     })
 }
 
