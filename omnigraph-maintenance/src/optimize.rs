@@ -44,8 +44,8 @@ pub enum UnitOutcome {
     },
     /// Nothing to compact, fold or build (pending indexes may still be listed).
     NothingToDo,
-    /// Another writer moved the table's pin first; nothing published, the next run
-    /// re-plans. The typed read-set conflict, as its parts.
+    /// Another writer moved the table's pin first, or a schema apply landed; nothing
+    /// published, the next run re-plans. The typed read-set conflict, as its parts.
     PinMoved {
         /// The read-set member (`pin:<table>`).
         member: String,
@@ -520,7 +520,8 @@ async fn stage_index_work(
 /// Publishes a planned unit with an exact CAS on the pin it was planned from. When
 /// another writer moved the pin first, the unit is staged again on the new pin (see
 /// [`restage_unit`]) and published again, at most [`RESTAGES_MAX`] times; a unit that
-/// cannot follow, or still loses after that, ends `pin_moved` with nothing published.
+/// cannot follow, or still loses after that, ends `pin_moved` with nothing published,
+/// as does one that a schema apply overtook (its member is the schema).
 /// Other failures are errors with at least `Unpublished` evidence.
 pub async fn publish_unit(graph: &Omnigraph, unit: PlannedUnit) -> Result<TableOptimize> {
     publish_unit_until(graph, unit, None)
@@ -597,7 +598,7 @@ async fn publish_unit_until(
                     expected,
                     actual,
                     ..
-                }) if member.is_table() => (member, expected, actual),
+                }) => (member, expected, actual),
                 Err(other) => return Err(other.with_evidence(Evidence::Unpublished)),
             };
         let pin_moved = UnitOutcome::PinMoved {
@@ -605,7 +606,12 @@ async fn publish_unit_until(
             expected,
             actual,
         };
-        if restages == RESTAGES_MAX || token.is_some_and(CancelToken::is_cancelled) {
+        // A schema apply overtook the unit: a conflict too, but no restage follows a
+        // table whose columns may have changed.
+        if !member.is_table()
+            || restages == RESTAGES_MAX
+            || token.is_some_and(CancelToken::is_cancelled)
+        {
             report.outcome = pin_moved;
             return Ok(UnitRun {
                 table: report,

@@ -763,3 +763,30 @@ async fn repeated_runs_converge_and_write_only_lance_files_and_commits() {
         "one fragment once every index covers all"
     );
 }
+
+/// A schema apply that lands while a unit is staged is a conflict, like a moved pin:
+/// the unit ends `pin_moved` on the schema, with nothing published, not `failed`
+/// (dst seed 696).
+#[tokio::test]
+async fn a_unit_that_a_schema_apply_overtook_ends_pin_moved() {
+    let (graph, test) = fifty_inserts(Backend::Memory).await;
+    let unit = plan_unit(&graph, "Person", &budget().compaction)
+        .await
+        .unwrap();
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let wider = SOCIAL_SCHEMA.replace(
+        "node Company { id: String @key, name: String }",
+        "node Company { id: String @key, name: String, city: String? }",
+    );
+    other.apply_schema(&wider, false).await.unwrap();
+    let head_before = other.head().await.unwrap();
+    let outcome = publish_unit(&graph, unit).await.unwrap();
+    match &outcome.outcome {
+        omnigraph_maintenance::UnitOutcome::PinMoved { member, .. } => {
+            assert_eq!(member, "schema:main");
+        }
+        other => panic!("expected pin_moved, got {other:?}"),
+    }
+    assert_eq!(graph.head().await.unwrap().seq, head_before.seq);
+    assert_eq!(person_ids(&graph).await.len(), 50);
+}

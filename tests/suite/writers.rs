@@ -1131,3 +1131,57 @@ async fn a_load_reports_its_first_bad_key_whichever_check_finds_it() {
     let head = graph.head().await.unwrap();
     assert_eq!(head.seq, 1, "nothing published");
 }
+
+/// A warm handle writes on the head it last saw. Another handle's schema apply that
+/// landed before the write began is not a conflict: the write runs again on the branch
+/// head, whether the apply changed another type or the written type itself (dst seed 1).
+#[tokio::test]
+async fn a_write_begun_after_another_handles_schema_apply_lands() {
+    let (graph, test) = new_graph(Backend::Memory).await;
+    graph
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+        .await
+        .unwrap();
+    graph
+        .insert_json("Person", objects(json!([{"id": "p1", "name": "Ada"}])))
+        .await
+        .unwrap();
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let wider_company = SOCIAL_SCHEMA.replace(
+        "node Company { id: String @key, name: String }",
+        "node Company { id: String @key, name: String, city: String? }",
+    );
+    other.apply_schema(&wider_company, false).await.unwrap();
+    graph
+        .insert_json("Person", objects(json!([{"id": "p2", "name": "Bob"}])))
+        .await
+        .unwrap();
+    let wider_person = wider_company.replace(
+        "age: Int32? @index }",
+        "age: Int32? @index, nick: String? }",
+    );
+    other.apply_schema(&wider_person, false).await.unwrap();
+    graph
+        .insert_json("Person", objects(json!([{"id": "p3", "name": "Cy"}])))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_jsonl(
+        dir.path(),
+        "more.jsonl",
+        &[json!({"type": "WorksAt", "id": "e1", "src": "p3", "dst": "c1"})],
+    );
+    let wider_edge = wider_person.replace("since: Int32? }", "since: Int32?, role: String? }");
+    other.apply_schema(&wider_edge, false).await.unwrap();
+    graph.load(&file, LoadMode::Append).await.unwrap();
+    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    let people = ids_at(&reader, "Person", &CommitRef::Head).await;
+    assert_eq!(people, ["p1", "p2", "p3"]);
+    let cy = reader
+        .get("Person", &json!("p3"), &CommitRef::Head)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cy["nick"], Value::Null);
+    assert_eq!(ids_at(&reader, "WorksAt", &CommitRef::Head).await, ["e1"]);
+}

@@ -15,7 +15,9 @@ use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::schema::{Catalog, TypeDef};
 use omnigraph_core::storage::StorageRoot;
-use omnigraph_core::{ErrorKind, Evidence, InputLocation, OmniError, Result, StorageKind};
+use omnigraph_core::{
+    ErrorKind, Evidence, InputLocation, OmniError, ReadSetMember, Result, StorageKind,
+};
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -166,8 +168,10 @@ impl Omnigraph {
     /// Runs an ingest `call`. A refusal made, before anything was published, on the head
     /// this handle last saw is not final when the branch head has moved past it since: another
     /// writer may have inserted the node an edge names or deleted the key a row reuses
-    /// (`bad_input`, `key_conflict`), and cleanup may have reclaimed that head's versions
-    /// (`commit_reclaimed`, `storage_not_found`). The call then runs once more, on the
+    /// (`bad_input`, `key_conflict`), cleanup may have reclaimed that head's versions
+    /// (`commit_reclaimed`, `storage_not_found`), and a schema apply may have changed
+    /// the schema the call checked its rows against (`read_set_changed` on the schema,
+    /// which no re-commit can follow). The call then runs once more, on the
     /// branch head. Any other failure, or a head that did not move, is final; so is the
     /// second run's outcome.
     async fn refused_only_at_the_head<T, F>(&self, mut call: impl FnMut() -> F) -> Result<T>
@@ -185,6 +189,12 @@ impl Omnigraph {
                 | ErrorKind::KeyConflict
                 | ErrorKind::CommitReclaimed
                 | ErrorKind::Storage(StorageKind::NotFound)
+        ) || matches!(
+            error,
+            OmniError::ReadSetChanged {
+                member: ReadSetMember::Schema { .. },
+                ..
+            }
         );
         // Nothing published: the first run left nothing, or staging cleanup reclaims.
         let left = error.evidence().clone();
