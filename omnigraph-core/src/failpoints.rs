@@ -1,9 +1,10 @@
 //! The registry of failpoint names: the only place a name is spelled.
 //!
-//! Call sites write `fail::fail_point!(failpoints::STAGE_BEFORE_MANIFEST.name())`; the
-//! guard (`cargo xtask guards`) refuses a string literal there. Failpoints are compiled
-//! in only with the `failpoints` feature (the `fail` crate's own switch); without it a
-//! `fail_point!` is empty.
+//! Call sites write `failpoints::reach(failpoints::STAGE_BEFORE_MANIFEST).await?`; the
+//! guard (`cargo xtask guards`) refuses a string literal naming a failpoint. The `fail`
+//! crate's actions are compiled in only with the `failpoints` feature; without it they
+//! are empty. A deterministic simulation also parks its tasks at these points, its named
+//! windows ([`Windows`]), feature or not.
 //!
 //! The `fail` crate's registry is process-global, but tests run in parallel: a failpoint
 //! armed for one test must not fire in another. So a failpoint fires only inside a
@@ -98,8 +99,148 @@ pub fn check(point: Failpoint) -> crate::Result<()> {
     Ok(())
 }
 
+/// Reaches `point` on the way through an operation: in a deterministic simulation whose
+/// harness asked to park there, the task waits until the harness releases it or drops it
+/// (a crash at that window; see [`Windows`]); then as [`check`].
+pub async fn reach(point: Failpoint) -> crate::Result<()> {
+    if let Some(simulation) = crate::seams::current() {
+        simulation.windows().pass(point).await;
+    }
+    check(point)
+}
+
 tokio::task_local! {
     static FAILPOINT_SCOPE: ();
+}
+
+/// How many tasks one simulation holds parked at once, at most.
+pub const PARKED_MAX: usize = 64;
+
+/// The named windows of one deterministic simulation. The harness arms a failpoint;
+/// the next simulated task to reach it parks there, and the harness sees it parked
+/// ([`Windows::take_parked`]). It then lets other work run and later releases the task
+/// ([`Windows::release`]), or drops its future: a crash at that window. Interleavings
+/// in a simulation happen only here, so they replay from the seed.
+#[derive(Debug, Default)]
+pub struct Windows {
+    state: parking_lot::Mutex<WindowState>,
+}
+
+#[derive(Debug, Default)]
+struct WindowState {
+    armed: Option<Failpoint>,
+    next_ticket: u64,
+    parked: std::collections::BTreeMap<u64, ParkedTask>,
+    /// The task that parked since the harness last looked.
+    newly_parked: Option<(Failpoint, u64)>,
+    /// The harness, waiting for the task it runs to finish or park.
+    harness: Option<std::task::Waker>,
+    /// Per failpoint, how often a simulated task passed it.
+    reached: std::collections::BTreeMap<&'static str, u64>,
+}
+
+#[derive(Debug)]
+struct ParkedTask {
+    released: bool,
+    waker: Option<std::task::Waker>,
+}
+
+/// One parked task's place; dropping it (with the task's future) forgets the task.
+struct ParkTicket<'a> {
+    windows: &'a Windows,
+    ticket: u64,
+}
+
+impl Drop for ParkTicket<'_> {
+    fn drop(&mut self) {
+        self.windows.state.lock().parked.remove(&self.ticket);
+    }
+}
+
+impl Windows {
+    /// The next simulated task to reach `point` parks there.
+    pub fn park_at(&self, point: Failpoint) {
+        let mut state = self.state.lock();
+        assert!(state.armed.is_none(), "one window is armed at a time");
+        state.armed = Some(point);
+    }
+
+    /// Disarms the window, reached or not.
+    pub fn disarm(&self) {
+        self.state.lock().armed = None;
+    }
+
+    /// The window a task parked at since the last call, and its ticket.
+    pub fn take_parked(&self) -> Option<(Failpoint, u64)> {
+        self.state.lock().newly_parked.take()
+    }
+
+    /// Wakes `waker` when a task parks (for a harness polling the task itself, the
+    /// task's own poll returns first; this covers a task the operation spawned).
+    pub fn watch(&self, waker: &std::task::Waker) {
+        self.state.lock().harness = Some(waker.clone());
+    }
+
+    /// Lets the task parked with `ticket` go on.
+    pub fn release(&self, ticket: u64) {
+        let mut state = self.state.lock();
+        let parked = state
+            .parked
+            .get_mut(&ticket)
+            .expect("only a parked task is released");
+        parked.released = true;
+        if let Some(waker) = parked.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// How many times each failpoint was passed in this simulation.
+    pub fn reached(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.state.lock().reached.clone()
+    }
+
+    async fn pass(&self, point: Failpoint) {
+        let ticket = {
+            let mut state = self.state.lock();
+            *state.reached.entry(point.name()).or_default() += 1;
+            if state.armed != Some(point) {
+                return;
+            }
+            assert!(state.parked.len() < PARKED_MAX, "parked tasks are bounded");
+            state.armed = None;
+            let ticket = state.next_ticket;
+            state.next_ticket += 1;
+            state.parked.insert(
+                ticket,
+                ParkedTask {
+                    released: false,
+                    waker: None,
+                },
+            );
+            state.newly_parked = Some((point, ticket));
+            if let Some(harness) = state.harness.take() {
+                harness.wake();
+            }
+            ParkTicket {
+                windows: self,
+                ticket,
+            }
+        };
+        std::future::poll_fn(|context| {
+            let mut state = self.state.lock();
+            let parked = state
+                .parked
+                .get_mut(&ticket.ticket)
+                .expect("a parked task keeps its place until it goes on");
+            if parked.released {
+                std::task::Poll::Ready(())
+            } else {
+                parked.waker = Some(context.waker().clone());
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+    }
 }
 
 /// How many times each failpoint was reached inside a failpoint scope, armed or not:

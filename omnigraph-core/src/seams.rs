@@ -17,6 +17,7 @@ pub struct Simulation {
     now_micros: AtomicI64,
     tick_micros: i64,
     ids: Mutex<StdRng>,
+    windows: crate::failpoints::Windows,
 }
 
 impl Simulation {
@@ -28,7 +29,13 @@ impl Simulation {
             now_micros: AtomicI64::new(start_micros),
             tick_micros,
             ids: Mutex::new(StdRng::seed_from_u64(seed)),
+            windows: crate::failpoints::Windows::default(),
         })
+    }
+
+    /// The failpoints where this simulation's tasks park when its harness asks.
+    pub fn windows(&self) -> &crate::failpoints::Windows {
+        &self.windows
     }
 
     /// Moves the clock forward by `micros` without a read.
@@ -60,6 +67,11 @@ pub async fn simulate<F: Future>(simulation: Arc<Simulation>, future: F) -> F::O
 /// Runs `body` synchronously with `simulation` as its clock and id source.
 pub fn simulate_sync<R>(simulation: Arc<Simulation>, body: impl FnOnce() -> R) -> R {
     SIMULATION.sync_scope(simulation, body)
+}
+
+/// The simulation the caller runs in, if any.
+pub(crate) fn current() -> Option<Arc<Simulation>> {
+    SIMULATION.try_with(Arc::clone).ok()
 }
 
 /// Whether the caller runs inside a deterministic simulation: work that would move to

@@ -302,6 +302,26 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
             .await
             .unwrap()
     });
+    // An update staged, then beaten to `n+1` by an insert of other keys: it follows
+    // the insert (the fragment it changes is untouched, no added row matches).
+    warm!("writers.update_one_row_after_a_lost_race", |i| {
+        let prepared = graph
+            .prepare_update(
+                "Person",
+                "id = 'p2'",
+                &[("age".to_string(), json!(60 + i as i64))],
+            )
+            .await
+            .unwrap();
+        other
+            .insert_json(
+                "Person",
+                rows(json!([{"id": format!("u{i}"), "name": "u"}])),
+            )
+            .await
+            .unwrap();
+        prepared.publish(graph).await.unwrap().unwrap()
+    });
     warm!("writers.build_indexes_nothing_missing", |_i| {
         graph.build_indexes().await.unwrap()
     });

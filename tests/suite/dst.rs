@@ -22,7 +22,7 @@
 //! last cleanup leaves no detached version that no retained commit pins.
 
 use omnigraph_core::storage::{FaultAction, FaultHandle, FaultRule, RequestKind};
-use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind, seams};
+use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind, failpoints, seams};
 use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_publish::{CommitRef, GraphCommit, LoadMode, Omnigraph, PreparedWrite, ScanRequest};
 use omnigraph_tests::{Backend, TestRoot, objects};
@@ -30,6 +30,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 const DST_SCHEMA: &str = "
@@ -66,6 +69,10 @@ const CLEANUP_AFTER_MICROS: i64 = 600_000_000;
 const TRACE_VAR: &str = "OMNIGRAPH_DST_TRACE";
 /// Universes when no count is given (the CI tier).
 const SEEDS_DEFAULT: u64 = 200;
+/// Set, `cargo xtask dst --shrink` shrinks each failing seed (the first few).
+const SHRINK_VAR: &str = "OMNIGRAPH_DST_SHRINK";
+/// Failing seeds one run shrinks.
+const SHRINK_SEEDS_MAX: usize = 3;
 /// Universes from which every operation and fault kind must have been drawn, and
 /// every fault's window reached, somewhere.
 const LEDGER_SEEDS_MIN: u64 = 100;
@@ -86,10 +93,19 @@ enum Op {
     Cleanup,
     BuildIndexes,
     TimeTravel,
+    /// Adds an optional property to Company (up to [`SCHEMA_LEVEL_MAX`] of them).
+    SchemaApply,
+}
+
+impl Op {
+    /// Whether the operation runs in the root's maintenance lane.
+    fn is_maintenance(self) -> bool {
+        matches!(self, Op::Optimize | Op::Cleanup | Op::BuildIndexes)
+    }
 }
 
 /// The operations a step picks from, with their weights.
-const OPS: [(Op, u32); 12] = [
+const OPS: [(Op, u32); 13] = [
     (Op::InsertPerson, 6),
     (Op::InsertCompany, 2),
     (Op::EdgeInsert, 4),
@@ -102,7 +118,11 @@ const OPS: [(Op, u32); 12] = [
     (Op::Cleanup, 1),
     (Op::BuildIndexes, 1),
     (Op::TimeTravel, 2),
+    (Op::SchemaApply, 1),
 ];
+
+/// Schema applies in one universe, at most.
+const SCHEMA_LEVEL_MAX: usize = 3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Fault {
@@ -122,21 +142,82 @@ enum Fault {
     CrashStaging,
     /// The writer is dropped while its commit PUT is held.
     CrashCommit,
+    /// The writer parks at a staging window; it goes on at its actor's next step, after
+    /// whatever the others did meanwhile.
+    Park(Window),
+    /// The writer is dropped at a window.
+    CrashAt(Window),
 }
 
-const FAULTS: [Fault; 8] = [
-    Fault::StagingError,
-    Fault::DataError,
-    Fault::CommitTransient,
-    Fault::CommitPermanent,
-    Fault::LostAck,
-    Fault::DuplicatedAck,
-    Fault::CrashStaging,
-    Fault::CrashCommit,
+/// The named windows (failpoints) a writer parks or crashes at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Window {
+    StageBeforeManifest,
+    StageAfterManifest,
+    PublishBeforeCommitPut,
+    PublishAfterCommitPut,
+}
+
+const WINDOWS: [Window; 4] = [
+    Window::StageBeforeManifest,
+    Window::StageAfterManifest,
+    Window::PublishBeforeCommitPut,
+    Window::PublishAfterCommitPut,
 ];
 
+impl Window {
+    fn point(self) -> failpoints::Failpoint {
+        match self {
+            Window::StageBeforeManifest => failpoints::STAGE_BEFORE_MANIFEST,
+            Window::StageAfterManifest => failpoints::STAGE_AFTER_MANIFEST,
+            Window::PublishBeforeCommitPut => failpoints::PUBLISH_BEFORE_COMMIT_PUT,
+            Window::PublishAfterCommitPut => failpoints::PUBLISH_AFTER_COMMIT_PUT,
+        }
+    }
+
+    /// Whether a writer may park here while others run. The publish windows are inside
+    /// the process's publish gate, which every other writer of the root would wait for:
+    /// a writer is only crashed there.
+    fn parks(self) -> bool {
+        matches!(
+            self,
+            Window::StageBeforeManifest | Window::StageAfterManifest
+        )
+    }
+}
+
+/// Every fault a write step draws from.
+fn faults() -> Vec<Fault> {
+    let mut faults = vec![
+        Fault::StagingError,
+        Fault::DataError,
+        Fault::CommitTransient,
+        Fault::CommitPermanent,
+        Fault::LostAck,
+        Fault::DuplicatedAck,
+        Fault::CrashStaging,
+        Fault::CrashCommit,
+    ];
+    for window in WINDOWS {
+        if window.parks() {
+            faults.push(Fault::Park(window));
+        }
+        faults.push(Fault::CrashAt(window));
+    }
+    faults
+}
+
 impl Fault {
-    fn rule(self) -> FaultRule {
+    /// The window the fault parks or crashes the writer at, if it is a window fault.
+    fn window(self) -> Option<Window> {
+        match self {
+            Fault::Park(window) | Fault::CrashAt(window) => Some(window),
+            _ => None,
+        }
+    }
+
+    /// The wrapper rule of a request fault.
+    fn rule(self) -> Option<FaultRule> {
         let commits = "_graph/branches/main/commits/*";
         let manifests = "tables/*/_versions/*";
         let (path, kind, action) = match self {
@@ -176,8 +257,9 @@ impl Fault {
                 RequestKind::PutIfAbsent,
                 FaultAction::Delay(CRASH_HOLD),
             ),
+            Fault::Park(_) | Fault::CrashAt(_) => return None,
         };
-        FaultRule::new(path, &[kind], action).times(1)
+        Some(FaultRule::new(path, &[kind], action).times(1))
     }
 
     fn is_crash(self) -> bool {
@@ -204,8 +286,25 @@ fn person(id: &str, age: i64) -> Map<String, Value> {
     row(json!({"id": id, "name": format!("name {id}"), "age": age}))
 }
 
-fn company(id: &str) -> Map<String, Value> {
-    row(json!({"id": id, "name": format!("company {id}")}))
+/// A company as read under schema level `level`: the properties that schema applies
+/// added are null.
+fn company(id: &str, level: usize) -> Map<String, Value> {
+    let mut company = row(json!({"id": id, "name": format!("company {id}")}));
+    for added in 1..=level {
+        company.insert(format!("p{added}"), Value::Null);
+    }
+    company
+}
+
+/// The schema at `level`: the first, with `level` optional properties added to
+/// Company.
+fn schema_text(level: usize) -> String {
+    let added: String = (1..=level).map(|at| format!(", p{at}: String?")).collect();
+    format!(
+        "node Person {{ id: String @key, name: String, age: Int32? @index }}
+         node Company {{ id: String @key, name: String{added} }}
+         edge WorksAt: Person -> Company {{ since: Int32? }}"
+    )
 }
 
 fn edge(id: &str, src: &str, dst: &str) -> Map<String, Value> {
@@ -214,6 +313,18 @@ fn edge(id: &str, src: &str, dst: &str) -> Map<String, Value> {
 
 fn row(value: Value) -> Map<String, Value> {
     value.as_object().expect("a row").clone()
+}
+
+/// The rows if the person `key` is deleted (with its edges) or gets `age`.
+fn after_change(rows: &Rows, key: &str, delete: bool, age: i64) -> Rows {
+    if delete {
+        return without_person(rows, key);
+    }
+    let mut rows = rows.clone();
+    if let Some(row) = rows.entry("Person").or_default().get_mut(key) {
+        row.insert("age".into(), json!(age));
+    }
+    rows
 }
 
 /// `rows` with the person `key` and its edges gone.
@@ -238,16 +349,43 @@ struct Staged {
     staged_at: u64,
 }
 
+/// Which of a seed's steps run, and which run without the fault they drew: all, and
+/// with theirs, for a seed as drawn; fewer while a failing seed is shrunk. Each step
+/// draws from a generator of its own (from the seed and its number), so leaving one
+/// out changes no other step's draws.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Plan {
+    skipped: BTreeSet<usize>,
+    calm: BTreeSet<usize>,
+}
+
+/// The generator of one step of the universe of `seed`.
+fn step_rng(seed: u64, step: usize) -> StdRng {
+    StdRng::seed_from_u64(seed ^ ((step as u64 + 1) << 40))
+}
+
 struct Universe {
+    seed: u64,
+    plan: Plan,
+    /// The step's own generator (see [`Plan`]); the seed's for the universe's shape.
     rng: StdRng,
+    /// An operation that counts as a problem when it succeeds: a planted failure, for
+    /// the shrinker's own test.
+    planted: Option<Op>,
+    /// Per operation, the most requests one fault-free run of it made on its handle.
+    costs: BTreeMap<Op, u64>,
     /// The universe's clock: cleanup runs after it moves on, so a staged write waiting
     /// through a cleanup is as old to its writer as to cleanup.
     clock: std::sync::Arc<seams::Simulation>,
     test: TestRoot,
-    handles: Vec<Omnigraph>,
+    handles: Vec<Arc<Omnigraph>>,
     /// Each actor's handle.
     actors: Vec<usize>,
     staged: BTreeMap<usize, Staged>,
+    /// Writes parked at a window, by actor: each goes on at its actor's next step.
+    parked: BTreeMap<usize, ParkedOp>,
+    /// Schema applies that landed: Company has properties `p1..=schema_level`.
+    schema_level: usize,
     rows: Rows,
     /// The model at each commit that landed.
     snapshots: BTreeMap<u64, Rows>,
@@ -265,28 +403,40 @@ struct Outcome {
     problems: Vec<String>,
     trace: Vec<String>,
     coverage: BTreeMap<String, u64>,
+    costs: BTreeMap<Op, u64>,
 }
 
 impl Universe {
-    async fn new(seed: u64, clock: std::sync::Arc<seams::Simulation>) -> Universe {
+    async fn new(
+        seed: u64,
+        plan: Plan,
+        planted: Option<Op>,
+        clock: std::sync::Arc<seams::Simulation>,
+    ) -> Universe {
         let mut rng = StdRng::seed_from_u64(seed);
         let test = TestRoot::new(Backend::Memory).await;
         let first = Omnigraph::create(&test.uri, DST_SCHEMA).await.unwrap();
-        let mut handles = vec![first];
+        let mut handles = vec![Arc::new(first)];
         for _ in 1..rng.random_range(1..=HANDLES_MAX) {
-            handles.push(Omnigraph::open(&test.uri).await.unwrap());
+            handles.push(Arc::new(Omnigraph::open(&test.uri).await.unwrap()));
         }
         let actors = (0..rng.random_range(2..=ACTORS_MAX))
             .map(|_| rng.random_range(0..handles.len()))
             .collect();
         let head = handles[0].head().await.unwrap();
         let mut universe = Universe {
+            seed,
+            plan,
             rng,
+            planted,
+            costs: BTreeMap::new(),
             clock,
             test,
             handles,
             actors,
             staged: BTreeMap::new(),
+            parked: BTreeMap::new(),
+            schema_level: 0,
             rows: Rows::new(),
             snapshots: BTreeMap::new(),
             changed_at: BTreeMap::new(),
@@ -336,9 +486,16 @@ impl Universe {
 
     async fn run(mut self) -> Outcome {
         for step in 0..STEPS_MAX {
+            if self.plan.skipped.contains(&step) {
+                continue;
+            }
+            self.rng = step_rng(self.seed, step);
             let actor = self.rng.random_range(0..self.actors.len());
-            // An actor with a staged write publishes it first.
-            if let Some(staged) = self.staged.remove(&actor) {
+            // An actor with a parked write lets it go on; one with a staged write
+            // publishes it.
+            if let Some(parked) = self.parked.remove(&actor) {
+                Box::pin(self.resume(step, actor, parked)).await;
+            } else if let Some(staged) = self.staged.remove(&actor) {
                 Box::pin(self.publish_staged(step, actor, staged)).await;
             } else {
                 let op = self.pick_op();
@@ -349,43 +506,65 @@ impl Universe {
             }
         }
         Box::pin(self.finish()).await;
+        for (point, times) in self.clock.windows().reached() {
+            *self.coverage.entry(format!("reached {point}")).or_default() += times;
+        }
         Outcome {
             problems: self.problems,
             trace: self.trace,
             coverage: self.coverage,
+            costs: self.costs,
         }
     }
 
     /// One operation of `actor`, under a fault for most writes.
     async fn step(&mut self, step: usize, actor: usize, op: Op) {
         let handle = self.actors[actor];
+        if op.is_maintenance()
+            && self
+                .parked
+                .values()
+                .any(|parked| parked.op.is_maintenance())
+        {
+            // A parked maintenance run holds the root's lane, and another run would wait
+            // for it forever: a cancel point instead, which the parked run meets when it
+            // goes on.
+            self.handles[handle].cancel_maintenance();
+            self.count("op cancel".into());
+            self.trace.push(format!(
+                "{step} actor {actor} on handle {handle}: {op:?} -> cancel maintenance"
+            ));
+            return;
+        }
         let writes = !matches!(op, Op::TimeTravel | Op::Stage | Op::EdgeToMissing);
         let fault = (writes && self.rng.random_ratio(FAULT_PERCENT, 100))
-            .then(|| FAULTS[self.rng.random_range(0..FAULTS.len())]);
+            .then(|| {
+                let faults = faults();
+                faults[self.rng.random_range(0..faults.len())]
+            })
+            .filter(|_| !self.plan.calm.contains(&step));
         self.count(format!("op {op:?}"));
         if let Some(fault) = fault {
             self.count(format!("fault {fault:?}"));
         }
-        let (intended, run): (Option<Rows>, _) = match op {
+        let (effect, run): (Effect, _) = match op {
             Op::InsertPerson => {
                 let key = self.fresh("p");
                 let age = self.rng.random_range(0..100);
-                let mut rows = self.rows.clone();
-                rows.entry("Person")
-                    .or_default()
-                    .insert(key.clone(), person(&key, age));
                 let value = Value::Object(person(&key, age));
-                (Some(rows), Write::Insert("Person", value))
+                (
+                    Effect::Insert(vec![("Person", key.clone(), person(&key, age))]),
+                    Write::Insert("Person", value),
+                )
             }
             Op::InsertCompany => {
                 let key = self.fresh("c");
-                let mut rows = self.rows.clone();
-                rows.entry("Company")
-                    .or_default()
-                    .insert(key.clone(), company(&key));
                 (
-                    Some(rows),
-                    Write::Insert("Company", Value::Object(company(&key))),
+                    Effect::Insert(vec![("Company", key.clone(), company(&key, 0))]),
+                    Write::Insert(
+                        "Company",
+                        json!({"id": key, "name": format!("company {key}")}),
+                    ),
                 )
             }
             Op::EdgeInsert | Op::EdgeToMissing => {
@@ -395,18 +574,16 @@ impl Universe {
                     return;
                 };
                 let key = self.fresh("e");
-                if op == Op::EdgeToMissing {
-                    let missing = self.fresh("nobody");
-                    let value = json!({"id": key, "src": missing, "dst": dst});
-                    (None, Write::Insert("WorksAt", value))
+                let src = if op == Op::EdgeToMissing {
+                    self.fresh("nobody")
                 } else {
-                    let mut rows = self.rows.clone();
-                    rows.entry("WorksAt")
-                        .or_default()
-                        .insert(key.clone(), edge(&key, &src, &dst));
-                    let value = json!({"id": key, "src": src, "dst": dst});
-                    (Some(rows), Write::Insert("WorksAt", value))
-                }
+                    src
+                };
+                let value = json!({"id": key, "src": src, "dst": dst});
+                (
+                    Effect::Insert(vec![("WorksAt", key.clone(), edge(&key, &src, &dst))]),
+                    Write::Insert("WorksAt", value),
+                )
             }
             Op::Update | Op::DeleteCascade | Op::Stage => {
                 let Some(key) = self.pick_key("Person") else {
@@ -424,40 +601,51 @@ impl Universe {
                     return;
                 }
                 (
-                    Some(self.after_change(&key, delete, age)),
+                    Effect::Change {
+                        key: key.clone(),
+                        delete,
+                        age,
+                    },
                     Write::Change { key, delete, age },
                 )
             }
             Op::Load => {
-                let mut rows = self.rows.clone();
+                let mut inserted = Vec::new();
                 let mut lines = Vec::new();
                 let people: Vec<String> = (0..self.rng.random_range(2..=4))
                     .map(|_| self.fresh("p"))
                     .collect();
                 for key in &people {
                     let age = self.rng.random_range(0..100);
-                    rows.entry("Person")
-                        .or_default()
-                        .insert(key.clone(), person(key, age));
+                    inserted.push(("Person", key.clone(), person(key, age)));
                     let mut line = person(key, age);
                     line.insert("type".into(), json!("Person"));
                     lines.push(Value::Object(line).to_string());
                 }
                 if let Some(dst) = self.pick_key("Company") {
                     let key = self.fresh("e");
-                    rows.entry("WorksAt")
-                        .or_default()
-                        .insert(key.clone(), edge(&key, &people[0], &dst));
+                    inserted.push(("WorksAt", key.clone(), edge(&key, &people[0], &dst)));
                     lines.push(
                         json!({"type": "WorksAt", "id": key, "src": people[0], "dst": dst})
                             .to_string(),
                     );
                 }
-                (Some(rows), Write::Load(lines))
+                (Effect::Insert(inserted), Write::Load(lines))
             }
-            Op::Optimize => (None, Write::Optimize),
-            Op::Cleanup => (None, Write::Cleanup),
-            Op::BuildIndexes => (None, Write::BuildIndexes),
+            Op::SchemaApply => {
+                if self.schema_level >= SCHEMA_LEVEL_MAX {
+                    self.trace.push(format!("{step} {actor} {op:?} skipped"));
+                    return;
+                }
+                let level = self.schema_level + 1;
+                (
+                    Effect::Schema(level),
+                    Write::SchemaApply(schema_text(level)),
+                )
+            }
+            Op::Optimize => (Effect::Nothing, Write::Optimize),
+            Op::Cleanup => (Effect::Nothing, Write::Cleanup),
+            Op::BuildIndexes => (Effect::Nothing, Write::BuildIndexes),
             Op::TimeTravel => {
                 self.time_travel(step, handle).await;
                 return;
@@ -469,60 +657,136 @@ impl Universe {
         }
         let before = self.observe().await;
         let objects_before = self.objects().await;
-        let injected: Option<FaultHandle> =
-            fault.map(|fault| self.handles[handle].graph().root().inject(fault.rule()));
-        let graph = &self.handles[handle];
-        let result = match (fault, &injected) {
+        let injected: Option<FaultHandle> = fault
+            .and_then(Fault::rule)
+            .map(|rule| self.handles[handle].graph().root().inject(rule));
+        let windows = self.clock.windows();
+        if let Some(window) = fault.and_then(Fault::window) {
+            windows.park_at(window.point());
+        }
+        let graph = self.handles[handle].clone();
+        let probe = graph.graph().root().probe();
+        let mut future: Pending = Box::pin(async move { run.run(&graph).await });
+        let ran = match (fault, &injected) {
             (Some(fault), Some(held)) if fault.is_crash() => {
                 tokio::select! {
                     biased;
-                    result = Box::pin(run.run(graph)) => Some(result),
-                    true = until_fired(held) => None,
+                    result = &mut future => Ran::Done(result),
+                    true = until_fired(held) => Ran::Crashed,
                 }
             }
-            _ => Some(Box::pin(run.run(graph)).await),
+            (Some(fault), _) if fault.window().is_some() => {
+                match until_done_or_parked(&mut future, windows).await {
+                    Ran::Parked(_) if matches!(fault, Fault::CrashAt(_)) => Ran::Crashed,
+                    ran => ran,
+                }
+            }
+            _ => Ran::Done(future.as_mut().await),
         };
-        let fired = injected.as_ref().is_some_and(|held| held.fired() > 0);
+        // A crashed writer's future is dropped where it stood; a parked one waits.
+        let mut future = match ran {
+            Ran::Parked(_) => Some(future),
+            _ => {
+                drop(future);
+                None
+            }
+        };
+        windows.disarm();
+        let fired = match &ran {
+            Ran::Done(_) => injected.as_ref().is_some_and(|held| held.fired() > 0),
+            Ran::Crashed | Ran::Parked(_) => true,
+        };
         drop(injected);
         if let Some(fault) = fault.filter(|_| fired) {
             // The window was reached, not only drawn: the ledger shows which were.
             self.count(format!("fired {fault:?}"));
             self.count(format!("fired {fault:?} in {op:?}"));
         }
+        if fault.is_none() && matches!(ran, Ran::Done(Ok(()))) {
+            let cost = self.costs.entry(op).or_default();
+            *cost = (*cost).max(probe.total());
+        }
+        drop(probe);
         let after = self.observe().await;
         let moved = after.seq > before.seq;
-        let outcome = match &result {
-            None => "crashed".to_string(),
-            Some(Ok(())) => "ok".to_string(),
-            Some(Err(error)) => format!("{} ({})", error.code().code, error.evidence().code()),
+        let outcome = match &ran {
+            Ran::Crashed => "crashed".to_string(),
+            Ran::Parked(_) => "parked".to_string(),
+            Ran::Done(Ok(())) => "ok".to_string(),
+            Ran::Done(Err(error)) => {
+                format!("{} ({})", error.code().code, error.evidence().code())
+            }
         };
         self.trace.push(format!(
             "{step} actor {actor} on handle {handle}: {op:?} under {fault:?} (fired {fired}) -> {outcome}, head {}",
             after.seq
         ));
-        let landed = match result {
-            None => {
-                if moved {
+        let landing = effect.apply(&self.rows, self.schema_level);
+        let (changed, level) = (effect.changed(), effect.level());
+        let landed = match ran {
+            Ran::Parked(ticket) => {
+                // Parked at a staging window: nothing of its own is published yet (a
+                // maintenance run may have published earlier units).
+                if moved && !op.is_maintenance() {
                     self.problem(
                         step,
-                        format!("{op:?} crashed before its commit, but the head moved"),
+                        format!("{op:?} parked before its commit, but the head moved"),
                     );
                 }
+                self.parked.insert(
+                    actor,
+                    ParkedOp {
+                        future: future.take().expect("a parked write keeps its future"),
+                        ticket,
+                        op,
+                        effect,
+                        window: fault
+                            .and_then(Fault::window)
+                            .expect("a parked write had a window"),
+                    },
+                );
                 false
             }
-            Some(Ok(())) => {
-                if op == Op::EdgeToMissing {
-                    self.problem(step, "an edge to a missing person was accepted".into());
+            Ran::Crashed => {
+                let after_commit = fault == Some(Fault::CrashAt(Window::PublishAfterCommitPut));
+                if !op.is_maintenance() {
+                    if moved && !after_commit {
+                        self.problem(
+                            step,
+                            format!("{op:?} crashed before its commit, but the head moved"),
+                        );
+                    }
+                    if after_commit
+                        && !moved
+                        && matches!(&landing, Landing::Rows(rows) if *rows != self.rows)
+                    {
+                        self.problem(
+                            step,
+                            format!(
+                                "{op:?} crashed after its commit PUT, but the head did not move"
+                            ),
+                        );
+                    }
+                }
+                moved && after_commit
+            }
+            Ran::Done(Ok(())) => {
+                if let Landing::Refused(why) = &landing {
+                    self.problem(step, format!("{op:?} was accepted, but {why}"));
+                }
+                if self.planted == Some(op) {
+                    self.problem(step, format!("{op:?} ran (a planted failure)"));
                 }
                 // A row write that says it landed moved the head.
-                if intended.is_some() && !moved {
+                if matches!(&landing, Landing::Rows(rows) if *rows != self.rows) && !moved {
                     self.problem(step, format!("{op:?} succeeded, but the head did not move"));
                 }
                 moved
             }
-            Some(Err(error)) => {
+            Ran::Done(Err(error)) => {
+                let refused = matches!(landing, Landing::Refused(_));
                 // One actor steps at a time: a valid write fails only under a fault.
-                if !fired && op != Op::EdgeToMissing {
+                if !fired && !refused {
                     self.problem(step, format!("{op:?} failed with no fault fired: {error}"));
                 }
                 let fault_at_commit = fired && fault.is_some_and(Fault::at_commit);
@@ -531,14 +795,14 @@ impl Universe {
                     op,
                     &error,
                     (&before, &after),
-                    fault_at_commit,
+                    (fault_at_commit, refused),
                     &objects_before,
                 )
                 .await
             }
         };
-        if landed && let Some(rows) = intended {
-            self.land(rows, &run);
+        if landed && let Landing::Rows(rows) = landing {
+            self.land(rows, changed, level);
         }
         if moved {
             self.snapshots.insert(after.seq, self.rows.clone());
@@ -546,23 +810,14 @@ impl Universe {
         self.check_head(step).await;
     }
 
-    /// The rows if the person `key` is deleted (with its edges) or gets `age`.
-    fn after_change(&self, key: &str, delete: bool, age: i64) -> Rows {
-        if delete {
-            return without_person(&self.rows, key);
-        }
-        let mut rows = self.rows.clone();
-        if let Some(row) = rows.entry("Person").or_default().get_mut(key) {
-            row.insert("age".into(), json!(age));
-        }
-        rows
-    }
-
     /// The model takes `rows`; the people the write changed count a change.
-    fn land(&mut self, rows: Rows, write: &Write) {
+    fn land(&mut self, rows: Rows, changed: Option<String>, level: Option<usize>) {
         self.changes += 1;
-        if let Write::Change { key, .. } = write {
-            self.changed_at.insert(key.clone(), self.changes);
+        if let Some(key) = changed {
+            self.changed_at.insert(key, self.changes);
+        }
+        if let Some(level) = level {
+            self.schema_level = self.schema_level.max(level);
         }
         self.rows = rows;
     }
@@ -575,14 +830,14 @@ impl Universe {
         op: Op,
         error: &OmniError,
         (before, after): (&GraphCommit, &GraphCommit),
-        fault_at_commit: bool,
+        (fault_at_commit, refused): (bool, bool),
         objects_before: &BTreeSet<String>,
     ) -> bool {
         let moved = after.seq > before.seq;
         if matches!(error.kind(), ErrorKind::Internal | ErrorKind::Corrupt) {
             self.problem(step, format!("{op:?} failed unexpectedly: {error}"));
         }
-        if op == Op::EdgeToMissing {
+        if refused {
             if error.kind() != ErrorKind::BadInput || error.evidence() != &Evidence::BeforeEffect {
                 self.problem(step, format!("an edge to a missing person: {error}"));
             }
@@ -630,6 +885,99 @@ impl Universe {
                 false
             }
         }
+    }
+
+    /// Lets `actor`'s parked write go on, after whatever the others did meanwhile, and
+    /// judges it on the model as it is now: it staged before it parked, so a failure
+    /// is never `BeforeEffect`, and it may lose to a change of what it read.
+    async fn resume(&mut self, step: usize, actor: usize, parked: ParkedOp) {
+        let ParkedOp {
+            mut future,
+            ticket,
+            op,
+            effect,
+            window,
+        } = parked;
+        self.count(format!("op resume {op:?}"));
+        let before = self.observe().await;
+        self.clock.windows().release(ticket);
+        let result = future.as_mut().await;
+        drop(future);
+        let after = self.observe().await;
+        let moved = after.seq > before.seq;
+        let outcome = match &result {
+            Ok(()) => "ok".to_string(),
+            Err(error) => format!("{} ({})", error.code().code, error.evidence().code()),
+        };
+        self.trace.push(format!(
+            "{step} actor {actor}: {op:?} parked at {window:?} goes on -> {outcome}, head {}",
+            after.seq
+        ));
+        let landing = effect.apply(&self.rows, self.schema_level);
+        let landed = match &result {
+            Ok(()) => {
+                if let Landing::Refused(why) = &landing {
+                    self.problem(step, format!("{op:?} went on and was accepted, but {why}"));
+                }
+                if matches!(&landing, Landing::Rows(rows) if *rows != self.rows) && !moved {
+                    self.problem(
+                        step,
+                        format!("{op:?} went on and succeeded, but the head did not move"),
+                    );
+                }
+                moved
+            }
+            Err(error) => {
+                let refused = matches!(landing, Landing::Refused(_));
+                let expected = match error.kind() {
+                    // Another writer changed what it read, or a cleanup passed it by.
+                    ErrorKind::ReadSetChanged
+                    | ErrorKind::ContentionExhausted
+                    | ErrorKind::StagingExpired
+                    | ErrorKind::CommitReclaimed => true,
+                    ErrorKind::MaintenanceCancelled => op.is_maintenance(),
+                    ErrorKind::BadInput => refused,
+                    _ => false,
+                };
+                if !expected {
+                    self.problem(step, format!("{op:?} went on and failed: {error}"));
+                }
+                match error.evidence() {
+                    Evidence::BeforeEffect => self.problem(
+                        step,
+                        format!("{op:?} staged before it parked, but says BeforeEffect: {error}"),
+                    ),
+                    Evidence::Unpublished if moved && !op.is_maintenance() => {
+                        self.problem(step, format!("Unpublished, but the head moved: {error}"))
+                    }
+                    Evidence::InDoubt => self.problem(
+                        step,
+                        format!("InDoubt without a fault at the commit PUT: {error}"),
+                    ),
+                    Evidence::PartlyPublished { published_units } => {
+                        for unit in
+                            omnigraph_tests::units_not_in_head(published_units, &before, &after)
+                        {
+                            self.problem(
+                                step,
+                                format!("PartlyPublished lists {unit}, not in the head"),
+                            );
+                        }
+                    }
+                    Evidence::Unpublished => {}
+                }
+                false
+            }
+        };
+        if landed && let Landing::Rows(rows) = landing {
+            self.land(rows, effect.changed(), effect.level());
+        } else if landed && let Some(level) = effect.level() {
+            self.schema_level = self.schema_level.max(level);
+        }
+        if moved {
+            self.snapshots.insert(after.seq, self.rows.clone());
+        }
+        self.check_head(step).await;
     }
 
     /// Stages an update or a delete of `key` for `actor` to publish later.
@@ -703,13 +1051,8 @@ impl Universe {
                         ),
                     );
                 }
-                let rows = self.after_change(&staged.key, staged.delete, staged.age);
-                let write = Write::Change {
-                    key: staged.key.clone(),
-                    delete: staged.delete,
-                    age: staged.age,
-                };
-                self.land(rows, &write);
+                let rows = after_change(&self.rows, &staged.key, staged.delete, staged.age);
+                self.land(rows, Some(staged.key.clone()), None);
             }
             Ok(None) => {
                 if !touched_since && !gone {
@@ -772,12 +1115,8 @@ impl Universe {
             "{step} time travel to {seq} (oldest retained {oldest})"
         ));
         match failure {
-            None if seq < oldest => {
-                self.problem(
-                    step,
-                    format!("commit {seq} is reclaimed (from {oldest}) but read"),
-                );
-            }
+            // Reclaimed by a record whose `HEAD` copy a crash left unwritten: the read
+            // is served while the files remain (docs/format.md), and must be exact.
             None => {
                 let want = self.snapshots[&seq].clone();
                 if let Some(difference) = differs(&want, &found) {
@@ -846,8 +1185,9 @@ impl Universe {
     /// last cleanup that leaves no unpinned detached version.
     async fn finish(&mut self) {
         let step = STEPS_MAX;
-        // Whatever is still staged is dropped: its actor crashed.
+        // Whatever is still staged or parked is dropped: its actor crashed.
         self.staged.clear();
+        self.parked.clear();
         let reader = Omnigraph::open(&self.test.uri).await.unwrap();
         self.clock.advance(CLEANUP_AFTER_MICROS);
         let cleaned = reader
@@ -954,6 +1294,128 @@ impl Universe {
     }
 }
 
+/// A write's future, owning its handle: a parked one is kept across steps.
+type Pending = Pin<Box<dyn Future<Output = omnigraph_core::Result<()>>>>;
+
+/// How a write's run ended for now.
+enum Ran {
+    Done(omnigraph_core::Result<()>),
+    /// Dropped where it stood.
+    Crashed,
+    /// Parked at a window, with its ticket.
+    Parked(u64),
+}
+
+/// A write parked at a window.
+struct ParkedOp {
+    future: Pending,
+    ticket: u64,
+    op: Op,
+    effect: Effect,
+    window: Window,
+}
+
+/// What a write does to the rows, applied to the model when it lands: a write that
+/// waited lands on whatever the others did meanwhile.
+enum Effect {
+    /// New rows (fresh keys). An edge whose endpoint is not there refuses the write.
+    Insert(Vec<(&'static str, String, Map<String, Value>)>),
+    /// The person `key` deleted (with its edges) or given `age`; nothing if gone.
+    Change {
+        key: String,
+        delete: bool,
+        age: i64,
+    },
+    /// The schema at this level.
+    Schema(usize),
+    Nothing,
+}
+
+/// The model after a write lands.
+enum Landing {
+    Unchanged,
+    Rows(Rows),
+    /// The write must be refused there; why.
+    Refused(String),
+}
+
+impl Effect {
+    fn apply(&self, rows: &Rows, level: usize) -> Landing {
+        let there = |type_name: &str, key: &str| {
+            rows.get(type_name)
+                .is_some_and(|rows| rows.contains_key(key))
+        };
+        match self {
+            Effect::Insert(inserted) => {
+                let mut next = rows.clone();
+                for (type_name, key, row) in inserted {
+                    let mut row = row.clone();
+                    match *type_name {
+                        "WorksAt" => {
+                            let src = row["src"].as_str().unwrap_or_default().to_string();
+                            let dst = row["dst"].as_str().unwrap_or_default().to_string();
+                            let loaded =
+                                |key: &str| inserted.iter().any(|(_, other, _)| other == key);
+                            if !(there("Person", &src) || loaded(&src)) {
+                                return Landing::Refused(format!("{src} is not there"));
+                            }
+                            if !there("Company", &dst) {
+                                return Landing::Refused(format!("{dst} is not there"));
+                            }
+                        }
+                        "Company" => row = company(key, level),
+                        _ => {}
+                    }
+                    next.entry(type_name).or_default().insert(key.clone(), row);
+                }
+                Landing::Rows(next)
+            }
+            Effect::Change { key, delete, age } => {
+                Landing::Rows(after_change(rows, key, *delete, *age))
+            }
+            Effect::Schema(to) if *to > level => {
+                let mut next = rows.clone();
+                for (key, row) in next.entry("Company").or_default().iter_mut() {
+                    *row = company(key, *to);
+                }
+                Landing::Rows(next)
+            }
+            Effect::Schema(_) | Effect::Nothing => Landing::Unchanged,
+        }
+    }
+
+    /// The person whose row the write changes, if it changes one.
+    fn changed(&self) -> Option<String> {
+        match self {
+            Effect::Change { key, .. } => Some(key.clone()),
+            _ => None,
+        }
+    }
+
+    /// The schema level the write sets, if it sets one.
+    fn level(&self) -> Option<usize> {
+        match self {
+            Effect::Schema(level) => Some(*level),
+            _ => None,
+        }
+    }
+}
+
+/// Polls `future` until it finishes or parks at the window its simulation armed.
+async fn until_done_or_parked(future: &mut Pending, windows: &failpoints::Windows) -> Ran {
+    std::future::poll_fn(|context| {
+        if let std::task::Poll::Ready(result) = future.as_mut().poll(context) {
+            return std::task::Poll::Ready(Ran::Done(result));
+        }
+        if let Some((_, ticket)) = windows.take_parked() {
+            return std::task::Poll::Ready(Ran::Parked(ticket));
+        }
+        windows.watch(context.waker());
+        std::task::Poll::Pending
+    })
+    .await
+}
+
 fn kind(delete: bool) -> &'static str {
     if delete { "delete" } else { "update" }
 }
@@ -966,6 +1428,7 @@ enum Write {
     Optimize,
     Cleanup,
     BuildIndexes,
+    SchemaApply(String),
 }
 
 impl Write {
@@ -1031,6 +1494,7 @@ impl Write {
                 .await
                 .map(|_| ()),
             Write::BuildIndexes => graph.build_indexes().await.map(|_| ()),
+            Write::SchemaApply(text) => graph.apply_schema(text, false).await.map(|_| ()),
         }
     }
 }
@@ -1103,14 +1567,15 @@ async fn until_fired(fault: &FaultHandle) -> bool {
     true
 }
 
-/// Runs the universe of `seed` on its own simulated clock and ids.
-async fn universe(seed: u64) -> Outcome {
+/// Runs the universe of `seed` (the steps `plan` keeps) on its own simulated clock
+/// and ids.
+async fn universe(seed: u64, plan: Plan, planted: Option<Op>) -> Outcome {
     // The clock starts at the wall clock's second: cleanup compares it with the store's
     // modified times, which are the wall clock's.
     let second = 1_000_000;
     let clock = seams::Simulation::new(seed, seams::now_micros() / second * second, 1);
     seams::simulate(clock.clone(), async move {
-        let universe = Universe::new(seed, clock).await;
+        let universe = Universe::new(seed, plan, planted, clock).await;
         Box::pin(universe.run()).await
     })
     .await
@@ -1134,7 +1599,8 @@ fn run_seeds(seeds: Vec<u64>) -> Vec<(u64, Outcome)> {
                         let Some(seed) = queue.lock().expect("the seed queue").pop() else {
                             return done;
                         };
-                        done.push((seed, runtime.block_on(universe(seed))));
+                        let outcome = runtime.block_on(universe(seed, Plan::default(), None));
+                        done.push((seed, outcome));
                     }
                 })
                 .expect("a universe thread")
@@ -1146,6 +1612,55 @@ fn run_seeds(seeds: Vec<u64>) -> Vec<(u64, Outcome)> {
         .collect();
     outcomes.sort_by_key(|(seed, _)| *seed);
     outcomes
+}
+
+/// Runs one universe, with the steps `plan` keeps, on a thread and runtime of its own.
+fn run_one(seed: u64, plan: Plan, planted: Option<Op>) -> Outcome {
+    std::thread::Builder::new()
+        .stack_size(omnigraph_tests::BIG_STACK_BYTES)
+        .spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(universe(seed, plan, planted))
+        })
+        .expect("a universe thread")
+        .join()
+        .expect("a universe thread ran")
+}
+
+/// Shrinks a failing universe: leaves out each step it can (the last first), then runs
+/// each step left without its fault where it can, so that what stays is what the
+/// failure needs. `fails` runs a plan; about twice [`STEPS_MAX`] runs in all.
+fn shrink(mut fails: impl FnMut(&Plan) -> bool) -> Plan {
+    let mut plan = Plan::default();
+    for step in (0..STEPS_MAX).rev() {
+        let mut without = plan.clone();
+        without.skipped.insert(step);
+        if fails(&without) {
+            plan = without;
+        }
+    }
+    for step in 0..STEPS_MAX {
+        if plan.skipped.contains(&step) {
+            continue;
+        }
+        let mut calmer = plan.clone();
+        calmer.calm.insert(step);
+        if fails(&calmer) {
+            plan = calmer;
+        }
+    }
+    plan
+}
+
+/// The shrunk universe of a failing `seed`, as a report: the steps it keeps, its
+/// problems and its trace.
+fn shrunk_report(seed: u64, planted: Option<Op>) -> (Plan, Outcome) {
+    let plan = shrink(|plan| !run_one(seed, plan.clone(), planted).problems.is_empty());
+    let outcome = run_one(seed, plan.clone(), planted);
+    (plan, outcome)
 }
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -1166,8 +1681,14 @@ fn dst_universes() {
     let outcomes = run_seeds((start..start + count).collect());
     let elapsed = began.elapsed().as_secs_f64();
     let mut coverage: BTreeMap<String, u64> = BTreeMap::new();
+    let mut costs: BTreeMap<Op, u64> = BTreeMap::new();
     let mut failing = Vec::new();
+    let shrinking = std::env::var_os(SHRINK_VAR).is_some();
     for (seed, outcome) in &outcomes {
+        for (op, cost) in &outcome.costs {
+            let most = costs.entry(*op).or_default();
+            *most = (*most).max(*cost);
+        }
         if std::env::var_os(TRACE_VAR).is_some() {
             println!("seed {seed}:\n  {}", outcome.trace.join("\n  "));
         }
@@ -1176,10 +1697,21 @@ fn dst_universes() {
         }
         if !outcome.problems.is_empty() {
             failing.push(format!(
-                "seed {seed}:\n    {}\n    replay: cargo xtask dst --replay {seed}\n    trace:\n      {}",
+                "seed {seed}:\n    {}\n    replay: cargo xtask dst --replay {seed}\n    shrink: cargo xtask dst --shrink {seed}\n    trace:\n      {}",
                 outcome.problems.join("\n    "),
                 outcome.trace.join("\n      ")
             ));
+            if shrinking && failing.len() <= SHRINK_SEEDS_MAX {
+                let (plan, shrunk) = shrunk_report(*seed, None);
+                let kept = STEPS_MAX - plan.skipped.len();
+                println!(
+                    "seed {seed} shrunk to {kept} steps (left out {:?}; without their fault {:?}):\n    {}\n  trace:\n    {}",
+                    plan.skipped,
+                    plan.calm,
+                    shrunk.problems.join("\n    "),
+                    shrunk.trace.join("\n    ")
+                );
+            }
         }
     }
     println!(
@@ -1191,6 +1723,19 @@ fn dst_universes() {
     println!("  coverage:");
     for (what, times) in &coverage {
         println!("    {what:<36} {times}");
+    }
+    println!("  most requests of one fault-free operation, on its handle (bound):");
+    for (op, cost) in &costs {
+        let bound = cost_bound(*op).map_or("unbounded".to_string(), |bound| bound.to_string());
+        println!("    {:<36} {cost} ({bound})", format!("{op:?}"));
+    }
+    for (op, cost) in &costs {
+        if let Some(bound) = cost_bound(*op) {
+            assert!(
+                *cost <= bound,
+                "a fault-free {op:?} made {cost} requests, more than its bound {bound}"
+            );
+        }
     }
     assert!(
         failing.is_empty(),
@@ -1209,7 +1754,7 @@ fn dst_universes() {
                 );
             }
         }
-        for fault in FAULTS {
+        for fault in faults() {
             assert!(
                 coverage.contains_key(&format!("fault {fault:?}")),
                 "no universe drew {fault:?}"
@@ -1217,6 +1762,13 @@ fn dst_universes() {
             assert!(
                 coverage.contains_key(&format!("fired {fault:?}")),
                 "no universe reached the window of {fault:?}"
+            );
+        }
+        for point in failpoints::ALL {
+            assert!(
+                coverage.contains_key(&format!("reached {}", point.name())),
+                "no universe reached the failpoint {}",
+                point.name()
             );
         }
     }
@@ -1231,4 +1783,62 @@ fn dst_a_seed_replays_the_same_universe() {
         first[0].1.trace, second[0].1.trace,
         "seed {seed} ran two different universes"
     );
+}
+
+#[test]
+fn dst_the_shrinker_keeps_only_what_a_failure_needs() {
+    // A failure that needs steps 3 and 17, and the fault of step 17.
+    let plan = shrink(|plan| {
+        !plan.skipped.contains(&3) && !plan.skipped.contains(&17) && !plan.calm.contains(&17)
+    });
+    let kept: Vec<usize> = (0..STEPS_MAX)
+        .filter(|step| !plan.skipped.contains(step))
+        .collect();
+    assert_eq!(kept, [3, 17]);
+    assert_eq!(plan.calm, BTreeSet::from([3]));
+}
+
+#[test]
+fn dst_a_planted_failure_shrinks_to_the_steps_it_needs() {
+    // A cascading delete that succeeds counts as a problem: it needs a person first.
+    let seed = (1..=50)
+        .find(|seed| {
+            !run_one(*seed, Plan::default(), Some(Op::DeleteCascade))
+                .problems
+                .is_empty()
+        })
+        .expect("a universe of the first 50 deletes a person");
+    let (plan, shrunk) = shrunk_report(seed, Some(Op::DeleteCascade));
+    let kept = STEPS_MAX - plan.skipped.len();
+    assert!(
+        !shrunk.problems.is_empty(),
+        "the shrunk universe of seed {seed} still fails"
+    );
+    assert!(
+        (2..=3).contains(&kept),
+        "seed {seed} shrunk to {kept} steps:\n{}",
+        shrunk.trace.join("\n")
+    );
+}
+
+/// The most requests one fault-free run of a write may make on its handle: a tripwire
+/// for a change that makes writes read or write more, not a golden. A step's handle
+/// may be stale (another handle wrote since), so a write may lose `n+1` once, follow,
+/// and in a schema's case run once more; the bounds sit about a quarter above the most
+/// that 1,500 universes measured. Maintenance is not bounded here: its requests grow
+/// with what it compacts or deletes (the cost golden fixes its fixed part).
+fn cost_bound(op: Op) -> Option<u64> {
+    match op {
+        Op::InsertPerson | Op::InsertCompany => Some(40),
+        Op::EdgeInsert => Some(50),
+        Op::Update | Op::DeleteCascade => Some(40),
+        Op::Load => Some(60),
+        Op::SchemaApply => Some(20),
+        Op::EdgeToMissing
+        | Op::Stage
+        | Op::Optimize
+        | Op::Cleanup
+        | Op::BuildIndexes
+        | Op::TimeTravel => None,
+    }
 }

@@ -52,7 +52,7 @@ fn print_help() {
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
          stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json]  P processes write one root at once, then a checker\n  \
          matrix [--full]    the detached-commit matrix: every writer x window x fault, then two recovery actors (the fast tier, also in ci) or all five (--full); OMNIGRAPH_MATRIX_CELL=W/Wi/F/A runs one cell\n  \
-         dst [--seeds N] [--start S] | --replay SEED  deterministic simulation: N universes (default 200) of actors, maintenance and faults, from seed S; a failing seed prints its replay command; --replay prints one universe's trace"
+         dst [--seeds N] [--start S] | --replay SEED | --shrink SEED  deterministic simulation: N universes (default 200) of actors, maintenance and faults, from seed S; a failing seed prints its replay and shrink commands; --replay prints one universe's trace; --shrink prints the fewest steps of a failing universe that still fail"
     );
 }
 
@@ -466,7 +466,8 @@ fn suite_tests(
 
 /// The deterministic simulation (`tests/suite/dst.rs`): `--seeds N` universes from
 /// `--start S`, two at a time, then the replay check of the first seed; or, with
-/// `--replay SEED` (which takes neither), that one universe with its trace.
+/// `--replay SEED` (which takes neither), that one universe with its trace; or, with
+/// `--shrink SEED`, that universe and, when it fails, its shrunk form.
 fn dst(args: &[String]) -> Result<(), String> {
     let value = |name: &str| -> Result<Option<String>, String> {
         match args.iter().position(|arg| arg == name) {
@@ -489,6 +490,19 @@ fn dst(args: &[String]) -> Result<(), String> {
                 ("OMNIGRAPH_DST_SEEDS", "1"),
                 ("OMNIGRAPH_DST_START", &seed),
                 ("OMNIGRAPH_DST_TRACE", "1"),
+            ],
+            &["--test-threads=1"],
+        );
+    }
+    if let Some(seed) = value("--shrink")? {
+        // That universe; when it fails, the fewest of its steps (and faults) that
+        // still fail, with their trace.
+        return suite_tests(
+            "dst::dst_universes",
+            &[
+                ("OMNIGRAPH_DST_SEEDS", "1"),
+                ("OMNIGRAPH_DST_START", &seed),
+                ("OMNIGRAPH_DST_SHRINK", "1"),
             ],
             &["--test-threads=1"],
         );

@@ -150,7 +150,9 @@ async fn commit_link(
     properties.insert(PROP_LINK_KIND.into(), kind.name().into());
     transaction.transaction_properties = Some(Arc::new(properties));
     // The link's data or index files exist from here on: every failure is Unpublished.
-    failpoints::check(failpoints::STAGE_BEFORE_MANIFEST).map_err(staged)?;
+    failpoints::reach(failpoints::STAGE_BEFORE_MANIFEST)
+        .await
+        .map_err(staged)?;
     let committed = CommitBuilder::new(base.clone())
         .with_detached(true)
         .execute(transaction.clone())
@@ -166,7 +168,9 @@ async fn commit_link(
         is_detached(version),
         "a staged link must be detached, got version {version}"
     );
-    failpoints::check(failpoints::STAGE_AFTER_MANIFEST).map_err(staged)?;
+    failpoints::reach(failpoints::STAGE_AFTER_MANIFEST)
+        .await
+        .map_err(staged)?;
     Ok(StagedLink {
         dataset: Arc::new(committed),
         version,

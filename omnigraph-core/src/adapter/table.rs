@@ -40,7 +40,7 @@ pub(super) async fn create_table_at_uri(
         session: root.map(StorageRoot::session),
         ..Default::default()
     };
-    failpoints::check(failpoints::CREATE_BEFORE_COMMIT)?;
+    failpoints::reach(failpoints::CREATE_BEFORE_COMMIT).await?;
     let empty = RecordBatchIterator::new(Vec::<std::result::Result<RecordBatch, _>>::new(), schema);
     Dataset::write(empty, uri, Some(params))
         .await

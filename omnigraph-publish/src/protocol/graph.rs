@@ -100,7 +100,9 @@ impl Graph {
             Some(format) => format,
             None => write_format(&root).await.map_err(unpublished)?,
         };
-        failpoints::check(failpoints::CREATE_AFTER_FORMAT).map_err(unpublished)?;
+        failpoints::reach(failpoints::CREATE_AFTER_FORMAT)
+            .await
+            .map_err(unpublished)?;
         let genesis = GraphCommit {
             seq: 0,
             commit_id: seams::new_id(),

@@ -148,7 +148,8 @@ pub(crate) async fn publish_seeing(
             crate::retention::check_staging_age(&base, publication.staging_started_micros)
                 .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         }
-        failpoints::check(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
+        failpoints::reach(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
+            .await
             .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         match put_and_decide(root, &log, &path, &candidate, bytes)
             .await
@@ -157,7 +158,10 @@ pub(crate) async fn publish_seeing(
             Decided::Ours => {
                 // Published. A failure from here on must not be reported as a failure
                 // of the publication: HEAD is only a best-effort copy.
-                if failpoints::check(failpoints::PUBLISH_AFTER_COMMIT_PUT).is_ok() {
+                if failpoints::reach(failpoints::PUBLISH_AFTER_COMMIT_PUT)
+                    .await
+                    .is_ok()
+                {
                     log.write_head_copy(&candidate).await;
                 }
                 return Ok(candidate);
