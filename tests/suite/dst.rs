@@ -1842,3 +1842,27 @@ fn cost_bound(op: Op) -> Option<u64> {
         | Op::TimeTravel => None,
     }
 }
+
+/// Seeds that found a defect, each with what it found: they run in every tier.
+const FINDING_SEEDS: [(u64, &str); 2] = [
+    (
+        9,
+        "an insert on a handle's stale head after another handle's schema apply failed",
+    ),
+    (
+        32,
+        "an optimize unit that a schema apply overtook failed instead of ending pin_moved",
+    ),
+];
+
+#[test]
+fn dst_the_seeds_that_found_defects_pass() {
+    for (seed, found) in FINDING_SEEDS {
+        let outcome = run_one(seed, Plan::default(), None);
+        assert!(
+            outcome.problems.is_empty(),
+            "seed {seed} (which found: {found}):\n{}",
+            outcome.problems.join("\n")
+        );
+    }
+}
