@@ -591,7 +591,7 @@ impl ReadSetMember {
             ReadSetMember::Schema { .. } => (
                 "insert, load, update, delete, index builds, optimize",
                 "another writer applied a schema",
-                "nothing published; the handle reads the new head, so a rerun on the same handle checks the rows against the new schema",
+                "an insert or load on a warm handle that checked its rows on the handle's last head runs once more, on the branch head, by itself; update and delete plan again on the new head; otherwise nothing published (optimize reports the unit `pin_moved`), and a rerun on the same handle checks against the new schema",
             ),
             ReadSetMember::Pin { .. } => (
                 "insert, load, update, delete, index builds, optimize",

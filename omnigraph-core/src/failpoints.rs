@@ -153,7 +153,15 @@ struct ParkTicket<'a> {
 
 impl Drop for ParkTicket<'_> {
     fn drop(&mut self) {
-        self.windows.state.lock().parked.remove(&self.ticket);
+        let mut state = self.windows.state.lock();
+        state.parked.remove(&self.ticket);
+        // A task dropped before the harness looked is not parked any more.
+        if state
+            .newly_parked
+            .is_some_and(|(_, ticket)| ticket == self.ticket)
+        {
+            state.newly_parked = None;
+        }
     }
 }
 
@@ -175,8 +183,10 @@ impl Windows {
         self.state.lock().newly_parked.take()
     }
 
-    /// Wakes `waker` when a task parks (for a harness polling the task itself, the
-    /// task's own poll returns first; this covers a task the operation spawned).
+    /// Wakes `waker` when a task parks. A harness that polls the task itself sees it
+    /// parked when that poll returns; this covers a task of the simulation that the
+    /// operation polls elsewhere (a task it spawns does not inherit the simulation, and
+    /// neither parks nor counts).
     pub fn watch(&self, waker: &std::task::Waker) {
         self.state.lock().harness = Some(waker.clone());
     }

@@ -47,11 +47,11 @@ pub enum UnitOutcome {
     /// Another writer moved the table's pin first, or a schema apply landed; nothing
     /// published, the next run re-plans. The typed read-set conflict, as its parts.
     PinMoved {
-        /// The read-set member (`pin:<table>`).
+        /// The read-set member (`pin:<table>`, or `schema:<branch>`).
         member: String,
-        /// The version the unit was planned from.
+        /// The version (or schema hash) the unit was planned from.
         expected: String,
-        /// The version at the head.
+        /// The version (or schema hash) at the head.
         actual: String,
     },
     /// The unit failed; the run went on with the next one.
@@ -760,7 +760,10 @@ async fn index_work_after(
         }
         Ok(mut run) => {
             restore(&mut run.table);
-            set_aside(&mut run.table, "its index work lost its pin too");
+            set_aside(
+                &mut run.table,
+                "its index work lost its pin (or the schema) too",
+            );
             run
         }
         Err(error) => {

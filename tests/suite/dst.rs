@@ -53,6 +53,11 @@ const HANDLES_MAX: usize = 3;
 const FAULT_PERCENT: u32 = 30;
 /// How long a crash holds the request the writer is dropped at.
 const CRASH_HOLD: Duration = Duration::from_secs(30);
+/// How long a slow request is held before it is made: a write still finishes.
+const SLOW_HOLD: Duration = Duration::from_millis(5);
+/// The longest a write that a step runs or lets go on may take: a hang is a problem,
+/// not a stuck run.
+const HANG_MAX: Duration = Duration::from_secs(120);
 /// How long a crash waits for its request before calling the window unreached.
 const WINDOW_WAIT_MAX: Duration = Duration::from_secs(20);
 /// Rows a check reads per type at most.
@@ -98,9 +103,10 @@ enum Op {
 }
 
 impl Op {
-    /// Whether the operation runs in the root's maintenance lane.
-    fn is_maintenance(self) -> bool {
-        matches!(self, Op::Optimize | Op::Cleanup | Op::BuildIndexes)
+    /// Whether the operation runs in the root's maintenance lane (an index build
+    /// through the handle does not).
+    fn in_lane(self) -> bool {
+        matches!(self, Op::Optimize | Op::Cleanup)
     }
 }
 
@@ -142,6 +148,10 @@ enum Fault {
     CrashStaging,
     /// The writer is dropped while its commit PUT is held.
     CrashCommit,
+    /// The writer's first staged manifest is delayed, then made.
+    SlowStaging,
+    /// The commit PUT is delayed, then made.
+    SlowCommit,
     /// The writer parks at a staging window; it goes on at its actor's next step, after
     /// whatever the others did meanwhile.
     Park(Window),
@@ -197,6 +207,8 @@ fn faults() -> Vec<Fault> {
         Fault::DuplicatedAck,
         Fault::CrashStaging,
         Fault::CrashCommit,
+        Fault::SlowStaging,
+        Fault::SlowCommit,
     ];
     for window in WINDOWS {
         if window.parks() {
@@ -256,6 +268,16 @@ impl Fault {
                 commits,
                 RequestKind::PutIfAbsent,
                 FaultAction::Delay(CRASH_HOLD),
+            ),
+            Fault::SlowStaging => (
+                manifests,
+                RequestKind::PutIfAbsent,
+                FaultAction::Delay(SLOW_HOLD),
+            ),
+            Fault::SlowCommit => (
+                commits,
+                RequestKind::PutIfAbsent,
+                FaultAction::Delay(SLOW_HOLD),
             ),
             Fault::Park(_) | Fault::CrashAt(_) => return None,
         };
@@ -386,6 +408,12 @@ struct Universe {
     parked: BTreeMap<usize, ParkedOp>,
     /// Schema applies that landed: Company has properties `p1..=schema_level`.
     schema_level: usize,
+    /// Cleanup steps run so far.
+    cleanups: u64,
+    /// Whether the last commit that landed left the branch's `HEAD` copy unwritten (its
+    /// writer was dropped right after its commit PUT): a reader may then not know of
+    /// the newest cleanup record.
+    head_copy_lags: bool,
     rows: Rows,
     /// The model at each commit that landed.
     snapshots: BTreeMap<u64, Rows>,
@@ -437,6 +465,8 @@ impl Universe {
             staged: BTreeMap::new(),
             parked: BTreeMap::new(),
             schema_level: 0,
+            cleanups: 0,
+            head_copy_lags: false,
             rows: Rows::new(),
             snapshots: BTreeMap::new(),
             changed_at: BTreeMap::new(),
@@ -520,12 +550,7 @@ impl Universe {
     /// One operation of `actor`, under a fault for most writes.
     async fn step(&mut self, step: usize, actor: usize, op: Op) {
         let handle = self.actors[actor];
-        if op.is_maintenance()
-            && self
-                .parked
-                .values()
-                .any(|parked| parked.op.is_maintenance())
-        {
+        if op.in_lane() && self.parked.values().any(|parked| parked.op.in_lane()) {
             // A parked maintenance run holds the root's lane, and another run would wait
             // for it forever: a cancel point instead, which the parked run meets when it
             // goes on.
@@ -654,35 +679,49 @@ impl Universe {
         if op == Op::Cleanup {
             // Ten minutes on: what failures left is older than the grace period.
             self.clock.advance(CLEANUP_AFTER_MICROS);
+            self.cleanups += 1;
         }
         let before = self.observe().await;
         let objects_before = self.objects().await;
         let injected: Option<FaultHandle> = fault
             .and_then(Fault::rule)
             .map(|rule| self.handles[handle].graph().root().inject(rule));
-        let windows = self.clock.windows();
+        let clock = self.clock.clone();
+        let windows = clock.windows();
         if let Some(window) = fault.and_then(Fault::window) {
             windows.park_at(window.point());
         }
         let graph = self.handles[handle].clone();
         let probe = graph.graph().root().probe();
         let mut future: Pending = Box::pin(async move { run.run(&graph).await });
-        let ran = match (fault, &injected) {
-            (Some(fault), Some(held)) if fault.is_crash() => {
-                tokio::select! {
-                    biased;
-                    result = &mut future => Ran::Done(result),
-                    true = until_fired(held) => Ran::Crashed,
+        let running = async {
+            match (fault, &injected) {
+                (Some(fault), Some(held)) if fault.is_crash() => {
+                    tokio::select! {
+                        biased;
+                        result = &mut future => Ran::Done(result),
+                        true = until_fired(held) => Ran::Crashed,
+                    }
                 }
-            }
-            (Some(fault), _) if fault.window().is_some() => {
-                match until_done_or_parked(&mut future, windows).await {
-                    Ran::Parked(_) if matches!(fault, Fault::CrashAt(_)) => Ran::Crashed,
-                    ran => ran,
+                (Some(fault), _) if fault.window().is_some() => {
+                    match until_done_or_parked(&mut future, windows).await {
+                        Ran::Parked(_) if matches!(fault, Fault::CrashAt(_)) => Ran::Crashed,
+                        ran => ran,
+                    }
                 }
+                _ => Ran::Done(future.as_mut().await),
             }
-            _ => Ran::Done(future.as_mut().await),
         };
+        let ran = match tokio::time::timeout(HANG_MAX, running).await {
+            Ok(ran) => ran,
+            Err(_) => {
+                self.problem(step, format!("{op:?} under {fault:?} never finished"));
+                Ran::Crashed
+            }
+        };
+        // Dropped right after its commit PUT: the `HEAD` copy was never written.
+        let lags = matches!(ran, Ran::Crashed)
+            && fault == Some(Fault::CrashAt(Window::PublishAfterCommitPut));
         // A crashed writer's future is dropped where it stood; a parked one waits.
         let mut future = match ran {
             Ran::Parked(_) => Some(future),
@@ -725,9 +764,9 @@ impl Universe {
         let (changed, level) = (effect.changed(), effect.level());
         let landed = match ran {
             Ran::Parked(ticket) => {
-                // Parked at a staging window: nothing of its own is published yet (a
-                // maintenance run may have published earlier units).
-                if moved && !op.is_maintenance() {
+                // Parked at the first staging window it reached: every write stages
+                // before it publishes anything, a maintenance run's first unit too.
+                if moved {
                     self.problem(
                         step,
                         format!("{op:?} parked before its commit, but the head moved"),
@@ -743,30 +782,27 @@ impl Universe {
                         window: fault
                             .and_then(Fault::window)
                             .expect("a parked write had a window"),
+                        seq: after.seq,
+                        cleanups: self.cleanups,
                     },
                 );
                 false
             }
             Ran::Crashed => {
+                // Dropped at its first window: after its first commit landed, or before
+                // anything was published.
                 let after_commit = fault == Some(Fault::CrashAt(Window::PublishAfterCommitPut));
-                if !op.is_maintenance() {
-                    if moved && !after_commit {
-                        self.problem(
-                            step,
-                            format!("{op:?} crashed before its commit, but the head moved"),
-                        );
-                    }
-                    if after_commit
-                        && !moved
-                        && matches!(&landing, Landing::Rows(rows) if *rows != self.rows)
-                    {
-                        self.problem(
-                            step,
-                            format!(
-                                "{op:?} crashed after its commit PUT, but the head did not move"
-                            ),
-                        );
-                    }
+                if moved && !after_commit {
+                    self.problem(
+                        step,
+                        format!("{op:?} crashed before its commit, but the head moved"),
+                    );
+                }
+                if after_commit && !moved {
+                    self.problem(
+                        step,
+                        format!("{op:?} crashed after its commit PUT, but the head did not move"),
+                    );
                 }
                 moved && after_commit
             }
@@ -777,17 +813,22 @@ impl Universe {
                 if self.planted == Some(op) {
                     self.problem(step, format!("{op:?} ran (a planted failure)"));
                 }
-                // A row write that says it landed moved the head.
-                if matches!(&landing, Landing::Rows(rows) if *rows != self.rows) && !moved {
+                // A row write or a schema apply that says it landed moved the head.
+                if effect_moves(&effect, &landing, &self.rows, self.schema_level) && !moved {
                     self.problem(step, format!("{op:?} succeeded, but the head did not move"));
                 }
                 moved
             }
             Ran::Done(Err(error)) => {
                 let refused = matches!(landing, Landing::Refused(_));
-                // One actor steps at a time: a valid write fails only under a fault.
-                if !fired && !refused {
-                    self.problem(step, format!("{op:?} failed with no fault fired: {error}"));
+                // One actor steps at a time: a valid write fails only under a fault, and
+                // a delay is not one.
+                let slow = matches!(fault, Some(Fault::SlowStaging | Fault::SlowCommit));
+                if (!fired || slow) && !refused {
+                    self.problem(
+                        step,
+                        format!("{op:?} failed with no failing fault: {error}"),
+                    );
                 }
                 let fault_at_commit = fired && fault.is_some_and(Fault::at_commit);
                 self.judge_error(
@@ -805,6 +846,7 @@ impl Universe {
             self.land(rows, changed, level);
         }
         if moved {
+            self.head_copy_lags = lags;
             self.snapshots.insert(after.seq, self.rows.clone());
         }
         self.check_head(step).await;
@@ -897,11 +939,16 @@ impl Universe {
             op,
             effect,
             window,
+            seq,
+            cleanups,
         } = parked;
         self.count(format!("op resume {op:?}"));
         let before = self.observe().await;
         self.clock.windows().release(ticket);
-        let result = future.as_mut().await;
+        let Ok(result) = tokio::time::timeout(HANG_MAX, future.as_mut()).await else {
+            self.problem(step, format!("{op:?} parked at {window:?} never finished"));
+            return;
+        };
         drop(future);
         let after = self.observe().await;
         let moved = after.seq > before.seq;
@@ -919,7 +966,7 @@ impl Universe {
                 if let Landing::Refused(why) = &landing {
                     self.problem(step, format!("{op:?} went on and was accepted, but {why}"));
                 }
-                if matches!(&landing, Landing::Rows(rows) if *rows != self.rows) && !moved {
+                if effect_moves(&effect, &landing, &self.rows, self.schema_level) && !moved {
                     self.problem(
                         step,
                         format!("{op:?} went on and succeeded, but the head did not move"),
@@ -930,12 +977,14 @@ impl Universe {
             Err(error) => {
                 let refused = matches!(landing, Landing::Refused(_));
                 let expected = match error.kind() {
-                    // Another writer changed what it read, or a cleanup passed it by.
-                    ErrorKind::ReadSetChanged
-                    | ErrorKind::ContentionExhausted
-                    | ErrorKind::StagingExpired
-                    | ErrorKind::CommitReclaimed => true,
-                    ErrorKind::MaintenanceCancelled => op.is_maintenance(),
+                    // Another writer changed what it read while it was parked (nothing
+                    // runs beside it now, so nothing can keep beating it).
+                    ErrorKind::ReadSetChanged => before.seq > seq,
+                    // A cleanup passed it by while it was parked.
+                    ErrorKind::StagingExpired | ErrorKind::CommitReclaimed => {
+                        self.cleanups > cleanups
+                    }
+                    ErrorKind::MaintenanceCancelled => op.in_lane(),
                     ErrorKind::BadInput => refused,
                     _ => false,
                 };
@@ -947,7 +996,7 @@ impl Universe {
                         step,
                         format!("{op:?} staged before it parked, but says BeforeEffect: {error}"),
                     ),
-                    Evidence::Unpublished if moved && !op.is_maintenance() => {
+                    Evidence::Unpublished if moved => {
                         self.problem(step, format!("Unpublished, but the head moved: {error}"))
                     }
                     Evidence::InDoubt => self.problem(
@@ -975,6 +1024,8 @@ impl Universe {
             self.schema_level = self.schema_level.max(level);
         }
         if moved {
+            // A commit that landed whole wrote the `HEAD` copy.
+            self.head_copy_lags = false;
             self.snapshots.insert(after.seq, self.rows.clone());
         }
         self.check_head(step).await;
@@ -1086,6 +1137,7 @@ impl Universe {
             }
         }
         if moved {
+            self.head_copy_lags = false;
             self.snapshots.insert(after.seq, self.rows.clone());
         }
         self.check_head(step).await;
@@ -1115,6 +1167,12 @@ impl Universe {
             "{step} time travel to {seq} (oldest retained {oldest})"
         ));
         match failure {
+            None if seq < oldest && !self.head_copy_lags => {
+                self.problem(
+                    step,
+                    format!("commit {seq} is reclaimed (from {oldest}) but read"),
+                );
+            }
             // Reclaimed by a record whose `HEAD` copy a crash left unwritten: the read
             // is served while the files remain (docs/format.md), and must be exact.
             None => {
@@ -1313,6 +1371,15 @@ struct ParkedOp {
     op: Op,
     effect: Effect,
     window: Window,
+    /// The head when it parked, and the cleanups that had run.
+    seq: u64,
+    cleanups: u64,
+}
+
+/// Whether a write that lands must move the head: it changes rows, or the schema.
+fn effect_moves(effect: &Effect, landing: &Landing, rows: &Rows, level: usize) -> bool {
+    let changes_rows = matches!(landing, Landing::Rows(next) if differs(next, rows).is_some());
+    changes_rows || matches!(effect, Effect::Schema(to) if *to > level)
 }
 
 /// What a write does to the rows, applied to the model when it lands: a write that
@@ -1407,10 +1474,11 @@ async fn until_done_or_parked(future: &mut Pending, windows: &failpoints::Window
         if let std::task::Poll::Ready(result) = future.as_mut().poll(context) {
             return std::task::Poll::Ready(Ran::Done(result));
         }
+        // Watch before looking, so a park in between still wakes this task.
+        windows.watch(context.waker());
         if let Some((_, ticket)) = windows.take_parked() {
             return std::task::Poll::Ready(Ran::Parked(ticket));
         }
-        windows.watch(context.waker());
         std::task::Poll::Pending
     })
     .await

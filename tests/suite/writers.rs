@@ -1134,7 +1134,7 @@ async fn a_load_reports_its_first_bad_key_whichever_check_finds_it() {
 
 /// A warm handle writes on the head it last saw. Another handle's schema apply that
 /// landed before the write began is not a conflict: the write runs again on the branch
-/// head, whether the apply changed another type or the written type itself (dst seed 1).
+/// head, whether the apply changed another type or the written type itself (dst seed 9).
 #[tokio::test]
 async fn a_write_begun_after_another_handles_schema_apply_lands() {
     let (graph, test) = new_graph(Backend::Memory).await;
