@@ -322,6 +322,57 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
             .unwrap();
         prepared.publish(graph).await.unwrap().unwrap()
     });
+    // An edge insert beaten by an insert into an endpoint table it checked: it checks
+    // its endpoints again on the new head and re-commits.
+    warm!("writers.edge_insert_after_a_lost_race", |i| {
+        other
+            .insert_json(
+                "Person",
+                rows(json!([{"id": format!("x{i}"), "name": "x"}])),
+            )
+            .await
+            .unwrap();
+        graph
+            .insert_json(
+                "WorksAt",
+                rows(json!([{"id": format!("ex{i}"), "src": "p1", "dst": "c0"}])),
+            )
+            .await
+            .unwrap()
+    });
+    // A load of a node and its edge beaten by an insert into the node's table.
+    warm!("writers.load_append_after_a_lost_race", |i| {
+        other
+            .insert_json(
+                "Person",
+                rows(json!([{"id": format!("y{i}"), "name": "y"}])),
+            )
+            .await
+            .unwrap();
+        let path = jsonl(
+            &format!("raced{i}.jsonl"),
+            &[
+                json!({"type": "Person", "id": format!("ly{i}"), "name": "l"}),
+                json!({"type": "WorksAt", "id": format!("ley{i}"), "src": format!("ly{i}"), "dst": "c0"}),
+            ],
+        );
+        graph.load(&path, LoadMode::Append).await.unwrap()
+    });
+    // A cascading delete staged, then beaten by an insert of other keys: it follows.
+    warm!("writers.delete_one_row_cascade_after_a_lost_race", |i| {
+        let prepared = graph
+            .prepare_delete("Person", &format!("id = 'ly{i}'"))
+            .await
+            .unwrap();
+        other
+            .insert_json(
+                "Person",
+                rows(json!([{"id": format!("z{i}"), "name": "z"}])),
+            )
+            .await
+            .unwrap();
+        prepared.publish(graph).await.unwrap().unwrap()
+    });
     warm!("writers.build_indexes_nothing_missing", |_i| {
         graph.build_indexes().await.unwrap()
     });

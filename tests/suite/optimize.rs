@@ -766,7 +766,7 @@ async fn repeated_runs_converge_and_write_only_lance_files_and_commits() {
 
 /// A schema apply that lands while a unit is staged is a conflict, like a moved pin:
 /// the unit ends `pin_moved` on the schema, with nothing published, not `failed`
-/// (dst seed 32).
+/// (dst seed 416).
 #[tokio::test]
 async fn a_unit_that_a_schema_apply_overtook_ends_pin_moved() {
     let (graph, test) = fifty_inserts(Backend::Memory).await;

@@ -247,10 +247,19 @@ impl Staging {
         Fut: std::future::Future<Output = Result<Option<StagedLink>>> + Send + 'static,
     {
         let staged_before = self.wrote || self.has_staged();
-        let (tip, base_version) = {
+        let (tip, base_version, tip_is_staged) = {
             let chain = self.chain(table_id).await?;
-            (chain.tip.clone(), chain.pin.version)
+            (
+                chain.tip.clone(),
+                chain.pin.version,
+                !chain.links.is_empty(),
+            )
         };
+        if tip_is_staged {
+            // A link builds on the link before it, a detached version: never once
+            // cleanup may have reclaimed it (a writer that waited through a cleanup).
+            crate::retention::check_staging_age(&self.base, self.started_micros)?;
+        }
         let origin = LinkOrigin {
             branch: self.base.branch.clone(),
             base_seq: self.base.seq,
@@ -262,7 +271,15 @@ impl Staging {
             Some(runner) => runner(Box::pin(work)).await,
             None => work.await,
         };
+        let started_micros = self.started_micros;
         let link = staged.map_err(|error| {
+            if tip_is_staged && error.kind() == ErrorKind::Storage(StorageKind::NotFound) {
+                // The version it built on is gone: reclaimed, if the staging is old
+                // enough for a cleanup of the shortest grace to have taken it.
+                if let Some(expired) = crate::retention::reclaimed_staging(started_micros) {
+                    return expired;
+                }
+            }
             if staged_before {
                 error.with_evidence(Evidence::Unpublished)
             } else {
