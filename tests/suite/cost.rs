@@ -322,16 +322,18 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
             .unwrap();
         prepared.publish(graph).await.unwrap().unwrap()
     });
-    // An edge insert beaten by an insert into an endpoint table it checked: it checks
-    // its endpoints again on the new head and re-commits.
+    // An edge insert beaten by a load into its own table and an endpoint table it
+    // checked: it checks its endpoints again on the new head and re-commits its
+    // append on the edge table's new version.
     warm!("writers.edge_insert_after_a_lost_race", |i| {
-        other
-            .insert_json(
-                "Person",
-                rows(json!([{"id": format!("x{i}"), "name": "x"}])),
-            )
-            .await
-            .unwrap();
+        let path = jsonl(
+            &format!("beaten{i}.jsonl"),
+            &[
+                json!({"type": "Person", "id": format!("x{i}"), "name": "x"}),
+                json!({"type": "WorksAt", "id": format!("ox{i}"), "src": format!("x{i}"), "dst": "c0"}),
+            ],
+        );
+        other.load(&path, LoadMode::Append).await.unwrap();
         graph
             .insert_json(
                 "WorksAt",

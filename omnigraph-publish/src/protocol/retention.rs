@@ -97,20 +97,6 @@ pub(crate) async fn refuse_reclaimed_by_the_head(
     refuse_reclaimed(&head, seq)
 }
 
-/// `StagingExpired` for staging that began at `started_micros` and found a version it
-/// staged missing, when it is older than half [`GRACE_MIN`]: a cleanup of any grace
-/// may have reclaimed it while its writer waited. `None` when it is younger: no
-/// cleanup may take its files yet, so the loss is not expiry.
-pub(crate) fn reclaimed_staging(started_micros: i64) -> Option<OmniError> {
-    let age = seams::now_micros().saturating_sub(started_micros);
-    let limit = micros_of(GRACE_MIN) / 2;
-    (age > limit).then(|| OmniError::StagingExpired {
-        age_secs: u64::try_from(age / 1_000_000).unwrap_or(0),
-        limit_secs: u64::try_from(limit / 1_000_000).unwrap_or(0),
-        evidence: Evidence::Unpublished,
-    })
-}
-
 /// Refuses to publish (or re-commit) staging that began at `started_micros` on `base`
 /// once it is older than half the grace period `base` records (24 h when cleanup never
 /// ran): its files may be removed.

@@ -235,6 +235,17 @@ impl Staging {
             .ok_or_else(|| OmniError::internal("a staged link vanished from its chain"))
     }
 
+    /// `StagingExpired` when this staging is too old for the grace the branch head
+    /// records: a link built on a version of it found something missing, and a cleanup
+    /// (which records its grace before it deletes) may have reclaimed it while its
+    /// writer waited. `None` otherwise, or when the head cannot be read: then the
+    /// missing object is reported as it is.
+    async fn expired_at_the_head(&self) -> Option<OmniError> {
+        let log = crate::log::CommitLog::new(self.root.clone(), &self.base.branch).ok()?;
+        let head = log.head().await.ok()?;
+        crate::retention::check_staging_age(&head, self.started_micros).err()
+    }
+
     /// Like [`Staging::stage`] for a link that may have nothing to do (`Ok(None)`):
     /// then nothing is staged and the chain is unchanged.
     pub async fn stage_optional<F, Fut>(
@@ -255,11 +266,6 @@ impl Staging {
                 !chain.links.is_empty(),
             )
         };
-        if tip_is_staged {
-            // A link builds on the link before it, a detached version: never once
-            // cleanup may have reclaimed it (a writer that waited through a cleanup).
-            crate::retention::check_staging_age(&self.base, self.started_micros)?;
-        }
         let origin = LinkOrigin {
             branch: self.base.branch.clone(),
             base_seq: self.base.seq,
@@ -271,21 +277,22 @@ impl Staging {
             Some(runner) => runner(Box::pin(work)).await,
             None => work.await,
         };
-        let started_micros = self.started_micros;
-        let link = staged.map_err(|error| {
-            if tip_is_staged && error.kind() == ErrorKind::Storage(StorageKind::NotFound) {
-                // The version it built on is gone: reclaimed, if the staging is old
-                // enough for a cleanup of the shortest grace to have taken it.
-                if let Some(expired) = crate::retention::reclaimed_staging(started_micros) {
-                    return expired;
+        let link = match staged {
+            Ok(link) => link,
+            Err(error) => {
+                if tip_is_staged
+                    && error.kind() == ErrorKind::Storage(StorageKind::NotFound)
+                    && let Some(expired) = self.expired_at_the_head().await
+                {
+                    return Err(expired);
                 }
+                return Err(if staged_before {
+                    error.with_evidence(Evidence::Unpublished)
+                } else {
+                    error
+                });
             }
-            if staged_before {
-                error.with_evidence(Evidence::Unpublished)
-            } else {
-                error
-            }
-        })?;
+        };
         let Some(link) = link else {
             return Ok(None);
         };
