@@ -790,3 +790,45 @@ async fn a_unit_that_a_schema_apply_overtook_ends_pin_moved() {
     assert_eq!(graph.head().await.unwrap().seq, head_before.seq);
     assert_eq!(person_ids(&graph).await.len(), 50);
 }
+
+/// A unit whose staging a cleanup may have reclaimed while it waited is not staged again
+/// on a moved pin: it fails `staging_expired`, with nothing published.
+#[tokio::test]
+async fn a_unit_that_waited_through_a_cleanup_is_not_restaged() {
+    use omnigraph_maintenance::MaintenanceExt;
+    let second = 1_000_000;
+    let clock = omnigraph_core::seams::Simulation::new(
+        7,
+        omnigraph_core::seams::now_micros() / second * second,
+        1,
+    );
+    omnigraph_core::seams::simulate(clock.clone(), async move {
+        let (graph, test) = fifty_inserts(Backend::Memory).await;
+        let unit = plan_unit(&graph, "Person", &budget().compaction)
+            .await
+            .unwrap();
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        other
+            .insert_json("Person", objects(json!([{"id": "late", "name": "late"}])))
+            .await
+            .unwrap();
+        // Ten minutes on, a cleanup of the shortest grace.
+        clock.advance(600 * second);
+        other
+            .maintenance()
+            .cleanup(&omnigraph_tests::keep_with_minimum_grace(1))
+            .await
+            .unwrap();
+        let head_before = other.head().await.unwrap();
+        let error = publish_unit(&graph, unit).await.unwrap_err();
+        assert_eq!(
+            error.kind(),
+            omnigraph_core::ErrorKind::StagingExpired,
+            "{error}"
+        );
+        assert_eq!(error.evidence(), &Evidence::Unpublished);
+        assert_eq!(other.head().await.unwrap().seq, head_before.seq);
+        assert_eq!(person_ids(&graph).await.len(), 51);
+    })
+    .await;
+}
