@@ -8,7 +8,7 @@
 //!
 //! The `fail` crate's registry is process-global, but tests run in parallel: a failpoint
 //! armed for one test must not fire in another. So a failpoint fires only inside a
-//! failpoint scope (a task-local set by [`Armed::run`]); everywhere else [`check`] is a
+//! failpoint scope (a task-local set by [`Armed::run`]); everywhere else a failpoint is a
 //! no-op. Tests arm through [`arm`], which also holds the `fail` crate's scenario lock so
 //! that tests arming failpoints run one at a time, and disarms everything on drop.
 
@@ -84,7 +84,7 @@ pub async fn run_armed_from_env<F: std::future::Future>(future: F) -> F::Output 
 /// Fires a registered failpoint: returns the injected error when it is armed with
 /// `return`, and nothing otherwise (always nothing without the `failpoints` feature).
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
-pub fn check(point: Failpoint) -> crate::Result<()> {
+fn check(point: Failpoint) -> crate::Result<()> {
     if in_scope() {
         #[cfg(feature = "failpoints")]
         note_reached(point);
@@ -101,7 +101,7 @@ pub fn check(point: Failpoint) -> crate::Result<()> {
 
 /// Reaches `point` on the way through an operation: in a deterministic simulation whose
 /// harness asked to park there, the task waits until the harness releases it or drops it
-/// (a crash at that window; see [`Windows`]); then as [`check`].
+/// (a crash at that window; see [`Windows`]); then fires it if it is armed.
 pub async fn reach(point: Failpoint) -> crate::Result<()> {
     if let Some(simulation) = crate::seams::current() {
         simulation.windows().pass(point).await;
@@ -131,8 +131,8 @@ struct WindowState {
     armed: Option<Failpoint>,
     next_ticket: u64,
     parked: std::collections::BTreeMap<u64, ParkedTask>,
-    /// The task that parked since the harness last looked.
-    newly_parked: Option<(Failpoint, u64)>,
+    /// The ticket of the task that parked since the harness last looked.
+    newly_parked: Option<u64>,
     /// The harness, waiting for the task it runs to finish or park.
     harness: Option<std::task::Waker>,
     /// Per failpoint, how often a simulated task passed it.
@@ -156,10 +156,7 @@ impl Drop for ParkTicket<'_> {
         let mut state = self.windows.state.lock();
         state.parked.remove(&self.ticket);
         // A task dropped before the harness looked is not parked any more.
-        if state
-            .newly_parked
-            .is_some_and(|(_, ticket)| ticket == self.ticket)
-        {
+        if state.newly_parked == Some(self.ticket) {
             state.newly_parked = None;
         }
     }
@@ -178,8 +175,8 @@ impl Windows {
         self.state.lock().armed = None;
     }
 
-    /// The window a task parked at since the last call, and its ticket.
-    pub fn take_parked(&self) -> Option<(Failpoint, u64)> {
+    /// The ticket of the task that parked since the last call.
+    pub fn take_parked(&self) -> Option<u64> {
         self.state.lock().newly_parked.take()
     }
 
@@ -227,7 +224,7 @@ impl Windows {
                     waker: None,
                 },
             );
-            state.newly_parked = Some((point, ticket));
+            state.newly_parked = Some(ticket);
             if let Some(harness) = state.harness.take() {
                 harness.wake();
             }

@@ -286,14 +286,18 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
     let other = omnigraph_publish::Omnigraph::open(&graph.graph().root().canonical())
         .await
         .unwrap();
+    // The other handle moves Person: an insert of one person.
+    let beat = |id: String| {
+        let other = &other;
+        async move {
+            other
+                .insert_json("Person", rows(json!([{"id": id, "name": "other"}])))
+                .await
+                .unwrap();
+        }
+    };
     warm!("writers.insert_one_row_after_a_lost_race", |i| {
-        other
-            .insert_json(
-                "Person",
-                rows(json!([{"id": format!("o{i}"), "name": "o"}])),
-            )
-            .await
-            .unwrap();
+        beat(format!("o{i}")).await;
         graph
             .insert_json(
                 "Person",
@@ -313,13 +317,7 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
             )
             .await
             .unwrap();
-        other
-            .insert_json(
-                "Person",
-                rows(json!([{"id": format!("u{i}"), "name": "u"}])),
-            )
-            .await
-            .unwrap();
+        beat(format!("u{i}")).await;
         prepared.publish(graph).await.unwrap().unwrap()
     });
     // An edge insert beaten by a load into its own table and an endpoint table it
@@ -344,13 +342,7 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
     });
     // A load of a node and its edge beaten by an insert into the node's table.
     warm!("writers.load_append_after_a_lost_race", |i| {
-        other
-            .insert_json(
-                "Person",
-                rows(json!([{"id": format!("y{i}"), "name": "y"}])),
-            )
-            .await
-            .unwrap();
+        beat(format!("y{i}")).await;
         let path = jsonl(
             &format!("raced{i}.jsonl"),
             &[
@@ -366,13 +358,7 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
             .prepare_delete("Person", &format!("id = 'ly{i}'"))
             .await
             .unwrap();
-        other
-            .insert_json(
-                "Person",
-                rows(json!([{"id": format!("z{i}"), "name": "z"}])),
-            )
-            .await
-            .unwrap();
+        beat(format!("z{i}")).await;
         prepared.publish(graph).await.unwrap().unwrap()
     });
     warm!("writers.build_indexes_nothing_missing", |_i| {

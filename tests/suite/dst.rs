@@ -586,10 +586,7 @@ impl Universe {
                 let key = self.fresh("c");
                 (
                     Effect::Insert(vec![("Company", key.clone(), company(&key, 0))]),
-                    Write::Insert(
-                        "Company",
-                        json!({"id": key, "name": format!("company {key}")}),
-                    ),
+                    Write::Insert("Company", Value::Object(company(&key, 0))),
                 )
             }
             Op::EdgeInsert | Op::EdgeToMissing => {
@@ -917,15 +914,26 @@ impl Universe {
                 moved
             }
             Evidence::PartlyPublished { published_units } => {
-                for unit in omnigraph_tests::units_not_in_head(published_units, before, after) {
-                    self.problem(
-                        step,
-                        format!("PartlyPublished lists {unit}, not in the head"),
-                    );
-                }
+                self.check_partly_published(step, published_units, before, after);
                 // Only maintenance publishes in part, and it changes no row.
                 false
             }
+        }
+    }
+
+    /// Every unit a `PartlyPublished` error lists is in the head.
+    fn check_partly_published(
+        &mut self,
+        step: usize,
+        published_units: &[String],
+        before: &GraphCommit,
+        after: &GraphCommit,
+    ) {
+        for unit in omnigraph_tests::units_not_in_head(published_units, before, after) {
+            self.problem(
+                step,
+                format!("PartlyPublished lists {unit}, not in the head"),
+            );
         }
     }
 
@@ -1004,14 +1012,7 @@ impl Universe {
                         format!("InDoubt without a fault at the commit PUT: {error}"),
                     ),
                     Evidence::PartlyPublished { published_units } => {
-                        for unit in
-                            omnigraph_tests::units_not_in_head(published_units, &before, &after)
-                        {
-                            self.problem(
-                                step,
-                                format!("PartlyPublished lists {unit}, not in the head"),
-                            );
-                        }
+                        self.check_partly_published(step, published_units, &before, &after);
                     }
                     Evidence::Unpublished => {}
                 }
@@ -1020,8 +1021,6 @@ impl Universe {
         };
         if landed && let Landing::Rows(rows) = landing {
             self.land(rows, effect.changed(), effect.level());
-        } else if landed && let Some(level) = effect.level() {
-            self.schema_level = self.schema_level.max(level);
         }
         if moved {
             // A commit that landed whole wrote the `HEAD` copy.
@@ -1476,7 +1475,7 @@ async fn until_done_or_parked(future: &mut Pending, windows: &failpoints::Window
         }
         // Watch before looking, so a park in between still wakes this task.
         windows.watch(context.waker());
-        if let Some((_, ticket)) = windows.take_parked() {
+        if let Some(ticket) = windows.take_parked() {
             return std::task::Poll::Ready(Ran::Parked(ticket));
         }
         std::task::Poll::Pending
@@ -1655,23 +1654,16 @@ fn run_seeds(seeds: Vec<u64>) -> Vec<(u64, Outcome)> {
     let threads: Vec<_> = (0..THREADS_MAX)
         .map(|_| {
             let queue = queue.clone();
-            std::thread::Builder::new()
-                .stack_size(omnigraph_tests::BIG_STACK_BYTES)
-                .spawn(move || {
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("a runtime");
-                    let mut done = Vec::new();
-                    loop {
-                        let Some(seed) = queue.lock().expect("the seed queue").pop() else {
-                            return done;
-                        };
-                        let outcome = runtime.block_on(universe(seed, Plan::default(), None));
-                        done.push((seed, outcome));
-                    }
-                })
-                .expect("a universe thread")
+            universe_thread(move |runtime| {
+                let mut done = Vec::new();
+                loop {
+                    let Some(seed) = queue.lock().expect("the seed queue").pop() else {
+                        return done;
+                    };
+                    let outcome = runtime.block_on(universe(seed, Plan::default(), None));
+                    done.push((seed, outcome));
+                }
+            })
         })
         .collect();
     let mut outcomes: Vec<(u64, Outcome)> = threads
@@ -1684,18 +1676,25 @@ fn run_seeds(seeds: Vec<u64>) -> Vec<(u64, Outcome)> {
 
 /// Runs one universe, with the steps `plan` keeps, on a thread and runtime of its own.
 fn run_one(seed: u64, plan: Plan, planted: Option<Op>) -> Outcome {
+    universe_thread(move |runtime| runtime.block_on(universe(seed, plan, planted)))
+        .join()
+        .expect("a universe thread ran")
+}
+
+/// A thread with the stack universes need and a current-thread runtime, running `work`.
+fn universe_thread<T: Send + 'static>(
+    work: impl FnOnce(&tokio::runtime::Runtime) -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
     std::thread::Builder::new()
         .stack_size(omnigraph_tests::BIG_STACK_BYTES)
         .spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
+            let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .expect("a runtime")
-                .block_on(universe(seed, plan, planted))
+                .expect("a runtime");
+            work(&runtime)
         })
         .expect("a universe thread")
-        .join()
-        .expect("a universe thread ran")
 }
 
 /// Shrinks a failing universe: leaves out each step it can (the last first), then runs

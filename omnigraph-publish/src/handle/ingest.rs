@@ -830,8 +830,7 @@ impl<'a> Ingest<'a> {
         }
         self.check_endpoints(&head).await?;
         // Re-committing reuses the staged files: never once cleanup may reclaim them.
-        crate::retention::check_staging_age(&head, self.staging.started_micros())
-            .map_err(|error| error.with_evidence(Evidence::Unpublished))?;
+        self.staging.check_age_on(&head)?;
         let moved = self.staging.rebase(head.clone())?;
         for (table_id, links) in moved {
             let table = self.handle.table_at(&head, &table_id).await?;

@@ -151,8 +151,7 @@ impl PreparedWrite {
             read.push((table_id.clone(), now));
         }
         // Re-committing reuses the staged files: never once cleanup may reclaim them.
-        crate::retention::check_staging_age(&head, self.staging.started_micros())
-            .map_err(|error| error.with_evidence(Evidence::Unpublished))?;
+        self.staging.check_age_on(&head)?;
         for (table_id, links) in self.staging.rebase(head.clone())? {
             let table = handle.table_at(&head, &table_id).await?;
             self.staging.seed(&table_id, table)?;

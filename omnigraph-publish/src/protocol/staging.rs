@@ -92,11 +92,6 @@ impl Staging {
         }
     }
 
-    /// When staging began (microseconds, clock seam).
-    pub(crate) fn started_micros(&self) -> i64 {
-        self.started_micros
-    }
-
     /// Builds every later full-text index within `budget`.
     pub fn use_full_text_budget(&mut self, budget: adapter::FullTextBudget) {
         self.full_text = budget;
@@ -243,7 +238,14 @@ impl Staging {
     async fn expired_at_the_head(&self) -> Option<OmniError> {
         let log = crate::log::CommitLog::new(self.root.clone(), &self.base.branch).ok()?;
         let head = log.head().await.ok()?;
-        crate::retention::check_staging_age(&head, self.started_micros).err()
+        self.check_age_on(&head).err()
+    }
+
+    /// Refuses to re-commit or build on this staging once it is older than half the
+    /// grace period `head` records: its files may be removed (`StagingExpired`,
+    /// `Unpublished`).
+    pub(crate) fn check_age_on(&self, head: &GraphCommit) -> Result<()> {
+        crate::retention::check_staging_age(head, self.started_micros)
     }
 
     /// Like [`Staging::stage`] for a link that may have nothing to do (`Ok(None)`):
