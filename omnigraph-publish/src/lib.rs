@@ -39,7 +39,7 @@ pub mod protocol;
 // Every module keeps its path at the crate root (`omnigraph_publish::layout`, ...).
 pub use columnar::InputFormat;
 pub use handle::{
-    columnar, indexes, ingest, key_cache, mutate, omnigraph, reads, rows, schema_apply,
+    columnar, indexes, ingest, key_cache, mutate, omnigraph, reads, rows, schema_apply, spill,
 };
 pub use protocol::{commit, gate, graph, layout, log, publisher, retention, staging};
 
@@ -55,4 +55,5 @@ pub use omnigraph::{LoadProgress, Omnigraph, ScanRequest, default_actor};
 pub use publisher::{Publication, ReadSet, publish};
 pub use reads::Direction;
 pub use schema_apply::{SchemaApplyReport, SchemaChange};
+pub use spill::LoadBudget;
 pub use staging::{LinkRunner, Staging, TableChain};

@@ -12,6 +12,7 @@ mod cost;
 mod dst;
 mod graph_reads;
 mod lance_surface;
+mod load_budget;
 mod maintenance;
 mod matrix;
 mod mutations;

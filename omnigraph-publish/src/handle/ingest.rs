@@ -19,6 +19,7 @@ use crate::handle::jsonl_rows::LineRows;
 use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
 use crate::rows::{self, KeyMap, KeySet, RowKey, RowSource, SourcedObject, TypedRows};
+use crate::spill::{RowRef, SpillKeys};
 use crate::staging::Staging;
 use omnigraph_core::adapter::{self, StagedLink};
 use omnigraph_core::arrow_array::RecordBatch;
@@ -69,14 +70,12 @@ pub struct IngestReport {
     pub rows: BTreeMap<String, u64>,
 }
 
-/// An edge endpoint to find among the nodes of the call or of the snapshot.
-struct PendingEndpoint {
-    source: RowSource,
-    edge_type: String,
-    role: &'static str,
-    node_type: String,
-    key: RowKey,
-}
+/// Keys looked up in the table per query while a call's keys or pending endpoints are
+/// read back in order: what one step holds, whatever the size of the call.
+const KEY_RECHECK_CHUNK: usize = 65_536;
+
+/// The roles of an edge's endpoints, by the bit a pending endpoint's tag keeps.
+const ROLES: [&str; 2] = ["src", "dst"];
 
 /// The first edge row that referenced a node key, kept small: a load of millions of
 /// edges keeps one per distinct node key, not one per endpoint.
@@ -107,8 +106,13 @@ pub(crate) struct Ingest<'a> {
     appends: BTreeMap<String, (Vec<RecordBatch>, usize)>,
     /// Input bytes held in each type's buffer.
     buffered_bytes: HashMap<String, usize>,
-    keys: HashMap<String, KeySet>,
-    endpoints: Vec<PendingEndpoint>,
+    /// Per type, the keys the call gave, within the handle's load budget.
+    keys: HashMap<String, SpillKeys>,
+    /// Per node type, the keys that edges of the call point at and that were neither
+    /// in the call nor in the base's table when the edges were staged: found among the
+    /// call's nodes, or in the table, once every row is read. Each keeps its first edge
+    /// row, tagged with its edge type and role.
+    pending: BTreeMap<String, SpillKeys>,
     /// The node tables read to check endpoints: `table_id` to the version read.
     checked: BTreeMap<String, u64>,
     /// Per node type, the keys that edges of this call point at and that the base's
@@ -141,7 +145,7 @@ impl<'a> Ingest<'a> {
             minted: HashSet::new(),
             buffered_bytes: HashMap::new(),
             keys: HashMap::new(),
-            endpoints: Vec::new(),
+            pending: BTreeMap::new(),
             checked: BTreeMap::new(),
             referenced: BTreeMap::new(),
             names: Vec::new(),
@@ -413,23 +417,15 @@ impl<'a> Ingest<'a> {
             // keys the call does not keep.
             self.minted.insert(type_name.to_string());
         } else {
-            // The call keeps its keys (moved, not copied): for the next batches, and for
-            // the handle's key cache once published.
-            let seen = self.keys.entry(type_name.to_string()).or_default();
-            seen.reserve(typed.keys.len());
-            for (at, (source, key)) in sources.iter().zip(typed.keys).enumerate() {
-                if let Some((_, conflict)) = conflict.take_if(|(first, _)| *first == at) {
-                    return Err(conflict);
-                }
-                // One hash per key; a key already there comes back.
-                if let Some(key) = seen.replace(key) {
-                    let location = source.location(type_name, Some(type_def.key_column()));
-                    return Err(OmniError::bad_input(
-                        location,
-                        format!("key {key} of {type_name} is given more than once"),
-                    ));
-                }
-            }
+            // The call keeps its keys: for the next batches, and for the handle's key
+            // cache once published.
+            let mut seen = self
+                .keys
+                .remove(type_name)
+                .unwrap_or_else(|| SpillKeys::new(self.handle.load_budget()));
+            let kept = self.keep_keys(type_def, &mut seen, sources, &typed.keys, &mut conflict);
+            self.keys.insert(type_name.to_string(), seen);
+            kept?;
         }
         if let Some((_, conflict)) = conflict {
             // Not reached while every key has its source; never published either way.
@@ -468,6 +464,86 @@ impl<'a> Ingest<'a> {
         }
         *self.rows.entry(type_name.to_string()).or_default() += count;
         Ok(())
+    }
+
+    /// Adds the keys of a batch to `seen`, the call's keys of `type_def`; refuses the
+    /// first key given twice, or the `conflict` (a key the table holds, at its position
+    /// in the batch) when it comes first.
+    fn keep_keys(
+        &mut self,
+        type_def: &TypeDef,
+        seen: &mut SpillKeys,
+        sources: &[RowSource],
+        keys: &[RowKey],
+        conflict: &mut Option<(usize, OmniError)>,
+    ) -> Result<()> {
+        assert_eq!(sources.len(), keys.len(), "one source per key");
+        // The rows of a batch share their source: its name is found once.
+        let mut named: Option<(std::sync::Arc<str>, u32)> = None;
+        for (at, (source, key)) in sources.iter().zip(keys).enumerate() {
+            if let Some((_, error)) = conflict.take_if(|(first, _)| *first == at) {
+                return Err(self.earliest_repeat(type_def, seen, source.row, error)?);
+            }
+            let name = match &named {
+                Some((shared, name)) if std::sync::Arc::ptr_eq(shared, &source.source) => *name,
+                _ => {
+                    let name = self.name_index(&source.source);
+                    named = Some((source.source.clone(), name));
+                    name
+                }
+            };
+            if seen
+                .insert(key, RowRef::new(name, 0, source.line, source.row))?
+                .is_some()
+            {
+                let error = given_twice(type_def, source, key);
+                return Err(self.earliest_repeat(type_def, seen, source.row, error)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// `error`, found at `row`, unless a key that spilled repeats at an earlier row: of
+    /// the call's bad rows, the first is the one reported.
+    fn earliest_repeat(
+        &self,
+        type_def: &TypeDef,
+        seen: &SpillKeys,
+        row: u64,
+        error: OmniError,
+    ) -> Result<OmniError> {
+        Ok(match seen.first_repeat()? {
+            Some((key, at)) if at.row < row => given_twice(type_def, &self.source_of(at), &key),
+            _ => error,
+        })
+    }
+
+    /// The source of a row the call kept a reference to.
+    fn source_of(&self, at: RowRef) -> RowSource {
+        RowSource {
+            source: self.names[at.source as usize].as_str().into(),
+            line: at.line(),
+            row: at.row,
+        }
+    }
+
+    /// The first key given twice that only the spilled runs show, of any type.
+    fn refuse_spilled_repeats(&self) -> Result<()> {
+        let mut first: Option<(&str, String, RowRef)> = None;
+        for (type_name, seen) in &self.keys {
+            if let Some((key, at)) = seen.first_repeat()?
+                && first.as_ref().is_none_or(|(_, _, held)| at.row < held.row)
+            {
+                first = Some((type_name, key, at));
+            }
+        }
+        match first {
+            Some((type_name, key, at)) => {
+                let type_def = self.catalog.require(type_name)?;
+                Err(given_twice(type_def, &self.source_of(at), &key))
+            }
+            None => Ok(()),
+        }
     }
 
     /// Stages the gathered checked batches of `table_id` as one append.
@@ -514,10 +590,11 @@ impl<'a> Ingest<'a> {
         {
             // Each node type's sets, found once per batch rather than per endpoint.
             let sets = |node_type: &str| (self.keys.get(node_type), self.referenced.get(node_type));
-            let ends = [("src", from, sets(from)), ("dst", to, sets(to))];
+            let ends = [(ROLES[0], from, sets(from)), (ROLES[1], to, sets(to))];
             for (at, (src, dst)) in endpoints.iter().enumerate() {
                 for ((role, node_type, (in_call, known)), key) in ends.iter().zip([src, dst]) {
-                    let found = in_call.is_some_and(|keys| keys.contains(key))
+                    // A key that spilled is missed here and found when the call ends.
+                    let found = in_call.is_some_and(|keys| keys.held_in_memory(key))
                         || known.is_some_and(|keys| keys.contains_key(key));
                     if !found {
                         unresolved
@@ -560,13 +637,14 @@ impl<'a> Ingest<'a> {
                             row: source.row,
                         });
                 } else {
-                    self.endpoints.push(PendingEndpoint {
-                        source: source.clone(),
-                        edge_type: edge_type.to_string(),
-                        role,
-                        node_type: node_type.to_string(),
-                        key: key.clone(),
-                    });
+                    let source_name = self.name_index(&source.source);
+                    let tag = edge_type_name << 1 | u32::from(role == ROLES[1]);
+                    let budget = self.handle.load_budget();
+                    // A key already waiting keeps its first edge row.
+                    self.pending
+                        .entry(node_type.to_string())
+                        .or_insert_with(|| SpillKeys::new(budget))
+                        .insert(key, RowRef::new(source_name, tag, source.line, source.row))?;
                 }
             }
         }
@@ -606,7 +684,7 @@ impl<'a> Ingest<'a> {
             let in_call = self.keys.get(node_type.as_str());
             let keys: Vec<RowKey> = referenced
                 .keys()
-                .filter(|key| !in_call.is_some_and(|keys| keys.contains(*key)))
+                .filter(|key| !in_call.is_some_and(|keys| keys.held_in_memory(key)))
                 .cloned()
                 .collect();
             let found: KeySet = self
@@ -615,14 +693,22 @@ impl<'a> Ingest<'a> {
                 .await?
                 .into_iter()
                 .collect();
+            let mut gone: Vec<RowKey> = keys
+                .into_iter()
+                .filter(|key| !found.contains(key))
+                .collect();
+            // Keys the call gives itself, but only its spilled runs hold.
+            if let Some(in_call) = in_call.filter(|keys| keys.has_spilled())
+                && !gone.is_empty()
+            {
+                let given = in_call.held_of(&gone)?;
+                gone.retain(|key| !given.contains(key));
+            }
             // The earliest row that points at a missing node, whatever the map's order.
-            let missing = keys
-                .iter()
-                .filter(|key| !found.contains(*key))
-                .min_by_key(|key| {
-                    let first = referenced[*key];
-                    (first.line, first.row)
-                });
+            let missing = gone.iter().min_by_key(|key| {
+                let first = referenced[*key];
+                (first.line, first.row)
+            });
             if let Some(key) = missing {
                 let first = referenced[key];
                 let source = RowSource {
@@ -640,51 +726,73 @@ impl<'a> Ingest<'a> {
         Ok(())
     }
 
-    /// The endpoints that were not found as their edges were staged.
+    /// The endpoints that were not found as their edges were staged: each distinct key
+    /// once, in key order, dropped when the call gives it, and looked up in the table at
+    /// `base` in bounded chunks otherwise. The earliest edge row whose endpoint is still
+    /// missing is refused.
     async fn check_pending_endpoints(&mut self, base: &GraphCommit) -> Result<()> {
-        let mut missing: BTreeMap<&str, Vec<&PendingEndpoint>> = BTreeMap::new();
-        for endpoint in &self.endpoints {
-            let in_call = self
-                .keys
-                .get(&endpoint.node_type)
-                .is_some_and(|keys| keys.contains(&endpoint.key));
-            if !in_call {
-                missing
-                    .entry(endpoint.node_type.as_str())
-                    .or_default()
-                    .push(endpoint);
+        let mut checked = std::mem::take(&mut self.checked);
+        let mut first: Option<(String, String, RowRef)> = None;
+        for (node_type, waiting) in &self.pending {
+            let node = self.catalog.require(node_type)?;
+            let in_call = self.keys.get(node_type);
+            let mut spilled = match in_call {
+                Some(keys) if keys.has_spilled() => Some(keys.sorted()?.peekable()),
+                _ => None,
+            };
+            let mut chunk: Vec<(RowKey, RowRef)> = Vec::new();
+            let mut previous: Option<RowKey> = None;
+            let mut sorted = waiting.sorted()?;
+            loop {
+                let next = sorted.next().transpose()?;
+                let full = next.is_none() || chunk.len() >= KEY_RECHECK_CHUNK;
+                if full && !chunk.is_empty() {
+                    let pin = base.require_pin_of_type(node_type)?;
+                    checked.insert(pin.table_id.clone(), pin.version);
+                    let keys: Vec<RowKey> = chunk.iter().map(|(key, _)| key.clone()).collect();
+                    let found: KeySet = self
+                        .handle
+                        .existing_keys(base, node, &keys)
+                        .await?
+                        .into_iter()
+                        .collect();
+                    for (key, at) in chunk.drain(..) {
+                        if !found.contains(&key)
+                            && first.as_ref().is_none_or(|(_, _, held)| at.row < held.row)
+                        {
+                            first = Some((node_type.clone(), key, at));
+                        }
+                    }
+                }
+                let Some((key, at)) = next else {
+                    break;
+                };
+                // A key in several runs comes once per run, its earliest row first.
+                if previous.as_ref() == Some(&key) {
+                    continue;
+                }
+                let given = match (&mut spilled, in_call) {
+                    (Some(call_keys), _) => advance_to(call_keys, &key)?,
+                    (None, Some(call_keys)) => call_keys.held_in_memory(&key),
+                    (None, None) => false,
+                };
+                if !given {
+                    chunk.push((key.clone(), at));
+                }
+                previous = Some(key);
             }
         }
-        let mut checked = std::mem::take(&mut self.checked);
-        for (node_type, endpoints) in missing {
-            let node = self.catalog.require(node_type)?;
-            let pin = base.require_pin_of_type(node_type)?;
-            checked.insert(pin.table_id.clone(), pin.version);
-            let mut keys: Vec<RowKey> = endpoints
-                .iter()
-                .map(|endpoint| endpoint.key.clone())
-                .collect();
-            keys.sort();
-            keys.dedup();
-            let found: KeySet = self
-                .handle
-                .existing_keys(base, node, &keys)
-                .await?
-                .into_iter()
-                .collect();
-            if let Some(endpoint) = endpoints
-                .iter()
-                .find(|endpoint| !found.contains(&endpoint.key))
-            {
-                return Err(dangling(
-                    &endpoint.source,
-                    &endpoint.edge_type,
-                    endpoint.role,
-                    &endpoint.key,
-                    node_type,
-                    base,
-                ));
-            }
+        if let Some((node_type, key, at)) = first {
+            let edge_type = &self.names[(at.tag >> 1) as usize];
+            let role = ROLES[(at.tag & 1) as usize];
+            return Err(dangling(
+                &self.source_of(at),
+                edge_type,
+                role,
+                &key,
+                &node_type,
+                base,
+            ));
         }
         self.checked = checked;
         Ok(())
@@ -725,6 +833,7 @@ impl<'a> Ingest<'a> {
         }
         // Endpoints before the gathered rows are written: a dangling edge in a call
         // that fits the gathering writes nothing.
+        self.refuse_spilled_repeats()?;
         let base = self.base.clone();
         self.check_endpoints(&base).await?;
         let tables: Vec<String> = self.appends.keys().cloned().collect();
@@ -793,11 +902,13 @@ impl<'a> Ingest<'a> {
             match self.mode {
                 // A bulk append leaves the cache as it was: the next check reads only
                 // the fragments the call added, in one columnar scan, if it ever comes.
-                LoadMode::Append if keys.len() > KEY_CACHE_EXTEND_KEYS_MAX => {}
+                LoadMode::Append if keys.len() > KEY_CACHE_EXTEND_KEYS_MAX as u64 => {}
                 LoadMode::Append => {
-                    self.handle
-                        .note_appended(&pin.table_id, pin.version, &link.dataset, keys)
-                        .await;
+                    if let Some(keys) = keys.into_keys() {
+                        self.handle
+                            .note_appended(&pin.table_id, pin.version, &link.dataset, keys)
+                            .await;
+                    }
                 }
                 LoadMode::Merge => self.handle.forget_keys(&pin.table_id).await,
             }
@@ -822,11 +933,7 @@ impl<'a> Ingest<'a> {
             });
         }
         if self.mode == LoadMode::Append {
-            for (type_name, keys) in &self.keys {
-                let type_def = self.catalog.require(type_name)?;
-                let keys: Vec<RowKey> = keys.iter().cloned().collect();
-                refuse_existing_keys(self.handle, &head, type_def, &keys, &[]).await?;
-            }
+            self.refuse_keys_at(&head).await?;
         }
         self.check_endpoints(&head).await?;
         // Re-committing reuses the staged files: never once cleanup may reclaim them.
@@ -842,6 +949,55 @@ impl<'a> Ingest<'a> {
         }
         self.base = head;
         Ok(())
+    }
+
+    /// Refuses the call's earliest row whose key the table holds at `head` (another
+    /// writer added it since the call's checks), reading the call's keys back in bounded
+    /// chunks.
+    async fn refuse_keys_at(&self, head: &GraphCommit) -> Result<()> {
+        let mut first: Option<(&TypeDef, RowKey, RowRef)> = None;
+        for (type_name, keys) in &self.keys {
+            let type_def = self.catalog.require(type_name)?;
+            let mut sorted = keys.sorted()?;
+            let mut chunk: Vec<(RowKey, RowRef)> = Vec::new();
+            loop {
+                let next = sorted.next().transpose()?;
+                if (next.is_none() || chunk.len() >= KEY_RECHECK_CHUNK) && !chunk.is_empty() {
+                    let keys: Vec<RowKey> = chunk.iter().map(|(key, _)| key.clone()).collect();
+                    let held: KeySet = self
+                        .handle
+                        .existing_keys(head, type_def, &keys)
+                        .await?
+                        .into_iter()
+                        .collect();
+                    for (key, at) in chunk.drain(..) {
+                        if held.contains(&key)
+                            && first
+                                .as_ref()
+                                .is_none_or(|(_, _, earliest)| at.row < earliest.row)
+                        {
+                            first = Some((type_def, key, at));
+                        }
+                    }
+                }
+                let Some(next) = next else {
+                    break;
+                };
+                chunk.push(next);
+            }
+        }
+        match first {
+            Some((type_def, key, at)) => Err(OmniError::KeyConflict {
+                type_name: type_def.name().to_string(),
+                location: Some(Box::new(
+                    self.source_of(at)
+                        .location(type_def.name(), Some(type_def.key_column())),
+                )),
+                key,
+                evidence: Evidence::BeforeEffect,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The append path of a move onto the head: each staged append is re-committed on
@@ -886,6 +1042,38 @@ impl<'a> Ingest<'a> {
     }
 }
 
+/// Moves `sorted` (a call's keys in key order) past the keys before `key`; whether it
+/// holds `key`.
+fn advance_to(
+    sorted: &mut std::iter::Peekable<crate::spill::Sorted<'_>>,
+    key: &str,
+) -> Result<bool> {
+    loop {
+        match sorted.peek() {
+            None => return Ok(false),
+            Some(Ok((held, _))) => match held.as_str().cmp(key) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => return Ok(true),
+                std::cmp::Ordering::Greater => return Ok(false),
+            },
+            Some(Err(_)) => {}
+        }
+        // A key before `key`, or the error, which comes out here.
+        if let Some(Err(error)) = sorted.next() {
+            return Err(error);
+        }
+    }
+}
+
+/// The refusal of a row `source` whose `key` of `type_def` the call gave before.
+fn given_twice(type_def: &TypeDef, source: &RowSource, key: &str) -> OmniError {
+    let type_name = type_def.name();
+    OmniError::bad_input(
+        source.location(type_name, Some(type_def.key_column())),
+        format!("key {key} of {type_name} is given more than once"),
+    )
+}
+
 /// The refusal of an edge row (from `source`) whose `role` endpoint `key` is not a
 /// `node_type` at `base` nor in the call.
 fn dangling(
@@ -903,22 +1091,6 @@ fn dangling(
             base.seq
         ),
     )
-}
-
-/// A `KeyConflict` for the first of `keys` (in input order) that the table of
-/// `type_def` holds at `at`, naming its row from `sources` (the rows that gave `keys`,
-/// one each; empty when they are not known).
-async fn refuse_existing_keys(
-    handle: &Omnigraph,
-    at: &GraphCommit,
-    type_def: &omnigraph_core::schema::TypeDef,
-    keys: &[RowKey],
-    sources: &[RowSource],
-) -> Result<()> {
-    match first_existing_key(handle, at, type_def, keys).await? {
-        Some(first) => Err(key_conflict(type_def, keys, sources, first)),
-        None => Ok(()),
-    }
 }
 
 /// The position in `keys` of the first key the table of `type_def` holds at `at`.

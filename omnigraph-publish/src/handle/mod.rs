@@ -12,3 +12,4 @@ pub mod omnigraph;
 pub mod reads;
 pub mod rows;
 pub mod schema_apply;
+pub mod spill;

@@ -8,6 +8,7 @@ use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::key_cache::TableKeys;
 use crate::layout;
 use crate::rows::{self, RowSource, batches_to_json, json_value};
+use crate::spill::LoadBudget;
 use crate::staging::{Staging, open_pinned};
 use futures::TryStreamExt;
 use omnigraph_core::adapter;
@@ -43,6 +44,8 @@ pub struct Omnigraph {
     /// The keys of each table this handle has checked keys against, each behind its
     /// own lock: filling one table's cache never blocks key checks on another.
     key_caches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<TableKeys>>>>,
+    /// The memory each key set of a load holds, and where it spills past that.
+    load_budget: LoadBudget,
 }
 
 /// What to read from one type.
@@ -102,7 +105,20 @@ impl Omnigraph {
             catalog: Mutex::new(None),
             tables: Mutex::new(HashMap::new()),
             key_caches: Mutex::new(HashMap::new()),
+            load_budget: LoadBudget::default(),
         })
+    }
+
+    /// This handle with loads that keep `budget` for each of their key sets (the keys
+    /// given, and the endpoints still to find) and spill sorted runs of keys past it.
+    pub fn with_load_budget(mut self, budget: LoadBudget) -> Omnigraph {
+        self.load_budget = budget;
+        self
+    }
+
+    /// The memory budget of a load's key sets, and its spill directory.
+    pub fn load_budget(&self) -> &LoadBudget {
+        &self.load_budget
     }
 
     /// The graph underneath (log, snapshots, root).

@@ -290,17 +290,8 @@ pub fn rows_from_batch(
     let keys: Vec<RowKey> = (0..rows)
         .map(|row| render_array_key(key_column.as_ref(), row))
         .collect();
-    if !keys_minted {
-        let mut seen_keys: HashSet<&str> = HashSet::with_capacity(rows);
-        for (row, key) in keys.iter().enumerate() {
-            if !seen_keys.insert(key) {
-                return Err(OmniError::bad_input(
-                    at(row, type_def.key_column()),
-                    format!("key {key} of {type_name} is given more than once"),
-                ));
-            }
-        }
-    }
+    // A key given twice, in this batch or an earlier one, is refused at its row by the
+    // call's key set, which every key passes through.
     let mut endpoints = Vec::new();
     if !type_def.is_node() {
         let (src, dst) = (column(EDGE_SRC_COLUMN)?, column(EDGE_DST_COLUMN)?);

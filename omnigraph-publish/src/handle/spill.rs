@@ -1,0 +1,557 @@
+//! The keys a load keeps, within a memory budget whatever the size of its input.
+//!
+//! A load must find a key given twice, and an edge whose endpoint is neither in the call
+//! nor in the table, which means keeping every key it has seen. A [`SpillKeys`] keeps
+//! them compactly: the bytes of all keys in one buffer, a hash table of positions into
+//! it, and each key's row. Past its budget it writes its keys, sorted, as one run to a
+//! file in the spill directory and starts again empty. A repeat within memory is found
+//! as the key arrives; repeats across runs, and membership of keys that spilled, are
+//! found by merging the sorted runs once the input is read. Run files are removed when
+//! the set is dropped.
+
+use hashbrown::HashTable;
+use omnigraph_core::{OmniError, Result, StorageKind};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::hash::BuildHasher;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// The memory one key set of a load holds before it spills a sorted run to disk.
+pub const KEY_SET_MEMORY_BYTES_MAX: usize = 64 << 20;
+/// Runs one key set may spill; past them the load fails before any effect. With the
+/// default budget that is over 50 GiB of keys.
+pub const SPILL_RUNS_MAX: usize = 1_024;
+/// The read buffer of each run while runs are merged.
+const RUN_READ_BUFFER_BYTES: usize = 64 << 10;
+/// Bytes of one record after its key: source, tag, line, row.
+const RECORD_TAIL_BYTES: usize = 24;
+
+/// Where a load keeps its keys: the memory budget of each key set and the directory of
+/// its spilled runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadBudget {
+    /// The memory one key set holds before it spills (see [`KEY_SET_MEMORY_BYTES_MAX`]).
+    pub key_set_memory_bytes_max: usize,
+    /// The directory of spilled runs; the system's temporary directory by default.
+    pub spill_dir: PathBuf,
+}
+
+impl Default for LoadBudget {
+    fn default() -> LoadBudget {
+        LoadBudget {
+            key_set_memory_bytes_max: KEY_SET_MEMORY_BYTES_MAX,
+            spill_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+/// The row that gave a key: the caller's indexes into its own name table, an opaque tag,
+/// and the line and row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RowRef {
+    /// Index of the source's name.
+    pub(crate) source: u32,
+    /// The caller's: for an endpoint, its edge type and role.
+    pub(crate) tag: u32,
+    /// One-based line, 0 for none.
+    line: u64,
+    /// Zero-based position in the call.
+    pub(crate) row: u64,
+}
+
+impl RowRef {
+    pub(crate) fn new(source: u32, tag: u32, line: Option<u64>, row: u64) -> RowRef {
+        assert!(line != Some(0), "lines are counted from one");
+        RowRef {
+            source,
+            tag,
+            line: line.unwrap_or(0),
+            row,
+        }
+    }
+
+    pub(crate) fn line(&self) -> Option<u64> {
+        (self.line != 0).then_some(self.line)
+    }
+
+    fn write_tail(&self, out: &mut impl Write) -> std::io::Result<()> {
+        out.write_all(&self.source.to_le_bytes())?;
+        out.write_all(&self.tag.to_le_bytes())?;
+        out.write_all(&self.line.to_le_bytes())?;
+        out.write_all(&self.row.to_le_bytes())
+    }
+
+    fn read_tail(tail: &[u8; RECORD_TAIL_BYTES]) -> RowRef {
+        let u32_at = |at: usize| u32::from_le_bytes(tail[at..at + 4].try_into().unwrap_or([0; 4]));
+        let u64_at = |at: usize| u64::from_le_bytes(tail[at..at + 8].try_into().unwrap_or([0; 8]));
+        RowRef {
+            source: u32_at(0),
+            tag: u32_at(4),
+            line: u64_at(8),
+            row: u64_at(16),
+        }
+    }
+}
+
+/// One key in memory: where its bytes are in the buffer, and its row.
+#[derive(Clone, Copy)]
+struct Entry {
+    start: u32,
+    len: u32,
+    at: RowRef,
+}
+
+/// One sorted run on disk.
+struct Run {
+    file: tempfile::TempPath,
+    records: u64,
+    /// The longest key written: a record read back claiming more is corrupt.
+    key_bytes_max: u32,
+}
+
+/// A slot of the hash table: an entry's index and 32 bits of its key's hash, so growing
+/// the table rehashes from the slot alone instead of reading every key again.
+#[derive(Clone, Copy)]
+struct Slot {
+    entry: u32,
+    hash: u32,
+}
+
+/// The table's 64-bit hash of 32 stored bits: spread over the high bits hashbrown
+/// tags buckets with, and the low bits it indexes them by.
+fn spread(hash: u32) -> u64 {
+    u64::from(hash).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Keys with their rows, unique within memory, spilled in sorted runs past a budget.
+pub(crate) struct SpillKeys {
+    bytes: Vec<u8>,
+    entries: Vec<Entry>,
+    index: HashTable<Slot>,
+    hasher: foldhash::fast::RandomState,
+    runs: Vec<Run>,
+    spilled: u64,
+    budget: LoadBudget,
+}
+
+impl SpillKeys {
+    pub(crate) fn new(budget: &LoadBudget) -> SpillKeys {
+        SpillKeys {
+            bytes: Vec::new(),
+            entries: Vec::new(),
+            index: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
+            runs: Vec::new(),
+            spilled: 0,
+            budget: budget.clone(),
+        }
+    }
+
+    /// Keys held, in memory and spilled.
+    pub(crate) fn len(&self) -> u64 {
+        self.spilled + self.entries.len() as u64
+    }
+
+    /// Whether some keys are only on disk: then [`SpillKeys::held_in_memory`] can miss a
+    /// key the set holds.
+    pub(crate) fn has_spilled(&self) -> bool {
+        !self.runs.is_empty()
+    }
+
+    fn key_of(&self, entry: &Entry) -> &[u8] {
+        &self.bytes[entry.start as usize..(entry.start + entry.len) as usize]
+    }
+
+    /// 32 bits of the hash of `key`.
+    fn hash_of(&self, key: &[u8]) -> u32 {
+        // The high half: foldhash mixes its last multiply into it.
+        (self.hasher.hash_one(key) >> 32) as u32
+    }
+
+    fn find(&self, key: &[u8], hash: u32) -> Option<u32> {
+        self.index
+            .find(spread(hash), |slot| {
+                slot.hash == hash && self.key_of(&self.entries[slot.entry as usize]) == key
+            })
+            .map(|slot| slot.entry)
+    }
+
+    /// Whether `key` is among the keys in memory.
+    pub(crate) fn held_in_memory(&self, key: &str) -> bool {
+        let key = key.as_bytes();
+        self.find(key, self.hash_of(key)).is_some()
+    }
+
+    /// Adds `key` given by `at`; when memory already holds it, returns the row that gave
+    /// it first and keeps that one. Spills a run when memory is over its budget.
+    pub(crate) fn insert(&mut self, key: &str, at: RowRef) -> Result<Option<RowRef>> {
+        let key = key.as_bytes();
+        let len =
+            u32::try_from(key.len()).map_err(|_| OmniError::internal("a key of 4 GiB or more"))?;
+        if u32::try_from(self.bytes.len() + key.len()).is_err() {
+            // Positions are 32-bit: a budget near 4 GiB spills before they overflow.
+            self.spill()?;
+        }
+        let hash = self.hash_of(key);
+        let (entries, bytes) = (&mut self.entries, &mut self.bytes);
+        // One probe finds the key or the slot it goes in.
+        let found = self.index.entry(
+            spread(hash),
+            |slot| {
+                let entry = &entries[slot.entry as usize];
+                slot.hash == hash
+                    && &bytes[entry.start as usize..(entry.start + entry.len) as usize] == key
+            },
+            |slot| spread(slot.hash),
+        );
+        match found {
+            hashbrown::hash_table::Entry::Occupied(held) => {
+                return Ok(Some(entries[held.get().entry as usize].at));
+            }
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                let start = u32::try_from(bytes.len())
+                    .map_err(|_| OmniError::internal("a key buffer past 4 GiB after a spill"))?;
+                let entry = u32::try_from(entries.len())
+                    .map_err(|_| OmniError::internal("a key set holds 2^32 keys in memory"))?;
+                bytes.extend_from_slice(key);
+                entries.push(Entry { start, len, at });
+                vacant.insert(Slot { entry, hash });
+            }
+        }
+        if self.memory_bytes() > self.budget.key_set_memory_bytes_max {
+            self.spill()?;
+        }
+        Ok(None)
+    }
+
+    /// The memory held: buffers by capacity, and the table's slots with their control
+    /// bytes.
+    fn memory_bytes(&self) -> usize {
+        self.bytes.capacity()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.index.capacity() * (std::mem::size_of::<Slot>() + 1)
+    }
+
+    /// The entries in memory, in key order.
+    fn sorted_entries(&self) -> Vec<Entry> {
+        let mut sorted = self.entries.clone();
+        sorted.sort_unstable_by(|a, b| self.key_of(a).cmp(self.key_of(b)));
+        sorted
+    }
+
+    /// Writes the keys in memory as one sorted run and empties memory.
+    fn spill(&mut self) -> Result<()> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        if self.runs.len() >= SPILL_RUNS_MAX {
+            return Err(OmniError::bad_input(
+                omnigraph_core::InputLocation::default(),
+                format!(
+                    "this load gives more keys than {SPILL_RUNS_MAX} spilled runs of {} bytes hold: load it in parts",
+                    self.budget.key_set_memory_bytes_max
+                ),
+            ));
+        }
+        let dir = &self.budget.spill_dir;
+        let file = tempfile::Builder::new()
+            .prefix("omnigraph-keys-")
+            .tempfile_in(dir)
+            .map_err(|error| spill_error(dir, error))?;
+        let (file, path) = file.into_parts();
+        let mut out = BufWriter::new(file);
+        let mut key_bytes_max = 0u32;
+        let sorted = self.sorted_entries();
+        let written: std::io::Result<()> = (|| {
+            for entry in &sorted {
+                key_bytes_max = key_bytes_max.max(entry.len);
+                out.write_all(&entry.len.to_le_bytes())?;
+                out.write_all(self.key_of(entry))?;
+                entry.at.write_tail(&mut out)?;
+            }
+            out.flush()
+        })();
+        written.map_err(|error| spill_error(dir, error))?;
+        self.runs.push(Run {
+            file: path,
+            records: sorted.len() as u64,
+            key_bytes_max,
+        });
+        self.spilled += sorted.len() as u64;
+        self.bytes = Vec::new();
+        self.entries = Vec::new();
+        self.index = HashTable::new();
+        Ok(())
+    }
+
+    /// Every key with its row, in key order; a key held by several runs comes once per
+    /// run, in row order.
+    pub(crate) fn sorted(&self) -> Result<Sorted<'_>> {
+        let mut cursors = Vec::with_capacity(self.runs.len() + 1);
+        for run in &self.runs {
+            let file =
+                std::fs::File::open(&run.file).map_err(|error| spill_error(&run.file, error))?;
+            cursors.push(Cursor::Run {
+                reader: BufReader::with_capacity(RUN_READ_BUFFER_BYTES, file),
+                left: run.records,
+                key_bytes_max: run.key_bytes_max,
+                path: run.file.to_path_buf(),
+            });
+        }
+        cursors.push(Cursor::Memory {
+            entries: self.sorted_entries().into_iter(),
+        });
+        let mut sorted = Sorted {
+            set: self,
+            rows: vec![RowRef::new(0, 0, None, 0); cursors.len()],
+            cursors,
+            heap: BinaryHeap::new(),
+        };
+        for cursor in 0..sorted.cursors.len() {
+            sorted.advance(cursor)?;
+        }
+        Ok(sorted)
+    }
+
+    /// The first repeated key in row order: of each key given more than once, its second
+    /// row, and of those the earliest.
+    pub(crate) fn first_repeat(&self) -> Result<Option<(String, RowRef)>> {
+        if !self.has_spilled() {
+            // Memory never holds a key twice.
+            return Ok(None);
+        }
+        let mut first: Option<(String, RowRef)> = None;
+        let mut previous: Option<String> = None;
+        for item in self.sorted()? {
+            let (key, at) = item?;
+            if previous.as_deref() == Some(key.as_str()) {
+                if first.as_ref().is_none_or(|(_, held)| at.row < held.row) {
+                    first = Some((key.clone(), at));
+                }
+            } else {
+                previous = Some(key);
+            }
+        }
+        Ok(first)
+    }
+
+    /// Which of `wanted` the set holds, exactly (reading the runs when some spilled).
+    pub(crate) fn held_of(&self, wanted: &[String]) -> Result<foldhash::HashSet<String>> {
+        let mut held = foldhash::HashSet::default();
+        if !self.has_spilled() {
+            held.extend(
+                wanted
+                    .iter()
+                    .filter(|key| self.held_in_memory(key))
+                    .cloned(),
+            );
+            return Ok(held);
+        }
+        let wanted: foldhash::HashSet<&str> = wanted.iter().map(String::as_str).collect();
+        for item in self.sorted()? {
+            let (key, _) = item?;
+            if wanted.contains(key.as_str()) {
+                held.insert(key);
+            }
+        }
+        Ok(held)
+    }
+
+    /// The keys, when none spilled (then they are all in memory).
+    pub(crate) fn into_keys(self) -> Option<Vec<String>> {
+        if self.has_spilled() {
+            return None;
+        }
+        Some(
+            self.entries
+                .iter()
+                .map(|entry| String::from_utf8_lossy(self.key_of(entry)).into_owned())
+                .collect(),
+        )
+    }
+}
+
+/// A source of sorted records: a run on disk or the entries in memory.
+enum Cursor {
+    Run {
+        reader: BufReader<std::fs::File>,
+        left: u64,
+        key_bytes_max: u32,
+        path: PathBuf,
+    },
+    Memory {
+        entries: std::vec::IntoIter<Entry>,
+    },
+}
+
+/// The merge of a set's runs and memory, in key order.
+pub(crate) struct Sorted<'a> {
+    set: &'a SpillKeys,
+    cursors: Vec<Cursor>,
+    /// The next record of each cursor that has one, by key, row and cursor.
+    heap: BinaryHeap<Reverse<(Vec<u8>, u64, usize)>>,
+    /// Per cursor, the row of its record in the heap.
+    rows: Vec<RowRef>,
+}
+
+impl Sorted<'_> {
+    /// Reads the next record of `cursor` into the heap, if it has one.
+    fn advance(&mut self, cursor: usize) -> Result<()> {
+        let next = match &mut self.cursors[cursor] {
+            Cursor::Memory { entries } => entries
+                .next()
+                .map(|entry| (self.set.key_of(&entry).to_vec(), entry.at)),
+            Cursor::Run {
+                reader,
+                left,
+                key_bytes_max,
+                path,
+            } => {
+                if *left == 0 {
+                    None
+                } else {
+                    *left -= 1;
+                    Some(
+                        read_record(reader, *key_bytes_max)
+                            .map_err(|error| spill_error(path, error))?,
+                    )
+                }
+            }
+        };
+        if let Some((key, at)) = next {
+            self.rows[cursor] = at;
+            self.heap.push(Reverse((key, at.row, cursor)));
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Sorted<'_> {
+    type Item = Result<(String, RowRef)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let Reverse((key, _, cursor)) = self.heap.pop()?;
+        let at = self.rows[cursor];
+        if let Err(error) = self.advance(cursor) {
+            return Some(Err(error));
+        }
+        Some(
+            String::from_utf8(key)
+                .map(|key| (key, at))
+                .map_err(|_| OmniError::internal("a spilled key is not UTF-8")),
+        )
+    }
+}
+
+/// One record of a run: key length, key, then the row.
+fn read_record(reader: &mut impl Read, key_bytes_max: u32) -> std::io::Result<(Vec<u8>, RowRef)> {
+    let mut len = [0u8; 4];
+    reader.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len);
+    if len > key_bytes_max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a record claims a key of {len} bytes; the run's longest is {key_bytes_max}"),
+        ));
+    }
+    let mut key = vec![0u8; len as usize];
+    reader.read_exact(&mut key)?;
+    let mut tail = [0u8; RECORD_TAIL_BYTES];
+    reader.read_exact(&mut tail)?;
+    Ok((key, RowRef::read_tail(&tail)))
+}
+
+/// A failure to write or read a run under `path`, classified by its kind.
+fn spill_error(path: &Path, error: std::io::Error) -> OmniError {
+    let kind = match error.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+            StorageKind::Configuration
+        }
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::InvalidData => StorageKind::Permanent,
+        _ => StorageKind::Unknown,
+    };
+    OmniError::storage(
+        kind,
+        format!("spill a load's keys to {}", path.display()),
+        Box::new(error),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny(dir: &Path) -> LoadBudget {
+        LoadBudget {
+            key_set_memory_bytes_max: 512,
+            spill_dir: dir.to_path_buf(),
+        }
+    }
+
+    fn at(row: u64) -> RowRef {
+        RowRef::new(0, 0, Some(row + 1), row)
+    }
+
+    #[test]
+    fn a_repeat_across_runs_is_found_at_its_second_row() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut keys = SpillKeys::new(&tiny(dir.path()));
+        for row in 0..2_000u64 {
+            assert_eq!(
+                keys.insert(&format!("\"k{row}\""), at(row))
+                    .expect("insert"),
+                None
+            );
+        }
+        assert!(keys.has_spilled(), "a 512-byte budget spills 2,000 keys");
+        assert_eq!(keys.first_repeat().expect("merge"), None);
+        // k5 spilled long ago: memory does not see it, the merge does.
+        assert!(!keys.held_in_memory("\"k5\""));
+        assert_eq!(keys.insert("\"k5\"", at(2_000)).expect("insert"), None);
+        assert_eq!(keys.insert("\"k7\"", at(2_001)).expect("insert"), None);
+        let (key, row) = keys.first_repeat().expect("merge").expect("a repeat");
+        assert_eq!(
+            (key.as_str(), row.row, row.line()),
+            ("\"k5\"", 2_000, Some(2_001))
+        );
+        let held = keys
+            .held_of(&["\"k9\"".to_string(), "\"nope\"".to_string()])
+            .expect("held");
+        assert_eq!(
+            held.into_iter().collect::<Vec<_>>(),
+            vec!["\"k9\"".to_string()]
+        );
+        assert_eq!(keys.len(), 2_002);
+        let runs: Vec<PathBuf> = keys.runs.iter().map(|run| run.file.to_path_buf()).collect();
+        assert!(runs.iter().all(|run| run.exists()));
+        drop(keys);
+        assert!(runs.iter().all(|run| !run.exists()), "runs go with the set");
+    }
+
+    #[test]
+    fn memory_refuses_a_repeat_as_it_arrives_and_keeps_the_first_row() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut keys = SpillKeys::new(&LoadBudget {
+            spill_dir: dir.path().to_path_buf(),
+            ..LoadBudget::default()
+        });
+        assert_eq!(keys.insert("\"a\"", at(0)).expect("insert"), None);
+        assert_eq!(keys.insert("\"a\"", at(1)).expect("insert"), Some(at(0)));
+        assert!(!keys.has_spilled());
+        assert_eq!(keys.into_keys(), Some(vec!["\"a\"".to_string()]));
+    }
+
+    #[test]
+    fn a_run_whose_record_claims_a_longer_key_than_written_is_refused() {
+        let mut record = Vec::new();
+        record.extend_from_slice(&9u32.to_le_bytes());
+        record.extend_from_slice(b"123456789");
+        record.extend_from_slice(&[0u8; RECORD_TAIL_BYTES]);
+        assert!(read_record(&mut record.as_slice(), 9).is_ok());
+        let error = read_record(&mut record.as_slice(), 4).expect_err("longer than the run's");
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+        let error = read_record(&mut &record[..20], 9).expect_err("truncated");
+        assert_eq!(error.kind(), std::io::ErrorKind::UnexpectedEof);
+    }
+}
