@@ -1142,11 +1142,10 @@ async fn create_refuses_a_root_with_genesis_whatever_else_is_missing() {
     assert_eq!(all_objects(&test.root).await, before, "nothing written");
 }
 
-#[tokio::test]
-async fn long_rows_are_staged_in_batches_bounded_by_bytes() {
-    let (graph, _test) = new_graph(Backend::Memory).await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("long.jsonl");
+/// A JSONL file of `rows` Person rows of 1 MB each: more bytes than a batch holds in
+/// far fewer rows.
+fn long_rows(dir: &std::path::Path) -> (std::path::PathBuf, usize) {
+    let path = dir.join("long.jsonl");
     let name = "n".repeat(1_000_000);
     let rows = omnigraph_publish::ingest::INGEST_BATCH_BYTES_MAX / 1_000_000 + 2;
     let mut text = String::new();
@@ -1157,11 +1156,87 @@ async fn long_rows_are_staged_in_batches_bounded_by_bytes() {
         text.push('\n');
     }
     std::fs::write(&path, text).unwrap();
-    let report = graph.load(&path, LoadMode::Append).await.unwrap();
+    (path, rows)
+}
+
+#[tokio::test]
+async fn long_rows_are_staged_in_batches_bounded_by_bytes() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, rows) = long_rows(dir.path());
+    // A simulated writer stages each batch it gathers as it is full: two batches, two
+    // fragments.
+    let simulation = omnigraph_core::seams::Simulation::new(7, 1_000_000, 1);
+    let report = omnigraph_core::seams::simulate(simulation, graph.load(&path, LoadMode::Append))
+        .await
+        .unwrap();
     assert_eq!(report.rows["Person"], rows as u64);
-    // Far fewer rows than a batch holds, but more bytes: two batches, two fragments.
     let table = omnigraph_tests::head_table(&graph, "Person").await;
     assert_eq!(table.manifest().fragments.len(), 2);
+}
+
+#[tokio::test]
+async fn rows_past_the_stream_threshold_go_to_one_write_beside_the_checks() {
+    let (graph, _test) = new_graph(Backend::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, rows) = long_rows(dir.path());
+    let report = graph.load(&path, LoadMode::Append).await.unwrap();
+    assert_eq!(report.rows["Person"], rows as u64);
+    let commit = report.commit.unwrap();
+    assert_eq!(commit.pin_of_type("Person").unwrap().row_count, rows as u64);
+    // Both batches went to one streamed write: one fragment, every row readable.
+    let table = omnigraph_tests::head_table(&graph, "Person").await;
+    assert_eq!(table.manifest().fragments.len(), 1);
+    assert_eq!(table.count_rows(None).await.unwrap(), rows);
+    let last = graph
+        .get("Person", &json!(format!("p{}", rows - 1)), &CommitRef::Head)
+        .await
+        .unwrap()
+        .expect("the last row");
+    assert_eq!(last["name"].as_str().map(str::len), Some(1_000_000));
+}
+
+#[tokio::test]
+async fn a_bad_line_after_the_stream_began_fails_unpublished_and_publishes_nothing() {
+    let (graph, test) = new_graph(Backend::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, rows) = long_rows(dir.path());
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(&json!({"type": "Person", "id": "bad", "name": 5}).to_string());
+    text.push('\n');
+    std::fs::write(&path, text).unwrap();
+    let error = graph.load(&path, LoadMode::Append).await.unwrap_err();
+    match &error {
+        OmniError::BadInput { location, .. } => {
+            assert_eq!(location.line, Some(rows as u64 + 1), "{error}");
+            assert_eq!(location.field.as_deref(), Some("name"), "{error}");
+        }
+        other => panic!("expected the bad line, got {other}"),
+    }
+    // The first batch was already streaming to Lance: its files may exist.
+    assert_eq!(error.evidence(), &Evidence::Unpublished, "{error}");
+    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    assert_eq!(reader.head().await.unwrap().seq, 0, "nothing published");
+    assert_eq!(
+        reader
+            .count("Person", None, &CommitRef::Head)
+            .await
+            .unwrap(),
+        0
+    );
+    // The failed load stopped its write: no data file turns up later (the streamed
+    // rows, written to the end, would make one).
+    let person = reader
+        .head()
+        .await
+        .unwrap()
+        .pin_of_type("Person")
+        .unwrap()
+        .table_id
+        .clone();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let data = format!("tables/{person}/data");
+    assert_eq!(test.root.list(&data).await.unwrap(), Vec::<String>::new());
 }
 
 #[tokio::test]

@@ -12,6 +12,8 @@ pub const ENTRY_POINTS: &[&str] = &[
     "manifest_name",
     "detached_manifest_object",
     "stage_append",
+    "write_append_stream",
+    "commit_written_append",
     "recommit_append",
     "recommit_on_newer_base",
     "fragments_changed_by",

@@ -31,6 +31,86 @@ pub async fn stage_append(
     commit_link(base, transaction, origin, LinkKind::Append, rows as u64).await
 }
 
+/// The data files of an append, written from a stream of batches and not yet
+/// committed: [`commit_written_append`] stages them as one detached Append on the
+/// version they were written on.
+#[derive(Debug)]
+pub struct WrittenAppend {
+    transaction: lance::dataset::transaction::Transaction,
+    rows: u64,
+}
+
+impl WrittenAppend {
+    /// Rows written.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+}
+
+/// Writes the data files of an append on `base` from `batches` as they arrive (Lance
+/// cuts files as it does for one call), without committing anything: the caller checks
+/// its rows while Lance encodes and writes the earlier ones.
+pub async fn write_append_stream(
+    base: Arc<Dataset>,
+    schema: arrow_schema::SchemaRef,
+    batches: impl futures::Stream<Item = RecordBatch> + Send + 'static,
+) -> Result<WrittenAppend> {
+    use futures::StreamExt;
+    let rows = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = rows.clone();
+    let batches = batches.map(move |batch| {
+        counted.fetch_add(
+            batch.num_rows() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok::<_, datafusion::error::DataFusionError>(batch)
+    });
+    let stream: datafusion::physical_plan::SendableRecordBatchStream =
+        Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, batches));
+    let params = WriteParams {
+        mode: WriteMode::Append,
+        ..Default::default()
+    };
+    let transaction = InsertBuilder::new(base)
+        .with_params(&params)
+        .execute_uncommitted_stream(stream)
+        .await
+        .map_err(|error| write_error("write appended rows", error))?;
+    Ok(WrittenAppend {
+        transaction,
+        rows: rows.load(std::sync::atomic::Ordering::Relaxed),
+    })
+}
+
+/// Stages the files of `written` on `base`, the version they were written on, as one
+/// detached Append.
+pub async fn commit_written_append(
+    base: &Arc<Dataset>,
+    written: WrittenAppend,
+    origin: &LinkOrigin,
+) -> Result<StagedLink> {
+    if !matches!(written.transaction.operation, Operation::Append { .. }) {
+        return Err(OmniError::internal(
+            "a written append holds another operation",
+        ));
+    }
+    if written.transaction.read_version != super::version_of(base) {
+        return Err(OmniError::internal(format!(
+            "an append written on version {} is committed on version {}",
+            written.transaction.read_version,
+            super::version_of(base)
+        )));
+    }
+    commit_link(
+        base,
+        written.transaction,
+        origin,
+        LinkKind::Append,
+        written.rows,
+    )
+    .await
+}
+
 /// Re-commits a staged append on a newer base: the same data files, with fragment ids
 /// and stable row ids renumbered from the new base (Lance renumbers an Append cleanly).
 /// Anything but an append is refused: other operations carry ids of their base.

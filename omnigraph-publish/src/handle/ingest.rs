@@ -20,7 +20,8 @@ use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
 use crate::rows::{self, KeyMap, KeySet, RowKey, RowSource, SourcedObject, TypedRows};
 use crate::spill::{RowRef, SpillKeys};
-use crate::staging::Staging;
+use crate::staging::{AppendWrite, Staging};
+use futures::StreamExt;
 use omnigraph_core::adapter::{self, StagedLink};
 use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::schema::{Catalog, DeclKind, EDGE_ID_COLUMN, TypeDef};
@@ -39,8 +40,16 @@ pub const INGEST_BATCH_BYTES_MAX: usize = 64 << 20;
 /// The longest JSONL line accepted, in bytes.
 pub const JSONL_LINE_BYTES_MAX: usize = 1 << 20;
 /// Checked rows of one table gathered (Arrow bytes) before they are staged as one
-/// append: one Lance write, one fragment, per this much.
+/// append: one Lance write, one fragment, per this much. Outside a simulation, an
+/// append this large is streamed long before ([`APPEND_STREAM_START_BYTES`]).
 pub const APPEND_GATHER_BYTES_MAX: usize = 64 << 20;
+/// Checked rows of one table gathered (Arrow bytes) before they go to Lance as a
+/// stream written beside the checks of the rows that follow. A smaller load is written
+/// in one call once every row is checked, so a bad row in it writes nothing.
+pub const APPEND_STREAM_START_BYTES: usize = 8 << 20;
+/// Checked batches waiting for a streamed append's writer: how far the checks may run
+/// ahead of Lance.
+const APPEND_STREAM_BATCHES_MAX: usize = 4;
 
 /// The most keys one append adds to the handle's key cache after it publishes; a larger
 /// one leaves the cache to read its fragments when next needed.
@@ -104,6 +113,9 @@ pub(crate) struct Ingest<'a> {
     minted: HashSet<String>,
     /// Per table, checked batches waiting to be staged as one append, and their bytes.
     appends: BTreeMap<String, (Vec<RecordBatch>, usize)>,
+    /// Per table, an append whose checked rows go to Lance as they come: the channel to
+    /// its writer, and the write.
+    streams: BTreeMap<String, (tokio::sync::mpsc::Sender<RecordBatch>, AppendWrite)>,
     /// Input bytes held in each type's buffer.
     buffered_bytes: HashMap<String, usize>,
     /// Per type, the keys the call gave, within the handle's load budget.
@@ -142,6 +154,7 @@ impl<'a> Ingest<'a> {
             buffers: HashMap::new(),
             lines: HashMap::new(),
             appends: BTreeMap::new(),
+            streams: BTreeMap::new(),
             minted: HashSet::new(),
             buffered_bytes: HashMap::new(),
             keys: HashMap::new(),
@@ -441,13 +454,21 @@ impl<'a> Ingest<'a> {
             self.staging.seed(&pin.table_id, table)?;
         }
         match self.mode {
+            LoadMode::Append if self.streams.contains_key(&pin.table_id) => {
+                self.send_to_stream(&pin.table_id, typed.batch).await?;
+            }
             LoadMode::Append => {
-                // Checked batches are gathered and staged as one append (one fragment)
-                // of up to APPEND_GATHER_BYTES_MAX: each Lance write has a fixed cost.
+                // Checked batches are gathered and staged as one append: each Lance
+                // write has a fixed cost. Past APPEND_STREAM_START_BYTES the rest
+                // streams to one write running beside the checks. A simulated writer
+                // stays on its own task and stages one append per
+                // APPEND_GATHER_BYTES_MAX instead.
                 let gathered = self.appends.entry(pin.table_id.clone()).or_default();
                 gathered.1 += batch_bytes(&typed.batch);
                 gathered.0.push(typed.batch);
-                if gathered.1 >= APPEND_GATHER_BYTES_MAX {
+                if !seams::in_simulation() && gathered.1 >= APPEND_STREAM_START_BYTES {
+                    self.start_stream(&pin.table_id).await?;
+                } else if gathered.1 >= APPEND_GATHER_BYTES_MAX {
                     self.stage_gathered(&pin.table_id).await?;
                 }
             }
@@ -544,6 +565,59 @@ impl<'a> Ingest<'a> {
             }
             None => Ok(()),
         }
+    }
+
+    /// Starts the streamed append of `table_id` with its gathered batches.
+    async fn start_stream(&mut self, table_id: &str) -> Result<()> {
+        let (batches, _) = self.appends.remove(table_id).unwrap_or_default();
+        let Some(schema) = batches.first().map(RecordBatch::schema) else {
+            return Ok(());
+        };
+        let (sender, receiver) = tokio::sync::mpsc::channel(APPEND_STREAM_BATCHES_MAX);
+        let arriving = futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|batch| (batch, receiver))
+        });
+        let rows = futures::stream::iter(batches).chain(arriving);
+        let write = self
+            .staging
+            .start_append_stream(table_id, schema, rows)
+            .await?;
+        self.streams.insert(table_id.to_string(), (sender, write));
+        Ok(())
+    }
+
+    /// Sends checked rows to the streamed append of `table_id`; waits while its writer
+    /// is [`APPEND_STREAM_BATCHES_MAX`] batches behind.
+    async fn send_to_stream(&mut self, table_id: &str, batch: RecordBatch) -> Result<()> {
+        let (sender, _) = self
+            .streams
+            .get(table_id)
+            .ok_or_else(|| OmniError::internal("rows sent to an append that is not streaming"))?;
+        if sender.send(batch).await.is_ok() {
+            return Ok(());
+        }
+        // The writer stopped before its rows ended: its failure says why.
+        let (_, write) = self
+            .streams
+            .remove(table_id)
+            .ok_or_else(|| OmniError::internal("a streamed append vanished"))?;
+        write.finish().await?;
+        Err(OmniError::internal(
+            "an append's writer stopped before its rows ended",
+        ))
+    }
+
+    /// Ends every streamed append and stages what each wrote.
+    async fn stage_streams(&mut self) -> Result<()> {
+        for (table_id, (sender, write)) in std::mem::take(&mut self.streams) {
+            // Closing the channel ends the stream.
+            drop(sender);
+            let written = write.finish().await?;
+            self.staging
+                .stage_written_append(&table_id, written)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Stages the gathered checked batches of `table_id` as one append.
@@ -836,6 +910,7 @@ impl<'a> Ingest<'a> {
         self.refuse_spilled_repeats()?;
         let base = self.base.clone();
         self.check_endpoints(&base).await?;
+        self.stage_streams().await?;
         let tables: Vec<String> = self.appends.keys().cloned().collect();
         for table_id in tables {
             self.stage_gathered(&table_id).await?;

@@ -65,6 +65,33 @@ pub struct Staging {
     started_micros: i64,
 }
 
+/// The task writing a streamed append's data files; dropping it stops the write.
+#[derive(Debug)]
+pub struct AppendWrite {
+    task: tokio::task::JoinHandle<Result<adapter::WrittenAppend>>,
+}
+
+impl AppendWrite {
+    /// What the write wrote, once its stream ended; its failure otherwise.
+    pub async fn finish(mut self) -> Result<adapter::WrittenAppend> {
+        match (&mut self.task).await {
+            Ok(written) => written.map_err(|error| error.with_evidence(Evidence::Unpublished)),
+            Err(join) => Err(OmniError::internal(format!(
+                "the task writing an append stopped: {join}"
+            ))
+            .with_evidence(Evidence::Unpublished)),
+        }
+    }
+}
+
+impl Drop for AppendWrite {
+    fn drop(&mut self) {
+        // No-op once the task finished; otherwise its files stay unpublished, as after
+        // a crash, for cleanup.
+        self.task.abort();
+    }
+}
+
 impl std::fmt::Debug for Staging {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Staging")
@@ -327,6 +354,40 @@ impl Staging {
     ) -> Result<&StagedLink> {
         self.stage(table_id, |tip, origin| async move {
             adapter::stage_append(&tip, batches, &origin).await
+        })
+        .await
+    }
+
+    /// Starts writing the data files of an append to `table_id` from `batches` as they
+    /// arrive, on a task of its own, so the caller checks its next rows while Lance
+    /// writes the earlier ones (`batches` with the rows' `schema`). From here on a
+    /// failure is `Unpublished`: files may exist.
+    /// Once the stream ends, [`AppendWrite::finish`] gives what it wrote, to stage with
+    /// [`Staging::stage_written_append`]; dropping it stops the write.
+    pub async fn start_append_stream(
+        &mut self,
+        table_id: &str,
+        schema: omnigraph_core::arrow_schema::SchemaRef,
+        batches: impl futures::Stream<Item = omnigraph_core::arrow_array::RecordBatch> + Send + 'static,
+    ) -> Result<AppendWrite> {
+        assert!(
+            !seams::in_simulation(),
+            "a simulated writer stays on its own task: it stages appends in one call"
+        );
+        let tip = self.chain(table_id).await?.tip.clone();
+        self.wrote = true;
+        let task = tokio::spawn(adapter::write_append_stream(tip, schema, batches));
+        Ok(AppendWrite { task })
+    }
+
+    /// Stages the files of a streamed append on the tip they were written on.
+    pub async fn stage_written_append(
+        &mut self,
+        table_id: &str,
+        written: adapter::WrittenAppend,
+    ) -> Result<&StagedLink> {
+        self.stage(table_id, |tip, origin| async move {
+            adapter::commit_written_append(&tip, written, &origin).await
         })
         .await
     }
