@@ -39,6 +39,9 @@ pub const INGEST_BATCH_ROWS: usize = 8_192;
 pub const INGEST_BATCH_BYTES_MAX: usize = 64 << 20;
 /// The longest JSONL line accepted, in bytes.
 pub const JSONL_LINE_BYTES_MAX: usize = 1 << 20;
+/// The read buffer of a JSONL file: each fill is one hand-off to tokio's blocking pool,
+/// which an 8 KiB buffer made once per hundred lines.
+pub const JSONL_READ_BUFFER_BYTES: usize = 1 << 20;
 /// Checked rows of one table gathered (Arrow bytes) before they are staged as one
 /// append: one Lance write, one fragment, per this much. Outside a simulation, an
 /// append this large is streamed long before ([`APPEND_STREAM_START_BYTES`]).
@@ -253,12 +256,16 @@ impl<'a> Ingest<'a> {
         source: RowSource,
         line: &[u8],
     ) -> Result<()> {
-        let type_def = type_named(&self.catalog, type_name, &source)?;
-        let mode = self.mode;
+        if !self.lines.contains_key(type_name) {
+            // The type's buffer is made once: most lines find it by name alone.
+            let type_def = type_named(&self.catalog, type_name, &source)?;
+            let buffer = LineRows::new(type_def, self.mode, INGEST_BATCH_ROWS);
+            self.lines.insert(type_name.to_string(), buffer);
+        }
         let buffer = self
             .lines
-            .entry(type_name.to_string())
-            .or_insert_with(|| LineRows::new(type_def, mode, INGEST_BATCH_ROWS));
+            .get_mut(type_name)
+            .ok_or_else(|| OmniError::internal("a type's line buffer vanished"))?;
         buffer.push_line(line, source)?;
         buffer.bytes += line.len();
         if buffer.len() >= INGEST_BATCH_ROWS || buffer.bytes >= INGEST_BATCH_BYTES_MAX {

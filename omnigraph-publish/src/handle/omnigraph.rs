@@ -337,7 +337,8 @@ impl Omnigraph {
         let read = crate::handle::jsonl::push_jsonl(
             &mut ingest,
             &name,
-            tokio::io::BufReader::new(file),
+            // Each fill is a read on tokio's blocking pool: large fills, few hand-offs.
+            tokio::io::BufReader::with_capacity(crate::ingest::JSONL_READ_BUFFER_BYTES, file),
             |bytes_read, rows| {
                 progress(&LoadProgress {
                     bytes_read,
