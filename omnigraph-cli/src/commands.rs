@@ -9,7 +9,8 @@ use omnigraph_maintenance::{
     CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceBudget, MaintenanceExt, UnitOutcome,
 };
 use omnigraph_publish::{
-    CommitRef, Direction, GraphCommit, InputFormat, LoadMode, Omnigraph, ScanRequest, default_actor,
+    CommitRef, Direction, GraphCommit, InputFormat, LoadMode, Omnigraph, ScanRequest, Step,
+    StepDirection, default_actor,
 };
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -394,6 +395,116 @@ pub async fn neighbors(
         },
     );
     Ok(())
+}
+
+/// What `traverse` follows, as given on the command line.
+pub struct TraverseRequest<'a> {
+    pub type_name: &'a str,
+    pub keys: &'a [String],
+    /// `EDGE:DIRECTION` per step.
+    pub steps: &'a [String],
+    /// On the nodes the last step reaches.
+    pub filter: Option<&'a str>,
+    pub limit: usize,
+    pub paths: bool,
+}
+
+/// One `--step EDGE:DIRECTION`, the `index`th.
+fn parse_step(index: usize, text: &str, limit: usize) -> Result<Step> {
+    let refused = |message: String| {
+        OmniError::bad_input(
+            InputLocation::in_source("--step").field(format!("steps[{index}]")),
+            message,
+        )
+    };
+    let Some((edge, direction)) = text.rsplit_once(':') else {
+        return Err(refused(format!(
+            "{text:?} is not EDGE:DIRECTION (for example WorksAt:out)"
+        )));
+    };
+    let direction = match direction {
+        "out" => StepDirection::Out,
+        "in" => StepDirection::In,
+        "both" => StepDirection::Both,
+        other => {
+            return Err(refused(format!(
+                "{other:?} is not a direction: out, in or both"
+            )));
+        }
+    };
+    let mut step = Step::new(edge, direction);
+    step.limit = limit;
+    Ok(step)
+}
+
+pub async fn traverse(
+    out: &Output,
+    root: &str,
+    request: &TraverseRequest<'_>,
+    at: Option<&str>,
+) -> Result<()> {
+    let mut steps = request
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(index, text)| parse_step(index, text, request.limit))
+        .collect::<Result<Vec<Step>>>()?;
+    if let Some(last) = steps.last_mut() {
+        last.node_filter = request.filter.map(str::to_string);
+    }
+    let graph = open(root).await?;
+    let mut keys = Vec::with_capacity(request.keys.len());
+    for key in request.keys {
+        keys.push(parse_key(&graph, request.type_name, key).await?);
+    }
+    let at = pinned(&graph, at).await?;
+    let found = graph
+        .traverse(request.type_name, &keys, &steps, request.paths, &at)
+        .await?;
+    let truncated = found.steps.iter().any(|step| step.truncated);
+    out.emit(
+        json!({
+            "seq": found.seq,
+            "type": found.node_type,
+            "rows": found.nodes,
+            "steps": found.steps,
+            "paths": found.paths,
+            "limit": request.limit,
+            "truncated": truncated,
+        }),
+        |_| {
+            match &found.paths {
+                Some(paths) => {
+                    for path in paths {
+                        println!("{}", path_text(path));
+                    }
+                }
+                None => print_rows(&found.nodes),
+            }
+            for (index, step) in found.steps.iter().enumerate() {
+                if step.truncated {
+                    eprintln!(
+                        "step {index} ({}) reached more than {} {} nodes (use --limit)",
+                        step.edge_type, request.limit, step.node_type
+                    );
+                }
+            }
+        },
+    );
+    Ok(())
+}
+
+/// `p1 -[w1]- c1 -[w2]- p2`: the keys and edge ids of a path.
+fn path_text(path: &omnigraph_publish::TraversalPath) -> String {
+    let text = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let mut line = path.nodes.first().map(text).unwrap_or_default();
+    for (edge, node) in path.edges.iter().zip(path.nodes.iter().skip(1)) {
+        line.push_str(&format!(" -[{}]- {}", text(edge), text(node)));
+    }
+    line
 }
 
 /// What `search` looks for.

@@ -190,6 +190,32 @@ enum Command {
         #[arg(long)]
         at: Option<String>,
     },
+    /// Follow edge types from nodes of one type, one step after another.
+    Traverse {
+        /// The graph root.
+        root: String,
+        /// The start nodes' type.
+        #[arg(long = "type")]
+        type_name: String,
+        /// The start nodes' keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+        /// A step, `EDGE:out`, `EDGE:in` or `EDGE:both`, taken in the order given.
+        #[arg(long = "step", required = true)]
+        steps: Vec<String>,
+        /// A filter on the nodes the last step reaches (SQL over their properties).
+        #[arg(long = "where")]
+        filter: Option<String>,
+        /// The most nodes each step reaches, in key order.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// One path (nodes and edge ids) to each node reached.
+        #[arg(long)]
+        paths: bool,
+        /// A commit seq or id (default: the head).
+        #[arg(long)]
+        at: Option<String>,
+    },
     /// Full-text or vector search on a property.
     Search {
         /// The graph root.
@@ -439,6 +465,26 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
                 at.as_deref(),
             )
             .await
+        }
+        Command::Traverse {
+            root,
+            type_name,
+            keys,
+            steps,
+            filter,
+            limit,
+            paths,
+            at,
+        } => {
+            let request = commands::TraverseRequest {
+                type_name: &type_name,
+                keys: &keys,
+                steps: &steps,
+                filter: filter.as_deref(),
+                limit,
+                paths,
+            };
+            commands::traverse(&out, &root, &request, at.as_deref()).await
         }
         Command::Search {
             root,

@@ -122,6 +122,7 @@ fn help_lists_the_commands() {
         "get",
         "query",
         "neighbors",
+        "traverse",
         "search",
         "build-indexes",
         "cleanup",
@@ -784,6 +785,22 @@ fn the_json_shape_of_every_command_is_pinned() {
             ],
             0,
         ),
+        (
+            "traverse",
+            vec![
+                "traverse",
+                &root,
+                "--type",
+                "Person",
+                "p1",
+                "--step",
+                "WorksAt:out",
+                "--step",
+                "WorksAt:in",
+                "--paths",
+            ],
+            0,
+        ),
         ("build-indexes", vec!["build-indexes", &root], 0),
         (
             "search",
@@ -850,6 +867,76 @@ fn the_json_shape_of_every_command_is_pinned() {
         rendered, pinned,
         "the --json shape changed; review and regenerate with OMNIGRAPH_BLESS=1"
     );
+}
+
+#[test]
+fn traverse_follows_steps_with_paths_and_names_a_bad_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let data = write(
+        dir.path(),
+        "data.jsonl",
+        &[
+            r#"{"type": "Person", "id": "p1", "name": "Ada", "age": 36}"#,
+            r#"{"type": "Person", "id": "p2", "name": "Alan", "age": 41}"#,
+            r#"{"type": "Person", "id": "p3", "name": "Grace", "age": 85}"#,
+            r#"{"type": "Company", "id": "c1", "name": "Engines"}"#,
+            r#"{"type": "WorksAt", "id": "w1", "src": "p1", "dst": "c1"}"#,
+            r#"{"type": "WorksAt", "id": "w2", "src": "p2", "dst": "c1"}"#,
+            r#"{"type": "WorksAt", "id": "w3", "src": "p3", "dst": "c1"}"#,
+        ]
+        .join("\n"),
+    );
+    assert!(omnigraph(&["load", &root, &data]).status.success());
+    let colleagues = |extra: &[&str]| {
+        let mut args = vec![
+            "traverse",
+            &root,
+            "--type",
+            "Person",
+            "p1",
+            "--step",
+            "WorksAt:out",
+            "--step",
+            "WorksAt:in",
+        ];
+        args.extend_from_slice(extra);
+        omnigraph(&args)
+    };
+    let found = json_of(&colleagues(&["--where", "age > 40", "--paths", "--json"]));
+    let ids: Vec<&str> = found["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["p2", "p3"]);
+    assert_eq!(found["paths"][0]["edges"], serde_json::json!(["w1", "w2"]));
+    assert_eq!(found["steps"][1]["reached"], 2);
+    assert_eq!(found["truncated"], false);
+    let limited = json_of(&colleagues(&["--limit", "1", "--json"]));
+    assert_eq!(limited["rows"].as_array().unwrap().len(), 1);
+    assert_eq!(limited["truncated"], true);
+    let text = String::from_utf8(colleagues(&["--paths"]).stdout).unwrap();
+    assert!(text.contains("p1 -[w1]- c1 -[w2]- p2"), "{text}");
+    let bad = omnigraph(&[
+        "traverse",
+        &root,
+        "--type",
+        "Person",
+        "p1",
+        "--step",
+        "WorksAt:in",
+        "--json",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    let error: Value = serde_json::from_slice(&bad.stderr).unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("field steps[0].direction"), "{message}");
+    let bad = omnigraph(&[
+        "traverse", &root, "--type", "Person", "p1", "--step", "WorksAt", "--json",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
 }
 
 #[test]

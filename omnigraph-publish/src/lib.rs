@@ -40,6 +40,7 @@ pub mod protocol;
 pub use columnar::InputFormat;
 pub use handle::{
     columnar, indexes, ingest, key_cache, mutate, omnigraph, reads, rows, schema_apply, spill,
+    traverse,
 };
 pub use protocol::{commit, gate, graph, layout, log, publisher, retention, staging};
 
@@ -57,3 +58,4 @@ pub use reads::Direction;
 pub use schema_apply::{SchemaApplyReport, SchemaChange};
 pub use spill::LoadBudget;
 pub use staging::{LinkRunner, Staging, TableChain};
+pub use traverse::{Step, StepDirection, StepReport, Traversal, TraversalPath};

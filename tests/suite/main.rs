@@ -23,4 +23,5 @@ mod request_counts;
 mod s3;
 mod schema_apply;
 mod storage_root;
+mod traverse;
 mod writers;

@@ -13,3 +13,4 @@ pub mod reads;
 pub mod rows;
 pub mod schema_apply;
 pub mod spill;
+pub mod traverse;

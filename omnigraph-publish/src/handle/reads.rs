@@ -286,7 +286,7 @@ fn check_vector(type_def: &TypeDef, property: &str, query: &[f32]) -> Result<()>
     }
 }
 
-async fn collect(
+pub(crate) async fn collect(
     table: &Dataset,
     filter: Option<&str>,
     columns: &[&str],

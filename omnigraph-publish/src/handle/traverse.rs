@@ -1,0 +1,470 @@
+//! Multi-hop traversal at one commit. Each step follows one edge type from the whole
+//! frontier at once: the frontier's keys go to Lance in `IN` filters of
+//! [`KEY_LOOKUP_CHUNK`] keys each (with the step's edge filter pushed down beside them),
+//! never one query per node. The nodes a step reaches are deduplicated, filtered by the
+//! step's node filter in the same batched way, and cut to the step's limit in key
+//! order, which is said, never silent. Edges never dangle (every writer checks their
+//! endpoints), so a step without a node filter reads no node rows until the last.
+
+use crate::graph::CommitRef;
+use crate::omnigraph::{KEY_LOOKUP_CHUNK, Omnigraph};
+use crate::reads::{READ_LIMIT_MAX, collect};
+use crate::rows;
+use omnigraph_core::schema::{
+    Catalog, DeclKind, EDGE_DST_COLUMN, EDGE_ID_COLUMN, EDGE_SRC_COLUMN, TypeDef,
+};
+use omnigraph_core::{InputLocation, OmniError, Result};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The most steps one traversal takes.
+pub const TRAVERSE_STEPS_MAX: usize = 8;
+/// The most start keys one traversal takes.
+pub const TRAVERSE_STARTS_MAX: usize = READ_LIMIT_MAX;
+/// The most edges one step reads: a step that would read more fails, naming it, before
+/// it holds them (narrow it with a filter or a smaller limit on the step before).
+pub const TRAVERSE_EDGES_PER_STEP_MAX: usize = 1_000_000;
+
+/// Which way a step follows its edge type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepDirection {
+    /// From the edge's source to its destination.
+    Out,
+    /// From the edge's destination to its source.
+    In,
+    /// Either way: for an edge type whose two ends are the same node type.
+    Both,
+}
+
+/// One step of a traversal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// The edge type followed.
+    pub edge_type: String,
+    /// Which way.
+    pub direction: StepDirection,
+    /// A filter on the edges followed (Lance SQL on the edge's properties).
+    pub edge_filter: Option<String>,
+    /// A filter on the nodes reached (Lance SQL on their properties): the others are
+    /// not reached, and the next step does not start from them.
+    pub node_filter: Option<String>,
+    /// The most nodes this step reaches, in key order; at most [`READ_LIMIT_MAX`].
+    pub limit: usize,
+}
+
+impl Step {
+    /// A step along `edge_type` in `direction`, with no filter and the largest limit.
+    pub fn new(edge_type: &str, direction: StepDirection) -> Step {
+        Step {
+            edge_type: edge_type.to_string(),
+            direction,
+            edge_filter: None,
+            node_filter: None,
+            limit: READ_LIMIT_MAX,
+        }
+    }
+}
+
+/// What one step did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StepReport {
+    /// The edge type followed.
+    pub edge_type: String,
+    /// Which way.
+    pub direction: StepDirection,
+    /// The type of the nodes reached.
+    pub node_type: String,
+    /// Edges followed.
+    pub edges: usize,
+    /// Distinct nodes reached (after the node filter and the limit).
+    pub reached: usize,
+    /// Whether the limit left nodes out.
+    pub truncated: bool,
+}
+
+/// One way from a start node to a node reached: `nodes` has one key more than `edges`,
+/// which holds the ids of the edges between them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TraversalPath {
+    /// The keys of the nodes along the path, the start first.
+    pub nodes: Vec<Value>,
+    /// The ids of the edges along the path.
+    pub edges: Vec<Value>,
+}
+
+/// What a traversal reached.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Traversal {
+    /// The seq of the commit read.
+    pub seq: u64,
+    /// The type of the nodes the last step reached.
+    pub node_type: String,
+    /// The nodes the last step reached, in key order.
+    pub nodes: Vec<Map<String, Value>>,
+    /// What each step did.
+    pub steps: Vec<StepReport>,
+    /// When asked for: one path to each node reached, in the order of `nodes`.
+    pub paths: Option<Vec<TraversalPath>>,
+}
+
+/// A step checked against the catalog.
+struct PlannedStep<'a> {
+    step: &'a Step,
+    /// `(near column, far column)` per way followed.
+    ways: Vec<(&'static str, &'static str)>,
+    far: TypeDef,
+}
+
+/// How a node was reached: the node it came from and the edge's id.
+type Parent = (String, Value);
+
+fn bad(field: String, message: String) -> OmniError {
+    OmniError::bad_input(InputLocation::in_source("traverse").field(field), message)
+}
+
+/// A query's bad input, named as the traversal's `field` (a step's filter).
+fn naming(field: &str) -> impl Fn(OmniError) -> OmniError + '_ {
+    move |error| match error {
+        OmniError::BadInput { message, .. } => bad(field.to_string(), message),
+        other => other,
+    }
+}
+
+/// Checks `steps` from nodes of `start` against `catalog`.
+fn plan<'a>(catalog: &Catalog, start: &str, steps: &'a [Step]) -> Result<Vec<PlannedStep<'a>>> {
+    if steps.is_empty() {
+        return Err(bad(
+            "steps".into(),
+            "a traversal takes at least one step".into(),
+        ));
+    }
+    if steps.len() > TRAVERSE_STEPS_MAX {
+        return Err(bad(
+            "steps".into(),
+            format!(
+                "{} steps are more than the most one traversal takes ({TRAVERSE_STEPS_MAX})",
+                steps.len()
+            ),
+        ));
+    }
+    let start_type = catalog
+        .get(start)
+        .ok_or_else(|| bad("type".into(), format!("the schema has no type {start}")))?;
+    if !start_type.is_node() {
+        return Err(bad(
+            "type".into(),
+            format!("{start} is an edge type, not a node type"),
+        ));
+    }
+    let mut near = start.to_string();
+    let mut planned = Vec::with_capacity(steps.len());
+    for (index, step) in steps.iter().enumerate() {
+        let at = |what: &str| format!("steps[{index}].{what}");
+        let edge = catalog.get(&step.edge_type).ok_or_else(|| {
+            bad(
+                at("edge"),
+                format!("the schema has no type {}", step.edge_type),
+            )
+        })?;
+        let DeclKind::Edge { from, to } = edge.kind() else {
+            return Err(bad(
+                at("edge"),
+                format!("{} is a node type, not an edge type", step.edge_type),
+            ));
+        };
+        let (ways, far) = match step.direction {
+            StepDirection::Out if *from == near => (vec![(EDGE_SRC_COLUMN, EDGE_DST_COLUMN)], to),
+            StepDirection::In if *to == near => (vec![(EDGE_DST_COLUMN, EDGE_SRC_COLUMN)], from),
+            StepDirection::Both if *from == near && *to == near => (
+                vec![
+                    (EDGE_SRC_COLUMN, EDGE_DST_COLUMN),
+                    (EDGE_DST_COLUMN, EDGE_SRC_COLUMN),
+                ],
+                to,
+            ),
+            direction => {
+                return Err(bad(
+                    at("direction"),
+                    format!(
+                        "{} goes from {from} to {to}: it does not lead {} from {near}",
+                        step.edge_type,
+                        match direction {
+                            StepDirection::Out => "out",
+                            StepDirection::In => "in",
+                            StepDirection::Both => "both ways",
+                        }
+                    ),
+                ));
+            }
+        };
+        if step.limit > READ_LIMIT_MAX {
+            return Err(bad(
+                at("limit"),
+                format!(
+                    "a limit of {} is over the most one step reaches ({READ_LIMIT_MAX})",
+                    step.limit
+                ),
+            ));
+        }
+        planned.push(PlannedStep {
+            step,
+            ways,
+            far: catalog.require(far)?.clone(),
+        });
+        near = far.clone();
+    }
+    Ok(planned)
+}
+
+/// `filter` and `extra` joined, each in parentheses.
+fn and(filter: String, extra: Option<&str>) -> String {
+    match extra {
+        Some(extra) => format!("({filter}) AND ({extra})"),
+        None => filter,
+    }
+}
+
+/// `column IN (...)` for rendered keys of `key_type`.
+fn in_filter(
+    column: &str,
+    keys: &[&String],
+    key_type: omnigraph_core::schema::PropertyType,
+) -> String {
+    let literals: Vec<String> = keys
+        .iter()
+        .map(|key| rows::key_literal(key, key_type))
+        .collect();
+    format!("`{column}` IN ({})", literals.join(", "))
+}
+
+impl Omnigraph {
+    /// Follows `steps` from the nodes of `start_type` with `start_keys`, at `at`: the
+    /// nodes the last step reaches, in key order, what each step did, and with `paths`
+    /// one path to each node. A start key no node has reaches nothing.
+    pub async fn traverse(
+        &self,
+        start_type: &str,
+        start_keys: &[Value],
+        steps: &[Step],
+        paths: bool,
+        at: &CommitRef,
+    ) -> Result<Traversal> {
+        let commit = self.graph().commit(self.branch(), at).await?;
+        let catalog = self.catalog_at(&commit).await?;
+        let planned = plan(&catalog, start_type, steps)?;
+        if start_keys.len() > TRAVERSE_STARTS_MAX {
+            return Err(bad(
+                "keys".into(),
+                format!(
+                    "{} start keys are more than one traversal takes ({TRAVERSE_STARTS_MAX})",
+                    start_keys.len()
+                ),
+            ));
+        }
+        let start = catalog.require(start_type)?;
+        // Rendered keys (the engine's one text form of a key) to their values.
+        let mut frontier: BTreeMap<String, Value> = BTreeMap::new();
+        for key in start_keys {
+            rows::key_filter_literal(start, key)?;
+            frontier.insert(rows::render_key(key), key.clone());
+        }
+        // Only keys some node has start.
+        let frontier_keys: Vec<&String> = frontier.keys().collect();
+        let present = self
+            .node_keys(&commit, start, &frontier_keys, None, "keys")
+            .await?;
+        frontier.retain(|key, _| present.contains_key(key));
+        let mut parents: Vec<BTreeMap<String, Parent>> = Vec::with_capacity(planned.len());
+        let mut reports = Vec::with_capacity(planned.len());
+        let mut near_type = start.clone();
+        for (index, step) in planned.iter().enumerate() {
+            let edges = self.table_of_type(&commit, &step.step.edge_type).await?;
+            let mut reached: BTreeMap<String, (Value, Parent)> = BTreeMap::new();
+            let mut followed = 0usize;
+            let keys: Vec<&String> = frontier.keys().collect();
+            for (near_column, far_column) in &step.ways {
+                for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
+                    let filter = and(
+                        in_filter(near_column, chunk, near_type.key_type()),
+                        step.step.edge_filter.as_deref(),
+                    );
+                    let rows = collect(
+                        &edges,
+                        Some(&filter),
+                        &[near_column, far_column, EDGE_ID_COLUMN],
+                        Some(TRAVERSE_EDGES_PER_STEP_MAX - followed + 1),
+                    )
+                    .await
+                    .map_err(naming(&format!("steps[{index}].edge_filter")))?;
+                    followed += rows.len();
+                    if followed > TRAVERSE_EDGES_PER_STEP_MAX {
+                        return Err(bad(
+                            format!("steps[{index}]"),
+                            format!(
+                                "step {index} follows more than {TRAVERSE_EDGES_PER_STEP_MAX} {} edges: narrow it with a filter, or a smaller limit on the step before",
+                                step.step.edge_type
+                            ),
+                        ));
+                    }
+                    for mut row in rows {
+                        let (Some(near), Some(far), Some(id)) = (
+                            row.remove(*near_column),
+                            row.remove(*far_column),
+                            row.remove(EDGE_ID_COLUMN),
+                        ) else {
+                            return Err(OmniError::internal(format!(
+                                "an edge of {} read without its endpoints or id",
+                                step.step.edge_type
+                            )));
+                        };
+                        // The first edge found to a node is its path.
+                        reached
+                            .entry(rows::render_key(&far))
+                            .or_insert((far, (rows::render_key(&near), id)));
+                    }
+                }
+            }
+            let last = index + 1 == planned.len();
+            if let Some(node_filter) = step.step.node_filter.as_deref() {
+                let keys: Vec<&String> = reached.keys().collect();
+                let kept = self
+                    .node_keys(
+                        &commit,
+                        &step.far,
+                        &keys,
+                        Some(node_filter),
+                        &format!("steps[{index}].node_filter"),
+                    )
+                    .await?;
+                reached.retain(|key, _| kept.contains_key(key));
+            }
+            let truncated = reached.len() > step.step.limit;
+            // Key order: the limit keeps the same nodes at every run.
+            let reached: BTreeMap<String, (Value, Parent)> =
+                reached.into_iter().take(step.step.limit).collect();
+            reports.push(StepReport {
+                edge_type: step.step.edge_type.clone(),
+                direction: step.step.direction,
+                node_type: step.far.name().to_string(),
+                edges: followed,
+                reached: reached.len(),
+                truncated,
+            });
+            let mut step_parents = BTreeMap::new();
+            frontier = BTreeMap::new();
+            for (key, (value, parent)) in reached {
+                step_parents.insert(key.clone(), parent);
+                frontier.insert(key, value);
+            }
+            parents.push(step_parents);
+            near_type = step.far.clone();
+            if last || frontier.is_empty() {
+                // Later steps reach nothing from an empty frontier.
+                for later in &planned[index + 1..] {
+                    reports.push(StepReport {
+                        edge_type: later.step.edge_type.clone(),
+                        direction: later.step.direction,
+                        node_type: later.far.name().to_string(),
+                        edges: 0,
+                        reached: 0,
+                        truncated: false,
+                    });
+                    parents.push(BTreeMap::new());
+                }
+                break;
+            }
+        }
+        let far = planned
+            .last()
+            .map(|step| step.far.clone())
+            .ok_or_else(|| OmniError::internal("a planned traversal has no step"))?;
+        let keys: Vec<&String> = frontier.keys().collect();
+        let mut nodes = self.node_rows(&commit, &far, &keys).await?;
+        let key_column = far.key_column().to_string();
+        nodes.sort_by_cached_key(|row| {
+            rows::render_key(row.get(&key_column).unwrap_or(&Value::Null))
+        });
+        let paths = paths.then(|| {
+            nodes
+                .iter()
+                .map(|row| path_to(row.get(&key_column).unwrap_or(&Value::Null), &parents))
+                .collect()
+        });
+        Ok(Traversal {
+            seq: commit.seq,
+            node_type: far.name().to_string(),
+            nodes,
+            steps: reports,
+            paths,
+        })
+    }
+
+    /// Which of `keys` (rendered) some node of `node` has, where `filter` holds: their
+    /// rendered keys to their values. `field` names the filter in an error.
+    async fn node_keys(
+        &self,
+        commit: &crate::commit::GraphCommit,
+        node: &TypeDef,
+        keys: &[&String],
+        filter: Option<&str>,
+        field: &str,
+    ) -> Result<BTreeMap<String, Value>> {
+        let table = self.table_of_type(commit, node.name()).await?;
+        let mut found = BTreeMap::new();
+        for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
+            let rows = collect(
+                &table,
+                Some(&and(
+                    in_filter(node.key_column(), chunk, node.key_type()),
+                    filter,
+                )),
+                &[node.key_column()],
+                Some(chunk.len()),
+            )
+            .await
+            .map_err(naming(field))?;
+            for mut row in rows {
+                if let Some(key) = row.remove(node.key_column()) {
+                    found.insert(rows::render_key(&key), key);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The rows of `node` with `keys` (rendered).
+    async fn node_rows(
+        &self,
+        commit: &crate::commit::GraphCommit,
+        node: &TypeDef,
+        keys: &[&String],
+    ) -> Result<Vec<Map<String, Value>>> {
+        let table = self.table_of_type(commit, node.name()).await?;
+        let mut found = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
+            let filter = in_filter(node.key_column(), chunk, node.key_type());
+            found.extend(collect(&table, Some(&filter), &[], Some(chunk.len())).await?);
+        }
+        Ok(found)
+    }
+}
+
+/// The path to the node with key `key` reached by the last step, back through each
+/// step's parents.
+fn path_to(key: &Value, parents: &[BTreeMap<String, Parent>]) -> TraversalPath {
+    let mut nodes = vec![key.clone()];
+    let mut edges = Vec::with_capacity(parents.len());
+    let mut at = rows::render_key(key);
+    for step in parents.iter().rev() {
+        let Some((near, edge)) = step.get(&at) else {
+            break;
+        };
+        edges.push(edge.clone());
+        nodes.push(serde_json::from_str(near).unwrap_or(Value::String(near.clone())));
+        at = near.clone();
+    }
+    nodes.reverse();
+    edges.reverse();
+    TraversalPath { nodes, edges }
+}
