@@ -36,6 +36,11 @@
 //!   resident memory of each. `--kuzu-dir D` keeps the files in D for
 //!   `tools/bench/kuzu_load.py`.
 //!
+//! - traverse (with `--traverse`, alone): N Person nodes (default 1,000,000) with E
+//!   power-law Knows edges (default 5,000,000), N/10 companies and N WorksAt edges; the
+//!   p50 and p99 of 1-hop and 2-hop traversals from random start nodes on the scan path
+//!   and, after `build_indexes`, on the BTree path, with the same results by both.
+//!
 //! `--rows N`, `--read-rows M`, `--nodes N`, `--edges E`, `--optimize-rows K`, `--updates U` and `--garbage G`
 //! change the sizes; `--json` prints one JSON document.
 
@@ -621,6 +626,181 @@ fn write_parquet(
     writer.close().expect("close parquet");
 }
 
+const TRAVERSE_SCHEMA: &str = "
+node Person { id: String @key, name: String }
+node Company { id: String @key, name: String }
+edge Knows: Person -> Person
+edge WorksAt: Person -> Company
+";
+/// Start nodes per latency figure on the BTree path.
+const TRAVERSE_STARTS: usize = 1_000;
+/// Start nodes per latency figure on the scan path (each step scans every edge).
+const TRAVERSE_SCAN_STARTS: usize = 20;
+
+/// A node position drawn with power-law skew: low positions are hubs.
+fn skewed(rng: &mut StdRng, nodes: usize) -> usize {
+    ((rng.random::<f64>().powi(3)) * nodes as f64) as usize % nodes.max(1)
+}
+
+/// p50 and p99 (ms) of `steps` from `starts` on `graph`, with the nodes each reached.
+async fn traverse_latencies(
+    graph: &Omnigraph,
+    starts: &[String],
+    steps: &[omnigraph_publish::Step],
+) -> (f64, f64, Vec<Vec<Value>>) {
+    let mut times = Vec::with_capacity(starts.len());
+    let mut reached = Vec::with_capacity(starts.len());
+    for start in starts {
+        let started = Instant::now();
+        let found = graph
+            .traverse("Person", &[json!(start)], steps, false, &CommitRef::Head)
+            .await
+            .expect("traverse");
+        times.push(started.elapsed());
+        reached.push(found.nodes.iter().map(|node| node["id"].clone()).collect());
+    }
+    (
+        percentile(&mut times, 50),
+        percentile(&mut times, 99),
+        reached,
+    )
+}
+
+/// `--traverse` (alone): N Person nodes with E power-law Knows edges, N/10 companies
+/// and N WorksAt edges, loaded from Parquet; the p50 and p99 of 1-hop and 2-hop
+/// traversals along Knows from random start nodes on the scan path (no index, few
+/// starts) and on the BTree path (after `build_indexes`), with the same results asserted
+/// for the starts both measured.
+async fn traverse_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Value {
+    use omnigraph_core::arrow_array::{RecordBatch, StringArray};
+    use omnigraph_core::arrow_schema::{DataType, Field, Schema};
+    use omnigraph_publish::{Step, StepDirection};
+    let node_schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("name", DataType::Utf8, false),
+    ]));
+    let edge_schema = Arc::new(Schema::new(vec![
+        Field::new("src", DataType::Utf8, false),
+        Field::new("dst", DataType::Utf8, false),
+    ]));
+    let companies = (nodes / 10).max(1);
+    let nodes_file = |name: &str, prefix: &'static str, count: usize| {
+        let path = dir.join(name);
+        write_parquet(&path, count, |start, count| {
+            let ids: StringArray = (start..start + count)
+                .map(|i| Some(format!("{prefix}{i}")))
+                .collect();
+            let names: StringArray = (start..start + count)
+                .map(|i| Some(format!("{prefix} {i}")))
+                .collect();
+            RecordBatch::try_new(node_schema.clone(), vec![Arc::new(ids), Arc::new(names)])
+                .expect("node batch")
+        });
+        path
+    };
+    let people = nodes_file("people.parquet", "p", nodes);
+    let firms = nodes_file("companies.parquet", "c", companies);
+    let knows = dir.join("knows.parquet");
+    write_parquet(&knows, edges, |start, count| {
+        let mut rng = StdRng::seed_from_u64(start as u64);
+        let src: StringArray = (0..count)
+            .map(|_| Some(format!("p{}", skewed(&mut rng, nodes))))
+            .collect();
+        let dst: StringArray = (0..count)
+            .map(|_| Some(format!("p{}", skewed(&mut rng, nodes))))
+            .collect();
+        RecordBatch::try_new(edge_schema.clone(), vec![Arc::new(src), Arc::new(dst)])
+            .expect("edge batch")
+    });
+    let works = dir.join("works.parquet");
+    write_parquet(&works, nodes, |start, count| {
+        let mut rng = StdRng::seed_from_u64(start as u64 ^ 0x5eed);
+        let src: StringArray = (start..start + count)
+            .map(|i| Some(format!("p{i}")))
+            .collect();
+        let dst: StringArray = (0..count)
+            .map(|_| Some(format!("c{}", skewed(&mut rng, companies))))
+            .collect();
+        RecordBatch::try_new(edge_schema.clone(), vec![Arc::new(src), Arc::new(dst)])
+            .expect("edge batch")
+    });
+    let uri = dir.join("traverse-graph").display().to_string();
+    let graph = Omnigraph::create(&uri, TRAVERSE_SCHEMA)
+        .await
+        .expect("create graph");
+    let started = Instant::now();
+    for (file, type_name) in [
+        (&people, "Person"),
+        (&firms, "Company"),
+        (&knows, "Knows"),
+        (&works, "WorksAt"),
+    ] {
+        graph
+            .load_columnar(
+                file,
+                omnigraph_publish::InputFormat::Parquet,
+                type_name,
+                LoadMode::Append,
+            )
+            .await
+            .expect("load");
+    }
+    let load_seconds = started.elapsed().as_secs_f64();
+    let mut rng = StdRng::seed_from_u64(20);
+    let starts: Vec<String> = (0..TRAVERSE_STARTS)
+        .map(|_| format!("p{}", rng.random_range(0..nodes)))
+        .collect();
+    let one = [Step::new("Knows", StepDirection::Out)];
+    let two = [
+        Step::new("Knows", StepDirection::Out),
+        Step::new("Knows", StepDirection::Out),
+    ];
+    let scan_starts = &starts[..TRAVERSE_SCAN_STARTS.min(starts.len())];
+    let (scan_one_p50, scan_one_p99, scan_one) =
+        traverse_latencies(&graph, scan_starts, &one).await;
+    let (scan_two_p50, scan_two_p99, scan_two) =
+        traverse_latencies(&graph, scan_starts, &two).await;
+    let started = Instant::now();
+    graph.build_indexes().await.expect("build indexes");
+    let index_seconds = started.elapsed().as_secs_f64();
+    let (btree_one_p50, btree_one_p99, btree_one) = traverse_latencies(&graph, &starts, &one).await;
+    let (btree_two_p50, btree_two_p99, btree_two) = traverse_latencies(&graph, &starts, &two).await;
+    assert_eq!(
+        scan_one,
+        btree_one[..scan_one.len()],
+        "1-hop: the same nodes by both paths"
+    );
+    assert_eq!(
+        scan_two,
+        btree_two[..scan_two.len()],
+        "2-hop: the same nodes by both paths"
+    );
+    let mean = |reached: &[Vec<Value>]| {
+        reached.iter().map(Vec::len).sum::<usize>() as f64 / reached.len().max(1) as f64
+    };
+    json!({
+        "nodes": nodes,
+        "knows_edges": edges,
+        "companies": companies,
+        "works_at_edges": nodes,
+        "load_seconds": load_seconds,
+        "build_indexes_seconds": index_seconds,
+        "scan": {
+            "starts": scan_starts.len(),
+            "one_hop_p50_ms": scan_one_p50, "one_hop_p99_ms": scan_one_p99,
+            "two_hop_p50_ms": scan_two_p50, "two_hop_p99_ms": scan_two_p99,
+        },
+        "btree": {
+            "starts": starts.len(),
+            "one_hop_p50_ms": btree_one_p50, "one_hop_p99_ms": btree_one_p99,
+            "two_hop_p50_ms": btree_two_p50, "two_hop_p99_ms": btree_two_p99,
+            "one_hop_mean_reached": mean(&btree_one),
+            "two_hop_mean_reached": mean(&btree_two),
+            "two_hop_over_one_hop_p50": btree_two_p50 / btree_one_p50.max(f64::EPSILON),
+        },
+    })
+}
+
 /// `--graph`: N Person nodes and E Knows edges (random endpoints among them) as Parquet
 /// files, loaded by `omnigraph load` (keys and endpoints checked) against the parquet
 /// crate's reader and plain Lance writes of the same files; the time and peak resident
@@ -757,6 +937,20 @@ async fn main() {
                 dir.path(),
                 argument(&args, "--updates", 4_000),
                 argument(&args, "--garbage", 2_000),
+            )
+            .await,
+        });
+        println!("{document:#}");
+        return;
+    }
+    if args.iter().any(|arg| arg == "--traverse") {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let document = json!({
+            "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+            "traverse": traverse_bench(
+                dir.path(),
+                argument(&args, "--nodes", 1_000_000),
+                argument(&args, "--edges", 5_000_000),
             )
             .await,
         });
