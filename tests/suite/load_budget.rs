@@ -227,6 +227,52 @@ async fn a_spilled_load_that_loses_the_race_is_refused_at_the_key_another_writer
 }
 
 #[tokio::test]
+async fn a_spilled_edge_load_that_loses_the_race_to_a_delete_is_refused_at_its_first_edge_to_it() {
+    let (first, test, _first_spill) = spilling_graph().await;
+    let input = tempfile::tempdir().unwrap();
+    let mut nodes: Vec<Value> = (0..PEOPLE).map(|i| person(&format!("p{i}"))).collect();
+    nodes.push(json!({"type": "Company", "id": "c1", "name": "Acme"}));
+    first
+        .load(&write_jsonl(input.path(), &nodes), LoadMode::Append)
+        .await
+        .unwrap();
+    let spill = tempfile::tempdir().unwrap();
+    let second = Omnigraph::open(&test.uri)
+        .await
+        .unwrap()
+        .with_load_budget(tiny_budget(spill.path()));
+    second.head().await.unwrap();
+    // Another writer deletes a node the load's edges point at, after the load's handle
+    // last saw the head: the load finds it in the table it read, then on the new head it
+    // is gone.
+    first
+        .delete("Person", "id = 'p12345'")
+        .await
+        .unwrap()
+        .unwrap();
+    let edges: Vec<Value> = (0..PEOPLE)
+        .map(|i| works_at(&format!("p{i}"), "c1"))
+        .collect();
+    let path = write_jsonl(input.path(), &edges);
+    match second.load(&path, LoadMode::Append).await {
+        Err(OmniError::BadInput {
+            location, message, ..
+        }) => {
+            assert_eq!(location.line, Some(12_346), "{message}");
+            assert_eq!(location.field.as_deref(), Some("src"), "{message}");
+            assert!(message.contains("p12345"), "{message}");
+        }
+        other => panic!("expected the edge to the deleted node, got {other:?}"),
+    }
+    assert_eq!(
+        second.head().await.unwrap().seq,
+        2,
+        "the load published nothing"
+    );
+    assert_eq!(files_in(spill.path()), 0);
+}
+
+#[tokio::test]
 async fn a_parquet_load_past_its_budget_refuses_a_repeat_at_its_row() {
     let (graph, _test, spill) = spilling_graph().await;
     let input = tempfile::tempdir().unwrap();

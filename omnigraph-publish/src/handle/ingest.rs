@@ -18,7 +18,7 @@ use crate::commit::{CommitOperation, GraphCommit};
 use crate::handle::jsonl_rows::LineRows;
 use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
-use crate::rows::{self, KeyMap, KeySet, RowKey, RowSource, SourcedObject, TypedRows};
+use crate::rows::{self, KeySet, RowKey, RowSource, SourcedObject, TypedRows};
 use crate::spill::{RowRef, SpillKeys};
 use crate::staging::{AppendWrite, Staging};
 use futures::StreamExt;
@@ -89,19 +89,6 @@ const KEY_RECHECK_CHUNK: usize = 65_536;
 /// The roles of an edge's endpoints, by the bit a pending endpoint's tag keeps.
 const ROLES: [&str; 2] = ["src", "dst"];
 
-/// The first edge row that referenced a node key, kept small: a load of millions of
-/// edges keeps one per distinct node key, not one per endpoint.
-#[derive(Clone, Copy)]
-struct EndpointRef {
-    /// Index into [`Ingest::names`]: the source.
-    source: u32,
-    /// Index into [`Ingest::names`]: the edge type.
-    edge_type: u32,
-    role: &'static str,
-    line: Option<u64>,
-    row: u64,
-}
-
 /// One ingest call in progress.
 pub(crate) struct Ingest<'a> {
     handle: &'a Omnigraph,
@@ -131,9 +118,11 @@ pub(crate) struct Ingest<'a> {
     /// The node tables read to check endpoints: `table_id` to the version read.
     checked: BTreeMap<String, u64>,
     /// Per node type, the keys that edges of this call point at and that the base's
-    /// table held when the edges were staged: checked again on a new head.
-    referenced: BTreeMap<String, KeyMap<EndpointRef>>,
-    /// Sources and edge type names that [`EndpointRef`]s point at.
+    /// table held when the edges were staged: checked again on a new head. Each keeps
+    /// its first edge row, tagged as in `pending`; one per distinct node key, within the
+    /// load budget.
+    referenced: BTreeMap<String, SpillKeys>,
+    /// Sources and edge type names that [`RowRef`]s point at.
     names: Vec<String>,
     rows: BTreeMap<String, u64>,
     /// Merge mode: `(table_id, key column, rows)` of every staged merge, while their
@@ -676,7 +665,7 @@ impl<'a> Ingest<'a> {
                 for ((role, node_type, (in_call, known)), key) in ends.iter().zip([src, dst]) {
                     // A key that spilled is missed here and found when the call ends.
                     let found = in_call.is_some_and(|keys| keys.held_in_memory(key))
-                        || known.is_some_and(|keys| keys.contains_key(key));
+                        || known.is_some_and(|keys| keys.held_in_memory(key));
                     if !found {
                         unresolved
                             .entry(node_type.as_str())
@@ -704,29 +693,19 @@ impl<'a> Ingest<'a> {
                 .collect();
             for (at, role, key) in wanted {
                 let source = &sources[at];
-                if found.contains(key) {
-                    let source_name = self.name_index(&source.source);
-                    self.referenced
-                        .entry(node_type.to_string())
-                        .or_default()
-                        .entry(key.clone())
-                        .or_insert(EndpointRef {
-                            source: source_name,
-                            edge_type: edge_type_name,
-                            role,
-                            line: source.line,
-                            row: source.row,
-                        });
+                let source_name = self.name_index(&source.source);
+                let tag = edge_type_name << 1 | u32::from(role == ROLES[1]);
+                let first = RowRef::new(source_name, tag, source.line, source.row);
+                let budget = self.handle.load_budget();
+                let kept = if found.contains(key) {
+                    &mut self.referenced
                 } else {
-                    let source_name = self.name_index(&source.source);
-                    let tag = edge_type_name << 1 | u32::from(role == ROLES[1]);
-                    let budget = self.handle.load_budget();
-                    // A key already waiting keeps its first edge row.
-                    self.pending
-                        .entry(node_type.to_string())
-                        .or_insert_with(|| SpillKeys::new(budget))
-                        .insert(key, RowRef::new(source_name, tag, source.line, source.row))?;
-                }
+                    &mut self.pending
+                };
+                // A key already kept keeps its first edge row.
+                kept.entry(node_type.to_string())
+                    .or_insert_with(|| SpillKeys::new(budget))
+                    .insert(key, first)?;
             }
         }
         Ok(())
@@ -755,56 +734,74 @@ impl<'a> Ingest<'a> {
         self.check_pending_endpoints(base).await
     }
 
-    /// The node keys found in the table as edges were staged, at a new head `base`.
+    /// The node keys found in the table as edges were staged, at a new head `base`:
+    /// read back in key order in bounded chunks; the earliest edge row whose node is
+    /// gone (and not given by the call) is refused.
     async fn check_referenced(&mut self, base: &GraphCommit) -> Result<()> {
         let mut checked = BTreeMap::new();
+        let mut first: Option<(String, RowKey, RowRef)> = None;
         for (node_type, referenced) in &self.referenced {
             let node = self.catalog.require(node_type)?;
             let pin = base.require_pin_of_type(node_type)?;
             checked.insert(pin.table_id.clone(), pin.version);
             let in_call = self.keys.get(node_type.as_str());
-            let keys: Vec<RowKey> = referenced
-                .keys()
-                .filter(|key| !in_call.is_some_and(|keys| keys.held_in_memory(key)))
-                .cloned()
-                .collect();
-            let found: KeySet = self
-                .handle
-                .existing_keys(base, node, &keys)
-                .await?
-                .into_iter()
-                .collect();
-            let mut gone: Vec<RowKey> = keys
-                .into_iter()
-                .filter(|key| !found.contains(key))
-                .collect();
-            // Keys the call gives itself, but only its spilled runs hold.
-            if let Some(in_call) = in_call.filter(|keys| keys.has_spilled())
-                && !gone.is_empty()
-            {
-                let given = in_call.held_of(&gone)?;
-                gone.retain(|key| !given.contains(key));
-            }
-            // The earliest row that points at a missing node, whatever the map's order.
-            let missing = gone.iter().min_by_key(|key| {
-                let first = referenced[*key];
-                (first.line, first.row)
-            });
-            if let Some(key) = missing {
-                let first = referenced[key];
-                let source = RowSource {
-                    source: self.names[first.source as usize].as_str().into(),
-                    line: first.line,
-                    row: first.row,
+            let mut sorted = referenced.sorted()?;
+            let mut chunk: Vec<(RowKey, RowRef)> = Vec::new();
+            let mut previous: Option<RowKey> = None;
+            loop {
+                let next = sorted.next().transpose()?;
+                if (next.is_none() || chunk.len() >= KEY_RECHECK_CHUNK) && !chunk.is_empty() {
+                    let keys: Vec<RowKey> = chunk.iter().map(|(key, _)| key.clone()).collect();
+                    let found: KeySet = self
+                        .handle
+                        .existing_keys(base, node, &keys)
+                        .await?
+                        .into_iter()
+                        .collect();
+                    let mut gone: Vec<(RowKey, RowRef)> = chunk
+                        .drain(..)
+                        .filter(|(key, _)| !found.contains(key))
+                        .collect();
+                    // Keys the call gives itself, but only its spilled runs hold.
+                    if let Some(in_call) = in_call.filter(|keys| keys.has_spilled())
+                        && !gone.is_empty()
+                    {
+                        let wanted: Vec<RowKey> = gone.iter().map(|(key, _)| key.clone()).collect();
+                        let given = in_call.held_of(&wanted)?;
+                        gone.retain(|(key, _)| !given.contains(key));
+                    }
+                    for (key, at) in gone {
+                        if first.as_ref().is_none_or(|(_, _, held)| at.row < held.row) {
+                            first = Some((node_type.clone(), key, at));
+                        }
+                    }
+                }
+                let Some((key, at)) = next else {
+                    break;
                 };
-                let edge_type = &self.names[first.edge_type as usize];
-                return Err(dangling(
-                    &source, edge_type, first.role, key, node_type, base,
-                ));
+                // A key in several runs comes once per run, its earliest row first.
+                if previous.as_ref() == Some(&key) {
+                    continue;
+                }
+                previous = Some(key.clone());
+                if !in_call.is_some_and(|keys| keys.held_in_memory(&key)) {
+                    chunk.push((key, at));
+                }
             }
+        }
+        if let Some((node_type, key, at)) = first {
+            return Err(self.dangling_at(at, &key, &node_type, base));
         }
         self.checked = checked;
         Ok(())
+    }
+
+    /// The refusal of the edge row `at` (tagged with its edge type and role), whose
+    /// endpoint `key` is not a `node_type` at `base` nor in the call.
+    fn dangling_at(&self, at: RowRef, key: &str, node_type: &str, base: &GraphCommit) -> OmniError {
+        let edge_type = &self.names[(at.tag >> 1) as usize];
+        let role = ROLES[(at.tag & 1) as usize];
+        dangling(&self.source_of(at), edge_type, role, key, node_type, base)
     }
 
     /// The endpoints that were not found as their edges were staged: each distinct key
@@ -864,16 +861,7 @@ impl<'a> Ingest<'a> {
             }
         }
         if let Some((node_type, key, at)) = first {
-            let edge_type = &self.names[(at.tag >> 1) as usize];
-            let role = ROLES[(at.tag & 1) as usize];
-            return Err(dangling(
-                &self.source_of(at),
-                edge_type,
-                role,
-                &key,
-                &node_type,
-                base,
-            ));
+            return Err(self.dangling_at(at, &key, &node_type, base));
         }
         self.checked = checked;
         Ok(())
