@@ -163,6 +163,20 @@ async fn a_key_repeated_across_spilled_runs_is_refused_at_its_first_repeat() {
         other => panic!("expected the repeat at line 15,001, got {other:?}"),
     }
     assert_eq!(graph.head().await.unwrap().seq, 0, "nothing published");
+    // A bad value at a later line fails the load while it reads: the spilled repeat
+    // before it is still the row reported.
+    lines[19_500] = json!({"type": "Person", "id": "bad", "name": 5});
+    let path = write_jsonl(input.path(), &lines);
+    match graph.load(&path, LoadMode::Append).await {
+        Err(OmniError::BadInput {
+            location, message, ..
+        }) => {
+            assert_eq!(location.line, Some(15_001), "{message}");
+            assert!(message.contains("more than once"), "{message}");
+        }
+        other => panic!("expected the repeat at line 15,001, got {other:?}"),
+    }
+    assert_eq!(graph.head().await.unwrap().seq, 0, "nothing published");
 }
 
 #[tokio::test]

@@ -1197,6 +1197,34 @@ async fn rows_past_the_stream_threshold_go_to_one_write_beside_the_checks() {
 }
 
 #[tokio::test]
+async fn a_streamed_append_that_loses_the_race_is_committed_again_on_the_new_head() {
+    let (first, test) = new_graph(Backend::Memory).await;
+    let second = Omnigraph::open(&test.uri).await.unwrap();
+    second.head().await.unwrap();
+    first
+        .insert_json("Person", objects(json!([{"id": "other", "name": "O"}])))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, rows) = long_rows(dir.path());
+    let report = second.load(&path, LoadMode::Append).await.unwrap();
+    let commit = report.commit.unwrap();
+    assert_eq!(commit.seq, 2, "on the other writer's commit");
+    assert_eq!(
+        commit.pin_of_type("Person").unwrap().row_count,
+        rows as u64 + 1
+    );
+    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    assert_eq!(
+        reader
+            .count("Person", None, &CommitRef::Head)
+            .await
+            .unwrap(),
+        rows as u64 + 1
+    );
+}
+
+#[tokio::test]
 async fn a_bad_line_after_the_stream_began_fails_unpublished_and_publishes_nothing() {
     let (graph, test) = new_graph(Backend::Memory).await;
     let dir = tempfile::tempdir().unwrap();
@@ -1225,7 +1253,9 @@ async fn a_bad_line_after_the_stream_began_fails_unpublished_and_publishes_nothi
         0
     );
     // The failed load stopped its write: no data file turns up later (the streamed
-    // rows, written to the end, would make one).
+    // rows, written to the end, would make one). On this single-threaded runtime the
+    // write is never mid-poll when it is stopped; on a multi-threaded one, files it
+    // finished first would stay, unpublished, for cleanup.
     let person = reader
         .head()
         .await

@@ -103,9 +103,10 @@ pub(crate) struct Ingest<'a> {
     minted: HashSet<String>,
     /// Per table, checked batches waiting to be staged as one append, and their bytes.
     appends: BTreeMap<String, (Vec<RecordBatch>, usize)>,
-    /// Per table, an append whose checked rows go to Lance as they come: the channel to
-    /// its writer, and the write.
-    streams: BTreeMap<String, (tokio::sync::mpsc::Sender<RecordBatch>, AppendWrite)>,
+    /// Per table, an append whose checked rows go to Lance as they come: the write, and
+    /// the channel to it. In this order, so that a call dropped on a failure stops the
+    /// write before closing the channel, which would tell it the rows ended.
+    streams: BTreeMap<String, (AppendWrite, tokio::sync::mpsc::Sender<RecordBatch>)>,
     /// Input bytes held in each type's buffer.
     buffered_bytes: HashMap<String, usize>,
     /// Per type, the keys the call gave, within the handle's load budget.
@@ -167,7 +168,34 @@ impl<'a> Ingest<'a> {
     /// against the branch head.
     pub(crate) fn failed(&self, error: OmniError) -> OmniError {
         self.handle.forget_head();
-        error.with_evidence(self.staging.evidence())
+        self.earlier_spilled_repeat(error)
+            .with_evidence(self.staging.evidence())
+    }
+
+    /// `error` at a row of the input, unless a key given twice that only the spilled
+    /// runs show comes at an earlier row: of the call's bad rows, the first is reported.
+    fn earlier_spilled_repeat(&self, error: OmniError) -> OmniError {
+        let location = match &error {
+            OmniError::BadInput { location, .. } => Some(&**location),
+            OmniError::KeyConflict { location, .. } => location.as_deref(),
+            _ => None,
+        };
+        // A JSONL row is its line less one; a row of a call or a columnar file is given.
+        let Some(row) = location.and_then(|at| at.line.map(|line| line - 1).or(at.row)) else {
+            return error;
+        };
+        if !self.keys.values().any(SpillKeys::has_spilled) {
+            return error;
+        }
+        match self.first_spilled_repeat() {
+            Ok(Some((type_name, key, at))) if at.row < row => match self.catalog.require(type_name)
+            {
+                Ok(type_def) => given_twice(type_def, &self.source_of(at), &key),
+                Err(_) => error,
+            },
+            // A run that cannot be read leaves the error found as it is.
+            _ => error,
+        }
     }
 
     /// Adds one row of `type_name`, read from `input_bytes` of input (0 when the row did
@@ -546,6 +574,17 @@ impl<'a> Ingest<'a> {
 
     /// The first key given twice that only the spilled runs show, of any type.
     fn refuse_spilled_repeats(&self) -> Result<()> {
+        match self.first_spilled_repeat()? {
+            Some((type_name, key, at)) => {
+                let type_def = self.catalog.require(type_name)?;
+                Err(given_twice(type_def, &self.source_of(at), &key))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The earliest key given twice, of any type: its type, the key and its second row.
+    fn first_spilled_repeat(&self) -> Result<Option<(&str, String, RowRef)>> {
         let mut first: Option<(&str, String, RowRef)> = None;
         for (type_name, seen) in &self.keys {
             if let Some((key, at)) = seen.first_repeat()?
@@ -554,13 +593,7 @@ impl<'a> Ingest<'a> {
                 first = Some((type_name, key, at));
             }
         }
-        match first {
-            Some((type_name, key, at)) => {
-                let type_def = self.catalog.require(type_name)?;
-                Err(given_twice(type_def, &self.source_of(at), &key))
-            }
-            None => Ok(()),
-        }
+        Ok(first)
     }
 
     /// Starts the streamed append of `table_id` with its gathered batches.
@@ -578,14 +611,14 @@ impl<'a> Ingest<'a> {
             .staging
             .start_append_stream(table_id, schema, rows)
             .await?;
-        self.streams.insert(table_id.to_string(), (sender, write));
+        self.streams.insert(table_id.to_string(), (write, sender));
         Ok(())
     }
 
     /// Sends checked rows to the streamed append of `table_id`; waits while its writer
     /// is [`APPEND_STREAM_BATCHES_MAX`] batches behind.
     async fn send_to_stream(&mut self, table_id: &str, batch: RecordBatch) -> Result<()> {
-        let (sender, _) = self
+        let (_, sender) = self
             .streams
             .get(table_id)
             .ok_or_else(|| OmniError::internal("rows sent to an append that is not streaming"))?;
@@ -593,7 +626,7 @@ impl<'a> Ingest<'a> {
             return Ok(());
         }
         // The writer stopped before its rows ended: its failure says why.
-        let (_, write) = self
+        let (write, _) = self
             .streams
             .remove(table_id)
             .ok_or_else(|| OmniError::internal("a streamed append vanished"))?;
@@ -605,7 +638,7 @@ impl<'a> Ingest<'a> {
 
     /// Ends every streamed append and stages what each wrote.
     async fn stage_streams(&mut self) -> Result<()> {
-        for (table_id, (sender, write)) in std::mem::take(&mut self.streams) {
+        for (table_id, (write, sender)) in std::mem::take(&mut self.streams) {
             // Closing the channel ends the stream.
             drop(sender);
             let written = write.finish().await?;
@@ -656,11 +689,13 @@ impl<'a> Ingest<'a> {
         sources: &[RowSource],
         endpoints: &[(RowKey, RowKey)],
     ) -> Result<()> {
-        let mut unresolved: BTreeMap<&str, Vec<(usize, &'static str, &RowKey)>> = BTreeMap::new();
+        // Per node type: the edge's position in the batch, the endpoint's role (an index
+        // into ROLES) and its key.
+        let mut unresolved: BTreeMap<&str, Vec<(usize, u32, &RowKey)>> = BTreeMap::new();
         {
             // Each node type's sets, found once per batch rather than per endpoint.
             let sets = |node_type: &str| (self.keys.get(node_type), self.referenced.get(node_type));
-            let ends = [(ROLES[0], from, sets(from)), (ROLES[1], to, sets(to))];
+            let ends = [(0u32, from, sets(from)), (1u32, to, sets(to))];
             for (at, (src, dst)) in endpoints.iter().enumerate() {
                 for ((role, node_type, (in_call, known)), key) in ends.iter().zip([src, dst]) {
                     // A key that spilled is missed here and found when the call ends.
@@ -670,7 +705,7 @@ impl<'a> Ingest<'a> {
                         unresolved
                             .entry(node_type.as_str())
                             .or_default()
-                            .push((at, role, key));
+                            .push((at, *role, key));
                     }
                 }
             }
@@ -694,7 +729,7 @@ impl<'a> Ingest<'a> {
             for (at, role, key) in wanted {
                 let source = &sources[at];
                 let source_name = self.name_index(&source.source);
-                let tag = edge_type_name << 1 | u32::from(role == ROLES[1]);
+                let tag = edge_type_name << 1 | role;
                 let first = RowRef::new(source_name, tag, source.line, source.row);
                 let budget = self.handle.load_budget();
                 let kept = if found.contains(key) {

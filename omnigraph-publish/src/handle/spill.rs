@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 
 /// The memory one key set of a load holds before it spills a sorted run to disk.
 pub const KEY_SET_MEMORY_BYTES_MAX: usize = 64 << 20;
-/// Runs one key set may spill; past them the load fails before any effect. With the
-/// default budget that is over 50 GiB of keys.
+/// Runs one key set may spill; past them the load fails and publishes nothing. With
+/// the default budget that is about a billion short keys (64 GiB of keys in memory's
+/// accounting, some 48 bytes each). It also bounds the files one merge holds open.
 pub const SPILL_RUNS_MAX: usize = 1_024;
 /// The read buffer of each run while runs are merged.
 const RUN_READ_BUFFER_BYTES: usize = 64 << 10;
@@ -106,8 +107,16 @@ struct Entry {
 struct Run {
     file: tempfile::TempPath,
     records: u64,
-    /// The longest key written: a record read back claiming more is corrupt.
-    key_bytes_max: u32,
+    /// The largest parts written: a record read back claiming more is corrupt.
+    bounds: RecordBounds,
+}
+
+/// The largest key length, source and tag a run holds.
+#[derive(Clone, Copy, Debug, Default)]
+struct RecordBounds {
+    key_bytes: u32,
+    source: u32,
+    tag: u32,
 }
 
 /// A slot of the hash table: an entry's index and 32 bits of its key's hash, so growing
@@ -249,8 +258,9 @@ impl SpillKeys {
             return Err(OmniError::bad_input(
                 omnigraph_core::InputLocation::default(),
                 format!(
-                    "this load gives more keys than {SPILL_RUNS_MAX} spilled runs of {} bytes hold: load it in parts",
-                    self.budget.key_set_memory_bytes_max
+                    "this load gives more keys than {SPILL_RUNS_MAX} spilled runs of {} bytes hold ({} keys so far): load it in parts, or give it a larger budget",
+                    self.budget.key_set_memory_bytes_max,
+                    self.len()
                 ),
             ));
         }
@@ -261,11 +271,13 @@ impl SpillKeys {
             .map_err(|error| spill_error(dir, error))?;
         let (file, path) = file.into_parts();
         let mut out = BufWriter::new(file);
-        let mut key_bytes_max = 0u32;
+        let mut bounds = RecordBounds::default();
         let sorted = self.sorted_entries();
         let written: std::io::Result<()> = (|| {
             for entry in &sorted {
-                key_bytes_max = key_bytes_max.max(entry.len);
+                bounds.key_bytes = bounds.key_bytes.max(entry.len);
+                bounds.source = bounds.source.max(entry.at.source);
+                bounds.tag = bounds.tag.max(entry.at.tag);
                 out.write_all(&entry.len.to_le_bytes())?;
                 out.write_all(self.key_of(entry))?;
                 entry.at.write_tail(&mut out)?;
@@ -276,7 +288,7 @@ impl SpillKeys {
         self.runs.push(Run {
             file: path,
             records: sorted.len() as u64,
-            key_bytes_max,
+            bounds,
         });
         self.spilled += sorted.len() as u64;
         self.bytes = Vec::new();
@@ -295,7 +307,7 @@ impl SpillKeys {
             cursors.push(Cursor::Run {
                 reader: BufReader::with_capacity(RUN_READ_BUFFER_BYTES, file),
                 left: run.records,
-                key_bytes_max: run.key_bytes_max,
+                bounds: run.bounds,
                 path: run.file.to_path_buf(),
             });
         }
@@ -304,6 +316,7 @@ impl SpillKeys {
         });
         let mut sorted = Sorted {
             set: self,
+            previous: None,
             rows: vec![RowRef::new(0, 0, None, 0); cursors.len()],
             cursors,
             heap: BinaryHeap::new(),
@@ -377,7 +390,7 @@ enum Cursor {
     Run {
         reader: BufReader<std::fs::File>,
         left: u64,
-        key_bytes_max: u32,
+        bounds: RecordBounds,
         path: PathBuf,
     },
     Memory {
@@ -393,6 +406,9 @@ pub(crate) struct Sorted<'a> {
     heap: BinaryHeap<Reverse<(Vec<u8>, u64, usize)>>,
     /// Per cursor, the row of its record in the heap.
     rows: Vec<RowRef>,
+    /// The last record given, by key and row: each comes after it, or a run is corrupt
+    /// (out of order, a merge would miss repeats).
+    previous: Option<(Vec<u8>, u64)>,
 }
 
 impl Sorted<'_> {
@@ -405,17 +421,14 @@ impl Sorted<'_> {
             Cursor::Run {
                 reader,
                 left,
-                key_bytes_max,
+                bounds,
                 path,
             } => {
                 if *left == 0 {
                     None
                 } else {
                     *left -= 1;
-                    Some(
-                        read_record(reader, *key_bytes_max)
-                            .map_err(|error| spill_error(path, error))?,
-                    )
+                    Some(read_record(reader, *bounds).map_err(|error| spill_error(path, error))?)
                 }
             }
         };
@@ -431,8 +444,18 @@ impl Iterator for Sorted<'_> {
     type Item = Result<(String, RowRef)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let Reverse((key, _, cursor)) = self.heap.pop()?;
+        let Reverse((key, row, cursor)) = self.heap.pop()?;
         let at = self.rows[cursor];
+        if let Some((previous, previous_row)) = &self.previous
+            && (key.as_slice(), row) < (previous.as_slice(), *previous_row)
+        {
+            return Some(Err(OmniError::Corrupt {
+                object: "a load's spilled keys".into(),
+                message: "a run's keys are out of order".into(),
+                evidence: omnigraph_core::Evidence::BeforeEffect,
+            }));
+        }
+        self.previous = Some((key.clone(), row));
         if let Err(error) = self.advance(cursor) {
             return Some(Err(error));
         }
@@ -444,22 +467,31 @@ impl Iterator for Sorted<'_> {
     }
 }
 
-/// One record of a run: key length, key, then the row.
-fn read_record(reader: &mut impl Read, key_bytes_max: u32) -> std::io::Result<(Vec<u8>, RowRef)> {
+/// One record of a run: key length, key, then the row; each part within the run's
+/// `bounds`.
+fn read_record(reader: &mut impl Read, bounds: RecordBounds) -> std::io::Result<(Vec<u8>, RowRef)> {
+    let invalid = |message: String| std::io::Error::new(std::io::ErrorKind::InvalidData, message);
     let mut len = [0u8; 4];
     reader.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len);
-    if len > key_bytes_max {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("a record claims a key of {len} bytes; the run's longest is {key_bytes_max}"),
-        ));
+    if len > bounds.key_bytes {
+        return Err(invalid(format!(
+            "a record claims a key of {len} bytes; the run's longest is {}",
+            bounds.key_bytes
+        )));
     }
     let mut key = vec![0u8; len as usize];
     reader.read_exact(&mut key)?;
     let mut tail = [0u8; RECORD_TAIL_BYTES];
     reader.read_exact(&mut tail)?;
-    Ok((key, RowRef::read_tail(&tail)))
+    let at = RowRef::read_tail(&tail);
+    if at.source > bounds.source || at.tag > bounds.tag {
+        return Err(invalid(format!(
+            "a record claims source {} and tag {}; the run's largest are {} and {}",
+            at.source, at.tag, bounds.source, bounds.tag
+        )));
+    }
+    Ok((key, at))
 }
 
 /// A failure to write or read a run under `path`, classified by its kind.
@@ -543,15 +575,50 @@ mod tests {
     }
 
     #[test]
-    fn a_run_whose_record_claims_a_longer_key_than_written_is_refused() {
+    fn a_run_out_of_order_is_corrupt_not_a_missed_repeat() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut keys = SpillKeys::new(&tiny(dir.path()));
+        for row in 0..100u64 {
+            keys.insert(&format!("\"k{row:03}\""), at(row))
+                .expect("insert");
+        }
+        assert!(keys.has_spilled());
+        // The first run rewritten with its two records out of order.
+        let mut records = Vec::new();
+        for key in ["\"k002\"", "\"k001\""] {
+            records.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            records.extend_from_slice(key.as_bytes());
+            at(1).write_tail(&mut records).expect("tail");
+        }
+        std::fs::write(&keys.runs[0].file, records).expect("rewrite");
+        keys.runs[0].records = 2;
+        match keys.first_repeat() {
+            Err(OmniError::Corrupt { message, .. }) => assert!(message.contains("out of order")),
+            other => panic!("expected a corrupt run, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_run_whose_record_claims_more_than_was_written_is_refused() {
         let mut record = Vec::new();
         record.extend_from_slice(&9u32.to_le_bytes());
         record.extend_from_slice(b"123456789");
         record.extend_from_slice(&[0u8; RECORD_TAIL_BYTES]);
-        assert!(read_record(&mut record.as_slice(), 9).is_ok());
-        let error = read_record(&mut record.as_slice(), 4).expect_err("longer than the run's");
+        let bounds = |key_bytes: u32, source: u32| RecordBounds {
+            key_bytes,
+            source,
+            tag: 0,
+        };
+        assert!(read_record(&mut record.as_slice(), bounds(9, 0)).is_ok());
+        let error =
+            read_record(&mut record.as_slice(), bounds(4, 0)).expect_err("longer than the run's");
         assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
-        let error = read_record(&mut &record[..20], 9).expect_err("truncated");
+        let error = read_record(&mut &record[..20], bounds(9, 0)).expect_err("truncated");
         assert_eq!(error.kind(), std::io::ErrorKind::UnexpectedEof);
+        // A source past the largest the run wrote: a name the call never had.
+        record[13] = 3;
+        let error = read_record(&mut record.as_slice(), bounds(9, 2)).expect_err("source");
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+        assert!(read_record(&mut record.as_slice(), bounds(9, 3)).is_ok());
     }
 }

@@ -3,7 +3,8 @@
 //! [`KEY_LOOKUP_CHUNK`] keys each (with the step's edge filter pushed down beside them),
 //! never one query per node. The nodes a step reaches are deduplicated, filtered by the
 //! step's node filter in the same batched way, and cut to the step's limit in key
-//! order, which is said, never silent. Edges never dangle (every writer checks their
+//! order (the order of the keys' text form: `"p10"` before `"p9"`, `10` before `9`),
+//! which is said, never silent. Edges never dangle (every writer checks their
 //! endpoints), so a step without a node filter reads no node rows until the last.
 
 use crate::graph::CommitRef;
@@ -198,6 +199,16 @@ fn plan<'a>(catalog: &Catalog, start: &str, steps: &'a [Step]) -> Result<Vec<Pla
                 ));
             }
         };
+        // Each filter is one expression over its type's own columns, checked before it
+        // is joined to the key filter: `x) OR (true` cannot widen a step.
+        if let Some(filter) = step.edge_filter.as_deref() {
+            omnigraph_core::filter::check_on_type(edge, filter, "traverse")
+                .map_err(naming(&at("edge_filter")))?;
+        }
+        if let Some(filter) = step.node_filter.as_deref() {
+            omnigraph_core::filter::check_on_type(catalog.require(far)?, filter, "traverse")
+                .map_err(naming(&at("node_filter")))?;
+        }
         if step.limit > READ_LIMIT_MAX {
             return Err(bad(
                 at("limit"),
@@ -217,10 +228,11 @@ fn plan<'a>(catalog: &Catalog, start: &str, steps: &'a [Step]) -> Result<Vec<Pla
     Ok(planned)
 }
 
-/// `filter` and `extra` joined, each in parentheses.
+/// `filter` and `extra` (checked to be one expression) joined, each in parentheses; a
+/// line break ends any comment in `extra` before its parenthesis closes.
 fn and(filter: String, extra: Option<&str>) -> String {
     match extra {
-        Some(extra) => format!("({filter}) AND ({extra})"),
+        Some(extra) => format!("({filter}) AND ({extra}\n)"),
         None => filter,
     }
 }
@@ -283,7 +295,7 @@ impl Omnigraph {
             let mut reached: BTreeMap<String, (Value, Parent)> = BTreeMap::new();
             let mut followed = 0usize;
             let keys: Vec<&String> = frontier.keys().collect();
-            for (near_column, far_column) in &step.ways {
+            for (way, (near_column, far_column)) in step.ways.iter().enumerate() {
                 for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
                     let filter = and(
                         in_filter(near_column, chunk, near_type.key_type()),
@@ -296,7 +308,15 @@ impl Omnigraph {
                         Some(TRAVERSE_EDGES_PER_STEP_MAX - followed + 1),
                     )
                     .await
-                    .map_err(naming(&format!("steps[{index}].edge_filter")))?;
+                    .map_err(naming(&format!("steps[{index}].edge")))?;
+                    // Both ways: a self-loop is found from either end; it counts once.
+                    let rows: Vec<Map<String, Value>> = if way == 0 {
+                        rows
+                    } else {
+                        rows.into_iter()
+                            .filter(|row| row.get(*near_column) != row.get(*far_column))
+                            .collect()
+                    };
                     followed += rows.len();
                     if followed > TRAVERSE_EDGES_PER_STEP_MAX {
                         return Err(bad(

@@ -86,8 +86,8 @@ impl AppendWrite {
 
 impl Drop for AppendWrite {
     fn drop(&mut self) {
-        // No-op once the task finished; otherwise its files stay unpublished, as after
-        // a crash, for cleanup.
+        // No-op once the task finished. Otherwise the write stops at its next await; the
+        // files it finished stay unpublished, as after a crash, for cleanup.
         self.task.abort();
     }
 }
