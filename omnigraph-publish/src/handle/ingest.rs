@@ -781,6 +781,12 @@ impl<'a> Ingest<'a> {
             checked.insert(pin.table_id.clone(), pin.version);
             let in_call = self.keys.get(node_type.as_str());
             let mut sorted = referenced.sorted()?;
+            // The call's own keys that spilled, read once beside `sorted`: both go in
+            // key order.
+            let mut spilled = match in_call {
+                Some(keys) if keys.has_spilled() => Some(keys.sorted()?.peekable()),
+                _ => None,
+            };
             let mut chunk: Vec<(RowKey, RowRef)> = Vec::new();
             let mut previous: Option<RowKey> = None;
             loop {
@@ -793,19 +799,16 @@ impl<'a> Ingest<'a> {
                         .await?
                         .into_iter()
                         .collect();
-                    let mut gone: Vec<(RowKey, RowRef)> = chunk
-                        .drain(..)
-                        .filter(|(key, _)| !found.contains(key))
-                        .collect();
-                    // Keys the call gives itself, but only its spilled runs hold.
-                    if let Some(in_call) = in_call.filter(|keys| keys.has_spilled())
-                        && !gone.is_empty()
-                    {
-                        let wanted: Vec<RowKey> = gone.iter().map(|(key, _)| key.clone()).collect();
-                        let given = in_call.held_of(&wanted)?;
-                        gone.retain(|(key, _)| !given.contains(key));
-                    }
-                    for (key, at) in gone {
+                    for (key, at) in chunk.drain(..) {
+                        if found.contains(&key) {
+                            continue;
+                        }
+                        // A key the call gives itself, but only its spilled runs hold.
+                        if let Some(call_keys) = &mut spilled
+                            && advance_to(call_keys, &key)?
+                        {
+                            continue;
+                        }
                         if first.as_ref().is_none_or(|(_, _, held)| at.row < held.row) {
                             first = Some((node_type.clone(), key, at));
                         }
