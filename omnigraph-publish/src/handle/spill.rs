@@ -20,9 +20,10 @@ use std::path::{Path, PathBuf};
 /// The memory one key set of a load holds before it spills a sorted run to disk.
 pub const KEY_SET_MEMORY_BYTES_MAX: usize = 64 << 20;
 /// Runs one key set may spill; past them the load fails and publishes nothing. With
-/// the default budget that is about a billion short keys (64 GiB of keys in memory's
-/// accounting, some 48 bytes each). It also bounds the files one merge holds open.
-pub const SPILL_RUNS_MAX: usize = 1_024;
+/// the default budget that is about 350 million short keys (16 GiB of keys in memory's
+/// accounting, some 48 bytes each). It also bounds the files one merge holds open: a
+/// check merges at most two sets at once, well within a process's usual 1,024 files.
+pub const SPILL_RUNS_MAX: usize = 256;
 /// The read buffer of each run while runs are merged.
 const RUN_READ_BUFFER_BYTES: usize = 64 << 10;
 /// Bytes of one record after its key: source, tag, line, row.
@@ -539,6 +540,25 @@ mod tests {
         assert!(runs.iter().all(|run| run.exists()));
         drop(keys);
         assert!(runs.iter().all(|run| !run.exists()), "runs go with the set");
+    }
+
+    #[test]
+    fn a_set_past_its_runs_is_refused_naming_the_limit() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut keys = SpillKeys::new(&tiny(dir.path()));
+        let refused = (0..1_000_000u64)
+            .find_map(|row| keys.insert(&format!("\"k{row}\""), at(row)).err())
+            .expect("a 512-byte budget runs out of runs");
+        assert_eq!(keys.runs.len(), SPILL_RUNS_MAX);
+        assert_eq!(
+            refused.kind(),
+            omnigraph_core::ErrorKind::BadInput,
+            "{refused}"
+        );
+        assert!(
+            refused.to_string().contains("256 spilled runs"),
+            "{refused}"
+        );
     }
 
     #[test]
