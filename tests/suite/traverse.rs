@@ -237,6 +237,26 @@ async fn both_ways_and_three_hops_follow_an_edge_type_between_one_node_type() {
         .await
         .unwrap();
     assert!(found.nodes.is_empty(), "p6 knows nobody");
+    // A self-loop is found from either end of a both-ways step, and followed once.
+    graph
+        .insert_json(
+            "Knows",
+            objects(json!([{"id": "k9", "src": "p5", "dst": "p5"}])),
+        )
+        .await
+        .unwrap();
+    let found = graph
+        .traverse(
+            "Person",
+            &[json!("p5")],
+            &[step("Knows", Both)],
+            true,
+            &CommitRef::Head,
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&found), ["p5"]);
+    assert_eq!(found.steps[0].edges, 1, "the self-loop counts once");
 }
 
 #[tokio::test]
