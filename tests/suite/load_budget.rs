@@ -23,6 +23,18 @@ fn tiny_budget(dir: &Path) -> LoadBudget {
     }
 }
 
+/// Where and why a load was refused as bad input.
+fn refused(
+    loaded: Result<omnigraph_publish::IngestReport, OmniError>,
+) -> (omnigraph_core::InputLocation, String) {
+    match loaded {
+        Err(OmniError::BadInput {
+            location, message, ..
+        }) => (*location, message),
+        other => panic!("expected bad input, got {other:?}"),
+    }
+}
+
 fn files_in(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .map(|entries| entries.count())
@@ -136,19 +148,13 @@ async fn a_key_repeated_across_spilled_runs_is_refused_at_its_first_repeat() {
         runs_seen >= 2,
         "keys spilled while the input was read ({runs_seen} runs)"
     );
-    match loaded {
-        Err(OmniError::BadInput {
-            location, message, ..
-        }) => {
-            assert_eq!(location.line, Some(15_001), "{message}");
-            assert_eq!(location.field.as_deref(), Some("id"), "{message}");
-            assert!(
-                message.contains("\"p10\" of Person is given more than once"),
-                "{message}"
-            );
-        }
-        other => panic!("expected the repeat at line 15,001, got {other:?}"),
-    }
+    let (location, message) = refused(loaded);
+    assert_eq!(location.line, Some(15_001), "{message}");
+    assert_eq!(location.field.as_deref(), Some("id"), "{message}");
+    assert!(
+        message.contains("\"p10\" of Person is given more than once"),
+        "{message}"
+    );
     assert_eq!(graph.head().await.unwrap().seq, 0, "nothing published");
     assert_eq!(
         files_in(spill.path()),
@@ -167,15 +173,9 @@ async fn a_key_repeated_across_spilled_runs_is_refused_at_its_first_repeat() {
     // before it is still the row reported.
     lines[19_500] = json!({"type": "Person", "id": "bad", "name": 5});
     let path = write_jsonl(input.path(), &lines);
-    match graph.load(&path, LoadMode::Append).await {
-        Err(OmniError::BadInput {
-            location, message, ..
-        }) => {
-            assert_eq!(location.line, Some(15_001), "{message}");
-            assert!(message.contains("more than once"), "{message}");
-        }
-        other => panic!("expected the repeat at line 15,001, got {other:?}"),
-    }
+    let (location, message) = refused(graph.load(&path, LoadMode::Append).await);
+    assert_eq!(location.line, Some(15_001), "{message}");
+    assert!(message.contains("more than once"), "{message}");
     assert_eq!(graph.head().await.unwrap().seq, 0, "nothing published");
 }
 
@@ -194,16 +194,10 @@ async fn an_edge_to_a_node_neither_spilled_nor_in_the_table_is_refused_at_its_li
     lines.push(works_at("p3", "c1"));
     lines.push(works_at("ghost-a", "c1"));
     let path = write_jsonl(input.path(), &lines);
-    match graph.load(&path, LoadMode::Append).await {
-        Err(OmniError::BadInput {
-            location, message, ..
-        }) => {
-            assert_eq!(location.line, Some(20_101), "{message}");
-            assert_eq!(location.field.as_deref(), Some("src"), "{message}");
-            assert!(message.contains("ghost-b"), "{message}");
-        }
-        other => panic!("expected the dangling edge at line 20,101, got {other:?}"),
-    }
+    let (location, message) = refused(graph.load(&path, LoadMode::Append).await);
+    assert_eq!(location.line, Some(20_101), "{message}");
+    assert_eq!(location.field.as_deref(), Some("src"), "{message}");
+    assert!(message.contains("ghost-b"), "{message}");
     assert_eq!(graph.head().await.unwrap().seq, 1, "nothing published");
     assert_eq!(files_in(spill.path()), 0);
 }
@@ -268,16 +262,10 @@ async fn a_spilled_edge_load_that_loses_the_race_to_a_delete_is_refused_at_its_f
         .map(|i| works_at(&format!("p{i}"), "c1"))
         .collect();
     let path = write_jsonl(input.path(), &edges);
-    match second.load(&path, LoadMode::Append).await {
-        Err(OmniError::BadInput {
-            location, message, ..
-        }) => {
-            assert_eq!(location.line, Some(12_346), "{message}");
-            assert_eq!(location.field.as_deref(), Some("src"), "{message}");
-            assert!(message.contains("p12345"), "{message}");
-        }
-        other => panic!("expected the edge to the deleted node, got {other:?}"),
-    }
+    let (location, message) = refused(second.load(&path, LoadMode::Append).await);
+    assert_eq!(location.line, Some(12_346), "{message}");
+    assert_eq!(location.field.as_deref(), Some("src"), "{message}");
+    assert!(message.contains("p12345"), "{message}");
     assert_eq!(
         second.head().await.unwrap().seq,
         2,

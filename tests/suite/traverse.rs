@@ -24,6 +24,15 @@ fn step(edge: &str, direction: StepDirection) -> Step {
     Step::new(edge, direction)
 }
 
+/// `steps` from the Person nodes `starts` at the head, with paths.
+async fn walk(graph: &Omnigraph, starts: &[&str], steps: &[Step]) -> Traversal {
+    let starts: Vec<Value> = starts.iter().map(|key| json!(key)).collect();
+    graph
+        .traverse("Person", &starts, steps, true, &CommitRef::Head)
+        .await
+        .unwrap()
+}
+
 fn keys(traversal: &Traversal) -> Vec<String> {
     traversal
         .nodes
@@ -83,16 +92,7 @@ async fn small_graph() -> (Omnigraph, TestRoot) {
 async fn two_hops_reach_colleagues_with_one_path_each() {
     let (graph, _test) = small_graph().await;
     let colleagues = [step("WorksAt", Out), step("WorksAt", In)];
-    let found = graph
-        .traverse(
-            "Person",
-            &[json!("p1")],
-            &colleagues,
-            true,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let found = walk(&graph, &["p1"], &colleagues).await;
     assert_eq!(found.node_type, "Person");
     assert_eq!(keys(&found), ["p1", "p2", "p3"]);
     assert_eq!(found.nodes[1]["age"], json!(30), "whole rows come back");
@@ -126,73 +126,33 @@ async fn filters_go_to_the_edges_and_the_nodes_and_a_limit_is_said() {
     let (graph, _test) = small_graph().await;
     let mut later = step("WorksAt", In);
     later.edge_filter = Some("since > 2012".into());
-    let found = graph
-        .traverse(
-            "Person",
-            &[json!("p1")],
-            &[step("WorksAt", Out), later],
-            false,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let found = walk(&graph, &["p1"], &[step("WorksAt", Out), later]).await;
     assert_eq!(keys(&found), ["p2", "p3"]);
     let mut older = step("WorksAt", In);
     older.node_filter = Some("age >= 30 AND age < 40".into());
-    let found = graph
-        .traverse(
-            "Person",
-            &[json!("p1")],
-            &[step("WorksAt", Out), older],
-            false,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let found = walk(&graph, &["p1"], &[step("WorksAt", Out), older]).await;
     assert_eq!(keys(&found), ["p2"]);
     let mut two = step("WorksAt", In);
     two.limit = 2;
-    let found = graph
-        .traverse(
-            "Person",
-            &[json!("p1")],
-            &[step("WorksAt", Out), two],
-            false,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let found = walk(&graph, &["p1"], &[step("WorksAt", Out), two]).await;
     assert_eq!(keys(&found), ["p1", "p2"]);
     assert!(found.steps[1].truncated, "the limit left p3 out");
     // A node filter on a middle step: the next step starts only from what it kept.
     let mut second_company = step("WorksAt", Out);
     second_company.node_filter = Some("name = 'Two'".into());
-    let found = graph
-        .traverse(
-            "Person",
-            &[json!("p1"), json!("p4")],
-            &[second_company, step("WorksAt", In)],
-            false,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let found = walk(
+        &graph,
+        &["p1", "p4"],
+        &[second_company, step("WorksAt", In)],
+    )
+    .await;
     assert_eq!(keys(&found), ["p4", "p5"]);
 }
 
 #[tokio::test]
 async fn both_ways_and_three_hops_follow_an_edge_type_between_one_node_type() {
     let (graph, _test) = small_graph().await;
-    let found = graph
-        .traverse(
-            "Person",
-            &[json!("p1")],
-            &[step("Knows", Both)],
-            true,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let found = walk(&graph, &["p1"], &[step("Knows", Both)]).await;
     assert_eq!(keys(&found), ["p2", "p3", "p4"]);
     let edges: Vec<&Value> = found
         .paths
@@ -202,10 +162,7 @@ async fn both_ways_and_three_hops_follow_an_edge_type_between_one_node_type() {
         .collect();
     assert_eq!(edges, [&json!("k1"), &json!("k3"), &json!("k4")]);
     let around = [step("Knows", Out), step("Knows", Out), step("Knows", Out)];
-    let found = graph
-        .traverse("Person", &[json!("p1")], &around, true, &CommitRef::Head)
-        .await
-        .unwrap();
+    let found = walk(&graph, &["p1"], &around).await;
     assert_eq!(keys(&found), ["p1"]);
     let path = &found.paths.unwrap()[0];
     assert_eq!(
@@ -213,29 +170,11 @@ async fn both_ways_and_three_hops_follow_an_edge_type_between_one_node_type() {
         [json!("p1"), json!("p2"), json!("p3"), json!("p1")]
     );
     // A start key no node has reaches nothing; the steps after an empty one report 0.
-    let found = graph
-        .traverse(
-            "Person",
-            &[json!("nobody")],
-            &around,
-            false,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let found = walk(&graph, &["nobody"], &around).await;
     assert!(found.nodes.is_empty());
     assert!(found.steps.iter().all(|report| report.reached == 0));
     assert_eq!(found.steps.len(), 3);
-    let found = graph
-        .traverse(
-            "Person",
-            &[json!("p6")],
-            &[step("Knows", Out), step("Knows", Out)],
-            false,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let found = walk(&graph, &["p6"], &[step("Knows", Out), step("Knows", Out)]).await;
     assert!(found.nodes.is_empty(), "p6 knows nobody");
     // A self-loop is found from either end of a both-ways step, and followed once.
     graph
@@ -245,16 +184,7 @@ async fn both_ways_and_three_hops_follow_an_edge_type_between_one_node_type() {
         )
         .await
         .unwrap();
-    let found = graph
-        .traverse(
-            "Person",
-            &[json!("p5")],
-            &[step("Knows", Both)],
-            true,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let found = walk(&graph, &["p5"], &[step("Knows", Both)]).await;
     assert_eq!(keys(&found), ["p5"]);
     assert_eq!(found.steps[0].edges, 1, "the self-loop counts once");
 }
@@ -265,16 +195,7 @@ async fn a_traversal_reads_one_commit_and_time_travels() {
     let before = graph.head().await.unwrap();
     graph.delete("WorksAt", "id = 'w2'").await.unwrap().unwrap();
     let colleagues = [step("WorksAt", Out), step("WorksAt", In)];
-    let now = graph
-        .traverse(
-            "Person",
-            &[json!("p1")],
-            &colleagues,
-            false,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let now = walk(&graph, &["p1"], &colleagues).await;
     assert_eq!(keys(&now), ["p1", "p3"]);
     let then = graph
         .traverse(
@@ -290,16 +211,7 @@ async fn a_traversal_reads_one_commit_and_time_travels() {
     assert_eq!(then.seq, before.seq);
     // Deleting a node deletes its edges: it is reached no more.
     graph.delete("Person", "id = 'p3'").await.unwrap().unwrap();
-    let now = graph
-        .traverse(
-            "Person",
-            &[json!("p1")],
-            &colleagues,
-            false,
-            &CommitRef::Head,
-        )
-        .await
-        .unwrap();
+    let now = walk(&graph, &["p1"], &colleagues).await;
     assert_eq!(keys(&now), ["p1"]);
 }
 

@@ -40,13 +40,6 @@ pub struct WrittenAppend {
     rows: u64,
 }
 
-impl WrittenAppend {
-    /// Rows written.
-    pub fn rows(&self) -> u64 {
-        self.rows
-    }
-}
-
 /// Writes the data files of an append on `base` from `batches` as they arrive (Lance
 /// cuts files as it does for one call), without committing anything: the caller checks
 /// its rows while Lance encodes and writes the earlier ones.

@@ -585,15 +585,13 @@ impl<'a> Ingest<'a> {
 
     /// The earliest key given twice, of any type: its type, the key and its second row.
     fn first_spilled_repeat(&self) -> Result<Option<(&str, String, RowRef)>> {
-        let mut first: Option<(&str, String, RowRef)> = None;
+        let mut first = Earliest::default();
         for (type_name, seen) in &self.keys {
-            if let Some((key, at)) = seen.first_repeat()?
-                && first.as_ref().is_none_or(|(_, _, held)| at.row < held.row)
-            {
-                first = Some((type_name, key, at));
+            if let Some((key, at)) = seen.first_repeat()? {
+                first.offer(type_name.as_str(), key, at);
             }
         }
-        Ok(first)
+        Ok(first.0)
     }
 
     /// Starts the streamed append of `table_id` with its gathered batches.
@@ -763,75 +761,84 @@ impl<'a> Ingest<'a> {
     /// onto a new head), the node keys found in the table as the edges were staged,
     /// which another writer may have deleted since.
     async fn check_endpoints(&mut self, base: &GraphCommit) -> Result<()> {
-        if base.commit_id != self.base.commit_id {
-            self.check_referenced(base).await?;
+        let moved = base.commit_id != self.base.commit_id;
+        // On a new head, the node tables read are the ones read now.
+        let mut checked = if moved {
+            BTreeMap::new()
+        } else {
+            std::mem::take(&mut self.checked)
+        };
+        if moved {
+            self.refuse_missing(&self.referenced, base, &mut checked)
+                .await?;
         }
-        self.check_pending_endpoints(base).await
+        self.refuse_missing(&self.pending, base, &mut checked)
+            .await?;
+        self.checked = checked;
+        Ok(())
     }
 
-    /// The node keys found in the table as edges were staged, at a new head `base`:
-    /// read back in key order in bounded chunks; the earliest edge row whose node is
-    /// gone (and not given by the call) is refused.
-    async fn check_referenced(&mut self, base: &GraphCommit) -> Result<()> {
-        let mut checked = BTreeMap::new();
-        let mut first: Option<(String, RowKey, RowRef)> = None;
-        for (node_type, referenced) in &self.referenced {
+    /// Refuses the earliest edge row among `sets` (per node type, node keys that edges
+    /// point at, each with its first edge row) whose node the call does not give and
+    /// the table at `base` does not hold. Each distinct key is read back once, in key
+    /// order, and looked up in bounded chunks; the node tables read join `checked`.
+    async fn refuse_missing(
+        &self,
+        sets: &BTreeMap<String, SpillKeys>,
+        base: &GraphCommit,
+        checked: &mut BTreeMap<String, u64>,
+    ) -> Result<()> {
+        let mut first = Earliest::default();
+        for (node_type, wanted) in sets {
             let node = self.catalog.require(node_type)?;
-            let pin = base.require_pin_of_type(node_type)?;
-            checked.insert(pin.table_id.clone(), pin.version);
-            let in_call = self.keys.get(node_type.as_str());
-            let mut sorted = referenced.sorted()?;
-            // The call's own keys that spilled, read once beside `sorted`: both go in
+            let in_call = self.keys.get(node_type);
+            // The call's own keys that spilled, read once beside `wanted`: both go in
             // key order.
             let mut spilled = match in_call {
                 Some(keys) if keys.has_spilled() => Some(keys.sorted()?.peekable()),
                 _ => None,
             };
-            let mut chunk: Vec<(RowKey, RowRef)> = Vec::new();
-            let mut previous: Option<RowKey> = None;
-            loop {
-                let next = sorted.next().transpose()?;
-                if (next.is_none() || chunk.len() >= KEY_RECHECK_CHUNK) && !chunk.is_empty() {
-                    let keys: Vec<RowKey> = chunk.iter().map(|(key, _)| key.clone()).collect();
-                    let found: KeySet = self
-                        .handle
-                        .existing_keys(base, node, &keys)
-                        .await?
-                        .into_iter()
-                        .collect();
-                    for (key, at) in chunk.drain(..) {
-                        if found.contains(&key) {
-                            continue;
-                        }
-                        // A key the call gives itself, but only its spilled runs hold.
-                        if let Some(call_keys) = &mut spilled
-                            && advance_to(call_keys, &key)?
-                        {
-                            continue;
-                        }
-                        if first.as_ref().is_none_or(|(_, _, held)| at.row < held.row) {
-                            first = Some((node_type.clone(), key, at));
-                        }
+            for chunk in wanted.distinct_chunks(KEY_RECHECK_CHUNK)? {
+                let mut not_given = Vec::new();
+                for (key, at) in chunk? {
+                    let given = match (&mut spilled, in_call) {
+                        (Some(call_keys), _) => advance_to(call_keys, &key)?,
+                        (None, Some(call_keys)) => call_keys.held_in_memory(&key),
+                        (None, None) => false,
+                    };
+                    if !given {
+                        not_given.push((key, at));
                     }
                 }
-                let Some((key, at)) = next else {
-                    break;
-                };
-                // A key in several runs comes once per run, its earliest row first.
-                if previous.as_ref() == Some(&key) {
+                if not_given.is_empty() {
                     continue;
                 }
-                previous = Some(key.clone());
-                if !in_call.is_some_and(|keys| keys.held_in_memory(&key)) {
-                    chunk.push((key, at));
+                let pin = base.require_pin_of_type(node_type)?;
+                checked.insert(pin.table_id.clone(), pin.version);
+                let held = self.held_at(base, node, &not_given).await?;
+                for (key, at) in not_given {
+                    if !held.contains(&key) {
+                        first.offer(node_type.as_str(), key, at);
+                    }
                 }
             }
         }
-        if let Some((node_type, key, at)) = first {
-            return Err(self.dangling_at(at, &key, &node_type, base));
+        match first.0 {
+            Some((node_type, key, at)) => Err(self.dangling_at(at, &key, node_type, base)),
+            None => Ok(()),
         }
-        self.checked = checked;
-        Ok(())
+    }
+
+    /// Which keys of `chunk` the table of `type_def` holds at `at`.
+    async fn held_at(
+        &self,
+        at: &GraphCommit,
+        type_def: &TypeDef,
+        chunk: &[(RowKey, RowRef)],
+    ) -> Result<KeySet> {
+        let keys: Vec<RowKey> = chunk.iter().map(|(key, _)| key.clone()).collect();
+        let held = self.handle.existing_keys(at, type_def, &keys).await?;
+        Ok(held.into_iter().collect())
     }
 
     /// The refusal of the edge row `at` (tagged with its edge type and role), whose
@@ -840,69 +847,6 @@ impl<'a> Ingest<'a> {
         let edge_type = &self.names[(at.tag >> 1) as usize];
         let role = ROLES[(at.tag & 1) as usize];
         dangling(&self.source_of(at), edge_type, role, key, node_type, base)
-    }
-
-    /// The endpoints that were not found as their edges were staged: each distinct key
-    /// once, in key order, dropped when the call gives it, and looked up in the table at
-    /// `base` in bounded chunks otherwise. The earliest edge row whose endpoint is still
-    /// missing is refused.
-    async fn check_pending_endpoints(&mut self, base: &GraphCommit) -> Result<()> {
-        let mut checked = std::mem::take(&mut self.checked);
-        let mut first: Option<(String, String, RowRef)> = None;
-        for (node_type, waiting) in &self.pending {
-            let node = self.catalog.require(node_type)?;
-            let in_call = self.keys.get(node_type);
-            let mut spilled = match in_call {
-                Some(keys) if keys.has_spilled() => Some(keys.sorted()?.peekable()),
-                _ => None,
-            };
-            let mut chunk: Vec<(RowKey, RowRef)> = Vec::new();
-            let mut previous: Option<RowKey> = None;
-            let mut sorted = waiting.sorted()?;
-            loop {
-                let next = sorted.next().transpose()?;
-                let full = next.is_none() || chunk.len() >= KEY_RECHECK_CHUNK;
-                if full && !chunk.is_empty() {
-                    let pin = base.require_pin_of_type(node_type)?;
-                    checked.insert(pin.table_id.clone(), pin.version);
-                    let keys: Vec<RowKey> = chunk.iter().map(|(key, _)| key.clone()).collect();
-                    let found: KeySet = self
-                        .handle
-                        .existing_keys(base, node, &keys)
-                        .await?
-                        .into_iter()
-                        .collect();
-                    for (key, at) in chunk.drain(..) {
-                        if !found.contains(&key)
-                            && first.as_ref().is_none_or(|(_, _, held)| at.row < held.row)
-                        {
-                            first = Some((node_type.clone(), key, at));
-                        }
-                    }
-                }
-                let Some((key, at)) = next else {
-                    break;
-                };
-                // A key in several runs comes once per run, its earliest row first.
-                if previous.as_ref() == Some(&key) {
-                    continue;
-                }
-                let given = match (&mut spilled, in_call) {
-                    (Some(call_keys), _) => advance_to(call_keys, &key)?,
-                    (None, Some(call_keys)) => call_keys.held_in_memory(&key),
-                    (None, None) => false,
-                };
-                if !given {
-                    chunk.push((key.clone(), at));
-                }
-                previous = Some(key);
-            }
-        }
-        if let Some((node_type, key, at)) = first {
-            return Err(self.dangling_at(at, &key, &node_type, base));
-        }
-        self.checked = checked;
-        Ok(())
     }
 
     /// What must not have changed at publication: the base pins of the tables staged
@@ -1063,38 +1007,20 @@ impl<'a> Ingest<'a> {
     /// writer added it since the call's checks), reading the call's keys back in bounded
     /// chunks.
     async fn refuse_keys_at(&self, head: &GraphCommit) -> Result<()> {
-        let mut first: Option<(&TypeDef, RowKey, RowRef)> = None;
+        let mut first = Earliest::default();
         for (type_name, keys) in &self.keys {
             let type_def = self.catalog.require(type_name)?;
-            let mut sorted = keys.sorted()?;
-            let mut chunk: Vec<(RowKey, RowRef)> = Vec::new();
-            loop {
-                let next = sorted.next().transpose()?;
-                if (next.is_none() || chunk.len() >= KEY_RECHECK_CHUNK) && !chunk.is_empty() {
-                    let keys: Vec<RowKey> = chunk.iter().map(|(key, _)| key.clone()).collect();
-                    let held: KeySet = self
-                        .handle
-                        .existing_keys(head, type_def, &keys)
-                        .await?
-                        .into_iter()
-                        .collect();
-                    for (key, at) in chunk.drain(..) {
-                        if held.contains(&key)
-                            && first
-                                .as_ref()
-                                .is_none_or(|(_, _, earliest)| at.row < earliest.row)
-                        {
-                            first = Some((type_def, key, at));
-                        }
+            for chunk in keys.distinct_chunks(KEY_RECHECK_CHUNK)? {
+                let chunk = chunk?;
+                let held = self.held_at(head, type_def, &chunk).await?;
+                for (key, at) in chunk {
+                    if held.contains(&key) {
+                        first.offer(type_def, key, at);
                     }
                 }
-                let Some(next) = next else {
-                    break;
-                };
-                chunk.push(next);
             }
         }
-        match first {
+        match first.0 {
             Some((type_def, key, at)) => Err(OmniError::KeyConflict {
                 type_name: type_def.name().to_string(),
                 location: Some(Box::new(
@@ -1147,6 +1073,24 @@ impl<'a> Ingest<'a> {
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// Of the bad rows offered, the earliest in the call, with what it is about and its key.
+struct Earliest<T>(Option<(T, RowKey, RowRef)>);
+
+impl<T> Default for Earliest<T> {
+    fn default() -> Earliest<T> {
+        Earliest(None)
+    }
+}
+
+impl<T> Earliest<T> {
+    /// Keeps `at` when no row offered before comes earlier.
+    fn offer(&mut self, what: T, key: RowKey, at: RowRef) {
+        if self.0.as_ref().is_none_or(|(_, _, held)| at.row < held.row) {
+            self.0 = Some((what, key, at));
+        }
     }
 }
 

@@ -381,11 +381,8 @@ impl Omnigraph {
         }
         let mut found = Vec::new();
         for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
-            let literals: Vec<String> = chunk
-                .iter()
-                .map(|key| rows::key_literal(key, key_type))
-                .collect();
-            let filter = format!("`{key_column}` IN ({})", literals.join(", "));
+            let filter =
+                rows::key_in_filter(key_column, chunk.iter().map(String::as_str), key_type);
             let batches = scan_table(
                 &table,
                 &ScanRequest {

@@ -123,22 +123,14 @@ impl Omnigraph {
             return Ok(Vec::new());
         }
         let far = catalog.require(&far_type)?;
-        let literals: Vec<String> = far_keys
-            .iter()
-            .map(|key| rows::key_literal(&rows::render_key(key), far.key_type()))
-            .collect();
+        let rendered: Vec<String> = far_keys.iter().map(rows::render_key).collect();
+        let filter = rows::key_in_filter(
+            far.key_column(),
+            rendered.iter().map(String::as_str),
+            far.key_type(),
+        );
         let nodes = self.table_of_type(&commit, &far_type).await?;
-        collect(
-            &nodes,
-            Some(&format!(
-                "`{}` IN ({})",
-                far.key_column(),
-                literals.join(", ")
-            )),
-            &[],
-            Some(limit),
-        )
-        .await
+        collect(&nodes, Some(&filter), &[], Some(limit)).await
     }
 
     /// How many `edge_type` edges lead from node `key` of `type_name` in `direction`:

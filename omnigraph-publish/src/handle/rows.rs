@@ -393,6 +393,19 @@ pub(crate) fn key_filter_literal(type_def: &TypeDef, key: &Value) -> Result<Stri
     Ok(key_literal(&render_key(key), key_type))
 }
 
+/// `column IN (...)`: a SQL filter for rendered keys of a column of `data_type`.
+pub(crate) fn key_in_filter<'a>(
+    column: &str,
+    keys: impl IntoIterator<Item = &'a str>,
+    data_type: PropertyType,
+) -> String {
+    let literals: Vec<String> = keys
+        .into_iter()
+        .map(|key| key_literal(key, data_type))
+        .collect();
+    format!("`{column}` IN ({})", literals.join(", "))
+}
+
 /// A SQL literal for a rendered key of a column of `data_type`.
 pub(crate) fn key_literal(key: &str, data_type: PropertyType) -> String {
     match data_type {

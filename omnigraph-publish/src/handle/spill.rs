@@ -328,6 +328,17 @@ impl SpillKeys {
         Ok(sorted)
     }
 
+    /// Every distinct key with its earliest row, in key order, in chunks of at most
+    /// `chunk_max`: what a check reads back to look keys up in bounded batches.
+    pub(crate) fn distinct_chunks(&self, chunk_max: usize) -> Result<DistinctChunks<'_>> {
+        assert!(chunk_max > 0, "a chunk holds a key");
+        Ok(DistinctChunks {
+            sorted: self.sorted()?,
+            previous: None,
+            chunk_max,
+        })
+    }
+
     /// The first repeated key in row order: of each key given more than once, its second
     /// row, and of those the earliest.
     pub(crate) fn first_repeat(&self) -> Result<Option<(String, RowRef)>> {
@@ -361,6 +372,37 @@ impl SpillKeys {
                 .map(|entry| String::from_utf8_lossy(self.key_of(entry)).into_owned())
                 .collect(),
         )
+    }
+}
+
+/// A set's distinct keys in key order, in chunks ([`SpillKeys::distinct_chunks`]).
+pub(crate) struct DistinctChunks<'a> {
+    sorted: Sorted<'a>,
+    previous: Option<String>,
+    chunk_max: usize,
+}
+
+impl Iterator for DistinctChunks<'_> {
+    type Item = Result<Vec<(String, RowRef)>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut chunk = Vec::new();
+        while chunk.len() < self.chunk_max {
+            let Some(record) = self.sorted.next() else {
+                break;
+            };
+            let (key, at) = match record {
+                Ok(record) => record,
+                Err(error) => return Some(Err(error)),
+            };
+            // A key in several runs comes once per run, its earliest row first.
+            if self.previous.as_ref() == Some(&key) {
+                continue;
+            }
+            self.previous = Some(key.clone());
+            chunk.push((key, at));
+        }
+        (!chunk.is_empty()).then_some(Ok(chunk))
     }
 }
 
@@ -535,6 +577,20 @@ mod tests {
         assert_eq!(sorted.len(), 2_002);
         assert!(sorted.windows(2).all(|pair| pair[0] <= pair[1]));
         assert_eq!(sorted.iter().filter(|key| *key == "\"k5\"").count(), 2);
+        // Read back in chunks, each key comes once, with its first row.
+        let chunks: Vec<Vec<(String, RowRef)>> = keys
+            .distinct_chunks(500)
+            .expect("merge")
+            .map(|chunk| chunk.expect("records"))
+            .collect();
+        assert!(chunks.iter().all(|chunk| chunk.len() <= 500));
+        let distinct: Vec<&(String, RowRef)> = chunks.iter().flatten().collect();
+        assert_eq!(distinct.len(), 2_000);
+        let k5 = distinct
+            .iter()
+            .find(|(key, _)| key == "\"k5\"")
+            .expect("k5");
+        assert_eq!(k5.1.row, 5, "the first row of a key given twice");
         assert_eq!(keys.len(), 2_002);
         let runs: Vec<PathBuf> = keys.runs.iter().map(|run| run.file.to_path_buf()).collect();
         assert!(runs.iter().all(|run| run.exists()));

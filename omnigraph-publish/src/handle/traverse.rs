@@ -243,11 +243,7 @@ fn in_filter(
     keys: &[&String],
     key_type: omnigraph_core::schema::PropertyType,
 ) -> String {
-    let literals: Vec<String> = keys
-        .iter()
-        .map(|key| rows::key_literal(key, key_type))
-        .collect();
-    format!("`{column}` IN ({})", literals.join(", "))
+    rows::key_in_filter(column, keys.iter().map(|key| key.as_str()), key_type)
 }
 
 impl Omnigraph {
@@ -400,7 +396,7 @@ impl Omnigraph {
             .map(|step| step.far.clone())
             .ok_or_else(|| OmniError::internal("a planned traversal has no step"))?;
         let keys: Vec<&String> = frontier.keys().collect();
-        let mut nodes = self.node_rows(&commit, &far, &keys).await?;
+        let mut nodes = self.node_rows(&commit, &far, &keys, None, &[]).await?;
         let key_column = far.key_column().to_string();
         nodes.sort_by_cached_key(|row| {
             rows::render_key(row.get(&key_column).unwrap_or(&Value::Null))
@@ -430,41 +426,34 @@ impl Omnigraph {
         filter: Option<&str>,
         field: &str,
     ) -> Result<BTreeMap<String, Value>> {
-        let table = self.table_of_type(commit, node.name()).await?;
-        let mut found = BTreeMap::new();
-        for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
-            let rows = collect(
-                &table,
-                Some(&and(
-                    in_filter(node.key_column(), chunk, node.key_type()),
-                    filter,
-                )),
-                &[node.key_column()],
-                Some(chunk.len()),
-            )
+        let key_column = node.key_column();
+        let rows = self
+            .node_rows(commit, node, keys, filter, &[key_column])
             .await
             .map_err(naming(field))?;
-            for mut row in rows {
-                if let Some(key) = row.remove(node.key_column()) {
-                    found.insert(rows::render_key(&key), key);
-                }
-            }
-        }
-        Ok(found)
+        Ok(rows
+            .into_iter()
+            .filter_map(|mut row| row.remove(key_column))
+            .map(|key| (rows::render_key(&key), key))
+            .collect())
     }
 
-    /// The rows of `node` with `keys` (rendered).
+    /// The `columns` (all when empty) of the nodes of `node` with `keys` (rendered)
+    /// where `filter` holds, read in chunks of [`KEY_LOOKUP_CHUNK`] keys.
     async fn node_rows(
         &self,
         commit: &crate::commit::GraphCommit,
         node: &TypeDef,
         keys: &[&String],
+        filter: Option<&str>,
+        columns: &[&str],
     ) -> Result<Vec<Map<String, Value>>> {
         let table = self.table_of_type(commit, node.name()).await?;
         let mut found = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
-            let filter = in_filter(node.key_column(), chunk, node.key_type());
-            found.extend(collect(&table, Some(&filter), &[], Some(chunk.len())).await?);
+            let keyed = in_filter(node.key_column(), chunk, node.key_type());
+            let filter = and(keyed, filter);
+            found.extend(collect(&table, Some(&filter), columns, Some(chunk.len())).await?);
         }
         Ok(found)
     }
