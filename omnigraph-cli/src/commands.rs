@@ -823,6 +823,29 @@ pub fn print_optimize(report: &omnigraph_maintenance::OptimizeReport) {
         for pending in &table.pending_indexes {
             println!("      pending {}: {}", pending.index, pending.reason);
         }
+        if let Some(adjacency) = &table.adjacency {
+            println!("      adjacency: {}", adjacency_line(adjacency));
+        }
+    }
+}
+
+/// An adjacency artifact's outcome in an optimize run, for people.
+fn adjacency_line(adjacency: &omnigraph_maintenance::AdjacencyOutcome) -> String {
+    use omnigraph_maintenance::AdjacencyOutcome;
+    match adjacency {
+        AdjacencyOutcome::Built {
+            edges,
+            nodes,
+            bytes,
+            millis,
+            ..
+        } => format!("built ({edges} edges, {nodes} nodes, {bytes} bytes, {millis} ms)"),
+        AdjacencyOutcome::Current { .. } => "current".into(),
+        AdjacencyOutcome::Skipped { reason, .. } => format!("skipped: {reason}"),
+        AdjacencyOutcome::Failed { message, .. } => {
+            format!("failed (traversals read the edge table): {message}")
+        }
+        AdjacencyOutcome::Cancelled => "cancelled before it was built".into(),
     }
 }
 
@@ -908,6 +931,7 @@ pub async fn status(out: &Output, root: &str) -> Result<()> {
     let graph = open(root).await?;
     let head = graph.head().await?;
     let coverage = graph.index_coverage(&CommitRef::Head).await?;
+    let adjacency = graph.adjacency_status(&CommitRef::Head).await?;
     let tables: Vec<Value> = head
         .pins
         .iter()
@@ -920,6 +944,7 @@ pub async fn status(out: &Output, root: &str) -> Result<()> {
             "head": commit_json(&head),
             "tables": tables,
             "indexes": coverage,
+            "adjacency": adjacency,
         }),
         |_| {
             println!(
@@ -941,6 +966,14 @@ pub async fn status(out: &Output, root: &str) -> Result<()> {
                     format!("{}.{}", index.type_name, index.index),
                     index.uncovered_rows
                 );
+            }
+            for edge in &adjacency {
+                let state = if edge.current {
+                    "current"
+                } else {
+                    "stale (rebuilt by the next optimize)"
+                };
+                println!("  adjacency {:<24} {state}", edge.edge_type);
             }
         },
     );

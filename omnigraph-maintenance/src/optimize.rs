@@ -11,6 +11,11 @@
 //! ([`publish_unit`]), and when nothing does its outcome is `pin_moved` and the next
 //! run re-plans. A writer is never blocked: nothing is held while staging.
 //!
+//! An edge table's unit that published, or had nothing to do, then builds the adjacency
+//! artifact of the version the head pins unless it has one
+//! ([`omnigraph_publish::adjacency`]). The artifact is best effort: its failure is
+//! reported beside the unit's outcome and never changes it, and a cancel skips it.
+//!
 //! Runs go through the root's maintenance lane ([`crate::Maintenance`]); every unit
 //! ends with a typed [`UnitOutcome`], and a cancel stops the run at the next cancel
 //! point (staging is dropped where it stands; a publication in progress finishes).
@@ -30,7 +35,7 @@ use omnigraph_core::{Evidence, OmniError, Result};
 use omnigraph_publish::indexes::{
     PendingIndex, built_partitions, stage_create_indices, vector_training_rows,
 };
-use omnigraph_publish::{CommitOperation, LinkRunner, Omnigraph, Staging};
+use omnigraph_publish::{AdjacencyBuild, CommitOperation, LinkRunner, Omnigraph, Staging};
 use std::sync::Arc;
 
 /// How one unit (table) of a run ended.
@@ -89,6 +94,79 @@ pub struct TableOptimize {
     /// How the unit ended.
     #[serde(flatten)]
     pub outcome: UnitOutcome,
+    /// How long the unit took (planning, staging and publishing; its adjacency
+    /// artifact's build is timed apart).
+    pub unit_millis: u64,
+    /// For an edge table whose unit published or had nothing to do: its adjacency
+    /// artifact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjacency: Option<AdjacencyOutcome>,
+}
+
+/// What became of an edge table's adjacency artifact in an optimize run. Never part of
+/// the unit's outcome: traversals read the edge table when there is none.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum AdjacencyOutcome {
+    /// Built from the version the head pins, and written.
+    Built {
+        /// The edge table version.
+        version: u64,
+        /// Edges it holds.
+        edges: u64,
+        /// Distinct endpoint keys it holds.
+        nodes: u64,
+        /// Its size.
+        bytes: u64,
+        /// How long reading the table, building and writing took.
+        millis: u64,
+    },
+    /// The version the head pins had one already.
+    Current {
+        /// The edge table version.
+        version: u64,
+    },
+    /// Not built, and why (a table larger than an artifact holds).
+    Skipped {
+        /// The edge table version.
+        version: u64,
+        /// Why.
+        reason: String,
+    },
+    /// Building or writing it failed; the unit's outcome stands. Nothing was written
+    /// (an artifact is one object, put whole).
+    Failed {
+        /// The error's stable code.
+        code: String,
+        /// The error's message.
+        message: String,
+    },
+    /// A cancel came first: not built.
+    Cancelled,
+}
+
+impl From<AdjacencyBuild> for AdjacencyOutcome {
+    fn from(build: AdjacencyBuild) -> AdjacencyOutcome {
+        match build {
+            AdjacencyBuild::Built {
+                version,
+                edges,
+                nodes,
+                bytes,
+                millis,
+            } => AdjacencyOutcome::Built {
+                version,
+                edges,
+                nodes,
+                bytes,
+                millis,
+            },
+            AdjacencyBuild::Current { version } => AdjacencyOutcome::Current { version },
+            AdjacencyBuild::Skipped { version, reason } => {
+                AdjacencyOutcome::Skipped { version, reason }
+            }
+        }
+    }
 }
 
 impl TableOptimize {
@@ -118,6 +196,8 @@ impl TableOptimize {
             indexes_built: Vec::new(),
             pending_indexes: Vec::new(),
             outcome: failed_outcome(error),
+            unit_millis: 0,
+            adjacency: None,
         }
     }
 }
@@ -206,6 +286,11 @@ pub(crate) async fn run_units(
         .iter()
         .map(|type_def| type_def.name().to_string())
         .collect();
+    let edge = |type_name: &str| {
+        catalog
+            .get(type_name)
+            .is_some_and(|type_def| !type_def.is_node())
+    };
     // Rows as the head pins them: a unit's rows count as done when it ends, whatever
     // its outcome, so the figures reach their totals.
     let rows_of = |type_name: &str| {
@@ -227,7 +312,18 @@ pub(crate) async fn run_units(
     let (compaction, full_text) = (budget.compaction, budget.full_text);
     let mut units = futures::stream::iter(types)
         .map(|type_name| async move {
+            let started = std::time::Instant::now();
             let outcome = run_unit(graph, &type_name, &compaction, &full_text, runner, token).await;
+            let outcome = match outcome {
+                Ran::Done { mut table, staged } => {
+                    table.unit_millis = started.elapsed().as_millis() as u64;
+                    if edge(&type_name) {
+                        table = Box::new(with_adjacency(graph, *table, token).await);
+                    }
+                    Ran::Done { table, staged }
+                }
+                other => other,
+            };
             (type_name, outcome)
         })
         .buffered(budget.unit_concurrency);
@@ -267,6 +363,40 @@ enum Ran {
     },
     /// Stopped at a cancel point.
     Cancelled { staged: bool },
+}
+
+/// `table`'s unit, with its edge table's adjacency artifact built when the unit
+/// published or had nothing to do. A cancel, before or while it builds, skips it.
+async fn with_adjacency(
+    graph: &Omnigraph,
+    table: TableOptimize,
+    token: &CancelToken,
+) -> TableOptimize {
+    if !matches!(
+        table.outcome,
+        UnitOutcome::Published { .. } | UnitOutcome::NothingToDo
+    ) {
+        return table;
+    }
+    let adjacency = if token.is_cancelled() {
+        AdjacencyOutcome::Cancelled
+    } else {
+        // Dropped where it stands on a cancel: the artifact is one object, put whole.
+        tokio::select! {
+            built = graph.build_adjacency(&table.type_key) => match built {
+                Ok(built) => built.into(),
+                Err(error) => AdjacencyOutcome::Failed {
+                    code: error.code().code.to_string(),
+                    message: error.to_string(),
+                },
+            },
+            () = token.cancelled() => AdjacencyOutcome::Cancelled,
+        }
+    };
+    TableOptimize {
+        adjacency: Some(adjacency),
+        ..table
+    }
 }
 
 async fn run_unit(
@@ -421,6 +551,8 @@ async fn plan_chain(
         indexes_built: work.built,
         pending_indexes: work.pending,
         outcome: UnitOutcome::NothingToDo,
+        unit_millis: 0,
+        adjacency: None,
     })
 }
 

@@ -14,6 +14,8 @@
 //! - [`omnigraph`]: the handle users call: writers and reads on one branch.
 //! - [`indexes`]: the index writer (declared indexes, trainability) and coverage.
 //! - [`reads`]: neighbours, nearest vectors and full-text search.
+//! - [`traverse`]: multi-hop traversal, one batched lookup per step.
+//! - [`adjacency`]: the adjacency artifact optimize builds and traversals read.
 //! - [`key_cache`]: a warm handle's keys per table, so key checks cost no request.
 //! - [`ingest`]: insert and load: validated batches, staged and published in one commit.
 //! - [`mutate`]: update and delete, strict writers; deletes cascade to incident edges.
@@ -39,11 +41,12 @@ pub mod protocol;
 // Every module keeps its path at the crate root (`omnigraph_publish::layout`, ...).
 pub use columnar::InputFormat;
 pub use handle::{
-    columnar, indexes, ingest, key_cache, mutate, omnigraph, reads, rows, schema_apply, spill,
-    traverse,
+    adjacency, columnar, indexes, ingest, key_cache, mutate, omnigraph, reads, rows, schema_apply,
+    spill, traverse,
 };
 pub use protocol::{commit, gate, graph, layout, log, publisher, retention, staging};
 
+pub use adjacency::{AdjacencyBuild, AdjacencyStatus};
 pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
 pub use indexes::{
@@ -58,4 +61,4 @@ pub use reads::Direction;
 pub use schema_apply::{SchemaApplyReport, SchemaChange};
 pub use spill::LoadBudget;
 pub use staging::{LinkRunner, Staging, TableChain};
-pub use traverse::{Step, StepDirection, StepReport, Traversal, TraversalPath};
+pub use traverse::{Step, StepDirection, StepReport, StepVia, Traversal, TraversalPath};

@@ -39,7 +39,10 @@
 //! - traverse (with `--traverse`, alone): N Person nodes (default 1,000,000) with E
 //!   power-law Knows edges (default 5,000,000), N/10 companies and N WorksAt edges; the
 //!   p50 and p99 of 1-hop and 2-hop traversals from random start nodes on the scan path
-//!   and, after `build_indexes`, on the BTree path, with the same results by both.
+//!   and, after `build_indexes`, on the BTree path; then, after `optimize` builds the
+//!   adjacency artifacts, on the artifact and again on the BTree path beside it (a
+//!   handle that never reads artifacts), with the same results by every path, and the
+//!   artifact's build time and bytes against the Knows unit's time.
 //!
 //! `--rows N`, `--read-rows M`, `--nodes N`, `--edges E`, `--optimize-rows K`, `--updates U` and `--garbage G`
 //! change the sizes; `--json` prints one JSON document.
@@ -775,6 +778,59 @@ async fn traverse_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Va
         btree_two[..scan_two.len()],
         "2-hop: the same nodes by both paths"
     );
+    // Optimize builds the adjacency artifacts; the BTree path is measured again beside
+    // them, on the compacted tables, from a handle that never reads an artifact.
+    let started = Instant::now();
+    let report = omnigraph_maintenance::optimize(&graph, &Default::default())
+        .await
+        .expect("optimize");
+    let optimize_seconds = started.elapsed().as_secs_f64();
+    let knows = report.table("Knows").expect("the Knows unit");
+    let (build_ms, artifact_bytes) = match &knows.adjacency {
+        Some(omnigraph_maintenance::AdjacencyOutcome::Built { millis, bytes, .. }) => {
+            (*millis, *bytes)
+        }
+        other => panic!("Knows's artifact was not built: {other:?}"),
+    };
+    let reader = Omnigraph::open(&uri).await.expect("open");
+    let plain = Omnigraph::open(&uri)
+        .await
+        .expect("open")
+        .without_adjacency();
+    let started = Instant::now();
+    let first = reader
+        .traverse("Person", &[json!(starts[0])], &one, false, &CommitRef::Head)
+        .await
+        .expect("traverse");
+    let first_read_ms = started.elapsed().as_secs_f64() * 1_000.0;
+    assert_eq!(
+        first.steps[0].via,
+        Some(omnigraph_publish::StepVia::Adjacency),
+        "{:?}",
+        first.steps[0].adjacency_passed
+    );
+    plain
+        .traverse("Person", &[json!(starts[0])], &one, false, &CommitRef::Head)
+        .await
+        .expect("traverse");
+    let (after_one_p50, after_one_p99, after_one) = traverse_latencies(&plain, &starts, &one).await;
+    let (after_two_p50, after_two_p99, after_two) = traverse_latencies(&plain, &starts, &two).await;
+    let (adjacency_one_p50, adjacency_one_p99, adjacency_one) =
+        traverse_latencies(&reader, &starts, &one).await;
+    let (adjacency_two_p50, adjacency_two_p99, adjacency_two) =
+        traverse_latencies(&reader, &starts, &two).await;
+    assert_eq!(
+        adjacency_one, after_one,
+        "1-hop: the same nodes by the artifact"
+    );
+    assert_eq!(
+        adjacency_two, after_two,
+        "2-hop: the same nodes by the artifact"
+    );
+    assert_eq!(
+        adjacency_one, btree_one,
+        "1-hop: the same nodes after optimize"
+    );
     let mean = |reached: &[Vec<Value>]| {
         reached.iter().map(Vec::len).sum::<usize>() as f64 / reached.len().max(1) as f64
     };
@@ -797,6 +853,24 @@ async fn traverse_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Va
             "one_hop_mean_reached": mean(&btree_one),
             "two_hop_mean_reached": mean(&btree_two),
             "two_hop_over_one_hop_p50": btree_two_p50 / btree_one_p50.max(f64::EPSILON),
+        },
+        "optimize_seconds": optimize_seconds,
+        "btree_after_optimize": {
+            "starts": starts.len(),
+            "one_hop_p50_ms": after_one_p50, "one_hop_p99_ms": after_one_p99,
+            "two_hop_p50_ms": after_two_p50, "two_hop_p99_ms": after_two_p99,
+        },
+        "adjacency": {
+            "starts": starts.len(),
+            "knows_build_ms": build_ms,
+            "knows_bytes": artifact_bytes,
+            "knows_unit_ms": knows.unit_millis,
+            "build_share_of_knows_optimize": build_ms as f64 / (knows.unit_millis + build_ms).max(1) as f64,
+            "first_traversal_ms": first_read_ms,
+            "one_hop_p50_ms": adjacency_one_p50, "one_hop_p99_ms": adjacency_one_p99,
+            "two_hop_p50_ms": adjacency_two_p50, "two_hop_p99_ms": adjacency_two_p99,
+            "two_hop_over_one_hop_p50": adjacency_two_p50 / adjacency_one_p50.max(f64::EPSILON),
+            "btree_over_adjacency_one_hop_p50": after_one_p50 / adjacency_one_p50.max(f64::EPSILON),
         },
     })
 }

@@ -6,6 +6,7 @@
 #![recursion_limit = "256"]
 
 mod adapter_links;
+mod adjacency;
 mod cleanup;
 mod columnar;
 mod cost;

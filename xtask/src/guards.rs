@@ -37,6 +37,10 @@ const HANDLE_MODULES: &[&str] = &[
     "schema_apply",
     "indexes",
     "reads",
+    "columnar",
+    "spill",
+    "traverse",
+    "adjacency",
 ];
 /// Files allowed to call Lance's cleanup: the surface test that pins the hazard.
 pub const CLEANUP_HAZARD_PROOFS: &[&str] = &["tests/suite/lance_surface/cleanup_hazard.rs"];

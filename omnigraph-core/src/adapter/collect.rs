@@ -9,14 +9,20 @@ use lance::Dataset;
 use lance_table::io::deletion::relative_deletion_file_path;
 use lance_table::io::manifest::read_manifest_indexes;
 
+/// The folder of an edge table that holds its adjacency artifacts, one immutable
+/// object per table version they were built from (`docs/format.md` §6.4). Not Lance's:
+/// Lance never lists it.
+pub const ADJACENCY_FOLDER: &str = "_adjacency";
+
 /// The folders of a table the collector sweeps. Anything else in a table's folder is
 /// never deleted by listing.
-pub const SWEPT_FOLDERS: [&str; 5] = [
+pub const SWEPT_FOLDERS: [&str; 6] = [
     "data",
     "_versions",
     "_deletions",
     "_indices",
     "_transactions",
+    ADJACENCY_FOLDER,
 ];
 
 /// A manifest object's version, from its name under `_versions/`.

@@ -22,8 +22,8 @@ pub use baseline::{
     baseline_write,
 };
 pub use collect::{
-    ManifestName, SWEPT_FOLDERS, VersionReferences, delete_table_object, detached_manifest_object,
-    manifest_name, version_references,
+    ADJACENCY_FOLDER, ManifestName, SWEPT_FOLDERS, VersionReferences, delete_table_object,
+    detached_manifest_object, manifest_name, version_references,
 };
 pub use compact::{
     COMPACTION_BATCH_ROWS_DEFAULT, COMPACTION_IO_BUFFER_BYTES_DEFAULT, CompactionBudget,

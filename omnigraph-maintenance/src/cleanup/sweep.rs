@@ -8,7 +8,8 @@
 //! whatever its base: its writer, whose staging began before it, can no longer publish
 //! it (writers never publish staging older than half the grace period recorded at the
 //! head they follow, and this run's record precedes its listing). A table no retained
-//! commit pins has no roots but its young manifests.
+//! commit pins has no roots but its young manifests. An edge table's adjacency
+//! artifacts are kept while a retained commit pins the version each was built from.
 
 use super::trace::Trace;
 use omnigraph_core::adapter::{self, ManifestName, SWEPT_FOLDERS, VersionReferences};
@@ -168,6 +169,14 @@ pub(crate) async fn plan_table(
             continue;
         }
         let old = object.modified_micros < grace_cutoff_micros;
+        if let Some(version) = layout::adjacency_version(&object.object) {
+            // An adjacency artifact lives while a retained commit pins the version it
+            // was built from; nothing references it.
+            if old && !(pinned && retained.contains(&version)) {
+                plan.files.push(object.clone());
+            }
+            continue;
+        }
         let manifest = adapter::manifest_name(&object.object).is_some();
         // A pinned table's `_versions/` holds its manifests and Lance's version hint:
         // only manifests are removed there, and only as planned above. A table no

@@ -1,6 +1,7 @@
 //! The graph on the protocol: the [`omnigraph::Omnigraph`] handle, its writers
 //! (ingest, mutate, schema apply, the index writer) and reads.
 
+pub mod adjacency;
 pub mod columnar;
 pub mod indexes;
 pub mod ingest;

@@ -2,6 +2,7 @@
 //! protocol. This first part has `insert` and the reads that check it (`get`, `scan`);
 //! load, update, delete and schema apply build on the same pieces.
 
+use crate::adjacency::AdjacencyCache;
 use crate::commit::GraphCommit;
 use crate::graph::{CommitRef, Graph};
 use crate::ingest::{Ingest, IngestReport, LoadMode};
@@ -46,6 +47,10 @@ pub struct Omnigraph {
     key_caches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<TableKeys>>>>,
     /// The memory each key set of a load holds, and where it spills past that.
     load_budget: LoadBudget,
+    /// The adjacency artifacts this handle read, and versions it found none for.
+    adjacency: AdjacencyCache,
+    /// Whether traversals may use adjacency artifacts (see [`Omnigraph::without_adjacency`]).
+    adjacency_reads: bool,
 }
 
 /// What to read from one type.
@@ -106,7 +111,26 @@ impl Omnigraph {
             tables: Mutex::new(HashMap::new()),
             key_caches: Mutex::new(HashMap::new()),
             load_budget: LoadBudget::default(),
+            adjacency: AdjacencyCache::default(),
+            adjacency_reads: true,
         })
+    }
+
+    /// This handle with traversals that never use adjacency artifacts: every step reads
+    /// its edge table (through its index when built). For comparisons and benchmarks;
+    /// the results are the same.
+    pub fn without_adjacency(mut self) -> Omnigraph {
+        self.adjacency_reads = false;
+        self
+    }
+
+    /// Whether traversals may use adjacency artifacts.
+    pub(crate) fn reads_adjacency(&self) -> bool {
+        self.adjacency_reads
+    }
+
+    pub(crate) fn adjacency_cache(&self) -> &AdjacencyCache {
+        &self.adjacency
     }
 
     /// This handle with loads that keep `budget` for each of their key sets (the keys

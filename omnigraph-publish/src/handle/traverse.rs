@@ -1,13 +1,17 @@
 //! Multi-hop traversal at one commit. Each step follows one edge type from the whole
 //! frontier at once: the frontier's keys go to Lance in `IN` filters of
 //! [`KEY_LOOKUP_CHUNK`] keys each (with the step's edge filter pushed down beside them),
-//! never one query per node. The nodes a step reaches are deduplicated, filtered by the
+//! never one query per node; or, when optimize built the edge table's adjacency artifact
+//! from the very version the commit pins, from that artifact, with no query
+//! ([`crate::adjacency`]). The nodes a step reaches are deduplicated, filtered by the
 //! step's node filter in the same batched way, and cut to the step's limit in key
 //! order (the order of the keys' text form: `"p10"` before `"p9"`, `10` before `9`),
 //! which is said, never silent. Edges never dangle (every writer checks their
 //! endpoints), so a step without a node filter reads no node rows until the last.
 
+use crate::adjacency::{Adjacency, AdjacencyWay};
 use crate::graph::CommitRef;
+use crate::layout;
 use crate::omnigraph::{KEY_LOOKUP_CHUNK, Omnigraph};
 use crate::reads::{READ_LIMIT_MAX, collect};
 use crate::rows;
@@ -17,6 +21,7 @@ use omnigraph_core::schema::{
 use omnigraph_core::{InputLocation, OmniError, Result};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The most steps one traversal takes.
 pub const TRAVERSE_STEPS_MAX: usize = 8;
@@ -67,6 +72,16 @@ impl Step {
     }
 }
 
+/// How a step found its edges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepVia {
+    /// The edge table's adjacency artifact, built from the version the commit pins.
+    Adjacency,
+    /// The edge table (through its index when built).
+    EdgeTable,
+}
+
 /// What one step did.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct StepReport {
@@ -82,6 +97,11 @@ pub struct StepReport {
     pub reached: usize,
     /// Whether the limit left nodes out.
     pub truncated: bool,
+    /// How it found its edges; `None` when it started from no node.
+    pub via: Option<StepVia>,
+    /// Why it did not use an adjacency artifact, when it read the edge table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjacency_passed: Option<String>,
 }
 
 /// One way from a start node to a node reached: `nodes` has one key more than `edges`,
@@ -277,12 +297,16 @@ impl Omnigraph {
             rows::key_filter_literal(start, key)?;
             frontier.insert(rows::render_key(key), key.clone());
         }
-        // Only keys some node has start.
-        let frontier_keys: Vec<&String> = frontier.keys().collect();
-        let present = self
-            .node_keys(&commit, start, &frontier_keys, None, "keys")
-            .await?;
-        frontier.retain(|key, _| present.contains_key(key));
+        let mut first_adjacency = Some(self.adjacency_for(&commit, planned[0].step, paths).await);
+        if first_adjacency.as_ref().is_some_and(|first| first.is_err()) {
+            // Only keys some node has start. An artifact needs no such read: an edge
+            // never names a missing node, so a key no node has reaches nothing there.
+            let frontier_keys: Vec<&String> = frontier.keys().collect();
+            let present = self
+                .node_keys(&commit, start, &frontier_keys, None, "keys")
+                .await?;
+            frontier.retain(|key, _| present.contains_key(key));
+        }
         let mut parents: Vec<BTreeMap<String, Parent>> = Vec::with_capacity(planned.len());
         let mut reports = Vec::with_capacity(planned.len());
         let mut near_type = start.clone();
@@ -291,12 +315,34 @@ impl Omnigraph {
             let mut reached: BTreeMap<String, (Value, Parent)> = BTreeMap::new();
             let mut followed = 0usize;
             let keys: Vec<&String> = frontier.keys().collect();
-            for (way, (near_column, far_column)) in step.ways.iter().enumerate() {
+            let adjacency = match first_adjacency.take() {
+                Some(first) => first,
+                None => self.adjacency_for(&commit, step.step, paths).await,
+            };
+            let (via, adjacency_passed) = match &adjacency {
+                Ok(adjacency) => {
+                    followed = follow_adjacency(adjacency, step, index, &keys, &mut reached)?;
+                    (StepVia::Adjacency, None)
+                }
+                Err(why) => (StepVia::EdgeTable, Some(why.clone())),
+            };
+            let lookups = if adjacency.is_ok() {
+                &[][..]
+            } else {
+                &step.ways[..]
+            };
+            for (way, (near_column, far_column)) in lookups.iter().enumerate() {
                 for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
-                    let filter = and(
-                        in_filter(near_column, chunk, near_type.key_type()),
-                        step.step.edge_filter.as_deref(),
-                    );
+                    let keyed = in_filter(near_column, chunk, near_type.key_type());
+                    // Both ways: a self-loop is found from either end and counts once.
+                    // The second way leaves it out in the query, so the read limit
+                    // counts only the edges the step keeps.
+                    let keyed = if way == 0 {
+                        keyed
+                    } else {
+                        format!("({keyed}) AND `{near_column}` != `{far_column}`")
+                    };
+                    let filter = and(keyed, step.step.edge_filter.as_deref());
                     let rows = collect(
                         &edges,
                         Some(&filter),
@@ -305,23 +351,9 @@ impl Omnigraph {
                     )
                     .await
                     .map_err(naming(&format!("steps[{index}].edge")))?;
-                    // Both ways: a self-loop is found from either end; it counts once.
-                    let rows: Vec<Map<String, Value>> = if way == 0 {
-                        rows
-                    } else {
-                        rows.into_iter()
-                            .filter(|row| row.get(*near_column) != row.get(*far_column))
-                            .collect()
-                    };
                     followed += rows.len();
                     if followed > TRAVERSE_EDGES_PER_STEP_MAX {
-                        return Err(bad(
-                            format!("steps[{index}]"),
-                            format!(
-                                "step {index} follows more than {TRAVERSE_EDGES_PER_STEP_MAX} {} edges: narrow it with a filter, or a smaller limit on the step before",
-                                step.step.edge_type
-                            ),
-                        ));
+                        return Err(too_many_edges(index, step));
                     }
                     for mut row in rows {
                         let (Some(near), Some(far), Some(id)) = (
@@ -366,6 +398,8 @@ impl Omnigraph {
                 edges: followed,
                 reached: reached.len(),
                 truncated,
+                via: Some(via),
+                adjacency_passed,
             });
             let mut step_parents = BTreeMap::new();
             frontier = BTreeMap::new();
@@ -385,6 +419,8 @@ impl Omnigraph {
                         edges: 0,
                         reached: 0,
                         truncated: false,
+                        via: None,
+                        adjacency_passed: None,
                     });
                     parents.push(BTreeMap::new());
                 }
@@ -414,6 +450,28 @@ impl Omnigraph {
             steps: reports,
             paths,
         })
+    }
+
+    /// The adjacency artifact `step` may use at `commit`, or why it reads its edge table:
+    /// adjacency reads are off, the traversal returns paths (which name edge ids, and
+    /// the artifact holds none), the step filters edges (on properties the artifact
+    /// does not hold), or there is no current artifact to use.
+    async fn adjacency_for(
+        &self,
+        commit: &crate::commit::GraphCommit,
+        step: &Step,
+        paths: bool,
+    ) -> std::result::Result<Arc<Adjacency>, String> {
+        if !self.reads_adjacency() {
+            return Err("adjacency reads are off on this handle".into());
+        }
+        if paths {
+            return Err("paths name edge ids, which an artifact does not hold".into());
+        }
+        if step.edge_filter.is_some() {
+            return Err("the step filters edges on their properties".into());
+        }
+        self.adjacency_at(commit, &step.edge_type).await
     }
 
     /// Which of `keys` (rendered) some node of `node` has, where `filter` holds: their
@@ -457,6 +515,62 @@ impl Omnigraph {
         }
         Ok(found)
     }
+}
+
+fn too_many_edges(index: usize, step: &PlannedStep<'_>) -> OmniError {
+    bad(
+        format!("steps[{index}]"),
+        format!(
+            "step {index} follows more than {TRAVERSE_EDGES_PER_STEP_MAX} {} edges: narrow it with a filter, or a smaller limit on the step before",
+            step.step.edge_type
+        ),
+    )
+}
+
+/// Follows `step` from the rendered `keys` in `adjacency`, as the edge table lookups
+/// would (a self-loop counts once in a both-ways step), into `reached`; returns the
+/// edges followed. Paths are never asked of an artifact, so no edge id is kept.
+fn follow_adjacency(
+    adjacency: &Adjacency,
+    step: &PlannedStep<'_>,
+    index: usize,
+    keys: &[&String],
+    reached: &mut BTreeMap<String, (Value, Parent)>,
+) -> Result<usize> {
+    let mut followed = 0usize;
+    for (way, (near_column, _)) in step.ways.iter().enumerate() {
+        let direction = if *near_column == EDGE_SRC_COLUMN {
+            AdjacencyWay::Out
+        } else {
+            AdjacencyWay::In
+        };
+        for near in keys {
+            for far in adjacency.far_keys(near, direction) {
+                if way > 0 && far == near.as_str() {
+                    continue;
+                }
+                followed += 1;
+                if followed > TRAVERSE_EDGES_PER_STEP_MAX {
+                    return Err(too_many_edges(index, step));
+                }
+                if !reached.contains_key(far) {
+                    // A key reaches a query only as the far type's key: an artifact
+                    // that names another (a crafted one) is refused as corrupt.
+                    let value: Value = serde_json::from_str(far)
+                        .ok()
+                        .filter(|value| rows::key_filter_literal(&step.far, value).is_ok())
+                        .ok_or_else(|| {
+                            OmniError::corrupt(
+                                layout::adjacency_path(adjacency.table_id(), adjacency.version()),
+                                format!("{far} is not a key of {}", step.far.name()),
+                            )
+                        })?;
+                    reached.insert(far.to_string(), (value, ((*near).clone(), Value::Null)));
+                }
+            }
+        }
+    }
+    Ok(followed)
 }
 
 /// The path to the node with key `key` reached by the last step, back through each

@@ -48,6 +48,36 @@ pub fn table_path(table_id: &str) -> String {
     format!("tables/{table_id}")
 }
 
+/// The name of the adjacency artifact built from `version` of an edge table, relative to
+/// the table's folder: `_adjacency/<version>.ogadj`.
+pub fn adjacency_object(version: u64) -> String {
+    format!(
+        "{}/{version}{ADJACENCY_SUFFIX}",
+        omnigraph_core::adapter::ADJACENCY_FOLDER
+    )
+}
+
+/// The adjacency artifact built from `version` of the edge table `table_id`.
+pub fn adjacency_path(table_id: &str, version: u64) -> String {
+    format!("{}/{}", table_path(table_id), adjacency_object(version))
+}
+
+/// The table version an adjacency artifact's name (relative to its table's folder)
+/// says it was built from; `None` for any other name.
+pub fn adjacency_version(object: &str) -> Option<u64> {
+    let name = object
+        .strip_prefix(omnigraph_core::adapter::ADJACENCY_FOLDER)?
+        .strip_prefix('/')?
+        .strip_suffix(ADJACENCY_SUFFIX)?;
+    // Digits only: `+1` or `01` would parse but never be written.
+    let canonical = !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_digit())
+        && (name == "0" || !name.starts_with('0'));
+    if canonical { name.parse().ok() } else { None }
+}
+
+const ADJACENCY_SUFFIX: &str = ".ogadj";
+
 /// The largest format object a reader accepts, in bytes.
 pub(crate) const FORMAT_BYTES_MAX: usize = 64 << 10;
 /// The largest schema document a reader accepts, in bytes: the largest schema source
@@ -142,6 +172,28 @@ mod tests {
         assert!(is_pinnable_version(1 << 63));
         assert!(!is_pinnable_version(0));
         assert!(!is_pinnable_version(2));
+    }
+
+    #[test]
+    fn adjacency_names_parse_back_and_nothing_else_does() {
+        let version = (1u64 << 63) + 12;
+        assert_eq!(
+            adjacency_path("t01", version),
+            format!("tables/t01/_adjacency/{version}.ogadj")
+        );
+        assert_eq!(adjacency_version(&adjacency_object(version)), Some(version));
+        assert_eq!(adjacency_version(&adjacency_object(1)), Some(1));
+        for other in [
+            "_adjacency/.ogadj",
+            "_adjacency/012.ogadj",
+            "_adjacency/+12.ogadj",
+            "_adjacency/12.ogadj.tmp",
+            "_adjacency/x/12.ogadj",
+            "_indices/12.ogadj",
+            "_adjacency/99999999999999999999999.ogadj",
+        ] {
+            assert_eq!(adjacency_version(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -1,0 +1,916 @@
+//! The adjacency artifact (`docs/format.md` §6.4): the edges of one version of an edge
+//! table as two compressed sparse rows, by source and by destination, over dense
+//! positions of the endpoint keys those edges name. Optimize builds it after an edge
+//! table's unit ([`Omnigraph::build_adjacency`]); a traversal step uses it only when it
+//! was built from the very version the commit it reads pins, and otherwise reads the
+//! edge table, with the same result. It is never part of correctness: an artifact that
+//! is missing, unreadable or fails its checks is passed by, and the step says why.
+//!
+//! It is keyed by the edge table's version alone. A step's result depends on the edge
+//! table only: every writer checks an edge's endpoints and a node delete deletes its
+//! edges in the same commit, so an edge never names a missing node, and a node with no
+//! edge reaches nothing either way. Writes to the node tables leave it current.
+
+use crate::commit::{GraphCommit, TablePin};
+use crate::graph::CommitRef;
+use crate::layout;
+use crate::omnigraph::Omnigraph;
+use crate::rows::{self, RowKey};
+use futures::TryStreamExt;
+use omnigraph_core::arrow_array::cast::AsArray;
+use omnigraph_core::arrow_array::{Array, RecordBatch};
+use omnigraph_core::arrow_schema::DataType;
+use omnigraph_core::lance::Dataset;
+use omnigraph_core::schema::{EDGE_DST_COLUMN, EDGE_SRC_COLUMN};
+use omnigraph_core::storage::PutOutcome;
+use omnigraph_core::{OmniError, Result};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The artifact format this build writes and reads.
+pub const ADJACENCY_FORMAT: u32 = 1;
+/// The most edges one artifact holds. Building holds about 32 bytes per edge, and per
+/// distinct endpoint key about 80 bytes plus three copies of its rendered text, beside
+/// the artifact's own bytes; a larger table is skipped (said in optimize's report) and
+/// read through its index.
+pub const ADJACENCY_EDGES_MAX: u64 = 50_000_000;
+/// The largest artifact a reader accepts, in bytes (checked from the GET's size before
+/// the body is read); a builder skips one that would be larger.
+pub const ADJACENCY_BYTES_MAX: u64 = 4 << 30;
+/// The longest endpoint key an artifact holds, in bytes, as rendered.
+pub const ADJACENCY_KEY_BYTES_MAX: usize = 64 << 10;
+/// The artifacts a handle keeps in memory (one version per table: a newer one read
+/// replaces it).
+pub(crate) const ADJACENCY_CACHED_MAX: usize = 8;
+/// The memory the artifacts a handle keeps may take, in bytes; past it the least
+/// recently used go.
+pub(crate) const ADJACENCY_CACHED_BYTES_MAX: u64 = 2 << 30;
+/// How long a handle trusts that a version has no usable artifact (none, or one that
+/// failed its checks) before it looks again: an optimize may build or replace it.
+pub(crate) const ADJACENCY_MISS_RECHECK: Duration = Duration::from_secs(5);
+/// The misses a handle remembers.
+const ADJACENCY_MISSES_MAX: usize = 64;
+
+const MAGIC: [u8; 8] = *b"OGADJ\0\0\0";
+/// Magic, format, table id length, version, edges, nodes, key bytes.
+const HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8;
+const CHECKSUM_BYTES: usize = 4;
+
+/// One direction's edges: the far positions of position `p`'s edges are
+/// `ends[offsets[p]..offsets[p + 1]]`, in the edge table's scan order.
+#[derive(Debug, PartialEq, Eq)]
+struct Csr {
+    offsets: Vec<u64>,
+    ends: Vec<u32>,
+}
+
+impl Csr {
+    /// The rows of `pairs` (near, far) over `nodes` positions, by a counting sort that
+    /// keeps each near position's edges in the order given.
+    fn of(nodes: usize, near: &[u32], far: &[u32]) -> Csr {
+        assert_eq!(near.len(), far.len(), "one far end per near end");
+        let mut offsets = vec![0u64; nodes + 1];
+        for &position in near {
+            offsets[position as usize + 1] += 1;
+        }
+        for index in 0..nodes {
+            offsets[index + 1] += offsets[index];
+        }
+        let mut next: Vec<u64> = offsets[..nodes].to_vec();
+        let mut ends = vec![0u32; near.len()];
+        for (&from, &to) in near.iter().zip(far) {
+            let slot = &mut next[from as usize];
+            ends[*slot as usize] = to;
+            *slot += 1;
+        }
+        Csr { offsets, ends }
+    }
+
+    fn ends_of(&self, position: u32) -> &[u32] {
+        let position = position as usize;
+        &self.ends[self.offsets[position] as usize..self.offsets[position + 1] as usize]
+    }
+}
+
+/// Which of an artifact's two rows a step reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdjacencyWay {
+    /// From sources to destinations.
+    Out,
+    /// From destinations to sources.
+    In,
+}
+
+/// The adjacency of one version of one edge table, checked.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Adjacency {
+    table_id: String,
+    version: u64,
+    /// Position `p`'s rendered key is `keys[key_offsets[p]..key_offsets[p + 1]]`; keys
+    /// are sorted and distinct, each on character boundaries.
+    key_offsets: Vec<u64>,
+    keys: String,
+    out: Csr,
+    into: Csr,
+}
+
+impl Adjacency {
+    /// The edge table it was built from.
+    pub fn table_id(&self) -> &str {
+        &self.table_id
+    }
+
+    /// The version of the edge table it was built from.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Edges it holds.
+    pub fn edges(&self) -> u64 {
+        self.out.ends.len() as u64
+    }
+
+    /// Distinct endpoint keys it holds.
+    pub fn nodes(&self) -> u64 {
+        (self.key_offsets.len() - 1) as u64
+    }
+
+    /// The memory it takes, in bytes.
+    fn memory_bytes(&self) -> u64 {
+        (self.keys.len() + 8 * 3 * self.key_offsets.len() + 8 * self.out.ends.len()) as u64
+    }
+
+    fn key(&self, position: u32) -> &str {
+        let position = position as usize;
+        &self.keys[self.key_offsets[position] as usize..self.key_offsets[position + 1] as usize]
+    }
+
+    fn position(&self, key: &str) -> Option<u32> {
+        let (mut low, mut high) = (0usize, self.key_offsets.len() - 1);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.key(middle as u32).cmp(key) {
+                std::cmp::Ordering::Less => low = middle + 1,
+                std::cmp::Ordering::Greater => high = middle,
+                std::cmp::Ordering::Equal => return Some(middle as u32),
+            }
+        }
+        None
+    }
+
+    /// The rendered keys at the far end of `key`'s edges `way`, one per edge, in the
+    /// edge table's order; none when no edge names `key` at that end.
+    pub fn far_keys<'a>(&'a self, key: &str, way: AdjacencyWay) -> impl Iterator<Item = &'a str> {
+        let rows = match way {
+            AdjacencyWay::Out => &self.out,
+            AdjacencyWay::In => &self.into,
+        };
+        let ends = self
+            .position(key)
+            .map_or(&[][..], |position| rows.ends_of(position));
+        ends.iter().map(|&position| self.key(position))
+    }
+
+    /// The artifact's bytes (`docs/format.md` §6.4).
+    pub fn encode(&self) -> Vec<u8> {
+        let nodes = self.key_offsets.len() - 1;
+        let edges = self.out.ends.len();
+        let size = self.encoded_size();
+        let mut bytes = Vec::with_capacity(size);
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&ADJACENCY_FORMAT.to_le_bytes());
+        bytes.extend_from_slice(&(self.table_id.len() as u32).to_le_bytes());
+        for number in [
+            self.version,
+            edges as u64,
+            nodes as u64,
+            self.keys.len() as u64,
+        ] {
+            bytes.extend_from_slice(&number.to_le_bytes());
+        }
+        bytes.extend_from_slice(self.table_id.as_bytes());
+        let words = |bytes: &mut Vec<u8>, words: &[u64]| {
+            for word in words {
+                bytes.extend_from_slice(&word.to_le_bytes());
+            }
+        };
+        let ends = |bytes: &mut Vec<u8>, ends: &[u32]| {
+            for end in ends {
+                bytes.extend_from_slice(&end.to_le_bytes());
+            }
+        };
+        words(&mut bytes, &self.key_offsets);
+        bytes.extend_from_slice(self.keys.as_bytes());
+        words(&mut bytes, &self.out.offsets);
+        ends(&mut bytes, &self.out.ends);
+        words(&mut bytes, &self.into.offsets);
+        ends(&mut bytes, &self.into.ends);
+        let checksum = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&checksum.to_le_bytes());
+        assert_eq!(
+            bytes.len(),
+            size,
+            "an artifact is as long as its header says"
+        );
+        bytes
+    }
+
+    /// The size of its bytes.
+    pub fn encoded_size(&self) -> usize {
+        encoded_size(
+            self.table_id.len(),
+            self.key_offsets.len() - 1,
+            self.keys.len(),
+            self.out.ends.len(),
+        )
+    }
+
+    /// Reads an artifact back, checking every part before it is used: the checksum,
+    /// that it was built from `pin` (table, version and row count), sizes that add up
+    /// to the object's, offsets that rise within bounds, positions below the node
+    /// count, and keys that are sorted, distinct JSON keys on character boundaries. The
+    /// error says what failed.
+    pub fn decode(bytes: &[u8], pin: &TablePin) -> std::result::Result<Adjacency, String> {
+        if bytes.len() < HEADER_BYTES + CHECKSUM_BYTES {
+            return Err(format!("{} bytes is shorter than a header", bytes.len()));
+        }
+        let (body, checksum) = bytes.split_at(bytes.len() - CHECKSUM_BYTES);
+        let stored = u32::from_le_bytes(checksum.try_into().map_err(|_| "no checksum")?);
+        if crc32fast::hash(body) != stored {
+            return Err("the checksum does not match the bytes".into());
+        }
+        let mut reader = Reader { bytes: body, at: 0 };
+        if reader.take(8)? != MAGIC {
+            return Err("not an adjacency artifact (bad magic)".into());
+        }
+        let format = reader.u32()?;
+        if format != ADJACENCY_FORMAT {
+            return Err(format!(
+                "format {format}; this build reads format {ADJACENCY_FORMAT}"
+            ));
+        }
+        let id_len = reader.u32()? as usize;
+        let version = reader.u64()?;
+        let edges = reader.u64()?;
+        let nodes = reader.u64()?;
+        let key_bytes = reader.u64()?;
+        if edges != pin.row_count || edges > ADJACENCY_EDGES_MAX {
+            return Err(format!(
+                "{edges} edges; the pinned version has {} rows",
+                pin.row_count
+            ));
+        }
+        // Every node is some edge's end.
+        if nodes > 2 * edges || (edges > 0 && nodes == 0) {
+            return Err(format!("{nodes} nodes cannot hold {edges} edges"));
+        }
+        if id_len > 64 || key_bytes > ADJACENCY_BYTES_MAX {
+            return Err("a header size is out of bounds".into());
+        }
+        let (nodes, edges) = (nodes as usize, edges as usize);
+        let key_bytes = usize::try_from(key_bytes).map_err(|_| "too many key bytes")?;
+        if body.len() != encoded_size(id_len, nodes, key_bytes, edges) - CHECKSUM_BYTES {
+            return Err(format!(
+                "{} bytes; the header describes {}",
+                bytes.len(),
+                encoded_size(id_len, nodes, key_bytes, edges)
+            ));
+        }
+        let table_id = std::str::from_utf8(reader.take(id_len)?)
+            .map_err(|_| "the table id is not UTF-8")?
+            .to_string();
+        if table_id != pin.table_id || version != pin.version {
+            return Err(format!(
+                "built from {table_id} version {version}, not {} version {}",
+                pin.table_id, pin.version
+            ));
+        }
+        let key_offsets = reader.words(nodes + 1)?;
+        let keys = std::str::from_utf8(reader.take(key_bytes)?)
+            .map_err(|_| "the keys are not UTF-8")?
+            .to_string();
+        rising(&key_offsets, key_bytes as u64, "key")?;
+        let out = reader.csr(nodes, edges)?;
+        let into = reader.csr(nodes, edges)?;
+        let adjacency = Adjacency {
+            table_id,
+            version,
+            key_offsets,
+            keys,
+            out,
+            into,
+        };
+        let mut previous: Option<&str> = None;
+        for position in 0..nodes {
+            let (start, end) = (
+                adjacency.key_offsets[position] as usize,
+                adjacency.key_offsets[position + 1] as usize,
+            );
+            if !adjacency.keys.is_char_boundary(start) || !adjacency.keys.is_char_boundary(end) {
+                return Err(format!("key {position} splits a character"));
+            }
+            let key = adjacency.key(position as u32);
+            if previous.is_some_and(|previous| previous >= key) {
+                return Err(format!("key {position} is out of order"));
+            }
+            // Exactly as the engine renders a key: a reader compares keys by this text.
+            let rendered = match serde_json::from_str::<Value>(key) {
+                Ok(value @ (Value::String(_) | Value::Number(_))) => rows::render_key(&value),
+                _ => String::new(),
+            };
+            if rendered != key {
+                return Err(format!("key {position} is not a rendered key"));
+            }
+            previous = Some(key);
+        }
+        Ok(adjacency)
+    }
+}
+
+fn encoded_size(id_len: usize, nodes: usize, key_bytes: usize, edges: usize) -> usize {
+    HEADER_BYTES + id_len + 3 * 8 * (nodes + 1) + key_bytes + 2 * 4 * edges + CHECKSUM_BYTES
+}
+
+/// Offsets start at 0, never fall, and end at `end`.
+fn rising(offsets: &[u64], end: u64, what: &str) -> std::result::Result<(), String> {
+    let ordered = offsets.first() == Some(&0)
+        && offsets.last() == Some(&end)
+        && offsets.windows(2).all(|pair| pair[0] <= pair[1]);
+    if ordered {
+        Ok(())
+    } else {
+        Err(format!("the {what} offsets do not rise from 0 to {end}"))
+    }
+}
+
+/// A cursor over an artifact's bytes.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, count: usize) -> std::result::Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(count)
+            .filter(|end| *end <= self.bytes.len())
+            .ok_or("the artifact ends early")?;
+        let taken = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(taken)
+    }
+
+    fn u32(&mut self) -> std::result::Result<u32, String> {
+        let bytes = self.take(4)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+
+    fn u64(&mut self) -> std::result::Result<u64, String> {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(word))
+    }
+
+    fn words(&mut self, count: usize) -> std::result::Result<Vec<u64>, String> {
+        let bytes = self.take(count.checked_mul(8).ok_or("too many offsets")?)?;
+        Ok(bytes
+            .chunks_exact(8)
+            .map(|word| {
+                let mut array = [0u8; 8];
+                array.copy_from_slice(word);
+                u64::from_le_bytes(array)
+            })
+            .collect())
+    }
+
+    fn csr(&mut self, nodes: usize, edges: usize) -> std::result::Result<Csr, String> {
+        let offsets = self.words(nodes + 1)?;
+        rising(&offsets, edges as u64, "edge")?;
+        let bytes = self.take(edges.checked_mul(4).ok_or("too many edges")?)?;
+        let ends: Vec<u32> = bytes
+            .chunks_exact(4)
+            .map(|end| u32::from_le_bytes([end[0], end[1], end[2], end[3]]))
+            .collect();
+        if ends.iter().any(|end| *end as usize >= nodes) {
+            return Err("an edge names a position past the keys".into());
+        }
+        Ok(Csr { offsets, ends })
+    }
+}
+
+/// Endpoint keys to dense ids, in the order first seen, each interned once: a text key
+/// by its text (no rendering per row), any other by its rendered form.
+#[derive(Default)]
+struct Interner {
+    text: HashMap<String, u32>,
+    other: HashMap<RowKey, u32>,
+    rendered: Vec<RowKey>,
+}
+
+impl Interner {
+    fn id_of(&mut self, column: &dyn Array, row: usize) -> std::result::Result<u32, String> {
+        if column.is_null(row) {
+            return Err(format!(
+                "an edge has no {} at row {row}",
+                column.data_type()
+            ));
+        }
+        if let DataType::Utf8 = column.data_type() {
+            let text = column.as_string::<i32>().value(row);
+            if let Some(id) = self.text.get(text) {
+                return Ok(*id);
+            }
+            let id = self.next(rows::render_text_key(text))?;
+            self.text.insert(text.to_string(), id);
+            return Ok(id);
+        }
+        let rendered = rows::render_array_key(column, row);
+        if let Some(id) = self.other.get(&rendered) {
+            return Ok(*id);
+        }
+        let id = self.next(rendered.clone())?;
+        self.other.insert(rendered, id);
+        Ok(id)
+    }
+
+    fn next(&mut self, rendered: RowKey) -> std::result::Result<u32, String> {
+        if rendered.len() > ADJACENCY_KEY_BYTES_MAX {
+            return Err(format!(
+                "a key of {} bytes is longer than an artifact holds ({ADJACENCY_KEY_BYTES_MAX})",
+                rendered.len()
+            ));
+        }
+        let id = u32::try_from(self.rendered.len()).map_err(|_| "too many keys")?;
+        self.rendered.push(rendered);
+        Ok(id)
+    }
+}
+
+/// Builds the artifact of `table`, the version `pin` names, from its `src` and `dst`
+/// columns.
+pub(crate) async fn build(table: &Dataset, pin: &TablePin) -> Result<Adjacency> {
+    let failed = |message: String| {
+        OmniError::internal(format!(
+            "build the adjacency of {} version {}: {message}",
+            pin.table_id, pin.version
+        ))
+    };
+    let mut scanner = table.scan();
+    scanner
+        .project(&[EDGE_SRC_COLUMN, EDGE_DST_COLUMN])
+        .map_err(|error| OmniError::from_lance("read edges", error))?;
+    let mut stream = scanner
+        .try_into_stream()
+        .await
+        .map_err(|error| OmniError::from_lance("read edges", error))?;
+    let capacity = pin.row_count.min(ADJACENCY_EDGES_MAX) as usize;
+    let (mut sources, mut destinations) =
+        (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
+    let mut interner = Interner::default();
+    while let Some(batch) = stream
+        .try_next()
+        .await
+        .map_err(|error| OmniError::from_lance("read edges", error))?
+    {
+        let batch: RecordBatch = batch;
+        if (sources.len() + batch.num_rows()) as u64 > ADJACENCY_EDGES_MAX {
+            return Err(failed(format!("more than {ADJACENCY_EDGES_MAX} edges")));
+        }
+        for row in 0..batch.num_rows() {
+            sources.push(
+                interner
+                    .id_of(batch.column(0).as_ref(), row)
+                    .map_err(failed)?,
+            );
+            destinations.push(
+                interner
+                    .id_of(batch.column(1).as_ref(), row)
+                    .map_err(failed)?,
+            );
+        }
+    }
+    if sources.len() as u64 != pin.row_count {
+        return Err(failed(format!(
+            "read {} edges; the pin says {}",
+            sources.len(),
+            pin.row_count
+        )));
+    }
+    let rendered = interner.rendered;
+    drop((interner.text, interner.other));
+    Ok(from_pairs(pin, rendered, &mut sources, &mut destinations))
+}
+
+/// The artifact of edges `sources[i] -> destinations[i]` over ids whose rendered keys
+/// are `rendered` (each distinct): ids become positions in key order.
+fn from_pairs(
+    pin: &TablePin,
+    rendered: Vec<RowKey>,
+    sources: &mut [u32],
+    destinations: &mut [u32],
+) -> Adjacency {
+    let mut order: Vec<u32> = (0..rendered.len() as u32).collect();
+    order.sort_unstable_by(|a, b| rendered[*a as usize].cmp(&rendered[*b as usize]));
+    let mut rank = vec![0u32; rendered.len()];
+    let mut key_offsets = Vec::with_capacity(rendered.len() + 1);
+    let mut keys = String::with_capacity(rendered.iter().map(String::len).sum());
+    key_offsets.push(0u64);
+    for (position, id) in order.iter().enumerate() {
+        rank[*id as usize] = position as u32;
+        keys.push_str(&rendered[*id as usize]);
+        key_offsets.push(keys.len() as u64);
+    }
+    for id in sources.iter_mut().chain(destinations.iter_mut()) {
+        *id = rank[*id as usize];
+    }
+    let nodes = rendered.len();
+    Adjacency {
+        table_id: pin.table_id.clone(),
+        version: pin.version,
+        key_offsets,
+        keys,
+        out: Csr::of(nodes, sources, destinations),
+        into: Csr::of(nodes, destinations, sources),
+    }
+}
+
+/// What [`Omnigraph::build_adjacency`] did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum AdjacencyBuild {
+    /// Built and written.
+    Built {
+        /// The edge table version it was built from.
+        version: u64,
+        /// Edges it holds.
+        edges: u64,
+        /// Distinct endpoint keys it holds.
+        nodes: u64,
+        /// Its size.
+        bytes: u64,
+        /// How long reading the table, building and writing took.
+        millis: u64,
+    },
+    /// The version the head pins has one already.
+    Current {
+        /// The edge table version.
+        version: u64,
+    },
+    /// Not built: the table has more edges than an artifact holds.
+    Skipped {
+        /// The edge table version.
+        version: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// An edge type's artifacts, as `status` reports them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct AdjacencyStatus {
+    /// The edge type.
+    pub edge_type: String,
+    /// Its table.
+    pub table_id: String,
+    /// The version the commit pins.
+    pub version: u64,
+    /// Whether an artifact built from that version exists: traversals at the commit
+    /// use it. Writes to the edge type since the last optimize make it stale.
+    pub current: bool,
+    /// Artifacts in the table's folder (older ones wait for cleanup).
+    pub artifacts: usize,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// The artifacts a handle holds, and the versions it found none usable for (and why).
+/// Loads are one at a time, so two traversals never read one artifact twice.
+#[derive(Debug, Default)]
+pub(crate) struct AdjacencyCache {
+    state: parking_lot::Mutex<CacheState>,
+    loading: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct CacheState {
+    /// Newest use last.
+    held: Vec<Arc<Adjacency>>,
+    missed: Vec<Missed>,
+}
+
+#[derive(Debug)]
+struct Missed {
+    table_id: String,
+    version: u64,
+    at: Instant,
+    why: String,
+}
+
+impl CacheState {
+    /// The held artifact of `(table_id, version)`, or why there is none to use when the
+    /// handle looked lately.
+    fn find(
+        &mut self,
+        table_id: &str,
+        version: u64,
+    ) -> Option<std::result::Result<Arc<Adjacency>, String>> {
+        if let Some(index) = self
+            .held
+            .iter()
+            .position(|held| held.table_id == table_id && held.version == version)
+        {
+            let held = self.held.remove(index);
+            self.held.push(held.clone());
+            return Some(Ok(held));
+        }
+        self.missed
+            .retain(|missed| missed.at.elapsed() < ADJACENCY_MISS_RECHECK);
+        self.missed
+            .iter()
+            .find(|missed| missed.table_id == table_id && missed.version == version)
+            .map(|missed| Err(missed.why.clone()))
+    }
+
+    fn hold(&mut self, adjacency: Arc<Adjacency>) {
+        self.held.retain(|held| held.table_id != adjacency.table_id);
+        self.held.push(adjacency);
+        while self.held.len() > ADJACENCY_CACHED_MAX
+            || self
+                .held
+                .iter()
+                .map(|held| held.memory_bytes())
+                .sum::<u64>()
+                > ADJACENCY_CACHED_BYTES_MAX
+        {
+            self.held.remove(0);
+        }
+    }
+
+    fn miss(&mut self, table_id: &str, version: u64, why: String) {
+        if self.missed.len() >= ADJACENCY_MISSES_MAX {
+            self.missed.remove(0);
+        }
+        self.missed.push(Missed {
+            table_id: table_id.to_string(),
+            version,
+            at: Instant::now(),
+            why,
+        });
+    }
+
+    fn forget(&mut self, table_id: &str, version: u64) {
+        self.missed
+            .retain(|missed| missed.table_id != table_id || missed.version != version);
+    }
+}
+
+impl Omnigraph {
+    /// Builds the adjacency artifact of `edge_type` at the newest head the handle knows
+    /// (the branch head when it knows none), unless that
+    /// version has one, and writes it under the table's folder (put-if-absent: an
+    /// artifact never changes once written).
+    pub async fn build_adjacency(&self, edge_type: &str) -> Result<AdjacencyBuild> {
+        let started = Instant::now();
+        // The newest head the handle knows (after optimize's unit, the one it
+        // published): a newer one only means a newer version to build next time.
+        let head = self.base().await?;
+        let catalog = self.catalog_at(&head).await?;
+        if catalog.require(edge_type)?.is_node() {
+            return Err(OmniError::bad_input(
+                omnigraph_core::InputLocation::in_source("adjacency").field("type"),
+                format!("{edge_type} is a node type: only edge types have an adjacency"),
+            ));
+        }
+        let pin = head.require_pin_of_type(edge_type)?.clone();
+        let version = pin.version;
+        let listed = self
+            .graph()
+            .root()
+            .list(&format!(
+                "{}/{}",
+                pin.path,
+                omnigraph_core::adapter::ADJACENCY_FOLDER
+            ))
+            .await?;
+        let path = layout::adjacency_path(&pin.table_id, version);
+        let root = self.graph().root();
+        // One that exists must pass a reader's checks to count: a damaged one is
+        // replaced (put-if-absent could never), or traversals would pass it by forever.
+        let mut damaged = false;
+        if listed.contains(&path) {
+            let bytes = root.get_capped(&path, ADJACENCY_BYTES_MAX as usize).await;
+            match bytes.map(|bytes| bytes.map(|bytes| Adjacency::decode(&bytes, &pin))) {
+                Ok(Some(Ok(_))) => return Ok(AdjacencyBuild::Current { version }),
+                Ok(None) => {}
+                Ok(Some(Err(_))) => damaged = true,
+                Err(error) if error.kind() == omnigraph_core::ErrorKind::Corrupt => damaged = true,
+                Err(error) => return Err(error),
+            }
+        }
+        if pin.row_count > ADJACENCY_EDGES_MAX {
+            return Ok(AdjacencyBuild::Skipped {
+                version,
+                reason: format!(
+                    "{} edges are more than an artifact holds ({ADJACENCY_EDGES_MAX})",
+                    pin.row_count
+                ),
+            });
+        }
+        let table = self.table_at(&head, &pin.table_id).await?;
+        let adjacency = build(&table, &pin).await?;
+        let size = adjacency.encoded_size() as u64;
+        if size > ADJACENCY_BYTES_MAX {
+            return Ok(AdjacencyBuild::Skipped {
+                version,
+                reason: format!(
+                    "its {size} bytes are more than a reader accepts ({ADJACENCY_BYTES_MAX})"
+                ),
+            });
+        }
+        let bytes = bytes::Bytes::from(adjacency.encode());
+        if damaged {
+            root.put(&path, bytes).await?;
+        } else {
+            // Two builders of one version write the same bytes: either may land.
+            match root.put_if_absent(&path, bytes).await? {
+                PutOutcome::Created | PutOutcome::AlreadyExists => {}
+            }
+        }
+        self.adjacency_cache()
+            .state
+            .lock()
+            .forget(&pin.table_id, version);
+        Ok(AdjacencyBuild::Built {
+            version,
+            edges: adjacency.edges(),
+            nodes: adjacency.nodes(),
+            bytes: size,
+            millis: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// Each edge type's artifacts at `at`: whether the version it pins has one (one
+    /// LIST per edge type).
+    pub async fn adjacency_status(&self, at: &CommitRef) -> Result<Vec<AdjacencyStatus>> {
+        let commit = self.graph().commit(self.branch(), at).await?;
+        let mut status = Vec::new();
+        for pin in commit
+            .pins
+            .iter()
+            .filter(|pin| pin.kind == crate::commit::TableKind::Edge)
+        {
+            let folder = format!("{}/{}", pin.path, omnigraph_core::adapter::ADJACENCY_FOLDER);
+            let listed = self.graph().root().list_with_meta(&folder).await?;
+            let current_path = layout::adjacency_path(&pin.table_id, pin.version);
+            status.push(AdjacencyStatus {
+                edge_type: pin.type_name.clone(),
+                table_id: pin.table_id.clone(),
+                version: pin.version,
+                current: listed.iter().any(|object| object.path == current_path),
+                artifacts: listed.len(),
+                bytes: listed.iter().map(|object| object.size).sum(),
+            });
+        }
+        Ok(status)
+    }
+
+    /// The artifact of `edge_type` built from the version `commit` pins, or why there
+    /// is none to use: none was built, or the one found failed its checks (it is then
+    /// passed by, never trusted).
+    pub(crate) async fn adjacency_at(
+        &self,
+        commit: &GraphCommit,
+        edge_type: &str,
+    ) -> std::result::Result<Arc<Adjacency>, String> {
+        let pin = commit
+            .require_pin_of_type(edge_type)
+            .map_err(|error| error.to_string())?;
+        let (table_id, version) = (pin.table_id.as_str(), pin.version);
+        let cache = self.adjacency_cache();
+        if let Some(found) = cache.state.lock().find(table_id, version) {
+            return found;
+        }
+        let _loading = cache.loading.lock().await;
+        // Another traversal may have loaded it while this one waited.
+        if let Some(found) = cache.state.lock().find(table_id, version) {
+            return found;
+        }
+        let path = layout::adjacency_path(table_id, version);
+        let read = self
+            .graph()
+            .root()
+            .get_capped(&path, ADJACENCY_BYTES_MAX as usize)
+            .await;
+        let loaded = match read {
+            Ok(Some(bytes)) => Adjacency::decode(&bytes, pin)
+                .map(Arc::new)
+                .map_err(|why| format!("{path}: {why}")),
+            Ok(None) => Err(format!("no artifact of version {version}")),
+            Err(error) => Err(format!("{path}: {error}")),
+        };
+        let mut state = cache.state.lock();
+        match &loaded {
+            Ok(adjacency) => state.hold(adjacency.clone()),
+            Err(why) => state.miss(table_id, version, why.clone()),
+        }
+        loaded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commit::TableKind;
+
+    fn pin(rows: u64) -> TablePin {
+        TablePin {
+            table_id: "t01".into(),
+            type_name: "Knows".into(),
+            kind: TableKind::Edge,
+            path: "tables/t01".into(),
+            version: (1 << 63) + 5,
+            row_count: rows,
+        }
+    }
+
+    /// p1 -> p2, p1 -> p3, p2 -> p1 (rendered keys), ids in first-seen order.
+    fn small() -> Adjacency {
+        let rendered = vec!["\"p2\"".to_string(), "\"p1\"".into(), "\"p3\"".into()];
+        let (mut sources, mut destinations) = (vec![1, 1, 0], vec![0, 2, 1]);
+        from_pairs(&pin(3), rendered, &mut sources, &mut destinations)
+    }
+
+    fn encode_of(adjacency: &Adjacency) -> Vec<u8> {
+        adjacency.encode()
+    }
+
+    #[test]
+    fn far_keys_follow_each_way_in_edge_order() {
+        let adjacency = small();
+        let far = |key: &str, way| adjacency.far_keys(key, way).collect::<Vec<_>>();
+        assert_eq!(far("\"p1\"", AdjacencyWay::Out), ["\"p2\"", "\"p3\""]);
+        assert_eq!(far("\"p1\"", AdjacencyWay::In), ["\"p2\""]);
+        assert_eq!(far("\"p3\"", AdjacencyWay::Out), Vec::<&str>::new());
+        assert_eq!(far("\"p3\"", AdjacencyWay::In), ["\"p1\""]);
+        assert_eq!(far("\"p9\"", AdjacencyWay::Out), Vec::<&str>::new());
+        assert_eq!((adjacency.nodes(), adjacency.edges()), (3, 3));
+    }
+
+    #[test]
+    fn an_artifact_reads_back_and_every_damage_is_refused() {
+        let adjacency = small();
+        let bytes = adjacency.encode();
+        assert_eq!(Adjacency::decode(&bytes, &pin(3)).unwrap(), adjacency);
+        // Another version, table or row count: not this pin's artifact.
+        let mut other = pin(3);
+        other.version += 1;
+        assert!(
+            Adjacency::decode(&bytes, &other)
+                .unwrap_err()
+                .contains("built from")
+        );
+        assert!(
+            Adjacency::decode(&bytes, &pin(4))
+                .unwrap_err()
+                .contains("rows")
+        );
+        // Any flipped byte fails the checksum; a cut artifact is too short.
+        for at in [0, 9, HEADER_BYTES + 2, bytes.len() / 2, bytes.len() - 1] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x40;
+            assert!(Adjacency::decode(&damaged, &pin(3)).is_err(), "byte {at}");
+        }
+        assert!(Adjacency::decode(&bytes[..bytes.len() - 9], &pin(3)).is_err());
+        assert!(Adjacency::decode(&[], &pin(3)).is_err());
+    }
+
+    /// Each artifact below is sealed with a fresh checksum: what a writer that knew the
+    /// format but not its rules would leave.
+    #[test]
+    fn a_sealed_artifact_that_breaks_the_rules_is_refused() {
+        let mut unsorted = small();
+        unsorted.keys = "\"p2\"\"p1\"\"p3\"".into();
+        let error = Adjacency::decode(&encode_of(&unsorted), &pin(3)).unwrap_err();
+        assert!(error.contains("out of order"), "{error}");
+        let mut far = small();
+        far.out.ends[0] = 7;
+        let error = Adjacency::decode(&encode_of(&far), &pin(3)).unwrap_err();
+        assert!(error.contains("past the keys"), "{error}");
+        let mut falling = small();
+        falling.into.offsets[1] = 3;
+        let error = Adjacency::decode(&encode_of(&falling), &pin(3)).unwrap_err();
+        assert!(error.contains("do not rise"), "{error}");
+        let mut not_json = small();
+        not_json.keys = "\"p1\"\"p2\"p3__".into();
+        let error = Adjacency::decode(&encode_of(&not_json), &pin(3)).unwrap_err();
+        assert!(error.contains("not a rendered key"), "{error}");
+        // A number the engine renders otherwise (1.0), never compared as written.
+        let mut unrendered = small();
+        unrendered.keys = "\"p1\"\"p2\"1.00".into();
+        let error = Adjacency::decode(&encode_of(&unrendered), &pin(3)).unwrap_err();
+        assert!(error.contains("not a rendered key"), "{error}");
+    }
+}
