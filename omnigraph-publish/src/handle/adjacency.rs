@@ -686,30 +686,19 @@ impl Omnigraph {
         }
         let pin = head.require_pin_of_type(edge_type)?.clone();
         let version = pin.version;
-        let listed = self
-            .graph()
-            .root()
-            .list(&format!(
-                "{}/{}",
-                pin.path,
-                omnigraph_core::adapter::ADJACENCY_FOLDER
-            ))
-            .await?;
         let path = layout::adjacency_path(&pin.table_id, version);
         let root = self.graph().root();
         // One that exists must pass a reader's checks to count: a damaged one is
         // replaced (put-if-absent could never), or traversals would pass it by forever.
-        let mut damaged = false;
-        if listed.contains(&path) {
-            let bytes = root.get_capped(&path, ADJACENCY_BYTES_MAX as usize).await;
-            match bytes.map(|bytes| bytes.map(|bytes| Adjacency::decode(&bytes, &pin))) {
-                Ok(Some(Ok(_))) => return Ok(AdjacencyBuild::Current { version }),
-                Ok(None) => {}
-                Ok(Some(Err(_))) => damaged = true,
-                Err(error) if error.kind() == omnigraph_core::ErrorKind::Corrupt => damaged = true,
-                Err(error) => return Err(error),
-            }
-        }
+        let damaged = match root.get_capped(&path, ADJACENCY_BYTES_MAX as usize).await {
+            Ok(None) => false,
+            Ok(Some(bytes)) => match Adjacency::decode(&bytes, &pin) {
+                Ok(_) => return Ok(AdjacencyBuild::Current { version }),
+                Err(_) => true,
+            },
+            Err(error) if error.kind() == omnigraph_core::ErrorKind::Corrupt => true,
+            Err(error) => return Err(error),
+        };
         if pin.row_count > ADJACENCY_EDGES_MAX {
             return Ok(AdjacencyBuild::Skipped {
                 version,
@@ -762,7 +751,12 @@ impl Omnigraph {
             .iter()
             .filter(|pin| pin.kind == crate::commit::TableKind::Edge)
         {
-            let folder = format!("{}/{}", pin.path, omnigraph_core::adapter::ADJACENCY_FOLDER);
+            // The table id is checked when a commit is read; its stored path is not used.
+            let folder = format!(
+                "{}/{}",
+                layout::table_path(&pin.table_id),
+                omnigraph_core::adapter::ADJACENCY_FOLDER
+            );
             let listed = self.graph().root().list_with_meta(&folder).await?;
             let current_path = layout::adjacency_path(&pin.table_id, pin.version);
             status.push(AdjacencyStatus {
