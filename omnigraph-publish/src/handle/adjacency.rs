@@ -25,7 +25,6 @@ use omnigraph_core::schema::{EDGE_DST_COLUMN, EDGE_SRC_COLUMN};
 use omnigraph_core::storage::PutOutcome;
 use omnigraph_core::{OmniError, Result};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -402,13 +401,23 @@ impl<'a> Reader<'a> {
 }
 
 /// Endpoint keys to dense ids, in the order first seen, each interned once: a text key
-/// by its text (no rendering per row), any other by its rendered form.
+/// by its text (no rendering per row), any other by its rendered form. The keys sit in
+/// one buffer and the index holds each one's hash, so a lookup compares bytes only on
+/// a hash match and growing the index never re-hashes a key.
 #[derive(Default)]
 struct Interner {
-    text: HashMap<String, u32>,
-    other: HashMap<RowKey, u32>,
+    hasher: foldhash::fast::RandomState,
+    /// `(hash, id)` per distinct key.
+    index: hashbrown::HashTable<(u64, u32)>,
+    /// Each id's key as interned: a tag (text or rendered), then its bytes; id `i`
+    /// ends at `raw_ends[i]`.
+    raw: Vec<u8>,
+    raw_ends: Vec<usize>,
     rendered: Vec<RowKey>,
 }
+
+const TEXT_KEY: u8 = 0;
+const RENDERED_KEY: u8 = 1;
 
 impl Interner {
     fn id_of(&mut self, column: &dyn Array, row: usize) -> std::result::Result<u32, String> {
@@ -420,23 +429,30 @@ impl Interner {
         }
         if let DataType::Utf8 = column.data_type() {
             let text = column.as_string::<i32>().value(row);
-            if let Some(id) = self.text.get(text) {
-                return Ok(*id);
-            }
-            let id = self.next(rows::render_text_key(text))?;
-            self.text.insert(text.to_string(), id);
-            return Ok(id);
+            return self.intern(TEXT_KEY, text.as_bytes(), || rows::render_text_key(text));
         }
         let rendered = rows::render_array_key(column, row);
-        if let Some(id) = self.other.get(&rendered) {
-            return Ok(*id);
-        }
-        let id = self.next(rendered.clone())?;
-        self.other.insert(rendered, id);
-        Ok(id)
+        self.intern(RENDERED_KEY, rendered.as_bytes(), || rendered.clone())
     }
 
-    fn next(&mut self, rendered: RowKey) -> std::result::Result<u32, String> {
+    fn intern(
+        &mut self,
+        tag: u8,
+        bytes: &[u8],
+        render: impl FnOnce() -> RowKey,
+    ) -> std::result::Result<u32, String> {
+        let hash = std::hash::BuildHasher::hash_one(&self.hasher, (tag, bytes));
+        let (raw, ends) = (&self.raw, &self.raw_ends);
+        let same = |id: u32| {
+            let id = id as usize;
+            let start = if id == 0 { 0 } else { ends[id - 1] };
+            let stored = &raw[start..ends[id]];
+            stored[0] == tag && &stored[1..] == bytes
+        };
+        if let Some((_, id)) = self.index.find(hash, |(h, id)| *h == hash && same(*id)) {
+            return Ok(*id);
+        }
+        let rendered = render();
         if rendered.len() > ADJACENCY_KEY_BYTES_MAX {
             return Err(format!(
                 "a key of {} bytes is longer than an artifact holds ({ADJACENCY_KEY_BYTES_MAX})",
@@ -445,6 +461,10 @@ impl Interner {
         }
         let id = u32::try_from(self.rendered.len()).map_err(|_| "too many keys")?;
         self.rendered.push(rendered);
+        self.raw.push(tag);
+        self.raw.extend_from_slice(bytes);
+        self.raw_ends.push(self.raw.len());
+        self.index.insert_unique(hash, (hash, id), |(h, _)| *h);
         Ok(id)
     }
 }
@@ -499,8 +519,7 @@ pub(crate) async fn build(table: &Dataset, pin: &TablePin) -> Result<Adjacency> 
             pin.row_count
         )));
     }
-    let rendered = interner.rendered;
-    drop((interner.text, interner.other));
+    let Interner { rendered, .. } = interner;
     Ok(from_pairs(pin, rendered, &mut sources, &mut destinations))
 }
 
