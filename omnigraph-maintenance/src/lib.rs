@@ -33,6 +33,7 @@ pub use budget::MaintenanceBudget;
 pub use cleanup::{CleanupOptions, CleanupPolicy, CleanupReport, TableCleanup};
 pub use lane::MaintenanceActivity;
 pub use maintenance::{Maintenance, MaintenanceExt};
-pub use optimize::{AdjacencyOutcome, OptimizeReport, TableOptimize, UnitOutcome, optimize};
+pub use omnigraph_publish::AdjacencyOutcome;
+pub use optimize::{OptimizeReport, TableOptimize, UnitOutcome, optimize};
 pub use progress::{MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 pub use repair::{RepairReport, TableRepair, TableRepairStatus};

@@ -35,7 +35,7 @@ use omnigraph_core::{Evidence, OmniError, Result};
 use omnigraph_publish::indexes::{
     PendingIndex, built_partitions, stage_create_indices, vector_training_rows,
 };
-use omnigraph_publish::{AdjacencyBuild, CommitOperation, LinkRunner, Omnigraph, Staging};
+use omnigraph_publish::{AdjacencyOutcome, CommitOperation, LinkRunner, Omnigraph, Staging};
 use std::sync::Arc;
 
 /// How one unit (table) of a run ended.
@@ -101,72 +101,6 @@ pub struct TableOptimize {
     /// artifact.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adjacency: Option<AdjacencyOutcome>,
-}
-
-/// What became of an edge table's adjacency artifact in an optimize run. Never part of
-/// the unit's outcome: traversals read the edge table when there is none.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum AdjacencyOutcome {
-    /// Built from the version the head pins, and written.
-    Built {
-        /// The edge table version.
-        version: u64,
-        /// Edges it holds.
-        edges: u64,
-        /// Distinct endpoint keys it holds.
-        nodes: u64,
-        /// Its size.
-        bytes: u64,
-        /// How long reading the table, building and writing took.
-        millis: u64,
-    },
-    /// The version the head pins had one already.
-    Current {
-        /// The edge table version.
-        version: u64,
-    },
-    /// Not built, and why (a table larger than an artifact holds).
-    Skipped {
-        /// The edge table version.
-        version: u64,
-        /// Why.
-        reason: String,
-    },
-    /// Building or writing it failed; the unit's outcome stands. Nothing was written
-    /// (an artifact is one object, put whole).
-    Failed {
-        /// The error's stable code.
-        code: String,
-        /// The error's message.
-        message: String,
-    },
-    /// A cancel came first: not built.
-    Cancelled,
-}
-
-impl From<AdjacencyBuild> for AdjacencyOutcome {
-    fn from(build: AdjacencyBuild) -> AdjacencyOutcome {
-        match build {
-            AdjacencyBuild::Built {
-                version,
-                edges,
-                nodes,
-                bytes,
-                millis,
-            } => AdjacencyOutcome::Built {
-                version,
-                edges,
-                nodes,
-                bytes,
-                millis,
-            },
-            AdjacencyBuild::Current { version } => AdjacencyOutcome::Current { version },
-            AdjacencyBuild::Skipped { version, reason } => {
-                AdjacencyOutcome::Skipped { version, reason }
-            }
-        }
-    }
 }
 
 impl TableOptimize {
@@ -384,7 +318,7 @@ async fn with_adjacency(
         // Dropped where it stands on a cancel: the artifact is one object, put whole.
         tokio::select! {
             built = graph.build_adjacency(&table.type_key) => match built {
-                Ok(built) => built.into(),
+                Ok(built) => built,
                 Err(error) => AdjacencyOutcome::Failed {
                     code: error.code().code.to_string(),
                     message: error.to_string(),

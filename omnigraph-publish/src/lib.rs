@@ -46,7 +46,7 @@ pub use handle::{
 };
 pub use protocol::{commit, gate, graph, layout, log, publisher, retention, staging};
 
-pub use adjacency::{AdjacencyBuild, AdjacencyStatus};
+pub use adjacency::{AdjacencyOutcome, AdjacencyStatus};
 pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
 pub use indexes::{

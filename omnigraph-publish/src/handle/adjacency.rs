@@ -556,10 +556,13 @@ fn from_pairs(
     }
 }
 
-/// What [`Omnigraph::build_adjacency`] did.
+/// What became of an edge table's adjacency artifact. [`Omnigraph::build_adjacency`]
+/// returns `Built`, `Current` or `Skipped`; optimize records `Failed` and `Cancelled`
+/// when a build does not finish. Never part of a unit's outcome: traversals read the
+/// edge table when there is no artifact.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum AdjacencyBuild {
+pub enum AdjacencyOutcome {
     /// Built and written.
     Built {
         /// The edge table version it was built from.
@@ -578,13 +581,23 @@ pub enum AdjacencyBuild {
         /// The edge table version.
         version: u64,
     },
-    /// Not built: the table has more edges than an artifact holds.
+    /// Not built: the table has more edges, or the artifact more bytes, than an
+    /// artifact holds.
     Skipped {
         /// The edge table version.
         version: u64,
         /// Why.
         reason: String,
     },
+    /// Building or writing it failed. An artifact is one object, put whole.
+    Failed {
+        /// The error's stable code.
+        code: String,
+        /// The error's message.
+        message: String,
+    },
+    /// A cancel came first: not built.
+    Cancelled,
 }
 
 /// An edge type's artifacts, as `status` reports them.
@@ -691,7 +704,7 @@ impl Omnigraph {
     /// (the branch head when it knows none), unless that
     /// version has one, and writes it under the table's folder (put-if-absent: an
     /// artifact never changes once written).
-    pub async fn build_adjacency(&self, edge_type: &str) -> Result<AdjacencyBuild> {
+    pub async fn build_adjacency(&self, edge_type: &str) -> Result<AdjacencyOutcome> {
         let started = Instant::now();
         // The newest head the handle knows (after optimize's unit, the one it
         // published): a newer one only means a newer version to build next time.
@@ -712,14 +725,14 @@ impl Omnigraph {
         let damaged = match root.get_capped(&path, ADJACENCY_BYTES_MAX as usize).await {
             Ok(None) => false,
             Ok(Some(bytes)) => match Adjacency::decode(&bytes, &pin) {
-                Ok(_) => return Ok(AdjacencyBuild::Current { version }),
+                Ok(_) => return Ok(AdjacencyOutcome::Current { version }),
                 Err(_) => true,
             },
             Err(error) if error.kind() == omnigraph_core::ErrorKind::Corrupt => true,
             Err(error) => return Err(error),
         };
         if pin.row_count > ADJACENCY_EDGES_MAX {
-            return Ok(AdjacencyBuild::Skipped {
+            return Ok(AdjacencyOutcome::Skipped {
                 version,
                 reason: format!(
                     "{} edges are more than an artifact holds ({ADJACENCY_EDGES_MAX})",
@@ -731,7 +744,7 @@ impl Omnigraph {
         let adjacency = build(&table, &pin).await?;
         let size = adjacency.encoded_size() as u64;
         if size > ADJACENCY_BYTES_MAX {
-            return Ok(AdjacencyBuild::Skipped {
+            return Ok(AdjacencyOutcome::Skipped {
                 version,
                 reason: format!(
                     "its {size} bytes are more than a reader accepts ({ADJACENCY_BYTES_MAX})"
@@ -751,7 +764,7 @@ impl Omnigraph {
             .state
             .lock()
             .forget(&pin.table_id, version);
-        Ok(AdjacencyBuild::Built {
+        Ok(AdjacencyOutcome::Built {
             version,
             edges: adjacency.edges(),
             nodes: adjacency.nodes(),
@@ -856,10 +869,6 @@ mod tests {
         from_pairs(&pin(3), rendered, &mut sources, &mut destinations)
     }
 
-    fn encode_of(adjacency: &Adjacency) -> Vec<u8> {
-        adjacency.encode()
-    }
-
     #[test]
     fn far_keys_follow_each_way_in_edge_order() {
         let adjacency = small();
@@ -906,24 +915,24 @@ mod tests {
     fn a_sealed_artifact_that_breaks_the_rules_is_refused() {
         let mut unsorted = small();
         unsorted.keys = "\"p2\"\"p1\"\"p3\"".into();
-        let error = Adjacency::decode(&encode_of(&unsorted), &pin(3)).unwrap_err();
+        let error = Adjacency::decode(&unsorted.encode(), &pin(3)).unwrap_err();
         assert!(error.contains("out of order"), "{error}");
         let mut far = small();
         far.out.ends[0] = 7;
-        let error = Adjacency::decode(&encode_of(&far), &pin(3)).unwrap_err();
+        let error = Adjacency::decode(&far.encode(), &pin(3)).unwrap_err();
         assert!(error.contains("past the keys"), "{error}");
         let mut falling = small();
         falling.into.offsets[1] = 3;
-        let error = Adjacency::decode(&encode_of(&falling), &pin(3)).unwrap_err();
+        let error = Adjacency::decode(&falling.encode(), &pin(3)).unwrap_err();
         assert!(error.contains("do not rise"), "{error}");
         let mut not_json = small();
         not_json.keys = "\"p1\"\"p2\"p3__".into();
-        let error = Adjacency::decode(&encode_of(&not_json), &pin(3)).unwrap_err();
+        let error = Adjacency::decode(&not_json.encode(), &pin(3)).unwrap_err();
         assert!(error.contains("not a rendered key"), "{error}");
         // A number the engine renders otherwise (1.0), never compared as written.
         let mut unrendered = small();
         unrendered.keys = "\"p1\"\"p2\"1.00".into();
-        let error = Adjacency::decode(&encode_of(&unrendered), &pin(3)).unwrap_err();
+        let error = Adjacency::decode(&unrendered.encode(), &pin(3)).unwrap_err();
         assert!(error.contains("not a rendered key"), "{error}");
     }
 }
