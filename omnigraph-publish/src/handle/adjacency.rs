@@ -402,17 +402,15 @@ impl<'a> Reader<'a> {
 
 /// Endpoint keys to dense ids, in the order first seen, each interned once: a text key
 /// by its text (no rendering per row), any other by its rendered form. The keys sit in
-/// one buffer and the index holds each one's hash, so a lookup compares bytes only on
-/// a hash match and growing the index never re-hashes a key.
+/// one buffer and each index entry holds its key's hash and place there, so a lookup
+/// touches the key's bytes only on a hash match and growing the index never re-hashes.
 #[derive(Default)]
 struct Interner {
     hasher: foldhash::fast::RandomState,
-    /// `(hash, id)` per distinct key.
-    index: hashbrown::HashTable<(u64, u32)>,
-    /// Each id's key as interned: a tag (text or rendered), then its bytes; id `i`
-    /// ends at `raw_ends[i]`.
+    /// Per distinct key: its hash, id, and its tagged bytes' start and length in `raw`.
+    index: hashbrown::HashTable<(u64, u32, u32, usize)>,
+    /// Each id's key as interned: a tag (text or rendered), then its bytes.
     raw: Vec<u8>,
-    raw_ends: Vec<usize>,
     rendered: Vec<RowKey>,
 }
 
@@ -420,19 +418,31 @@ const TEXT_KEY: u8 = 0;
 const RENDERED_KEY: u8 = 1;
 
 impl Interner {
-    fn id_of(&mut self, column: &dyn Array, row: usize) -> std::result::Result<u32, String> {
-        if column.is_null(row) {
+    /// Appends the id of each row of `column` to `ids`.
+    fn intern_column(
+        &mut self,
+        column: &dyn Array,
+        ids: &mut Vec<u32>,
+    ) -> std::result::Result<(), String> {
+        if column.null_count() > 0 {
+            let row = (0..column.len()).find(|row| column.is_null(*row));
             return Err(format!(
-                "an edge has no {} at row {row}",
-                column.data_type()
+                "an edge has no {} at row {}",
+                column.data_type(),
+                row.unwrap_or_default()
             ));
         }
         if let DataType::Utf8 = column.data_type() {
-            let text = column.as_string::<i32>().value(row);
-            return self.intern(TEXT_KEY, text.as_bytes(), || rows::render_text_key(text));
+            for text in column.as_string::<i32>().iter().flatten() {
+                ids.push(self.intern(TEXT_KEY, text.as_bytes(), || rows::render_text_key(text))?);
+            }
+            return Ok(());
         }
-        let rendered = rows::render_array_key(column, row);
-        self.intern(RENDERED_KEY, rendered.as_bytes(), || rendered.clone())
+        for row in 0..column.len() {
+            let rendered = rows::render_array_key(column, row);
+            ids.push(self.intern(RENDERED_KEY, rendered.as_bytes(), || rendered.clone())?);
+        }
+        Ok(())
     }
 
     fn intern(
@@ -442,14 +452,15 @@ impl Interner {
         render: impl FnOnce() -> RowKey,
     ) -> std::result::Result<u32, String> {
         let hash = std::hash::BuildHasher::hash_one(&self.hasher, (tag, bytes));
-        let (raw, ends) = (&self.raw, &self.raw_ends);
-        let same = |id: u32| {
-            let id = id as usize;
-            let start = if id == 0 { 0 } else { ends[id - 1] };
-            let stored = &raw[start..ends[id]];
+        let raw = &self.raw;
+        let same = |len: u32, start: usize| {
+            let stored = &raw[start..start + len as usize];
             stored[0] == tag && &stored[1..] == bytes
         };
-        if let Some((_, id)) = self.index.find(hash, |(h, id)| *h == hash && same(*id)) {
+        if let Some((_, id, _, _)) = self
+            .index
+            .find(hash, |(h, _, len, start)| *h == hash && same(*len, *start))
+        {
             return Ok(*id);
         }
         let rendered = render();
@@ -460,17 +471,43 @@ impl Interner {
             ));
         }
         let id = u32::try_from(self.rendered.len()).map_err(|_| "too many keys")?;
+        // A key is at most ADJACENCY_KEY_BYTES_MAX rendered, and never longer raw.
+        let len = u32::try_from(bytes.len() + 1).map_err(|_| "a key too long")?;
+        let start = self.raw.len();
         self.rendered.push(rendered);
         self.raw.push(tag);
         self.raw.extend_from_slice(bytes);
-        self.raw_ends.push(self.raw.len());
-        self.index.insert_unique(hash, (hash, id), |(h, _)| *h);
+        self.index
+            .insert_unique(hash, (hash, id, len, start), |(h, _, _, _)| *h);
         Ok(id)
     }
 }
 
+/// The endpoint columns queued for one interning worker while the scan reads ahead.
+const ADJACENCY_COLUMNS_QUEUED_MAX: usize = 4;
+
+/// One endpoint column's keys interned by a worker thread: the ids of its rows in scan
+/// order, and each id's rendered key.
+type InternedColumn = (Vec<u32>, Vec<RowKey>);
+
+/// Interns the columns sent on `columns` on a blocking thread, until the sender is
+/// dropped.
+fn interning_worker(
+    capacity: usize,
+    mut columns: tokio::sync::mpsc::Receiver<Arc<dyn Array>>,
+) -> tokio::task::JoinHandle<std::result::Result<InternedColumn, String>> {
+    tokio::task::spawn_blocking(move || {
+        let mut interner = Interner::default();
+        let mut ids = Vec::with_capacity(capacity);
+        while let Some(column) = columns.blocking_recv() {
+            interner.intern_column(column.as_ref(), &mut ids)?;
+        }
+        Ok((ids, interner.rendered))
+    })
+}
+
 /// Builds the artifact of `table`, the version `pin` names, from its `src` and `dst`
-/// columns.
+/// columns: the scan runs on the runtime while one thread per column interns its keys.
 pub(crate) async fn build(table: &Dataset, pin: &TablePin) -> Result<Adjacency> {
     let failed = |message: String| {
         OmniError::internal(format!(
@@ -487,72 +524,117 @@ pub(crate) async fn build(table: &Dataset, pin: &TablePin) -> Result<Adjacency> 
         .await
         .map_err(|error| OmniError::from_lance("read edges", error))?;
     let capacity = pin.row_count.min(ADJACENCY_EDGES_MAX) as usize;
-    let (mut sources, mut destinations) =
-        (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
-    let mut interner = Interner::default();
+    let (to_sources, sources) = tokio::sync::mpsc::channel(ADJACENCY_COLUMNS_QUEUED_MAX);
+    let (to_destinations, destinations) = tokio::sync::mpsc::channel(ADJACENCY_COLUMNS_QUEUED_MAX);
+    let sources = interning_worker(capacity, sources);
+    let destinations = interning_worker(capacity, destinations);
+    let mut read = 0u64;
     while let Some(batch) = stream
         .try_next()
         .await
         .map_err(|error| OmniError::from_lance("read edges", error))?
     {
         let batch: RecordBatch = batch;
-        if (sources.len() + batch.num_rows()) as u64 > ADJACENCY_EDGES_MAX {
+        read += batch.num_rows() as u64;
+        if read > ADJACENCY_EDGES_MAX {
             return Err(failed(format!("more than {ADJACENCY_EDGES_MAX} edges")));
         }
-        for row in 0..batch.num_rows() {
-            sources.push(
-                interner
-                    .id_of(batch.column(0).as_ref(), row)
-                    .map_err(failed)?,
-            );
-            destinations.push(
-                interner
-                    .id_of(batch.column(1).as_ref(), row)
-                    .map_err(failed)?,
-            );
+        // A worker that stopped on a bad key closed its queue; its error is below.
+        if to_sources.send(batch.column(0).clone()).await.is_err()
+            || to_destinations.send(batch.column(1).clone()).await.is_err()
+        {
+            break;
         }
     }
-    if sources.len() as u64 != pin.row_count {
+    drop((to_sources, to_destinations));
+    let joined = |outcome: std::result::Result<_, tokio::task::JoinError>| {
+        outcome.map_err(|error| failed(format!("an interning thread failed: {error}")))
+    };
+    let (sources, destinations) = tokio::join!(sources, destinations);
+    let (mut sources, near_keys) = joined(sources)?.map_err(failed)?;
+    let (mut destinations, far_keys) = joined(destinations)?.map_err(failed)?;
+    if sources.len() as u64 != pin.row_count || destinations.len() as u64 != pin.row_count {
         return Err(failed(format!(
             "read {} edges; the pin says {}",
             sources.len(),
             pin.row_count
         )));
     }
-    let Interner { rendered, .. } = interner;
-    Ok(from_pairs(pin, rendered, &mut sources, &mut destinations))
+    Ok(from_pairs(
+        pin,
+        [near_keys, far_keys],
+        &mut sources,
+        &mut destinations,
+    ))
 }
 
-/// The artifact of edges `sources[i] -> destinations[i]` over ids whose rendered keys
-/// are `rendered` (each distinct): ids become positions in key order.
+/// The first eight bytes of a rendered key, zero-padded: rendered keys hold no zero
+/// byte, so these order keys as their text does wherever they differ.
+fn key_prefix(key: &str) -> u64 {
+    let mut prefix = [0u8; 8];
+    let head = &key.as_bytes()[..key.len().min(8)];
+    prefix[..head.len()].copy_from_slice(head);
+    u64::from_be_bytes(prefix)
+}
+
+/// The artifact of edges `sources[i] -> destinations[i]`, where source ids name keys of
+/// `rendered[0]` and destination ids keys of `rendered[1]` (each list distinct, the two
+/// overlapping): ids become positions in key order.
 fn from_pairs(
     pin: &TablePin,
-    rendered: Vec<RowKey>,
+    rendered: [Vec<RowKey>; 2],
     sources: &mut [u32],
     destinations: &mut [u32],
 ) -> Adjacency {
-    let mut order: Vec<u32> = (0..rendered.len() as u32).collect();
-    order.sort_unstable_by(|a, b| rendered[*a as usize].cmp(&rendered[*b as usize]));
-    let mut rank = vec![0u32; rendered.len()];
-    let mut key_offsets = Vec::with_capacity(rendered.len() + 1);
-    let mut keys = String::with_capacity(rendered.iter().map(String::len).sum());
+    let key = |(side, id): (u8, u32)| rendered[side as usize][id as usize].as_str();
+    let mut order: Vec<(u64, u8, u32)> = Vec::with_capacity(rendered[0].len() + rendered[1].len());
+    for (side, keys) in rendered.iter().enumerate() {
+        order.extend(
+            (0..keys.len() as u32).map(|id| (key_prefix(&keys[id as usize]), side as u8, id)),
+        );
+    }
+    order.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| key((a.1, a.2)).cmp(key((b.1, b.2))))
+    });
+    let mut ranks = [vec![0u32; rendered[0].len()], vec![0u32; rendered[1].len()]];
+    let mut key_offsets = Vec::with_capacity(rendered[0].len() + 1);
+    let mut keys = String::with_capacity(rendered[0].iter().map(String::len).sum());
     key_offsets.push(0u64);
-    for (position, id) in order.iter().enumerate() {
-        rank[*id as usize] = position as u32;
-        keys.push_str(&rendered[*id as usize]);
-        key_offsets.push(keys.len() as u64);
+    let mut last: Option<&str> = None;
+    for (_, side, id) in &order {
+        let this = key((*side, *id));
+        if last != Some(this) {
+            keys.push_str(this);
+            key_offsets.push(keys.len() as u64);
+            last = Some(this);
+        }
+        ranks[*side as usize][*id as usize] = (key_offsets.len() - 2) as u32;
     }
-    for id in sources.iter_mut().chain(destinations.iter_mut()) {
-        *id = rank[*id as usize];
-    }
-    let nodes = rendered.len();
+    let nodes = key_offsets.len() - 1;
+    let remap = |ids: &mut [u32], rank: &[u32]| {
+        for id in ids.iter_mut() {
+            *id = rank[*id as usize];
+        }
+    };
+    let [near_rank, far_rank] = &ranks;
+    std::thread::scope(|scope| {
+        scope.spawn(|| remap(sources, near_rank));
+        remap(destinations, far_rank);
+    });
+    let (sources, destinations) = (&*sources, &*destinations);
+    let (out, into) = std::thread::scope(|scope| {
+        let out = scope.spawn(|| Csr::of(nodes, sources, destinations));
+        let into = Csr::of(nodes, destinations, sources);
+        (out.join().expect("a counting sort does not panic"), into)
+    });
     Adjacency {
         table_id: pin.table_id.clone(),
         version: pin.version,
         key_offsets,
         keys,
-        out: Csr::of(nodes, sources, destinations),
-        into: Csr::of(nodes, destinations, sources),
+        out,
+        into,
     }
 }
 
@@ -862,11 +944,53 @@ mod tests {
         }
     }
 
-    /// p1 -> p2, p1 -> p3, p2 -> p1 (rendered keys), ids in first-seen order.
+    /// p1 -> p2, p1 -> p3, p2 -> p1 (rendered keys), each column's ids in first-seen
+    /// order, as two interning threads give them.
     fn small() -> Adjacency {
-        let rendered = vec!["\"p2\"".to_string(), "\"p1\"".into(), "\"p3\"".into()];
-        let (mut sources, mut destinations) = (vec![1, 1, 0], vec![0, 2, 1]);
-        from_pairs(&pin(3), rendered, &mut sources, &mut destinations)
+        let near = vec!["\"p1\"".to_string(), "\"p2\"".into()];
+        let far = vec!["\"p2\"".to_string(), "\"p3\"".into(), "\"p1\"".into()];
+        let (mut sources, mut destinations) = (vec![0, 0, 1], vec![0, 1, 2]);
+        from_pairs(&pin(3), [near, far], &mut sources, &mut destinations)
+    }
+
+    #[test]
+    fn keys_that_share_a_long_prefix_take_their_text_order() {
+        // Keys alike in their first eight rendered bytes, and of every length around it.
+        let near: Vec<String> = ["\"abcdefghi\"", "\"abcdefg\"", "\"abcdefgh\"", "\"b\""]
+            .map(String::from)
+            .to_vec();
+        let far: Vec<String> = ["\"abcdefgh\"", "\"abcdefgha\"", "\"a\""]
+            .map(String::from)
+            .to_vec();
+        let (mut sources, mut destinations) = (vec![0, 1, 2, 3], vec![0, 1, 2, 0]);
+        let adjacency = from_pairs(&pin(4), [near, far], &mut sources, &mut destinations);
+        let mut expected = vec![
+            "\"a\"",
+            "\"abcdefg\"",
+            "\"abcdefgh\"",
+            "\"abcdefgha\"",
+            "\"abcdefghi\"",
+            "\"b\"",
+        ];
+        expected.sort();
+        let keys: Vec<&str> = (0..adjacency.nodes() as u32)
+            .map(|position| adjacency.key(position))
+            .collect();
+        assert_eq!(keys, expected, "each key once, in text order");
+        let far = |key: &str| {
+            adjacency
+                .far_keys(key, AdjacencyWay::Out)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(far("\"abcdefgh\""), ["\"a\""]);
+        assert_eq!(far("\"b\""), ["\"abcdefgh\""]);
+        assert_eq!(far("\"abcdefghi\""), ["\"abcdefgh\""]);
+        let into = |key: &str| {
+            adjacency
+                .far_keys(key, AdjacencyWay::In)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(into("\"abcdefgh\""), ["\"abcdefghi\"", "\"b\""]);
     }
 
     #[test]
