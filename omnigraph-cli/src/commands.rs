@@ -76,6 +76,22 @@ fn storage_options() -> &'static StorageOptions {
     STORAGE_OPTIONS.get_or_init(StorageOptions::new)
 }
 
+/// The branch of this run (`--branch`), set once before any command.
+static BRANCH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the branch every command of this run reads and writes (checked).
+pub fn use_branch(branch: &str) -> Result<()> {
+    omnigraph_publish::layout::check_branch(branch)?;
+    let _ = BRANCH.set(branch.to_string());
+    Ok(())
+}
+
+fn branch() -> &'static str {
+    BRANCH
+        .get()
+        .map_or(omnigraph_publish::layout::MAIN_BRANCH, String::as_str)
+}
+
 /// `at` pinned to the seq it names now, so every read of one command sees one commit.
 async fn pinned(graph: &Omnigraph, at: Option<&str>) -> Result<CommitRef> {
     let commit = graph.graph().commit(graph.branch(), &at_ref(at)).await?;
@@ -84,10 +100,18 @@ async fn pinned(graph: &Omnigraph, at: Option<&str>) -> Result<CommitRef> {
 
 /// Opens the graph at `root` with this run's storage options.
 async fn open(root: &str) -> Result<Omnigraph> {
-    Omnigraph::open_root(StorageRoot::open_with(root, storage_options()).await?).await
+    Omnigraph::open_root(StorageRoot::open_with(root, storage_options()).await?)
+        .await?
+        .with_branch(branch())
 }
 
 pub async fn init(out: &Output, root: &str, schema_file: &Path) -> Result<()> {
+    if branch() != omnigraph_publish::layout::MAIN_BRANCH {
+        return Err(OmniError::bad_input(
+            InputLocation::in_source("--branch").field(branch()),
+            "a graph is created on main; create other branches with `omnigraph branch create`",
+        ));
+    }
     let text = read_file(schema_file)?;
     let catalog = schema::parse(&schema_file.display().to_string(), &text)?;
     let root_store = StorageRoot::open_with(root, storage_options()).await?;
@@ -1055,4 +1079,159 @@ fn show_load_progress(
             progress.rows as f64 / seconds
         ));
     }
+}
+
+pub async fn branch_create(out: &Output, root: &str, name: &str, at: Option<&str>) -> Result<()> {
+    let graph = open(root).await?;
+    let first = graph.create_branch(name, &at_ref(at)).await?;
+    out.emit(
+        json!({"branch": name, "commit": commit_json(&first)}),
+        |_| {
+            let fork = first.fork.as_ref();
+            println!(
+                "created branch {name} from {} at commit {} ({} tables, no data copied)",
+                fork.map_or("?", |fork| fork.branch.as_str()),
+                fork.map_or(0, |fork| fork.seq),
+                first.pins.len()
+            );
+        },
+    );
+    Ok(())
+}
+
+pub async fn branch_list(out: &Output, root: &str) -> Result<()> {
+    let graph = open(root).await?;
+    let branches = graph.list_branches().await?;
+    let views: Vec<crate::view::BranchView<'_>> =
+        branches.iter().map(crate::view::BranchView::of).collect();
+    out.emit(json!({"branches": views}), |_| {
+        let rows: Vec<Vec<String>> = branches
+            .iter()
+            .map(|branch| {
+                vec![
+                    branch.name.clone(),
+                    branch.head_seq.to_string(),
+                    crate::view::rfc3339_micros(branch.head_created_at),
+                    branch.fork.as_ref().map_or_else(
+                        || "-".to_string(),
+                        |fork| format!("{}@{}", fork.branch, fork.seq),
+                    ),
+                    crate::view::rfc3339_micros(branch.created_at),
+                ]
+            })
+            .collect();
+        print_columns(
+            &[
+                "branch",
+                "head",
+                "head_created_at",
+                "forked_from",
+                "created_at",
+            ],
+            &rows,
+        );
+    });
+    Ok(())
+}
+
+pub async fn branch_delete(out: &Output, root: &str, name: &str, confirm: bool) -> Result<()> {
+    let graph = open(root).await?;
+    if !confirm {
+        // Read it, so a name that is no branch says so first.
+        let head = graph.graph().commit(name, &CommitRef::Head).await?;
+        return Err(OmniError::bad_input(
+            InputLocation::in_source("--confirm"),
+            format!(
+                "deleting branch {name} (head commit {}) needs --confirm; nothing was deleted",
+                head.seq
+            ),
+        ));
+    }
+    let last = graph.delete_branch(name).await?;
+    out.emit(
+        json!({"branch": name, "commit": commit_json(&last)}),
+        |_| {
+            println!(
+                "deleted branch {name} at commit {}; cleanup reclaims the files only it kept",
+                last.seq
+            );
+        },
+    );
+    Ok(())
+}
+
+/// A merge's report as JSON, through the commit's view type.
+fn merge_json(report: &omnigraph_publish::MergeReport, dry_run: bool) -> Value {
+    json!({
+        "from": report.from_branch,
+        "into": report.into_branch,
+        "base": {"branch": report.base_branch, "seq": report.base_seq},
+        "from_seq": report.from_seq,
+        "into_seq": report.into_seq,
+        "tables": report.tables,
+        "conflicts": report.conflicts,
+        "commit": report.commit.as_ref().map(commit_json),
+        "dry_run": dry_run,
+    })
+}
+
+fn print_merge(report: &omnigraph_publish::MergeReport) {
+    println!(
+        "merge {} (commit {}) into {} (commit {}), base {} commit {}",
+        report.from_branch,
+        report.from_seq,
+        report.into_branch,
+        report.into_seq,
+        report.base_branch,
+        report.base_seq
+    );
+    let rows: Vec<Vec<String>> = report
+        .tables
+        .iter()
+        .map(|table| {
+            vec![
+                table.type_name.clone(),
+                serde_json::to_value(table.action)
+                    .ok()
+                    .and_then(|value| value.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                table.taken.to_string(),
+                table.deleted.to_string(),
+            ]
+        })
+        .collect();
+    print_columns(&["type", "action", "taken", "deleted"], &rows);
+}
+
+pub async fn merge(out: &Output, root: &str, source: &str, into: &str) -> Result<i32> {
+    let graph = open(root).await?.with_branch(into)?;
+    let report = graph.merge(source).await?;
+    out.emit(merge_json(&report, false), |_| {
+        print_merge(&report);
+        print_commit("merged", report.commit.as_ref());
+    });
+    Ok(omnigraph_core::EXIT_SUCCESS)
+}
+
+/// A dry run exits 4 when the merge would conflict, listing the conflicts.
+pub async fn merge_dry_run(out: &Output, root: &str, source: &str, into: &str) -> Result<i32> {
+    let graph = open(root).await?.with_branch(into)?;
+    let report = graph.merge_dry_run(source).await?;
+    out.emit(merge_json(&report, true), |_| {
+        print_merge(&report);
+        for conflict in &report.conflicts {
+            println!(
+                "conflict: {} {} ({:?})",
+                conflict.type_name, conflict.key, conflict.kind
+            );
+        }
+        if report.conflicts.is_empty() {
+            println!("dry run: nothing was published");
+        }
+    });
+    Ok(if report.conflicts.is_empty() {
+        omnigraph_core::EXIT_SUCCESS
+    } else {
+        omnigraph_core::EXIT_CONFLICT
+    })
 }

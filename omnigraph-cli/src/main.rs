@@ -33,6 +33,9 @@ pub struct Cli {
     /// allow_http, ...); repeatable. The AWS_* variables are read too.
     #[arg(long = "storage-option", global = true, value_name = "KEY=VALUE")]
     storage_options: Vec<String>,
+    /// The branch every read and write of the command goes to.
+    #[arg(long, global = true, default_value = "main", value_name = "NAME")]
+    branch: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -302,6 +305,23 @@ enum Command {
         /// The graph root.
         root: String,
     },
+    /// Create, list or delete branches.
+    #[command(subcommand)]
+    Branch(BranchCommand),
+    /// Merge branch SOURCE into --into (default: --branch): one commit, or the
+    /// conflicts and nothing published.
+    Merge {
+        /// The graph root.
+        root: String,
+        /// The branch to merge from.
+        source: String,
+        /// The branch to merge into (default: --branch, which defaults to main).
+        #[arg(long)]
+        into: Option<String>,
+        /// Report what the merge would do, conflicts included, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// The main job on an embedded default: build a sample graph and query it.
     Demo {
         /// Where to build it.
@@ -310,6 +330,36 @@ enum Command {
         /// People in the sample graph.
         #[arg(long, default_value_t = 3_000)]
         people: usize,
+    },
+}
+
+#[derive(Subcommand)]
+enum BranchCommand {
+    /// Create branch NAME from a commit of --branch (its head unless --at): no data is
+    /// copied.
+    Create {
+        /// The graph root.
+        root: String,
+        /// The new branch.
+        name: String,
+        /// A commit seq or id of --branch to create it from (default: the head).
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// The live branches: each one's head, fork point and age.
+    List {
+        /// The graph root.
+        root: String,
+    },
+    /// Delete branch NAME (never main); cleanup then reclaims what only it kept.
+    Delete {
+        /// The graph root.
+        root: String,
+        /// The branch to delete.
+        name: String,
+        /// Delete it (without this, nothing is deleted and the command fails).
+        #[arg(long)]
+        confirm: bool,
     },
 }
 
@@ -381,6 +431,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
         options = options.with_pair(pair)?;
     }
     commands::use_storage_options(options);
+    commands::use_branch(&cli.branch)?;
     let done = match cli.command {
         Command::Init { root, schema } => commands::init(&out, &root, &schema).await,
         Command::Load {
@@ -530,6 +581,28 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
         Command::Log { root, limit } => commands::log(&out, &root, limit).await,
         Command::Tables { root, at } => commands::tables(&out, &root, at.as_deref()).await,
         Command::Status { root } => commands::status(&out, &root).await,
+        Command::Branch(BranchCommand::Create { root, name, at }) => {
+            commands::branch_create(&out, &root, &name, at.as_deref()).await
+        }
+        Command::Branch(BranchCommand::List { root }) => commands::branch_list(&out, &root).await,
+        Command::Branch(BranchCommand::Delete {
+            root,
+            name,
+            confirm,
+        }) => commands::branch_delete(&out, &root, &name, confirm).await,
+        Command::Merge {
+            root,
+            source,
+            into,
+            dry_run,
+        } => {
+            let into = into.unwrap_or(cli.branch);
+            return if dry_run {
+                commands::merge_dry_run(&out, &root, &source, &into).await
+            } else {
+                commands::merge(&out, &root, &source, &into).await
+            };
+        }
         Command::Demo { root, people } => demo::run(&out, &root, people).await,
     };
     done.map(|()| omnigraph_core::EXIT_SUCCESS)

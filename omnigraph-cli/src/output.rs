@@ -204,7 +204,7 @@ fn cell(value: Option<&Value>) -> String {
 pub fn report_error(error: &OmniError, json: bool) -> ExitCode {
     let code = error.code();
     if json {
-        let document = serde_json::json!({
+        let mut document = serde_json::json!({
             "error": {
                 "code": code.code,
                 "message": error.to_string(),
@@ -212,6 +212,10 @@ pub fn report_error(error: &OmniError, json: bool) -> ExitCode {
                 "exit_code": code.exit_code,
             }
         });
+        if let OmniError::MergeConflict { conflicts, .. } = error {
+            // The message names the first few per type; the document, every one.
+            document["error"]["conflicts"] = serde_json::json!(conflicts);
+        }
         eprintln!("{document}");
     } else {
         eprintln!("error[{}]: {error}", code.code);

@@ -2,7 +2,7 @@
 //! stored (`docs/format.md`); the CLI's output has its own shape, pinned by the JSON
 //! shape golden (`tests/golden/json_shapes.txt`), so neither changes the other silently.
 
-use omnigraph_publish::{GraphCommit, TableKind, TablePin};
+use omnigraph_publish::{BranchInfo, ForkPoint, GraphCommit, TableKind, TablePin};
 use serde::Serialize;
 
 /// A commit as the CLI prints it.
@@ -19,6 +19,55 @@ pub(crate) struct CommitView<'a> {
     operation: OperationView<'a>,
     schema: &'a str,
     pins: Vec<PinView<'a>>,
+    /// Where the branch's life began, when it was created from another branch.
+    fork: Option<ForkView<'a>>,
+    /// Whether this commit deleted its branch.
+    deleted: bool,
+}
+
+#[derive(Serialize)]
+struct ForkView<'a> {
+    branch: &'a str,
+    seq: u64,
+    commit_id: &'a str,
+    created_at: i64,
+}
+
+impl<'a> ForkView<'a> {
+    fn of(fork: &'a ForkPoint) -> ForkView<'a> {
+        ForkView {
+            branch: &fork.branch,
+            seq: fork.seq,
+            commit_id: &fork.commit_id,
+            created_at: fork.created_at,
+        }
+    }
+}
+
+/// A live branch as `branch list` prints it.
+#[derive(Serialize)]
+pub(crate) struct BranchView<'a> {
+    name: &'a str,
+    head_seq: u64,
+    head_commit_id: &'a str,
+    head_created_at: i64,
+    fork: Option<ForkView<'a>>,
+    created_at: i64,
+    created_at_text: String,
+}
+
+impl<'a> BranchView<'a> {
+    pub(crate) fn of(branch: &'a BranchInfo) -> BranchView<'a> {
+        BranchView {
+            name: &branch.name,
+            head_seq: branch.head_seq,
+            head_commit_id: &branch.head_commit_id,
+            head_created_at: branch.head_created_at,
+            fork: branch.fork.as_ref().map(ForkView::of),
+            created_at: branch.created_at,
+            created_at_text: rfc3339_micros(branch.created_at),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -53,6 +102,8 @@ impl<'a> CommitView<'a> {
             },
             schema: &commit.schema,
             pins: commit.pins.iter().map(PinView::of).collect(),
+            fork: commit.fork.as_ref().map(ForkView::of),
+            deleted: commit.deleted,
         }
     }
 }

@@ -652,7 +652,14 @@ fn long_flags(command: &str) -> Vec<String> {
                 .to_string()
         })
         .filter(|flag| {
-            !["--json", "--verbose", "--help", "--storage-option"].contains(&flag.as_str())
+            ![
+                "--json",
+                "--verbose",
+                "--help",
+                "--storage-option",
+                "--branch",
+            ]
+            .contains(&flag.as_str())
         })
         .collect();
     flags.sort();
@@ -822,6 +829,33 @@ fn the_json_shape_of_every_command_is_pinned() {
         ("log", vec!["log", &root], 0),
         ("tables", vec!["tables", &root], 0),
         ("status", vec!["status", &root], 0),
+        ("branch create", vec!["branch", "create", &root, "side"], 0),
+        ("branch list", vec!["branch", "list", &root], 0),
+        (
+            "insert on a branch",
+            vec![
+                "insert",
+                &root,
+                "--branch",
+                "side",
+                "--type",
+                "Person",
+                "--rows",
+                r#"{"id": "p9", "name": "Side"}"#,
+            ],
+            0,
+        ),
+        (
+            "merge --dry-run",
+            vec!["merge", &root, "side", "--dry-run"],
+            0,
+        ),
+        ("merge", vec!["merge", &root, "side"], 0),
+        (
+            "branch delete",
+            vec!["branch", "delete", &root, "side", "--confirm"],
+            0,
+        ),
         ("schema check", vec!["schema", "check", &schema], 0),
         ("schema show", vec!["schema", "show", &root], 0),
         (
@@ -1457,4 +1491,193 @@ fn csv_files_load_by_type_and_a_bad_one_names_its_row_and_publishes_nothing() {
         "get", &root, "--type", "Person", "p9", "--json",
     ]));
     assert_eq!(p9["name"], "Nine");
+}
+
+/// The error code of a failed command's `--json` document (on stderr).
+fn error_code(output: &Output) -> String {
+    assert!(!output.status.success());
+    let document: Value = serde_json::from_slice(&output.stderr).unwrap_or_else(|error| {
+        panic!(
+            "stderr is one JSON document ({error}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    document["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A branch's life through the binary: create, write on it alone, list, a delete that
+/// needs --confirm, and reads that name the branch.
+#[test]
+fn branches_isolate_writes_and_delete_only_when_confirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let insert = |branch: &str, id: &str| {
+        let rows = format!(r#"{{"id": "{id}", "name": "x"}}"#);
+        omnigraph(&[
+            "insert", &root, "--branch", branch, "--type", "Person", "--rows", &rows, "--json",
+        ])
+    };
+    assert!(insert("main", "before").status.success());
+    let created = json_of(&omnigraph(&["branch", "create", &root, "side", "--json"]));
+    assert_eq!(created["commit"]["fork"]["branch"], "main");
+    assert_eq!(created["commit"]["seq"], 0);
+    let again = omnigraph(&["branch", "create", &root, "side", "--json"]);
+    assert_eq!(again.status.code(), Some(4));
+    assert_eq!(error_code(&again), "branch_exists");
+
+    assert!(insert("side", "on-side").status.success());
+    assert!(insert("main", "on-main").status.success());
+    let ids = |branch: &str| -> Vec<String> {
+        let document = json_of(&omnigraph(&[
+            "query", &root, "--branch", branch, "--type", "Person", "--json",
+        ]));
+        let mut ids: Vec<String> = document["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids("main"), ["before", "on-main"]);
+    assert_eq!(ids("side"), ["before", "on-side"]);
+    let at_fork = omnigraph(&[
+        "get", &root, "--branch", "side", "--type", "Person", "on-side", "--at", "0", "--json",
+    ]);
+    assert_eq!(
+        error_code(&at_fork),
+        "not_found",
+        "time travel on the branch"
+    );
+
+    let listed = json_of(&omnigraph(&["branch", "list", &root, "--json"]));
+    let names: Vec<&str> = listed["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|branch| branch["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["main", "side"]);
+
+    // Both branches change one key: the merge lists the conflict and publishes nothing.
+    for (branch, age) in [("main", "1"), ("side", "2")] {
+        let set = format!("age={age}");
+        let updated = omnigraph(&[
+            "update",
+            &root,
+            "--branch",
+            branch,
+            "--type",
+            "Person",
+            "--where",
+            "id = 'before'",
+            "--set",
+            &set,
+        ]);
+        assert!(updated.status.success());
+    }
+    let seq = head_seq(&root);
+    let dry = omnigraph(&["merge", &root, "side", "--dry-run", "--json"]);
+    assert_eq!(dry.status.code(), Some(4));
+    let dry: Value = serde_json::from_slice(&dry.stdout).unwrap();
+    assert_eq!(dry["conflicts"][0]["kind"], "changed_on_both");
+    let conflicted = omnigraph(&["merge", &root, "side", "--into", "main", "--json"]);
+    assert_eq!(conflicted.status.code(), Some(4));
+    assert_eq!(error_code(&conflicted), "merge_conflict");
+    let document: Value = serde_json::from_slice(&conflicted.stderr).unwrap();
+    assert_eq!(document["error"]["conflicts"][0]["key"], "\"before\"");
+    assert_eq!(head_seq(&root), seq, "nothing published");
+    // Settled on the branch (deleting the row there conflicts too; take main's value).
+    let settled = omnigraph(&[
+        "update",
+        &root,
+        "--branch",
+        "side",
+        "--type",
+        "Person",
+        "--where",
+        "id = 'before'",
+        "--set",
+        "age=1",
+    ]);
+    assert!(settled.status.success());
+    let merged = json_of(&omnigraph(&["merge", &root, "side", "--json"]));
+    assert_eq!(merged["commit"]["operation"]["kind"], "merge");
+    assert_eq!(ids("main"), ["before", "on-main", "on-side"]);
+
+    let unconfirmed = omnigraph(&["branch", "delete", &root, "side", "--json"]);
+    assert_eq!(unconfirmed.status.code(), Some(2));
+    assert_eq!(ids("side"), ["before", "on-side"], "nothing was deleted");
+    let main = omnigraph(&["branch", "delete", &root, "main", "--confirm", "--json"]);
+    assert_eq!(main.status.code(), Some(2));
+    assert!(
+        omnigraph(&["branch", "delete", &root, "side", "--confirm"])
+            .status
+            .success()
+    );
+    let gone = omnigraph(&[
+        "query", &root, "--branch", "side", "--type", "Person", "--json",
+    ]);
+    assert_eq!(error_code(&gone), "not_found");
+    let bad = omnigraph(&["status", &root, "--branch", "../x", "--json"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+/// Two OS processes write on two branches at once: every write of each lands on its
+/// own branch, and neither fences the other.
+#[test]
+fn two_processes_write_on_two_branches_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    for branch in ["left", "right"] {
+        assert!(
+            omnigraph(&["branch", "create", &root, branch])
+                .status
+                .success()
+        );
+    }
+    let writes = 8;
+    let writers: Vec<_> = ["left", "right"]
+        .into_iter()
+        .map(|branch| {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                for index in 0..writes {
+                    let rows = format!(r#"{{"id": "{branch}{index}", "name": "x"}}"#);
+                    let output = omnigraph(&[
+                        "insert", &root, "--branch", branch, "--type", "Person", "--rows", &rows,
+                    ]);
+                    assert!(
+                        output.status.success(),
+                        "{branch} {index}: {}",
+                        String::from_utf8_lossy(&output.stderr)
+                    );
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    for branch in ["left", "right"] {
+        let status = json_of(&omnigraph(&["status", &root, "--branch", branch, "--json"]));
+        assert_eq!(
+            status["head"]["seq"], writes,
+            "{branch}: one commit per write"
+        );
+        let document = json_of(&omnigraph(&[
+            "query", &root, "--branch", branch, "--type", "Person", "--json",
+        ]));
+        let rows = document["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), writes as usize);
+        assert!(
+            rows.iter()
+                .all(|row| row["id"].as_str().unwrap().starts_with(branch))
+        );
+    }
+    assert_eq!(head_seq(&root), 0, "main saw none of it");
 }

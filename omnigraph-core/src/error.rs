@@ -229,6 +229,57 @@ impl serde::Serialize for ReadSetMember {
 /// The source of a storage failure, kept for its message and chain.
 pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// The conflicts a merge message names per type; the error holds them all.
+pub const MERGE_CONFLICTS_SHOWN_MAX: usize = 10;
+
+/// Why a merge cannot take a key (or a type) from both sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeConflictKind {
+    /// Added or changed on both sides since the merge base, to different values.
+    ChangedOnBoth,
+    /// Deleted on one side and added or changed on the other.
+    DeletedAndChanged,
+    /// An edge the merge would keep names a node the merge would remove.
+    DanglingEdge,
+    /// The schema changed since the merge base on one side while the other side
+    /// wrote, or on both sides differently; `key` is empty.
+    Schema,
+}
+
+/// One conflict of a merge.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct MergeConflict {
+    /// The type holding the key.
+    pub type_name: String,
+    /// The key (an edge's id), rendered as JSON.
+    pub key: String,
+    /// Why it conflicts.
+    pub kind: MergeConflictKind,
+}
+
+fn merge_conflicts_shown(conflicts: &[MergeConflict]) -> String {
+    let mut shown: Vec<String> = Vec::new();
+    let mut per_type: std::collections::BTreeMap<&str, usize> = Default::default();
+    for conflict in conflicts {
+        let count = per_type.entry(conflict.type_name.as_str()).or_default();
+        *count += 1;
+        if *count <= MERGE_CONFLICTS_SHOWN_MAX {
+            shown.push(format!(
+                "{} {} ({:?})",
+                conflict.type_name, conflict.key, conflict.kind
+            ));
+        }
+    }
+    let more = conflicts.len() - shown.len();
+    let tail = if more > 0 {
+        format!("; and {more} more (--json lists them all)")
+    } else {
+        String::new()
+    };
+    format!("{}{tail}", shown.join(", "))
+}
+
 /// Every error the engine returns. Each variant carries its [`Evidence`].
 #[derive(Debug, thiserror::Error)]
 pub enum OmniError {
@@ -342,6 +393,30 @@ pub enum OmniError {
         /// What the failed call left behind.
         evidence: Evidence,
     },
+    /// A branch of that name exists already.
+    #[error("branch {branch} exists already")]
+    BranchExists {
+        /// The branch.
+        branch: String,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
+    /// A merge found keys both sides changed; nothing was published.
+    #[error(
+        "merging {from_branch} into {into_branch}: {} conflicts: {}",
+        conflicts.len(),
+        merge_conflicts_shown(conflicts)
+    )]
+    MergeConflict {
+        /// The branch merged from.
+        from_branch: String,
+        /// The branch merged into.
+        into_branch: String,
+        /// Every conflict, by type and key.
+        conflicts: Vec<MergeConflict>,
+        /// What the failed call left behind.
+        evidence: Evidence,
+    },
     /// A stored object is malformed, truncated, of an unknown format, or out of sequence.
     #[error("corrupt state in {object}: {message}")]
     Corrupt {
@@ -404,6 +479,10 @@ pub enum ErrorKind {
     StagingExpired,
     /// [`OmniError::AlreadyInitialized`].
     AlreadyInitialized,
+    /// [`OmniError::BranchExists`].
+    BranchExists,
+    /// [`OmniError::MergeConflict`].
+    MergeConflict,
     /// [`OmniError::Corrupt`].
     Corrupt,
     /// [`OmniError::Storage`] of the given kind.
@@ -485,6 +564,14 @@ pub(crate) const ERROR_TABLE: &[(ErrorKind, ErrorCode)] = &[
         ErrorKind::AlreadyInitialized,
         code("already_initialized", EXIT_CONFLICT, 409),
     ),
+    (
+        ErrorKind::BranchExists,
+        code("branch_exists", EXIT_CONFLICT, 409),
+    ),
+    (
+        ErrorKind::MergeConflict,
+        code("merge_conflict", EXIT_CONFLICT, 409),
+    ),
     (ErrorKind::Corrupt, code("corrupt_state", EXIT_FAILURE, 500)),
     (
         ErrorKind::Storage(StorageKind::Transient),
@@ -541,6 +628,10 @@ impl ErrorKind {
                 "the write staged for longer than half the cleanup grace period, so it was not published; retry"
             }
             ErrorKind::AlreadyInitialized => "the root holds a graph already",
+            ErrorKind::BranchExists => "a branch of that name exists already; delete it first",
+            ErrorKind::MergeConflict => {
+                "a merge found keys changed on both branches (listed by type and key, all of them in `--json`); nothing published: reconcile on one branch and merge again"
+            }
             ErrorKind::Corrupt => {
                 "a stored object is malformed, truncated, of an unknown format or out of sequence; names it"
             }
@@ -719,6 +810,8 @@ impl OmniError {
             OmniError::CommitReclaimed { .. } => ErrorKind::CommitReclaimed,
             OmniError::StagingExpired { .. } => ErrorKind::StagingExpired,
             OmniError::AlreadyInitialized { .. } => ErrorKind::AlreadyInitialized,
+            OmniError::BranchExists { .. } => ErrorKind::BranchExists,
+            OmniError::MergeConflict { .. } => ErrorKind::MergeConflict,
             OmniError::Corrupt { .. } => ErrorKind::Corrupt,
             OmniError::Storage { kind, .. } => ErrorKind::Storage(*kind),
             OmniError::Internal { .. } => ErrorKind::Internal,
@@ -744,6 +837,8 @@ impl OmniError {
             | OmniError::CommitReclaimed { evidence, .. }
             | OmniError::StagingExpired { evidence, .. }
             | OmniError::AlreadyInitialized { evidence, .. }
+            | OmniError::BranchExists { evidence, .. }
+            | OmniError::MergeConflict { evidence, .. }
             | OmniError::Corrupt { evidence, .. }
             | OmniError::Storage { evidence, .. }
             | OmniError::Internal { evidence, .. } => evidence,
@@ -763,6 +858,8 @@ impl OmniError {
             | OmniError::CommitReclaimed { evidence, .. }
             | OmniError::StagingExpired { evidence, .. }
             | OmniError::AlreadyInitialized { evidence, .. }
+            | OmniError::BranchExists { evidence, .. }
+            | OmniError::MergeConflict { evidence, .. }
             | OmniError::Corrupt { evidence, .. }
             | OmniError::Storage { evidence, .. }
             | OmniError::Internal { evidence, .. } => evidence,
@@ -867,6 +964,8 @@ mod tests {
             ErrorKind::CommitReclaimed,
             ErrorKind::StagingExpired,
             ErrorKind::AlreadyInitialized,
+            ErrorKind::BranchExists,
+            ErrorKind::MergeConflict,
             ErrorKind::Corrupt,
             ErrorKind::Internal,
         ];

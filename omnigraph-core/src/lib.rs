@@ -38,5 +38,6 @@ pub use lance_index;
 
 pub use error::{
     EXIT_CONFLICT, EXIT_FAILURE, EXIT_SUCCESS, EXIT_TEMPORARY, EXIT_USAGE, ErrorCode, ErrorKind,
-    Evidence, InputLocation, OmniError, ReadSetMember, Result, StorageKind,
+    Evidence, InputLocation, MERGE_CONFLICTS_SHOWN_MAX, MergeConflict, MergeConflictKind,
+    OmniError, ReadSetMember, Result, StorageKind,
 };

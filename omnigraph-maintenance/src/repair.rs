@@ -10,7 +10,7 @@
 //! It does not take the maintenance lane and never writes.
 
 use crate::budget::REQUEST_FAN_OUT;
-use crate::cleanup::{branches, heads, list_table};
+use crate::cleanup::{heads, list_table};
 use futures::{StreamExt, TryStreamExt};
 use omnigraph_core::adapter::{self, ManifestName};
 use omnigraph_core::storage::StorageRoot;
@@ -84,7 +84,7 @@ impl RepairReport {
 
 /// Builds the report.
 pub(crate) async fn report(root: &Arc<StorageRoot>) -> Result<RepairReport> {
-    let branch_names = branches(root).await?;
+    let branch_names = omnigraph_publish::branches::branch_names(root).await?;
     let current = heads(root, &branch_names).await?;
     // Every commit from the oldest one cleanup retains to the head is readable.
     let traced = crate::cleanup::trace_every_readable_commit(root, &current).await?;

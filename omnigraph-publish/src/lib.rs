@@ -41,19 +41,21 @@ pub mod protocol;
 // Every module keeps its path at the crate root (`omnigraph_publish::layout`, ...).
 pub use columnar::InputFormat;
 pub use handle::{
-    adjacency, columnar, indexes, ingest, key_cache, mutate, omnigraph, reads, rows, schema_apply,
-    spill, traverse,
+    adjacency, branching, columnar, indexes, ingest, key_cache, merge, mutate, omnigraph, reads,
+    rows, schema_apply, spill, traverse,
 };
-pub use protocol::{commit, gate, graph, layout, log, publisher, retention, staging};
+pub use protocol::{branches, commit, gate, graph, layout, log, publisher, retention, staging};
 
 pub use adjacency::{AdjacencyOutcome, AdjacencyStatus};
-pub use commit::{CommitOperation, GraphCommit, TableKind, TablePin};
+pub use branches::BranchInfo;
+pub use commit::{CommitOperation, ForkPoint, GraphCommit, MergedFrom, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
 pub use indexes::{
     IndexBuildProgress, IndexBuildReport, IndexCoverage, PendingIndex, PreparedIndexBuild,
 };
 pub use ingest::{IngestReport, LoadMode};
 pub use log::CommitLog;
+pub use merge::{MergeReport, TableMerge, TableMergeAction};
 pub use mutate::PreparedWrite;
 pub use omnigraph::{LoadProgress, Omnigraph, ScanRequest, default_actor};
 pub use publisher::{Publication, ReadSet, publish};

@@ -454,6 +454,8 @@ pub fn publication_changing_nothing(
         staged: false,
         staging_started_micros: omnigraph_core::seams::now_micros(),
         retention: None,
+        deletes_branch: false,
+        merged_from: None,
     }
 }
 

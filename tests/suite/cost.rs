@@ -108,6 +108,20 @@ async fn measure() -> BTreeMap<String, String> {
         .unwrap();
     costs.insert("publish.one_row_append_warm".into(), line(&probe.counts()));
 
+    // A branch from main's head: two log reads of the source, the new log, the commit.
+    let handle = omnigraph_publish::Omnigraph::open(&shallow.uri)
+        .await
+        .unwrap();
+    let branching = handle.graph().root().probe();
+    handle
+        .create_branch("costed", &CommitRef::Head)
+        .await
+        .unwrap();
+    costs.insert(
+        "branches.create_from_head".into(),
+        line(&branching.counts()),
+    );
+
     // A single-row insert on a warm handle, into a table that has rows (so the key is
     // checked against them).
     let test = TestRoot::new(Backend::Local).await;

@@ -7,6 +7,7 @@
 
 mod adapter_links;
 mod adjacency;
+mod branches;
 mod cleanup;
 mod columnar;
 mod cost;
@@ -16,6 +17,7 @@ mod lance_surface;
 mod load_budget;
 mod maintenance;
 mod matrix;
+mod merge;
 mod mutations;
 mod optimize;
 mod protocol;

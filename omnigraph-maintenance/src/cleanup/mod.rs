@@ -19,7 +19,7 @@ mod sweep;
 mod trace;
 
 pub(crate) use sweep::list_table;
-pub(crate) use trace::{Trace as Traced, branches, heads};
+pub(crate) use trace::{Trace as Traced, heads};
 
 /// Traces every commit from the oldest each head records retained to the head, all of
 /// them retained (for the read-only repair report).
@@ -37,6 +37,7 @@ use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, Pr
 use futures::StreamExt;
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result, adapter, seams};
+use omnigraph_publish::branches::branch_names;
 use omnigraph_publish::retention::{self, GRACE_DEFAULT, GRACE_MIN, micros_of};
 use omnigraph_publish::{CommitOperation, Publication, ReadSet, layout};
 use std::collections::BTreeMap;
@@ -311,7 +312,7 @@ async fn trace_logs(
 ) -> Result<Logs> {
     options.policy.check()?;
     let began_micros = seams::now_micros();
-    let branch_names = branches(root).await?;
+    let branch_names = branch_names(root).await?;
     let heads = heads(root, &branch_names).await?;
     let traced = trace::trace(root, &heads, &options.policy, options.grace, began_micros).await?;
     if token.is_cancelled() {
@@ -360,6 +361,10 @@ async fn record(
 ) -> Result<Vec<String>> {
     let mut recorded = Vec::new();
     for (branch, head) in logs.heads.iter_mut() {
+        if head.deleted {
+            // Its last commit retains only itself and fences every writer already.
+            continue;
+        }
         let oldest = logs.traced.oldest_retained[branch];
         let retention = retention::record(options.grace, oldest).after(head.retention);
         if head.retention == Some(retention) && !fence {
@@ -383,6 +388,8 @@ async fn record(
             staged: false,
             staging_started_micros: seams::now_micros(),
             retention: Some(retention),
+            deletes_branch: false,
+            merged_from: None,
         };
         let landed = omnigraph_publish::publish(root, &publication)
             .await
@@ -552,6 +559,8 @@ async fn retrace(
         if token.is_cancelled() {
             return Err(cancelled(Evidence::BeforeEffect));
         }
+        // A branch created since the last read is a new root.
+        logs.branch_names = branch_names(root).await?;
         let again = heads(root, &logs.branch_names).await?;
         let newly_pinned = trace::extend(root, &mut logs.traced, &again).await?;
         logs.heads = again;

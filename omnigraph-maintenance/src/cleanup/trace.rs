@@ -6,13 +6,10 @@ use futures::{StreamExt, TryStreamExt};
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{OmniError, Result};
 use omnigraph_publish::retention::{self, micros_of};
-use omnigraph_publish::{CommitLog, GraphCommit, layout};
+use omnigraph_publish::{CommitLog, GraphCommit};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The most branches one run traces.
-pub(crate) const BRANCHES_MAX: usize = 4_096;
 
 /// What the logs say, at one moment.
 #[derive(Clone, Debug, Default)]
@@ -39,26 +36,6 @@ impl Trace {
     pub(crate) fn is_retained_table(&self, table_id: &str) -> bool {
         self.retained.contains_key(table_id)
     }
-}
-
-/// The branches of the graph, from one LIST with a delimiter.
-pub(crate) async fn branches(root: &StorageRoot) -> Result<Vec<String>> {
-    let names = root.list_folders("_graph/branches").await?;
-    if names.len() > BRANCHES_MAX {
-        return Err(OmniError::corrupt(
-            "_graph/branches",
-            format!("{} branches; the limit is {BRANCHES_MAX}", names.len()),
-        ));
-    }
-    for name in &names {
-        layout::check_branch(name).map_err(|_| {
-            OmniError::corrupt(
-                format!("_graph/branches/{name}"),
-                "a folder that is not a valid branch name",
-            )
-        })?;
-    }
-    Ok(names)
 }
 
 /// Commits `from` to `head` of `branch`, `head` included as already read.
@@ -90,11 +67,14 @@ pub(crate) async fn heads(
         .map(|branch| {
             let root = root.clone();
             async move {
-                let head = CommitLog::new(root, &branch)?.head().await?;
-                Ok::<_, OmniError>((branch, head))
+                // A folder with no commit is a creation in flight (or one that never
+                // landed): no root yet. A retrace lists the branches again.
+                let head = CommitLog::new(root, &branch)?.newest().await?;
+                Ok::<_, OmniError>(head.map(|head| (branch, head)))
             }
         })
         .buffer_unordered(REQUEST_FAN_OUT)
+        .try_filter_map(|head| async move { Ok(head) })
         .try_collect()
         .await
 }
@@ -141,6 +121,37 @@ pub(crate) async fn trace(
                         .entry(pin.table_id.clone())
                         .or_insert_with(|| pin.type_name.clone());
                 }
+            }
+        }
+    }
+    // Merge bases are roots too: each live branch's fork point and the commits merged
+    // into it, whatever their own branch's retention says, so a merge can always read
+    // the base it merges from.
+    for head in heads.values().filter(|head| !head.deleted) {
+        let bases = head
+            .fork
+            .iter()
+            .map(|fork| (fork.branch.as_str(), fork.seq))
+            .chain(
+                head.merged_from
+                    .iter()
+                    .map(|merged| (merged.branch.as_str(), merged.seq)),
+            );
+        for (branch, seq) in bases {
+            let Some(base) = CommitLog::new(root.clone(), branch)?.read(seq).await? else {
+                continue;
+            };
+            for pin in &base.pins {
+                for versions in [&mut trace.published, &mut trace.retained] {
+                    versions
+                        .entry(pin.table_id.clone())
+                        .or_default()
+                        .insert(pin.version);
+                }
+                trace
+                    .type_names
+                    .entry(pin.table_id.clone())
+                    .or_insert_with(|| pin.type_name.clone());
             }
         }
     }
@@ -195,13 +206,17 @@ pub(crate) async fn extend(
 ) -> Result<HashSet<(String, u64)>> {
     let mut newly_pinned = HashSet::new();
     for (branch, head) in heads {
-        let Some(&from) = trace.heads.get(branch) else {
-            continue;
+        // A branch created since the trace is a root from its oldest retained commit.
+        let from = match trace.heads.get(branch) {
+            Some(&traced) if head.seq <= traced => continue,
+            Some(&traced) => traced + 1,
+            None => {
+                let oldest = retention::oldest_retained(head);
+                trace.oldest_retained.insert(branch.clone(), oldest);
+                oldest
+            }
         };
-        if head.seq <= from {
-            continue;
-        }
-        for commit in &commits_from(root, branch, from + 1, head).await? {
+        for commit in &commits_from(root, branch, from, head).await? {
             for pin in &commit.pins {
                 trace
                     .published

@@ -2,12 +2,14 @@
 //! (ingest, mutate, schema apply, the index writer) and reads.
 
 pub mod adjacency;
+pub mod branching;
 pub mod columnar;
 pub mod indexes;
 pub mod ingest;
 pub(crate) mod jsonl;
 pub(crate) mod jsonl_rows;
 pub mod key_cache;
+pub mod merge;
 pub mod mutate;
 pub mod omnigraph;
 pub mod reads;

@@ -116,6 +116,18 @@ impl Omnigraph {
         })
     }
 
+    /// This handle on branch `branch` (its name checked): every read and write goes to
+    /// that branch's log from then on. A branch that does not exist is `NotFound` at the
+    /// first read or write.
+    pub fn with_branch(mut self, branch: &str) -> Result<Omnigraph> {
+        layout::check_branch(branch)?;
+        self.branch = branch.to_string();
+        // The head and the schema are the branch's own.
+        *self.known_head.get_mut() = None;
+        *self.catalog.get_mut() = None;
+        Ok(self)
+    }
+
     /// This handle with traversals that never use adjacency artifacts: every step reads
     /// its edge table (through its index when built). For comparisons and benchmarks;
     /// the results are the same.

@@ -97,6 +97,49 @@ pub struct GraphCommit {
     /// it; `None` until cleanup first runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<Retention>,
+    /// Where this branch's life began, when it was created from another branch (every
+    /// commit of the life carries it forward); `None` on a life that began at genesis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<ForkPoint>,
+    /// Whether this commit deleted its branch: it pins nothing, retains only itself,
+    /// and nothing is published after it but a new life's first commit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
+    /// The newest commit of each branch merged into this branch's life, at most
+    /// [`MERGED_FROM_MAX`] (the oldest merged goes first): the base of the next merge
+    /// from that branch. Carried forward by every commit of the life.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<MergedFrom>,
+}
+
+/// The most branches a commit remembers merging from.
+pub const MERGED_FROM_MAX: usize = 64;
+
+/// A commit of another branch whose tables a merge took.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MergedFrom {
+    /// The branch merged from.
+    pub branch: String,
+    /// The seq of its commit that was merged.
+    pub seq: u64,
+    /// That commit's id.
+    pub commit_id: String,
+}
+
+/// The commit a branch was created from (`docs/format.md` §5.1). The first commit of
+/// the branch's life pins what that commit pins; its parent is the commit before it in
+/// the branch's own log (none at seq 0, else the commit that deleted the life before).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ForkPoint {
+    /// The branch it was created from.
+    pub branch: String,
+    /// The seq of the commit it was created from, on that branch.
+    pub seq: u64,
+    /// The id of that commit.
+    pub commit_id: String,
+    /// When the branch was created (microseconds since the epoch): its first commit's
+    /// time, carried with the fork point so a branch's age costs no read.
+    pub created_at: i64,
 }
 
 /// Cleanup's record on a branch (`docs/format.md` §8.1): it lives in the log, so a
@@ -191,7 +234,46 @@ impl GraphCommit {
         match (&self.parent_commit_id, self.seq) {
             (None, 0) => {}
             (Some(parent), seq) if seq > 0 => check_id("parent_commit_id", parent)?,
-            _ => return Err("only genesis (seq 0) has no parent".into()),
+            _ => return Err("only a log's first commit (seq 0) has no parent".into()),
+        }
+        if let Some(fork) = &self.fork {
+            layout::check_branch(&fork.branch).map_err(|_| {
+                format!(
+                    "it was created from {:?}, not a valid branch name",
+                    fork.branch
+                )
+            })?;
+            check_id("fork.commit_id", &fork.commit_id)?;
+            if fork.branch == self.branch {
+                return Err("a branch is never created from itself".into());
+            }
+        }
+        if self.merged_from.len() > MERGED_FROM_MAX {
+            return Err(format!(
+                "it remembers {} merges; the limit is {MERGED_FROM_MAX}",
+                self.merged_from.len()
+            ));
+        }
+        let mut merged = HashSet::new();
+        for from in &self.merged_from {
+            layout::check_branch(&from.branch).map_err(|_| {
+                format!("it merged from {:?}, not a valid branch name", from.branch)
+            })?;
+            check_id("merged_from.commit_id", &from.commit_id)?;
+            if !merged.insert(from.branch.as_str()) || from.branch == self.branch {
+                return Err(format!(
+                    "it names its merges from {} twice, or from itself",
+                    from.branch
+                ));
+            }
+        }
+        if self.deleted
+            && (!self.pins.is_empty()
+                || self.retention.map(|retention| retention.oldest_retained) != Some(self.seq))
+        {
+            return Err(
+                "a deleted branch's last commit pins nothing and retains only itself".into(),
+            );
         }
         if !layout::is_schema_hash(&self.schema) {
             return Err(format!(
@@ -319,6 +401,9 @@ mod tests {
             schema: "0".repeat(64),
             pins: Vec::new(),
             retention: None,
+            fork: None,
+            deleted: false,
+            merged_from: Vec::new(),
         }
     }
 

@@ -117,6 +117,9 @@ impl Graph {
             schema: catalog.hash().to_string(),
             pins,
             retention: None,
+            fork: None,
+            deleted: false,
+            merged_from: Vec::new(),
         };
         genesis.validate().map_err(|message| {
             OmniError::internal(format!("refusing to write genesis: {message}"))
@@ -175,6 +178,19 @@ impl Graph {
 
     /// The commit `at` names on `branch`.
     pub async fn commit(&self, branch: &str, at: &CommitRef) -> Result<GraphCommit> {
+        let commit = self.commit_of_any_life(branch, at).await?;
+        if commit.deleted {
+            return Err(crate::publisher::branch_deleted(&commit));
+        }
+        Ok(commit)
+    }
+
+    /// The commit `at` names on `branch`, the commit that deleted it included.
+    pub(crate) async fn commit_of_any_life(
+        &self,
+        branch: &str,
+        at: &CommitRef,
+    ) -> Result<GraphCommit> {
         let log = self.log(branch)?;
         match at {
             CommitRef::Head => log.head().await,

@@ -11,12 +11,15 @@ pub(crate) const BRANCH_LEN_MAX: usize = 64;
 /// type, so even [`omnigraph_core::schema::TYPES_MAX`] pins stay far below it.
 pub const COMMIT_BYTES_MAX: usize = 4 << 20;
 /// The branch every graph starts with.
-pub(crate) const MAIN_BRANCH: &str = "main";
+pub const MAIN_BRANCH: &str = "main";
 
 /// The content-addressed schema document.
 pub fn schema_path(hash: &str) -> String {
     format!("_graph/schemas/{hash}.json")
 }
+
+/// The folder of every branch's log.
+pub const BRANCHES_DIR: &str = "_graph/branches";
 
 /// The folder of a branch's commits.
 pub(crate) fn commits_dir(branch: &str) -> String {

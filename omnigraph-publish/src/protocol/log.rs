@@ -68,19 +68,31 @@ impl CommitLog {
 
     /// The newest commit of the branch. Fresh `HEAD`: four GETs in two round trips.
     pub async fn head(&self) -> Result<GraphCommit> {
+        self.newest().await?.ok_or_else(|| {
+            OmniError::not_found(format!(
+                "branch {} (no commits under {})",
+                self.branch,
+                layout::commits_dir(&self.branch)
+            ))
+        })
+    }
+
+    /// The newest commit of the branch, or `None` when it has none (a name no branch
+    /// has had), at the cost of [`CommitLog::head`].
+    pub async fn newest(&self) -> Result<Option<GraphCommit>> {
         // A hint at the very end of the seq space cannot be probed past: no hint.
         let Some(hint) = self
             .head_hint()
             .await?
             .filter(|seq| seq.checked_add(HEAD_PROBE_MAX as u64 + 2).is_some())
         else {
-            return self.head_by_listing().await;
+            return self.newest_by_listing().await;
         };
         let (at, next, after) =
             tokio::try_join!(self.read(hint), self.read(hint + 1), self.read(hint + 2))?;
         let Some(mut newest) = at else {
             // HEAD points past the log: it is not a hint.
-            return self.head_by_listing().await;
+            return self.newest_by_listing().await;
         };
         let (mut next, mut after) = (next, after);
         for _ in 0..HEAD_PROBE_MAX {
@@ -88,7 +100,7 @@ impl CommitLog {
                 Some(commit) => commit,
                 None => {
                     let Some(beyond) = &after else {
-                        return Ok(newest);
+                        return Ok(Some(newest));
                     };
                     // The reads ran together: another writer may have published both
                     // between them. Commit n+2 exists only after n+1 did, so reading
@@ -113,7 +125,7 @@ impl CommitLog {
             after = self.read(newest.seq + 2).await?;
         }
         // HEAD lags too far to be worth probing from.
-        self.head_by_listing().await
+        self.newest_by_listing().await
     }
 
     /// The corruption of a log where commit `missing` is gone but `found` exists.
@@ -173,8 +185,9 @@ impl CommitLog {
         (hint.branch == self.branch).then_some(hint.seq)
     }
 
-    /// The head found by listing the commits folder: the fallback when `HEAD` is gone.
-    async fn head_by_listing(&self) -> Result<GraphCommit> {
+    /// The newest commit found by listing the commits folder: the fallback when `HEAD`
+    /// is gone; `None` when there is none.
+    async fn newest_by_listing(&self) -> Result<Option<GraphCommit>> {
         let names = self.root.list(&layout::commits_dir(&self.branch)).await?;
         let mut seqs: Vec<u64> = names
             .iter()
@@ -182,11 +195,7 @@ impl CommitLog {
             .collect();
         seqs.sort_unstable();
         let Some(&newest) = seqs.last() else {
-            return Err(OmniError::not_found(format!(
-                "branch {} (no commits under {})",
-                self.branch,
-                layout::commits_dir(&self.branch)
-            )));
+            return Ok(None);
         };
         for (expected, found) in seqs.iter().enumerate() {
             let expected = expected as u64;
@@ -199,7 +208,7 @@ impl CommitLog {
                 break;
             }
         }
-        self.read(newest).await?.ok_or_else(|| {
+        self.read(newest).await?.map(Some).ok_or_else(|| {
             OmniError::corrupt(
                 layout::commit_path(&self.branch, newest),
                 "listed but not readable",

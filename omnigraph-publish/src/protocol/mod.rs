@@ -3,6 +3,7 @@
 //! retention record, and creating and opening a graph. Nothing here knows the graph
 //! writers of [`crate::handle`].
 
+pub mod branches;
 pub mod commit;
 pub mod gate;
 pub mod graph;

@@ -9,7 +9,7 @@
 //! validate moved, and otherwise publishes its pins on the new head. Only a publication
 //! that cannot be decided after re-issuing the identical PUT is `PublishInDoubt`.
 
-use crate::commit::{self, CommitOperation, GraphCommit, Retention, TablePin};
+use crate::commit::{self, CommitOperation, GraphCommit, MergedFrom, Retention, TablePin};
 use crate::gate;
 use crate::layout;
 use crate::log::CommitLog;
@@ -75,6 +75,12 @@ pub struct Publication {
     pub staging_started_micros: i64,
     /// Cleanup's new record for the branch; `None` carries the base's forward.
     pub retention: Option<Retention>,
+    /// Whether the commit deletes the branch: it then pins nothing and retains only
+    /// itself, whatever `pins` and `retention` say.
+    pub deletes_branch: bool,
+    /// The commit of another branch a merge took tables from: the commit records it as
+    /// the base of the next merge from that branch.
+    pub merged_from: Option<MergedFrom>,
 }
 
 /// Whose commit is at the path a publication wrote.
@@ -117,6 +123,9 @@ pub(crate) async fn publish_seeing(
     let mut base = publication.base.clone();
     let mut rebases = 0u32;
     loop {
+        if base.deleted {
+            return Err(branch_deleted(&base).with_evidence(failure_evidence));
+        }
         let candidate = next_commit(&base, publication);
         assert!(
             candidate.seq == base.seq + 1
@@ -277,8 +286,45 @@ pub(crate) async fn put_and_decide(
     }
 }
 
+/// The typed error of a write or read on a branch whose head deleted it.
+pub(crate) fn branch_deleted(head: &GraphCommit) -> OmniError {
+    OmniError::not_found(format!(
+        "branch {} (deleted by commit {})",
+        head.branch, head.seq
+    ))
+}
+
 /// The commit `publication` makes on `base`.
 fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
+    assert!(!base.deleted, "nothing is published on a deleted branch");
+    if publication.deletes_branch {
+        return GraphCommit {
+            seq: base.seq + 1,
+            commit_id: seams::new_id(),
+            parent_commit_id: Some(base.commit_id.clone()),
+            branch: base.branch.clone(),
+            created_at: seams::now_micros(),
+            actor: publication.actor.clone(),
+            operation: CommitOperation {
+                kind: publication.operation.kind.clone(),
+                summary: commit::shortened_summary(&publication.operation.summary),
+            },
+            schema: base.schema.clone(),
+            pins: Vec::new(),
+            // Every earlier commit of the life is reclaimed at once: its tables are
+            // no longer this branch's to keep.
+            retention: Some(Retention {
+                grace_micros: base.retention.map_or(
+                    crate::retention::micros_of(crate::retention::GRACE_DEFAULT),
+                    |retention| retention.grace_micros,
+                ),
+                oldest_retained: base.seq + 1,
+            }),
+            fork: base.fork.clone(),
+            deleted: true,
+            merged_from: Vec::new(),
+        };
+    }
     let mut pins: Vec<TablePin> = base
         .pins
         .iter()
@@ -311,7 +357,27 @@ fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
             Some(recorded) => Some(recorded.after(base.retention)),
             None => base.retention,
         },
+        fork: base.fork.clone(),
+        deleted: false,
+        merged_from: merged_from_after(&base.merged_from, publication.merged_from.as_ref()),
     }
+}
+
+/// `carried` with `merged` as the newest merge from its branch, the oldest dropped past
+/// [`commit::MERGED_FROM_MAX`].
+fn merged_from_after(carried: &[MergedFrom], merged: Option<&MergedFrom>) -> Vec<MergedFrom> {
+    let Some(merged) = merged else {
+        return carried.to_vec();
+    };
+    let mut after: Vec<MergedFrom> = carried
+        .iter()
+        .filter(|from| from.branch != merged.branch)
+        .cloned()
+        .collect();
+    after.push(merged.clone());
+    let excess = after.len().saturating_sub(commit::MERGED_FROM_MAX);
+    after.drain(..excess);
+    after
 }
 
 /// After losing `n+1` to another writer, may this publication move onto `head`?

@@ -478,6 +478,8 @@ impl Staging {
             staged: self.has_staged(),
             staging_started_micros: self.started_micros,
             retention: None,
+            deletes_branch: false,
+            merged_from: None,
         })
     }
 

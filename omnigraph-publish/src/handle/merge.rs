@@ -1,0 +1,781 @@
+//! Merging one branch into another (`docs/format.md` §5.2): one commit on the target,
+//! published with an exact CAS on the target's head.
+//!
+//! The merge base is the newest commit both branches contain: where one was created
+//! from the other, or the last commit of one that was merged into the other. Per
+//! table: changed only on the source since the base, the source's pin is taken (a
+//! fast-forward); changed only on the target, the target's pin stays; changed on both,
+//! rows are merged by key (an edge's by id). A key changed on both sides to different
+//! values, or deleted on one and changed on the other, is a conflict; so is an edge the
+//! merge would keep whose endpoint the merge removes. Any conflict publishes nothing.
+
+use crate::commit::{CommitOperation, GraphCommit, MergedFrom, TablePin};
+use crate::graph::CommitRef;
+use crate::omnigraph::{KEY_LOOKUP_CHUNK, Omnigraph};
+use crate::publisher::ReadSet;
+use crate::reads::collect;
+use crate::rows;
+use crate::staging::{Staging, open_pinned};
+use futures::TryStreamExt;
+use omnigraph_core::arrow_array::{ArrayRef, RecordBatch, UInt32Array};
+use omnigraph_core::lance::Dataset;
+use omnigraph_core::schema::{
+    Catalog, DeclKind, EDGE_DST_COLUMN, EDGE_ID_COLUMN, EDGE_SRC_COLUMN, TypeDef,
+};
+use omnigraph_core::{InputLocation, MergeConflict, MergeConflictKind, OmniError, Result};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// The most rows any one version of a table may hold for the merge to merge its rows
+/// (it holds every row of the base, the source and the target in memory, in Arrow's
+/// row format); a larger row merge fails before any effect.
+pub const MERGE_TABLE_ROWS_MAX: u64 = 4_000_000;
+/// Keys one staged delete of a row merge names.
+const MERGE_KEYS_PER_DELETE_MAX: usize = 10_000;
+/// The operation kind of a merge commit.
+pub const MERGE_OPERATION: &str = "merge";
+
+/// What a merge does with one table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableMergeAction {
+    /// Both branches pin the same version.
+    Unchanged,
+    /// Only the target changed it since the base: its pin stays.
+    Keep,
+    /// Only the source changed it: the source's pin is taken.
+    FastForward,
+    /// Both changed it: rows are merged by key.
+    RowMerge,
+}
+
+/// One table of a merge.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TableMerge {
+    /// The type the table holds.
+    pub type_name: String,
+    /// The table.
+    pub table_id: String,
+    /// What the merge does with it.
+    pub action: TableMergeAction,
+    /// Rows of a row merge taken from the source (added or changed there only).
+    pub taken: u64,
+    /// Rows of a row merge deleted because the source deleted them.
+    pub deleted: u64,
+}
+
+/// What a merge did, or (a dry run) would do.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MergeReport {
+    /// The branch merged from.
+    pub from_branch: String,
+    /// The branch merged into.
+    pub into_branch: String,
+    /// The merge base: a branch and one of its commits.
+    pub base_branch: String,
+    /// The merge base's seq on `base_branch`.
+    pub base_seq: u64,
+    /// The source head merged.
+    pub from_seq: u64,
+    /// The target head merged onto.
+    pub into_seq: u64,
+    /// Per table of the merged schema.
+    pub tables: Vec<TableMerge>,
+    /// Every conflict (a dry run reports them; a merge fails with them).
+    pub conflicts: Vec<MergeConflict>,
+    /// The merge commit; `None` for a dry run, or when the target holds the source
+    /// already.
+    pub commit: Option<GraphCommit>,
+}
+
+/// A row merge's effect on the target's table.
+struct RowMergePlan {
+    table_id: String,
+    type_def: TypeDef,
+    /// Rendered keys to delete from the target: the source's deletions, and the keys
+    /// whose rows the source's version replaces.
+    delete: Vec<String>,
+    /// The source's rows to append.
+    taken: Vec<RecordBatch>,
+    /// Rows the source deleted (the rest of `delete` makes room for `taken`).
+    deleted_by_source: u64,
+}
+
+/// A merge, planned.
+struct Plan {
+    report: MergeReport,
+    target: GraphCommit,
+    merged_from: MergedFrom,
+    /// The source's schema, when the merge takes the source's commit whole.
+    schema: Option<String>,
+    fast_forward: Vec<TablePin>,
+    dropped: Vec<String>,
+    rows: Vec<RowMergePlan>,
+}
+
+/// One version of a table read whole: its batches, each row in Arrow's row format
+/// (comparable across the three versions), and where each key is.
+struct ReadVersion {
+    batches: Vec<RecordBatch>,
+    rows: Vec<arrow::row::Rows>,
+    keys: HashMap<String, (usize, usize)>,
+}
+
+impl ReadVersion {
+    fn row(&self, at: (usize, usize)) -> arrow::row::Row<'_> {
+        self.rows[at.0].row(at.1)
+    }
+}
+
+/// Per node type, the keys one side of the merge has that the merged result does not:
+/// an edge from that side naming one dangles.
+#[derive(Default)]
+struct Removed {
+    from_target: BTreeSet<String>,
+    from_source: BTreeSet<String>,
+}
+
+impl Omnigraph {
+    /// Merges branch `from` into this handle's branch: one commit, published with an
+    /// exact CAS on this branch's head (a writer that moved it first makes this
+    /// `read_set_changed`: merge again). Conflicts publish nothing and fail with
+    /// `MergeConflict`, listing every one. `commit` is `None` when this branch holds
+    /// everything `from` changed already.
+    pub async fn merge(&self, from: &str) -> Result<MergeReport> {
+        let plan = self.plan_merge(from).await?;
+        if !plan.report.conflicts.is_empty() {
+            return Err(OmniError::MergeConflict {
+                from_branch: plan.report.from_branch,
+                into_branch: plan.report.into_branch,
+                conflicts: plan.report.conflicts,
+                evidence: omnigraph_core::Evidence::BeforeEffect,
+            });
+        }
+        let changes = plan.schema.is_some()
+            || !plan.fast_forward.is_empty()
+            || plan
+                .rows
+                .iter()
+                .any(|rows| !rows.delete.is_empty() || !rows.taken.is_empty());
+        if !changes {
+            return Ok(plan.report);
+        }
+        let Plan {
+            mut report,
+            target,
+            merged_from,
+            schema,
+            fast_forward,
+            dropped,
+            rows,
+        } = plan;
+        let mut staging = Staging::new(self.graph().root().clone(), target);
+        for merge in &rows {
+            let key_type = merge.type_def.key_type();
+            for chunk in merge.delete.chunks(MERGE_KEYS_PER_DELETE_MAX) {
+                let predicate = rows::key_in_filter(
+                    merge.type_def.key_column(),
+                    chunk.iter().map(String::as_str),
+                    key_type,
+                );
+                staging.stage_delete(&merge.table_id, &predicate).await?;
+            }
+            if !merge.taken.is_empty() {
+                staging
+                    .stage_append(&merge.table_id, merge.taken.clone())
+                    .await?;
+            }
+        }
+        let operation = CommitOperation {
+            kind: MERGE_OPERATION.to_string(),
+            summary: format!(
+                "from {} at commit {}: {} fast-forward, {} row merges",
+                report.from_branch,
+                report.from_seq,
+                fast_forward.len(),
+                rows.len()
+            ),
+        };
+        let mut publication = staging
+            .publication(ReadSet::Strict, operation, self.actor())
+            .await?;
+        publication.pins.extend(fast_forward);
+        publication.schema = schema;
+        publication.dropped_tables = dropped;
+        publication.merged_from = Some(merged_from);
+        let commit = self.publish_as_handle(&publication, &staging).await?;
+        for table in &report.tables {
+            if table.action != TableMergeAction::Keep {
+                self.forget_keys(&table.table_id).await;
+            }
+        }
+        report.commit = Some(commit);
+        Ok(report)
+    }
+
+    /// What [`Omnigraph::merge`] would do, conflicts included, without an effect.
+    pub async fn merge_dry_run(&self, from: &str) -> Result<MergeReport> {
+        Ok(self.plan_merge(from).await?.report)
+    }
+
+    async fn plan_merge(&self, from: &str) -> Result<Plan> {
+        let into = self.branch().to_string();
+        crate::layout::check_branch(from)?;
+        if from == into {
+            return Err(merge_input(format!("{from} cannot be merged into itself")));
+        }
+        let target = self.head().await?;
+        let source = self.graph().commit(from, &CommitRef::Head).await?;
+        let base = self.merge_base(&source, &target).await?;
+        let mut report = MergeReport {
+            from_branch: from.to_string(),
+            into_branch: into.clone(),
+            base_branch: base.branch.clone(),
+            base_seq: base.seq,
+            from_seq: source.seq,
+            into_seq: target.seq,
+            tables: Vec::new(),
+            conflicts: Vec::new(),
+            commit: None,
+        };
+        let mut plan = Plan {
+            report: report.clone(),
+            target: target.clone(),
+            merged_from: MergedFrom {
+                branch: from.to_string(),
+                seq: source.seq,
+                commit_id: source.commit_id.clone(),
+            },
+            schema: None,
+            fast_forward: Vec::new(),
+            dropped: Vec::new(),
+            rows: Vec::new(),
+        };
+        let unchanged_since_base = |side: &GraphCommit| {
+            side.schema == base.schema
+                && side.pins.len() == base.pins.len()
+                && side.pins.iter().all(|pin| {
+                    base.pin(&pin.table_id)
+                        .is_some_and(|at_base| at_base.version == pin.version)
+                })
+        };
+        if source.schema != target.schema {
+            if unchanged_since_base(&source) {
+                // The target holds everything the source has.
+                return Ok(plan);
+            }
+            if unchanged_since_base(&target) {
+                // Only the source wrote (its schema change included): take it whole.
+                plan.schema = Some(source.schema.clone());
+                plan.fast_forward = source.pins.clone();
+                plan.dropped = target
+                    .pins
+                    .iter()
+                    .filter(|pin| source.pin(&pin.table_id).is_none())
+                    .map(|pin| pin.table_id.clone())
+                    .collect();
+                report.tables = source
+                    .pins
+                    .iter()
+                    .map(|pin| TableMerge {
+                        type_name: pin.type_name.clone(),
+                        table_id: pin.table_id.clone(),
+                        action: TableMergeAction::FastForward,
+                        taken: 0,
+                        deleted: 0,
+                    })
+                    .collect();
+                plan.report = report;
+                return Ok(plan);
+            }
+            report.conflicts.push(MergeConflict {
+                type_name: String::new(),
+                key: String::new(),
+                kind: MergeConflictKind::Schema,
+            });
+            plan.report = report;
+            return Ok(plan);
+        }
+        let catalog = self.catalog_at(&target).await?;
+        let mut removed: HashMap<String, Removed> = HashMap::new();
+        for type_def in catalog.types() {
+            let name = type_def.name();
+            let (Some(at_source), Some(at_target)) =
+                (source.pin_of_type(name), target.pin_of_type(name))
+            else {
+                return Err(OmniError::corrupt(
+                    format!("commit {} of {from}", source.seq),
+                    format!("type {name} is not pinned on both branches under one schema"),
+                ));
+            };
+            if at_source.table_id != at_target.table_id {
+                // Each branch created its own table for the type.
+                report.conflicts.push(MergeConflict {
+                    type_name: name.to_string(),
+                    key: String::new(),
+                    kind: MergeConflictKind::Schema,
+                });
+                continue;
+            }
+            let at_base = base.pin(&at_target.table_id).map(|pin| pin.version);
+            let action = if at_source.version == at_target.version {
+                TableMergeAction::Unchanged
+            } else if at_base == Some(at_source.version) {
+                TableMergeAction::Keep
+            } else if at_base == Some(at_target.version) {
+                TableMergeAction::FastForward
+            } else {
+                TableMergeAction::RowMerge
+            };
+            let mut table = TableMerge {
+                type_name: name.to_string(),
+                table_id: at_target.table_id.clone(),
+                action,
+                taken: 0,
+                deleted: 0,
+            };
+            let root = self.graph().root();
+            match action {
+                TableMergeAction::Unchanged => {}
+                TableMergeAction::FastForward => plan.fast_forward.push(at_source.clone()),
+                TableMergeAction::Keep => {}
+                TableMergeAction::RowMerge => {
+                    let Some(base_pin) = base.pin(&at_target.table_id) else {
+                        return Err(OmniError::internal(format!(
+                            "{name} changed on both sides but is not in the base"
+                        )));
+                    };
+                    for pin in [base_pin, at_source, at_target] {
+                        refuse_too_large(name, pin)?;
+                    }
+                    let converter =
+                        row_converter(open_pinned(root, &target, at_target).await?.as_ref())?;
+                    let base_rows = read_version(
+                        open_pinned(root, &base, base_pin).await?.as_ref(),
+                        type_def,
+                        &converter,
+                    )
+                    .await?;
+                    let source_rows = read_version(
+                        open_pinned(root, &source, at_source).await?.as_ref(),
+                        type_def,
+                        &converter,
+                    )
+                    .await?;
+                    let target_rows = read_version(
+                        open_pinned(root, &target, at_target).await?.as_ref(),
+                        type_def,
+                        &converter,
+                    )
+                    .await?;
+                    let (merge, conflicts, removed_here) = merge_rows(
+                        type_def,
+                        &at_target.table_id,
+                        &base_rows,
+                        &source_rows,
+                        &target_rows,
+                    )?;
+                    table.taken = merge
+                        .taken
+                        .iter()
+                        .map(|batch| batch.num_rows() as u64)
+                        .sum();
+                    table.deleted = merge.deleted_by_source;
+                    report.conflicts.extend(conflicts);
+                    if type_def.is_node() {
+                        removed.insert(name.to_string(), removed_here);
+                    }
+                    plan.rows.push(merge);
+                }
+            }
+            if type_def.is_node()
+                && matches!(
+                    action,
+                    TableMergeAction::Keep | TableMergeAction::FastForward
+                )
+            {
+                // The keys one side loses when the merge takes the other's table.
+                let source_keys = key_set(
+                    open_pinned(root, &source, at_source).await?.as_ref(),
+                    type_def,
+                )
+                .await?;
+                let target_keys = key_set(
+                    open_pinned(root, &target, at_target).await?.as_ref(),
+                    type_def,
+                )
+                .await?;
+                let entry = removed.entry(name.to_string()).or_default();
+                if action == TableMergeAction::Keep {
+                    entry.from_source = source_keys.difference(&target_keys).cloned().collect();
+                } else {
+                    entry.from_target = target_keys.difference(&source_keys).cloned().collect();
+                }
+            }
+            report.tables.push(table);
+        }
+        let dangling = self
+            .dangling_edges(
+                &catalog,
+                &source,
+                &target,
+                &report.tables,
+                &plan.rows,
+                &removed,
+            )
+            .await?;
+        report.conflicts.extend(dangling);
+        plan.report = report;
+        Ok(plan)
+    }
+
+    /// The newest commit both branches contain (see the module docs).
+    async fn merge_base(&self, source: &GraphCommit, target: &GraphCommit) -> Result<GraphCommit> {
+        let (from, into) = (source.branch.as_str(), target.branch.as_str());
+        let mut candidates: Vec<(&str, u64, &str)> = Vec::new();
+        if let Some(merged) = target
+            .merged_from
+            .iter()
+            .find(|merged| merged.branch == from)
+        {
+            candidates.push((from, merged.seq, &merged.commit_id));
+        }
+        if let Some(merged) = source
+            .merged_from
+            .iter()
+            .find(|merged| merged.branch == into)
+        {
+            candidates.push((into, merged.seq, &merged.commit_id));
+        }
+        if let Some(fork) = source.fork.as_ref().filter(|fork| fork.branch == into) {
+            candidates.push((into, fork.seq, &fork.commit_id));
+        }
+        if let Some(fork) = target.fork.as_ref().filter(|fork| fork.branch == from) {
+            candidates.push((from, fork.seq, &fork.commit_id));
+        }
+        let mut newest: Option<GraphCommit> = None;
+        for (branch, seq, commit_id) in candidates {
+            // The base is read from the log itself: cleanup keeps a merge base's
+            // tables even when the branch's retention no longer lists the commit.
+            let Some(commit) = self.graph().log(branch)?.read(seq).await? else {
+                continue;
+            };
+            // A commit of an earlier life of the branch is no base.
+            if commit.commit_id != commit_id {
+                continue;
+            }
+            if newest
+                .as_ref()
+                .is_none_or(|newest| commit.created_at > newest.created_at)
+            {
+                newest = Some(commit);
+            }
+        }
+        newest.ok_or_else(|| {
+            merge_input(format!(
+                "{from} and {into} have no merge base: neither was created from the other, nor merged into it"
+            ))
+        })
+    }
+
+    /// The edges the merged result would keep whose endpoint it removes.
+    async fn dangling_edges(
+        &self,
+        catalog: &Catalog,
+        source: &GraphCommit,
+        target: &GraphCommit,
+        tables: &[TableMerge],
+        rows: &[RowMergePlan],
+        removed: &HashMap<String, Removed>,
+    ) -> Result<Vec<MergeConflict>> {
+        let empty = Removed::default();
+        let mut conflicts = Vec::new();
+        for edge in catalog.types() {
+            let DeclKind::Edge { from, to } = edge.kind() else {
+                continue;
+            };
+            let Some(table) = tables.iter().find(|table| table.type_name == edge.name()) else {
+                continue;
+            };
+            let (near, far) = (
+                removed.get(from).unwrap_or(&empty),
+                removed.get(to).unwrap_or(&empty),
+            );
+            let row_merge = rows.iter().find(|plan| plan.table_id == table.table_id);
+            let mut found: BTreeSet<String> = BTreeSet::new();
+            // The target's edges the result keeps: all of them unless the source's
+            // table is taken.
+            if table.action != TableMergeAction::FastForward
+                && (!near.from_target.is_empty() || !far.from_target.is_empty())
+            {
+                let dropped: BTreeSet<&str> = row_merge
+                    .map(|plan| plan.delete.iter().map(String::as_str).collect())
+                    .unwrap_or_default();
+                for id in self
+                    .edges_naming(target, edge, &near.from_target, &far.from_target, catalog)
+                    .await?
+                {
+                    if !dropped.contains(id.as_str()) {
+                        found.insert(id);
+                    }
+                }
+            }
+            // The source's edges the result takes.
+            match (table.action, row_merge) {
+                (TableMergeAction::FastForward, _)
+                    if !near.from_source.is_empty() || !far.from_source.is_empty() =>
+                {
+                    found.extend(
+                        self.edges_naming(
+                            source,
+                            edge,
+                            &near.from_source,
+                            &far.from_source,
+                            catalog,
+                        )
+                        .await?,
+                    );
+                }
+                (TableMergeAction::RowMerge, Some(plan)) => {
+                    let gone = |set: &BTreeSet<String>, key: &str| set.contains(key);
+                    for batch in &plan.taken {
+                        let (ids, sources, destinations) = (
+                            column(batch, EDGE_ID_COLUMN)?,
+                            column(batch, EDGE_SRC_COLUMN)?,
+                            column(batch, EDGE_DST_COLUMN)?,
+                        );
+                        for row in 0..batch.num_rows() {
+                            let src = rows::render_array_key(sources.as_ref(), row);
+                            let dst = rows::render_array_key(destinations.as_ref(), row);
+                            let near_gone =
+                                gone(&near.from_source, &src) || gone(&near.from_target, &src);
+                            let far_gone =
+                                gone(&far.from_source, &dst) || gone(&far.from_target, &dst);
+                            if near_gone || far_gone {
+                                found.insert(rows::render_array_key(ids.as_ref(), row));
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+            conflicts.extend(found.into_iter().map(|key| MergeConflict {
+                type_name: edge.name().to_string(),
+                key,
+                kind: MergeConflictKind::DanglingEdge,
+            }));
+        }
+        Ok(conflicts)
+    }
+
+    /// The rendered ids of the edges of `edge` at `commit` whose source is among
+    /// `sources` or whose destination is among `destinations` (rendered node keys).
+    async fn edges_naming(
+        &self,
+        commit: &GraphCommit,
+        edge: &TypeDef,
+        sources: &BTreeSet<String>,
+        destinations: &BTreeSet<String>,
+        catalog: &Catalog,
+    ) -> Result<Vec<String>> {
+        let DeclKind::Edge { from, to } = edge.kind() else {
+            return Ok(Vec::new());
+        };
+        let pin = commit.require_pin_of_type(edge.name())?;
+        let table = open_pinned(self.graph().root(), commit, pin).await?;
+        let mut ids = Vec::new();
+        for (column, keys, node) in [
+            (EDGE_SRC_COLUMN, sources, from),
+            (EDGE_DST_COLUMN, destinations, to),
+        ] {
+            let key_type = catalog.require(node)?.key_type();
+            let keys: Vec<&String> = keys.iter().collect();
+            for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
+                let filter =
+                    rows::key_in_filter(column, chunk.iter().map(|key| key.as_str()), key_type);
+                for row in collect(&table, Some(&filter), &[EDGE_ID_COLUMN], None).await? {
+                    if let Some(id) = row.get(EDGE_ID_COLUMN) {
+                        ids.push(rows::render_key(id));
+                    }
+                }
+            }
+        }
+        Ok(ids)
+    }
+}
+
+fn merge_input(message: String) -> OmniError {
+    OmniError::bad_input(InputLocation::in_source("merge"), message)
+}
+
+fn refuse_too_large(type_name: &str, pin: &TablePin) -> Result<()> {
+    if pin.row_count > MERGE_TABLE_ROWS_MAX {
+        return Err(OmniError::bad_input(
+            InputLocation::in_source("merge").type_name(type_name),
+            format!(
+                "{type_name} holds {} rows at version {}, more than a row merge holds ({MERGE_TABLE_ROWS_MAX}); nothing was changed: merge smaller changes, or move the rows on one branch",
+                pin.row_count, pin.version
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A converter to Arrow's row format for every column of `table`.
+fn row_converter(table: &Dataset) -> Result<arrow::row::RowConverter> {
+    let schema: omnigraph_core::arrow_schema::Schema = table.schema().into();
+    let fields = schema
+        .fields()
+        .iter()
+        .map(|field| arrow::row::SortField::new(field.data_type().clone()))
+        .collect();
+    arrow::row::RowConverter::new(fields)
+        .map_err(|error| OmniError::internal(format!("compare the rows of a merge: {error}")))
+}
+
+/// Every row of `table`, by rendered key.
+async fn read_version(
+    table: &Dataset,
+    type_def: &TypeDef,
+    converter: &arrow::row::RowConverter,
+) -> Result<ReadVersion> {
+    let failed =
+        |error: omnigraph_core::lance::Error| OmniError::from_lance("read a table to merge", error);
+    let batches: Vec<RecordBatch> = table
+        .scan()
+        .try_into_stream()
+        .await
+        .map_err(failed)?
+        .try_collect()
+        .await
+        .map_err(failed)?;
+    let mut read = ReadVersion {
+        rows: Vec::with_capacity(batches.len()),
+        keys: HashMap::new(),
+        batches: Vec::new(),
+    };
+    for (index, batch) in batches.iter().enumerate() {
+        let rows = converter
+            .convert_columns(batch.columns())
+            .map_err(|error| {
+                OmniError::internal(format!("compare the rows of a merge: {error}"))
+            })?;
+        let keys = column(batch, type_def.key_column())?;
+        for row in 0..batch.num_rows() {
+            read.keys
+                .insert(rows::render_array_key(keys.as_ref(), row), (index, row));
+        }
+        read.rows.push(rows);
+    }
+    read.batches = batches;
+    Ok(read)
+}
+
+/// The rendered keys of every row of `table`.
+async fn key_set(table: &Dataset, type_def: &TypeDef) -> Result<BTreeSet<String>> {
+    let failed =
+        |error: omnigraph_core::lance::Error| OmniError::from_lance("read keys to merge", error);
+    let mut scanner = table.scan();
+    scanner.project(&[type_def.key_column()]).map_err(failed)?;
+    let batches: Vec<RecordBatch> = scanner
+        .try_into_stream()
+        .await
+        .map_err(failed)?
+        .try_collect()
+        .await
+        .map_err(failed)?;
+    let mut keys = BTreeSet::new();
+    for batch in &batches {
+        let column = batch.column(0);
+        for row in 0..batch.num_rows() {
+            keys.insert(rows::render_array_key(column.as_ref(), row));
+        }
+    }
+    Ok(keys)
+}
+
+fn column(batch: &RecordBatch, name: &str) -> Result<ArrayRef> {
+    batch
+        .column_by_name(name)
+        .cloned()
+        .ok_or_else(|| OmniError::internal(format!("a row read to merge has no column {name}")))
+}
+
+/// The three-way merge of one table's rows by key.
+fn merge_rows(
+    type_def: &TypeDef,
+    table_id: &str,
+    base: &ReadVersion,
+    source: &ReadVersion,
+    target: &ReadVersion,
+) -> Result<(RowMergePlan, Vec<MergeConflict>, Removed)> {
+    let keys: BTreeSet<&String> = base
+        .keys
+        .keys()
+        .chain(source.keys.keys())
+        .chain(target.keys.keys())
+        .collect();
+    let mut delete = Vec::new();
+    let mut take: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+    let mut conflicts = Vec::new();
+    let mut removed = Removed::default();
+    let mut deleted_by_source = 0u64;
+    for key in keys {
+        let (b, s, t) = (
+            base.keys.get(key).map(|at| base.row(*at)),
+            source.keys.get(key).map(|at| source.row(*at)),
+            target.keys.get(key).map(|at| target.row(*at)),
+        );
+        if s == t || s == b {
+            // The same on both sides, or changed on the target only.
+            if s.is_some() && t.is_none() {
+                removed.from_source.insert(key.clone());
+            }
+            continue;
+        }
+        if t == b {
+            // Changed on the source only: the source's version is taken.
+            match source.keys.get(key) {
+                Some((batch, row)) => {
+                    if t.is_some() {
+                        delete.push(key.clone());
+                    }
+                    take.entry(*batch).or_default().push(*row as u32);
+                }
+                None => {
+                    delete.push(key.clone());
+                    deleted_by_source += 1;
+                    removed.from_target.insert(key.clone());
+                }
+            }
+            continue;
+        }
+        conflicts.push(MergeConflict {
+            type_name: type_def.name().to_string(),
+            key: key.clone(),
+            kind: if s.is_none() || t.is_none() {
+                MergeConflictKind::DeletedAndChanged
+            } else {
+                MergeConflictKind::ChangedOnBoth
+            },
+        });
+    }
+    let mut taken = Vec::with_capacity(take.len());
+    for (batch, rows) in take {
+        let indices = UInt32Array::from(rows);
+        let picked = arrow::compute::take_record_batch(&source.batches[batch], &indices).map_err(
+            |error| OmniError::internal(format!("take the source's rows of a merge: {error}")),
+        )?;
+        taken.push(picked);
+    }
+    Ok((
+        RowMergePlan {
+            table_id: table_id.to_string(),
+            type_def: type_def.clone(),
+            delete,
+            taken,
+            deleted_by_source,
+        },
+        conflicts,
+        removed,
+    ))
+}

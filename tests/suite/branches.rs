@@ -1,0 +1,376 @@
+//! Branches: creation copies pins and no data, writes stay on their branch, time travel
+//! is per branch, deletion fences writers and lets cleanup reclaim what only the
+//! branch kept, and a name deleted may be created again.
+
+use omnigraph_core::storage::{RequestKind, StorageRoot};
+use omnigraph_core::{ErrorKind, Evidence};
+use omnigraph_maintenance::MaintenanceExt;
+use omnigraph_publish::{CommitRef, Omnigraph};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+async fn graph_with_people(backend: Backend, count: usize) -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(backend).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    let rows: Vec<_> = (0..count)
+        .map(|index| json!({"id": format!("p{index}"), "name": "n", "age": index}))
+        .collect();
+    graph
+        .insert_json("Person", objects(json!(rows)))
+        .await
+        .unwrap();
+    (graph, test)
+}
+
+async fn person(graph: &Omnigraph, id: &str) {
+    graph
+        .insert_json("Person", objects(json!([{"id": id, "name": "n"}])))
+        .await
+        .unwrap();
+}
+
+async fn name_of(graph: &Omnigraph, id: &str) -> serde_json::Value {
+    let row = graph
+        .get("Person", &json!(id), &CommitRef::Head)
+        .await
+        .unwrap();
+    row.unwrap()["name"].clone()
+}
+
+async fn sizes(root: &StorageRoot) -> BTreeMap<String, u64> {
+    root.list_with_meta("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|object| (object.path, object.size))
+        .collect()
+}
+
+async fn table_bytes(root: &StorageRoot, table_id: &str) -> u64 {
+    root.list_with_meta(&format!("tables/{table_id}"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|object| object.size)
+        .sum()
+}
+
+async fn on(graph: &Omnigraph, branch: &str) -> Omnigraph {
+    Omnigraph::open_root(graph.graph().root().clone())
+        .await
+        .unwrap()
+        .with_branch(branch)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn creating_a_branch_copies_pins_and_writes_one_commit_and_its_head_copy() {
+    let (graph, test) = graph_with_people(Backend::Local, 3).await;
+    let head = graph.head().await.unwrap();
+    let before = sizes(&test.root).await;
+    let probe = graph.graph().root().probe();
+    let first = graph
+        .create_branch("feature", &CommitRef::Head)
+        .await
+        .unwrap();
+    let counts = probe.counts();
+    let after = sizes(&test.root).await;
+
+    assert_eq!(first.seq, 0);
+    assert_eq!(first.branch, "feature");
+    assert_eq!(
+        first.pins, head.pins,
+        "the same table versions: nothing copied"
+    );
+    assert_eq!(first.schema, head.schema);
+    let fork = first.fork.clone().unwrap();
+    assert_eq!(
+        (fork.branch.as_str(), fork.seq, fork.commit_id.as_str()),
+        ("main", head.seq, head.commit_id.as_str())
+    );
+    // Exactly two objects are new, both in the branch's log; nothing else changed.
+    let added: Vec<&String> = after
+        .keys()
+        .filter(|path| !before.contains_key(*path))
+        .collect();
+    assert_eq!(
+        added,
+        [
+            "_graph/branches/feature/HEAD",
+            "_graph/branches/feature/commits/00000000000000000000.json"
+        ]
+    );
+    for (path, size) in &before {
+        assert_eq!(after.get(path), Some(size), "{path} unchanged");
+    }
+    let written: u64 = added.iter().map(|path| after[*path]).sum();
+    assert!(
+        written < 8 * 1024,
+        "{written} bytes for a branch of 3 tables"
+    );
+    // The source head (4 GETs), the new name's log (a HEAD GET and a LIST), the
+    // commit's put-if-absent, the source head again (4 GETs) and the HEAD copy.
+    assert_eq!(counts.get(RequestKind::PutIfAbsent), 1, "{counts}");
+    assert_eq!(counts.get(RequestKind::Put), 1, "{counts}");
+    assert_eq!(counts.get(RequestKind::List), 1, "{counts}");
+    assert_eq!(counts.get(RequestKind::Get), 9, "{counts}");
+    assert_eq!(counts.total(), 12, "{counts}");
+
+    let feature = on(&graph, "feature").await;
+    assert_eq!(
+        ids_at(&feature, "Person", &CommitRef::Head).await,
+        ["p0", "p1", "p2"]
+    );
+}
+
+#[tokio::test]
+async fn writes_on_a_branch_and_on_main_are_invisible_to_each_other() {
+    for backend in omnigraph_tests::BACKENDS {
+        let (main, _test) = graph_with_people(backend, 2).await;
+        main.create_branch("feature", &CommitRef::Head)
+            .await
+            .unwrap();
+        let feature = on(&main, "feature").await;
+        person(&feature, "on-feature").await;
+        feature.delete("Person", "id = 'p0'").await.unwrap();
+        person(&main, "on-main").await;
+        main.update("Person", "id = 'p1'", &[("name".into(), json!("main's"))])
+            .await
+            .unwrap();
+
+        assert_eq!(
+            ids_at(&main, "Person", &CommitRef::Head).await,
+            ["on-main", "p0", "p1"]
+        );
+        assert_eq!(
+            ids_at(&feature, "Person", &CommitRef::Head).await,
+            ["on-feature", "p1"]
+        );
+        assert_eq!(name_of(&main, "p1").await, json!("main's"));
+        assert_eq!(name_of(&feature, "p1").await, json!("n"));
+        // Each head is its own: a publication on one never fences the other.
+        assert_eq!(main.head().await.unwrap().branch, "main");
+        assert_eq!(feature.head().await.unwrap().seq, 2);
+    }
+}
+
+#[tokio::test]
+async fn time_travel_reads_each_branch_at_its_own_seqs() {
+    let (main, _test) = graph_with_people(Backend::Memory, 1).await;
+    let forked_at = main.head().await.unwrap().seq;
+    person(&main, "later-on-main").await;
+    // From an older commit of main, named by seq.
+    main.create_branch("old", &CommitRef::Seq(forked_at))
+        .await
+        .unwrap();
+    let old = on(&main, "old").await;
+    person(&old, "on-old").await;
+    person(&old, "again-on-old").await;
+    assert_eq!(ids_at(&old, "Person", &CommitRef::Seq(0)).await, ["p0"]);
+    assert_eq!(
+        ids_at(&old, "Person", &CommitRef::Seq(1)).await,
+        ["on-old", "p0"]
+    );
+    assert_eq!(
+        ids_at(&old, "Person", &CommitRef::Head).await,
+        ["again-on-old", "on-old", "p0"]
+    );
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Seq(forked_at + 1)).await,
+        ["later-on-main", "p0"]
+    );
+    // By commit id too: the branch's first commit.
+    let first = old.graph().commit("old", &CommitRef::Seq(0)).await.unwrap();
+    assert_eq!(
+        ids_at(&old, "Person", &CommitRef::Id(first.commit_id.clone())).await,
+        ["p0"]
+    );
+    // And a branch from a branch.
+    old.create_branch("older", &CommitRef::Seq(1))
+        .await
+        .unwrap();
+    let older = on(&main, "older").await;
+    assert_eq!(
+        ids_at(&older, "Person", &CommitRef::Head).await,
+        ["on-old", "p0"]
+    );
+    assert_eq!(older.head().await.unwrap().fork.unwrap().branch, "old");
+}
+
+#[tokio::test]
+async fn a_live_name_is_refused_and_of_two_creators_exactly_one_wins() {
+    let (main, test) = graph_with_people(Backend::Local, 1).await;
+    main.create_branch("taken", &CommitRef::Head).await.unwrap();
+    let before = sizes(&test.root).await;
+    let error = main
+        .create_branch("taken", &CommitRef::Head)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BranchExists, "{error}");
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+    for bad in ["", "a/b", "../main", "x y"] {
+        let error = main.create_branch(bad, &CommitRef::Head).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::BadInput, "{bad:?}: {error}");
+    }
+    let missing = main
+        .create_branch("from-nowhere", &CommitRef::Seq(99))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
+    assert_eq!(sizes(&test.root).await, before, "refusals change nothing");
+
+    // Two handles race for one name.
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let (first, second) = tokio::join!(
+        main.create_branch("raced", &CommitRef::Head),
+        other.create_branch("raced", &CommitRef::Head)
+    );
+    let outcomes = [first.is_ok(), second.is_ok()];
+    assert_eq!(
+        outcomes.iter().filter(|won| **won).count(),
+        1,
+        "{outcomes:?}"
+    );
+    let lost = first.err().or(second.err()).unwrap();
+    assert_eq!(lost.kind(), ErrorKind::BranchExists, "{lost}");
+    let names: Vec<String> = main
+        .list_branches()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|branch| branch.name)
+        .collect();
+    assert_eq!(names, ["main", "raced", "taken"]);
+}
+
+#[tokio::test]
+async fn a_deleted_branch_refuses_writers_and_reads_and_its_name_can_live_again() {
+    let (main, _test) = graph_with_people(Backend::Memory, 1).await;
+    let error = main.delete_branch("main").await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    main.create_branch("gone", &CommitRef::Head).await.unwrap();
+    let gone = on(&main, "gone").await;
+    person(&gone, "only-on-gone").await;
+    // A writer whose handle knew the head before the delete.
+    let stale = on(&main, "gone").await;
+    stale.head().await.unwrap();
+
+    let last = main.delete_branch("gone").await.unwrap();
+    assert!(last.deleted);
+    assert!(last.pins.is_empty());
+    assert_eq!(last.seq, 2);
+    let listed = main.list_branches().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].name, "main");
+    assert!(listed[0].fork.is_none());
+
+    let write = stale
+        .insert_json("Person", objects(json!([{"id": "late", "name": "n"}])))
+        .await
+        .unwrap_err();
+    assert_eq!(write.kind(), ErrorKind::NotFound, "{write}");
+    let read = gone.head().await.unwrap_err();
+    assert_eq!(read.kind(), ErrorKind::NotFound, "{read}");
+    // Its commits are reclaimed at once: they are no longer the branch's to keep.
+    let old = gone
+        .graph()
+        .commit("gone", &CommitRef::Seq(1))
+        .await
+        .unwrap_err();
+    assert_eq!(old.kind(), ErrorKind::CommitReclaimed, "{old}");
+    let again = main.delete_branch("gone").await.unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::NotFound, "{again}");
+
+    // The name lives again, from main's head, after the deletion in the same log.
+    let reborn = main.create_branch("gone", &CommitRef::Head).await.unwrap();
+    assert_eq!(reborn.seq, 3);
+    assert_eq!(
+        reborn.parent_commit_id.as_deref(),
+        Some(last.commit_id.as_str())
+    );
+    let gone = on(&main, "gone").await;
+    assert_eq!(ids_at(&gone, "Person", &CommitRef::Head).await, ["p0"]);
+    person(&gone, "second-life").await;
+    assert_eq!(
+        ids_at(&gone, "Person", &CommitRef::Head).await,
+        ["p0", "second-life"]
+    );
+}
+
+#[tokio::test]
+async fn cleanup_keeps_every_live_branchs_data_and_reclaims_a_deleted_ones() {
+    let (main, test) = graph_with_people(Backend::Local, 2).await;
+    main.create_branch("kept", &CommitRef::Head).await.unwrap();
+    main.create_branch("dropped", &CommitRef::Head)
+        .await
+        .unwrap();
+    let kept = on(&main, "kept").await;
+    let dropped = on(&main, "dropped").await;
+    for index in 0..3 {
+        person(&kept, &format!("kept{index}")).await;
+        person(&dropped, &format!("dropped{index}")).await;
+    }
+    // Main moves on and forgets the fork's versions in its own history.
+    for index in 0..3 {
+        person(&main, &format!("main{index}")).await;
+    }
+    let person_table = main
+        .head()
+        .await
+        .unwrap()
+        .pin_of_type("Person")
+        .unwrap()
+        .table_id
+        .clone();
+    let later = Duration::from_secs(5 * 60);
+    let options = omnigraph_tests::keep_with_minimum_grace(1);
+    let first = omnigraph_tests::later_by(later, main.maintenance().cleanup(&options))
+        .await
+        .unwrap();
+    assert_eq!(first.totals.tables_failed, 0, "{first:?}");
+    let with_dropped = table_bytes(&test.root, &person_table).await;
+    assert_eq!(
+        ids_at(&kept, "Person", &CommitRef::Head).await,
+        ["kept0", "kept1", "kept2", "p0", "p1"]
+    );
+    assert_eq!(
+        ids_at(&dropped, "Person", &CommitRef::Head).await,
+        ["dropped0", "dropped1", "dropped2", "p0", "p1"]
+    );
+
+    main.delete_branch("dropped").await.unwrap();
+    let second = omnigraph_tests::later_by(later * 2, main.maintenance().cleanup(&options))
+        .await
+        .unwrap();
+    assert_eq!(second.totals.tables_failed, 0, "{second:?}");
+    assert!(second.totals.manifests_removed > 0, "{second:?}");
+    let without = table_bytes(&test.root, &person_table).await;
+    assert!(
+        without < with_dropped,
+        "the deleted branch's files are reclaimed: {with_dropped} -> {without}"
+    );
+    assert!(!second.recorded.iter().any(|unit| unit.contains("dropped")));
+    // Every live branch reads as before, at its head.
+    assert_eq!(
+        ids_at(&kept, "Person", &CommitRef::Head).await,
+        ["kept0", "kept1", "kept2", "p0", "p1"]
+    );
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["main0", "main1", "main2", "p0", "p1"]
+    );
+    // The files of the deleted branch's last write are gone: its versions no longer
+    // open (through a fresh root, with no cached handle).
+    let cold = Omnigraph::open(&test.uri).await.unwrap();
+    let log = cold.graph().log("dropped").unwrap();
+    let written = log.require(4).await.unwrap();
+    let pin = written.pin_of_type("Person").unwrap();
+    let opened =
+        omnigraph_core::adapter::open_table_at(cold.graph().root(), &pin.path, pin.version).await;
+    assert!(
+        opened.is_err(),
+        "the deleted branch's version was reclaimed"
+    );
+}

@@ -1,0 +1,407 @@
+//! Merging branches: per-table fast-forwards, row merges by key, typed conflicts that
+//! publish nothing, no dangling edge, a merge that loses its CAS to a writer, and the
+//! base that moves with each merge.
+
+use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
+use omnigraph_core::{ErrorKind, MergeConflictKind, OmniError};
+use omnigraph_maintenance::MaintenanceExt;
+use omnigraph_publish::{CommitRef, Omnigraph, TableMergeAction};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// main with people p0..p3 and companies c0, c1 (p0 works at c0), and a branch
+/// `feature` from its head.
+async fn forked(backend: Backend) -> (Omnigraph, Omnigraph, TestRoot) {
+    let test = TestRoot::new(backend).await;
+    let main = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    let people: Vec<Value> = (0..4)
+        .map(|index| json!({"id": format!("p{index}"), "name": "n", "age": index}))
+        .collect();
+    main.insert_json("Person", objects(json!(people)))
+        .await
+        .unwrap();
+    main.insert_json(
+        "Company",
+        objects(json!([{"id": "c0", "name": "c"}, {"id": "c1", "name": "c"}])),
+    )
+    .await
+    .unwrap();
+    main.insert_json(
+        "WorksAt",
+        objects(json!([{"id": "w0", "src": "p0", "dst": "c0"}])),
+    )
+    .await
+    .unwrap();
+    main.create_branch("feature", &CommitRef::Head)
+        .await
+        .unwrap();
+    let feature = Omnigraph::open(&test.uri)
+        .await
+        .unwrap()
+        .with_branch("feature")
+        .unwrap();
+    (main, feature, test)
+}
+
+async fn insert(graph: &Omnigraph, type_name: &str, rows: Value) {
+    graph.insert_json(type_name, objects(rows)).await.unwrap();
+}
+
+async fn age(graph: &Omnigraph, id: &str) -> Option<Value> {
+    graph
+        .get("Person", &json!(id), &CommitRef::Head)
+        .await
+        .unwrap()
+        .map(|row| row["age"].clone())
+}
+
+fn action(report: &omnigraph_publish::MergeReport, type_name: &str) -> TableMergeAction {
+    report
+        .tables
+        .iter()
+        .find(|table| table.type_name == type_name)
+        .unwrap()
+        .action
+}
+
+fn conflicts(error: &OmniError) -> Vec<(String, String, MergeConflictKind)> {
+    match error {
+        OmniError::MergeConflict { conflicts, .. } => conflicts
+            .iter()
+            .map(|conflict| {
+                (
+                    conflict.type_name.clone(),
+                    conflict.key.clone(),
+                    conflict.kind,
+                )
+            })
+            .collect(),
+        other => panic!("not a merge conflict: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn a_table_only_the_source_changed_is_fast_forwarded_and_the_others_kept() {
+    for backend in omnigraph_tests::BACKENDS {
+        let (main, feature, _test) = forked(backend).await;
+        insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
+        insert(&main, "Company", json!([{"id": "m1", "name": "c"}])).await;
+        let before = main.head().await.unwrap();
+
+        let dry = main.merge_dry_run("feature").await.unwrap();
+        assert!(dry.commit.is_none() && dry.conflicts.is_empty());
+        assert_eq!(
+            main.head().await.unwrap(),
+            before,
+            "a dry run changes nothing"
+        );
+        let report = main.merge("feature").await.unwrap();
+        assert_eq!(action(&dry, "Person"), TableMergeAction::FastForward);
+        assert_eq!(action(&report, "Person"), TableMergeAction::FastForward);
+        assert_eq!(action(&report, "Company"), TableMergeAction::Keep);
+        assert_eq!(action(&report, "WorksAt"), TableMergeAction::Unchanged);
+        let commit = report.commit.unwrap();
+        assert_eq!(commit.seq, before.seq + 1, "one commit on the target");
+        let source = feature.head().await.unwrap();
+        assert_eq!(
+            commit.pin_of_type("Person"),
+            source.pin_of_type("Person"),
+            "the source's pin, not a copy"
+        );
+        assert_eq!(commit.merged_from[0].seq, source.seq);
+        assert_eq!(
+            ids_at(&main, "Person", &CommitRef::Head).await,
+            ["f1", "p0", "p1", "p2", "p3"]
+        );
+        assert_eq!(
+            ids_at(&main, "Company", &CommitRef::Head).await,
+            ["c0", "c1", "m1"]
+        );
+        // The source is untouched, and merging again has nothing to do.
+        assert_eq!(
+            ids_at(&feature, "Company", &CommitRef::Head).await,
+            ["c0", "c1"]
+        );
+        let again = main.merge("feature").await.unwrap();
+        assert!(again.commit.is_none(), "{again:?}");
+    }
+}
+
+#[tokio::test]
+async fn disjoint_changes_to_one_table_merge_by_key() {
+    let (main, feature, _test) = forked(Backend::Local).await;
+    insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
+    feature
+        .update("Person", "id = 'p1'", &[("age".into(), json!(41))])
+        .await
+        .unwrap();
+    feature.delete("Person", "id = 'p3'").await.unwrap();
+    insert(&main, "Person", json!([{"id": "m1", "name": "n"}])).await;
+    main.update("Person", "id = 'p2'", &[("age".into(), json!(42))])
+        .await
+        .unwrap();
+    // The same change on both sides is no conflict.
+    for graph in [&main, &feature] {
+        graph
+            .update("Person", "id = 'p0'", &[("age".into(), json!(40))])
+            .await
+            .unwrap();
+    }
+
+    let report = main.merge("feature").await.unwrap();
+    let person = report
+        .tables
+        .iter()
+        .find(|table| table.type_name == "Person")
+        .unwrap();
+    assert_eq!(person.action, TableMergeAction::RowMerge);
+    assert_eq!(
+        (person.taken, person.deleted),
+        (2, 1),
+        "f1 and p1 taken, p3 deleted"
+    );
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["f1", "m1", "p0", "p1", "p2"]
+    );
+    assert_eq!(age(&main, "p0").await, Some(json!(40)));
+    assert_eq!(age(&main, "p1").await, Some(json!(41)));
+    assert_eq!(age(&main, "p2").await, Some(json!(42)));
+    // A key check on the merged table sees the merged keys.
+    let error = main
+        .insert_json("Person", objects(json!([{"id": "f1", "name": "again"}])))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::KeyConflict, "{error}");
+}
+
+#[tokio::test]
+async fn keys_changed_on_both_sides_or_deleted_on_one_are_conflicts_and_publish_nothing() {
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    for (graph, age) in [(&main, 50), (&feature, 51)] {
+        graph
+            .update("Person", "id = 'p1'", &[("age".into(), json!(age))])
+            .await
+            .unwrap();
+    }
+    feature.delete("Person", "id = 'p2'").await.unwrap();
+    main.update("Person", "id = 'p2'", &[("age".into(), json!(52))])
+        .await
+        .unwrap();
+    // Added on both sides with different values.
+    insert(&main, "Person", json!([{"id": "both", "name": "main's"}])).await;
+    insert(
+        &feature,
+        "Person",
+        json!([{"id": "both", "name": "feature's"}]),
+    )
+    .await;
+    let before = main.head().await.unwrap();
+
+    let error = main.merge("feature").await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::MergeConflict, "{error}");
+    assert_eq!(error.evidence(), &omnigraph_core::Evidence::BeforeEffect);
+    assert_eq!(
+        conflicts(&error),
+        [
+            (
+                "Person".to_string(),
+                "\"both\"".to_string(),
+                MergeConflictKind::ChangedOnBoth
+            ),
+            (
+                "Person".to_string(),
+                "\"p1\"".to_string(),
+                MergeConflictKind::ChangedOnBoth
+            ),
+            (
+                "Person".to_string(),
+                "\"p2\"".to_string(),
+                MergeConflictKind::DeletedAndChanged
+            ),
+        ]
+    );
+    assert!(error.to_string().contains("3 conflicts"), "{error}");
+    assert_eq!(main.head().await.unwrap(), before, "nothing published");
+    assert_eq!(age(&main, "p1").await, Some(json!(50)));
+    let dry = main.merge_dry_run("feature").await.unwrap();
+    assert_eq!(dry.conflicts.len(), 3);
+}
+
+#[tokio::test]
+async fn a_merge_never_leaves_an_edge_without_its_endpoints() {
+    // The source adds an edge to a company the target deleted.
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    insert(
+        &feature,
+        "WorksAt",
+        json!([{"id": "w1", "src": "p1", "dst": "c1"}]),
+    )
+    .await;
+    main.delete("Company", "id = 'c1'").await.unwrap();
+    let error = main.merge("feature").await.unwrap_err();
+    assert_eq!(
+        conflicts(&error),
+        [(
+            "WorksAt".to_string(),
+            "\"w1\"".to_string(),
+            MergeConflictKind::DanglingEdge
+        )]
+    );
+
+    // The target adds an edge to a person the source deleted.
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    insert(
+        &main,
+        "WorksAt",
+        json!([{"id": "w2", "src": "p2", "dst": "c1"}]),
+    )
+    .await;
+    feature.delete("Person", "id = 'p2'").await.unwrap();
+    let error = main.merge("feature").await.unwrap_err();
+    assert_eq!(
+        conflicts(&error),
+        [(
+            "WorksAt".to_string(),
+            "\"w2\"".to_string(),
+            MergeConflictKind::DanglingEdge
+        )]
+    );
+
+    // Both sides change edges and nodes, and every endpoint survives: the merge lands.
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    insert(
+        &feature,
+        "WorksAt",
+        json!([{"id": "w3", "src": "p3", "dst": "c1"}]),
+    )
+    .await;
+    insert(
+        &main,
+        "WorksAt",
+        json!([{"id": "w4", "src": "p1", "dst": "c0"}]),
+    )
+    .await;
+    main.delete("Person", "id = 'p0'").await.unwrap();
+    main.merge("feature").await.unwrap();
+    let edges = ids_at(&main, "WorksAt", &CommitRef::Head).await;
+    assert_eq!(edges, ["w3", "w4"], "w0 went with p0");
+}
+
+#[tokio::test]
+async fn a_merge_that_loses_its_cas_to_a_writer_fails_typed_and_lands_on_retry() {
+    let (main, feature, test) = forked(Backend::Local).await;
+    insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
+    insert(&main, "Person", json!([{"id": "m0", "name": "n"}])).await;
+    // The merge's staged rows of Person are held while a writer publishes on main.
+    // (A writer on a handle of this process would wait at the branch's publication
+    // gate instead: the race needs the writer to publish while the merge stages.)
+    let person = main
+        .head()
+        .await
+        .unwrap()
+        .pin_of_type("Person")
+        .unwrap()
+        .table_id
+        .clone();
+    let fault = main.graph().root().inject(FaultRule::new(
+        format!("tables/{person}/data/*"),
+        &[RequestKind::Put, RequestKind::PutIfAbsent],
+        FaultAction::Delay(Duration::from_secs(1)),
+    ));
+    let merging = main.merge("feature");
+    let racing = async {
+        while fault.fired() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // While the merge stages, a writer on another handle publishes on main.
+        let writer = Omnigraph::open(&test.uri).await.unwrap();
+        insert(&writer, "Company", json!([{"id": "raced", "name": "c"}])).await;
+    };
+    let (merged, ()) = tokio::join!(merging, racing);
+    let error = merged.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::ReadSetChanged, "{error}");
+    assert_eq!(error.evidence(), &omnigraph_core::Evidence::Unpublished);
+    drop(fault);
+    let report = main.merge("feature").await.unwrap();
+    assert!(report.commit.is_some());
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["f1", "m0", "p0", "p1", "p2", "p3"]
+    );
+    assert_eq!(
+        ids_at(&main, "Company", &CommitRef::Head).await,
+        ["c0", "c1", "raced"]
+    );
+}
+
+#[tokio::test]
+async fn each_merge_moves_the_base_so_a_later_merge_never_undoes_the_target() {
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
+    main.merge("feature").await.unwrap();
+    // The target deletes what it merged, and the source writes on elsewhere.
+    main.delete("Person", "id = 'f1'").await.unwrap();
+    feature
+        .update("Person", "id = 'p1'", &[("age".into(), json!(7))])
+        .await
+        .unwrap();
+    let report = main.merge("feature").await.unwrap();
+    assert_eq!(
+        report.base_branch, "feature",
+        "the base is the last merged commit"
+    );
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["p0", "p1", "p2", "p3"],
+        "f1 stays deleted"
+    );
+    assert_eq!(age(&main, "p1").await, Some(json!(7)));
+
+    // Merging main back into the branch brings the target's changes over.
+    feature.merge("main").await.unwrap();
+    assert_eq!(
+        ids_at(&feature, "Person", &CommitRef::Head).await,
+        ["p0", "p1", "p2", "p3"]
+    );
+    // Branches with no common commit have no merge base.
+    main.create_branch("other", &CommitRef::Head).await.unwrap();
+    let other = Omnigraph::open_root(main.graph().root().clone())
+        .await
+        .unwrap()
+        .with_branch("other")
+        .unwrap();
+    let unrelated = other.merge("feature").await.unwrap_err();
+    assert_eq!(unrelated.kind(), ErrorKind::BadInput, "{unrelated}");
+}
+
+#[tokio::test]
+async fn cleanup_keeps_a_branchs_merge_base_readable() {
+    let (main, feature, _test) = forked(Backend::Local).await;
+    insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
+    // Main moves on far past the fork, and cleanup keeps one commit of each branch.
+    for index in 0..3 {
+        main.update("Person", "id = 'p1'", &[("age".into(), json!(100 + index))])
+            .await
+            .unwrap();
+    }
+    let later = Duration::from_secs(5 * 60);
+    let options = omnigraph_tests::keep_with_minimum_grace(1);
+    let report = omnigraph_tests::later_by(later, main.maintenance().cleanup(&options))
+        .await
+        .unwrap();
+    assert_eq!(report.totals.tables_failed, 0, "{report:?}");
+    assert!(report.totals.manifests_removed > 0, "{report:?}");
+    // Person changed on both sides: the merge reads its base version, which main's
+    // own history no longer retains.
+    let merged = omnigraph_tests::later_by(later, main.merge("feature"))
+        .await
+        .unwrap();
+    assert_eq!(action(&merged, "Person"), TableMergeAction::RowMerge);
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["f1", "p0", "p1", "p2", "p3"]
+    );
+    assert_eq!(age(&main, "p1").await, Some(json!(102)));
+}
