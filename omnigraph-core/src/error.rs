@@ -630,7 +630,7 @@ impl ErrorKind {
             ErrorKind::AlreadyInitialized => "the root holds a graph already",
             ErrorKind::BranchExists => "a branch of that name exists already; delete it first",
             ErrorKind::MergeConflict => {
-                "a merge found keys changed on both branches (listed by type and key, all of them in `--json`); nothing published: reconcile on one branch and merge again"
+                "a merge found keys changed on both branches, an edge it would leave without an endpoint, or schema changes it cannot combine (listed by type, key and kind, all of them in `--json`); nothing published: reconcile on one branch and merge again"
             }
             ErrorKind::Corrupt => {
                 "a stored object is malformed, truncated, of an unknown format or out of sequence; names it"

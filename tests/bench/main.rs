@@ -44,6 +44,11 @@
 //!   handle that never reads artifacts), with the same results by every path, and the
 //!   artifact's build time and bytes against the Knows unit's time.
 //!
+//! - merge (with `--merge`, alone): a branch updates M rows (`--changed`, default
+//!   100,000) of a Person table of N rows (`--rows`, default 1,000,000) while main adds
+//!   one; the time of the merge's dry run and of the merge (a row merge), and its peak
+//!   resident memory.
+//!
 //! `--rows N`, `--read-rows M`, `--nodes N`, `--edges E`, `--optimize-rows K`, `--updates U` and `--garbage G`
 //! change the sizes; `--json` prints one JSON document.
 
@@ -1013,6 +1018,113 @@ async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Value
     })
 }
 
+/// `--merge`: a branch updates M of the N rows of Person (default 100,000 of
+/// 1,000,000) while main adds one, so the table is merged row by row: the time of the
+/// dry run and of the merge, and the peak resident memory.
+async fn merge_bench(dir: &std::path::Path, rows: usize, changed: usize) -> Value {
+    use omnigraph_core::arrow_array::{Int32Array, RecordBatch, StringArray};
+    use omnigraph_core::arrow_schema::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("age", DataType::Int32, true),
+    ]));
+    let people = dir.join("people.parquet");
+    write_parquet(&people, rows, |start, count| {
+        let ids: StringArray = (start..start + count)
+            .map(|i| Some(format!("p{i:08}")))
+            .collect();
+        let names: StringArray = (start..start + count)
+            .map(|i| Some(format!("person {i}")))
+            .collect();
+        let ages: Int32Array = (start..start + count).map(|i| Some(i as i32)).collect();
+        RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(ids), Arc::new(names), Arc::new(ages)],
+        )
+        .expect("person batch")
+    });
+    let uri = dir.join("merge-graph").display().to_string();
+    let main = Omnigraph::create(&uri, GRAPH_SCHEMA)
+        .await
+        .expect("create graph");
+    main.load_columnar(
+        &people,
+        omnigraph_publish::InputFormat::Parquet,
+        "Person",
+        LoadMode::Append,
+    )
+    .await
+    .expect("load");
+    main.create_branch("changes", &CommitRef::Head)
+        .await
+        .expect("branch");
+    let branch = Omnigraph::open(&uri)
+        .await
+        .expect("open")
+        .with_branch("changes")
+        .expect("branch name");
+    let started = Instant::now();
+    branch
+        .update(
+            "Person",
+            &format!("age < {changed}"),
+            &[("name".into(), json!("changed"))],
+        )
+        .await
+        .expect("update on the branch");
+    let update_seconds = started.elapsed().as_secs_f64();
+    main.insert_json(
+        "Person",
+        vec![
+            json!({"id": "on-main", "name": "x"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ],
+    )
+    .await
+    .expect("insert on main");
+    reset_peak();
+    let started = Instant::now();
+    let dry = main.merge_dry_run("changes").await.expect("dry run");
+    let dry_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let report = main.merge("changes").await.expect("merge");
+    let merge_seconds = started.elapsed().as_secs_f64();
+    let peak = peak_mib();
+    let person = report
+        .tables
+        .iter()
+        .find(|table| table.type_name == "Person")
+        .expect("Person");
+    assert_eq!(person.taken as usize, changed, "every changed row taken");
+    assert!(dry.conflicts.is_empty());
+    let changed_now = main
+        .scan(
+            "Person",
+            &omnigraph_publish::ScanRequest {
+                filter: Some("name = 'changed'".into()),
+                columns: vec!["id".into()],
+                limit: Some(rows),
+            },
+            &CommitRef::Head,
+        )
+        .await
+        .expect("scan");
+    let merged_rows: usize = changed_now.iter().map(|batch| batch.num_rows()).sum();
+    assert_eq!(merged_rows, changed, "the merged rows read back");
+    json!({
+        "rows": rows,
+        "changed_on_branch": changed,
+        "branch_update_seconds": update_seconds,
+        "dry_run_seconds": dry_seconds,
+        "merge_seconds": merge_seconds,
+        "merge_peak_mib": peak,
+        "person_action": format!("{:?}", person.action),
+    })
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -1027,6 +1139,20 @@ async fn main() {
                 dir.path(),
                 argument(&args, "--updates", 4_000),
                 argument(&args, "--garbage", 2_000),
+            )
+            .await,
+        });
+        println!("{document:#}");
+        return;
+    }
+    if args.iter().any(|arg| arg == "--merge") {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let document = json!({
+            "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+            "merge": merge_bench(
+                dir.path(),
+                argument(&args, "--rows", 1_000_000),
+                argument(&args, "--changed", 100_000),
             )
             .await,
         });

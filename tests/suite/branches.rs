@@ -221,8 +221,22 @@ async fn a_live_name_is_refused_and_of_two_creators_exactly_one_wins() {
     assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
     assert_eq!(sizes(&test.root).await, before, "refusals change nothing");
 
-    // Two handles race for one name.
+    // Two handles race for one name: each is held after it reads the head of
+    // the new name's log, so both find no branch and both reach the put.
     let other = Omnigraph::open(&test.uri).await.unwrap();
+    let holds: Vec<_> = [&main, &other]
+        .iter()
+        .map(|graph| {
+            graph
+                .graph()
+                .root()
+                .inject(omnigraph_core::storage::FaultRule::new(
+                    "_graph/branches/raced/HEAD",
+                    &[RequestKind::Get],
+                    omnigraph_core::storage::FaultAction::Delay(Duration::from_millis(200)),
+                ))
+        })
+        .collect();
     let (first, second) = tokio::join!(
         main.create_branch("raced", &CommitRef::Head),
         other.create_branch("raced", &CommitRef::Head)
@@ -233,6 +247,7 @@ async fn a_live_name_is_refused_and_of_two_creators_exactly_one_wins() {
         1,
         "{outcomes:?}"
     );
+    assert!(holds.iter().all(|hold| hold.fired() > 0));
     let lost = first.err().or(second.err()).unwrap();
     assert_eq!(lost.kind(), ErrorKind::BranchExists, "{lost}");
     let names: Vec<String> = main
@@ -372,5 +387,66 @@ async fn cleanup_keeps_every_live_branchs_data_and_reclaims_a_deleted_ones() {
     assert!(
         opened.is_err(),
         "the deleted branch's version was reclaimed"
+    );
+}
+
+#[tokio::test]
+async fn a_writer_of_a_deleted_life_never_publishes_on_the_next_one() {
+    let (main, _test) = graph_with_people(Backend::Memory, 1).await;
+    main.create_branch("twice", &CommitRef::Head).await.unwrap();
+    // A warm handle: it writes from the head it knows, without reading it again.
+    let stale = on(&main, "twice").await;
+    stale.head().await.unwrap();
+    main.delete_branch("twice").await.unwrap();
+    main.create_branch("twice", &CommitRef::Head).await.unwrap();
+    let error = stale
+        .insert_json("Person", objects(json!([{"id": "old-life", "name": "n"}])))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
+    let twice = on(&main, "twice").await;
+    assert_eq!(ids_at(&twice, "Person", &CommitRef::Head).await, ["p0"]);
+}
+
+#[tokio::test]
+async fn a_branch_deleted_while_cleanup_runs_is_passed_by() {
+    let (main, test) = graph_with_people(Backend::Memory, 1).await;
+    main.create_branch("going", &CommitRef::Head).await.unwrap();
+    person(&on(&main, "going").await, "on-going").await;
+    person(&main, "on-main").await;
+    // Cleanup's trace of `going` is held while the branch is deleted: its record for
+    // `going` then loses its slot to the deletion.
+    let held = main
+        .graph()
+        .root()
+        .inject(omnigraph_core::storage::FaultRule::new(
+            omnigraph_publish::layout::commit_path("going", 0),
+            &[RequestKind::Get],
+            omnigraph_core::storage::FaultAction::Delay(Duration::from_millis(500)),
+        ));
+    let deleter = Omnigraph::open(&test.uri).await.unwrap();
+    let options = omnigraph_tests::keep_with_minimum_grace(1);
+    let maintenance = main.maintenance();
+    let (cleaned, ()) = omnigraph_tests::later_by(Duration::from_secs(300), async {
+        tokio::join!(maintenance.cleanup(&options), async {
+            while held.fired() == 0 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            deleter.delete_branch("going").await.unwrap();
+        })
+    })
+    .await;
+    let report = cleaned.unwrap();
+    assert!(
+        report.recorded.contains(&"retention:main".to_string()),
+        "{report:?}"
+    );
+    assert!(
+        !report.recorded.contains(&"retention:going".to_string()),
+        "{report:?}"
+    );
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["on-main", "p0"]
     );
 }

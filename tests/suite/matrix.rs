@@ -72,10 +72,13 @@ enum Writer {
     BuildIndexes,
     Optimize,
     Cleanup,
+    /// Merges branch `feature` (which added a person and changed another) into main,
+    /// which changed Person too: a row merge.
+    Merge,
 }
 
 impl Writer {
-    const ALL: [Writer; 10] = [
+    const ALL: [Writer; 11] = [
         Writer::Insert,
         Writer::Load,
         Writer::LoadMerge,
@@ -86,6 +89,7 @@ impl Writer {
         Writer::BuildIndexes,
         Writer::Optimize,
         Writer::Cleanup,
+        Writer::Merge,
     ];
 
     /// The type whose table the writer changes first (the actor writes it next).
@@ -327,6 +331,10 @@ impl Model {
                     row.insert("city".into(), Value::Null);
                 }
             }
+            Writer::Merge => {
+                model.put("Person", person("f1", 1));
+                model.set("Person", "p3", "age", json!(33));
+            }
             Writer::BuildIndexes | Writer::Optimize | Writer::Cleanup => {}
         }
         model
@@ -343,11 +351,13 @@ fn edge(id: &str, src: &str, dst: &str) -> Value {
 
 /// A new graph with people (two fragments more than the load made, so optimize has
 /// work), companies and edges, and no index built (so index builds have work).
-async fn seeded() -> (Omnigraph, TestRoot, Model) {
-    seeded_on(Backend::Memory).await
+async fn seeded(writer: Writer) -> (Omnigraph, TestRoot, Model) {
+    seeded_on(Backend::Memory, writer).await
 }
 
-async fn seeded_on(backend: Backend) -> (Omnigraph, TestRoot, Model) {
+/// The seed graph; for a merge, also branch `feature` from it after the load, with a
+/// person added and another changed there (main's own inserts follow).
+async fn seeded_on(backend: Backend, writer: Writer) -> (Omnigraph, TestRoot, Model) {
     let test = TestRoot::new(backend).await;
     let graph = Omnigraph::create(&test.uri, MATRIX_SCHEMA).await.unwrap();
     let mut model = Model::default();
@@ -368,6 +378,25 @@ async fn seeded_on(backend: Backend) -> (Omnigraph, TestRoot, Model) {
         model.put("WorksAt", row);
     }
     load_lines(&graph, &lines, LoadMode::Append).await.unwrap();
+    if writer == Writer::Merge {
+        graph
+            .create_branch("feature", &CommitRef::Head)
+            .await
+            .unwrap();
+        let feature = Omnigraph::open(&test.uri)
+            .await
+            .unwrap()
+            .with_branch("feature")
+            .unwrap();
+        feature
+            .insert_json("Person", objects(json!([person("f1", 1)])))
+            .await
+            .unwrap();
+        feature
+            .update("Person", "id = 'p3'", &[("age".into(), json!(33))])
+            .await
+            .unwrap();
+    }
     for i in 6..8 {
         let row = person(&format!("p{i}"), i);
         graph
@@ -446,6 +475,7 @@ async fn run_writer(
             .map(|_| ()),
         Writer::BuildIndexes => graph.build_indexes().await.map(|_| ()),
         Writer::Optimize => unreachable!("run above"),
+        Writer::Merge => graph.merge("feature").await.map(|_| ()),
         // Two minutes on, past the grace period: the seeded commits are reclaimable,
         // so the run has a record to publish.
         Writer::Cleanup => omnigraph_tests::later_by(
@@ -864,7 +894,7 @@ async fn run_cell(
     actor: Actor,
     race_hold: Duration,
 ) -> CellResult {
-    let (graph, test, mut model) = seeded().await;
+    let (graph, test, mut model) = seeded(writer).await;
     let mut problems = Vec::new();
     let head_before = graph.head().await.unwrap();
     let objects_before = table_objects(&test).await;
@@ -1091,7 +1121,7 @@ async fn staged_manifests(test: &TestRoot) -> BTreeSet<String> {
 /// A process cell: the writer runs in a child process that is killed (SIGKILL) just
 /// after its first link's manifest; then the same checks as a crash.
 async fn run_process_cell(writer: Writer, actor: Actor) -> Vec<String> {
-    let (graph, test, model) = seeded_on(Backend::Local).await;
+    let (graph, test, model) = seeded_on(Backend::Local, writer).await;
     let head_before = graph.head().await.unwrap();
     let objects_before = table_objects(&test).await;
     let manifests_before = staged_manifests(&test).await;

@@ -365,7 +365,8 @@ async fn each_merge_moves_the_base_so_a_later_merge_never_undoes_the_target() {
         ids_at(&feature, "Person", &CommitRef::Head).await,
         ["p0", "p1", "p2", "p3"]
     );
-    // Branches with no common commit have no merge base.
+    // Branches related only through a third (both forked from main) have no merge
+    // base the engine knows: it refuses rather than guess.
     main.create_branch("other", &CommitRef::Head).await.unwrap();
     let other = Omnigraph::open_root(main.graph().root().clone())
         .await
@@ -404,4 +405,87 @@ async fn cleanup_keeps_a_branchs_merge_base_readable() {
         ["f1", "p0", "p1", "p2", "p3"]
     );
     assert_eq!(age(&main, "p1").await, Some(json!(102)));
+}
+
+#[tokio::test]
+async fn a_merge_never_takes_its_base_from_an_earlier_life_of_a_branch() {
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    let forked_at = main.head().await.unwrap().seq;
+    insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
+    main.merge("feature").await.unwrap();
+    // The branch goes, and a new life of it starts from main before the merge.
+    main.delete_branch("feature").await.unwrap();
+    main.create_branch("feature", &CommitRef::Seq(forked_at))
+        .await
+        .unwrap();
+    let reborn = Omnigraph::open_root(main.graph().root().clone())
+        .await
+        .unwrap()
+        .with_branch("feature")
+        .unwrap();
+    insert(&reborn, "Person", json!([{"id": "f2", "name": "n"}])).await;
+    let report = main.merge("feature").await.unwrap();
+    assert_eq!(
+        report.base_branch, "main",
+        "the new life's fork point, not the old merge"
+    );
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["f1", "f2", "p0", "p1", "p2", "p3"],
+        "what main merged from the old life stays"
+    );
+}
+
+#[tokio::test]
+async fn a_full_record_of_merges_drops_only_ended_branches_and_refuses_otherwise() {
+    let (main, feature, test) = forked(Backend::Memory).await;
+    let max = omnigraph_publish::commit::MERGED_FROM_MAX;
+    insert(&feature, "Person", json!([{"id": "f", "name": "n"}])).await;
+    let handle = |name: String| {
+        let uri = test.uri.clone();
+        async move {
+            Omnigraph::open(&uri)
+                .await
+                .unwrap()
+                .with_branch(&name)
+                .unwrap()
+        }
+    };
+    // `feature`, then b0 .. b62, each add a person and are merged.
+    main.merge("feature").await.unwrap();
+    for index in 0..max - 1 {
+        let name = format!("b{index}");
+        main.create_branch(&name, &CommitRef::Head).await.unwrap();
+        insert(
+            &handle(name.clone()).await,
+            "Person",
+            json!([{"id": name, "name": "n"}]),
+        )
+        .await;
+        main.merge(&name).await.unwrap();
+    }
+    assert_eq!(main.head().await.unwrap().merged_from.len(), max);
+    main.create_branch("late", &CommitRef::Head).await.unwrap();
+    insert(
+        &handle("late".into()).await,
+        "Person",
+        json!([{"id": "late", "name": "n"}]),
+    )
+    .await;
+    let full = main.merge("late").await.unwrap_err();
+    assert_eq!(full.kind(), ErrorKind::BadInput, "{full}");
+    // Once merged branches are deleted, their entries make room; live ones stay.
+    for index in 1..max - 1 {
+        main.delete_branch(&format!("b{index}")).await.unwrap();
+    }
+    main.merge("late").await.unwrap();
+    let record: Vec<String> = main
+        .head()
+        .await
+        .unwrap()
+        .merged_from
+        .iter()
+        .map(|merged| merged.branch.clone())
+        .collect();
+    assert_eq!(record, ["feature", "b0", "late"]);
 }

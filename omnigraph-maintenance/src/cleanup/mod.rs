@@ -36,7 +36,7 @@ use crate::lane::{CancelToken, cancelled};
 use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use futures::StreamExt;
 use omnigraph_core::storage::StorageRoot;
-use omnigraph_core::{Evidence, InputLocation, OmniError, Result, adapter, seams};
+use omnigraph_core::{ErrorKind, Evidence, InputLocation, OmniError, Result, adapter, seams};
 use omnigraph_publish::branches::branch_names;
 use omnigraph_publish::retention::{self, GRACE_DEFAULT, GRACE_MIN, micros_of};
 use omnigraph_publish::{CommitOperation, Publication, ReadSet, layout};
@@ -391,17 +391,24 @@ async fn record(
             deletes_branch: false,
             merged_from: None,
         };
-        let landed = omnigraph_publish::publish(root, &publication)
-            .await
-            .map_err(|error| {
-                if recorded.is_empty() {
-                    error
-                } else {
-                    error.with_evidence(Evidence::PartlyPublished {
-                        published_units: recorded.clone(),
-                    })
-                }
-            })?;
+        let published = omnigraph_publish::publish(root, &publication).await;
+        if let Err(error) = &published
+            && error.kind() == ErrorKind::NotFound
+            && life_ended(root, head).await?
+        {
+            // Deleted (and maybe created again) since the trace: its last commit
+            // retains only itself, and a new life is traced as a new root.
+            continue;
+        }
+        let landed = published.map_err(|error| {
+            if recorded.is_empty() {
+                error
+            } else {
+                error.with_evidence(Evidence::PartlyPublished {
+                    published_units: recorded.clone(),
+                })
+            }
+        })?;
         // What the log now says (another run may have recorded a newer one), as the
         // report gives it. The retrace that follows reads from the traced head on, so
         // the commits others published before the record join the roots.
@@ -413,6 +420,18 @@ async fn record(
         recorded.push(retention_unit(branch));
     }
     Ok(recorded)
+}
+
+/// Whether the life of `head`'s branch ended after `head`: the branch's newest commit
+/// deleted it, or belongs to a life created since.
+async fn life_ended(
+    root: &Arc<StorageRoot>,
+    head: &omnigraph_publish::GraphCommit,
+) -> Result<bool> {
+    let newest = omnigraph_publish::CommitLog::new(root.clone(), &head.branch)?
+        .newest()
+        .await?;
+    Ok(newest.is_none_or(|newest| newest.deleted || newest.fork != head.fork))
 }
 
 /// The unit name of a branch's retention record in evidence and reports.

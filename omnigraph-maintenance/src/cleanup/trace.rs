@@ -127,35 +127,49 @@ pub(crate) async fn trace(
     // Merge bases are roots too: each live branch's fork point and the commits merged
     // into it, whatever their own branch's retention says, so a merge can always read
     // the base it merges from.
-    for head in heads.values().filter(|head| !head.deleted) {
-        let bases = head
-            .fork
-            .iter()
-            .map(|fork| (fork.branch.as_str(), fork.seq))
-            .chain(
-                head.merged_from
-                    .iter()
-                    .map(|merged| (merged.branch.as_str(), merged.seq)),
-            );
-        for (branch, seq) in bases {
-            let Some(base) = CommitLog::new(root.clone(), branch)?.read(seq).await? else {
-                continue;
-            };
-            for pin in &base.pins {
-                for versions in [&mut trace.published, &mut trace.retained] {
-                    versions
-                        .entry(pin.table_id.clone())
-                        .or_default()
-                        .insert(pin.version);
-                }
-                trace
-                    .type_names
-                    .entry(pin.table_id.clone())
-                    .or_insert_with(|| pin.type_name.clone());
-            }
-        }
+    for head in heads.values() {
+        add_merge_bases(root, &mut trace, head).await?;
     }
     Ok(trace)
+}
+
+/// Retains the pins of the commits `head` may merge from as its base: its fork point
+/// and the commits merged into its life (none for a deleted branch).
+async fn add_merge_bases(
+    root: &Arc<StorageRoot>,
+    trace: &mut Trace,
+    head: &GraphCommit,
+) -> Result<()> {
+    if head.deleted {
+        return Ok(());
+    }
+    let bases = head
+        .fork
+        .iter()
+        .map(|fork| (fork.branch.as_str(), fork.seq))
+        .chain(
+            head.merged_from
+                .iter()
+                .map(|merged| (merged.branch.as_str(), merged.seq)),
+        );
+    for (branch, seq) in bases {
+        let Some(base) = CommitLog::new(root.clone(), branch)?.read(seq).await? else {
+            continue;
+        };
+        for pin in &base.pins {
+            for versions in [&mut trace.published, &mut trace.retained] {
+                versions
+                    .entry(pin.table_id.clone())
+                    .or_default()
+                    .insert(pin.version);
+            }
+            trace
+                .type_names
+                .entry(pin.table_id.clone())
+                .or_insert_with(|| pin.type_name.clone());
+        }
+    }
+    Ok(())
 }
 
 /// The oldest commit of a branch that stays readable: the newest `keep` commits, every
@@ -234,6 +248,23 @@ pub(crate) async fn extend(
             }
         }
         trace.note_head(branch, head);
+        // A merge or a branch created since names bases of its own.
+        let before: HashSet<(String, u64)> = retained_pairs(trace);
+        add_merge_bases(root, trace, head).await?;
+        newly_pinned.extend(retained_pairs(trace).difference(&before).cloned());
     }
     Ok(newly_pinned)
+}
+
+/// Every retained (table id, version).
+fn retained_pairs(trace: &Trace) -> HashSet<(String, u64)> {
+    trace
+        .retained
+        .iter()
+        .flat_map(|(table_id, versions)| {
+            versions
+                .iter()
+                .map(move |version| (table_id.clone(), *version))
+        })
+        .collect()
 }

@@ -9,7 +9,7 @@
 //! values, or deleted on one and changed on the other, is a conflict; so is an edge the
 //! merge would keep whose endpoint the merge removes. Any conflict publishes nothing.
 
-use crate::commit::{CommitOperation, GraphCommit, MergedFrom, TablePin};
+use crate::commit::{CommitOperation, GraphCommit, MERGED_FROM_MAX, MergedFrom, TablePin};
 use crate::graph::CommitRef;
 use crate::omnigraph::{KEY_LOOKUP_CHUNK, Omnigraph};
 use crate::publisher::ReadSet;
@@ -104,7 +104,8 @@ struct RowMergePlan {
 struct Plan {
     report: MergeReport,
     target: GraphCommit,
-    merged_from: MergedFrom,
+    /// The target's record of merges after this one.
+    merged_from: Vec<MergedFrom>,
     /// The source's schema, when the merge takes the source's commit whole.
     schema: Option<String>,
     fast_forward: Vec<TablePin>,
@@ -240,11 +241,16 @@ impl Omnigraph {
         let mut plan = Plan {
             report: report.clone(),
             target: target.clone(),
-            merged_from: MergedFrom {
-                branch: from.to_string(),
-                seq: source.seq,
-                commit_id: source.commit_id.clone(),
-            },
+            merged_from: self
+                .merged_from_after(
+                    &target,
+                    MergedFrom {
+                        branch: from.to_string(),
+                        seq: source.seq,
+                        commit_id: source.commit_id.clone(),
+                    },
+                )
+                .await?,
             schema: None,
             fast_forward: Vec::new(),
             dropped: Vec::new(),
@@ -431,50 +437,91 @@ impl Omnigraph {
     /// The newest commit both branches contain (see the module docs).
     async fn merge_base(&self, source: &GraphCommit, target: &GraphCommit) -> Result<GraphCommit> {
         let (from, into) = (source.branch.as_str(), target.branch.as_str());
-        let mut candidates: Vec<(&str, u64, &str)> = Vec::new();
-        if let Some(merged) = target
-            .merged_from
-            .iter()
-            .find(|merged| merged.branch == from)
-        {
-            candidates.push((from, merged.seq, &merged.commit_id));
+        // Each candidate is a commit of one branch that both heads contain, named by a
+        // head: (its branch's live head, seq, commit id).
+        let mut named: Vec<(&GraphCommit, u64, &str)> = Vec::new();
+        for (head, other) in [(target, source), (source, target)] {
+            if let Some(merged) = head
+                .merged_from
+                .iter()
+                .find(|merged| merged.branch == other.branch)
+            {
+                named.push((other, merged.seq, &merged.commit_id));
+            }
+            if let Some(fork) = head
+                .fork
+                .as_ref()
+                .filter(|fork| fork.branch == other.branch)
+            {
+                named.push((other, fork.seq, &fork.commit_id));
+            }
         }
-        if let Some(merged) = source
-            .merged_from
-            .iter()
-            .find(|merged| merged.branch == into)
-        {
-            candidates.push((into, merged.seq, &merged.commit_id));
-        }
-        if let Some(fork) = source.fork.as_ref().filter(|fork| fork.branch == into) {
-            candidates.push((into, fork.seq, &fork.commit_id));
-        }
-        if let Some(fork) = target.fork.as_ref().filter(|fork| fork.branch == from) {
-            candidates.push((from, fork.seq, &fork.commit_id));
-        }
-        let mut newest: Option<GraphCommit> = None;
-        for (branch, seq, commit_id) in candidates {
+        let mut candidates = Vec::with_capacity(named.len());
+        for (live, seq, commit_id) in named {
             // The base is read from the log itself: cleanup keeps a merge base's
             // tables even when the branch's retention no longer lists the commit.
-            let Some(commit) = self.graph().log(branch)?.read(seq).await? else {
+            let Some(commit) = self.graph().log(&live.branch)?.read(seq).await? else {
                 continue;
             };
-            // A commit of an earlier life of the branch is no base.
-            if commit.commit_id != commit_id {
+            // Only a commit of the branch's current life: a deleted life's commits
+            // stay in the log under their ids, but the live branch holds none of them.
+            if commit.commit_id != commit_id || commit.fork != live.fork || seq > live.seq {
                 continue;
             }
-            if newest
-                .as_ref()
-                .is_none_or(|newest| commit.created_at > newest.created_at)
-            {
-                newest = Some(commit);
-            }
+            candidates.push(commit);
         }
-        newest.ok_or_else(|| {
+        if candidates.is_empty() {
+            return Err(merge_input(format!(
+                "{from} and {into} have no merge base: neither was created from the other in its current life, nor merged into it"
+            )));
+        }
+        choose_base(candidates).ok_or_else(|| {
             merge_input(format!(
-                "{from} and {into} have no merge base: neither was created from the other, nor merged into it"
+                "{from} and {into} have no single merge base (each merged the other while the other merged it): merge one way, then the other"
             ))
         })
+    }
+
+    /// `target`'s record of merges with `merged` in its branch's place. Past
+    /// [`MERGED_FROM_MAX`] the entries of branches whose life they name has ended go;
+    /// when every one is live the merge is refused: dropping one would make the next
+    /// merge from that branch start from an older base.
+    async fn merged_from_after(
+        &self,
+        target: &GraphCommit,
+        merged: MergedFrom,
+    ) -> Result<Vec<MergedFrom>> {
+        let mut after: Vec<MergedFrom> = target
+            .merged_from
+            .iter()
+            .filter(|from| from.branch != merged.branch)
+            .cloned()
+            .collect();
+        if after.len() >= MERGED_FROM_MAX {
+            let mut live = Vec::with_capacity(after.len());
+            for from in after {
+                let log = self.graph().log(&from.branch)?;
+                let (head, recorded) = tokio::try_join!(log.newest(), log.read(from.seq))?;
+                let alive = head.is_some_and(|head| {
+                    !head.deleted
+                        && recorded.is_some_and(|recorded| {
+                            recorded.commit_id == from.commit_id && recorded.fork == head.fork
+                        })
+                });
+                if alive {
+                    live.push(from);
+                }
+            }
+            after = live;
+        }
+        if after.len() >= MERGED_FROM_MAX {
+            return Err(merge_input(format!(
+                "{} remembers merges from {MERGED_FROM_MAX} live branches, the most a commit holds: delete branches that are merged, then merge {}",
+                target.branch, merged.branch
+            )));
+        }
+        after.push(merged);
+        Ok(after)
     }
 
     /// The edges the merged result would keep whose endpoint it removes.
@@ -601,6 +648,29 @@ impl Omnigraph {
         }
         Ok(ids)
     }
+}
+
+/// Of commits both branches contain, the one that contains every other; `None` when
+/// none does (criss-cross merges). Never by time: writers' clocks may disagree.
+fn choose_base(candidates: Vec<GraphCommit>) -> Option<GraphCommit> {
+    let contains = |newer: &GraphCommit, older: &GraphCommit| {
+        if newer.branch == older.branch {
+            return newer.seq >= older.seq;
+        }
+        let merged = newer
+            .merged_from
+            .iter()
+            .any(|merged| merged.branch == older.branch && merged.seq >= older.seq);
+        let forked = newer
+            .fork
+            .as_ref()
+            .is_some_and(|fork| fork.branch == older.branch && fork.seq >= older.seq);
+        merged || forked
+    };
+    candidates
+        .iter()
+        .find(|base| candidates.iter().all(|other| contains(base, other)))
+        .cloned()
 }
 
 fn merge_input(message: String) -> OmniError {
@@ -778,4 +848,72 @@ fn merge_rows(
         conflicts,
         removed,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commit::{CommitOperation, ForkPoint};
+
+    fn commit(branch: &str, seq: u64) -> GraphCommit {
+        GraphCommit {
+            seq,
+            commit_id: format!("{branch}{seq}"),
+            parent_commit_id: (seq > 0).then(|| format!("{branch}{}", seq - 1)),
+            branch: branch.into(),
+            created_at: 0,
+            actor: "test".into(),
+            operation: CommitOperation {
+                kind: "test".into(),
+                summary: String::new(),
+            },
+            schema: "0".repeat(64),
+            pins: Vec::new(),
+            retention: None,
+            fork: None,
+            deleted: false,
+            merged_from: Vec::new(),
+        }
+    }
+
+    fn merged(mut commit: GraphCommit, branch: &str, seq: u64) -> GraphCommit {
+        commit.merged_from.push(MergedFrom {
+            branch: branch.into(),
+            seq,
+            commit_id: format!("{branch}{seq}"),
+        });
+        commit
+    }
+
+    #[test]
+    fn the_base_is_the_candidate_that_contains_the_others_whatever_the_clocks_say() {
+        // feature forked from main at 5 and was merged into main at feature 3: feature
+        // 3 contains main 5 (its fork), even when its clock ran behind.
+        let mut feature3 = commit("feature", 3);
+        feature3.fork = Some(ForkPoint {
+            branch: "main".into(),
+            seq: 5,
+            commit_id: "main5".into(),
+            created_at: 0,
+        });
+        let mut main5 = commit("main", 5);
+        main5.created_at = 1_000;
+        let base = choose_base(vec![main5.clone(), feature3.clone()]).unwrap();
+        assert_eq!((base.branch.as_str(), base.seq), ("feature", 3));
+        // Of two commits of one branch, the later.
+        let base = choose_base(vec![commit("main", 2), commit("main", 7)]).unwrap();
+        assert_eq!(base.seq, 7);
+    }
+
+    #[test]
+    fn criss_cross_merges_have_no_single_base() {
+        // main merged feature 1 while feature merged main 1: neither contains the other.
+        let main1 = merged(commit("main", 1), "feature", 0);
+        let feature1 = merged(commit("feature", 1), "main", 0);
+        assert!(choose_base(vec![main1.clone(), feature1.clone()]).is_none());
+        // Once one of them contains the other, it is the base.
+        let feature2 = merged(commit("feature", 2), "main", 1);
+        let base = choose_base(vec![main1, feature2]).unwrap();
+        assert_eq!((base.branch.as_str(), base.seq), ("feature", 2));
+    }
 }

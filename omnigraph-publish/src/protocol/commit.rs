@@ -106,8 +106,9 @@ pub struct GraphCommit {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,
     /// The newest commit of each branch merged into this branch's life, at most
-    /// [`MERGED_FROM_MAX`] (the oldest merged goes first): the base of the next merge
-    /// from that branch. Carried forward by every commit of the life.
+    /// [`MERGED_FROM_MAX`] (past it a merge drops the entries of branches whose life
+    /// ended, and is refused when all are live): the base of the next merge from that
+    /// branch. Carried forward by every commit of the life.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<MergedFrom>,
 }

@@ -78,9 +78,10 @@ pub struct Publication {
     /// Whether the commit deletes the branch: it then pins nothing and retains only
     /// itself, whatever `pins` and `retention` say.
     pub deletes_branch: bool,
-    /// The commit of another branch a merge took tables from: the commit records it as
-    /// the base of the next merge from that branch.
-    pub merged_from: Option<MergedFrom>,
+    /// A merge's record of the branches merged into this one (the base's, with the
+    /// merged commit in its branch's place); `None` carries the base's forward. Only a
+    /// strict writer sets it: it lands on the very base it was computed from.
+    pub merged_from: Option<Vec<MergedFrom>>,
 }
 
 /// Whose commit is at the path a publication wrote.
@@ -187,6 +188,11 @@ pub(crate) async fn publish_seeing(
                     .head()
                     .await
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
+                // A deletion took the slot, and maybe a new life of the branch began
+                // after it: nothing staged on the old life publishes on the new one.
+                if head.deleted || head.fork != base.fork {
+                    return Err(branch_deleted(&head).with_evidence(failure_evidence));
+                }
                 *seen = Some(head.clone());
                 check_read_set(&base, &head, publication)
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
@@ -288,10 +294,17 @@ pub(crate) async fn put_and_decide(
 
 /// The typed error of a write or read on a branch whose head deleted it.
 pub(crate) fn branch_deleted(head: &GraphCommit) -> OmniError {
-    OmniError::not_found(format!(
-        "branch {} (deleted by commit {})",
-        head.branch, head.seq
-    ))
+    if head.deleted {
+        OmniError::not_found(format!(
+            "branch {} (deleted by commit {})",
+            head.branch, head.seq
+        ))
+    } else {
+        OmniError::not_found(format!(
+            "branch {} as the writer read it (deleted since, and created again up to commit {})",
+            head.branch, head.seq
+        ))
+    }
 }
 
 /// The commit `publication` makes on `base`.
@@ -359,25 +372,11 @@ fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
         },
         fork: base.fork.clone(),
         deleted: false,
-        merged_from: merged_from_after(&base.merged_from, publication.merged_from.as_ref()),
+        merged_from: publication
+            .merged_from
+            .clone()
+            .unwrap_or_else(|| base.merged_from.clone()),
     }
-}
-
-/// `carried` with `merged` as the newest merge from its branch, the oldest dropped past
-/// [`commit::MERGED_FROM_MAX`].
-fn merged_from_after(carried: &[MergedFrom], merged: Option<&MergedFrom>) -> Vec<MergedFrom> {
-    let Some(merged) = merged else {
-        return carried.to_vec();
-    };
-    let mut after: Vec<MergedFrom> = carried
-        .iter()
-        .filter(|from| from.branch != merged.branch)
-        .cloned()
-        .collect();
-    after.push(merged.clone());
-    let excess = after.len().saturating_sub(commit::MERGED_FROM_MAX);
-    after.drain(..excess);
-    after
 }
 
 /// After losing `n+1` to another writer, may this publication move onto `head`?
