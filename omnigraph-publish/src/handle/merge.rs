@@ -113,12 +113,15 @@ struct Plan {
     rows: Vec<RowMergePlan>,
 }
 
+/// Rendered key to (batch, row).
+type KeyPlaces = hashbrown::HashMap<String, (usize, usize), foldhash::fast::RandomState>;
+
 /// One version of a table read whole: its batches, each row in Arrow's row format
 /// (comparable across the three versions), and where each key is.
 struct ReadVersion {
     batches: Vec<RecordBatch>,
     rows: Vec<arrow::row::Rows>,
-    keys: HashMap<String, (usize, usize)>,
+    keys: KeyPlaces,
 }
 
 impl ReadVersion {
@@ -355,24 +358,17 @@ impl Omnigraph {
                     }
                     let converter =
                         row_converter(open_pinned(root, &target, at_target).await?.as_ref())?;
-                    let base_rows = read_version(
-                        open_pinned(root, &base, base_pin).await?.as_ref(),
-                        type_def,
-                        &converter,
-                    )
-                    .await?;
-                    let source_rows = read_version(
-                        open_pinned(root, &source, at_source).await?.as_ref(),
-                        type_def,
-                        &converter,
-                    )
-                    .await?;
-                    let target_rows = read_version(
-                        open_pinned(root, &target, at_target).await?.as_ref(),
-                        type_def,
-                        &converter,
-                    )
-                    .await?;
+                    let (base_table, source_table, target_table) = tokio::try_join!(
+                        open_pinned(root, &base, base_pin),
+                        open_pinned(root, &source, at_source),
+                        open_pinned(root, &target, at_target),
+                    )?;
+                    // The three reads overlap their I/O.
+                    let (base_rows, source_rows, target_rows) = tokio::try_join!(
+                        read_version(&base_table, type_def, &converter),
+                        read_version(&source_table, type_def, &converter),
+                        read_version(&target_table, type_def, &converter),
+                    )?;
                     let (merge, conflicts, removed_here) = merge_rows(
                         type_def,
                         &at_target.table_id,
@@ -720,7 +716,10 @@ async fn read_version(
         .map_err(failed)?;
     let mut read = ReadVersion {
         rows: Vec::with_capacity(batches.len()),
-        keys: HashMap::new(),
+        keys: KeyPlaces::with_capacity_and_hasher(
+            batches.iter().map(RecordBatch::num_rows).sum(),
+            Default::default(),
+        ),
         batches: Vec::new(),
     };
     for (index, batch) in batches.iter().enumerate() {
@@ -778,12 +777,22 @@ fn merge_rows(
     source: &ReadVersion,
     target: &ReadVersion,
 ) -> Result<(RowMergePlan, Vec<MergeConflict>, Removed)> {
-    let keys: BTreeSet<&String> = base
+    // Every key once: the base's, then the source's new ones, then the target's.
+    let keys = base
         .keys
         .keys()
-        .chain(source.keys.keys())
-        .chain(target.keys.keys())
-        .collect();
+        .chain(
+            source
+                .keys
+                .keys()
+                .filter(|key| !base.keys.contains_key(*key)),
+        )
+        .chain(
+            target
+                .keys
+                .keys()
+                .filter(|key| !base.keys.contains_key(*key) && !source.keys.contains_key(*key)),
+        );
     let mut delete = Vec::new();
     let mut take: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
     let mut conflicts = Vec::new();
@@ -829,6 +838,8 @@ fn merge_rows(
             },
         });
     }
+    // Key order: the same conflicts read the same at every run.
+    conflicts.sort_by(|a, b| a.key.cmp(&b.key));
     let mut taken = Vec::with_capacity(take.len());
     for (batch, rows) in take {
         let indices = UInt32Array::from(rows);
