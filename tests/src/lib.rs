@@ -470,7 +470,8 @@ pub fn units_not_in_head(
     units
         .iter()
         .filter(|unit| match unit.strip_prefix("retention:") {
-            Some(_) => after.retention == before.retention,
+            // Another branch's record is checked against that branch's head.
+            Some(branch) => branch == after.branch && after.retention == before.retention,
             None => {
                 let pin = |commit: &omnigraph_publish::GraphCommit| {
                     commit.pin_of_type(unit).map(|pin| pin.version)

@@ -450,3 +450,49 @@ async fn a_branch_deleted_while_cleanup_runs_is_passed_by() {
         ["on-main", "p0"]
     );
 }
+
+#[tokio::test]
+async fn cleanup_reclaims_what_merged_and_deleted_branches_kept() {
+    // Found by the simulation: a deleted branch's last commit records the default
+    // grace period (24 h), and cleanup adopted it as the largest recorded, so it
+    // reclaimed nothing younger than a day.
+    let (main, test) = graph_with_people(Backend::Memory, 1).await;
+    for round in 0..2 {
+        let name = format!("b{round}");
+        main.create_branch(&name, &CommitRef::Head).await.unwrap();
+        person(&on(&main, &name).await, &format!("x{round}")).await;
+        let report = main.merge(&name).await.unwrap();
+        assert!(report.commit.is_some());
+        main.delete_branch(&name).await.unwrap();
+    }
+    let report = omnigraph_tests::later_by(
+        Duration::from_secs(900),
+        main.maintenance()
+            .cleanup(&omnigraph_tests::keep_with_minimum_grace(1)),
+    )
+    .await
+    .unwrap();
+    assert!(report.totals.manifests_removed >= 2, "{report:?}");
+    let head = main.head().await.unwrap();
+    let person = head.pin_of_type("Person").unwrap();
+    let left: Vec<String> = test
+        .root
+        .list(&format!("tables/{}/_versions", person.table_id))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|object| object.contains("/_versions/d"))
+        .collect();
+    assert_eq!(
+        left,
+        [format!(
+            "tables/{}/_versions/d{}.manifest",
+            person.table_id, person.version
+        )],
+        "only the head's version of Person is left"
+    );
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["p0", "x0", "x1"]
+    );
+}

@@ -1,6 +1,8 @@
 //! Deterministic simulation (`cargo xtask dst`): universes of several logical actors on
 //! one to three handles of one root, writing, reading and maintaining under faults,
-//! each universe fixed by its seed and replayable from it.
+//! each universe fixed by its seed and replayable from it. A merge step creates a
+//! branch of main, writes a person there (under no fault), then merges the branch into
+//! main under the step's fault and deletes it once merged.
 //!
 //! A seed fixes the actors and their handles, every operation and its target, the fault
 //! each step runs under, the ids and the clock (the seams). Interleaving is the
@@ -100,6 +102,9 @@ enum Op {
     TimeTravel,
     /// Adds an optional property to Company (up to [`SCHEMA_LEVEL_MAX`] of them).
     SchemaApply,
+    /// Creates a branch from main's head, inserts a person there, merges the branch
+    /// into main (a fast-forward of Person) and deletes the branch.
+    BranchMerge,
 }
 
 impl Op {
@@ -111,7 +116,7 @@ impl Op {
 }
 
 /// The operations a step picks from, with their weights.
-const OPS: [(Op, u32); 13] = [
+const OPS: [(Op, u32); 14] = [
     (Op::InsertPerson, 6),
     (Op::InsertCompany, 2),
     (Op::EdgeInsert, 4),
@@ -125,6 +130,7 @@ const OPS: [(Op, u32); 13] = [
     (Op::BuildIndexes, 1),
     (Op::TimeTravel, 2),
     (Op::SchemaApply, 1),
+    (Op::BranchMerge, 2),
 ];
 
 /// Schema applies in one universe, at most.
@@ -665,6 +671,31 @@ impl Universe {
                     Write::SchemaApply(schema_text(level)),
                 )
             }
+            Op::BranchMerge => {
+                let key = self.fresh("p");
+                let branch = self.fresh("branch");
+                let age = self.rng.random_range(0..100);
+                // The branch and its write come first, under no fault: the step's
+                // fault is the merge's.
+                let graph = self.handles[handle].clone();
+                let prepared = async {
+                    graph.create_branch(&branch, &CommitRef::Head).await?;
+                    Omnigraph::open_root(graph.graph().root().clone())
+                        .await?
+                        .with_branch(&branch)?
+                        .insert_json("Person", objects(json!([person(&key, age)])))
+                        .await
+                }
+                .await;
+                if let Err(error) = prepared {
+                    self.problem(step, format!("preparing a branch to merge: {error}"));
+                    return;
+                }
+                (
+                    Effect::Insert(vec![("Person", key.clone(), person(&key, age))]),
+                    Write::Merge(branch),
+                )
+            }
             Op::Optimize => (Effect::Nothing, Write::Optimize),
             Op::Cleanup => (Effect::Nothing, Write::Cleanup),
             Op::BuildIndexes => (Effect::Nothing, Write::BuildIndexes),
@@ -795,7 +826,13 @@ impl Universe {
                         format!("{op:?} crashed before its commit, but the head moved"),
                     );
                 }
-                if after_commit && !moved {
+                // Cleanup records on every branch in name order: its first commit may
+                // be on a branch left by a merge that failed, not on main.
+                let first_commit_elsewhere = op == Op::Cleanup
+                    && omnigraph_publish::branches::branch_names(self.test.root.as_ref())
+                        .await
+                        .is_ok_and(|names| names.iter().any(|name| name.as_str() < "main"));
+                if after_commit && !moved && !first_commit_elsewhere {
                     self.problem(
                         step,
                         format!("{op:?} crashed after its commit PUT, but the head did not move"),
@@ -1335,6 +1372,45 @@ impl Universe {
                 );
             }
         }
+        // Other live branches keep what their retained commits and merge bases pin.
+        for branch in omnigraph_publish::branches::branch_names(reader.graph().root())
+            .await
+            .unwrap_or_default()
+        {
+            let log = reader.graph().log(&branch).unwrap();
+            let Ok(Some(branch_head)) = log.newest().await else {
+                continue;
+            };
+            if branch_head.deleted || branch == "main" {
+                continue;
+            }
+            let from = omnigraph_publish::retention::oldest_retained(&branch_head);
+            // Its fork point is a merge base, which cleanup keeps too.
+            let fork = match &branch_head.fork {
+                Some(fork) => reader
+                    .graph()
+                    .log(&fork.branch)
+                    .unwrap()
+                    .read(fork.seq)
+                    .await
+                    .ok()
+                    .flatten(),
+                None => None,
+            };
+            let commits = futures::future::join_all((from..=branch_head.seq).map(|seq| {
+                let log = log.clone();
+                async move { log.read(seq).await.ok().flatten() }
+            }))
+            .await;
+            for commit in commits.into_iter().flatten().chain(fork) {
+                for pin in &commit.pins {
+                    pinned.insert(format!(
+                        "tables/{}/_versions/d{}.manifest",
+                        pin.table_id, pin.version
+                    ));
+                }
+            }
+        }
         let left: Vec<String> = self
             .objects()
             .await
@@ -1490,12 +1566,18 @@ fn kind(delete: bool) -> &'static str {
 /// A write a step runs.
 enum Write {
     Insert(&'static str, Value),
-    Change { key: String, delete: bool, age: i64 },
+    Change {
+        key: String,
+        delete: bool,
+        age: i64,
+    },
     Load(Vec<String>),
     Optimize,
     Cleanup,
     BuildIndexes,
     SchemaApply(String),
+    /// Merge the branch of this name into the handle's branch, then delete it.
+    Merge(String),
 }
 
 impl Write {
@@ -1505,6 +1587,15 @@ impl Write {
                 .insert_json(type_name, objects(json!([value])))
                 .await
                 .map(|_| ()),
+            Write::Merge(branch) => {
+                // The merge is the write the step judges. Once it landed, deleting
+                // the branch lets cleanup reclaim what the branch alone kept; a branch
+                // left behind (the merge failed) keeps its data, as the last check
+                // allows.
+                graph.merge(branch).await?;
+                let _ = graph.delete_branch(branch).await;
+                Ok(())
+            }
             Write::Change { key, delete, age } => {
                 let predicate = format!("id = '{key}'");
                 if *delete {
@@ -1913,7 +2004,8 @@ fn cost_bound(op: Op) -> Option<u64> {
         | Op::Optimize
         | Op::Cleanup
         | Op::BuildIndexes
-        | Op::TimeTravel => return None,
+        | Op::TimeTravel
+        | Op::BranchMerge => return None,
     };
     let figure = COST_GOLDEN
         .lines()

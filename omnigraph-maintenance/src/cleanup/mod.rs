@@ -334,9 +334,11 @@ impl Logs {
     /// checked against an earlier record either published before this run's record, and
     /// is traced, or lost `n+1` to it and checks again. Whether it changed.
     fn adopt_recorded_grace(&mut self) -> bool {
+        // A deleted branch's grace protects no writer: none publishes there.
         let recorded = self
             .heads
             .values()
+            .filter(|head| !head.deleted)
             .filter_map(|head| head.retention.map(|retention| retention.grace()))
             .max()
             .unwrap_or_default();

@@ -128,17 +128,20 @@ pub(crate) async fn trace(
     // into it, whatever their own branch's retention says, so a merge can always read
     // the base it merges from.
     for head in heads.values() {
-        add_merge_bases(root, &mut trace, head).await?;
+        add_merge_bases(root, &mut trace, head, heads).await?;
     }
     Ok(trace)
 }
 
 /// Retains the pins of the commits `head` may merge from as its base: its fork point
-/// and the commits merged into its life (none for a deleted branch).
+/// and the commits merged into its life (none for a deleted branch). A base on a
+/// branch whose life ended (deleted, or created again: its `fork` differs from its
+/// live head's) is no base any more, and keeps nothing.
 async fn add_merge_bases(
     root: &Arc<StorageRoot>,
     trace: &mut Trace,
     head: &GraphCommit,
+    heads: &BTreeMap<String, GraphCommit>,
 ) -> Result<()> {
     if head.deleted {
         return Ok(());
@@ -153,9 +156,15 @@ async fn add_merge_bases(
                 .map(|merged| (merged.branch.as_str(), merged.seq)),
         );
     for (branch, seq) in bases {
+        let Some(live) = heads.get(branch).filter(|live| !live.deleted) else {
+            continue;
+        };
         let Some(base) = CommitLog::new(root.clone(), branch)?.read(seq).await? else {
             continue;
         };
+        if base.fork != live.fork {
+            continue;
+        }
         for pin in &base.pins {
             for versions in [&mut trace.published, &mut trace.retained] {
                 versions
@@ -250,7 +259,7 @@ pub(crate) async fn extend(
         trace.note_head(branch, head);
         // A merge or a branch created since names bases of its own.
         let before: HashSet<(String, u64)> = retained_pairs(trace);
-        add_merge_bases(root, trace, head).await?;
+        add_merge_bases(root, trace, head, heads).await?;
         newly_pinned.extend(retained_pairs(trace).difference(&before).cloned());
     }
     Ok(newly_pinned)
