@@ -496,3 +496,57 @@ async fn cleanup_reclaims_what_merged_and_deleted_branches_kept() {
         ["p0", "x0", "x1"]
     );
 }
+
+#[tokio::test]
+async fn creating_a_branch_under_commit_put_faults_says_what_it_left() {
+    use omnigraph_core::StorageKind;
+    use omnigraph_core::storage::{FaultAction, FaultRule};
+    let (main, _test) = graph_with_people(Backend::Memory, 1).await;
+    let root = main.graph().root().clone();
+    let on_put = |name: &str, action: FaultAction| {
+        root.inject(
+            FaultRule::new(
+                format!("_graph/branches/{name}/commits/*"),
+                &[RequestKind::PutIfAbsent],
+                action,
+            )
+            .times(1),
+        )
+    };
+    // The put lands and its acknowledgement is lost, or a retry of it is refused as a
+    // duplicate: reading back finds the branch's own commit, so the create succeeds.
+    for (name, action) in [
+        ("lost-ack", FaultAction::LostAck),
+        ("duplicated-ack", FaultAction::DuplicatedAck),
+    ] {
+        let fault = on_put(name, action);
+        let first = main.create_branch(name, &CommitRef::Head).await.unwrap();
+        assert_eq!(fault.fired(), 1, "{name}");
+        let reader = on(&main, name).await;
+        assert_eq!(
+            reader.head().await.unwrap().commit_id,
+            first.commit_id,
+            "{name}"
+        );
+        assert_eq!(ids_at(&reader, "Person", &CommitRef::Head).await, ["p0"]);
+    }
+    // A refused put leaves nothing: no branch, and the name is free.
+    let fault = on_put("refused", FaultAction::FailBefore(StorageKind::Permanent));
+    let error = main
+        .create_branch("refused", &CommitRef::Head)
+        .await
+        .unwrap_err();
+    assert_eq!(fault.fired(), 1);
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect, "{error}");
+    let listed: Vec<String> = main
+        .list_branches()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|branch| branch.name)
+        .collect();
+    assert!(!listed.contains(&"refused".to_string()), "{listed:?}");
+    main.create_branch("refused", &CommitRef::Head)
+        .await
+        .unwrap();
+}

@@ -75,10 +75,13 @@ enum Writer {
     /// Merges branch `feature` (which added a person and changed another) into main,
     /// which changed Person too: a row merge.
     Merge,
+    /// Inserts a person on branch `side`, created from the seed: the cell's checks
+    /// read that branch.
+    BranchWrite,
 }
 
 impl Writer {
-    const ALL: [Writer; 11] = [
+    const ALL: [Writer; 12] = [
         Writer::Insert,
         Writer::Load,
         Writer::LoadMerge,
@@ -90,7 +93,25 @@ impl Writer {
         Writer::Optimize,
         Writer::Cleanup,
         Writer::Merge,
+        Writer::BranchWrite,
     ];
+
+    /// The branch the writer writes, and the cell's checks read.
+    fn branch(self) -> &'static str {
+        match self {
+            Writer::BranchWrite => "side",
+            _ => "main",
+        }
+    }
+
+    /// A new handle on `uri`, on the writer's branch.
+    async fn open(self, uri: &str) -> Omnigraph {
+        Omnigraph::open(uri)
+            .await
+            .unwrap()
+            .with_branch(self.branch())
+            .unwrap()
+    }
 
     /// The type whose table the writer changes first (the actor writes it next).
     fn table(self) -> &'static str {
@@ -263,7 +284,11 @@ async fn act(
             }
             graph
         }
-        Actor::Reopen => Omnigraph::open(&test.uri).await.unwrap(),
+        Actor::Reopen => Omnigraph::open(&test.uri)
+            .await
+            .unwrap()
+            .with_branch(graph.branch())
+            .unwrap(),
     }
 }
 
@@ -312,7 +337,7 @@ impl Model {
     fn after(&self, writer: Writer) -> Model {
         let mut model = self.clone();
         match writer {
-            Writer::Insert => model.put("Person", person("n1", 41)),
+            Writer::Insert | Writer::BranchWrite => model.put("Person", person("n1", 41)),
             Writer::Load => {
                 for i in 0..LOAD_PEOPLE {
                     model.put("Person", person(&format!("n{i}"), 42));
@@ -356,7 +381,8 @@ async fn seeded(writer: Writer) -> (Omnigraph, TestRoot, Model) {
 }
 
 /// The seed graph; for a merge, also branch `feature` from it after the load, with a
-/// person added and another changed there (main's own inserts follow).
+/// person added and another changed there (main's own inserts follow); for a branch
+/// write, a handle on branch `side`, created from the seed.
 async fn seeded_on(backend: Backend, writer: Writer) -> (Omnigraph, TestRoot, Model) {
     let test = TestRoot::new(backend).await;
     let graph = Omnigraph::create(&test.uri, MATRIX_SCHEMA).await.unwrap();
@@ -405,6 +431,11 @@ async fn seeded_on(backend: Backend, writer: Writer) -> (Omnigraph, TestRoot, Mo
             .unwrap();
         model.put("Person", row);
     }
+    if writer == Writer::BranchWrite {
+        graph.create_branch("side", &CommitRef::Head).await.unwrap();
+        let graph = graph.with_branch("side").unwrap();
+        return (graph, test, model);
+    }
     (graph, test, model)
 }
 
@@ -439,7 +470,7 @@ async fn run_writer(
         return run_optimize(graph).await;
     }
     let result = match writer {
-        Writer::Insert => graph
+        Writer::Insert | Writer::BranchWrite => graph
             .insert_json("Person", objects(json!([person("n1", 41)])))
             .await
             .map(|_| ()),
@@ -508,7 +539,7 @@ async fn run_optimize(graph: &Omnigraph) -> (omnigraph_core::Result<()>, Vec<Str
     };
     // Each unit's outcome says whether its table moved: a published unit's pin is new at
     // the head, a failed unit's is not (a race's rival writes only Company).
-    let head = async { graph.graph().log("main")?.head().await }.await;
+    let head = async { graph.graph().log(graph.branch())?.head().await }.await;
     match head {
         Ok(head) => {
             for unit in &report.tables {
@@ -545,11 +576,11 @@ async fn run_optimize(graph: &Omnigraph) -> (omnigraph_core::Result<()>, Vec<Str
     (Ok(()), claims)
 }
 
-/// The requests a window's wrapper fault applies to.
-fn window_requests(window: Window) -> &'static str {
+/// The requests a window's wrapper fault applies to, for `writer`.
+fn window_requests(window: Window, writer: Writer) -> String {
     match window {
-        Window::AtCommitPut => "_graph/branches/main/commits/*",
-        _ => "tables/*/_versions/*",
+        Window::AtCommitPut => format!("_graph/branches/{}/commits/*", writer.branch()),
+        _ => "tables/*/_versions/*".into(),
     }
 }
 
@@ -565,7 +596,7 @@ fn race_hold_rule(writer: Writer, hold: Duration) -> FaultRule {
             action,
         ),
         _ => FaultRule::new(
-            window_requests(Window::Race),
+            window_requests(Window::Race, writer),
             &[RequestKind::PutIfAbsent],
             action,
         ),
@@ -609,7 +640,11 @@ async fn run_in_window(
 ) -> Windowed {
     let root = graph.graph().root();
     let on_requests = |action: FaultAction| {
-        FaultRule::new(window_requests(window), &[RequestKind::PutIfAbsent], action)
+        FaultRule::new(
+            window_requests(window, writer),
+            &[RequestKind::PutIfAbsent],
+            action,
+        )
     };
     let done = |(outcome, claims): (omnigraph_core::Result<()>, Vec<String>), fired| Windowed {
         outcome: Some(outcome),
@@ -677,7 +712,7 @@ async fn run_in_window(
             // The writer's first staged manifest is held; meanwhile another handle
             // publishes a row on another table.
             let hold = root.inject(race_hold_rule(writer, race_hold));
-            let other = Omnigraph::open(&test.uri).await.unwrap();
+            let other = writer.open(&test.uri).await;
             let concurrent = async {
                 if !until_fired(&hold).await {
                     return None;
@@ -854,7 +889,7 @@ async fn crashed(
     actor: Actor,
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    let observer = Omnigraph::open(&test.uri).await.unwrap();
+    let observer = writer.open(&test.uri).await;
     let head_after = observer.head().await.unwrap();
     if head_after.seq != head_before.seq {
         problems.push("the writer crashed before its commit PUT, but the head moved".into());
@@ -954,7 +989,7 @@ async fn run_cell(
             };
         }
     }
-    let observer = Omnigraph::open(&test.uri).await.unwrap();
+    let observer = writer.open(&test.uri).await;
     let head_after = observer.head().await.unwrap();
     let must_fail = matches!(fault, Fault::ReturnedError | Fault::PermanentError)
         && matches!(
@@ -1102,7 +1137,7 @@ fn matrix_process_child() {
         .find(|writer| format!("{writer:?}") == name)
         .expect("a writer's name");
     omnigraph_tests::on_a_big_stack(move || async move {
-        let graph = Omnigraph::open(&uri).await.unwrap();
+        let graph = writer.open(&uri).await;
         let armed = failpoints::arm(failpoints::STAGE_AFTER_MANIFEST, "sleep(600000)");
         let _ = armed.run(Box::pin(run_writer(&graph, writer))).await;
         panic!("the writer was meant to be killed while staging");
