@@ -470,7 +470,7 @@ pub fn units_not_in_head(
     units
         .iter()
         .filter(|unit| match unit.strip_prefix("retention:") {
-            // Another branch's record is checked against that branch's head.
+            // Another branch's record cannot be judged from these heads: left out.
             Some(branch) => branch == after.branch && after.retention == before.retention,
             None => {
                 let pin = |commit: &omnigraph_publish::GraphCommit| {

@@ -433,6 +433,11 @@ async fn a_branch_deleted_while_cleanup_runs_is_passed_by() {
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
             deleter.delete_branch("going").await.unwrap();
+            // And a new life begins: the record's lost slot now leads to it.
+            deleter
+                .create_branch("going", &CommitRef::Head)
+                .await
+                .unwrap();
         })
     })
     .await;
@@ -447,6 +452,12 @@ async fn a_branch_deleted_while_cleanup_runs_is_passed_by() {
     );
     assert_eq!(
         ids_at(&main, "Person", &CommitRef::Head).await,
+        ["on-main", "p0"]
+    );
+    // The new life reads, and its record was not touched by the old one's.
+    let going = on(&main, "going").await;
+    assert_eq!(
+        ids_at(&going, "Person", &CommitRef::Head).await,
         ["on-main", "p0"]
     );
 }

@@ -828,10 +828,8 @@ impl Universe {
                 }
                 // Cleanup records on every branch in name order: its first commit may
                 // be on a branch left by a merge that failed, not on main.
-                let first_commit_elsewhere = op == Op::Cleanup
-                    && omnigraph_publish::branches::branch_names(self.test.root.as_ref())
-                        .await
-                        .is_ok_and(|names| names.iter().any(|name| name.as_str() < "main"));
+                let first_commit_elsewhere =
+                    op == Op::Cleanup && self.live_branch_before_main().await;
                 if after_commit && !moved && !first_commit_elsewhere {
                     self.problem(
                         step,
@@ -1277,6 +1275,24 @@ impl Universe {
 
     /// The end of a universe: the log, every retained commit, stable row ids, and a
     /// last cleanup that leaves no unpinned detached version.
+    /// Whether a live branch other than main sorts before it (cleanup records on it
+    /// first). A deleted branch's folder stays, but cleanup records nothing there.
+    async fn live_branch_before_main(&self) -> bool {
+        let root = self.test.root.clone();
+        let Ok(names) = omnigraph_publish::branches::branch_names(root.as_ref()).await else {
+            return false;
+        };
+        for name in names.iter().filter(|name| name.as_str() < "main") {
+            let log = omnigraph_publish::CommitLog::new(root.clone(), name).unwrap();
+            if let Ok(Some(head)) = log.newest().await
+                && !head.deleted
+            {
+                return true;
+            }
+        }
+        false
+    }
+
     async fn finish(&mut self) {
         let step = STEPS_MAX;
         // Whatever is still staged or parked is dropped: its actor crashed.
@@ -1372,37 +1388,60 @@ impl Universe {
                 );
             }
         }
-        // Other live branches keep what their retained commits and merge bases pin.
-        for branch in omnigraph_publish::branches::branch_names(reader.graph().root())
+        // Other live branches keep what their retained commits and fork points pin, and
+        // each retained commit of theirs reads.
+        let names = omnigraph_publish::branches::branch_names(reader.graph().root())
             .await
-            .unwrap_or_default()
-        {
-            let log = reader.graph().log(&branch).unwrap();
-            let Ok(Some(branch_head)) = log.newest().await else {
-                continue;
+            .unwrap_or_default();
+        for branch in names.iter().filter(|name| name.as_str() != "main") {
+            let log = reader.graph().log(branch).unwrap();
+            let branch_head = match log.newest().await {
+                Ok(Some(head)) if !head.deleted => head,
+                Ok(_) => continue,
+                Err(error) => {
+                    self.problem(step, format!("the head of branch {branch}: {error}"));
+                    continue;
+                }
             };
-            if branch_head.deleted || branch == "main" {
-                continue;
-            }
+            let on_branch = Omnigraph::open(&self.test.uri)
+                .await
+                .unwrap()
+                .with_branch(branch)
+                .unwrap();
             let from = omnigraph_publish::retention::oldest_retained(&branch_head);
+            let mut commits = Vec::new();
+            for seq in from..=branch_head.seq {
+                match log.require(seq).await {
+                    Ok(commit) => commits.push(commit),
+                    Err(error) => {
+                        self.problem(step, format!("commit {seq} of branch {branch}: {error}"))
+                    }
+                }
+                for type_name in TYPES {
+                    if let Err(error) = scan(&on_branch, type_name, &CommitRef::Seq(seq)).await {
+                        self.problem(
+                            step,
+                            format!("reading retained commit {seq} of branch {branch}: {error}"),
+                        );
+                    }
+                }
+            }
             // Its fork point is a merge base, which cleanup keeps too.
-            let fork = match &branch_head.fork {
-                Some(fork) => reader
+            if let Some(fork) = &branch_head.fork {
+                match reader
                     .graph()
                     .log(&fork.branch)
                     .unwrap()
-                    .read(fork.seq)
+                    .require(fork.seq)
                     .await
-                    .ok()
-                    .flatten(),
-                None => None,
-            };
-            let commits = futures::future::join_all((from..=branch_head.seq).map(|seq| {
-                let log = log.clone();
-                async move { log.read(seq).await.ok().flatten() }
-            }))
-            .await;
-            for commit in commits.into_iter().flatten().chain(fork) {
+                {
+                    Ok(commit) => commits.push(commit),
+                    Err(error) => {
+                        self.problem(step, format!("the fork point of branch {branch}: {error}"))
+                    }
+                }
+            }
+            for commit in commits {
                 for pin in &commit.pins {
                     pinned.insert(format!(
                         "tables/{}/_versions/d{}.manifest",

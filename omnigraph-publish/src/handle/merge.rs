@@ -104,8 +104,8 @@ struct RowMergePlan {
 struct Plan {
     report: MergeReport,
     target: GraphCommit,
-    /// The target's record of merges after this one.
-    merged_from: Vec<MergedFrom>,
+    /// The source head merged, for the target's record of merges.
+    merged: MergedFrom,
     /// The source's schema, when the merge takes the source's commit whole.
     schema: Option<String>,
     fast_forward: Vec<TablePin>,
@@ -166,12 +166,14 @@ impl Omnigraph {
         let Plan {
             mut report,
             target,
-            merged_from,
+            merged,
             schema,
             fast_forward,
             dropped,
             rows,
         } = plan;
+        // Only a merge that publishes records itself (a dry run never refuses over it).
+        let merged_from = self.merged_from_after(&target, merged).await?;
         let mut staging = Staging::new(self.graph().root().clone(), target);
         for merge in &rows {
             let key_type = merge.type_def.key_type();
@@ -244,16 +246,11 @@ impl Omnigraph {
         let mut plan = Plan {
             report: report.clone(),
             target: target.clone(),
-            merged_from: self
-                .merged_from_after(
-                    &target,
-                    MergedFrom {
-                        branch: from.to_string(),
-                        seq: source.seq,
-                        commit_id: source.commit_id.clone(),
-                    },
-                )
-                .await?,
+            merged: MergedFrom {
+                branch: from.to_string(),
+                seq: source.seq,
+                commit_id: source.commit_id.clone(),
+            },
             schema: None,
             fast_forward: Vec::new(),
             dropped: Vec::new(),
@@ -473,7 +470,7 @@ impl Omnigraph {
         }
         choose_base(candidates).ok_or_else(|| {
             merge_input(format!(
-                "{from} and {into} have no single merge base (each merged the other while the other merged it): merge one way, then the other"
+                "{from} and {into} have no single merge base: each merged the other while the other merged it (criss-cross), and neither merge contains the other. Create a new branch from {into}'s head, make {from}'s remaining changes there, and merge that"
             ))
         })
     }
@@ -922,7 +919,7 @@ mod tests {
         let main1 = merged(commit("main", 1), "feature", 0);
         let feature1 = merged(commit("feature", 1), "main", 0);
         assert!(choose_base(vec![main1.clone(), feature1.clone()]).is_none());
-        // Once one of them contains the other, it is the base.
+        // Of two candidates, one that contains the other is the base.
         let feature2 = merged(commit("feature", 2), "main", 1);
         let base = choose_base(vec![main1, feature2]).unwrap();
         assert_eq!((base.branch.as_str(), base.seq), ("feature", 2));
