@@ -535,3 +535,56 @@ async fn traversals_match_a_brute_force_walk_on_random_graphs_after_deletes_and_
     }
     assert!(reached > 100, "the walks reach nodes: {reached}");
 }
+
+/// A both-ways step reads the second way with what is left of the per-step edge limit;
+/// self-loops, found from the first way already, must not use it up: the real edges
+/// behind them would be cut off, and the step would say nothing.
+#[tokio::test]
+async fn self_loops_never_use_up_the_read_limit_of_a_both_ways_step() {
+    use omnigraph_core::arrow_array::{RecordBatch, StringArray};
+    let (graph, _test) = small_graph().await;
+    let loops = omnigraph_publish::traverse::TRAVERSE_EDGES_PER_STEP_MAX * 3 / 5;
+    let table = omnigraph_tests::head_table(&graph, "Knows").await;
+    let schema: omnigraph_core::arrow_schema::Schema = table.schema().into();
+    let schema = std::sync::Arc::new(schema.project(&[0, 1, 2]).unwrap());
+    assert_eq!(
+        schema
+            .fields()
+            .iter()
+            .map(|field| field.name().as_str())
+            .collect::<Vec<_>>(),
+        ["id", "src", "dst"]
+    );
+    let batch = |ids: Vec<String>, src: &str, dst: &str| {
+        let count = ids.len();
+        RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                std::sync::Arc::new(StringArray::from(ids)),
+                std::sync::Arc::new(StringArray::from(vec![src; count])),
+                std::sync::Arc::new(StringArray::from(vec![dst; count])),
+            ],
+        )
+        .unwrap()
+    };
+    // p6 loops onto itself many times, and then p2..p5 know p6: their edges come
+    // after the loops in the table.
+    let looped: Vec<String> = (0..loops).map(|i| format!("loop{i}")).collect();
+    graph
+        .insert_batches("Knows", &[batch(looped, "p6", "p6")])
+        .await
+        .unwrap();
+    for from in ["p2", "p3", "p4", "p5"] {
+        graph
+            .insert_batches("Knows", &[batch(vec![format!("to-p6-{from}")], from, "p6")])
+            .await
+            .unwrap();
+    }
+    let found = walk(&graph, &["p6"], &[step("Knows", Both)]).await;
+    assert_eq!(keys(&found), ["p2", "p3", "p4", "p5", "p6"]);
+    assert_eq!(
+        found.steps[0].edges,
+        loops + 4,
+        "each loop once, and the four"
+    );
+}
