@@ -366,6 +366,45 @@ pub fn keep_with_minimum_grace(n: u64) -> omnigraph_maintenance::CleanupOptions 
     .expect("the minimum grace")
 }
 
+/// Cleanup keeping the newest commit of each branch, at the smallest grace period, on
+/// a clock `later` ahead (so what was written before is older than the grace period).
+pub async fn cleanup_keeping_one_after(
+    graph: &omnigraph_publish::Omnigraph,
+    later: std::time::Duration,
+) -> omnigraph_maintenance::CleanupReport {
+    use omnigraph_maintenance::MaintenanceExt;
+    later_by(
+        later,
+        graph.maintenance().cleanup(&keep_with_minimum_grace(1)),
+    )
+    .await
+    .expect("cleanup")
+}
+
+/// A new handle on `graph`'s root, on `branch`.
+pub async fn on_branch(
+    graph: &omnigraph_publish::Omnigraph,
+    branch: &str,
+) -> omnigraph_publish::Omnigraph {
+    omnigraph_publish::Omnigraph::open_root(graph.graph().root().clone())
+        .await
+        .expect("open the root")
+        .with_branch(branch)
+        .expect("a valid branch name")
+}
+
+/// The table id of `type_name` at `graph`'s head.
+pub async fn head_table_id(graph: &omnigraph_publish::Omnigraph, type_name: &str) -> String {
+    graph
+        .head()
+        .await
+        .expect("the head")
+        .require_pin_of_type(type_name)
+        .expect("the type")
+        .table_id
+        .clone()
+}
+
 /// The ids of `type_name` at `at`, sorted.
 pub async fn ids_at(
     graph: &omnigraph_publish::Omnigraph,
@@ -440,23 +479,15 @@ pub fn publication_changing_nothing(
     read_set: omnigraph_publish::ReadSet,
     summary: &str,
 ) -> omnigraph_publish::Publication {
-    omnigraph_publish::Publication {
+    omnigraph_publish::Publication::changing_no_table(
         base,
         read_set,
-        pins: Vec::new(),
-        dropped_tables: Vec::new(),
-        schema: None,
-        operation: omnigraph_publish::CommitOperation {
+        omnigraph_publish::CommitOperation {
             kind: "test".into(),
             summary: summary.into(),
         },
-        actor: "test".into(),
-        staged: false,
-        staging_started_micros: omnigraph_core::seams::now_micros(),
-        retention: None,
-        deletes_branch: false,
-        merged_from: None,
-    }
+        "test",
+    )
 }
 
 /// Every unit a `PartlyPublished` lists that is not in `after`, the head after the run

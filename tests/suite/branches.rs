@@ -57,13 +57,7 @@ async fn table_bytes(root: &StorageRoot, table_id: &str) -> u64 {
         .sum()
 }
 
-async fn on(graph: &Omnigraph, branch: &str) -> Omnigraph {
-    Omnigraph::open_root(graph.graph().root().clone())
-        .await
-        .unwrap()
-        .with_branch(branch)
-        .unwrap()
-}
+use omnigraph_tests::on_branch as on;
 
 #[tokio::test]
 async fn creating_a_branch_copies_pins_and_writes_one_commit_and_its_head_copy() {
@@ -331,19 +325,9 @@ async fn cleanup_keeps_every_live_branchs_data_and_reclaims_a_deleted_ones() {
     for index in 0..3 {
         person(&main, &format!("main{index}")).await;
     }
-    let person_table = main
-        .head()
-        .await
-        .unwrap()
-        .pin_of_type("Person")
-        .unwrap()
-        .table_id
-        .clone();
+    let person_table = omnigraph_tests::head_table_id(&main, "Person").await;
     let later = Duration::from_secs(5 * 60);
-    let options = omnigraph_tests::keep_with_minimum_grace(1);
-    let first = omnigraph_tests::later_by(later, main.maintenance().cleanup(&options))
-        .await
-        .unwrap();
+    let first = omnigraph_tests::cleanup_keeping_one_after(&main, later).await;
     assert_eq!(first.totals.tables_failed, 0, "{first:?}");
     let with_dropped = table_bytes(&test.root, &person_table).await;
     assert_eq!(
@@ -356,9 +340,7 @@ async fn cleanup_keeps_every_live_branchs_data_and_reclaims_a_deleted_ones() {
     );
 
     main.delete_branch("dropped").await.unwrap();
-    let second = omnigraph_tests::later_by(later * 2, main.maintenance().cleanup(&options))
-        .await
-        .unwrap();
+    let second = omnigraph_tests::cleanup_keeping_one_after(&main, later * 2).await;
     assert_eq!(second.totals.tables_failed, 0, "{second:?}");
     assert!(second.totals.manifests_removed > 0, "{second:?}");
     let without = table_bytes(&test.root, &person_table).await;
@@ -476,13 +458,7 @@ async fn cleanup_reclaims_what_merged_and_deleted_branches_kept() {
         assert!(report.commit.is_some());
         main.delete_branch(&name).await.unwrap();
     }
-    let report = omnigraph_tests::later_by(
-        Duration::from_secs(900),
-        main.maintenance()
-            .cleanup(&omnigraph_tests::keep_with_minimum_grace(1)),
-    )
-    .await
-    .unwrap();
+    let report = omnigraph_tests::cleanup_keeping_one_after(&main, Duration::from_secs(900)).await;
     assert!(report.totals.manifests_removed >= 2, "{report:?}");
     let head = main.head().await.unwrap();
     let person = head.pin_of_type("Person").unwrap();

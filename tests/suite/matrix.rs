@@ -409,11 +409,7 @@ async fn seeded_on(backend: Backend, writer: Writer) -> (Omnigraph, TestRoot, Mo
             .create_branch("feature", &CommitRef::Head)
             .await
             .unwrap();
-        let feature = Omnigraph::open(&test.uri)
-            .await
-            .unwrap()
-            .with_branch("feature")
-            .unwrap();
+        let feature = omnigraph_tests::on_branch(&graph, "feature").await;
         feature
             .insert_json("Person", objects(json!([person("f1", 1)])))
             .await

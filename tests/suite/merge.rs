@@ -4,9 +4,8 @@
 
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
 use omnigraph_core::{ErrorKind, MergeConflictKind, OmniError};
-use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_publish::{CommitRef, Omnigraph, TableMergeAction};
-use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects, on_branch};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -36,11 +35,7 @@ async fn forked(backend: Backend) -> (Omnigraph, Omnigraph, TestRoot) {
     main.create_branch("feature", &CommitRef::Head)
         .await
         .unwrap();
-    let feature = Omnigraph::open(&test.uri)
-        .await
-        .unwrap()
-        .with_branch("feature")
-        .unwrap();
+    let feature = on_branch(&main, "feature").await;
     (main, feature, test)
 }
 
@@ -297,14 +292,7 @@ async fn a_merge_that_loses_its_cas_to_a_writer_fails_typed_and_lands_on_retry()
     // The merge's staged rows of Person are held while a writer publishes on main.
     // (A writer on a handle of this process would wait at the branch's publication
     // gate instead: the race needs the writer to publish while the merge stages.)
-    let person = main
-        .head()
-        .await
-        .unwrap()
-        .pin_of_type("Person")
-        .unwrap()
-        .table_id
-        .clone();
+    let person = omnigraph_tests::head_table_id(&main, "Person").await;
     let fault = main.graph().root().inject(FaultRule::new(
         format!("tables/{person}/data/*"),
         &[RequestKind::Put, RequestKind::PutIfAbsent],
@@ -368,11 +356,7 @@ async fn each_merge_moves_the_base_so_a_later_merge_never_undoes_the_target() {
     // Branches related only through a third (both forked from main) have no merge
     // base the engine knows: it refuses rather than guess.
     main.create_branch("other", &CommitRef::Head).await.unwrap();
-    let other = Omnigraph::open_root(main.graph().root().clone())
-        .await
-        .unwrap()
-        .with_branch("other")
-        .unwrap();
+    let other = on_branch(&main, "other").await;
     let unrelated = other.merge("feature").await.unwrap_err();
     assert_eq!(unrelated.kind(), ErrorKind::BadInput, "{unrelated}");
 }
@@ -388,10 +372,7 @@ async fn cleanup_keeps_a_branchs_merge_base_readable() {
             .unwrap();
     }
     let later = Duration::from_secs(5 * 60);
-    let options = omnigraph_tests::keep_with_minimum_grace(1);
-    let report = omnigraph_tests::later_by(later, main.maintenance().cleanup(&options))
-        .await
-        .unwrap();
+    let report = omnigraph_tests::cleanup_keeping_one_after(&main, later).await;
     assert_eq!(report.totals.tables_failed, 0, "{report:?}");
     assert!(report.totals.manifests_removed > 0, "{report:?}");
     // Person changed on both sides: the merge reads its base version, which main's
@@ -418,11 +399,7 @@ async fn a_merge_never_takes_its_base_from_an_earlier_life_of_a_branch() {
     main.create_branch("feature", &CommitRef::Seq(forked_at))
         .await
         .unwrap();
-    let reborn = Omnigraph::open_root(main.graph().root().clone())
-        .await
-        .unwrap()
-        .with_branch("feature")
-        .unwrap();
+    let reborn = on_branch(&main, "feature").await;
     insert(&reborn, "Person", json!([{"id": "f2", "name": "n"}])).await;
     let report = main.merge("feature").await.unwrap();
     assert_eq!(
@@ -438,26 +415,16 @@ async fn a_merge_never_takes_its_base_from_an_earlier_life_of_a_branch() {
 
 #[tokio::test]
 async fn a_full_record_of_merges_drops_only_ended_branches_and_refuses_otherwise() {
-    let (main, feature, test) = forked(Backend::Memory).await;
+    let (main, feature, _test) = forked(Backend::Memory).await;
     let max = omnigraph_publish::commit::MERGED_FROM_MAX;
     insert(&feature, "Person", json!([{"id": "f", "name": "n"}])).await;
-    let handle = |name: String| {
-        let uri = test.uri.clone();
-        async move {
-            Omnigraph::open(&uri)
-                .await
-                .unwrap()
-                .with_branch(&name)
-                .unwrap()
-        }
-    };
     // `feature`, then b0 .. b62, each add a person and are merged.
     main.merge("feature").await.unwrap();
     for index in 0..max - 1 {
         let name = format!("b{index}");
         main.create_branch(&name, &CommitRef::Head).await.unwrap();
         insert(
-            &handle(name.clone()).await,
+            &on_branch(&main, &name).await,
             "Person",
             json!([{"id": name, "name": "n"}]),
         )
@@ -467,7 +434,7 @@ async fn a_full_record_of_merges_drops_only_ended_branches_and_refuses_otherwise
     assert_eq!(main.head().await.unwrap().merged_from.len(), max);
     main.create_branch("late", &CommitRef::Head).await.unwrap();
     insert(
-        &handle("late".into()).await,
+        &on_branch(&main, "late").await,
         "Person",
         json!([{"id": "late", "name": "n"}]),
     )

@@ -372,13 +372,10 @@ async fn record(
         if head.retention == Some(retention) && !fence {
             continue;
         }
-        let publication = Publication {
-            base: head.clone(),
-            read_set: ReadSet::Nothing,
-            pins: Vec::new(),
-            dropped_tables: Vec::new(),
-            schema: None,
-            operation: CommitOperation {
+        let mut publication = Publication::changing_no_table(
+            head.clone(),
+            ReadSet::Nothing,
+            CommitOperation {
                 kind: retention::RECORD_OPERATION.to_string(),
                 summary: format!(
                     "retains commits from {}; grace {} s",
@@ -386,13 +383,9 @@ async fn record(
                     options.grace.as_secs()
                 ),
             },
-            actor: actor.to_string(),
-            staged: false,
-            staging_started_micros: seams::now_micros(),
-            retention: Some(retention),
-            deletes_branch: false,
-            merged_from: None,
-        };
+            actor,
+        );
+        publication.retention = Some(retention);
         let published = omnigraph_publish::publish(root, &publication).await;
         if let Err(error) = &published
             && error.kind() == ErrorKind::NotFound
@@ -433,7 +426,7 @@ async fn life_ended(
     let newest = omnigraph_publish::CommitLog::new(root.clone(), &head.branch)?
         .newest()
         .await?;
-    Ok(newest.is_none_or(|newest| newest.deleted || newest.fork != head.fork))
+    Ok(newest.is_none_or(|newest| !newest.continues_life_of(head)))
 }
 
 /// The unit name of a branch's retention record in evidence and reports.

@@ -6,7 +6,7 @@ use futures::{StreamExt, TryStreamExt};
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{OmniError, Result};
 use omnigraph_publish::retention::{self, micros_of};
-use omnigraph_publish::{CommitLog, GraphCommit};
+use omnigraph_publish::{CommitLog, GraphCommit, TablePin};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +30,30 @@ impl Trace {
     /// Records `head` as the branch's head.
     fn note_head(&mut self, branch: &str, head: &GraphCommit) {
         self.heads.insert(branch.to_string(), head.seq);
+    }
+
+    /// Notes that a commit read pins `pin`.
+    fn publish(&mut self, pin: &TablePin) {
+        self.published
+            .entry(pin.table_id.clone())
+            .or_default()
+            .insert(pin.version);
+    }
+
+    /// Notes that a retained commit pins `pin`; whether its version was not retained
+    /// yet.
+    fn retain(&mut self, pin: &TablePin) -> bool {
+        self.retained
+            .entry(pin.table_id.clone())
+            .or_default()
+            .insert(pin.version)
+    }
+
+    /// Names `pin`'s table by its type, unless a newer head named it already.
+    fn name(&mut self, pin: &TablePin) {
+        self.type_names
+            .entry(pin.table_id.clone())
+            .or_insert_with(|| pin.type_name.clone());
     }
 
     /// Whether a retained commit pins `table_id` at any version.
@@ -105,21 +129,10 @@ pub(crate) async fn trace(
         }
         for commit in &commits {
             for pin in &commit.pins {
-                trace
-                    .published
-                    .entry(pin.table_id.clone())
-                    .or_default()
-                    .insert(pin.version);
+                trace.publish(pin);
                 if commit.seq >= oldest {
-                    trace
-                        .retained
-                        .entry(pin.table_id.clone())
-                        .or_default()
-                        .insert(pin.version);
-                    trace
-                        .type_names
-                        .entry(pin.table_id.clone())
-                        .or_insert_with(|| pin.type_name.clone());
+                    trace.retain(pin);
+                    trace.name(pin);
                 }
             }
         }
@@ -134,17 +147,18 @@ pub(crate) async fn trace(
 }
 
 /// Retains the pins of the commits `head` may merge from as its base: its fork point
-/// and the commits merged into its life (none for a deleted branch). A base on a
-/// branch whose life ended (deleted, or created again: its `fork` differs from its
-/// live head's) is no base any more, and keeps nothing.
+/// and the commits merged into its life (none for a deleted branch); returns the
+/// versions it retained first. A base on a branch whose life ended (deleted, or
+/// created again) is no base any more, and keeps nothing.
 async fn add_merge_bases(
     root: &Arc<StorageRoot>,
     trace: &mut Trace,
     head: &GraphCommit,
     heads: &BTreeMap<String, GraphCommit>,
-) -> Result<()> {
+) -> Result<HashSet<(String, u64)>> {
+    let mut newly_retained = HashSet::new();
     if head.deleted {
-        return Ok(());
+        return Ok(newly_retained);
     }
     let bases = head
         .fork
@@ -156,29 +170,24 @@ async fn add_merge_bases(
                 .map(|merged| (merged.branch.as_str(), merged.seq)),
         );
     for (branch, seq) in bases {
-        let Some(live) = heads.get(branch).filter(|live| !live.deleted) else {
+        let Some(live) = heads.get(branch) else {
             continue;
         };
         let Some(base) = CommitLog::new(root.clone(), branch)?.read(seq).await? else {
             continue;
         };
-        if base.fork != live.fork {
+        if !live.continues_life_of(&base) {
             continue;
         }
         for pin in &base.pins {
-            for versions in [&mut trace.published, &mut trace.retained] {
-                versions
-                    .entry(pin.table_id.clone())
-                    .or_default()
-                    .insert(pin.version);
+            trace.publish(pin);
+            if trace.retain(pin) {
+                newly_retained.insert((pin.table_id.clone(), pin.version));
             }
-            trace
-                .type_names
-                .entry(pin.table_id.clone())
-                .or_insert_with(|| pin.type_name.clone());
+            trace.name(pin);
         }
     }
-    Ok(())
+    Ok(newly_retained)
 }
 
 /// The oldest commit of a branch that stays readable: the newest `keep` commits, every
@@ -241,39 +250,15 @@ pub(crate) async fn extend(
         };
         for commit in &commits_from(root, branch, from, head).await? {
             for pin in &commit.pins {
-                trace
-                    .published
-                    .entry(pin.table_id.clone())
-                    .or_default()
-                    .insert(pin.version);
-                let added = trace
-                    .retained
-                    .entry(pin.table_id.clone())
-                    .or_default()
-                    .insert(pin.version);
-                if added {
+                trace.publish(pin);
+                if trace.retain(pin) {
                     newly_pinned.insert((pin.table_id.clone(), pin.version));
                 }
             }
         }
         trace.note_head(branch, head);
         // A merge or a branch created since names bases of its own.
-        let before: HashSet<(String, u64)> = retained_pairs(trace);
-        add_merge_bases(root, trace, head, heads).await?;
-        newly_pinned.extend(retained_pairs(trace).difference(&before).cloned());
+        newly_pinned.extend(add_merge_bases(root, trace, head, heads).await?);
     }
     Ok(newly_pinned)
-}
-
-/// Every retained (table id, version).
-fn retained_pairs(trace: &Trace) -> HashSet<(String, u64)> {
-    trace
-        .retained
-        .iter()
-        .flat_map(|(table_id, versions)| {
-            versions
-                .iter()
-                .map(move |version| (table_id.clone(), *version))
-        })
-        .collect()
 }

@@ -458,7 +458,7 @@ impl Omnigraph {
             };
             // Only a commit of the branch's current life: a deleted life's commits
             // stay in the log under their ids, but the live branch holds none of them.
-            if commit.commit_id != commit_id || commit.fork != live.fork || seq > live.seq {
+            if commit.commit_id != commit_id || !live.continues_life_of(&commit) || seq > live.seq {
                 continue;
             }
             candidates.push(commit);
@@ -495,11 +495,8 @@ impl Omnigraph {
             for from in after {
                 let log = self.graph().log(&from.branch)?;
                 let (head, recorded) = tokio::try_join!(log.newest(), log.read(from.seq))?;
-                let alive = head.is_some_and(|head| {
-                    !head.deleted
-                        && recorded.is_some_and(|recorded| {
-                            recorded.commit_id == from.commit_id && recorded.fork == head.fork
-                        })
+                let alive = head.zip(recorded).is_some_and(|(head, recorded)| {
+                    recorded.commit_id == from.commit_id && head.continues_life_of(&recorded)
                 });
                 if alive {
                     live.push(from);
@@ -701,16 +698,7 @@ async fn read_version(
     type_def: &TypeDef,
     converter: &arrow::row::RowConverter,
 ) -> Result<ReadVersion> {
-    let failed =
-        |error: omnigraph_core::lance::Error| OmniError::from_lance("read a table to merge", error);
-    let batches: Vec<RecordBatch> = table
-        .scan()
-        .try_into_stream()
-        .await
-        .map_err(failed)?
-        .try_collect()
-        .await
-        .map_err(failed)?;
+    let batches = scan_all(table, &[]).await?;
     let mut read = ReadVersion {
         rows: Vec::with_capacity(batches.len()),
         keys: KeyPlaces::with_capacity_and_hasher(
@@ -738,17 +726,7 @@ async fn read_version(
 
 /// The rendered keys of every row of `table`.
 async fn key_set(table: &Dataset, type_def: &TypeDef) -> Result<BTreeSet<String>> {
-    let failed =
-        |error: omnigraph_core::lance::Error| OmniError::from_lance("read keys to merge", error);
-    let mut scanner = table.scan();
-    scanner.project(&[type_def.key_column()]).map_err(failed)?;
-    let batches: Vec<RecordBatch> = scanner
-        .try_into_stream()
-        .await
-        .map_err(failed)?
-        .try_collect()
-        .await
-        .map_err(failed)?;
+    let batches = scan_all(table, &[type_def.key_column()]).await?;
     let mut keys = BTreeSet::new();
     for batch in &batches {
         let column = batch.column(0);
@@ -757,6 +735,23 @@ async fn key_set(table: &Dataset, type_def: &TypeDef) -> Result<BTreeSet<String>
         }
     }
     Ok(keys)
+}
+
+/// Every row of `table`, its `columns` (all when empty).
+async fn scan_all(table: &Dataset, columns: &[&str]) -> Result<Vec<RecordBatch>> {
+    let failed =
+        |error: omnigraph_core::lance::Error| OmniError::from_lance("read a table to merge", error);
+    let mut scanner = table.scan();
+    if !columns.is_empty() {
+        scanner.project(columns).map_err(failed)?;
+    }
+    scanner
+        .try_into_stream()
+        .await
+        .map_err(failed)?
+        .try_collect()
+        .await
+        .map_err(failed)
 }
 
 fn column(batch: &RecordBatch, name: &str) -> Result<ArrayRef> {

@@ -176,24 +176,17 @@ async fn delete_on(
     head: &GraphCommit,
     actor: &str,
 ) -> Result<GraphCommit> {
-    let publication = Publication {
-        base: head.clone(),
-        // A delete follows any head: whatever was published, the branch goes.
-        read_set: ReadSet::Nothing,
-        pins: Vec::new(),
-        dropped_tables: Vec::new(),
-        schema: None,
-        operation: CommitOperation {
+    // A delete follows any head: whatever was published, the branch goes.
+    let mut publication = Publication::changing_no_table(
+        head.clone(),
+        ReadSet::Nothing,
+        CommitOperation {
             kind: DELETE_OPERATION.to_string(),
             summary: format!("deleted at commit {}", head.seq),
         },
-        actor: actor.to_string(),
-        staged: false,
-        staging_started_micros: seams::now_micros(),
-        retention: None,
-        deletes_branch: true,
-        merged_from: None,
-    };
+        actor,
+    );
+    publication.deletes_branch = true;
     publisher::publish(root, &publication).await
 }
 

@@ -173,6 +173,14 @@ impl Retention {
 }
 
 impl GraphCommit {
+    /// Whether this commit, of the same branch as `earlier`, is in the life `earlier`
+    /// belongs to, still going: not its deletion, nor a commit of a life created since
+    /// (every commit of a life carries the life's `fork`, and no two lives share one).
+    pub fn continues_life_of(&self, earlier: &GraphCommit) -> bool {
+        assert_eq!(self.branch, earlier.branch, "lives are of one branch");
+        !self.deleted && self.fork == earlier.fork
+    }
+
     /// The pin of a table by id.
     pub fn pin(&self, table_id: &str) -> Option<&TablePin> {
         self.pins.iter().find(|pin| pin.table_id == table_id)

@@ -176,35 +176,26 @@ impl Graph {
         CommitLog::new(self.root.clone(), branch)
     }
 
-    /// The commit `at` names on `branch`.
+    /// The commit `at` names on `branch`; `NotFound` for the commit that deleted it.
     pub async fn commit(&self, branch: &str, at: &CommitRef) -> Result<GraphCommit> {
-        let commit = self.commit_of_any_life(branch, at).await?;
-        if commit.deleted {
-            return Err(crate::publisher::branch_deleted(&commit));
-        }
-        Ok(commit)
-    }
-
-    /// The commit `at` names on `branch`, the commit that deleted it included.
-    pub(crate) async fn commit_of_any_life(
-        &self,
-        branch: &str,
-        at: &CommitRef,
-    ) -> Result<GraphCommit> {
         let log = self.log(branch)?;
-        match at {
-            CommitRef::Head => log.head().await,
+        let commit = match at {
+            CommitRef::Head => log.head().await?,
             CommitRef::Seq(seq) => {
                 crate::retention::refuse_reclaimed_by_head_copy(&self.root, branch, *seq).await?;
-                log.require(*seq).await
+                log.require(*seq).await?
             }
             CommitRef::Id(id) => {
                 // The walk read the head itself: no copy needed.
                 let (commit, head) = log.find_from_head(id).await?;
                 crate::retention::refuse_reclaimed(&head, commit.seq)?;
-                Ok(commit)
+                commit
             }
+        };
+        if commit.deleted {
+            return Err(crate::publisher::branch_deleted(&commit));
         }
+        Ok(commit)
     }
 
     /// A snapshot: one commit and the tables it pins.

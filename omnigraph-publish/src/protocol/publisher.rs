@@ -84,6 +84,32 @@ pub struct Publication {
     pub merged_from: Option<Vec<MergedFrom>>,
 }
 
+impl Publication {
+    /// A publication on `base` that changes no table and staged nothing: a record in
+    /// the log (cleanup's retention record, a branch's deletion), which callers mark.
+    pub fn changing_no_table(
+        base: GraphCommit,
+        read_set: ReadSet,
+        operation: CommitOperation,
+        actor: &str,
+    ) -> Publication {
+        Publication {
+            base,
+            read_set,
+            pins: Vec::new(),
+            dropped_tables: Vec::new(),
+            schema: None,
+            operation,
+            actor: actor.to_string(),
+            staged: false,
+            staging_started_micros: seams::now_micros(),
+            retention: None,
+            deletes_branch: false,
+            merged_from: None,
+        }
+    }
+}
+
 /// Whose commit is at the path a publication wrote.
 pub(crate) enum Decided {
     /// Ours: the publication landed.
@@ -190,7 +216,7 @@ pub(crate) async fn publish_seeing(
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
                 // A deletion took the slot, and maybe a new life of the branch began
                 // after it: nothing staged on the old life publishes on the new one.
-                if head.deleted || head.fork != base.fork {
+                if !head.continues_life_of(&base) {
                     return Err(branch_deleted(&head).with_evidence(failure_evidence));
                 }
                 *seen = Some(head.clone());
@@ -310,34 +336,6 @@ pub(crate) fn branch_deleted(head: &GraphCommit) -> OmniError {
 /// The commit `publication` makes on `base`.
 fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
     assert!(!base.deleted, "nothing is published on a deleted branch");
-    if publication.deletes_branch {
-        return GraphCommit {
-            seq: base.seq + 1,
-            commit_id: seams::new_id(),
-            parent_commit_id: Some(base.commit_id.clone()),
-            branch: base.branch.clone(),
-            created_at: seams::now_micros(),
-            actor: publication.actor.clone(),
-            operation: CommitOperation {
-                kind: publication.operation.kind.clone(),
-                summary: commit::shortened_summary(&publication.operation.summary),
-            },
-            schema: base.schema.clone(),
-            pins: Vec::new(),
-            // Every earlier commit of the life is reclaimed at once: its tables are
-            // no longer this branch's to keep.
-            retention: Some(Retention {
-                grace_micros: base.retention.map_or(
-                    crate::retention::micros_of(crate::retention::GRACE_DEFAULT),
-                    |retention| retention.grace_micros,
-                ),
-                oldest_retained: base.seq + 1,
-            }),
-            fork: base.fork.clone(),
-            deleted: true,
-            merged_from: Vec::new(),
-        };
-    }
     let mut pins: Vec<TablePin> = base
         .pins
         .iter()
@@ -350,7 +348,7 @@ fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
             None => pins.push(update.clone()),
         }
     }
-    GraphCommit {
+    let mut commit = GraphCommit {
         seq: base.seq + 1,
         commit_id: seams::new_id(),
         parent_commit_id: Some(base.commit_id.clone()),
@@ -376,7 +374,22 @@ fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
             .merged_from
             .clone()
             .unwrap_or_else(|| base.merged_from.clone()),
+    };
+    if publication.deletes_branch {
+        // The life ends: it pins nothing, and every earlier commit of it is reclaimed
+        // at once (its tables are no longer this branch's to keep).
+        commit.pins.clear();
+        commit.merged_from.clear();
+        commit.deleted = true;
+        commit.retention = Some(Retention {
+            grace_micros: base.retention.map_or(
+                crate::retention::micros_of(crate::retention::GRACE_DEFAULT),
+                |retention| retention.grace_micros,
+            ),
+            oldest_retained: commit.seq,
+        });
     }
+    commit
 }
 
 /// After losing `n+1` to another writer, may this publication move onto `head`?
