@@ -55,7 +55,7 @@ pub use indexes::{
 };
 pub use ingest::{IngestReport, LoadMode};
 pub use log::CommitLog;
-pub use merge::{MergeReport, TableMerge, TableMergeAction};
+pub use merge::{MergeBudget, MergeReport, TableMerge, TableMergeAction};
 pub use mutate::PreparedWrite;
 pub use omnigraph::{LoadProgress, Omnigraph, ScanRequest, default_actor};
 pub use publisher::{Publication, ReadSet, publish};

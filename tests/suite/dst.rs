@@ -103,7 +103,8 @@ enum Op {
     /// Adds an optional property to Company (up to [`SCHEMA_LEVEL_MAX`] of them).
     SchemaApply,
     /// Creates a branch from main's head, inserts a person there, merges the branch
-    /// into main (a fast-forward of Person) and deletes the branch.
+    /// into main (a fast-forward of Person) and deletes the branch. The step's fault
+    /// falls on one of the three (see [`BranchPhase`]); the others run unfaulted.
     BranchMerge,
 }
 
@@ -132,6 +133,20 @@ const OPS: [(Op, u32); 14] = [
     (Op::SchemaApply, 1),
     (Op::BranchMerge, 2),
 ];
+
+/// The part of a [`Op::BranchMerge`] step its fault falls on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BranchPhase {
+    /// Creating the branch: afterwards it exists exactly when the evidence says so,
+    /// with main's pins, and then goes.
+    Create,
+    /// The insert on the branch: afterwards the branch holds the row exactly when the
+    /// evidence says so, and then goes (a parked insert goes on later, and its branch
+    /// stays).
+    Write,
+    /// The merge into main, judged on main's model.
+    Merge,
+}
 
 /// Schema applies in one universe, at most.
 const SCHEMA_LEVEL_MAX: usize = 3;
@@ -235,8 +250,9 @@ impl Fault {
     }
 
     /// The wrapper rule of a request fault.
-    fn rule(self) -> Option<FaultRule> {
-        let commits = "_graph/branches/main/commits/*";
+    fn rule(self, branch: &str) -> Option<FaultRule> {
+        let commits = format!("_graph/branches/{branch}/commits/*");
+        let commits = commits.as_str();
         let manifests = "tables/*/_versions/*";
         let (path, kind, action) = match self {
             Fault::StagingError => (
@@ -578,6 +594,8 @@ impl Universe {
         if let Some(fault) = fault {
             self.count(format!("fault {fault:?}"));
         }
+        // A branch step's phase, branch and person.
+        let mut branch_step: Option<(BranchPhase, String, String)> = None;
         let (effect, run): (Effect, _) = match op {
             Op::InsertPerson => {
                 let key = self.fresh("p");
@@ -675,26 +693,41 @@ impl Universe {
                 let key = self.fresh("p");
                 let branch = self.fresh("branch");
                 let age = self.rng.random_range(0..100);
-                // The branch and its write come first, under no fault: the step's
-                // fault is the merge's.
+                let phase = [BranchPhase::Create, BranchPhase::Write, BranchPhase::Merge]
+                    [self.rng.random_range(0..3)];
+                // What comes before the phase runs first, under no fault.
                 let graph = self.handles[handle].clone();
                 let prepared = async {
-                    graph.create_branch(&branch, &CommitRef::Head).await?;
-                    Omnigraph::open_root(graph.graph().root().clone())
-                        .await?
-                        .with_branch(&branch)?
-                        .insert_json("Person", objects(json!([person(&key, age)])))
-                        .await
+                    if phase != BranchPhase::Create {
+                        graph.create_branch(&branch, &CommitRef::Head).await?;
+                    }
+                    if phase == BranchPhase::Merge {
+                        Omnigraph::open_root(graph.graph().root().clone())
+                            .await?
+                            .with_branch(&branch)?
+                            .insert_json("Person", objects(json!([person(&key, age)])))
+                            .await?;
+                    }
+                    Ok::<_, OmniError>(())
                 }
                 .await;
                 if let Err(error) = prepared {
                     self.problem(step, format!("preparing a branch to merge: {error}"));
                     return;
                 }
-                (
-                    Effect::Insert(vec![("Person", key.clone(), person(&key, age))]),
-                    Write::Merge(branch),
-                )
+                self.count(format!("op BranchMerge phase {phase:?}"));
+                branch_step = Some((phase, branch.clone(), key.clone()));
+                match phase {
+                    BranchPhase::Create => (Effect::Nothing, Write::CreateBranch(branch)),
+                    BranchPhase::Write => (
+                        Effect::Nothing,
+                        Write::BranchInsert(branch, Value::Object(person(&key, age))),
+                    ),
+                    BranchPhase::Merge => (
+                        Effect::Insert(vec![("Person", key.clone(), person(&key, age))]),
+                        Write::Merge(branch),
+                    ),
+                }
             }
             Op::Optimize => (Effect::Nothing, Write::Optimize),
             Op::Cleanup => (Effect::Nothing, Write::Cleanup),
@@ -711,8 +744,17 @@ impl Universe {
         }
         let before = self.observe().await;
         let objects_before = self.objects().await;
+        let on_branch = matches!(
+            &branch_step,
+            Some((BranchPhase::Create | BranchPhase::Write, ..))
+        );
+        // A fault on a branch's creation or write falls on that branch's commits.
+        let faulted_branch = match &branch_step {
+            Some((BranchPhase::Create | BranchPhase::Write, branch, _)) => branch.as_str(),
+            _ => "main",
+        };
         let injected: Option<FaultHandle> = fault
-            .and_then(Fault::rule)
+            .and_then(|fault| fault.rule(faulted_branch))
             .map(|rule| self.handles[handle].graph().root().inject(rule));
         let clock = self.clock.clone();
         let windows = clock.windows();
@@ -788,6 +830,14 @@ impl Universe {
             "{step} actor {actor} on handle {handle}: {op:?} under {fault:?} (fired {fired}) -> {outcome}, head {}",
             after.seq
         ));
+        // What a faulted branch creation or write says it did: `None` when it
+        // crashed or parked, which says nothing.
+        let branch_outcome: Option<Result<(), Evidence>> = match &ran {
+            Ran::Done(Ok(())) => Some(Ok(())),
+            Ran::Done(Err(error)) => Some(Err(error.evidence().clone())),
+            Ran::Crashed | Ran::Parked(_) => None,
+        };
+        let parked = matches!(ran, Ran::Parked(_));
         let landing = effect.apply(&self.rows, self.schema_level);
         let (changed, level) = (effect.changed(), effect.level());
         let landed = match ran {
@@ -829,7 +879,7 @@ impl Universe {
                 // Cleanup records on every branch in name order: its first commit may
                 // be on a branch left by a merge that failed, not on main.
                 let first_commit_elsewhere =
-                    op == Op::Cleanup && self.live_branch_before_main().await;
+                    on_branch || (op == Op::Cleanup && self.live_branch_before_main().await);
                 if after_commit && !moved && !first_commit_elsewhere {
                     self.problem(
                         step,
@@ -881,7 +931,98 @@ impl Universe {
             self.head_copy_lags = lags;
             self.snapshots.insert(after.seq, self.rows.clone());
         }
+        if let Some((phase, branch, key)) = branch_step.filter(|_| !parked)
+            && phase != BranchPhase::Merge
+        {
+            self.judge_branch(
+                step,
+                handle,
+                (phase, &branch, &key),
+                branch_outcome,
+                &before,
+            )
+            .await;
+        }
         self.check_head(step).await;
+    }
+
+    /// After a faulted branch creation or insert: the branch holds what the outcome
+    /// says (`None`: it crashed, either is right), then it is deleted, under no fault.
+    async fn judge_branch(
+        &mut self,
+        step: usize,
+        handle: usize,
+        (phase, branch, key): (BranchPhase, &str, &str),
+        outcome: Option<Result<(), Evidence>>,
+        main_before: &GraphCommit,
+    ) {
+        let graph = self.handles[handle].clone();
+        let expected = match &outcome {
+            Some(Ok(())) => Some(true),
+            Some(Err(Evidence::BeforeEffect | Evidence::Unpublished)) => Some(false),
+            Some(Err(_)) | None => None,
+        };
+        let branches = match graph.list_branches().await {
+            Ok(branches) => branches,
+            Err(error) => {
+                self.problem(step, format!("listing branches after {phase:?}: {error}"));
+                return;
+            }
+        };
+        let live = branches.iter().find(|info| info.name == branch);
+        let holds = match (phase, live) {
+            (BranchPhase::Create, Some(info)) => {
+                let forked = info
+                    .fork
+                    .as_ref()
+                    .is_some_and(|fork| fork.commit_id == main_before.commit_id);
+                let pins = graph
+                    .graph()
+                    .commit(branch, &CommitRef::Head)
+                    .await
+                    .map(|head| head.pins == main_before.pins);
+                if !forked || !matches!(pins, Ok(true)) {
+                    self.problem(
+                        step,
+                        format!("branch {branch} is not main's head at its creation: {pins:?}"),
+                    );
+                }
+                true
+            }
+            (BranchPhase::Create, None) => false,
+            (_, None) => {
+                self.problem(step, format!("branch {branch} vanished under its insert"));
+                return;
+            }
+            (_, Some(_)) => {
+                let reader = Omnigraph::open(&self.test.uri)
+                    .await
+                    .unwrap()
+                    .with_branch(branch)
+                    .unwrap();
+                match reader.get("Person", &json!(key), &CommitRef::Head).await {
+                    Ok(row) => row.is_some(),
+                    Err(error) => {
+                        self.problem(step, format!("reading branch {branch}: {error}"));
+                        return;
+                    }
+                }
+            }
+        };
+        self.count(format!("branch {phase:?} holds {holds}"));
+        if expected.is_some_and(|expected| expected != holds) {
+            self.problem(
+                step,
+                format!(
+                    "{phase:?} on {branch} ended {outcome:?}, but the branch holds it: {holds}"
+                ),
+            );
+        }
+        if live.is_some()
+            && let Err(error) = graph.delete_branch(branch).await
+        {
+            self.problem(step, format!("deleting branch {branch}: {error}"));
+        }
     }
 
     /// The model takes `rows`; the people the write changed count a change.
@@ -1617,6 +1758,10 @@ enum Write {
     SchemaApply(String),
     /// Merge the branch of this name into the handle's branch, then delete it.
     Merge(String),
+    /// Create the branch of this name from the handle's branch's head.
+    CreateBranch(String),
+    /// Insert the person on the branch of this name.
+    BranchInsert(String, Value),
 }
 
 impl Write {
@@ -1634,6 +1779,18 @@ impl Write {
                 graph.merge(branch).await?;
                 let _ = graph.delete_branch(branch).await;
                 Ok(())
+            }
+            Write::CreateBranch(branch) => graph
+                .create_branch(branch, &CommitRef::Head)
+                .await
+                .map(|_| ()),
+            Write::BranchInsert(branch, value) => {
+                Omnigraph::open_root(graph.graph().root().clone())
+                    .await?
+                    .with_branch(branch)?
+                    .insert_json("Person", objects(json!([value])))
+                    .await
+                    .map(|_| ())
             }
             Write::Change { key, delete, age } => {
                 let predicate = format!("id = '{key}'");
@@ -1950,6 +2107,12 @@ fn dst_universes() {
                     "no universe ran {op:?}"
                 );
             }
+        }
+        for phase in [BranchPhase::Create, BranchPhase::Write, BranchPhase::Merge] {
+            assert!(
+                coverage.contains_key(&format!("op BranchMerge phase {phase:?}")),
+                "no universe ran a branch step with its fault on {phase:?}"
+            );
         }
         for fault in faults() {
             assert!(

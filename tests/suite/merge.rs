@@ -456,3 +456,224 @@ async fn a_full_record_of_merges_drops_only_ended_branches_and_refuses_otherwise
         .collect();
     assert_eq!(record, ["feature", "b0", "late"]);
 }
+
+/// [`SOCIAL_SCHEMA`] with an optional `city` on Company and a new type, Project.
+const WITH_CITY: &str = "
+node Person { id: String @key, name: String @index(fts), age: Int32? @index }
+node Company { id: String @key, name: String, city: String? }
+node Project { id: String @key, name: String }
+edge WorksAt: Person -> Company { since: Int32? }
+";
+
+/// [`SOCIAL_SCHEMA`] with an optional `email` on Person.
+const WITH_EMAIL: &str = "
+node Person { id: String @key, name: String @index(fts), age: Int32? @index, email: String? }
+node Company { id: String @key, name: String }
+edge WorksAt: Person -> Company { since: Int32? }
+";
+
+async fn city(graph: &Omnigraph, id: &str) -> Option<Value> {
+    graph
+        .get("Company", &json!(id), &CommitRef::Head)
+        .await
+        .unwrap()
+        .map(|row| row["city"].clone())
+}
+
+#[tokio::test]
+async fn a_schema_change_on_one_side_merges_when_the_other_side_did_not_write_its_types() {
+    // The source changes the schema.
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    feature.apply_schema(WITH_CITY, false).await.unwrap();
+    insert(
+        &feature,
+        "Company",
+        json!([{"id": "f1", "name": "c", "city": "Oslo"}]),
+    )
+    .await;
+    insert(&feature, "Project", json!([{"id": "x", "name": "x"}])).await;
+    insert(&main, "Person", json!([{"id": "m1", "name": "n"}])).await;
+    let report = main.merge("feature").await.unwrap();
+    assert_eq!(action(&report, "Company"), TableMergeAction::FastForward);
+    assert_eq!(action(&report, "Project"), TableMergeAction::FastForward);
+    assert_eq!(action(&report, "Person"), TableMergeAction::Keep);
+    let head = main.head().await.unwrap();
+    assert_eq!(head.schema, feature.head().await.unwrap().schema);
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["m1", "p0", "p1", "p2", "p3"]
+    );
+    assert_eq!(city(&main, "f1").await, Some(json!("Oslo")));
+    assert_eq!(ids_at(&main, "Project", &CommitRef::Head).await, ["x"]);
+
+    // The target changes the schema; the source writes a type it did not change.
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    main.apply_schema(WITH_CITY, false).await.unwrap();
+    insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
+    let report = main.merge("feature").await.unwrap();
+    assert_eq!(action(&report, "Person"), TableMergeAction::FastForward);
+    assert_eq!(action(&report, "Company"), TableMergeAction::Keep);
+    assert!(report.commit.unwrap().schema == main.head().await.unwrap().schema);
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["f1", "p0", "p1", "p2", "p3"]
+    );
+    assert_eq!(city(&main, "c0").await, Some(Value::Null));
+}
+
+#[tokio::test]
+async fn a_schema_change_against_writes_to_its_type_conflicts_until_both_sides_have_it() {
+    let (main, feature, _test) = forked(Backend::Local).await;
+    feature.apply_schema(WITH_CITY, false).await.unwrap();
+    insert(
+        &feature,
+        "Company",
+        json!([{"id": "f1", "name": "c", "city": "Oslo"}]),
+    )
+    .await;
+    insert(&main, "Company", json!([{"id": "m1", "name": "c"}])).await;
+    let before = main.head().await.unwrap();
+    let error = main.merge("feature").await.unwrap_err();
+    assert_eq!(
+        conflicts(&error),
+        [(
+            "Company".to_string(),
+            String::new(),
+            MergeConflictKind::Schema
+        )]
+    );
+    assert_eq!(error.evidence(), &omnigraph_core::Evidence::BeforeEffect);
+    assert_eq!(main.head().await.unwrap(), before, "nothing published");
+
+    // The same schema on the target: its Company table and the source's now differ
+    // from the base's columns, and the rows merge by key.
+    main.apply_schema(WITH_CITY, false).await.unwrap();
+    let report = main.merge("feature").await.unwrap();
+    assert_eq!(action(&report, "Company"), TableMergeAction::RowMerge);
+    assert_eq!(
+        ids_at(&main, "Company", &CommitRef::Head).await,
+        ["c0", "c1", "f1", "m1"]
+    );
+    assert_eq!(city(&main, "f1").await, Some(json!("Oslo")));
+    assert_eq!(city(&main, "m1").await, Some(Value::Null));
+
+    // Different schema changes on both sides.
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    feature.apply_schema(WITH_CITY, false).await.unwrap();
+    main.apply_schema(WITH_EMAIL, false).await.unwrap();
+    let error = main.merge("feature").await.unwrap_err();
+    assert_eq!(
+        conflicts(&error),
+        [(String::new(), String::new(), MergeConflictKind::Schema)]
+    );
+}
+
+/// Disjoint and conflicting changes to Person and Company on both sides of `feature`.
+async fn changed_on_both_sides(main: &Omnigraph, feature: &Omnigraph) {
+    let people: Vec<Value> = (10..40)
+        .map(|index| json!({"id": format!("p{index}"), "name": "n", "age": index}))
+        .collect();
+    for graph in [main, feature] {
+        insert(graph, "Person", json!(people)).await;
+    }
+    insert(feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
+    for (graph, age) in [(main, 50), (feature, 51)] {
+        graph
+            .update("Person", "id = 'p1'", &[("age".into(), json!(age))])
+            .await
+            .unwrap();
+    }
+    feature.delete("Person", "id = 'p3'").await.unwrap();
+    feature.delete("Company", "id = 'c1'").await.unwrap();
+    main.update("Person", "id = 'p2'", &[("age".into(), json!(42))])
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_row_merge_in_many_passes_plans_what_one_pass_plans() {
+    let (main, feature, test) = forked(Backend::Local).await;
+    changed_on_both_sides(&main, &feature).await;
+    let tiny = omnigraph_publish::MergeBudget {
+        pass_rows_max: 4,
+        passes_max: 64,
+        ..Default::default()
+    };
+    let narrow = Omnigraph::open(&test.uri)
+        .await
+        .unwrap()
+        .with_merge_budget(tiny);
+    let one_pass = main.merge_dry_run("feature").await.unwrap();
+    let passes = narrow.merge_dry_run("feature").await.unwrap();
+    assert_eq!(passes.tables, one_pass.tables);
+    assert_eq!(passes.conflicts, one_pass.conflicts);
+    assert_eq!(
+        passes
+            .conflicts
+            .iter()
+            .map(|c| c.key.as_str())
+            .collect::<Vec<_>>(),
+        ["\"p1\""]
+    );
+    // Resolved on the branch, the merge lands in passes.
+    feature
+        .update("Person", "id = 'p1'", &[("age".into(), json!(50))])
+        .await
+        .unwrap();
+    let report = narrow.merge("feature").await.unwrap();
+    assert_eq!(action(&report, "Person"), TableMergeAction::RowMerge);
+    assert_eq!(action(&report, "Company"), TableMergeAction::FastForward);
+    let mut expected: Vec<String> = (0..40)
+        .filter(|index| *index < 3 || *index >= 10)
+        .map(|index| format!("p{index}"))
+        .chain(["f1".to_string()])
+        .collect();
+    expected.sort();
+    assert_eq!(ids_at(&main, "Person", &CommitRef::Head).await, expected);
+    assert_eq!(age(&main, "p1").await, Some(json!(50)));
+    assert_eq!(age(&main, "p2").await, Some(json!(42)));
+    assert_eq!(ids_at(&main, "Company", &CommitRef::Head).await, ["c0"]);
+}
+
+#[tokio::test]
+async fn a_merge_over_its_budget_fails_before_any_effect() {
+    let (main, feature, test) = forked(Backend::Local).await;
+    changed_on_both_sides(&main, &feature).await;
+    let before = main.head().await.unwrap();
+    let objects_before = omnigraph_tests::all_objects(&test.root).await;
+    let budgets = [
+        // 34 rows in passes of 4: 9 passes.
+        omnigraph_publish::MergeBudget {
+            pass_rows_max: 4,
+            passes_max: 8,
+            ..Default::default()
+        },
+        // f1 taken, p3 deleted, p1 in conflict: more than one changed row.
+        omnigraph_publish::MergeBudget {
+            changed_rows_max: 1,
+            ..Default::default()
+        },
+    ];
+    for budget in budgets {
+        let narrow = Omnigraph::open(&test.uri)
+            .await
+            .unwrap()
+            .with_merge_budget(budget);
+        for dry_run in [true, false] {
+            let error = if dry_run {
+                narrow.merge_dry_run("feature").await.unwrap_err()
+            } else {
+                narrow.merge("feature").await.unwrap_err()
+            };
+            assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+            assert_eq!(error.evidence(), &omnigraph_core::Evidence::BeforeEffect);
+            assert!(error.to_string().contains("MergeBudget"), "{error}");
+        }
+    }
+    assert_eq!(main.head().await.unwrap(), before, "nothing published");
+    assert_eq!(
+        omnigraph_tests::all_objects(&test.root).await,
+        objects_before,
+        "nothing written"
+    );
+}

@@ -8,6 +8,10 @@
 //! rows are merged by key (an edge's by id). A key changed on both sides to different
 //! values, or deleted on one and changed on the other, is a conflict; so is an edge the
 //! merge would keep whose endpoint the merge removes. Any conflict publishes nothing.
+//!
+//! A schema change on one side takes that side's tables of the types it changed, when
+//! the other side did not write them. A row merge streams its versions in passes, each
+//! holding the keys of one hash partition, within a [`MergeBudget`].
 
 use crate::commit::{CommitOperation, GraphCommit, MERGED_FROM_MAX, MergedFrom, TablePin};
 use crate::graph::CommitRef;
@@ -24,15 +28,49 @@ use omnigraph_core::schema::{
 };
 use omnigraph_core::{InputLocation, MergeConflict, MergeConflictKind, OmniError, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
-/// The most rows any one version of a table may hold for the merge to merge its rows
-/// (it holds every row of the base, the source and the target in memory, in Arrow's
-/// row format); a larger row merge fails before any effect.
-pub const MERGE_TABLE_ROWS_MAX: u64 = 4_000_000;
+/// Rows of each of the three versions one pass of a row merge holds in memory, by
+/// default (in Arrow's row format, with their batches): a larger table is merged in
+/// more passes, each over the keys of one hash partition.
+pub const MERGE_PASS_ROWS_MAX: u64 = 1_000_000;
+/// Passes a row merge makes over its table at most, by default; a table too large for
+/// them fails before any effect.
+pub const MERGE_PASSES_MAX: u64 = 16;
+/// Rows a merge holds as its result, by default, over all its tables: rows taken from
+/// the source, keys to delete, conflicts and keys one side loses. A merge that changes
+/// more fails before any effect.
+pub const MERGE_CHANGED_ROWS_MAX: u64 = 1_000_000;
 /// Keys one staged delete of a row merge names.
 const MERGE_KEYS_PER_DELETE_MAX: usize = 10_000;
+/// The seed of the hash that puts each key in one pass: fixed, so the three versions'
+/// reads agree.
+const MERGE_PASS_SEED: u64 = 0x6f6d_6e69_6772_6170;
 /// The operation kind of a merge commit.
 pub const MERGE_OPERATION: &str = "merge";
+
+/// The memory a merge may use: what one pass of a row merge holds, how many passes it
+/// may make, and how many changed rows the merge may hold. Past any of them a merge
+/// (and a dry run) fails before any effect, naming the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MergeBudget {
+    /// Rows of each version one pass holds (see [`MERGE_PASS_ROWS_MAX`]).
+    pub pass_rows_max: u64,
+    /// Passes over one table (see [`MERGE_PASSES_MAX`]).
+    pub passes_max: u64,
+    /// Changed rows over all tables (see [`MERGE_CHANGED_ROWS_MAX`]).
+    pub changed_rows_max: u64,
+}
+
+impl Default for MergeBudget {
+    fn default() -> MergeBudget {
+        MergeBudget {
+            pass_rows_max: MERGE_PASS_ROWS_MAX,
+            passes_max: MERGE_PASSES_MAX,
+            changed_rows_max: MERGE_CHANGED_ROWS_MAX,
+        }
+    }
+}
 
 /// What a merge does with one table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -115,6 +153,8 @@ struct Plan {
 
 /// Rendered key to (batch, row).
 type KeyPlaces = hashbrown::HashMap<String, (usize, usize), foldhash::fast::RandomState>;
+/// Rendered keys.
+type KeySet = hashbrown::HashSet<String, foldhash::fast::RandomState>;
 
 /// One version of a table read whole: its batches, each row in Arrow's row format
 /// (comparable across the three versions), and where each key is.
@@ -136,6 +176,110 @@ impl ReadVersion {
 struct Removed {
     from_target: BTreeSet<String>,
     from_source: BTreeSet<String>,
+}
+
+impl TableMerge {
+    fn new(type_name: &str, table_id: &str, action: TableMergeAction) -> TableMerge {
+        TableMerge {
+            type_name: type_name.to_string(),
+            table_id: table_id.to_string(),
+            action,
+            taken: 0,
+            deleted: 0,
+        }
+    }
+}
+
+/// One side of a merge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Source,
+    Target,
+}
+
+impl Side {
+    fn other(self) -> Side {
+        match self {
+            Side::Source => Side::Target,
+            Side::Target => Side::Source,
+        }
+    }
+
+    fn of<'a>(self, source: &'a GraphCommit, target: &'a GraphCommit) -> &'a GraphCommit {
+        match self {
+            Side::Source => source,
+            Side::Target => target,
+        }
+    }
+}
+
+/// The rows a merge holds as its result so far, against its budget.
+struct Changed {
+    budget: MergeBudget,
+    rows: u64,
+}
+
+impl Changed {
+    fn new(budget: MergeBudget) -> Changed {
+        Changed { budget, rows: 0 }
+    }
+
+    /// Counts `rows` more; past the budget the merge stops, before any effect.
+    fn add(&mut self, rows: u64) -> Result<()> {
+        self.rows = self.rows.saturating_add(rows);
+        if self.rows > self.budget.changed_rows_max {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("merge"),
+                format!(
+                    "the merge changes or conflicts on more than {} rows, the most it holds (MergeBudget::changed_rows_max); nothing was changed: merge in smaller steps",
+                    self.budget.changed_rows_max
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The passes that read every version in `pins` within the budget's rows per pass;
+    /// a table too large for the budget's passes fails before any effect.
+    fn passes<const N: usize>(&self, type_name: &str, pins: [&TablePin; N]) -> Result<u64> {
+        let rows = pins.iter().map(|pin| pin.row_count).max().unwrap_or(0);
+        let per_pass = self.budget.pass_rows_max.max(1);
+        let passes = rows.div_ceil(per_pass).max(1);
+        if passes > self.budget.passes_max {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("merge").type_name(type_name),
+                format!(
+                    "{type_name} holds {rows} rows, more than a merge reads in {} passes of {per_pass} rows (MergeBudget); nothing was changed: merge smaller changes, or move the rows on one branch",
+                    self.budget.passes_max
+                ),
+            ));
+        }
+        Ok(passes)
+    }
+}
+
+/// One pass of a merge over a table: the keys whose hash falls in its partition.
+#[derive(Clone, Copy, Debug)]
+struct Pass {
+    index: u64,
+    count: u64,
+}
+
+impl Pass {
+    fn holds(self, key: &str) -> bool {
+        use std::hash::BuildHasher;
+        self.count == 1
+            || foldhash::fast::FixedState::with_seed(MERGE_PASS_SEED).hash_one(key) % self.count
+                == self.index
+    }
+}
+
+fn schema_conflict(type_name: &str) -> MergeConflict {
+    MergeConflict {
+        type_name: type_name.to_string(),
+        key: String::new(),
+        kind: MergeConflictKind::Schema,
+    }
 }
 
 impl Omnigraph {
@@ -232,19 +376,18 @@ impl Omnigraph {
         let target = self.head().await?;
         let source = self.graph().commit(from, &CommitRef::Head).await?;
         let base = self.merge_base(&source, &target).await?;
-        let mut report = MergeReport {
-            from_branch: from.to_string(),
-            into_branch: into.clone(),
-            base_branch: base.branch.clone(),
-            base_seq: base.seq,
-            from_seq: source.seq,
-            into_seq: target.seq,
-            tables: Vec::new(),
-            conflicts: Vec::new(),
-            commit: None,
-        };
         let mut plan = Plan {
-            report: report.clone(),
+            report: MergeReport {
+                from_branch: from.to_string(),
+                into_branch: into.clone(),
+                base_branch: base.branch.clone(),
+                base_seq: base.seq,
+                from_seq: source.seq,
+                into_seq: target.seq,
+                tables: Vec::new(),
+                conflicts: Vec::new(),
+                commit: None,
+            },
             target: target.clone(),
             merged: MergedFrom {
                 branch: from.to_string(),
@@ -264,122 +407,172 @@ impl Omnigraph {
                         .is_some_and(|at_base| at_base.version == pin.version)
                 })
         };
-        if source.schema != target.schema {
-            if unchanged_since_base(&source) {
-                // The target holds everything the source has.
-                return Ok(plan);
-            }
-            if unchanged_since_base(&target) {
-                // Only the source wrote (its schema change included): take it whole.
-                plan.schema = Some(source.schema.clone());
-                plan.fast_forward = source.pins.clone();
-                plan.dropped = target
-                    .pins
-                    .iter()
-                    .filter(|pin| source.pin(&pin.table_id).is_none())
-                    .map(|pin| pin.table_id.clone())
-                    .collect();
-                report.tables = source
-                    .pins
-                    .iter()
-                    .map(|pin| TableMerge {
-                        type_name: pin.type_name.clone(),
-                        table_id: pin.table_id.clone(),
-                        action: TableMergeAction::FastForward,
-                        taken: 0,
-                        deleted: 0,
-                    })
-                    .collect();
-                plan.report = report;
-                return Ok(plan);
-            }
-            report.conflicts.push(MergeConflict {
-                type_name: String::new(),
-                key: String::new(),
-                kind: MergeConflictKind::Schema,
-            });
-            plan.report = report;
+        if unchanged_since_base(&source) {
+            // The target holds everything the source has.
             return Ok(plan);
         }
-        let catalog = self.catalog_at(&target).await?;
-        let mut removed: HashMap<String, Removed> = HashMap::new();
-        for type_def in catalog.types() {
-            let name = type_def.name();
-            let (Some(at_source), Some(at_target)) =
-                (source.pin_of_type(name), target.pin_of_type(name))
-            else {
-                return Err(OmniError::corrupt(
-                    format!("commit {} of {from}", source.seq),
-                    format!("type {name} is not pinned on both branches under one schema"),
-                ));
-            };
-            if at_source.table_id != at_target.table_id {
-                // Each branch created its own table for the type.
-                report.conflicts.push(MergeConflict {
-                    type_name: name.to_string(),
+        if source.schema != target.schema && unchanged_since_base(&target) {
+            // Only the source wrote (its schema change included): take it whole.
+            plan.schema = Some(source.schema.clone());
+            plan.fast_forward = source.pins.clone();
+            plan.dropped = target
+                .pins
+                .iter()
+                .filter(|pin| source.pin(&pin.table_id).is_none())
+                .map(|pin| pin.table_id.clone())
+                .collect();
+            plan.report.tables = source
+                .pins
+                .iter()
+                .map(|pin| {
+                    TableMerge::new(&pin.type_name, &pin.table_id, TableMergeAction::FastForward)
+                })
+                .collect();
+            return Ok(plan);
+        }
+        let schema_side = match (source.schema != base.schema, target.schema != base.schema) {
+            (true, true) if source.schema != target.schema => {
+                // Both changed the schema, differently.
+                plan.report.conflicts.push(MergeConflict {
+                    type_name: String::new(),
                     key: String::new(),
                     kind: MergeConflictKind::Schema,
                 });
-                continue;
+                return Ok(plan);
             }
-            let at_base = base.pin(&at_target.table_id).map(|pin| pin.version);
-            let action = if at_source.version == at_target.version {
-                TableMergeAction::Unchanged
-            } else if at_base == Some(at_source.version) {
-                TableMergeAction::Keep
-            } else if at_base == Some(at_target.version) {
-                TableMergeAction::FastForward
-            } else {
-                TableMergeAction::RowMerge
+            (true, false) => Some(Side::Source),
+            (false, true) => Some(Side::Target),
+            // The same schema on both sides, changed identically or not at all.
+            _ => None,
+        };
+        if schema_side == Some(Side::Source) {
+            plan.schema = Some(source.schema.clone());
+        }
+        let catalog = match schema_side {
+            Some(Side::Source) => self.catalog_at(&source).await?,
+            _ => self.catalog_at(&target).await?,
+        };
+        let base_catalog = self.catalog_at(&base).await?;
+        let budget = self.merge_budget();
+        let mut changed = Changed::new(budget);
+        let mut removed: HashMap<String, Removed> = HashMap::new();
+        if let Some(side) = schema_side {
+            // Types the side that changed the schema dropped: the other side must not
+            // have written them since the base.
+            for type_def in base_catalog.types() {
+                let name = type_def.name();
+                if catalog.get(name).is_some() {
+                    continue;
+                }
+                let other = side.other().of(&source, &target);
+                let at_other = other.pin_of_type(name);
+                let at_base = base.pin_of_type(name);
+                if at_other.map(|pin| pin.version) != at_base.map(|pin| pin.version) {
+                    plan.report.conflicts.push(schema_conflict(name));
+                } else if let (Side::Source, Some(pin)) = (side, at_other) {
+                    plan.dropped.push(pin.table_id.clone());
+                }
+            }
+        }
+        for type_def in catalog.types() {
+            let name = type_def.name();
+            let changed_by_schema =
+                schema_side.filter(|_| base_catalog.get(name) != Some(type_def));
+            let (at_source, at_target) = (source.pin_of_type(name), target.pin_of_type(name));
+            let action = match (changed_by_schema, at_source, at_target) {
+                (Some(side), _, _) => {
+                    // The side that changed the schema changed this type: its table is
+                    // taken whole, when the other side did not write it since the base.
+                    let other = side.other().of(&source, &target).pin_of_type(name);
+                    let written = other.map(|pin| pin.version)
+                        != base.pin_of_type(name).map(|pin| pin.version);
+                    if written {
+                        plan.report.conflicts.push(schema_conflict(name));
+                        continue;
+                    }
+                    match side {
+                        Side::Source => TableMergeAction::FastForward,
+                        Side::Target => TableMergeAction::Keep,
+                    }
+                }
+                (None, Some(at_source), Some(at_target))
+                    if at_source.table_id == at_target.table_id =>
+                {
+                    let at_base = base.pin(&at_target.table_id).map(|pin| pin.version);
+                    if at_source.version == at_target.version {
+                        TableMergeAction::Unchanged
+                    } else if at_base == Some(at_source.version) {
+                        TableMergeAction::Keep
+                    } else if at_base == Some(at_target.version) {
+                        TableMergeAction::FastForward
+                    } else {
+                        TableMergeAction::RowMerge
+                    }
+                }
+                (None, Some(at_source), Some(at_target))
+                    if base.pin_of_type(name).is_none()
+                        && (at_source.row_count == 0 || at_target.row_count == 0) =>
+                {
+                    // Both sides added the type, each with its own table, and at most
+                    // one wrote rows to it: that one's table is taken.
+                    if at_source.row_count == 0 {
+                        TableMergeAction::Keep
+                    } else {
+                        TableMergeAction::FastForward
+                    }
+                }
+                (None, Some(_), Some(_)) => {
+                    // Each branch created its own table for the type, and wrote it.
+                    plan.report.conflicts.push(schema_conflict(name));
+                    continue;
+                }
+                (None, _, _) => {
+                    return Err(OmniError::corrupt(
+                        format!("commit {} of {from}", source.seq),
+                        format!("type {name} is not pinned on both branches under one schema"),
+                    ));
+                }
             };
-            let mut table = TableMerge {
-                type_name: name.to_string(),
-                table_id: at_target.table_id.clone(),
-                action,
-                taken: 0,
-                deleted: 0,
-            };
-            let root = self.graph().root();
+            let chosen = match action {
+                TableMergeAction::FastForward => at_source,
+                _ => at_target,
+            }
+            .ok_or_else(|| {
+                OmniError::corrupt(
+                    format!("commit {} of {from}", source.seq),
+                    format!("type {name} is not pinned where its schema has it"),
+                )
+            })?;
+            let mut table = TableMerge::new(name, &chosen.table_id, action);
+            if let Some(at_target) = at_target.filter(|pin| pin.table_id != chosen.table_id) {
+                // The source dropped the type and created it again.
+                plan.dropped.push(at_target.table_id.clone());
+            }
             match action {
-                TableMergeAction::Unchanged => {}
-                TableMergeAction::FastForward => plan.fast_forward.push(at_source.clone()),
-                TableMergeAction::Keep => {}
+                TableMergeAction::Unchanged | TableMergeAction::Keep => {}
+                TableMergeAction::FastForward => plan.fast_forward.push(chosen.clone()),
                 TableMergeAction::RowMerge => {
-                    let Some(base_pin) = base.pin(&at_target.table_id) else {
+                    let (Some(at_source), Some(at_target), Some(at_base)) =
+                        (at_source, at_target, base.pin(&chosen.table_id))
+                    else {
                         return Err(OmniError::internal(format!(
                             "{name} changed on both sides but is not in the base"
                         )));
                     };
-                    for pin in [base_pin, at_source, at_target] {
-                        refuse_too_large(name, pin)?;
-                    }
-                    let converter =
-                        row_converter(open_pinned(root, &target, at_target).await?.as_ref())?;
-                    let (base_table, source_table, target_table) = tokio::try_join!(
-                        open_pinned(root, &base, base_pin),
-                        open_pinned(root, &source, at_source),
-                        open_pinned(root, &target, at_target),
-                    )?;
-                    // The three reads overlap their I/O.
-                    let (base_rows, source_rows, target_rows) = tokio::try_join!(
-                        read_version(&base_table, type_def, &converter),
-                        read_version(&source_table, type_def, &converter),
-                        read_version(&target_table, type_def, &converter),
-                    )?;
-                    let (merge, conflicts, removed_here) = merge_rows(
-                        type_def,
-                        &at_target.table_id,
-                        &base_rows,
-                        &source_rows,
-                        &target_rows,
-                    )?;
+                    let (merge, conflicts, removed_here) = self
+                        .merge_table_rows(
+                            type_def,
+                            [(&base, at_base), (&source, at_source), (&target, at_target)],
+                            &mut changed,
+                        )
+                        .await?;
                     table.taken = merge
                         .taken
                         .iter()
                         .map(|batch| batch.num_rows() as u64)
                         .sum();
                     table.deleted = merge.deleted_by_source;
-                    report.conflicts.extend(conflicts);
+                    plan.report.conflicts.extend(conflicts);
                     if type_def.is_node() {
                         removed.insert(name.to_string(), removed_here);
                     }
@@ -391,40 +584,128 @@ impl Omnigraph {
                     action,
                     TableMergeAction::Keep | TableMergeAction::FastForward
                 )
+                && let (Some(at_source), Some(at_target)) = (at_source, at_target)
             {
                 // The keys one side loses when the merge takes the other's table.
-                let source_keys = key_set(
-                    open_pinned(root, &source, at_source).await?.as_ref(),
-                    type_def,
-                )
-                .await?;
-                let target_keys = key_set(
-                    open_pinned(root, &target, at_target).await?.as_ref(),
-                    type_def,
-                )
-                .await?;
+                let (kept, lost) = match action {
+                    TableMergeAction::Keep => ((&target, at_target), (&source, at_source)),
+                    _ => ((&source, at_source), (&target, at_target)),
+                };
+                let gone = self.keys_lost(type_def, kept, lost, &mut changed).await?;
                 let entry = removed.entry(name.to_string()).or_default();
                 if action == TableMergeAction::Keep {
-                    entry.from_source = source_keys.difference(&target_keys).cloned().collect();
+                    entry.from_source = gone;
                 } else {
-                    entry.from_target = target_keys.difference(&source_keys).cloned().collect();
+                    entry.from_target = gone;
                 }
             }
-            report.tables.push(table);
+            plan.report.tables.push(table);
         }
         let dangling = self
             .dangling_edges(
                 &catalog,
                 &source,
                 &target,
-                &report.tables,
+                &plan.report.tables,
                 &plan.rows,
                 &removed,
             )
             .await?;
-        report.conflicts.extend(dangling);
-        plan.report = report;
+        plan.report.conflicts.extend(dangling);
         Ok(plan)
+    }
+
+    /// The three-way merge of one table's rows (`versions`: base, source, target), in
+    /// as many passes as the budget needs, each over the keys of one hash partition.
+    async fn merge_table_rows(
+        &self,
+        type_def: &TypeDef,
+        versions: [(&GraphCommit, &TablePin); 3],
+        changed: &mut Changed,
+    ) -> Result<(RowMergePlan, Vec<MergeConflict>, Removed)> {
+        let [base, source, target] = versions;
+        let passes = changed.passes(type_def.name(), versions.map(|(_, pin)| pin))?;
+        let root = self.graph().root();
+        let (base_table, source_table, target_table) = tokio::try_join!(
+            open_pinned(root, base.0, base.1),
+            open_pinned(root, source.0, source.1),
+            open_pinned(root, target.0, target.1),
+        )?;
+        // Every version is read as the target's table is: a schema change both sides
+        // made identically leaves the base with other columns.
+        let schema: omnigraph_core::arrow_schema::SchemaRef =
+            Arc::new(target_table.schema().into());
+        let converter = row_converter(&schema)?;
+        let mut merge = RowMergePlan {
+            table_id: target.1.table_id.clone(),
+            type_def: type_def.clone(),
+            delete: Vec::new(),
+            taken: Vec::new(),
+            deleted_by_source: 0,
+        };
+        let (mut conflicts, mut removed) = (Vec::new(), Removed::default());
+        for index in 0..passes {
+            let pass = Pass {
+                index,
+                count: passes,
+            };
+            // The three reads overlap their I/O.
+            let (base_rows, source_rows, target_rows) = tokio::try_join!(
+                read_version(&base_table, type_def, &schema, &converter, pass),
+                read_version(&source_table, type_def, &schema, &converter, pass),
+                read_version(&target_table, type_def, &schema, &converter, pass),
+            )?;
+            let before = (merge.delete.len(), merge.taken.len(), conflicts.len());
+            merge_rows(
+                type_def,
+                [&base_rows, &source_rows, &target_rows],
+                &mut merge,
+                &mut conflicts,
+                &mut removed,
+            )?;
+            let taken: usize = merge.taken[before.1..]
+                .iter()
+                .map(RecordBatch::num_rows)
+                .sum();
+            changed
+                .add((merge.delete.len() - before.0 + taken + conflicts.len() - before.2) as u64)?;
+        }
+        changed.add((removed.from_source.len() + removed.from_target.len()) as u64)?;
+        // Key order: the same conflicts read the same at every run.
+        conflicts.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok((merge, conflicts, removed))
+    }
+
+    /// The keys of a node type that `lost`'s version has and `kept`'s does not, read in
+    /// as many passes as the budget needs.
+    async fn keys_lost(
+        &self,
+        type_def: &TypeDef,
+        kept: (&GraphCommit, &TablePin),
+        lost: (&GraphCommit, &TablePin),
+        changed: &mut Changed,
+    ) -> Result<BTreeSet<String>> {
+        let passes = changed.passes(type_def.name(), [kept.1, lost.1])?;
+        let root = self.graph().root();
+        let (kept_table, lost_table) = tokio::try_join!(
+            open_pinned(root, kept.0, kept.1),
+            open_pinned(root, lost.0, lost.1)
+        )?;
+        let mut gone = BTreeSet::new();
+        for index in 0..passes {
+            let pass = Pass {
+                index,
+                count: passes,
+            };
+            let (kept_keys, lost_keys) = tokio::try_join!(
+                key_set(&kept_table, type_def, pass),
+                key_set(&lost_table, type_def, pass)
+            )?;
+            let before = gone.len();
+            gone.extend(lost_keys.into_iter().filter(|key| !kept_keys.contains(key)));
+            changed.add((gone.len() - before) as u64)?;
+        }
+        Ok(gone)
     }
 
     /// The newest commit both branches contain (see the module docs).
@@ -667,22 +948,10 @@ fn merge_input(message: String) -> OmniError {
     OmniError::bad_input(InputLocation::in_source("merge"), message)
 }
 
-fn refuse_too_large(type_name: &str, pin: &TablePin) -> Result<()> {
-    if pin.row_count > MERGE_TABLE_ROWS_MAX {
-        return Err(OmniError::bad_input(
-            InputLocation::in_source("merge").type_name(type_name),
-            format!(
-                "{type_name} holds {} rows at version {}, more than a row merge holds ({MERGE_TABLE_ROWS_MAX}); nothing was changed: merge smaller changes, or move the rows on one branch",
-                pin.row_count, pin.version
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// A converter to Arrow's row format for every column of `table`.
-fn row_converter(table: &Dataset) -> Result<arrow::row::RowConverter> {
-    let schema: omnigraph_core::arrow_schema::Schema = table.schema().into();
+/// A converter to Arrow's row format for every column of `schema`.
+fn row_converter(
+    schema: &omnigraph_core::arrow_schema::Schema,
+) -> Result<arrow::row::RowConverter> {
     let fields = schema
         .fields()
         .iter()
@@ -692,66 +961,118 @@ fn row_converter(table: &Dataset) -> Result<arrow::row::RowConverter> {
         .map_err(|error| OmniError::internal(format!("compare the rows of a merge: {error}")))
 }
 
-/// Every row of `table`, by rendered key.
+/// The rows of `table` whose keys fall in `pass`, by rendered key, each with the
+/// columns of `schema` (a column the version lacks reads null, as a property added
+/// later reads on rows written before).
 async fn read_version(
     table: &Dataset,
     type_def: &TypeDef,
+    schema: &omnigraph_core::arrow_schema::SchemaRef,
     converter: &arrow::row::RowConverter,
+    pass: Pass,
 ) -> Result<ReadVersion> {
-    let batches = scan_all(table, &[]).await?;
+    let mut batches = scan(table, &[]).await?;
     let mut read = ReadVersion {
-        rows: Vec::with_capacity(batches.len()),
-        keys: KeyPlaces::with_capacity_and_hasher(
-            batches.iter().map(RecordBatch::num_rows).sum(),
-            Default::default(),
-        ),
+        rows: Vec::new(),
+        keys: KeyPlaces::default(),
         batches: Vec::new(),
     };
-    for (index, batch) in batches.iter().enumerate() {
+    while let Some(batch) = batches.try_next().await.map_err(scan_failed)? {
+        let keys = column(&batch, type_def.key_column())?;
+        let mut held = Vec::with_capacity(batch.num_rows());
+        let mut rows_held = Vec::with_capacity(batch.num_rows());
+        for row in 0..batch.num_rows() {
+            let key = rows::render_array_key(keys.as_ref(), row);
+            if pass.holds(&key) {
+                held.push(key);
+                rows_held.push(row as u32);
+            }
+        }
+        if held.is_empty() {
+            continue;
+        }
+        let batch = if held.len() == batch.num_rows() {
+            batch
+        } else {
+            arrow::compute::take_record_batch(&batch, &UInt32Array::from(rows_held))
+                .map_err(|error| OmniError::internal(format!("read a pass of a merge: {error}")))?
+        };
+        let batch = conform(batch, schema)?;
         let rows = converter
             .convert_columns(batch.columns())
             .map_err(|error| {
                 OmniError::internal(format!("compare the rows of a merge: {error}"))
             })?;
-        let keys = column(batch, type_def.key_column())?;
-        for row in 0..batch.num_rows() {
-            read.keys
-                .insert(rows::render_array_key(keys.as_ref(), row), (index, row));
+        let index = read.batches.len();
+        for (row, key) in held.into_iter().enumerate() {
+            read.keys.insert(key, (index, row));
         }
         read.rows.push(rows);
+        read.batches.push(batch);
     }
-    read.batches = batches;
     Ok(read)
 }
 
-/// The rendered keys of every row of `table`.
-async fn key_set(table: &Dataset, type_def: &TypeDef) -> Result<BTreeSet<String>> {
-    let batches = scan_all(table, &[type_def.key_column()]).await?;
-    let mut keys = BTreeSet::new();
-    for batch in &batches {
+/// `batch` with the columns of `schema`, by name: a missing one null, an extra one
+/// dropped.
+fn conform(
+    batch: RecordBatch,
+    schema: &omnigraph_core::arrow_schema::SchemaRef,
+) -> Result<RecordBatch> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(batch);
+    }
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| match batch.column_by_name(field.name()) {
+            Some(column) if column.data_type() == field.data_type() => Ok(column.clone()),
+            Some(column) => Err(OmniError::internal(format!(
+                "column {} is {} in one version of a merge and {} in another",
+                field.name(),
+                column.data_type(),
+                field.data_type()
+            ))),
+            None => Ok(omnigraph_core::arrow_array::new_null_array(
+                field.data_type(),
+                batch.num_rows(),
+            )),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    RecordBatch::try_new(schema.clone(), columns)
+        .map_err(|error| OmniError::internal(format!("read a version to merge: {error}")))
+}
+
+/// The rendered keys of the rows of `table` whose keys fall in `pass`.
+async fn key_set(table: &Dataset, type_def: &TypeDef, pass: Pass) -> Result<KeySet> {
+    let mut batches = scan(table, &[type_def.key_column()]).await?;
+    let mut keys = KeySet::default();
+    while let Some(batch) = batches.try_next().await.map_err(scan_failed)? {
         let column = batch.column(0);
         for row in 0..batch.num_rows() {
-            keys.insert(rows::render_array_key(column.as_ref(), row));
+            let key = rows::render_array_key(column.as_ref(), row);
+            if pass.holds(&key) {
+                keys.insert(key);
+            }
         }
     }
     Ok(keys)
 }
 
-/// Every row of `table`, its `columns` (all when empty).
-async fn scan_all(table: &Dataset, columns: &[&str]) -> Result<Vec<RecordBatch>> {
-    let failed =
-        |error: omnigraph_core::lance::Error| OmniError::from_lance("read a table to merge", error);
+fn scan_failed(error: omnigraph_core::lance::Error) -> OmniError {
+    OmniError::from_lance("read a table to merge", error)
+}
+
+/// The rows of `table`, its `columns` (all when empty), batch by batch.
+async fn scan(
+    table: &Dataset,
+    columns: &[&str],
+) -> Result<omnigraph_core::lance::dataset::scanner::DatasetRecordBatchStream> {
     let mut scanner = table.scan();
     if !columns.is_empty() {
-        scanner.project(columns).map_err(failed)?;
+        scanner.project(columns).map_err(scan_failed)?;
     }
-    scanner
-        .try_into_stream()
-        .await
-        .map_err(failed)?
-        .try_collect()
-        .await
-        .map_err(failed)
+    scanner.try_into_stream().await.map_err(scan_failed)
 }
 
 fn column(batch: &RecordBatch, name: &str) -> Result<ArrayRef> {
@@ -761,14 +1082,16 @@ fn column(batch: &RecordBatch, name: &str) -> Result<ArrayRef> {
         .ok_or_else(|| OmniError::internal(format!("a row read to merge has no column {name}")))
 }
 
-/// The three-way merge of one table's rows by key.
+/// The three-way merge by key of the rows of one pass (`versions`: base, source,
+/// target), added to `merge`, `conflicts` and `removed`.
 fn merge_rows(
     type_def: &TypeDef,
-    table_id: &str,
-    base: &ReadVersion,
-    source: &ReadVersion,
-    target: &ReadVersion,
-) -> Result<(RowMergePlan, Vec<MergeConflict>, Removed)> {
+    versions: [&ReadVersion; 3],
+    merge: &mut RowMergePlan,
+    conflicts: &mut Vec<MergeConflict>,
+    removed: &mut Removed,
+) -> Result<()> {
+    let [base, source, target] = versions;
     // Every key once: the base's, then the source's new ones, then the target's.
     let keys = base
         .keys
@@ -785,11 +1108,7 @@ fn merge_rows(
                 .keys()
                 .filter(|key| !base.keys.contains_key(*key) && !source.keys.contains_key(*key)),
         );
-    let mut delete = Vec::new();
     let mut take: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
-    let mut conflicts = Vec::new();
-    let mut removed = Removed::default();
-    let mut deleted_by_source = 0u64;
     for key in keys {
         let (b, s, t) = (
             base.keys.get(key).map(|at| base.row(*at)),
@@ -808,13 +1127,13 @@ fn merge_rows(
             match source.keys.get(key) {
                 Some((batch, row)) => {
                     if t.is_some() {
-                        delete.push(key.clone());
+                        merge.delete.push(key.clone());
                     }
                     take.entry(*batch).or_default().push(*row as u32);
                 }
                 None => {
-                    delete.push(key.clone());
-                    deleted_by_source += 1;
+                    merge.delete.push(key.clone());
+                    merge.deleted_by_source += 1;
                     removed.from_target.insert(key.clone());
                 }
             }
@@ -830,27 +1149,14 @@ fn merge_rows(
             },
         });
     }
-    // Key order: the same conflicts read the same at every run.
-    conflicts.sort_by(|a, b| a.key.cmp(&b.key));
-    let mut taken = Vec::with_capacity(take.len());
     for (batch, rows) in take {
         let indices = UInt32Array::from(rows);
         let picked = arrow::compute::take_record_batch(&source.batches[batch], &indices).map_err(
             |error| OmniError::internal(format!("take the source's rows of a merge: {error}")),
         )?;
-        taken.push(picked);
+        merge.taken.push(picked);
     }
-    Ok((
-        RowMergePlan {
-            table_id: table_id.to_string(),
-            type_def: type_def.clone(),
-            delete,
-            taken,
-            deleted_by_source,
-        },
-        conflicts,
-        removed,
-    ))
+    Ok(())
 }
 
 #[cfg(test)]

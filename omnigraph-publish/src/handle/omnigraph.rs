@@ -8,6 +8,7 @@ use crate::graph::{CommitRef, Graph};
 use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::key_cache::TableKeys;
 use crate::layout;
+use crate::merge::MergeBudget;
 use crate::rows::{self, RowSource, batches_to_json, json_value};
 use crate::spill::LoadBudget;
 use crate::staging::{Staging, open_pinned};
@@ -47,6 +48,8 @@ pub struct Omnigraph {
     key_caches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<TableKeys>>>>,
     /// The memory each key set of a load holds, and where it spills past that.
     load_budget: LoadBudget,
+    /// What one merge may hold in memory.
+    merge_budget: MergeBudget,
     /// The adjacency artifacts this handle read, and versions it found none for.
     adjacency: AdjacencyCache,
     /// Whether traversals may use adjacency artifacts (see [`Omnigraph::without_adjacency`]).
@@ -111,6 +114,7 @@ impl Omnigraph {
             tables: Mutex::new(HashMap::new()),
             key_caches: Mutex::new(HashMap::new()),
             load_budget: LoadBudget::default(),
+            merge_budget: MergeBudget::default(),
             adjacency: AdjacencyCache::default(),
             adjacency_reads: true,
         })
@@ -155,6 +159,17 @@ impl Omnigraph {
     /// The memory budget of a load's key sets, and its spill directory.
     pub fn load_budget(&self) -> &LoadBudget {
         &self.load_budget
+    }
+
+    /// This handle with merges that hold at most what `budget` allows.
+    pub fn with_merge_budget(mut self, budget: MergeBudget) -> Omnigraph {
+        self.merge_budget = budget;
+        self
+    }
+
+    /// What one merge may hold in memory.
+    pub fn merge_budget(&self) -> MergeBudget {
+        self.merge_budget
     }
 
     /// The graph underneath (log, snapshots, root).
