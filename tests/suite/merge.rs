@@ -481,8 +481,7 @@ async fn city(graph: &Omnigraph, id: &str) -> Option<Value> {
 }
 
 #[tokio::test]
-async fn a_schema_change_on_one_side_merges_when_the_other_side_did_not_write_its_types() {
-    // The source changes the schema.
+async fn a_schema_change_on_the_source_merges_when_the_target_did_not_write_its_types() {
     let (main, feature, _test) = forked(Backend::Memory).await;
     feature.apply_schema(WITH_CITY, false).await.unwrap();
     insert(
@@ -505,8 +504,11 @@ async fn a_schema_change_on_one_side_merges_when_the_other_side_did_not_write_it
     );
     assert_eq!(city(&main, "f1").await, Some(json!("Oslo")));
     assert_eq!(ids_at(&main, "Project", &CommitRef::Head).await, ["x"]);
+}
 
-    // The target changes the schema; the source writes a type it did not change.
+#[tokio::test]
+async fn a_schema_change_on_the_target_keeps_the_types_it_changed_and_merges_the_others() {
+    // The source writes a type the target's schema change did not touch.
     let (main, feature, _test) = forked(Backend::Memory).await;
     main.apply_schema(WITH_CITY, false).await.unwrap();
     insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
@@ -519,6 +521,33 @@ async fn a_schema_change_on_one_side_merges_when_the_other_side_did_not_write_it
         ["f1", "p0", "p1", "p2", "p3"]
     );
     assert_eq!(city(&main, "c0").await, Some(Value::Null));
+}
+
+#[tokio::test]
+async fn an_index_declared_on_one_side_never_conflicts_with_rows_written_on_the_other() {
+    // Declaring an index changes no table: the target's rows of the type merge as any.
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    feature
+        .apply_schema(
+            &SOCIAL_SCHEMA.replace(
+                "Company { id: String @key, name: String }",
+                "Company { id: String @key, name: String @index }",
+            ),
+            false,
+        )
+        .await
+        .unwrap();
+    insert(&main, "Company", json!([{"id": "m1", "name": "c"}])).await;
+    let report = main.merge("feature").await.unwrap();
+    assert_eq!(action(&report, "Company"), TableMergeAction::Keep);
+    assert_eq!(
+        main.head().await.unwrap().schema,
+        feature.head().await.unwrap().schema
+    );
+    assert_eq!(
+        ids_at(&main, "Company", &CommitRef::Head).await,
+        ["c0", "c1", "m1"]
+    );
 }
 
 #[tokio::test]

@@ -266,6 +266,15 @@ struct Pass {
 }
 
 impl Pass {
+    /// This pass over the version `pin` pins, with about the rows of it the pass holds
+    /// (a capacity hint: the budget bounds it).
+    fn of(self, pin: &TablePin) -> (Pass, usize) {
+        (
+            self,
+            usize::try_from(pin.row_count / self.count).unwrap_or(0),
+        )
+    }
+
     fn holds(self, key: &str) -> bool {
         use std::hash::BuildHasher;
         self.count == 1
@@ -433,11 +442,7 @@ impl Omnigraph {
         let schema_side = match (source.schema != base.schema, target.schema != base.schema) {
             (true, true) if source.schema != target.schema => {
                 // Both changed the schema, differently.
-                plan.report.conflicts.push(MergeConflict {
-                    type_name: String::new(),
-                    key: String::new(),
-                    kind: MergeConflictKind::Schema,
-                });
+                plan.report.conflicts.push(schema_conflict(""));
                 return Ok(plan);
             }
             (true, false) => Some(Side::Source),
@@ -476,8 +481,17 @@ impl Omnigraph {
         }
         for type_def in catalog.types() {
             let name = type_def.name();
-            let changed_by_schema =
-                schema_side.filter(|_| base_catalog.get(name) != Some(type_def));
+            // A type whose definition the schema side changed, and whose table it
+            // changed too (declaring an index changes no table: its rows merge as any).
+            let changed_by_schema = schema_side.filter(|side| {
+                let table = |commit: &GraphCommit| {
+                    commit
+                        .pin_of_type(name)
+                        .map(|pin| (pin.table_id.clone(), pin.version))
+                };
+                base_catalog.get(name) != Some(type_def)
+                    && table(side.of(&source, &target)) != table(&base)
+            });
             let (at_source, at_target) = (source.pin_of_type(name), target.pin_of_type(name));
             let action = match (changed_by_schema, at_source, at_target) {
                 (Some(side), _, _) => {
@@ -559,13 +573,13 @@ impl Omnigraph {
                             "{name} changed on both sides but is not in the base"
                         )));
                     };
-                    let (merge, conflicts, removed_here) = self
-                        .merge_table_rows(
-                            type_def,
-                            [(&base, at_base), (&source, at_source), (&target, at_target)],
-                            &mut changed,
-                        )
-                        .await?;
+                    // Boxed: a row merge's future is large, and a merge plans several.
+                    let (merge, conflicts, removed_here) = Box::pin(self.merge_table_rows(
+                        type_def,
+                        [(&base, at_base), (&source, at_source), (&target, at_target)],
+                        &mut changed,
+                    ))
+                    .await?;
                     table.taken = merge
                         .taken
                         .iter()
@@ -591,7 +605,7 @@ impl Omnigraph {
                     TableMergeAction::Keep => ((&target, at_target), (&source, at_source)),
                     _ => ((&source, at_source), (&target, at_target)),
                 };
-                let gone = self.keys_lost(type_def, kept, lost, &mut changed).await?;
+                let gone = Box::pin(self.keys_lost(type_def, kept, lost, &mut changed)).await?;
                 let entry = removed.entry(name.to_string()).or_default();
                 if action == TableMergeAction::Keep {
                     entry.from_source = gone;
@@ -649,11 +663,12 @@ impl Omnigraph {
                 index,
                 count: passes,
             };
+            let read = (&schema, &converter);
             // The three reads overlap their I/O.
             let (base_rows, source_rows, target_rows) = tokio::try_join!(
-                read_version(&base_table, type_def, &schema, &converter, pass),
-                read_version(&source_table, type_def, &schema, &converter, pass),
-                read_version(&target_table, type_def, &schema, &converter, pass),
+                read_version(&base_table, type_def, read, pass.of(base.1)),
+                read_version(&source_table, type_def, read, pass.of(source.1)),
+                read_version(&target_table, type_def, read, pass.of(target.1)),
             )?;
             let before = (merge.delete.len(), merge.taken.len(), conflicts.len());
             merge_rows(
@@ -967,14 +982,16 @@ fn row_converter(
 async fn read_version(
     table: &Dataset,
     type_def: &TypeDef,
-    schema: &omnigraph_core::arrow_schema::SchemaRef,
-    converter: &arrow::row::RowConverter,
-    pass: Pass,
+    (schema, converter): (
+        &omnigraph_core::arrow_schema::SchemaRef,
+        &arrow::row::RowConverter,
+    ),
+    (pass, rows_expected): (Pass, usize),
 ) -> Result<ReadVersion> {
     let mut batches = scan(table, &[]).await?;
     let mut read = ReadVersion {
         rows: Vec::new(),
-        keys: KeyPlaces::default(),
+        keys: KeyPlaces::with_capacity_and_hasher(rows_expected, Default::default()),
         batches: Vec::new(),
     };
     while let Some(batch) = batches.try_next().await.map_err(scan_failed)? {
