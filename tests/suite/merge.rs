@@ -512,10 +512,14 @@ async fn a_schema_change_on_the_target_keeps_the_types_it_changed_and_merges_the
     let (main, feature, _test) = forked(Backend::Memory).await;
     main.apply_schema(WITH_CITY, false).await.unwrap();
     insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
+    let schema_before = main.head().await.unwrap().schema;
     let report = main.merge("feature").await.unwrap();
     assert_eq!(action(&report, "Person"), TableMergeAction::FastForward);
     assert_eq!(action(&report, "Company"), TableMergeAction::Keep);
-    assert!(report.commit.unwrap().schema == main.head().await.unwrap().schema);
+    assert_eq!(action(&report, "Project"), TableMergeAction::Keep);
+    let merged = report.commit.unwrap();
+    assert_eq!(merged.schema, schema_before, "the target's schema stays");
+    assert_ne!(merged.schema, feature.head().await.unwrap().schema);
     assert_eq!(
         ids_at(&main, "Person", &CommitRef::Head).await,
         ["f1", "p0", "p1", "p2", "p3"]
@@ -560,6 +564,7 @@ async fn a_schema_change_against_writes_to_its_type_conflicts_until_both_sides_h
         json!([{"id": "f1", "name": "c", "city": "Oslo"}]),
     )
     .await;
+    insert(&feature, "Project", json!([{"id": "x", "name": "x"}])).await;
     insert(&main, "Company", json!([{"id": "m1", "name": "c"}])).await;
     let before = main.head().await.unwrap();
     let error = main.merge("feature").await.unwrap_err();
@@ -575,10 +580,24 @@ async fn a_schema_change_against_writes_to_its_type_conflicts_until_both_sides_h
     assert_eq!(main.head().await.unwrap(), before, "nothing published");
 
     // The same schema on the target: its Company table and the source's now differ
-    // from the base's columns, and the rows merge by key.
+    // from the base's columns, and the rows merge by key. Each side created its own
+    // Project table: the source's, which holds a row, is taken, and the target's goes.
     main.apply_schema(WITH_CITY, false).await.unwrap();
+    let head = main.head().await.unwrap();
+    let empty_project = head.pin_of_type("Project").unwrap().table_id.clone();
     let report = main.merge("feature").await.unwrap();
     assert_eq!(action(&report, "Company"), TableMergeAction::RowMerge);
+    assert_eq!(action(&report, "Project"), TableMergeAction::FastForward);
+    let merged = report.commit.unwrap();
+    assert_eq!(
+        merged.pin_of_type("Project"),
+        feature.head().await.unwrap().pin_of_type("Project")
+    );
+    assert!(
+        merged.pin(&empty_project).is_none(),
+        "the target's empty table goes"
+    );
+    assert_eq!(ids_at(&main, "Project", &CommitRef::Head).await, ["x"]);
     assert_eq!(
         ids_at(&main, "Company", &CommitRef::Head).await,
         ["c0", "c1", "f1", "m1"]
@@ -623,15 +642,25 @@ async fn changed_on_both_sides(main: &Omnigraph, feature: &Omnigraph) {
 async fn a_row_merge_in_many_passes_plans_what_one_pass_plans() {
     let (main, feature, test) = forked(Backend::Local).await;
     changed_on_both_sides(&main, &feature).await;
+    // An edge to the company the branch deletes: it would dangle.
+    insert(
+        &main,
+        "WorksAt",
+        json!([{"id": "w9", "src": "p2", "dst": "c1"}]),
+    )
+    .await;
+    // One row per pass: Person takes 34 passes, and Company, whose lost keys are read
+    // for that edge, two.
     let tiny = omnigraph_publish::MergeBudget {
-        pass_rows_max: 4,
+        pass_rows_max: 1,
         passes_max: 64,
         ..Default::default()
     };
     let narrow = Omnigraph::open(&test.uri)
         .await
         .unwrap()
-        .with_merge_budget(tiny);
+        .with_merge_budget(tiny)
+        .unwrap();
     let one_pass = main.merge_dry_run("feature").await.unwrap();
     let passes = narrow.merge_dry_run("feature").await.unwrap();
     assert_eq!(passes.tables, one_pass.tables);
@@ -640,15 +669,19 @@ async fn a_row_merge_in_many_passes_plans_what_one_pass_plans() {
         passes
             .conflicts
             .iter()
-            .map(|c| c.key.as_str())
+            .map(|c| (c.key.as_str(), c.kind))
             .collect::<Vec<_>>(),
-        ["\"p1\""]
+        [
+            ("\"p1\"", MergeConflictKind::ChangedOnBoth),
+            ("\"w9\"", MergeConflictKind::DanglingEdge)
+        ]
     );
-    // Resolved on the branch, the merge lands in passes.
+    // Resolved on both sides, the merge lands in passes.
     feature
         .update("Person", "id = 'p1'", &[("age".into(), json!(50))])
         .await
         .unwrap();
+    main.delete("WorksAt", "id = 'w9'").await.unwrap();
     let report = narrow.merge("feature").await.unwrap();
     assert_eq!(action(&report, "Person"), TableMergeAction::RowMerge);
     assert_eq!(action(&report, "Company"), TableMergeAction::FastForward);
@@ -687,7 +720,8 @@ async fn a_merge_over_its_budget_fails_before_any_effect() {
         let narrow = Omnigraph::open(&test.uri)
             .await
             .unwrap()
-            .with_merge_budget(budget);
+            .with_merge_budget(budget)
+            .unwrap();
         for dry_run in [true, false] {
             let error = if dry_run {
                 narrow.merge_dry_run("feature").await.unwrap_err()
@@ -705,4 +739,89 @@ async fn a_merge_over_its_budget_fails_before_any_effect() {
         objects_before,
         "nothing written"
     );
+    // A limit of 0 is refused when the budget is set.
+    let zero = omnigraph_publish::MergeBudget {
+        passes_max: 0,
+        ..Default::default()
+    };
+    let error = Omnigraph::open(&test.uri)
+        .await
+        .unwrap()
+        .with_merge_budget(zero)
+        .err()
+        .unwrap();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+}
+
+#[tokio::test]
+async fn a_type_dropped_on_one_side_goes_unless_the_other_side_wrote_it() {
+    for write_it in [true, false] {
+        let test = TestRoot::new(Backend::Memory).await;
+        let main = Omnigraph::create(&test.uri, WITH_CITY).await.unwrap();
+        insert(&main, "Company", json!([{"id": "c0", "name": "c"}])).await;
+        main.create_branch("feature", &CommitRef::Head)
+            .await
+            .unwrap();
+        let feature = on_branch(&main, "feature").await;
+        // The branch drops Project and Company's city.
+        feature.apply_schema(SOCIAL_SCHEMA, true).await.unwrap();
+        if write_it {
+            insert(&main, "Project", json!([{"id": "x", "name": "x"}])).await;
+        } else {
+            insert(&main, "Person", json!([{"id": "m1", "name": "n"}])).await;
+        }
+        let head = main.head().await.unwrap();
+        let project = head.pin_of_type("Project").unwrap().table_id.clone();
+        let result = main.merge("feature").await;
+        if write_it {
+            let error = result.unwrap_err();
+            assert_eq!(
+                conflicts(&error),
+                [(
+                    "Project".to_string(),
+                    String::new(),
+                    MergeConflictKind::Schema
+                )]
+            );
+            continue;
+        }
+        let merged = result.unwrap().commit.unwrap();
+        assert_eq!(merged.schema, feature.head().await.unwrap().schema);
+        assert!(merged.pin(&project).is_none(), "Project's table is dropped");
+        assert!(merged.pin_of_type("Project").is_none());
+        assert_eq!(ids_at(&main, "Person", &CommitRef::Head).await, ["m1"]);
+        let company = main
+            .get("Company", &json!("c0"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(company.get("city"), None, "the branch's Company table");
+    }
+}
+
+#[tokio::test]
+async fn a_property_both_sides_made_required_merges_rows_whose_base_held_null() {
+    let (main, _feature, _test) = forked(Backend::Local).await;
+    insert(&main, "Person", json!([{"id": "q", "name": "n"}])).await;
+    main.create_branch("backfill", &CommitRef::Head)
+        .await
+        .unwrap();
+    let backfill = on_branch(&main, "backfill").await;
+    let required = SOCIAL_SCHEMA.replace("age: Int32? @index", "age: Int32 @index");
+    for (graph, id) in [(&main, "m1"), (&backfill, "b1")] {
+        graph
+            .update("Person", "id = 'q'", &[("age".into(), json!(5))])
+            .await
+            .unwrap();
+        graph.apply_schema(&required, true).await.unwrap();
+        insert(graph, "Person", json!([{"id": id, "name": "n", "age": 1}])).await;
+    }
+    // The base's row of q holds null where both sides now require a value.
+    let report = main.merge("backfill").await.unwrap();
+    assert_eq!(action(&report, "Person"), TableMergeAction::RowMerge);
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["b1", "m1", "p0", "p1", "p2", "p3", "q"]
+    );
+    assert_eq!(age(&main, "q").await, Some(json!(5)));
 }

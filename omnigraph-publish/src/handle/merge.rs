@@ -72,6 +72,25 @@ impl Default for MergeBudget {
     }
 }
 
+impl MergeBudget {
+    /// Every limit is at least 1.
+    pub(crate) fn check(&self) -> Result<()> {
+        for (field, value) in [
+            ("pass_rows_max", self.pass_rows_max),
+            ("passes_max", self.passes_max),
+            ("changed_rows_max", self.changed_rows_max),
+        ] {
+            if value == 0 {
+                return Err(OmniError::bad_input(
+                    InputLocation::in_source("merge budget").field(field),
+                    format!("MergeBudget::{field} is 0: every limit of a merge is at least 1"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a merge does with one table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -156,10 +175,11 @@ type KeyPlaces = hashbrown::HashMap<String, (usize, usize), foldhash::fast::Rand
 /// Rendered keys.
 type KeySet = hashbrown::HashSet<String, foldhash::fast::RandomState>;
 
-/// One version of a table read whole: its batches, each row in Arrow's row format
+/// The rows of one pass over one version of a table: their columns (the target
+/// table's), each row in Arrow's row format
 /// (comparable across the three versions), and where each key is.
 struct ReadVersion {
-    batches: Vec<RecordBatch>,
+    columns: Vec<Vec<ArrayRef>>,
     rows: Vec<arrow::row::Rows>,
     keys: KeyPlaces,
 }
@@ -243,7 +263,8 @@ impl Changed {
     /// a table too large for the budget's passes fails before any effect.
     fn passes<const N: usize>(&self, type_name: &str, pins: [&TablePin; N]) -> Result<u64> {
         let rows = pins.iter().map(|pin| pin.row_count).max().unwrap_or(0);
-        let per_pass = self.budget.pass_rows_max.max(1);
+        let per_pass = self.budget.pass_rows_max;
+        assert!(per_pass > 0, "a merge budget is checked when it is set");
         let passes = rows.div_ceil(per_pass).max(1);
         if passes > self.budget.passes_max {
             return Err(OmniError::bad_input(
@@ -281,6 +302,39 @@ impl Pass {
             || foldhash::fast::FixedState::with_seed(MERGE_PASS_SEED).hash_one(key) % self.count
                 == self.index
     }
+}
+
+/// Whether the merge, taking one side's table of node type `node` (`action`: `Keep`
+/// the target's, `FastForward` the source's), keeps edges of the other side that may
+/// name its lost keys: an edge table touching `node` whose other side's edges stay
+/// (the target's, unless fast-forwarded; the source's, when fast-forwarded or row
+/// merged). An edge table unchanged on both sides never names a key one side
+/// deleted: the delete took its edges with it.
+fn keeps_edges_of_the_losing_side(
+    catalog: &Catalog,
+    node: &str,
+    action: TableMergeAction,
+    tables: &[TableMerge],
+) -> bool {
+    catalog.types().iter().any(|edge| {
+        let DeclKind::Edge { from, to } = edge.kind() else {
+            return false;
+        };
+        let Some(edges) = tables.iter().find(|table| table.type_name == edge.name()) else {
+            return false;
+        };
+        let losing_side_kept = match action {
+            TableMergeAction::Keep => matches!(
+                edges.action,
+                TableMergeAction::FastForward | TableMergeAction::RowMerge
+            ),
+            _ => matches!(
+                edges.action,
+                TableMergeAction::Keep | TableMergeAction::RowMerge
+            ),
+        };
+        (from == node || to == node) && losing_side_kept
+    })
 }
 
 fn schema_conflict(type_name: &str) -> MergeConflict {
@@ -479,18 +533,14 @@ impl Omnigraph {
                 }
             }
         }
+        // Per type of the merged schema that has an action: its pins on both sides.
+        let mut sides: Vec<(&TypeDef, Option<&TablePin>, Option<&TablePin>)> = Vec::new();
         for type_def in catalog.types() {
             let name = type_def.name();
-            // A type whose definition the schema side changed, and whose table it
-            // changed too (declaring an index changes no table: its rows merge as any).
-            let changed_by_schema = schema_side.filter(|side| {
-                let table = |commit: &GraphCommit| {
-                    commit
-                        .pin_of_type(name)
-                        .map(|pin| (pin.table_id.clone(), pin.version))
-                };
-                base_catalog.get(name) != Some(type_def)
-                    && table(side.of(&source, &target)) != table(&base)
+            // A type whose columns the schema side changed (or added): declaring or
+            // dropping an index changes no column, and its rows merge as any.
+            let changed_by_schema = schema_side.filter(|_| {
+                base_catalog.get(name).map(TypeDef::arrow_schema) != Some(type_def.arrow_schema())
             });
             let (at_source, at_target) = (source.pin_of_type(name), target.pin_of_type(name));
             let action = match (changed_by_schema, at_source, at_target) {
@@ -557,18 +607,26 @@ impl Omnigraph {
                     format!("type {name} is not pinned where its schema has it"),
                 )
             })?;
-            let mut table = TableMerge::new(name, &chosen.table_id, action);
             if let Some(at_target) = at_target.filter(|pin| pin.table_id != chosen.table_id) {
                 // The source dropped the type and created it again.
                 plan.dropped.push(at_target.table_id.clone());
             }
-            match action {
-                TableMergeAction::Unchanged | TableMergeAction::Keep => {}
-                TableMergeAction::FastForward => plan.fast_forward.push(chosen.clone()),
-                TableMergeAction::RowMerge => {
-                    let (Some(at_source), Some(at_target), Some(at_base)) =
-                        (at_source, at_target, base.pin(&chosen.table_id))
-                    else {
+            if action == TableMergeAction::FastForward {
+                plan.fast_forward.push(chosen.clone());
+            }
+            plan.report
+                .tables
+                .push(TableMerge::new(name, &chosen.table_id, action));
+            sides.push((type_def, at_source, at_target));
+        }
+        // Then the reads: each row merge, and the keys one side loses where the merge
+        // keeps that side's edges.
+        for (index, (type_def, at_source, at_target)) in sides.into_iter().enumerate() {
+            let name = type_def.name();
+            let action = plan.report.tables[index].action;
+            match (action, at_source, at_target) {
+                (TableMergeAction::RowMerge, Some(at_source), Some(at_target)) => {
+                    let Some(at_base) = base.pin(&at_target.table_id) else {
                         return Err(OmniError::internal(format!(
                             "{name} changed on both sides but is not in the base"
                         )));
@@ -580,6 +638,7 @@ impl Omnigraph {
                         &mut changed,
                     ))
                     .await?;
+                    let table = &mut plan.report.tables[index];
                     table.taken = merge
                         .taken
                         .iter()
@@ -592,28 +651,32 @@ impl Omnigraph {
                     }
                     plan.rows.push(merge);
                 }
-            }
-            if type_def.is_node()
-                && matches!(
-                    action,
-                    TableMergeAction::Keep | TableMergeAction::FastForward
-                )
-                && let (Some(at_source), Some(at_target)) = (at_source, at_target)
-            {
-                // The keys one side loses when the merge takes the other's table.
-                let (kept, lost) = match action {
-                    TableMergeAction::Keep => ((&target, at_target), (&source, at_source)),
-                    _ => ((&source, at_source), (&target, at_target)),
-                };
-                let gone = Box::pin(self.keys_lost(type_def, kept, lost, &mut changed)).await?;
-                let entry = removed.entry(name.to_string()).or_default();
-                if action == TableMergeAction::Keep {
-                    entry.from_source = gone;
-                } else {
-                    entry.from_target = gone;
+                (
+                    TableMergeAction::Keep | TableMergeAction::FastForward,
+                    Some(at_source),
+                    Some(at_target),
+                ) if type_def.is_node()
+                    && keeps_edges_of_the_losing_side(
+                        &catalog,
+                        name,
+                        action,
+                        &plan.report.tables,
+                    ) =>
+                {
+                    let (kept, lost) = match action {
+                        TableMergeAction::Keep => ((&target, at_target), (&source, at_source)),
+                        _ => ((&source, at_source), (&target, at_target)),
+                    };
+                    let gone = Box::pin(self.keys_lost(type_def, kept, lost, &mut changed)).await?;
+                    let entry = removed.entry(name.to_string()).or_default();
+                    if action == TableMergeAction::Keep {
+                        entry.from_source = gone;
+                    } else {
+                        entry.from_target = gone;
+                    }
                 }
+                _ => {}
             }
-            plan.report.tables.push(table);
         }
         let dangling = self
             .dangling_edges(
@@ -625,6 +688,7 @@ impl Omnigraph {
                 &removed,
             )
             .await?;
+        changed.add(dangling.len() as u64)?;
         plan.report.conflicts.extend(dangling);
         Ok(plan)
     }
@@ -645,8 +709,8 @@ impl Omnigraph {
             open_pinned(root, source.0, source.1),
             open_pinned(root, target.0, target.1),
         )?;
-        // Every version is read as the target's table is: a schema change both sides
-        // made identically leaves the base with other columns.
+        // Every version is read with the target's table's columns: a schema change both
+        // sides made identically leaves the base with other columns.
         let schema: omnigraph_core::arrow_schema::SchemaRef =
             Arc::new(target_table.schema().into());
         let converter = row_converter(&schema)?;
@@ -670,9 +734,15 @@ impl Omnigraph {
                 read_version(&source_table, type_def, read, pass.of(source.1)),
                 read_version(&target_table, type_def, read, pass.of(target.1)),
             )?;
-            let before = (merge.delete.len(), merge.taken.len(), conflicts.len());
+            let before = (
+                merge.delete.len(),
+                merge.taken.len(),
+                conflicts.len(),
+                removed.from_source.len(),
+            );
             merge_rows(
                 type_def,
+                &schema,
                 [&base_rows, &source_rows, &target_rows],
                 &mut merge,
                 &mut conflicts,
@@ -682,10 +752,12 @@ impl Omnigraph {
                 .iter()
                 .map(RecordBatch::num_rows)
                 .sum();
-            changed
-                .add((merge.delete.len() - before.0 + taken + conflicts.len() - before.2) as u64)?;
+            // A key the source deleted is in `delete` and `removed.from_target`: once.
+            let held = merge.delete.len() - before.0 + taken + conflicts.len() - before.2
+                + removed.from_source.len()
+                - before.3;
+            changed.add(held as u64)?;
         }
-        changed.add((removed.from_source.len() + removed.from_target.len()) as u64)?;
         // Key order: the same conflicts read the same at every run.
         conflicts.sort_by(|a, b| a.key.cmp(&b.key));
         Ok((merge, conflicts, removed))
@@ -992,7 +1064,7 @@ async fn read_version(
     let mut read = ReadVersion {
         rows: Vec::new(),
         keys: KeyPlaces::with_capacity_and_hasher(rows_expected, Default::default()),
-        batches: Vec::new(),
+        columns: Vec::new(),
     };
     while let Some(batch) = batches.try_next().await.map_err(scan_failed)? {
         let keys = column(&batch, type_def.key_column())?;
@@ -1014,50 +1086,33 @@ async fn read_version(
             arrow::compute::take_record_batch(&batch, &UInt32Array::from(rows_held))
                 .map_err(|error| OmniError::internal(format!("read a pass of a merge: {error}")))?
         };
-        let batch = conform(batch, schema)?;
-        let rows = converter
-            .convert_columns(batch.columns())
-            .map_err(|error| {
-                OmniError::internal(format!("compare the rows of a merge: {error}"))
-            })?;
-        let index = read.batches.len();
+        let columns = conform(&batch, schema);
+        let rows = converter.convert_columns(&columns).map_err(|error| {
+            OmniError::internal(format!("compare the rows of a merge: {error}"))
+        })?;
+        let index = read.columns.len();
         for (row, key) in held.into_iter().enumerate() {
             read.keys.insert(key, (index, row));
         }
         read.rows.push(rows);
-        read.batches.push(batch);
+        read.columns.push(columns);
     }
     Ok(read)
 }
 
-/// `batch` with the columns of `schema`, by name: a missing one null, an extra one
-/// dropped.
-fn conform(
-    batch: RecordBatch,
-    schema: &omnigraph_core::arrow_schema::SchemaRef,
-) -> Result<RecordBatch> {
-    if batch.schema().fields() == schema.fields() {
-        return Ok(batch);
-    }
-    let columns = schema
+/// The columns of `schema` from `batch`, by name: a missing one null (so is one of
+/// another type: dropped and added again, it is a new column), an extra one dropped.
+/// Columns only, not a batch: a column the base lacks is null where the target may
+/// require it, and comparing rows needs no schema.
+fn conform(batch: &RecordBatch, schema: &omnigraph_core::arrow_schema::Schema) -> Vec<ArrayRef> {
+    schema
         .fields()
         .iter()
         .map(|field| match batch.column_by_name(field.name()) {
-            Some(column) if column.data_type() == field.data_type() => Ok(column.clone()),
-            Some(column) => Err(OmniError::internal(format!(
-                "column {} is {} in one version of a merge and {} in another",
-                field.name(),
-                column.data_type(),
-                field.data_type()
-            ))),
-            None => Ok(omnigraph_core::arrow_array::new_null_array(
-                field.data_type(),
-                batch.num_rows(),
-            )),
+            Some(column) if column.data_type() == field.data_type() => column.clone(),
+            _ => omnigraph_core::arrow_array::new_null_array(field.data_type(), batch.num_rows()),
         })
-        .collect::<Result<Vec<_>>>()?;
-    RecordBatch::try_new(schema.clone(), columns)
-        .map_err(|error| OmniError::internal(format!("read a version to merge: {error}")))
+        .collect()
 }
 
 /// The rendered keys of the rows of `table` whose keys fall in `pass`.
@@ -1103,6 +1158,7 @@ fn column(batch: &RecordBatch, name: &str) -> Result<ArrayRef> {
 /// target), added to `merge`, `conflicts` and `removed`.
 fn merge_rows(
     type_def: &TypeDef,
+    schema: &omnigraph_core::arrow_schema::SchemaRef,
     versions: [&ReadVersion; 3],
     merge: &mut RowMergePlan,
     conflicts: &mut Vec<MergeConflict>,
@@ -1166,12 +1222,19 @@ fn merge_rows(
             },
         });
     }
+    let failed = |error: arrow::error::ArrowError| {
+        OmniError::internal(format!("take the source's rows of a merge: {error}"))
+    };
     for (batch, rows) in take {
         let indices = UInt32Array::from(rows);
-        let picked = arrow::compute::take_record_batch(&source.batches[batch], &indices).map_err(
-            |error| OmniError::internal(format!("take the source's rows of a merge: {error}")),
-        )?;
-        merge.taken.push(picked);
+        let columns = source.columns[batch]
+            .iter()
+            .map(|column| arrow::compute::take(column.as_ref(), &indices, None))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(failed)?;
+        merge
+            .taken
+            .push(RecordBatch::try_new(schema.clone(), columns).map_err(failed)?);
     }
     Ok(())
 }
@@ -1229,6 +1292,27 @@ mod tests {
         // Of two commits of one branch, the later.
         let base = choose_base(vec![commit("main", 2), commit("main", 7)]).unwrap();
         assert_eq!(base.seq, 7);
+    }
+
+    #[test]
+    fn every_key_falls_in_exactly_one_pass_and_every_pass_holds_some() {
+        let count = 4;
+        let mut held = [0usize; 4];
+        for key in (0..400).map(|index| format!("\"k{index}\"")) {
+            let passes: Vec<u64> = (0..count)
+                .filter(|index| {
+                    Pass {
+                        index: *index,
+                        count,
+                    }
+                    .holds(&key)
+                })
+                .collect();
+            assert_eq!(passes.len(), 1, "{key} in passes {passes:?}");
+            held[passes[0] as usize] += 1;
+        }
+        assert!(held.iter().all(|keys| *keys >= 50), "{held:?}");
+        assert!(Pass { index: 0, count: 1 }.holds("anything"));
     }
 
     #[test]

@@ -161,14 +161,16 @@ impl Omnigraph {
         &self.load_budget
     }
 
-    /// This handle with merges that hold at most what `budget` allows.
-    pub fn with_merge_budget(mut self, budget: MergeBudget) -> Omnigraph {
+    /// This handle with merges that hold at most what `budget` allows; a limit of 0 is
+    /// `bad_input`.
+    pub fn with_merge_budget(mut self, budget: MergeBudget) -> Result<Omnigraph> {
+        budget.check()?;
         self.merge_budget = budget;
-        self
+        Ok(self)
     }
 
     /// What one merge may hold in memory.
-    pub fn merge_budget(&self) -> MergeBudget {
+    pub(crate) fn merge_budget(&self) -> MergeBudget {
         self.merge_budget
     }
 
