@@ -47,7 +47,8 @@
 //! - merge (with `--merge`, alone): a branch updates M rows (`--changed`, default
 //!   100,000) of a Person table of N rows (`--rows`, default 1,000,000) while main adds
 //!   one; the time of the merge's dry run and of the merge (a row merge), and its peak
-//!   resident memory.
+//!   resident memory. `--pass-rows P` sets the merge budget's rows per pass (default
+//!   `MERGE_PASS_ROWS_MAX`): fewer rows per pass, more passes and less memory.
 //!
 //! `--rows N`, `--read-rows M`, `--nodes N`, `--edges E`, `--optimize-rows K`, `--updates U` and `--garbage G`
 //! change the sizes; `--json` prints one JSON document.
@@ -1021,7 +1022,12 @@ async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Value
 /// `--merge`: a branch updates M of the N rows of Person (default 100,000 of
 /// 1,000,000) while main adds one, so the table is merged row by row: the time of the
 /// dry run and of the merge, and the peak resident memory.
-async fn merge_bench(dir: &std::path::Path, rows: usize, changed: usize) -> Value {
+async fn merge_bench(
+    dir: &std::path::Path,
+    rows: usize,
+    changed: usize,
+    pass_rows_max: usize,
+) -> Value {
     use omnigraph_core::arrow_array::{Int32Array, RecordBatch, StringArray};
     use omnigraph_core::arrow_schema::{DataType, Field, Schema};
     let schema = Arc::new(Schema::new(vec![
@@ -1045,9 +1051,15 @@ async fn merge_bench(dir: &std::path::Path, rows: usize, changed: usize) -> Valu
         .expect("person batch")
     });
     let uri = dir.join("merge-graph").display().to_string();
+    let budget = omnigraph_publish::MergeBudget {
+        pass_rows_max: pass_rows_max as u64,
+        ..Default::default()
+    };
     let main = Omnigraph::create(&uri, GRAPH_SCHEMA)
         .await
-        .expect("create graph");
+        .expect("create graph")
+        .with_merge_budget(budget)
+        .expect("a merge budget");
     main.load_columnar(
         &people,
         omnigraph_publish::InputFormat::Parquet,
@@ -1121,6 +1133,8 @@ async fn merge_bench(dir: &std::path::Path, rows: usize, changed: usize) -> Valu
         "dry_run_seconds": dry_seconds,
         "merge_seconds": merge_seconds,
         "merge_peak_mib": peak,
+        "pass_rows_max": pass_rows_max,
+        "passes": (rows + 1).div_ceil(pass_rows_max),
         "person_action": format!("{:?}", person.action),
     })
 }
@@ -1153,6 +1167,11 @@ async fn main() {
                 dir.path(),
                 argument(&args, "--rows", 1_000_000),
                 argument(&args, "--changed", 100_000),
+                argument(
+                    &args,
+                    "--pass-rows",
+                    omnigraph_publish::merge::MERGE_PASS_ROWS_MAX as usize,
+                ),
             )
             .await,
         });

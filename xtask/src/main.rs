@@ -50,7 +50,7 @@ fn print_help() {
          bench [--rows N] [--json]  ingest benchmark: JSONL and Parquet loads vs arrow-json/parquet + plain Lance, warm inserts\n  \
          bench --graph [--nodes N] [--edges E]  1M nodes and 5M edges from Parquet, time and peak memory, and Kuzu's COPY FROM\n  \
          bench --traverse [--nodes N] [--edges E]  1- and 2-hop traversals by scan, BTree and adjacency artifact; the artifact's build against optimize\n  \
-         bench --merge [--rows N] [--changed M]  a row merge of M rows changed on a branch into a table of N rows: time and peak memory\n  \
+         bench --merge [--rows N] [--changed M] [--pass-rows P]  a row merge of M rows changed on a branch into a table of N rows, P rows per pass: time and peak memory\n  \
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
          stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json]  P processes write one root at once, then a checker\n  \
          matrix [--full]    the detached-commit matrix: every writer x window x fault, then two recovery actors (the fast tier, also in ci) or all five (--full); OMNIGRAPH_MATRIX_CELL=W/Wi/F/A runs one cell\n  \

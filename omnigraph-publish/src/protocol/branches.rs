@@ -13,7 +13,7 @@ use crate::publisher::{self, Decided, Publication, ReadSet};
 use crate::retention;
 use futures::{StreamExt, TryStreamExt};
 use omnigraph_core::storage::StorageRoot;
-use omnigraph_core::{Evidence, InputLocation, OmniError, Result, seams};
+use omnigraph_core::{Evidence, InputLocation, OmniError, Result, failpoints, seams};
 use std::sync::Arc;
 
 /// The operation kind of a branch's first commit.
@@ -135,6 +135,10 @@ pub async fn create_branch(
     })?;
     let path = layout::commit_path(name, seq);
     let bytes = first.to_bytes()?;
+    // The publisher's windows: creation has written nothing before its commit PUT.
+    failpoints::reach(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
+        .await
+        .map_err(|error| error.with_evidence(Evidence::BeforeEffect))?;
     match publisher::put_and_decide(graph.root(), &log, &path, &first, bytes).await? {
         Decided::Ours => {}
         Decided::Theirs { .. } => {
@@ -152,7 +156,13 @@ pub async fn create_branch(
         delete_on(graph.root(), &first, actor).await?;
         return Err(reclaimed.with_evidence(Evidence::Unpublished));
     }
-    log.write_head_copy(&first).await;
+    // `HEAD` is only a best-effort copy: skipping it fails nothing.
+    if failpoints::reach(failpoints::PUBLISH_AFTER_COMMIT_PUT)
+        .await
+        .is_ok()
+    {
+        log.write_head_copy(&first).await;
+    }
     Ok(first)
 }
 
