@@ -480,17 +480,22 @@ async fn city(graph: &Omnigraph, id: &str) -> Option<Value> {
         .map(|row| row["city"].clone())
 }
 
-#[tokio::test]
-async fn a_schema_change_on_the_source_merges_when_the_target_did_not_write_its_types() {
-    let (main, feature, _test) = forked(Backend::Memory).await;
-    feature.apply_schema(WITH_CITY, false).await.unwrap();
+/// `graph` moves to [`WITH_CITY`] and writes a company with a city and a project.
+async fn city_and_project_on(graph: &Omnigraph) {
+    graph.apply_schema(WITH_CITY, false).await.unwrap();
     insert(
-        &feature,
+        graph,
         "Company",
         json!([{"id": "f1", "name": "c", "city": "Oslo"}]),
     )
     .await;
-    insert(&feature, "Project", json!([{"id": "x", "name": "x"}])).await;
+    insert(graph, "Project", json!([{"id": "x", "name": "x"}])).await;
+}
+
+#[tokio::test]
+async fn a_schema_change_on_the_source_merges_when_the_target_did_not_write_its_types() {
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    city_and_project_on(&feature).await;
     insert(&main, "Person", json!([{"id": "m1", "name": "n"}])).await;
     let report = main.merge("feature").await.unwrap();
     assert_eq!(action(&report, "Company"), TableMergeAction::FastForward);
@@ -557,14 +562,7 @@ async fn an_index_declared_on_one_side_never_conflicts_with_rows_written_on_the_
 #[tokio::test]
 async fn a_schema_change_against_writes_to_its_type_conflicts_until_both_sides_have_it() {
     let (main, feature, _test) = forked(Backend::Local).await;
-    feature.apply_schema(WITH_CITY, false).await.unwrap();
-    insert(
-        &feature,
-        "Company",
-        json!([{"id": "f1", "name": "c", "city": "Oslo"}]),
-    )
-    .await;
-    insert(&feature, "Project", json!([{"id": "x", "name": "x"}])).await;
+    city_and_project_on(&feature).await;
     insert(&main, "Company", json!([{"id": "m1", "name": "c"}])).await;
     let before = main.head().await.unwrap();
     let error = main.merge("feature").await.unwrap_err();
