@@ -1051,8 +1051,11 @@ async fn merge_bench(
         .expect("person batch")
     });
     let uri = dir.join("merge-graph").display().to_string();
+    // As many passes as the rows per pass need.
+    let passes = (rows + 1).div_ceil(pass_rows_max);
     let budget = omnigraph_publish::MergeBudget {
         pass_rows_max: pass_rows_max as u64,
+        passes_max: passes as u64,
         ..Default::default()
     };
     let main = Omnigraph::create(&uri, GRAPH_SCHEMA)
@@ -1134,7 +1137,7 @@ async fn merge_bench(
         "merge_seconds": merge_seconds,
         "merge_peak_mib": peak,
         "pass_rows_max": pass_rows_max,
-        "passes": (rows + 1).div_ceil(pass_rows_max),
+        "passes": passes,
         "person_action": format!("{:?}", person.action),
     })
 }

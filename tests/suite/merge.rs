@@ -823,3 +823,43 @@ async fn a_property_both_sides_made_required_merges_rows_whose_base_held_null() 
     );
     assert_eq!(age(&main, "q").await, Some(json!(5)));
 }
+
+#[tokio::test]
+async fn a_type_dropped_and_added_again_on_one_side_takes_its_new_table() {
+    // The branch moves WorksAt's endpoints the only way there is: it drops the type and
+    // adds it again, a new table with the same columns.
+    let (main, feature, _test) = forked(Backend::Memory).await;
+    let without = SOCIAL_SCHEMA.replace("edge WorksAt: Person -> Company { since: Int32? }", "");
+    let moved = SOCIAL_SCHEMA.replace("Person -> Company", "Person -> Person");
+    feature.apply_schema(&without, true).await.unwrap();
+    feature.apply_schema(&moved, false).await.unwrap();
+    insert(
+        &feature,
+        "WorksAt",
+        json!([{"id": "k1", "src": "p0", "dst": "p1"}]),
+    )
+    .await;
+    insert(&main, "Person", json!([{"id": "m1", "name": "n"}])).await;
+    let old_table = main
+        .head()
+        .await
+        .unwrap()
+        .pin_of_type("WorksAt")
+        .unwrap()
+        .table_id
+        .clone();
+    let report = main.merge("feature").await.unwrap();
+    assert_eq!(action(&report, "WorksAt"), TableMergeAction::FastForward);
+    assert_eq!(action(&report, "Person"), TableMergeAction::Keep);
+    let merged = report.commit.unwrap();
+    assert_eq!(merged.schema, feature.head().await.unwrap().schema);
+    assert!(
+        merged.pin(&old_table).is_none(),
+        "the old WorksAt table goes"
+    );
+    assert_eq!(ids_at(&main, "WorksAt", &CommitRef::Head).await, ["k1"]);
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["m1", "p0", "p1", "p2", "p3"]
+    );
+}

@@ -307,7 +307,7 @@ impl Pass {
 /// Whether the merge, taking one side's table of node type `node` (`action`: `Keep`
 /// the target's, `FastForward` the source's), keeps edges of the other side that may
 /// name its lost keys: an edge table touching `node` whose other side's edges stay
-/// (the target's, unless fast-forwarded; the source's, when fast-forwarded or row
+/// (the target's, when kept or row merged; the source's, when fast-forwarded or row
 /// merged). An edge table unchanged on both sides never names a key one side
 /// deleted: the delete took its edges with it.
 fn keeps_edges_of_the_losing_side(
@@ -537,10 +537,14 @@ impl Omnigraph {
         let mut sides: Vec<(&TypeDef, Option<&TablePin>, Option<&TablePin>)> = Vec::new();
         for type_def in catalog.types() {
             let name = type_def.name();
-            // A type whose columns the schema side changed (or added): declaring or
-            // dropping an index changes no column, and its rows merge as any.
-            let changed_by_schema = schema_side.filter(|_| {
+            // A type whose columns the schema side changed, or that it added, or dropped
+            // and added again (a new table: how endpoints or a key change). Declaring or
+            // dropping an index changes neither, and its rows merge as any.
+            let changed_by_schema = schema_side.filter(|side| {
+                let table_id =
+                    |commit: &GraphCommit| commit.pin_of_type(name).map(|pin| pin.table_id.clone());
                 base_catalog.get(name).map(TypeDef::arrow_schema) != Some(type_def.arrow_schema())
+                    || table_id(side.of(&source, &target)) != table_id(&base)
             });
             let (at_source, at_target) = (source.pin_of_type(name), target.pin_of_type(name));
             let action = match (changed_by_schema, at_source, at_target) {
@@ -574,11 +578,14 @@ impl Omnigraph {
                     }
                 }
                 (None, Some(at_source), Some(at_target))
-                    if base.pin_of_type(name).is_none()
-                        && (at_source.row_count == 0 || at_target.row_count == 0) =>
+                    if [at_source, at_target].iter().all(|pin| {
+                        base.pin_of_type(name)
+                            .is_none_or(|at_base| at_base.table_id != pin.table_id)
+                    }) && (at_source.row_count == 0 || at_target.row_count == 0) =>
                 {
-                    // Both sides added the type, each with its own table, and at most
-                    // one wrote rows to it: that one's table is taken.
+                    // Both sides added the type (or dropped and added it again), each
+                    // with its own new table, and at most one wrote rows to it: that
+                    // one's table is taken.
                     if at_source.row_count == 0 {
                         TableMergeAction::Keep
                     } else {
@@ -680,15 +687,14 @@ impl Omnigraph {
         }
         let dangling = self
             .dangling_edges(
+                &mut changed,
                 &catalog,
-                &source,
-                &target,
+                (&source, &target),
                 &plan.report.tables,
                 &plan.rows,
                 &removed,
             )
             .await?;
-        changed.add(dangling.len() as u64)?;
         plan.report.conflicts.extend(dangling);
         Ok(plan)
     }
@@ -727,12 +733,15 @@ impl Omnigraph {
                 index,
                 count: passes,
             };
-            let read = (&schema, &converter);
+            let (as_base, as_side) = (
+                (&schema, &converter, base_columns as Conform),
+                (&schema, &converter, side_columns as Conform),
+            );
             // The three reads overlap their I/O.
             let (base_rows, source_rows, target_rows) = tokio::try_join!(
-                read_version(&base_table, type_def, read, pass.of(base.1)),
-                read_version(&source_table, type_def, read, pass.of(source.1)),
-                read_version(&target_table, type_def, read, pass.of(target.1)),
+                read_version(&base_table, type_def, as_base, pass.of(base.1)),
+                read_version(&source_table, type_def, as_side, pass.of(source.1)),
+                read_version(&target_table, type_def, as_side, pass.of(target.1)),
             )?;
             let before = (
                 merge.delete.len(),
@@ -885,9 +894,9 @@ impl Omnigraph {
     /// The edges the merged result would keep whose endpoint it removes.
     async fn dangling_edges(
         &self,
+        changed: &mut Changed,
         catalog: &Catalog,
-        source: &GraphCommit,
-        target: &GraphCommit,
+        (source, target): (&GraphCommit, &GraphCommit),
         tables: &[TableMerge],
         rows: &[RowMergePlan],
         removed: &HashMap<String, Removed>,
@@ -916,7 +925,13 @@ impl Omnigraph {
                     .map(|plan| plan.delete.iter().map(String::as_str).collect())
                     .unwrap_or_default();
                 for id in self
-                    .edges_naming(target, edge, &near.from_target, &far.from_target, catalog)
+                    .edges_naming(
+                        changed,
+                        target,
+                        edge,
+                        (&near.from_target, &far.from_target),
+                        catalog,
+                    )
                     .await?
                 {
                     if !dropped.contains(id.as_str()) {
@@ -931,10 +946,10 @@ impl Omnigraph {
                 {
                     found.extend(
                         self.edges_naming(
+                            changed,
                             source,
                             edge,
-                            &near.from_source,
-                            &far.from_source,
+                            (&near.from_source, &far.from_source),
                             catalog,
                         )
                         .await?,
@@ -976,10 +991,10 @@ impl Omnigraph {
     /// `sources` or whose destination is among `destinations` (rendered node keys).
     async fn edges_naming(
         &self,
+        changed: &mut Changed,
         commit: &GraphCommit,
         edge: &TypeDef,
-        sources: &BTreeSet<String>,
-        destinations: &BTreeSet<String>,
+        (sources, destinations): (&BTreeSet<String>, &BTreeSet<String>),
         catalog: &Catalog,
     ) -> Result<Vec<String>> {
         let DeclKind::Edge { from, to } = edge.kind() else {
@@ -997,11 +1012,14 @@ impl Omnigraph {
             for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
                 let filter =
                     rows::key_in_filter(column, chunk.iter().map(|key| key.as_str()), key_type);
+                let before = ids.len();
                 for row in collect(&table, Some(&filter), &[EDGE_ID_COLUMN], None).await? {
                     if let Some(id) = row.get(EDGE_ID_COLUMN) {
                         ids.push(rows::render_key(id));
                     }
                 }
+                // A conflict the merge reports is a row it holds.
+                changed.add((ids.len() - before) as u64)?;
             }
         }
         Ok(ids)
@@ -1054,9 +1072,10 @@ fn row_converter(
 async fn read_version(
     table: &Dataset,
     type_def: &TypeDef,
-    (schema, converter): (
+    (schema, converter, conform): (
         &omnigraph_core::arrow_schema::SchemaRef,
         &arrow::row::RowConverter,
+        Conform,
     ),
     (pass, rows_expected): (Pass, usize),
 ) -> Result<ReadVersion> {
@@ -1086,7 +1105,7 @@ async fn read_version(
             arrow::compute::take_record_batch(&batch, &UInt32Array::from(rows_held))
                 .map_err(|error| OmniError::internal(format!("read a pass of a merge: {error}")))?
         };
-        let columns = conform(&batch, schema);
+        let columns = conform(&batch, schema)?;
         let rows = converter.convert_columns(&columns).map_err(|error| {
             OmniError::internal(format!("compare the rows of a merge: {error}"))
         })?;
@@ -1100,17 +1119,44 @@ async fn read_version(
     Ok(read)
 }
 
-/// The columns of `schema` from `batch`, by name: a missing one null (so is one of
+/// How a version's columns are put in the target table's order.
+type Conform = fn(&RecordBatch, &omnigraph_core::arrow_schema::Schema) -> Result<Vec<ArrayRef>>;
+
+/// The base's columns in `schema`'s order, by name: a missing one null (so is one of
 /// another type: dropped and added again, it is a new column), an extra one dropped.
 /// Columns only, not a batch: a column the base lacks is null where the target may
 /// require it, and comparing rows needs no schema.
-fn conform(batch: &RecordBatch, schema: &omnigraph_core::arrow_schema::Schema) -> Vec<ArrayRef> {
-    schema
+fn base_columns(
+    batch: &RecordBatch,
+    schema: &omnigraph_core::arrow_schema::Schema,
+) -> Result<Vec<ArrayRef>> {
+    Ok(schema
         .fields()
         .iter()
         .map(|field| match batch.column_by_name(field.name()) {
             Some(column) if column.data_type() == field.data_type() => column.clone(),
             _ => omnigraph_core::arrow_array::new_null_array(field.data_type(), batch.num_rows()),
+        })
+        .collect())
+}
+
+/// A side's columns in `schema`'s order, by name: both sides have the merged schema's
+/// columns, so a missing one, or one of another type, is an internal error (never
+/// nulls written into the result).
+fn side_columns(
+    batch: &RecordBatch,
+    schema: &omnigraph_core::arrow_schema::Schema,
+) -> Result<Vec<ArrayRef>> {
+    schema
+        .fields()
+        .iter()
+        .map(|field| match batch.column_by_name(field.name()) {
+            Some(column) if column.data_type() == field.data_type() => Ok(column.clone()),
+            _ => Err(OmniError::internal(format!(
+                "a version merged lacks column {} as {}",
+                field.name(),
+                field.data_type()
+            ))),
         })
         .collect()
 }
