@@ -1288,27 +1288,10 @@ fn merge_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commit::{CommitOperation, ForkPoint};
+    use crate::commit::ForkPoint;
 
     fn commit(branch: &str, seq: u64) -> GraphCommit {
-        GraphCommit {
-            seq,
-            commit_id: format!("{branch}{seq}"),
-            parent_commit_id: (seq > 0).then(|| format!("{branch}{}", seq - 1)),
-            branch: branch.into(),
-            created_at: 0,
-            actor: "test".into(),
-            operation: CommitOperation {
-                kind: "test".into(),
-                summary: String::new(),
-            },
-            schema: "0".repeat(64),
-            pins: Vec::new(),
-            retention: None,
-            fork: None,
-            deleted: false,
-            merged_from: Vec::new(),
-        }
+        crate::commit::test_commit(branch, seq)
     }
 
     fn merged(mut commit: GraphCommit, branch: &str, seq: u64) -> GraphCommit {

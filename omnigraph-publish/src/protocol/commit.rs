@@ -391,29 +391,36 @@ fn check_id(field: &str, id: &str) -> std::result::Result<(), String> {
     }
 }
 
+/// A commit of `branch` at `seq` that pins nothing, for unit tests: its id is the branch
+/// and seq, its parent the one before.
+#[cfg(test)]
+pub(crate) fn test_commit(branch: &str, seq: u64) -> GraphCommit {
+    GraphCommit {
+        seq,
+        commit_id: format!("{branch}{seq}"),
+        parent_commit_id: (seq > 0).then(|| format!("{branch}{}", seq - 1)),
+        branch: branch.into(),
+        created_at: 0,
+        actor: "test".into(),
+        operation: CommitOperation {
+            kind: "test".into(),
+            summary: String::new(),
+        },
+        schema: "0".repeat(64),
+        pins: Vec::new(),
+        retention: None,
+        fork: None,
+        deleted: false,
+        merged_from: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn genesis() -> GraphCommit {
-        GraphCommit {
-            seq: 0,
-            commit_id: "g".into(),
-            parent_commit_id: None,
-            branch: "main".into(),
-            created_at: 0,
-            actor: "test".into(),
-            operation: CommitOperation {
-                kind: "init".into(),
-                summary: String::new(),
-            },
-            schema: "0".repeat(64),
-            pins: Vec::new(),
-            retention: None,
-            fork: None,
-            deleted: false,
-            merged_from: Vec::new(),
-        }
+        test_commit("main", 0)
     }
 
     #[test]
