@@ -94,6 +94,7 @@ impl Omnigraph {
         let read = Arc::new(AtomicU64::new(0));
         // Parquet: the compressed size and rows of each row group, in file order.
         let mut row_groups: Vec<(u64, u64)> = Vec::new();
+        let mut expected_rows = None;
         let batches: Box<dyn Iterator<Item = std::result::Result<RecordBatch, String>>> =
             match format {
                 InputFormat::Csv => Box::new(csv_batches(
@@ -126,6 +127,8 @@ impl Omnigraph {
                             )
                         })
                         .collect();
+                    expected_rows =
+                        u64::try_from(builder.metadata().file_metadata().num_rows()).ok();
                     let reader = builder
                         .with_batch_size(COLUMNAR_BATCH_ROWS)
                         .build()
@@ -153,6 +156,9 @@ impl Omnigraph {
             });
         });
         let mut ingest = Ingest::start(self, mode).await?;
+        if let Some(rows) = expected_rows {
+            ingest.expect_rows(type_name, rows);
+        }
         ingest.push_batches(type_name, &name, batches).await?;
         ingest.finish("load").await
     }

@@ -18,7 +18,9 @@ use crate::commit::{CommitOperation, GraphCommit};
 use crate::handle::jsonl_rows::LineRows;
 use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
-use crate::rows::{self, KeySet, RowKey, RowSource, SourcedObject, TypedRows};
+use crate::rows::{
+    self, BatchSources, KeyColumn, KeySet, RowKey, RowSource, SourcedObject, TypedRows,
+};
 use crate::spill::{RowRef, SpillKeys};
 use crate::staging::{AppendWrite, Staging};
 use futures::StreamExt;
@@ -111,6 +113,9 @@ pub(crate) struct Ingest<'a> {
     buffered_bytes: HashMap<String, usize>,
     /// Per type, the keys the call gave, within the handle's load budget.
     keys: HashMap<String, SpillKeys>,
+    /// Per type, the rows its input says it holds (a Parquet file's metadata), which
+    /// its key set makes room for at once.
+    expected_rows: HashMap<String, u64>,
     /// Per node type, the keys that edges of the call point at and that were neither
     /// in the call nor in the base's table when the edges were staged: found among the
     /// call's nodes, or in the table, once every row is read. Each keeps its first edge
@@ -151,6 +156,7 @@ impl<'a> Ingest<'a> {
             minted: HashSet::new(),
             buffered_bytes: HashMap::new(),
             keys: HashMap::new(),
+            expected_rows: HashMap::new(),
             pending: BTreeMap::new(),
             checked: BTreeMap::new(),
             referenced: BTreeMap::new(),
@@ -196,6 +202,13 @@ impl<'a> Ingest<'a> {
             // A run that cannot be read leaves the error found as it is.
             _ => error,
         }
+    }
+
+    /// Notes that the input holds `rows` rows of `type_name`, as its metadata says: the
+    /// call's key set for the type makes room for them when the first arrive. A hint
+    /// only; the rows that come are what is checked.
+    pub(crate) fn expect_rows(&mut self, type_name: &str, rows: u64) {
+        self.expected_rows.insert(type_name.to_string(), rows);
     }
 
     /// Adds one row of `type_name`, read from `input_bytes` of input (0 when the row did
@@ -302,7 +315,8 @@ impl<'a> Ingest<'a> {
         let catalog = self.catalog.clone();
         let type_def = catalog.require(type_name)?;
         let (sources, typed) = buffer.finish()?;
-        self.stage_rows(type_def, &sources, typed).await
+        self.stage_rows(type_def, &BatchSources::Each(sources), typed)
+            .await
     }
 
     /// Validates and stages the buffered rows of `type_name`.
@@ -317,8 +331,9 @@ impl<'a> Ingest<'a> {
         let catalog = self.catalog.clone();
         let type_def = catalog.require(type_name)?;
         let typed = rows::rows_from_json(type_def, &buffer)?;
-        let sources: Vec<RowSource> = buffer.into_iter().map(|(source, _)| source).collect();
-        self.stage_rows(type_def, &sources, typed).await
+        let sources = buffer.into_iter().map(|(source, _)| source).collect();
+        self.stage_rows(type_def, &BatchSources::Each(sources), typed)
+            .await
     }
 
     /// Adds Arrow rows of `type_name` (rows `first_row`.. of the call), checked column
@@ -341,14 +356,11 @@ impl<'a> Ingest<'a> {
             let catalog = self.catalog.clone();
             let type_def = catalog.require(type_name)?;
             let typed = rows::rows_from_batch(type_def, batch, source, first_row, missing_ids)?;
-            let shared: std::sync::Arc<str> = source.into();
-            let sources: Vec<RowSource> = (0..batch.num_rows() as u64)
-                .map(|row| RowSource {
-                    source: shared.clone(),
-                    line: None,
-                    row: first_row + row,
-                })
-                .collect();
+            let sources = BatchSources::Span {
+                source: source.into(),
+                first_row,
+                rows: batch.num_rows(),
+            };
             self.stage_rows(type_def, &sources, typed).await
         }
         .await;
@@ -417,11 +429,15 @@ impl<'a> Ingest<'a> {
         pending: &mut Vec<RecordBatch>,
         first_row: u64,
     ) -> Result<u64> {
-        let Some(first) = pending.first() else {
-            return Ok(0);
+        let joined = match pending.as_slice() {
+            [] => return Ok(0),
+            // A reader's batch of the ingest size is pushed as it is, not copied.
+            [one] => one.clone(),
+            [first, ..] => arrow::compute::concat_batches(&first.schema(), pending.iter())
+                .map_err(|error| {
+                    self.failed(OmniError::internal(format!("join batches: {error}")))
+                })?,
         };
-        let joined = arrow::compute::concat_batches(&first.schema(), pending.iter())
-            .map_err(|error| self.failed(OmniError::internal(format!("join batches: {error}"))))?;
         pending.clear();
         self.push_batch(type_name, source, &joined, first_row)
             .await?;
@@ -433,7 +449,7 @@ impl<'a> Ingest<'a> {
     async fn stage_rows(
         &mut self,
         type_def: &TypeDef,
-        sources: &[RowSource],
+        sources: &BatchSources,
         typed: TypedRows,
     ) -> Result<()> {
         let type_name = type_def.name();
@@ -456,10 +472,19 @@ impl<'a> Ingest<'a> {
         } else {
             // The call keeps its keys: for the next batches, and for the handle's key
             // cache once published.
-            let mut seen = self
-                .keys
-                .remove(type_name)
-                .unwrap_or_else(|| SpillKeys::new(self.handle.load_budget()));
+            let mut seen = match self.keys.remove(type_name) {
+                Some(seen) => seen,
+                None => {
+                    let mut seen = SpillKeys::new(self.handle.load_budget());
+                    if let Some(rows) = self.expected_rows.get(type_name)
+                        && !typed.keys.is_empty()
+                    {
+                        let rows = usize::try_from(*rows).unwrap_or(usize::MAX);
+                        seen.reserve(rows, typed.keys.text_bytes().div_ceil(typed.keys.len()));
+                    }
+                    seen
+                }
+            };
             let kept = self.keep_keys(type_def, &mut seen, sources, &typed.keys, &mut conflict);
             self.keys.insert(type_name.to_string(), seen);
             kept?;
@@ -518,31 +543,30 @@ impl<'a> Ingest<'a> {
         &mut self,
         type_def: &TypeDef,
         seen: &mut SpillKeys,
-        sources: &[RowSource],
-        keys: &[RowKey],
+        sources: &BatchSources,
+        keys: &KeyColumn,
         conflict: &mut Option<(usize, OmniError)>,
     ) -> Result<()> {
         assert_eq!(sources.len(), keys.len(), "one source per key");
         // The rows of a batch share their source: its name is found once.
         let mut named: Option<(std::sync::Arc<str>, u32)> = None;
-        for (at, (source, key)) in sources.iter().zip(keys).enumerate() {
+        for (at, key) in keys.iter().enumerate() {
+            let (line, row) = sources.line_and_row(at);
             if let Some((_, error)) = conflict.take_if(|(first, _)| *first == at) {
-                return Err(self.earliest_repeat(type_def, seen, source.row, error)?);
+                return Err(self.earliest_repeat(type_def, seen, row, error)?);
             }
+            let source = sources.name(at);
             let name = match &named {
-                Some((shared, name)) if std::sync::Arc::ptr_eq(shared, &source.source) => *name,
+                Some((shared, name)) if std::sync::Arc::ptr_eq(shared, source) => *name,
                 _ => {
-                    let name = self.name_index(&source.source);
-                    named = Some((source.source.clone(), name));
+                    let name = self.name_index(source);
+                    named = Some((source.clone(), name));
                     name
                 }
             };
-            if seen
-                .insert(key, RowRef::new(name, 0, source.line, source.row))?
-                .is_some()
-            {
-                let error = given_twice(type_def, source, key);
-                return Err(self.earliest_repeat(type_def, seen, source.row, error)?);
+            if seen.insert(key, RowRef::new(name, 0, line, row))?.is_some() {
+                let error = given_twice(type_def, &sources.get(at), key);
+                return Err(self.earliest_repeat(type_def, seen, row, error)?);
             }
         }
         Ok(())
@@ -684,18 +708,21 @@ impl<'a> Ingest<'a> {
         &mut self,
         edge_type: &str,
         (from, to): (&String, &String),
-        sources: &[RowSource],
-        endpoints: &[(RowKey, RowKey)],
+        sources: &BatchSources,
+        endpoints: &[KeyColumn; 2],
     ) -> Result<()> {
+        assert_eq!(endpoints[0].len(), sources.len(), "one src per edge");
+        assert_eq!(endpoints[1].len(), sources.len(), "one dst per edge");
         // Per node type: the edge's position in the batch, the endpoint's role (an index
         // into ROLES) and its key.
-        let mut unresolved: BTreeMap<&str, Vec<(usize, u32, &RowKey)>> = BTreeMap::new();
+        let mut unresolved: BTreeMap<&str, Vec<(usize, u32, &str)>> = BTreeMap::new();
         {
             // Each node type's sets, found once per batch rather than per endpoint.
             let sets = |node_type: &str| (self.keys.get(node_type), self.referenced.get(node_type));
             let ends = [(0u32, from, sets(from)), (1u32, to, sets(to))];
-            for (at, (src, dst)) in endpoints.iter().enumerate() {
-                for ((role, node_type, (in_call, known)), key) in ends.iter().zip([src, dst]) {
+            for at in 0..sources.len() {
+                for (role, node_type, (in_call, known)) in &ends {
+                    let key = endpoints[*role as usize].get(at);
                     // A key that spilled is missed here and found when the call ends.
                     let found = in_call.is_some_and(|keys| keys.held_in_memory(key))
                         || known.is_some_and(|keys| keys.held_in_memory(key));
@@ -715,9 +742,8 @@ impl<'a> Ingest<'a> {
             self.checked.insert(pin.table_id.clone(), pin.version);
             // Each key once, by hashing: sorting them compared strings 16k log 16k times
             // per batch.
-            let distinct: foldhash::HashSet<&RowKey> =
-                wanted.iter().map(|(_, _, key)| *key).collect();
-            let keys: Vec<RowKey> = distinct.into_iter().cloned().collect();
+            let distinct: foldhash::HashSet<&str> = wanted.iter().map(|(_, _, key)| *key).collect();
+            let keys: Vec<&str> = distinct.into_iter().collect();
             let found: KeySet = self
                 .handle
                 .existing_keys(&self.base, &node, &keys)
@@ -725,10 +751,10 @@ impl<'a> Ingest<'a> {
                 .into_iter()
                 .collect();
             for (at, role, key) in wanted {
-                let source = &sources[at];
-                let source_name = self.name_index(&source.source);
+                let source_name = self.name_index(sources.name(at));
+                let (line, row) = sources.line_and_row(at);
                 let tag = edge_type_name << 1 | role;
-                let first = RowRef::new(source_name, tag, source.line, source.row);
+                let first = RowRef::new(source_name, tag, line, row);
                 let budget = self.handle.load_budget();
                 let kept = if found.contains(key) {
                     &mut self.referenced
@@ -1150,10 +1176,11 @@ async fn first_existing_key(
     handle: &Omnigraph,
     at: &GraphCommit,
     type_def: &omnigraph_core::schema::TypeDef,
-    keys: &[RowKey],
+    keys: &KeyColumn,
 ) -> Result<Option<usize>> {
+    let listed: Vec<&str> = keys.iter().collect();
     let existing: KeySet = handle
-        .existing_keys(at, type_def, keys)
+        .existing_keys(at, type_def, &listed)
         .await?
         .into_iter()
         .collect();
@@ -1166,20 +1193,19 @@ async fn first_existing_key(
 /// The refusal of `keys[first]`, which the table already holds, at its source if known.
 fn key_conflict(
     type_def: &omnigraph_core::schema::TypeDef,
-    keys: &[RowKey],
-    sources: &[RowSource],
+    keys: &KeyColumn,
+    sources: &BatchSources,
     first: usize,
 ) -> OmniError {
-    assert!(
-        sources.is_empty() || sources.len() == keys.len(),
-        "one source per key"
-    );
+    assert_eq!(sources.len(), keys.len(), "one source per key");
     OmniError::KeyConflict {
         type_name: type_def.name().to_string(),
-        key: keys[first].clone(),
-        location: sources
-            .get(first)
-            .map(|source| Box::new(source.location(type_def.name(), Some(type_def.key_column())))),
+        key: keys.get(first).to_string(),
+        location: Some(Box::new(
+            sources
+                .get(first)
+                .location(type_def.name(), Some(type_def.key_column())),
+        )),
         evidence: Evidence::BeforeEffect,
     }
 }

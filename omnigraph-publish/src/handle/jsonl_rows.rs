@@ -8,7 +8,9 @@
 //! `1.5` to `1`, where a load must refuse both.
 
 use crate::ingest::LoadMode;
-use crate::rows::{ColumnBuilder, Found, RowKey, RowSource, TYPE_FIELD, TypedRows, describe_found};
+use crate::rows::{
+    ColumnBuilder, Found, KeyColumn, RowKey, RowSource, TYPE_FIELD, TypedRows, describe_found,
+};
 use omnigraph_core::arrow_array::{ArrayRef, RecordBatch};
 use omnigraph_core::schema::{EDGE_ID_COLUMN, TypeDef};
 use omnigraph_core::{OmniError, Result, seams};
@@ -71,8 +73,8 @@ pub(crate) struct LineRows {
     type_def: TypeDef,
     mode: LoadMode,
     builders: Vec<ColumnBuilder>,
-    keys: Vec<RowKey>,
-    endpoints: Vec<(RowKey, RowKey)>,
+    keys: KeyColumn,
+    endpoints: [KeyColumn; 2],
     sources: Vec<RowSource>,
     /// Edge ids given by the lines (the others were minted).
     ids_given: usize,
@@ -92,8 +94,8 @@ impl LineRows {
                 .iter()
                 .map(|column| ColumnBuilder::new(column.data_type, capacity))
                 .collect(),
-            keys: Vec::with_capacity(capacity),
-            endpoints: Vec::new(),
+            keys: KeyColumn::with_capacity(capacity),
+            endpoints: [KeyColumn::default(), KeyColumn::default()],
             sources: Vec::with_capacity(capacity),
             ids_given: 0,
             bytes: 0,
@@ -199,7 +201,10 @@ impl LineRows {
         if !self.type_def.is_node() {
             let (src, dst) = (row.src.take(), row.dst.take());
             match (src, dst) {
-                (Some(src), Some(dst)) => self.endpoints.push((src, dst)),
+                (Some(src), Some(dst)) => {
+                    self.endpoints[0].push(&src);
+                    self.endpoints[1].push(&dst);
+                }
                 _ => {
                     return Err(OmniError::internal(
                         "an edge's endpoints were given but not kept",
@@ -207,7 +212,7 @@ impl LineRows {
                 }
             }
         }
-        self.keys.push(key);
+        self.keys.push(&key);
         self.sources.push(source);
         Ok(())
     }
@@ -727,10 +732,8 @@ mod tests {
         rows.push_line(text.as_bytes(), source(1)).unwrap();
         let (_, typed) = rows.finish().unwrap();
         assert!(typed.keys_minted, "every id of the batch was minted");
-        assert_eq!(
-            typed.endpoints,
-            vec![("\"p1\"".to_string(), "7".to_string())]
-        );
+        assert_eq!(typed.endpoints[0].iter().collect::<Vec<_>>(), ["\"p1\""]);
+        assert_eq!(typed.endpoints[1].iter().collect::<Vec<_>>(), ["7"]);
         assert_eq!(typed.batch.column(0).null_count(), 0, "an id was minted");
         let mut rows = LineRows::new(works_at, LoadMode::Merge, 1);
         let error = rows.push_line(text.as_bytes(), source(1)).unwrap_err();

@@ -132,10 +132,11 @@ impl TableKeys {
     }
 
     /// Which of `keys` the table holds.
-    pub(crate) fn existing(&self, keys: &[RowKey]) -> Vec<RowKey> {
+    pub(crate) fn existing(&self, keys: &[impl AsRef<str>]) -> Vec<RowKey> {
         keys.iter()
+            .map(AsRef::as_ref)
             .filter(|key| self.keys.contains_key(*key))
-            .cloned()
+            .map(str::to_string)
             .collect()
     }
 

@@ -412,7 +412,7 @@ impl Omnigraph {
         &self,
         base: &GraphCommit,
         type_def: &TypeDef,
-        keys: &[String],
+        keys: &[impl AsRef<str>],
     ) -> Result<Vec<String>> {
         let (key_column, key_type) = (type_def.key_column(), type_def.key_type());
         let pin = base.require_pin_of_type(type_def.name())?;
@@ -434,8 +434,7 @@ impl Omnigraph {
         }
         let mut found = Vec::new();
         for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
-            let filter =
-                rows::key_in_filter(key_column, chunk.iter().map(String::as_str), key_type);
+            let filter = rows::key_in_filter(key_column, chunk.iter().map(AsRef::as_ref), key_type);
             let batches = scan_table(
                 &table,
                 &ScanRequest {

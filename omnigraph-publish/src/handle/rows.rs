@@ -44,6 +44,58 @@ impl RowSource {
     }
 }
 
+/// Where each row of a batch came from: a span of rows of one source (a columnar file,
+/// a call's Arrow rows), which a load of millions of rows states once rather than per
+/// row; or one [`RowSource`] per row (JSONL lines, JSON objects).
+#[derive(Clone, Debug)]
+pub(crate) enum BatchSources {
+    /// Rows `first_row..first_row + rows` of `source`, in order.
+    Span {
+        source: std::sync::Arc<str>,
+        first_row: u64,
+        rows: usize,
+    },
+    /// One source per row, in order.
+    Each(Vec<RowSource>),
+}
+
+impl BatchSources {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            BatchSources::Span { rows, .. } => *rows,
+            BatchSources::Each(sources) => sources.len(),
+        }
+    }
+
+    /// The name of row `at`'s source.
+    pub(crate) fn name(&self, at: usize) -> &std::sync::Arc<str> {
+        assert!(at < self.len(), "row {at} of a batch of {}", self.len());
+        match self {
+            BatchSources::Span { source, .. } => source,
+            BatchSources::Each(sources) => &sources[at].source,
+        }
+    }
+
+    /// Row `at`'s line (JSONL) and its position in the call.
+    pub(crate) fn line_and_row(&self, at: usize) -> (Option<u64>, u64) {
+        assert!(at < self.len(), "row {at} of a batch of {}", self.len());
+        match self {
+            BatchSources::Span { first_row, .. } => (None, first_row + at as u64),
+            BatchSources::Each(sources) => (sources[at].line, sources[at].row),
+        }
+    }
+
+    /// Row `at`'s source, to name it in an error.
+    pub(crate) fn get(&self, at: usize) -> RowSource {
+        let (line, row) = self.line_and_row(at);
+        RowSource {
+            source: self.name(at).clone(),
+            line,
+            row,
+        }
+    }
+}
+
 /// Fields a JSONL record may carry besides the type's columns.
 pub(crate) const TYPE_FIELD: &str = "type";
 
@@ -59,15 +111,100 @@ pub(crate) type KeySet = foldhash::HashSet<RowKey>;
 /// A map from keys, hashed as [`KeySet`].
 pub(crate) type KeyMap<V> = foldhash::HashMap<RowKey, V>;
 
+/// Rendered keys of a batch's rows, in order, in one buffer: a load renders one per
+/// row (and two more per edge), and a `String` each cost an allocation and a free.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyColumn {
+    text: String,
+    /// Where each key ends in `text`.
+    ends: Vec<usize>,
+}
+
+impl KeyColumn {
+    pub(crate) fn with_capacity(keys: usize) -> KeyColumn {
+        KeyColumn {
+            text: String::new(),
+            ends: Vec::with_capacity(keys),
+        }
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether it holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The key of row `at`.
+    pub fn get(&self, at: usize) -> &str {
+        let start = if at == 0 { 0 } else { self.ends[at - 1] };
+        &self.text[start..self.ends[at]]
+    }
+
+    /// The keys in row order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        (0..self.len()).map(|at| self.get(at))
+    }
+
+    /// The bytes of all keys.
+    pub(crate) fn text_bytes(&self) -> usize {
+        self.text.len()
+    }
+
+    /// Appends a rendered key.
+    pub(crate) fn push(&mut self, key: &str) {
+        self.text.push_str(key);
+        self.ends.push(self.text.len());
+    }
+
+    /// Appends the key in `column` at `row`, rendered as [`render_array_key`] renders it.
+    pub(crate) fn push_array_key(&mut self, column: &dyn Array, row: usize) {
+        use omnigraph_core::arrow_array::cast::AsArray;
+        use omnigraph_core::arrow_schema::DataType;
+        if self.text.capacity() == 0 {
+            // Sized by the column's first key: most keys of a column are alike.
+            let rows = self.ends.capacity().max(1);
+            let first = match column.data_type() {
+                DataType::Utf8 if column.is_valid(row) => {
+                    column.as_string::<i32>().value(row).len() + 2
+                }
+                _ => 8,
+            };
+            self.text.reserve(rows * first);
+        }
+        match column.data_type() {
+            DataType::Utf8 if column.is_valid(row) => {
+                push_text_key(&mut self.text, column.as_string::<i32>().value(row));
+            }
+            _ => self.text.push_str(&render_array_key(column, row)),
+        }
+        self.ends.push(self.text.len());
+    }
+}
+
+impl<'a> FromIterator<&'a str> for KeyColumn {
+    fn from_iter<I: IntoIterator<Item = &'a str>>(keys: I) -> KeyColumn {
+        let mut column = KeyColumn::default();
+        for key in keys {
+            column.push(key);
+        }
+        column
+    }
+}
+
 /// Rows of one type, validated, with their keys in order.
 #[derive(Clone, Debug)]
 pub struct TypedRows {
     /// The rows as one batch with the table's Arrow schema.
     pub batch: RecordBatch,
     /// Each row's key, rendered (`"p1"` or `42`).
-    pub keys: Vec<RowKey>,
-    /// For an edge type: each row's `(src, dst)` endpoint keys, rendered.
-    pub endpoints: Vec<(RowKey, RowKey)>,
+    pub keys: KeyColumn,
+    /// For an edge type: each row's `src` and `dst` endpoint keys, rendered; empty for
+    /// a node type.
+    pub endpoints: [KeyColumn; 2],
     /// Whether every key is an edge id minted here: new ids, unique by construction,
     /// that no table or call can hold already.
     pub keys_minted: bool,
@@ -93,8 +230,8 @@ pub fn rows_from_json(type_def: &TypeDef, objects: &[SourcedObject]) -> Result<T
     let type_name = type_def.name();
     let key_column = type_def.key_column();
     let mut seen_keys: HashSet<RowKey> = HashSet::new();
-    let mut keys = Vec::with_capacity(objects.len());
-    let mut endpoints = Vec::new();
+    let mut keys = KeyColumn::with_capacity(objects.len());
+    let mut endpoints = [KeyColumn::default(), KeyColumn::default()];
     let mut builders: Vec<ColumnBuilder> = columns
         .iter()
         .map(|column| ColumnBuilder::new(column.data_type, objects.len()))
@@ -127,9 +264,10 @@ pub fn rows_from_json(type_def: &TypeDef, objects: &[SourcedObject]) -> Result<T
                 format!("key {key} of {type_name} is given more than once"),
             ));
         }
-        keys.push(key);
+        keys.push(&key);
         if !type_def.is_node() {
-            endpoints.push((render_key(&object["src"]), render_key(&object["dst"])));
+            endpoints[0].push(&render_key(&object["src"]));
+            endpoints[1].push(&render_key(&object["dst"]));
         }
     }
     let arrays: Vec<ArrayRef> = builders.into_iter().map(ColumnBuilder::finish).collect();
@@ -287,19 +425,20 @@ pub fn rows_from_batch(
             .ok_or_else(|| OmniError::internal(format!("{type_name} has no column {name}")))
     };
     let key_column = column(type_def.key_column())?;
-    let keys: Vec<RowKey> = (0..rows)
-        .map(|row| render_array_key(key_column.as_ref(), row))
-        .collect();
+    let mut keys = KeyColumn::with_capacity(rows);
+    for row in 0..rows {
+        keys.push_array_key(key_column.as_ref(), row);
+    }
     // A key given twice, in this batch or an earlier one, is refused at its row by the
     // call's key set, which every key passes through.
-    let mut endpoints = Vec::new();
+    let mut endpoints = [KeyColumn::default(), KeyColumn::default()];
     if !type_def.is_node() {
-        let (src, dst) = (column(EDGE_SRC_COLUMN)?, column(EDGE_DST_COLUMN)?);
-        for row in 0..rows {
-            endpoints.push((
-                render_array_key(src.as_ref(), row),
-                render_array_key(dst.as_ref(), row),
-            ));
+        for (ends, name) in endpoints.iter_mut().zip([EDGE_SRC_COLUMN, EDGE_DST_COLUMN]) {
+            let column = column(name)?;
+            *ends = KeyColumn::with_capacity(rows);
+            for row in 0..rows {
+                ends.push_array_key(column.as_ref(), row);
+            }
         }
     }
     Ok(TypedRows {
@@ -334,21 +473,27 @@ pub(crate) fn render_key(value: &Value) -> RowKey {
 /// serde_json escapes. Sized to fit: serde_json's writer starts at 128 bytes, which a
 /// load paid once per row and kept for as long as it kept the key.
 pub(crate) fn render_text_key(text: &str) -> RowKey {
+    let mut key = String::with_capacity(text.len() + 2);
+    push_text_key(&mut key, text);
+    key.shrink_to_fit();
+    key
+}
+
+/// Appends `text` rendered as [`render_text_key`] renders it.
+fn push_text_key(out: &mut String, text: &str) {
     // serde_json escapes exactly these bytes; any other text is quoted as it is.
     if text
         .bytes()
         .any(|byte| byte < 0x20 || byte == b'"' || byte == b'\\')
     {
-        let mut escaped =
-            serde_json::to_string(text).unwrap_or_else(|_| render_key(&Value::from(text)));
-        escaped.shrink_to_fit();
-        return escaped;
+        out.push_str(
+            &serde_json::to_string(text).unwrap_or_else(|_| render_key(&Value::from(text))),
+        );
+        return;
     }
-    let mut key = String::with_capacity(text.len() + 2);
-    key.push('"');
-    key.push_str(text);
-    key.push('"');
-    key
+    out.push('"');
+    out.push_str(text);
+    out.push('"');
 }
 
 /// The key in `column` at `row`, rendered as [`render_key`] renders its JSON value,
@@ -762,7 +907,7 @@ mod tests {
             rows.batch.schema(),
             catalog.get("Person").unwrap().arrow_schema()
         );
-        assert_eq!(rows.keys, vec!["\"p1\"", "\"p2\""]);
+        assert_eq!(rows.keys.iter().collect::<Vec<_>>(), ["\"p1\"", "\"p2\""]);
         assert_eq!(rows.batch.column(2).null_count(), 1);
 
         let edges = rows_from_json(
@@ -770,10 +915,8 @@ mod tests {
             &objects(&[r#"{"type":"WorksAt","id":"e1","src":"p1","dst":7,"since":2020}"#]),
         )
         .unwrap();
-        assert_eq!(
-            edges.endpoints,
-            vec![("\"p1\"".to_string(), "7".to_string())]
-        );
+        assert_eq!(edges.endpoints[0].iter().collect::<Vec<_>>(), ["\"p1\""]);
+        assert_eq!(edges.endpoints[1].iter().collect::<Vec<_>>(), ["7"]);
     }
 
     #[test]
@@ -844,11 +987,20 @@ mod tests {
         let small = Int32Array::from(vec![Some(-7), Some(i32::MAX), None]);
         let large = Int64Array::from(vec![Some(i64::MIN), Some(42), None]);
         for column in [&texts as &dyn Array, &small, &large] {
+            let mut pushed = KeyColumn::default();
             for row in 0..column.len() {
                 assert_eq!(
                     render_array_key(column, row),
                     render_key(&json_value(column, row)),
                     "{column:?} row {row}"
+                );
+                pushed.push_array_key(column, row);
+            }
+            for row in 0..column.len() {
+                assert_eq!(
+                    pushed.get(row),
+                    render_key(&json_value(column, row)),
+                    "{column:?} row {row}, in a key column"
                 );
             }
         }

@@ -235,6 +235,26 @@ impl SpillKeys {
         Ok(None)
     }
 
+    /// Makes room in an empty set for `keys` keys of about `key_bytes_each` bytes, as
+    /// far as the budget allows: a load that knows its rows grows the set once, instead
+    /// of doubling it and rehashing every slot along the way.
+    pub(crate) fn reserve(&mut self, keys: usize, key_bytes_each: usize) {
+        assert!(self.entries.is_empty(), "room is made before the first key");
+        // A table reserved for n slots may hold up to 2n: its buckets are a power of two.
+        let per_key =
+            std::mem::size_of::<Entry>() + 2 * (std::mem::size_of::<Slot>() + 1) + key_bytes_each;
+        let keys = keys.min(self.budget.key_set_memory_bytes_max / per_key);
+        self.entries.reserve_exact(keys);
+        self.bytes.reserve_exact(keys * key_bytes_each);
+        self.index.reserve(keys, |slot| spread(slot.hash));
+        if self.memory_bytes() > self.budget.key_set_memory_bytes_max {
+            // A small table's least size can pass a tiny budget: grow as keys come.
+            self.bytes = Vec::new();
+            self.entries = Vec::new();
+            self.index = HashTable::new();
+        }
+    }
+
     /// The memory held: buffers by capacity, and the table's slots with their control
     /// bytes.
     fn memory_bytes(&self) -> usize {
@@ -544,6 +564,52 @@ mod tests {
 
     fn at(row: u64) -> RowRef {
         RowRef::new(0, 0, Some(row + 1), row)
+    }
+
+    #[test]
+    fn room_made_for_the_rows_a_file_states_stays_within_the_budget() {
+        let dir = tempfile::tempdir().expect("dir");
+        let budget = LoadBudget {
+            key_set_memory_bytes_max: 1 << 20,
+            spill_dir: dir.path().to_path_buf(),
+        };
+        // Room for what the file states: the keys arrive without the set growing.
+        let mut keys = SpillKeys::new(&budget);
+        keys.reserve(5_000, 8);
+        let reserved = keys.memory_bytes();
+        assert!(reserved <= budget.key_set_memory_bytes_max, "{reserved}");
+        for row in 0..5_000u64 {
+            assert_eq!(
+                keys.insert(&format!("\"k{row:05}\""), at(row))
+                    .expect("insert"),
+                None
+            );
+        }
+        assert_eq!(keys.memory_bytes(), reserved, "no key grew the set");
+        assert!(!keys.has_spilled());
+        assert_eq!(
+            keys.insert("\"k00007\"", at(5_000)).expect("insert"),
+            Some(at(7))
+        );
+        // A file that claims more rows than the budget holds gets room within the
+        // budget, and its keys past that room spill as usual.
+        let mut keys = SpillKeys::new(&budget);
+        keys.reserve(usize::MAX / 2, 8);
+        assert!(keys.memory_bytes() <= budget.key_set_memory_bytes_max);
+        for row in 0..40_000u64 {
+            assert_eq!(
+                keys.insert(&format!("\"k{row:05}\""), at(row))
+                    .expect("insert"),
+                None
+            );
+        }
+        assert!(keys.has_spilled(), "40,000 keys pass a 1 MiB budget");
+        assert_eq!(keys.len(), 40_000);
+        // A budget below a table's least size makes no room: the set grows as keys come.
+        let mut keys = SpillKeys::new(&tiny(dir.path()));
+        keys.reserve(1, 8);
+        assert!(keys.memory_bytes() <= 512);
+        assert_eq!(keys.insert("\"k\"", at(0)).expect("insert"), None);
     }
 
     #[test]
