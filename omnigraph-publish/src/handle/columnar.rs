@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) const COLUMNAR_BATCH_ROWS: usize = crate::ingest::INGEST_BATCH_ROWS;
 /// The longest CSV header line read, in bytes.
 pub(crate) const CSV_HEADER_BYTES_MAX: usize = 64 << 10;
+/// Batches a file's reader decodes ahead of the checks, on its own thread.
+const READ_AHEAD_BATCHES_MAX: usize = 2;
 
 /// The format of a file to load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,52 +97,42 @@ impl Omnigraph {
         // Parquet: the compressed size and rows of each row group, in file order.
         let mut row_groups: Vec<(u64, u64)> = Vec::new();
         let mut expected_rows = None;
-        let batches: Box<dyn Iterator<Item = std::result::Result<RecordBatch, String>>> =
-            match format {
-                InputFormat::Csv => Box::new(csv_batches(
-                    &type_def,
-                    Counted::new(file, read.clone()),
-                    &bad,
-                )?),
-                InputFormat::ArrowIpc => {
-                    let reader = arrow::ipc::reader::FileReader::try_new(
-                        Counted::new(file, read.clone()),
-                        None,
-                    )
-                    .map_err(|error| bad(format!("not an Arrow IPC file: {error}")))?;
-                    Box::new(reader.map(|batch| batch.map_err(|error| error.to_string())))
-                }
-                InputFormat::Parquet => {
-                    let builder =
-                        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-                            file,
-                        )
+        let batches: Batches = match format {
+            InputFormat::Csv => csv_batches(&type_def, Counted::new(file, read.clone()), &bad)?,
+            InputFormat::ArrowIpc => {
+                let reader =
+                    arrow::ipc::reader::FileReader::try_new(Counted::new(file, read.clone()), None)
+                        .map_err(|error| bad(format!("not an Arrow IPC file: {error}")))?;
+                Box::new(reader.map(|batch| batch.map_err(|error| error.to_string())))
+            }
+            InputFormat::Parquet => {
+                let builder =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
                         .map_err(|error| bad(format!("not a Parquet file: {error}")))?;
-                    row_groups = builder
-                        .metadata()
-                        .row_groups()
-                        .iter()
-                        .map(|group| {
-                            (
-                                u64::try_from(group.compressed_size()).unwrap_or(0),
-                                u64::try_from(group.num_rows()).unwrap_or(0),
-                            )
-                        })
-                        .collect();
-                    expected_rows =
-                        u64::try_from(builder.metadata().file_metadata().num_rows()).ok();
-                    let reader = builder
-                        .with_batch_size(COLUMNAR_BATCH_ROWS)
-                        .build()
-                        .map_err(|error| bad(format!("cannot read the Parquet file: {error}")))?;
-                    Box::new(reader.map(|batch| batch.map_err(|error| error.to_string())))
-                }
-                InputFormat::Jsonl => {
-                    return Err(bad("a JSONL file is loaded with Omnigraph::load".into()));
-                }
-            };
+                row_groups = builder
+                    .metadata()
+                    .row_groups()
+                    .iter()
+                    .map(|group| {
+                        (
+                            u64::try_from(group.compressed_size()).unwrap_or(0),
+                            u64::try_from(group.num_rows()).unwrap_or(0),
+                        )
+                    })
+                    .collect();
+                expected_rows = u64::try_from(builder.metadata().file_metadata().num_rows()).ok();
+                let reader = builder
+                    .with_batch_size(COLUMNAR_BATCH_ROWS)
+                    .build()
+                    .map_err(|error| bad(format!("cannot read the Parquet file: {error}")))?;
+                Box::new(reader.map(|batch| batch.map_err(|error| error.to_string())))
+            }
+            InputFormat::Jsonl => {
+                return Err(bad("a JSONL file is loaded with Omnigraph::load".into()));
+            }
+        };
         let mut rows = 0u64;
-        let batches = batches.inspect(|batch| {
+        let batches = ReadAhead::start(batches)?.inspect(|batch| {
             if let Ok(batch) = batch {
                 rows += batch.num_rows() as u64;
             }
@@ -161,6 +153,71 @@ impl Omnigraph {
         }
         ingest.push_batches(type_name, &name, batches).await?;
         ingest.finish("load").await
+    }
+}
+
+/// A file's reader: its batches, or what went wrong reading them.
+type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, String>> + Send>;
+
+/// A file's batches decoded on a thread of their own, at most
+/// [`READ_AHEAD_BATCHES_MAX`] ahead: decoding then runs beside the checks of the batches
+/// before, on a core the checks leave free. Dropped early (a load that failed), the
+/// thread stops at its next batch and is joined.
+struct ReadAhead {
+    batches: Option<std::sync::mpsc::Receiver<std::result::Result<RecordBatch, String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ReadAhead {
+    fn start(batches: Batches) -> Result<ReadAhead> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(READ_AHEAD_BATCHES_MAX);
+        let reader = std::thread::Builder::new()
+            .name("omnigraph-read".into())
+            .spawn(move || {
+                for batch in batches {
+                    let failed = batch.is_err();
+                    // A receiver gone is a load that stopped: so does its reader.
+                    if sender.send(batch).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .map_err(|error| {
+                OmniError::internal(format!("cannot start a reader thread: {error}"))
+            })?;
+        Ok(ReadAhead {
+            batches: Some(receiver),
+            reader: Some(reader),
+        })
+    }
+}
+
+impl Iterator for ReadAhead {
+    type Item = std::result::Result<RecordBatch, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        // The file is read synchronously, as the readers themselves read it; a closed
+        // channel is the end of the file, or of a reader that failed and said so.
+        match self.batches.as_ref()?.recv() {
+            Ok(batch) => Some(batch),
+            Err(std::sync::mpsc::RecvError) => {
+                let reader = self.reader.take()?;
+                match reader.join() {
+                    Ok(()) => None,
+                    Err(_) => Some(Err("the file's reader panicked".into())),
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        // Closing the channel first stops a reader blocked on a full one.
+        drop(self.batches.take());
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
     }
 }
 
@@ -209,8 +266,8 @@ impl std::io::Seek for Counted {
 fn csv_batches(
     type_def: &TypeDef,
     file: Counted,
-    bad: &impl Fn(String) -> OmniError,
-) -> Result<impl Iterator<Item = std::result::Result<RecordBatch, String>>> {
+    bad: &dyn Fn(String) -> OmniError,
+) -> Result<Batches> {
     use std::io::{BufRead, Read, Seek};
     let mut reader = std::io::BufReader::new(file);
     let mut header = String::new();
@@ -282,10 +339,10 @@ fn csv_batches(
         .with_batch_size(COLUMNAR_BATCH_ROWS)
         .build(reader)
         .map_err(|error| bad(format!("cannot read as CSV: {error}")))?;
-    Ok(csv.map(move |batch| {
+    Ok(Box::new(csv.map(move |batch| {
         let batch = batch.map_err(|error| error.to_string())?;
         empty_fields_as_text(batch, &empty_is_text)
-    }))
+    })))
 }
 
 /// `batch` with the nulls of the `columns` (String columns) made empty strings.
@@ -312,4 +369,67 @@ fn empty_fields_as_text(
         arrays[*column] = Arc::new(filled);
     }
     RecordBatch::try_new(batch.schema(), arrays).map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use omnigraph_core::arrow_array::Int32Array;
+
+    fn batch(value: i32) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "n",
+            arrow::datatypes::DataType::Int32,
+            false,
+        )]));
+        RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![value]))]).expect("batch")
+    }
+
+    #[test]
+    fn a_read_ahead_gives_the_batches_in_order_and_ends_at_the_first_error() {
+        let given: Batches = Box::new(
+            (0..5)
+                .map(|value| Ok(batch(value)))
+                .chain([Err("truncated".to_string())])
+                .chain((5..8).map(|value| Ok(batch(value)))),
+        );
+        let read: Vec<_> = ReadAhead::start(given).expect("start").collect();
+        assert_eq!(
+            read.len(),
+            6,
+            "five batches and the error, nothing after it"
+        );
+        for (value, batch) in read.iter().take(5).enumerate() {
+            assert_eq!(
+                batch.as_ref().expect("batch"),
+                &super::tests::batch(value as i32)
+            );
+        }
+        assert_eq!(
+            read[5].as_ref().err().map(String::as_str),
+            Some("truncated")
+        );
+    }
+
+    #[test]
+    fn a_read_ahead_dropped_early_stops_its_reader_within_its_bound() {
+        let produced = Arc::new(AtomicU64::new(0));
+        let counted = produced.clone();
+        // A file without end: only the bound and the drop stop its reader.
+        let endless: Batches = Box::new((0..).map(move |value| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Ok(batch(value))
+        }));
+        let mut read = ReadAhead::start(endless).expect("start");
+        assert_eq!(read.next().expect("a batch").expect("read"), batch(0));
+        // Dropping joins the reader: this returns only once it stopped.
+        drop(read);
+        let decoded = produced.load(Ordering::SeqCst);
+        // One taken, the channel's bound queued, one held by a blocked send, and one
+        // decoded before the send that found the channel closed.
+        assert!(
+            decoded <= 1 + READ_AHEAD_BATCHES_MAX as u64 + 2,
+            "{decoded} batches decoded"
+        );
+    }
 }
