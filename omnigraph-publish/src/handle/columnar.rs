@@ -162,14 +162,22 @@ type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, String>>
 /// A file's batches decoded on a thread of their own, at most
 /// [`READ_AHEAD_BATCHES_MAX`] ahead: decoding then runs beside the checks of the batches
 /// before, on a core the checks leave free. Dropped early (a load that failed), the
-/// thread stops at its next batch and is joined.
-struct ReadAhead {
-    batches: Option<std::sync::mpsc::Receiver<std::result::Result<RecordBatch, String>>>,
-    reader: Option<std::thread::JoinHandle<()>>,
+/// thread stops at its next batch and is joined. A deterministic simulation reads on
+/// the caller's thread instead. Progress by bytes read (CSV, Arrow IPC) counts what the
+/// reader has read, up to that many batches ahead of the rows checked.
+enum ReadAhead {
+    Threaded {
+        batches: Option<std::sync::mpsc::Receiver<std::result::Result<RecordBatch, String>>>,
+        reader: Option<std::thread::JoinHandle<()>>,
+    },
+    Inline(Batches),
 }
 
 impl ReadAhead {
     fn start(batches: Batches) -> Result<ReadAhead> {
+        if omnigraph_core::seams::in_simulation() {
+            return Ok(ReadAhead::Inline(batches));
+        }
         let (sender, receiver) = std::sync::mpsc::sync_channel(READ_AHEAD_BATCHES_MAX);
         let reader = std::thread::Builder::new()
             .name("omnigraph-read".into())
@@ -185,7 +193,7 @@ impl ReadAhead {
             .map_err(|error| {
                 OmniError::internal(format!("cannot start a reader thread: {error}"))
             })?;
-        Ok(ReadAhead {
+        Ok(ReadAhead::Threaded {
             batches: Some(receiver),
             reader: Some(reader),
         })
@@ -196,27 +204,32 @@ impl Iterator for ReadAhead {
     type Item = std::result::Result<RecordBatch, String>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        let (batches, reader) = match self {
+            ReadAhead::Inline(batches) => return batches.next(),
+            ReadAhead::Threaded { batches, reader } => (batches, reader),
+        };
         // The file is read synchronously, as the readers themselves read it; a closed
         // channel is the end of the file, or of a reader that failed and said so.
-        match self.batches.as_ref()?.recv() {
+        match batches.as_ref()?.recv() {
             Ok(batch) => Some(batch),
-            Err(std::sync::mpsc::RecvError) => {
-                let reader = self.reader.take()?;
-                match reader.join() {
-                    Ok(()) => None,
-                    Err(_) => Some(Err("the file's reader panicked".into())),
-                }
-            }
+            Err(std::sync::mpsc::RecvError) => match reader.take()?.join() {
+                Ok(()) => None,
+                // A reader's panic is a defect, not bad input: it goes on as a panic.
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
         }
     }
 }
 
 impl Drop for ReadAhead {
     fn drop(&mut self) {
-        // Closing the channel first stops a reader blocked on a full one.
-        drop(self.batches.take());
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
+        if let ReadAhead::Threaded { batches, reader } = self {
+            // Closing the channel first stops a reader blocked on a full one.
+            drop(batches.take());
+            if let Some(reader) = reader.take() {
+                // Its panic, if any, already failed the load or comes after its end.
+                let _ = reader.join();
+            }
         }
     }
 }
@@ -422,8 +435,10 @@ mod tests {
         }));
         let mut read = ReadAhead::start(endless).expect("start");
         assert_eq!(read.next().expect("a batch").expect("read"), batch(0));
-        // Dropping joins the reader: this returns only once it stopped.
+        // Dropping joins the reader: this returns only once it stopped, and the file's
+        // iterator (holding the other count) is gone with it.
         drop(read);
+        assert_eq!(Arc::strong_count(&produced), 1, "the reader ended");
         let decoded = produced.load(Ordering::SeqCst);
         // One taken, the channel's bound queued, one held by a blocked send, and one
         // decoded before the send that found the channel closed.

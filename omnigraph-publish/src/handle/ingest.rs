@@ -429,15 +429,11 @@ impl<'a> Ingest<'a> {
         pending: &mut Vec<RecordBatch>,
         first_row: u64,
     ) -> Result<u64> {
-        let joined = match pending.as_slice() {
-            [] => return Ok(0),
-            // A reader's batch of the ingest size is pushed as it is, not copied.
-            [one] => one.clone(),
-            [first, ..] => arrow::compute::concat_batches(&first.schema(), pending.iter())
-                .map_err(|error| {
-                    self.failed(OmniError::internal(format!("join batches: {error}")))
-                })?,
+        let Some(first) = pending.first() else {
+            return Ok(0);
         };
+        let joined = arrow::compute::concat_batches(&first.schema(), pending.iter())
+            .map_err(|error| self.failed(OmniError::internal(format!("join batches: {error}"))))?;
         pending.clear();
         self.push_batch(type_name, source, &joined, first_row)
             .await?;
@@ -490,7 +486,7 @@ impl<'a> Ingest<'a> {
             kept?;
         }
         if let Some((_, conflict)) = conflict {
-            // Not reached while every key has its source; never published either way.
+            // Not reached: `keep_keys` refuses it at its row. Never published either way.
             return Err(conflict);
         }
         if let DeclKind::Edge { from, to } = type_def.kind() {
@@ -1190,7 +1186,7 @@ async fn first_existing_key(
     Ok(keys.iter().position(|key| existing.contains(key)))
 }
 
-/// The refusal of `keys[first]`, which the table already holds, at its source if known.
+/// The refusal of `keys[first]`, which the table already holds, at its row.
 fn key_conflict(
     type_def: &omnigraph_core::schema::TypeDef,
     keys: &KeyColumn,

@@ -128,6 +128,24 @@ impl KeyColumn {
         }
     }
 
+    /// The keys of every row of `column`, rendered as [`render_array_key`] renders
+    /// them; the buffer is sized by the column's own text, never by one value's.
+    pub(crate) fn of_array(column: &dyn Array) -> KeyColumn {
+        use omnigraph_core::arrow_array::cast::AsArray;
+        let mut keys = KeyColumn::with_capacity(column.len());
+        if let Some(text) = column.as_string_opt::<i32>() {
+            let offsets = text.value_offsets();
+            let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
+            let given = usize::try_from(last - first).unwrap_or(0);
+            // Two quotes per key; escapes grow the buffer as they come.
+            keys.text.reserve(given + 2 * column.len());
+        }
+        for row in 0..column.len() {
+            keys.push_array_key(column, row);
+        }
+        keys
+    }
+
     /// Keys held.
     pub fn len(&self) -> usize {
         self.ends.len()
@@ -164,17 +182,6 @@ impl KeyColumn {
     pub(crate) fn push_array_key(&mut self, column: &dyn Array, row: usize) {
         use omnigraph_core::arrow_array::cast::AsArray;
         use omnigraph_core::arrow_schema::DataType;
-        if self.text.capacity() == 0 {
-            // Sized by the column's first key: most keys of a column are alike.
-            let rows = self.ends.capacity().max(1);
-            let first = match column.data_type() {
-                DataType::Utf8 if column.is_valid(row) => {
-                    column.as_string::<i32>().value(row).len() + 2
-                }
-                _ => 8,
-            };
-            self.text.reserve(rows * first);
-        }
         match column.data_type() {
             DataType::Utf8 if column.is_valid(row) => {
                 push_text_key(&mut self.text, column.as_string::<i32>().value(row));
@@ -425,20 +432,13 @@ pub fn rows_from_batch(
             .ok_or_else(|| OmniError::internal(format!("{type_name} has no column {name}")))
     };
     let key_column = column(type_def.key_column())?;
-    let mut keys = KeyColumn::with_capacity(rows);
-    for row in 0..rows {
-        keys.push_array_key(key_column.as_ref(), row);
-    }
+    let keys = KeyColumn::of_array(key_column.as_ref());
     // A key given twice, in this batch or an earlier one, is refused at its row by the
     // call's key set, which every key passes through.
     let mut endpoints = [KeyColumn::default(), KeyColumn::default()];
     if !type_def.is_node() {
         for (ends, name) in endpoints.iter_mut().zip([EDGE_SRC_COLUMN, EDGE_DST_COLUMN]) {
-            let column = column(name)?;
-            *ends = KeyColumn::with_capacity(rows);
-            for row in 0..rows {
-                ends.push_array_key(column.as_ref(), row);
-            }
+            *ends = KeyColumn::of_array(column(name)?.as_ref());
         }
     }
     Ok(TypedRows {
