@@ -2,6 +2,7 @@
 //! readers in bounded batches and staged as Arrow ([`crate::rows::rows_from_batch`]),
 //! never through JSON. JSONL stays in [`crate::handle::jsonl`].
 
+use crate::handle::read_ahead::ReadAhead;
 use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::omnigraph::{LoadProgress, Omnigraph};
 use omnigraph_core::arrow_array::RecordBatch;
@@ -16,8 +17,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) const COLUMNAR_BATCH_ROWS: usize = crate::ingest::INGEST_BATCH_ROWS;
 /// The longest CSV header line read, in bytes.
 pub(crate) const CSV_HEADER_BYTES_MAX: usize = 64 << 10;
-/// Batches a file's reader decodes ahead of the checks, on its own thread.
-const READ_AHEAD_BATCHES_MAX: usize = 2;
 
 /// The format of a file to load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,7 +131,8 @@ impl Omnigraph {
             }
         };
         let mut rows = 0u64;
-        let batches = ReadAhead::start(batches)?.inspect(|batch| {
+        // Decoded on a thread of its own, beside the checks of the batches before.
+        let batches = ReadAhead::start(until_failed(batches))?.inspect(|batch| {
             if let Ok(batch) = batch {
                 rows += batch.num_rows() as u64;
             }
@@ -159,79 +159,16 @@ impl Omnigraph {
 /// A file's reader: its batches, or what went wrong reading them.
 type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, String>> + Send>;
 
-/// A file's batches decoded on a thread of their own, at most
-/// [`READ_AHEAD_BATCHES_MAX`] ahead: decoding then runs beside the checks of the batches
-/// before, on a core the checks leave free. Dropped early (a load that failed), the
-/// thread stops at its next batch and is joined. A deterministic simulation reads on
-/// the caller's thread instead. Progress by bytes read (CSV, Arrow IPC) counts what the
-/// reader has read, up to that many batches ahead of the rows checked.
-enum ReadAhead {
-    Threaded {
-        batches: Option<std::sync::mpsc::Receiver<std::result::Result<RecordBatch, String>>>,
-        reader: Option<std::thread::JoinHandle<()>>,
-    },
-    Inline(Batches),
-}
-
-impl ReadAhead {
-    fn start(batches: Batches) -> Result<ReadAhead> {
-        if omnigraph_core::seams::in_simulation() {
-            return Ok(ReadAhead::Inline(batches));
+/// `batches` up to and with the first error: a reader that failed is not asked again.
+fn until_failed(batches: Batches) -> Batches {
+    let mut failed = false;
+    Box::new(batches.map_while(move |batch| {
+        if failed {
+            return None;
         }
-        let (sender, receiver) = std::sync::mpsc::sync_channel(READ_AHEAD_BATCHES_MAX);
-        let reader = std::thread::Builder::new()
-            .name("omnigraph-read".into())
-            .spawn(move || {
-                for batch in batches {
-                    let failed = batch.is_err();
-                    // A receiver gone is a load that stopped: so does its reader.
-                    if sender.send(batch).is_err() || failed {
-                        return;
-                    }
-                }
-            })
-            .map_err(|error| {
-                OmniError::internal(format!("cannot start a reader thread: {error}"))
-            })?;
-        Ok(ReadAhead::Threaded {
-            batches: Some(receiver),
-            reader: Some(reader),
-        })
-    }
-}
-
-impl Iterator for ReadAhead {
-    type Item = std::result::Result<RecordBatch, String>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let (batches, reader) = match self {
-            ReadAhead::Inline(batches) => return batches.next(),
-            ReadAhead::Threaded { batches, reader } => (batches, reader),
-        };
-        // The file is read synchronously, as the readers themselves read it; a closed
-        // channel is the end of the file, or of a reader that failed and said so.
-        match batches.as_ref()?.recv() {
-            Ok(batch) => Some(batch),
-            Err(std::sync::mpsc::RecvError) => match reader.take()?.join() {
-                Ok(()) => None,
-                // A reader's panic is a defect, not bad input: it goes on as a panic.
-                Err(panic) => std::panic::resume_unwind(panic),
-            },
-        }
-    }
-}
-
-impl Drop for ReadAhead {
-    fn drop(&mut self) {
-        if let ReadAhead::Threaded { batches, reader } = self {
-            // Closing the channel first stops a reader blocked on a full one.
-            drop(batches.take());
-            if let Some(reader) = reader.take() {
-                // Its panic, if any, already failed the load or comes after its end.
-                let _ = reader.join();
-            }
-        }
-    }
+        failed = batch.is_err();
+        Some(batch)
+    }))
 }
 
 /// The bytes of the row groups whose rows are all read, given each group's compressed
@@ -399,14 +336,16 @@ mod tests {
     }
 
     #[test]
-    fn a_read_ahead_gives_the_batches_in_order_and_ends_at_the_first_error() {
+    fn a_files_batches_are_read_ahead_in_order_up_to_the_first_error() {
         let given: Batches = Box::new(
             (0..5)
                 .map(|value| Ok(batch(value)))
                 .chain([Err("truncated".to_string())])
                 .chain((5..8).map(|value| Ok(batch(value)))),
         );
-        let read: Vec<_> = ReadAhead::start(given).expect("start").collect();
+        let read: Vec<_> = ReadAhead::start(until_failed(given))
+            .expect("start")
+            .collect();
         assert_eq!(
             read.len(),
             6,
@@ -421,30 +360,6 @@ mod tests {
         assert_eq!(
             read[5].as_ref().err().map(String::as_str),
             Some("truncated")
-        );
-    }
-
-    #[test]
-    fn a_read_ahead_dropped_early_stops_its_reader_within_its_bound() {
-        let produced = Arc::new(AtomicU64::new(0));
-        let counted = produced.clone();
-        // A file without end: only the bound and the drop stop its reader.
-        let endless: Batches = Box::new((0..).map(move |value| {
-            counted.fetch_add(1, Ordering::SeqCst);
-            Ok(batch(value))
-        }));
-        let mut read = ReadAhead::start(endless).expect("start");
-        assert_eq!(read.next().expect("a batch").expect("read"), batch(0));
-        // Dropping joins the reader: this returns only once it stopped, and the file's
-        // iterator (holding the other count) is gone with it.
-        drop(read);
-        assert_eq!(Arc::strong_count(&produced), 1, "the reader ended");
-        let decoded = produced.load(Ordering::SeqCst);
-        // One taken, the channel's bound queued, one held by a blocked send, and one
-        // decoded before the send that found the channel closed.
-        assert!(
-            decoded <= 1 + READ_AHEAD_BATCHES_MAX as u64 + 2,
-            "{decoded} batches decoded"
         );
     }
 }

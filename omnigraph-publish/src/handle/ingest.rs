@@ -41,8 +41,8 @@ pub const INGEST_BATCH_ROWS: usize = 8_192;
 pub const INGEST_BATCH_BYTES_MAX: usize = 64 << 20;
 /// The longest JSONL line accepted, in bytes.
 pub const JSONL_LINE_BYTES_MAX: usize = 1 << 20;
-/// The read buffer of a JSONL file: each fill is one hand-off to tokio's blocking pool,
-/// which an 8 KiB buffer made once per hundred lines.
+/// The read buffer of a JSONL file, read on the thread that splits it into lines: few
+/// system calls per line.
 pub const JSONL_READ_BUFFER_BYTES: usize = 1 << 20;
 /// Checked rows of one table gathered (Arrow bytes) before they are staged as one
 /// append: one Lance write, one fragment, per this much. Outside a simulation, an

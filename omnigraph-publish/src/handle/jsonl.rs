@@ -3,10 +3,10 @@
 //! whole), each an object naming its type, pushed into an ingest.
 
 use crate::handle::jsonl_rows::{self, LineTypeError};
-use crate::ingest::{Ingest, JSONL_LINE_BYTES_MAX};
+use crate::handle::read_ahead::ReadAhead;
+use crate::ingest::{Ingest, JSONL_LINE_BYTES_MAX, JSONL_READ_BUFFER_BYTES};
 use crate::rows::{self, RowSource};
 use omnigraph_core::{InputLocation, OmniError, Result};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// What [`next_line`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,14 +21,14 @@ pub(crate) enum Line {
 
 /// Reads the next line of `reader` into `line` (cleared first), holding at most
 /// `max_bytes` of it; the line ending does not count.
-pub(crate) async fn next_line<R: AsyncBufRead + Unpin>(
+pub(crate) fn next_line<R: std::io::BufRead>(
     reader: &mut R,
     line: &mut Vec<u8>,
     max_bytes: usize,
 ) -> std::io::Result<Line> {
     line.clear();
     loop {
-        let available = reader.fill_buf().await?;
+        let available = reader.fill_buf()?;
         if available.is_empty() {
             if line.is_empty() {
                 return Ok(Line::End);
@@ -69,20 +69,139 @@ pub(crate) async fn next_line<R: AsyncBufRead + Unpin>(
     }
 }
 
-/// Reads JSONL from `reader` into `ingest`, one object per line, each line bounded by
-/// [`JSONL_LINE_BYTES_MAX`] while it is read.
+/// Bytes of lines a splitter hands over at once.
+const CHUNK_BYTES: usize = 1 << 20;
+/// Lines a splitter hands over at once.
+const CHUNK_LINES_MAX: usize = 8_192;
+
+/// Lines split from the input with the type each names, handed over together.
+struct LineChunk {
+    /// The lines' bytes, one after another.
+    bytes: Vec<u8>,
+    /// The type names the lines name, each once.
+    names: Vec<String>,
+    lines: Vec<SplitLine>,
+    /// Input consumed up to the end of the last line, blank lines and endings included.
+    consumed: u64,
+}
+
+/// One line of a [`LineChunk`].
+struct SplitLine {
+    /// Where its bytes are in the chunk.
+    start: usize,
+    end: usize,
+    /// One-based line number in the input.
+    number: u64,
+    what: Split,
+}
+
+/// What a line is.
+enum Split {
+    /// An object naming the type at this index of the chunk's names.
+    Typed(usize),
+    /// The input failed here; the splitter stopped.
+    Failed(LineFailure),
+}
+
+/// Why a line cannot be pushed.
+enum LineFailure {
+    Read(String),
+    TooLong,
+    NotAnObject(String),
+    NoType,
+}
+
+/// Splits an input into non-blank lines, each bounded by [`JSONL_LINE_BYTES_MAX`] while
+/// it is read, and finds the type each names; ends after the first failure.
+struct LineSplitter<R> {
+    reader: Counted<R>,
+    line: Vec<u8>,
+    number: u64,
+    ended: bool,
+}
+
+impl<R: std::io::BufRead> LineSplitter<R> {
+    fn next_chunk(&mut self) -> Option<LineChunk> {
+        if self.ended {
+            return None;
+        }
+        let mut chunk = LineChunk {
+            bytes: Vec::with_capacity(CHUNK_BYTES),
+            names: Vec::new(),
+            lines: Vec::with_capacity(CHUNK_LINES_MAX),
+            consumed: 0,
+        };
+        while chunk.bytes.len() < CHUNK_BYTES && chunk.lines.len() < CHUNK_LINES_MAX {
+            self.number += 1;
+            let failed = match next_line(&mut self.reader, &mut self.line, JSONL_LINE_BYTES_MAX) {
+                Err(error) => Some(LineFailure::Read(error.to_string())),
+                Ok(Line::TooLong) => Some(LineFailure::TooLong),
+                Ok(Line::End) => {
+                    self.ended = true;
+                    break;
+                }
+                Ok(Line::Read) if self.line.iter().all(u8::is_ascii_whitespace) => continue,
+                Ok(Line::Read) => None,
+            };
+            let what = match failed {
+                Some(failure) => Split::Failed(failure),
+                None => match jsonl_rows::line_type(&self.line) {
+                    Ok(type_name) => {
+                        let at = match chunk.names.iter().position(|name| *name == type_name) {
+                            Some(at) => at,
+                            None => {
+                                chunk.names.push(type_name);
+                                chunk.names.len() - 1
+                            }
+                        };
+                        Split::Typed(at)
+                    }
+                    Err(LineTypeError::NotAnObject(message)) => {
+                        Split::Failed(LineFailure::NotAnObject(message))
+                    }
+                    Err(LineTypeError::NoType) => Split::Failed(LineFailure::NoType),
+                },
+            };
+            let start = chunk.bytes.len();
+            if matches!(what, Split::Typed(_)) {
+                chunk.bytes.extend_from_slice(&self.line);
+            }
+            let stops = matches!(what, Split::Failed(_));
+            chunk.lines.push(SplitLine {
+                start,
+                end: chunk.bytes.len(),
+                number: self.number,
+                what,
+            });
+            if stops {
+                self.ended = true;
+                break;
+            }
+        }
+        chunk.consumed = self.reader.consumed;
+        Some(chunk)
+    }
+}
+
+/// Reads the JSONL file `file` into `ingest`, one object per line, each line bounded by
+/// [`JSONL_LINE_BYTES_MAX`] while it is read. Lines are split, and their types found, on
+/// a thread of their own ([`ReadAhead`]).
 pub(crate) async fn push_jsonl(
     ingest: &mut Ingest<'_>,
     name: &str,
-    reader: impl tokio::io::AsyncBufRead + Unpin,
+    file: std::fs::File,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<()> {
-    let mut reader = Counted {
-        inner: reader,
-        consumed: 0,
+    let mut splitter = LineSplitter {
+        reader: Counted {
+            inner: std::io::BufReader::with_capacity(JSONL_READ_BUFFER_BYTES, file),
+            consumed: 0,
+        },
+        line: Vec::new(),
+        number: 0,
+        ended: false,
     };
-    let mut line = Vec::new();
-    let mut line_number = 0u64;
+    let chunks = ReadAhead::start(Box::new(std::iter::from_fn(move || splitter.next_chunk())))?;
     let (mut rows, mut reported) = (0u64, None::<u64>);
     let shared: std::sync::Arc<str> = name.into();
     // Built only for an error: a location per line cost an allocation per row.
@@ -91,57 +210,59 @@ pub(crate) async fn push_jsonl(
         at.line = Some(line_number);
         at
     };
-    loop {
-        line_number += 1;
-        let at = || located(line_number);
-        let read = next_line(&mut reader, &mut line, JSONL_LINE_BYTES_MAX)
-            .await
-            .map_err(|error| OmniError::bad_input(at(), format!("cannot read: {error}")))?;
-        match read {
-            Line::End => {
-                if reported != Some(reader.consumed) {
-                    progress(reader.consumed, rows);
+    let mut consumed = 0;
+    for chunk in chunks {
+        for line in &chunk.lines {
+            let at = || located(line.number);
+            let type_name = match &line.what {
+                Split::Typed(at) => &chunk.names[*at],
+                Split::Failed(LineFailure::Read(message)) => {
+                    return Err(OmniError::bad_input(
+                        at(),
+                        format!("cannot read: {message}"),
+                    ));
                 }
-                return Ok(());
-            }
-            Line::TooLong => {
-                return Err(OmniError::bad_input(
-                    at(),
-                    format!("the line is longer than the limit of {JSONL_LINE_BYTES_MAX} bytes"),
-                ));
-            }
-            Line::Read => {}
+                Split::Failed(LineFailure::TooLong) => {
+                    return Err(OmniError::bad_input(
+                        at(),
+                        format!(
+                            "the line is longer than the limit of {JSONL_LINE_BYTES_MAX} bytes"
+                        ),
+                    ));
+                }
+                Split::Failed(LineFailure::NotAnObject(message)) => {
+                    return Err(ingest.failed(OmniError::bad_input(
+                        at(),
+                        format!("not a JSON object: {message}"),
+                    )));
+                }
+                Split::Failed(LineFailure::NoType) => {
+                    return Err(ingest.failed(OmniError::bad_input(
+                        at().field(rows::TYPE_FIELD),
+                        "every line needs a \"type\" naming its node or edge type",
+                    )));
+                }
+            };
+            let source = RowSource {
+                source: shared.clone(),
+                line: Some(line.number),
+                row: line.number - 1,
+            };
+            ingest
+                .push_line(type_name, source, &chunk.bytes[line.start..line.end])
+                .await?;
+            rows += 1;
         }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let type_name = match jsonl_rows::line_type(&line) {
-            Ok(type_name) => type_name,
-            Err(LineTypeError::NotAnObject(message)) => {
-                return Err(ingest.failed(OmniError::bad_input(
-                    at(),
-                    format!("not a JSON object: {message}"),
-                )));
-            }
-            Err(LineTypeError::NoType) => {
-                return Err(ingest.failed(OmniError::bad_input(
-                    at().field(rows::TYPE_FIELD),
-                    "every line needs a \"type\" naming its node or edge type",
-                )));
-            }
-        };
-        let source = RowSource {
-            source: shared.clone(),
-            line: Some(line_number),
-            row: line_number - 1,
-        };
-        ingest.push_line(&type_name, source, &line).await?;
-        rows += 1;
-        if reader.consumed - reported.unwrap_or(0) >= PROGRESS_BYTES_STEP {
-            progress(reader.consumed, rows);
-            reported = Some(reader.consumed);
+        consumed = chunk.consumed;
+        if consumed - reported.unwrap_or(0) >= PROGRESS_BYTES_STEP {
+            progress(consumed, rows);
+            reported = Some(consumed);
         }
     }
+    if reported != Some(consumed) {
+        progress(consumed, rows);
+    }
+    Ok(())
 }
 
 /// A reader that counts the bytes consumed from it: the input a load has read, line
@@ -151,32 +272,22 @@ struct Counted<R> {
     consumed: u64,
 }
 
-impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<R> {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let polled = std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
-        this.consumed += (buf.filled().len() - before) as u64;
-        polled
+impl<R: std::io::Read> std::io::Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.consumed += read as u64;
+        Ok(read)
     }
 }
 
-impl<R: tokio::io::AsyncBufRead + Unpin> tokio::io::AsyncBufRead for Counted<R> {
-    fn poll_fill_buf(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<&[u8]>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_fill_buf(cx)
+impl<R: std::io::BufRead> std::io::BufRead for Counted<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
     }
 
-    fn consume(self: std::pin::Pin<&mut Self>, amount: usize) {
-        let this = self.get_mut();
-        this.consumed += amount as u64;
-        std::pin::Pin::new(&mut this.inner).consume(amount);
+    fn consume(&mut self, amount: usize) {
+        self.consumed += amount as u64;
+        self.inner.consume(amount);
     }
 }
 
@@ -187,12 +298,12 @@ const PROGRESS_BYTES_STEP: u64 = 1 << 20;
 mod tests {
     use super::*;
 
-    async fn lines(input: &[u8], max: usize) -> Vec<(Line, Vec<u8>)> {
-        let mut reader = tokio::io::BufReader::with_capacity(3, input);
+    fn lines(input: &[u8], max: usize) -> Vec<(Line, Vec<u8>)> {
+        let mut reader = std::io::BufReader::with_capacity(3, input);
         let mut out = Vec::new();
         let mut line = Vec::new();
         for _ in 0..10 {
-            let read = next_line(&mut reader, &mut line, max).await.unwrap();
+            let read = next_line(&mut reader, &mut line, max).unwrap();
             out.push((read, line.clone()));
             if read != Line::Read {
                 break;
@@ -201,11 +312,11 @@ mod tests {
         out
     }
 
-    #[tokio::test]
-    async fn lines_within_the_limit_are_read_and_longer_ones_refused_while_reading() {
+    #[test]
+    fn lines_within_the_limit_are_read_and_longer_ones_refused_while_reading() {
         let read = |bytes: &[u8]| (Line::Read, bytes.to_vec());
         assert_eq!(
-            lines(b"abc\r\nde\n\nlast", 4).await,
+            lines(b"abc\r\nde\n\nlast", 4),
             vec![
                 read(b"abc"),
                 read(b"de"),
@@ -214,17 +325,14 @@ mod tests {
                 (Line::End, Vec::new())
             ]
         );
+        assert_eq!(lines(b"abcde\nx", 4), vec![(Line::TooLong, Vec::new())]);
         assert_eq!(
-            lines(b"abcde\nx", 4).await,
-            vec![(Line::TooLong, Vec::new())]
-        );
-        assert_eq!(
-            lines(b"abcd\r\n", 4).await,
+            lines(b"abcd\r\n", 4),
             vec![read(b"abcd"), (Line::End, Vec::new())],
             "the line ending does not count"
         );
         assert_eq!(
-            lines(b"abcd\r", 4).await,
+            lines(b"abcd\r", 4),
             vec![read(b"abcd"), (Line::End, Vec::new())],
             "nor does a last line's"
         );

@@ -12,6 +12,7 @@ pub mod key_cache;
 pub mod merge;
 pub mod mutate;
 pub mod omnigraph;
+pub(crate) mod read_ahead;
 pub mod reads;
 pub mod rows;
 pub mod schema_apply;

@@ -373,7 +373,7 @@ impl Omnigraph {
         mut progress: impl FnMut(&LoadProgress),
     ) -> Result<IngestReport> {
         let name = path.display().to_string();
-        let file = tokio::fs::File::open(path).await.map_err(|error| {
+        let file = std::fs::File::open(path).map_err(|error| {
             OmniError::bad_input(
                 InputLocation::in_source(&name),
                 format!("cannot open: {error}"),
@@ -382,25 +382,19 @@ impl Omnigraph {
         // A pipe or FIFO has no size to show progress against.
         let total_bytes = file
             .metadata()
-            .await
             .ok()
             .filter(std::fs::Metadata::is_file)
             .map(|meta| meta.len());
         let mut ingest = Ingest::start(self, mode).await?;
-        let read = crate::handle::jsonl::push_jsonl(
-            &mut ingest,
-            &name,
-            // Each fill is a read on tokio's blocking pool: large fills, few hand-offs.
-            tokio::io::BufReader::with_capacity(crate::ingest::JSONL_READ_BUFFER_BYTES, file),
-            |bytes_read, rows| {
+        let read =
+            crate::handle::jsonl::push_jsonl(&mut ingest, &name, file, |bytes_read, rows| {
                 progress(&LoadProgress {
                     bytes_read,
                     total_bytes,
                     rows,
                 })
-            },
-        )
-        .await;
+            })
+            .await;
         match read {
             Ok(()) => ingest.finish("load").await,
             Err(error) => Err(ingest.failed(error)),
