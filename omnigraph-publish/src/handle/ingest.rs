@@ -99,8 +99,9 @@ pub(crate) struct Ingest<'a> {
     mode: LoadMode,
     staging: Staging,
     buffers: HashMap<String, Vec<SourcedObject>>,
-    /// Per type, JSONL rows decoded straight into Arrow builders.
-    lines: HashMap<String, LineRows>,
+    /// Per type, JSONL rows decoded straight into Arrow builders; found by name for
+    /// every line, so hashed fast.
+    lines: foldhash::HashMap<String, LineRows>,
     /// Types some of whose rows got minted ids, which `keys` does not hold.
     minted: HashSet<String>,
     /// Per table, checked batches waiting to be staged as one append, and their bytes.
@@ -150,7 +151,7 @@ impl<'a> Ingest<'a> {
             mode,
             staging,
             buffers: HashMap::new(),
-            lines: HashMap::new(),
+            lines: foldhash::HashMap::default(),
             appends: BTreeMap::new(),
             streams: BTreeMap::new(),
             minted: HashSet::new(),

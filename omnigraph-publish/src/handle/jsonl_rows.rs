@@ -76,6 +76,8 @@ pub(crate) struct LineRows {
     keys: KeyColumn,
     endpoints: [KeyColumn; 2],
     sources: Vec<RowSource>,
+    /// What each column of the line being decoded was given.
+    given: Vec<Given>,
     /// Edge ids given by the lines (the others were minted).
     ids_given: usize,
     /// Input bytes of the rows held.
@@ -97,6 +99,7 @@ impl LineRows {
             keys: KeyColumn::with_capacity(capacity),
             endpoints: [KeyColumn::default(), KeyColumn::default()],
             sources: Vec::with_capacity(capacity),
+            given: Vec::new(),
             ids_given: 0,
             bytes: 0,
         }
@@ -111,10 +114,13 @@ impl LineRows {
     /// nothing of the line is kept in a way that matters: the load fails.
     pub(crate) fn push_line(&mut self, line: &[u8], source: RowSource) -> Result<()> {
         let columns = self.type_def.columns();
+        // One buffer for every line: a vector per line was an allocation and a free.
+        self.given.clear();
+        self.given.resize(columns.len(), Given::Absent);
         let mut row = RowState {
             type_def: &self.type_def,
             builders: &mut self.builders,
-            given: vec![Given::Absent; columns.len()],
+            given: &mut self.given,
             key: None,
             src: None,
             dst: None,
@@ -257,7 +263,7 @@ enum Given {
 struct RowState<'r> {
     type_def: &'r TypeDef,
     builders: &'r mut [ColumnBuilder],
-    given: Vec<Given>,
+    given: &'r mut [Given],
     key: Option<RowKey>,
     src: Option<RowKey>,
     dst: Option<RowKey>,
@@ -346,15 +352,23 @@ impl<'de> Visitor<'de> for &mut RowState<'_> {
             if matches!(value, Read::Null) {
                 continue;
             }
-            let rendered = value.rendered_key();
-            if column.name == self.type_def.key_column() {
-                self.key = rendered.clone();
-            }
-            if !self.type_def.is_node() {
-                match column.name.as_str() {
-                    "src" => self.src = rendered,
-                    "dst" => self.dst = rendered,
-                    _ => {}
+            // Only the key and the endpoints are rendered: a string per value was an
+            // allocation and a free per property of every line.
+            let is_key = column.name == self.type_def.key_column();
+            let end = match column.name.as_str() {
+                "src" if !self.type_def.is_node() => Some(0),
+                "dst" if !self.type_def.is_node() => Some(1),
+                _ => None,
+            };
+            if is_key || end.is_some() {
+                let rendered = value.rendered_key();
+                match end {
+                    Some(0) => self.src = rendered.clone(),
+                    Some(_) => self.dst = rendered.clone(),
+                    None => {}
+                }
+                if is_key {
+                    self.key = rendered;
                 }
             }
         }
