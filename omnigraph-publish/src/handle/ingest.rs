@@ -114,8 +114,8 @@ pub(crate) struct Ingest<'a> {
     buffered_bytes: HashMap<String, usize>,
     /// Per type, the keys the call gave, within the handle's load budget.
     keys: HashMap<String, SpillKeys>,
-    /// Per type, the rows its input says it holds (a Parquet file's metadata), which
-    /// its key set makes room for at once.
+    /// Per type, the rows its input says it holds (a Parquet file's metadata, a JSONL
+    /// file's size against its first lines), which its key set makes room for at once.
     expected_rows: HashMap<String, u64>,
     /// Per node type, the keys that edges of the call point at and that were neither
     /// in the call nor in the base's table when the edges were staged: found among the
@@ -205,9 +205,10 @@ impl<'a> Ingest<'a> {
         }
     }
 
-    /// Notes that the input holds `rows` rows of `type_name`, as its metadata says: the
-    /// call's key set for the type makes room for them when the first arrive. A hint
-    /// only; the rows that come are what is checked.
+    /// Notes that the input holds `rows` rows of `type_name`, as its metadata says (or,
+    /// for JSONL, as its size and first lines suggest): the call's key set for the type
+    /// makes room for them, within its budget, when the first arrive. A hint only; the
+    /// rows that come are what is checked.
     pub(crate) fn expect_rows(&mut self, type_name: &str, rows: u64) {
         self.expected_rows.insert(type_name.to_string(), rows);
     }

@@ -183,13 +183,14 @@ impl<R: std::io::BufRead> LineSplitter<R> {
     }
 }
 
-/// Reads the JSONL file `file` into `ingest`, one object per line, each line bounded by
-/// [`JSONL_LINE_BYTES_MAX`] while it is read. Lines are split, and their types found, on
-/// a thread of their own ([`ReadAhead`]).
+/// Reads the JSONL file `file` of `file_bytes` (unknown for a pipe) into `ingest`, one
+/// object per line, each line bounded by [`JSONL_LINE_BYTES_MAX`] while it is read.
+/// Lines are split, and their types found, on a thread of their own ([`ReadAhead`]).
 pub(crate) async fn push_jsonl(
     ingest: &mut Ingest<'_>,
     name: &str,
     file: std::fs::File,
+    file_bytes: Option<u64>,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<()> {
     let mut splitter = LineSplitter {
@@ -212,6 +213,23 @@ pub(crate) async fn push_jsonl(
     };
     let mut consumed = 0;
     for chunk in chunks {
+        if consumed == 0
+            && chunk.consumed > 0
+            && let Some(file_bytes) = file_bytes
+        {
+            // The rows of each type the file holds if its first lines are like the
+            // rest: the call's key sets make room for that many (within their budget).
+            for (at, type_name) in chunk.names.iter().enumerate() {
+                let lines = chunk
+                    .lines
+                    .iter()
+                    .filter(|line| matches!(line.what, Split::Typed(of) if of == at))
+                    .count() as u64;
+                let expected =
+                    u128::from(file_bytes) * u128::from(lines) / u128::from(chunk.consumed);
+                ingest.expect_rows(type_name, u64::try_from(expected).unwrap_or(u64::MAX));
+            }
+        }
         for line in &chunk.lines {
             let at = || located(line.number);
             let type_name = match &line.what {

@@ -386,15 +386,20 @@ impl Omnigraph {
             .filter(std::fs::Metadata::is_file)
             .map(|meta| meta.len());
         let mut ingest = Ingest::start(self, mode).await?;
-        let read =
-            crate::handle::jsonl::push_jsonl(&mut ingest, &name, file, |bytes_read, rows| {
+        let read = crate::handle::jsonl::push_jsonl(
+            &mut ingest,
+            &name,
+            file,
+            total_bytes,
+            |bytes_read, rows| {
                 progress(&LoadProgress {
                     bytes_read,
                     total_bytes,
                     rows,
                 })
-            })
-            .await;
+            },
+        )
+        .await;
         match read {
             Ok(()) => ingest.finish("load").await,
             Err(error) => Err(ingest.failed(error)),
