@@ -5,7 +5,8 @@
 //! - load: a JSONL file of N Person rows (default 200,000) through `Omnigraph::load`,
 //!   against the same file decoded by arrow-json and written by plain Lance in one call;
 //!   and the same rows as a Parquet file through `Omnigraph::load_columnar`, against
-//!   the parquet crate's reader and the same plain Lance write.
+//!   the parquet crate's reader and the same plain Lance write; in 5 interleaved rounds,
+//!   each side's median (every round's time is in `load_rounds`).
 //! - insert: single-row inserts on a warm handle: requests (exact, from the root's
 //!   probe) and wall time per insert, before and after the key index is built.
 //! - reads: on M Person rows (default 100,000) with 16-dimensional embeddings and one
@@ -66,6 +67,9 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Interleaved rounds of each load and its baseline: one run of each swung by a tenth
+/// from run to run on a 2-core machine; the median of a few does not.
+const LOAD_ROUNDS: usize = 5;
 /// Single-row inserts timed on the warm handle.
 const INSERTS: usize = 50;
 /// Queries timed per read kind.
@@ -1240,87 +1244,125 @@ async fn main() {
 
     // Baselines: what a user of Lance alone does with the same file. JSONL: arrow-json
     // decodes it, plain Lance writes the batches in one call. Parquet: the parquet crate
-    // reads it, plain Lance writes it. Each against OmniGraph's load of the same file.
+    // reads it, plain Lance writes it. Each against OmniGraph's load of the same file,
+    // in LOAD_ROUNDS interleaved rounds; the figures are each side's median.
     let catalog = omnigraph_core::schema::parse("bench.pg", SOCIAL_SCHEMA).expect("schema");
     let person_type = catalog.get("Person").expect("Person");
     let schema = person_type.arrow_schema();
-    let started = Instant::now();
-    let decoded: Vec<arrow::record_batch::RecordBatch> =
-        arrow::json::ReaderBuilder::new(schema.clone())
+    let parquet_path = dir.path().join("people.parquet");
+    {
+        let decoded = arrow::json::ReaderBuilder::new(schema.clone())
             .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
             .build(std::io::BufReader::new(
                 std::fs::File::open(&path).expect("open jsonl"),
             ))
-            .expect("arrow-json reader")
-            .collect::<Result<_, _>>()
-            .expect("arrow-json decode");
-    adapter::baseline_write(
-        &dir.path().join("baseline-jsonl").display().to_string(),
-        schema.clone(),
-        decoded.clone(),
-    )
-    .await
-    .expect("baseline write");
-    let jsonl_baseline = started.elapsed();
-
-    let parquet_path = dir.path().join("people.parquet");
-    {
+            .expect("arrow-json reader");
         let file = std::fs::File::create(&parquet_path).expect("create parquet");
         let mut writer = parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None)
             .expect("parquet writer");
-        for batch in &decoded {
-            writer.write(batch).expect("write parquet");
+        for batch in decoded {
+            writer
+                .write(&batch.expect("arrow-json decode"))
+                .expect("write parquet");
         }
         writer.close().expect("close parquet");
     }
-    drop(decoded);
-    let started = Instant::now();
-    let read: Vec<arrow::record_batch::RecordBatch> =
-        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-            std::fs::File::open(&parquet_path).expect("open parquet"),
-        )
-        .expect("parquet reader")
-        .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
-        .build()
-        .expect("parquet reader")
-        .collect::<Result<_, _>>()
-        .expect("parquet decode");
-    adapter::baseline_write(
-        &dir.path().join("baseline-parquet").display().to_string(),
-        schema.clone(),
-        read,
-    )
-    .await
-    .expect("baseline write");
-    let parquet_baseline = started.elapsed();
-
-    // OmniGraph's load of the same files.
-    let uri = dir.path().join("graph-parquet").display().to_string();
-    let parquet_graph = Omnigraph::create(&uri, SOCIAL_SCHEMA)
-        .await
-        .expect("create graph");
-    let started = Instant::now();
-    let report = parquet_graph
-        .load_columnar(
-            &parquet_path,
-            omnigraph_publish::InputFormat::Parquet,
-            "Person",
-            LoadMode::Append,
+    let (mut jsonl_baselines, mut parquet_baselines) = (Vec::new(), Vec::new());
+    let (mut loads, mut parquet_loads) = (Vec::new(), Vec::new());
+    let mut loaded = None;
+    for round in 0..LOAD_ROUNDS {
+        let started = Instant::now();
+        let decoded: Vec<arrow::record_batch::RecordBatch> =
+            arrow::json::ReaderBuilder::new(schema.clone())
+                .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
+                .build(std::io::BufReader::new(
+                    std::fs::File::open(&path).expect("open jsonl"),
+                ))
+                .expect("arrow-json reader")
+                .collect::<Result<_, _>>()
+                .expect("arrow-json decode");
+        adapter::baseline_write(
+            &dir.path()
+                .join(format!("baseline-jsonl-{round}"))
+                .display()
+                .to_string(),
+            schema.clone(),
+            decoded,
         )
         .await
-        .expect("parquet load");
-    let parquet_load = started.elapsed();
-    assert_eq!(report.rows.get("Person").copied(), Some(rows as u64));
-    drop(parquet_graph);
+        .expect("baseline write");
+        jsonl_baselines.push(started.elapsed());
 
-    let uri = dir.path().join("graph").display().to_string();
-    let graph = Omnigraph::create(&uri, SOCIAL_SCHEMA)
+        let uri = dir
+            .path()
+            .join(format!("graph-{round}"))
+            .display()
+            .to_string();
+        let graph = Omnigraph::create(&uri, SOCIAL_SCHEMA)
+            .await
+            .expect("create graph");
+        let started = Instant::now();
+        let report = graph.load(&path, LoadMode::Append).await.expect("load");
+        loads.push(started.elapsed());
+        assert_eq!(report.rows.get("Person").copied(), Some(rows as u64));
+        loaded = Some(graph);
+
+        let started = Instant::now();
+        let read: Vec<arrow::record_batch::RecordBatch> =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                std::fs::File::open(&parquet_path).expect("open parquet"),
+            )
+            .expect("parquet reader")
+            .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
+            .build()
+            .expect("parquet reader")
+            .collect::<Result<_, _>>()
+            .expect("parquet decode");
+        adapter::baseline_write(
+            &dir.path()
+                .join(format!("baseline-parquet-{round}"))
+                .display()
+                .to_string(),
+            schema.clone(),
+            read,
+        )
         .await
-        .expect("create graph");
-    let started = Instant::now();
-    let report = graph.load(&path, LoadMode::Append).await.expect("load");
-    let load = started.elapsed();
-    assert_eq!(report.rows.get("Person").copied(), Some(rows as u64));
+        .expect("baseline write");
+        parquet_baselines.push(started.elapsed());
+
+        let uri = dir
+            .path()
+            .join(format!("graph-parquet-{round}"))
+            .display()
+            .to_string();
+        let parquet_graph = Omnigraph::create(&uri, SOCIAL_SCHEMA)
+            .await
+            .expect("create graph");
+        let started = Instant::now();
+        let report = parquet_graph
+            .load_columnar(
+                &parquet_path,
+                omnigraph_publish::InputFormat::Parquet,
+                "Person",
+                LoadMode::Append,
+            )
+            .await
+            .expect("parquet load");
+        parquet_loads.push(started.elapsed());
+        assert_eq!(report.rows.get("Person").copied(), Some(rows as u64));
+    }
+    let seconds = |times: &[Duration]| times.iter().map(Duration::as_secs_f64).collect::<Vec<_>>();
+    let rounds = json!({
+        "jsonl_baseline_seconds": seconds(&jsonl_baselines),
+        "load_seconds": seconds(&loads),
+        "parquet_baseline_seconds": seconds(&parquet_baselines),
+        "parquet_load_seconds": seconds(&parquet_loads),
+    });
+    let jsonl_baseline = median(jsonl_baselines);
+    let load = median(loads);
+    let parquet_baseline = median(parquet_baselines);
+    let parquet_load = median(parquet_loads);
+    let graph = loaded.expect("a round ran");
 
     // Single-row inserts on the warm handle.
     let mut requests = Vec::with_capacity(INSERTS);
@@ -1368,6 +1410,7 @@ async fn main() {
         "parquet_load_seconds": parquet_load.as_secs_f64(),
         "parquet_baseline_seconds": parquet_baseline.as_secs_f64(),
         "parquet_load_to_baseline_ratio": parquet_ratio,
+        "load_rounds": rounds,
         "insert_requests_min": requests.iter().min(),
         "insert_requests_max": requests.iter().max(),
         "insert_median_ms": millis(median),
