@@ -132,26 +132,28 @@ impl Omnigraph {
         };
         let mut rows = 0u64;
         // Decoded on a thread of its own, beside the checks of the batches before.
-        let batches = ReadAhead::start(until_failed(batches))?.inspect(|batch| {
-            if let Ok(batch) = batch {
-                rows += batch.num_rows() as u64;
-            }
-            let bytes_read = if row_groups.is_empty() {
-                read.load(Ordering::Relaxed)
-            } else {
-                parquet_bytes_read(&row_groups, rows)
-            };
-            progress(&LoadProgress {
-                bytes_read,
-                total_bytes,
-                rows,
-            });
-        });
+        let batches = ReadAhead::start(until_failed(batches))?;
         let mut ingest = Ingest::start(self, mode).await?;
         if let Some(rows) = expected_rows {
             ingest.expect_rows(type_name, rows);
         }
-        ingest.push_batches(type_name, &name, batches).await?;
+        ingest
+            .push_batches(type_name, &name, batches, |batch| {
+                if let Ok(batch) = batch {
+                    rows += batch.num_rows() as u64;
+                }
+                let bytes_read = if row_groups.is_empty() {
+                    read.load(Ordering::Relaxed)
+                } else {
+                    parquet_bytes_read(&row_groups, rows)
+                };
+                progress(&LoadProgress {
+                    bytes_read,
+                    total_bytes,
+                    rows,
+                });
+            })
+            .await?;
         ingest.finish("load").await
     }
 }
@@ -335,17 +337,19 @@ mod tests {
         RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![value]))]).expect("batch")
     }
 
-    #[test]
-    fn a_files_batches_are_read_ahead_in_order_up_to_the_first_error() {
+    #[tokio::test]
+    async fn a_files_batches_are_read_ahead_in_order_up_to_the_first_error() {
         let given: Batches = Box::new(
             (0..5)
                 .map(|value| Ok(batch(value)))
                 .chain([Err("truncated".to_string())])
                 .chain((5..8).map(|value| Ok(batch(value)))),
         );
-        let read: Vec<_> = ReadAhead::start(until_failed(given))
-            .expect("start")
-            .collect();
+        let mut ahead = ReadAhead::start(until_failed(given)).expect("start");
+        let mut read = Vec::new();
+        while let Some(batch) = ahead.next().await {
+            read.push(batch);
+        }
         assert_eq!(
             read.len(),
             6,

@@ -16,6 +16,7 @@
 
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::handle::jsonl_rows::LineRows;
+use crate::handle::read_ahead::ReadAhead;
 use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
 use crate::rows::{
@@ -369,7 +370,8 @@ impl<'a> Ingest<'a> {
         pushed.map_err(|error| self.failed(error))
     }
 
-    /// Adds the Arrow rows `batches` yields, gathered into batches of at most
+    /// Adds the Arrow rows `batches` yields (`read` sees each as it comes), gathered into
+    /// batches of at most
     /// [`INGEST_BATCH_ROWS`] rows (consecutive batches of one schema are joined, larger
     /// ones cut), so many small input batches stage as few links. A batch the input
     /// cannot give is bad input naming `source` and the row where reading stopped.
@@ -377,12 +379,14 @@ impl<'a> Ingest<'a> {
         &mut self,
         type_name: &str,
         source: &str,
-        batches: impl Iterator<Item = std::result::Result<RecordBatch, String>>,
+        mut batches: ReadAhead<std::result::Result<RecordBatch, String>>,
+        mut read: impl FnMut(&std::result::Result<RecordBatch, String>),
     ) -> Result<()> {
         let mut pending: Vec<RecordBatch> = Vec::new();
         let mut pending_rows = 0usize;
         let mut first_row = 0u64;
-        for batch in batches {
+        while let Some(batch) = batches.next().await {
+            read(&batch);
             let batch = batch.map_err(|message| {
                 self.failed(OmniError::bad_input(
                     rows::RowSource {

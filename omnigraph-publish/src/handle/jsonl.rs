@@ -202,7 +202,7 @@ pub(crate) async fn push_jsonl(
         number: 0,
         ended: false,
     };
-    let chunks = ReadAhead::start(Box::new(std::iter::from_fn(move || splitter.next_chunk())))?;
+    let mut chunks = ReadAhead::start(Box::new(std::iter::from_fn(move || splitter.next_chunk())))?;
     let (mut rows, mut reported) = (0u64, None::<u64>);
     let shared: std::sync::Arc<str> = name.into();
     // Built only for an error: a location per line cost an allocation per row.
@@ -212,7 +212,7 @@ pub(crate) async fn push_jsonl(
         at
     };
     let mut consumed = 0;
-    for chunk in chunks {
+    while let Some(chunk) = chunks.next().await {
         if consumed == 0
             && chunk.consumed > 0
             && let Some(file_bytes) = file_bytes
@@ -328,6 +328,58 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn lines_are_numbered_across_chunks_and_splitting_ends_at_the_first_bad_line() {
+        let mut input = String::new();
+        for row in 0..9_000 {
+            input.push_str(&format!("{{\"type\":\"Person\",\"id\":\"p{row}\"}}\r\n"));
+            if row % 1_000 == 0 {
+                input.push_str("   \n");
+            }
+        }
+        input.push_str("{\"id\":\"no type\"}\n{\"type\":\"Person\",\"id\":\"after\"}\n");
+        let mut splitter = LineSplitter {
+            reader: Counted {
+                inner: std::io::BufReader::with_capacity(64, input.as_bytes()),
+                consumed: 0,
+            },
+            line: Vec::new(),
+            number: 0,
+            ended: false,
+        };
+        let chunks: Vec<LineChunk> = std::iter::from_fn(|| splitter.next_chunk()).collect();
+        assert_eq!(
+            chunks.len(),
+            2,
+            "8,192 lines, then the rest up to the bad one"
+        );
+        let lines: Vec<&SplitLine> = chunks.iter().flat_map(|chunk| &chunk.lines).collect();
+        assert_eq!(
+            lines.len(),
+            9_001,
+            "blank lines are passed by, the line after the bad one is not read"
+        );
+        // Line numbers count the blank lines: row r is on line r + 1 + (r / 1000 + 1)
+        // for r past the first blank line.
+        let (row, line) = (8_500usize, lines[8_500]);
+        assert_eq!(line.number, row as u64 + 1 + (row / 1_000 + 1) as u64);
+        let chunk = &chunks[1];
+        let at = 8_500 - chunks[0].lines.len();
+        assert_eq!(
+            &chunk.bytes[chunk.lines[at].start..chunk.lines[at].end],
+            b"{\"type\":\"Person\",\"id\":\"p8500\"}",
+            "the line without its \\r\\n"
+        );
+        let last = lines[9_000];
+        assert_eq!(last.number, 9_000 + 9 + 1);
+        assert!(matches!(last.what, Split::Failed(LineFailure::NoType)));
+        assert_eq!(chunk.names, ["Person"]);
+        assert_eq!(
+            chunks[1].consumed,
+            input.len() as u64 - "{\"type\":\"Person\",\"id\":\"after\"}\n".len() as u64
+        );
     }
 
     #[test]

@@ -330,8 +330,11 @@ impl Omnigraph {
         batches: &[RecordBatch],
     ) -> Result<GraphCommit> {
         let mut ingest = Ingest::start(self, LoadMode::Append).await?;
-        let given = batches.iter().map(|batch| Ok(batch.clone()));
-        ingest.push_batches(type_name, "batch", given).await?;
+        let given: Vec<_> = batches.iter().map(|batch| Ok(batch.clone())).collect();
+        let given = crate::handle::read_ahead::ReadAhead::inline(Box::new(given.into_iter()));
+        ingest
+            .push_batches(type_name, "batch", given, |_| {})
+            .await?;
         let report = ingest.finish("insert").await?;
         report.commit.ok_or_else(|| {
             OmniError::bad_input(
@@ -373,7 +376,8 @@ impl Omnigraph {
         mut progress: impl FnMut(&LoadProgress),
     ) -> Result<IngestReport> {
         let name = path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|error| {
+        // Opened off the runtime's threads: a FIFO's open waits for its writer.
+        let file = tokio::fs::File::open(path).await.map_err(|error| {
             OmniError::bad_input(
                 InputLocation::in_source(&name),
                 format!("cannot open: {error}"),
@@ -382,9 +386,11 @@ impl Omnigraph {
         // A pipe or FIFO has no size to show progress against.
         let total_bytes = file
             .metadata()
+            .await
             .ok()
             .filter(std::fs::Metadata::is_file)
             .map(|meta| meta.len());
+        let file = file.into_std().await;
         let mut ingest = Ingest::start(self, mode).await?;
         let read = crate::handle::jsonl::push_jsonl(
             &mut ingest,

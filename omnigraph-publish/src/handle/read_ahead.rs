@@ -8,12 +8,14 @@ use omnigraph_core::{OmniError, Result};
 pub(crate) const READ_AHEAD_ITEMS_MAX: usize = 2;
 
 /// The items of an iterator, produced on a thread of their own at most
-/// [`READ_AHEAD_ITEMS_MAX`] ahead. Dropped early (a load that failed), the thread stops
-/// at its next item and is joined. A deterministic simulation reads on the caller's
-/// thread instead, so its schedule stays its own.
+/// [`READ_AHEAD_ITEMS_MAX`] ahead and awaited by the consumer, so a runtime thread never
+/// waits on the input. Dropped early (a load that failed), the channel closes and the
+/// reader ends at its next item on its own: it is not waited for, since a read from a
+/// stalled pipe may not return. A deterministic simulation reads on the caller's thread
+/// instead, so its schedule stays its own.
 pub(crate) enum ReadAhead<T: Send + 'static> {
     Threaded {
-        items: Option<std::sync::mpsc::Receiver<T>>,
+        items: tokio::sync::mpsc::Receiver<T>,
         reader: Option<std::thread::JoinHandle<()>>,
     },
     Inline(Box<dyn Iterator<Item = T> + Send>),
@@ -24,13 +26,13 @@ impl<T: Send + 'static> ReadAhead<T> {
         if omnigraph_core::seams::in_simulation() {
             return Ok(ReadAhead::Inline(items));
         }
-        let (sender, receiver) = std::sync::mpsc::sync_channel(READ_AHEAD_ITEMS_MAX);
+        let (sender, receiver) = tokio::sync::mpsc::channel(READ_AHEAD_ITEMS_MAX);
         let reader = std::thread::Builder::new()
             .name("omnigraph-read".into())
             .spawn(move || {
                 for item in items {
                     // A receiver gone is a consumer that stopped: so does its reader.
-                    if sender.send(item).is_err() {
+                    if sender.blocking_send(item).is_err() {
                         return;
                     }
                 }
@@ -39,42 +41,31 @@ impl<T: Send + 'static> ReadAhead<T> {
                 OmniError::internal(format!("cannot start a reader thread: {error}"))
             })?;
         Ok(ReadAhead::Threaded {
-            items: Some(receiver),
+            items: receiver,
             reader: Some(reader),
         })
     }
-}
 
-impl<T: Send + 'static> Iterator for ReadAhead<T> {
-    type Item = T;
+    /// Items already in memory (a call's own batches): nothing to read ahead.
+    pub(crate) fn inline(items: Box<dyn Iterator<Item = T> + Send>) -> ReadAhead<T> {
+        ReadAhead::Inline(items)
+    }
 
-    fn next(&mut self) -> Option<T> {
+    /// The next item; `None` at the end of the input.
+    pub(crate) async fn next(&mut self) -> Option<T> {
         let (items, reader) = match self {
             ReadAhead::Inline(items) => return items.next(),
             ReadAhead::Threaded { items, reader } => (items, reader),
         };
-        // The consumer waits as it would wait on the file itself; a closed channel is the
-        // end of the input.
-        match items.as_ref()?.recv() {
-            Ok(item) => Some(item),
-            Err(std::sync::mpsc::RecvError) => match reader.take()?.join() {
+        match items.recv().await {
+            Some(item) => Some(item),
+            // The channel closes when the reader's thread returns (or unwinds): joining
+            // it then does not wait.
+            None => match reader.take()?.join() {
                 Ok(()) => None,
                 // A reader's panic is a defect, not bad input: it goes on as a panic.
                 Err(panic) => std::panic::resume_unwind(panic),
             },
-        }
-    }
-}
-
-impl<T: Send + 'static> Drop for ReadAhead<T> {
-    fn drop(&mut self) {
-        if let ReadAhead::Threaded { items, reader } = self {
-            // Closing the channel first stops a reader blocked on a full one.
-            drop(items.take());
-            if let Some(reader) = reader.take() {
-                // Its panic, if any, already failed the consumer or came after its end.
-                let _ = reader.join();
-            }
         }
     }
 }
@@ -85,16 +76,26 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    #[test]
-    fn items_read_ahead_come_in_order_and_end_with_the_input() {
-        let read: Vec<u32> = ReadAhead::start(Box::new(0..1_000u32))
-            .expect("start")
-            .collect();
-        assert_eq!(read, (0..1_000).collect::<Vec<_>>());
+    async fn all<T: Send + 'static>(mut read: ReadAhead<T>) -> Vec<T> {
+        let mut items = Vec::new();
+        while let Some(item) = read.next().await {
+            items.push(item);
+        }
+        items
     }
 
-    #[test]
-    fn a_read_ahead_dropped_early_stops_its_reader_within_its_bound() {
+    #[tokio::test]
+    async fn items_read_ahead_come_in_order_and_end_with_the_input() {
+        let read = ReadAhead::start(Box::new(0..1_000u32)).expect("start");
+        assert!(
+            matches!(read, ReadAhead::Threaded { .. }),
+            "read on a thread"
+        );
+        assert_eq!(all(read).await, (0..1_000).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_read_ahead_dropped_early_stops_its_reader_within_its_bound() {
         let produced = Arc::new(AtomicU64::new(0));
         let counted = produced.clone();
         // An input without end: only the bound and the drop stop its reader.
@@ -103,27 +104,33 @@ mod tests {
             value
         }));
         let mut read = ReadAhead::start(endless).expect("start");
-        assert_eq!(read.next(), Some(0));
-        // Dropping joins the reader: this returns only once it stopped, and the input
-        // (holding the other count) is gone with it.
+        assert_eq!(read.next().await, Some(0));
         drop(read);
+        // The reader ends at its next send, and the input (holding the other count) with
+        // it; it is not waited for, so this waits for it, within a bound.
+        for _ in 0..1_000 {
+            if Arc::strong_count(&produced) == 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         assert_eq!(Arc::strong_count(&produced), 1, "the reader ended");
         let produced = produced.load(Ordering::SeqCst);
-        // One taken, the channel's bound queued, one held by a blocked send, and one
-        // made before the send that found the channel closed.
+        // One taken, the channel's bound queued, and one made before the send that found
+        // the channel closed.
         assert!(
-            produced <= 1 + READ_AHEAD_ITEMS_MAX as u64 + 2,
+            produced <= 1 + READ_AHEAD_ITEMS_MAX as u64 + 1,
             "{produced} items made"
         );
     }
 
-    #[test]
+    #[tokio::test]
     #[should_panic(expected = "a reader's defect")]
-    fn a_readers_panic_reaches_its_consumer_as_a_panic() {
+    async fn a_readers_panic_reaches_its_consumer_as_a_panic() {
         let failing = Box::new((0..3u32).map(|value| {
             assert!(value < 2, "a reader's defect");
             value
         }));
-        let _: Vec<u32> = ReadAhead::start(failing).expect("start").collect();
+        all(ReadAhead::start(failing).expect("start")).await;
     }
 }
