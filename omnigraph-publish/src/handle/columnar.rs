@@ -85,8 +85,9 @@ impl Omnigraph {
         let base = self.head().await?;
         let catalog = self.catalog_at(&base).await?;
         let type_def = catalog.require(type_name)?.clone();
-        let file =
-            std::fs::File::open(path).map_err(|error| bad(format!("cannot open: {error}")))?;
+        let file = crate::handle::read_ahead::open_input(path)
+            .await
+            .map_err(|error| bad(format!("cannot open: {error}")))?;
         let total_bytes = file
             .metadata()
             .ok()

@@ -361,8 +361,8 @@ mod tests {
             9_001,
             "blank lines are passed by, the line after the bad one is not read"
         );
-        // Line numbers count the blank lines: row r is on line r + 1 + (r / 1000 + 1)
-        // for r past the first blank line.
+        // Line numbers count the blank lines: row 8,500 comes after the 9 blank lines
+        // that follow rows 0, 1,000, ..., 8,000.
         let (row, line) = (8_500usize, lines[8_500]);
         assert_eq!(line.number, row as u64 + 1 + (row / 1_000 + 1) as u64);
         let chunk = &chunks[1];

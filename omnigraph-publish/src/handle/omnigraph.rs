@@ -330,8 +330,10 @@ impl Omnigraph {
         batches: &[RecordBatch],
     ) -> Result<GraphCommit> {
         let mut ingest = Ingest::start(self, LoadMode::Append).await?;
-        let given: Vec<_> = batches.iter().map(|batch| Ok(batch.clone())).collect();
-        let given = crate::handle::read_ahead::ReadAhead::inline(Box::new(given.into_iter()));
+        // Owned, as a read-ahead's input is; a batch's clone shares its buffers.
+        let given: Vec<RecordBatch> = batches.to_vec();
+        let given =
+            crate::handle::read_ahead::ReadAhead::inline(Box::new(given.into_iter().map(Ok)));
         ingest
             .push_batches(type_name, "batch", given, |_| {})
             .await?;
@@ -376,21 +378,20 @@ impl Omnigraph {
         mut progress: impl FnMut(&LoadProgress),
     ) -> Result<IngestReport> {
         let name = path.display().to_string();
-        // Opened off the runtime's threads: a FIFO's open waits for its writer.
-        let file = tokio::fs::File::open(path).await.map_err(|error| {
-            OmniError::bad_input(
-                InputLocation::in_source(&name),
-                format!("cannot open: {error}"),
-            )
-        })?;
+        let file = crate::handle::read_ahead::open_input(path)
+            .await
+            .map_err(|error| {
+                OmniError::bad_input(
+                    InputLocation::in_source(&name),
+                    format!("cannot open: {error}"),
+                )
+            })?;
         // A pipe or FIFO has no size to show progress against.
         let total_bytes = file
             .metadata()
-            .await
             .ok()
             .filter(std::fs::Metadata::is_file)
             .map(|meta| meta.len());
-        let file = file.into_std().await;
         let mut ingest = Ingest::start(self, mode).await?;
         let read = crate::handle::jsonl::push_jsonl(
             &mut ingest,

@@ -4,6 +4,15 @@
 
 use omnigraph_core::{OmniError, Result};
 
+/// Opens an input file off the runtime's threads (a FIFO's open waits for its writer);
+/// in a deterministic simulation, on the caller's thread, as its schedule needs.
+pub(crate) async fn open_input(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    if omnigraph_core::seams::in_simulation() {
+        return std::fs::File::open(path);
+    }
+    Ok(tokio::fs::File::open(path).await?.into_std().await)
+}
+
 /// Items a reader produces ahead of its consumer.
 pub(crate) const READ_AHEAD_ITEMS_MAX: usize = 2;
 
@@ -99,9 +108,8 @@ mod tests {
         let produced = Arc::new(AtomicU64::new(0));
         let counted = produced.clone();
         // An input without end: only the bound and the drop stop its reader.
-        let endless = Box::new((0u64..).map(move |value| {
+        let endless = Box::new((0u64..).inspect(move |_| {
             counted.fetch_add(1, Ordering::SeqCst);
-            value
         }));
         let mut read = ReadAhead::start(endless).expect("start");
         assert_eq!(read.next().await, Some(0));
@@ -125,11 +133,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn dropping_a_read_ahead_does_not_wait_for_a_stalled_read() {
+        // A read that returns only when told, as from a pipe whose writer stalled.
+        let (release, stalled) = std::sync::mpsc::channel::<()>();
+        let input = Box::new((0..2u32).inspect(move |value| {
+            if *value == 1 {
+                let _ = stalled.recv();
+            }
+        }));
+        let mut read = ReadAhead::start(input).expect("start");
+        assert_eq!(read.next().await, Some(0));
+        // The reader now waits inside its second read; dropping returns regardless.
+        drop(read);
+        // Let the stalled read return: the reader then finds the channel closed and ends.
+        release.send(()).expect("the reader still waits");
+    }
+
+    #[tokio::test]
     #[should_panic(expected = "a reader's defect")]
     async fn a_readers_panic_reaches_its_consumer_as_a_panic() {
-        let failing = Box::new((0..3u32).map(|value| {
-            assert!(value < 2, "a reader's defect");
-            value
+        let failing = Box::new((0..3u32).inspect(|value| {
+            assert!(*value < 2, "a reader's defect");
         }));
         all(ReadAhead::start(failing).expect("start")).await;
     }
