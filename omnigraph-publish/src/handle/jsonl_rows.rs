@@ -9,7 +9,7 @@
 
 use crate::ingest::LoadMode;
 use crate::rows::{
-    ColumnBuilder, Found, KeyColumn, RowKey, RowSource, TYPE_FIELD, TypedRows, describe_found,
+    ColumnBuilder, Found, KeyColumn, RowSource, TYPE_FIELD, TypedRows, describe_found,
 };
 use omnigraph_core::arrow_array::{ArrayRef, RecordBatch};
 use omnigraph_core::schema::{EDGE_ID_COLUMN, TypeDef};
@@ -78,6 +78,8 @@ pub(crate) struct LineRows {
     sources: Vec<RowSource>,
     /// What each column of the line being decoded was given.
     given: Vec<Given>,
+    /// The line's key, `src` and `dst`, rendered into buffers every line reuses.
+    rendered: [String; 3],
     /// Edge ids given by the lines (the others were minted).
     ids_given: usize,
     /// Input bytes of the rows held.
@@ -100,6 +102,7 @@ impl LineRows {
             endpoints: [KeyColumn::default(), KeyColumn::default()],
             sources: Vec::with_capacity(capacity),
             given: Vec::new(),
+            rendered: Default::default(),
             ids_given: 0,
             bytes: 0,
         }
@@ -117,13 +120,15 @@ impl LineRows {
         // One buffer for every line: a vector per line was an allocation and a free.
         self.given.clear();
         self.given.resize(columns.len(), Given::Absent);
+        for rendered in &mut self.rendered {
+            rendered.clear();
+        }
         let mut row = RowState {
             type_def: &self.type_def,
             builders: &mut self.builders,
             given: &mut self.given,
-            key: None,
-            src: None,
-            dst: None,
+            rendered: &mut self.rendered,
+            has: [false; 3],
             unknown: None,
             first_error: None,
         };
@@ -186,7 +191,9 @@ impl LineRows {
                 })?;
                 row.given[index] = Given::Value;
                 if column.name == key_column {
-                    row.key = Some(serde_json::Value::String(minted).to_string());
+                    row.rendered[KEY].clear();
+                    crate::rows::push_text_key(&mut row.rendered[KEY], &minted);
+                    row.has[KEY] = true;
                 }
                 continue;
             }
@@ -200,25 +207,20 @@ impl LineRows {
         if edge_id.is_some() && !minted_here {
             self.ids_given += 1;
         }
-        let key = row
-            .key
-            .take()
-            .ok_or_else(|| OmniError::internal("a row's key was given but not kept"))?;
-        if !self.type_def.is_node() {
-            let (src, dst) = (row.src.take(), row.dst.take());
-            match (src, dst) {
-                (Some(src), Some(dst)) => {
-                    self.endpoints[0].push(&src);
-                    self.endpoints[1].push(&dst);
-                }
-                _ => {
-                    return Err(OmniError::internal(
-                        "an edge's endpoints were given but not kept",
-                    ));
-                }
-            }
+        if !row.has[KEY] {
+            return Err(OmniError::internal("a row's key was given but not kept"));
         }
-        self.keys.push(&key);
+        let ends_kept = self.type_def.is_node() || (row.has[SRC] && row.has[DST]);
+        if !ends_kept {
+            return Err(OmniError::internal(
+                "an edge's endpoints were given but not kept",
+            ));
+        }
+        self.keys.push(&self.rendered[KEY]);
+        if !self.type_def.is_node() {
+            self.endpoints[0].push(&self.rendered[SRC]);
+            self.endpoints[1].push(&self.rendered[DST]);
+        }
         self.sources.push(source);
         Ok(())
     }
@@ -259,14 +261,20 @@ enum Given {
     Value,
 }
 
+/// Where a line's rendered key, `src` and `dst` are kept.
+const KEY: usize = 0;
+const SRC: usize = 1;
+const DST: usize = 2;
+
 /// One line being decoded.
 struct RowState<'r> {
     type_def: &'r TypeDef,
     builders: &'r mut [ColumnBuilder],
     given: &'r mut [Given],
-    key: Option<RowKey>,
-    src: Option<RowKey>,
-    dst: Option<RowKey>,
+    /// The key, `src` and `dst` rendered (indexed by [`KEY`], [`SRC`], [`DST`]), and
+    /// which of them the line gave.
+    rendered: &'r mut [String; 3],
+    has: [bool; 3],
     /// The first unknown property by name (the object path reports that one).
     unknown: Option<String>,
     /// The first bad value by column.
@@ -360,16 +368,10 @@ impl<'de> Visitor<'de> for &mut RowState<'_> {
                 "dst" if !self.type_def.is_node() => Some(1),
                 _ => None,
             };
-            if is_key || end.is_some() {
-                let rendered = value.rendered_key();
-                match end {
-                    Some(0) => self.src = rendered.clone(),
-                    Some(_) => self.dst = rendered.clone(),
-                    None => {}
-                }
-                if is_key {
-                    self.key = rendered;
-                }
+            let slots = [is_key.then_some(KEY), end.map(|end| SRC + end)];
+            for slot in slots.into_iter().flatten() {
+                self.rendered[slot].clear();
+                self.has[slot] = value.render_key(&mut self.rendered[slot]);
             }
         }
         Ok(())
@@ -399,15 +401,20 @@ impl Read<'_> {
         }
     }
 
-    /// The value as a rendered key (`"p1"` quoted, `42` bare), as
-    /// [`crate::rows::render_key`] renders the same JSON value.
-    fn rendered_key(&self) -> Option<RowKey> {
+    /// Appends the value as a rendered key (`"p1"` quoted, `42` bare) to `out`, as
+    /// [`crate::rows::render_key`] renders the same JSON value; false for a value no key
+    /// can be.
+    fn render_key(&self, out: &mut String) -> bool {
+        use std::fmt::Write;
         match self {
-            Read::String(text) => Some(crate::rows::render_text_key(text)),
-            Read::Number(number) => Some(number.to_string()),
-            Read::Bool(flag) => Some(flag.to_string()),
-            Read::Null | Read::Array(_) | Read::Object => None,
+            Read::String(text) => crate::rows::push_text_key(out, text),
+            Read::Number(number) => {
+                let _ = write!(out, "{number}");
+            }
+            Read::Bool(flag) => out.push_str(if *flag { "true" } else { "false" }),
+            Read::Null | Read::Array(_) | Read::Object => return false,
         }
+        true
     }
 }
 

@@ -480,7 +480,7 @@ pub(crate) fn render_text_key(text: &str) -> RowKey {
 }
 
 /// Appends `text` rendered as [`render_text_key`] renders it.
-fn push_text_key(out: &mut String, text: &str) {
+pub(crate) fn push_text_key(out: &mut String, text: &str) {
     // serde_json escapes exactly these bytes; any other text is quoted as it is.
     if text
         .bytes()
