@@ -371,9 +371,8 @@ impl<'a> Ingest<'a> {
     }
 
     /// Adds the Arrow rows `batches` yields (`read` sees each as it comes), gathered into
-    /// batches of at most
-    /// [`INGEST_BATCH_ROWS`] rows (consecutive batches of one schema are joined, larger
-    /// ones cut), so many small input batches stage as few links. A batch the input
+    /// batches of at most [`INGEST_BATCH_ROWS`] rows (consecutive batches of one schema
+    /// are joined, larger ones cut), so many small input batches stage as few links. A batch the input
     /// cannot give is bad input naming `source` and the row where reading stopped.
     pub(crate) async fn push_batches(
         &mut self,
