@@ -15,6 +15,7 @@
 //! failure is `Unpublished` exactly when the call's staging holds links.
 
 use crate::commit::{CommitOperation, GraphCommit};
+use crate::handle::byte_channel;
 use crate::handle::jsonl_rows::LineRows;
 use crate::handle::read_ahead::ReadAhead;
 use crate::omnigraph::Omnigraph;
@@ -53,9 +54,13 @@ pub const APPEND_GATHER_BYTES_MAX: usize = 64 << 20;
 /// stream written beside the checks of the rows that follow. A smaller load is written
 /// in one call once every row is checked, so a bad row in it writes nothing.
 pub const APPEND_STREAM_START_BYTES: usize = 8 << 20;
-/// Checked batches waiting for a streamed append's writer: how far the checks may run
-/// ahead of Lance.
-const APPEND_STREAM_BATCHES_MAX: usize = 4;
+/// Checked batches waiting for a streamed append's writer, at most: with
+/// [`APPEND_STREAM_BYTES_MAX`], how far the checks may run ahead of Lance.
+pub const APPEND_STREAM_BATCHES_MAX: usize = 128;
+/// Arrow bytes of checked batches waiting for a streamed append's writer, at most:
+/// room for the rows checked while Lance encodes a burst of pages, so the checks and
+/// the writer run side by side.
+pub const APPEND_STREAM_BYTES_MAX: usize = 32 << 20;
 
 /// The most keys one append adds to the handle's key cache after it publishes; a larger
 /// one leaves the cache to read its fragments when next needed.
@@ -110,7 +115,7 @@ pub(crate) struct Ingest<'a> {
     /// Per table, an append whose checked rows go to Lance as they come: the write, and
     /// the channel to it. In this order, so that a call dropped on a failure stops the
     /// write before closing the channel, which would tell it the rows ended.
-    streams: BTreeMap<String, (AppendWrite, tokio::sync::mpsc::Sender<RecordBatch>)>,
+    streams: BTreeMap<String, (AppendWrite, byte_channel::Sender<RecordBatch>)>,
     /// Input bytes held in each type's buffer.
     buffered_bytes: HashMap<String, usize>,
     /// Per type, the keys the call gave, within the handle's load budget.
@@ -118,6 +123,8 @@ pub(crate) struct Ingest<'a> {
     /// Per type, the rows its input says it holds (a Parquet file's metadata, a JSONL
     /// file's size against its first lines), which its key set makes room for at once.
     expected_rows: HashMap<String, u64>,
+    /// The hashes of a batch's keys, kept for the next batch's.
+    key_hashes: Vec<u32>,
     /// Per node type, the keys that edges of the call point at and that were neither
     /// in the call nor in the base's table when the edges were staged: found among the
     /// call's nodes, or in the table, once every row is read. Each keeps its first edge
@@ -159,6 +166,7 @@ impl<'a> Ingest<'a> {
             buffered_bytes: HashMap::new(),
             keys: HashMap::new(),
             expected_rows: HashMap::new(),
+            key_hashes: Vec::new(),
             pending: BTreeMap::new(),
             checked: BTreeMap::new(),
             referenced: BTreeMap::new(),
@@ -549,9 +557,27 @@ impl<'a> Ingest<'a> {
         conflict: &mut Option<(usize, OmniError)>,
     ) -> Result<()> {
         assert_eq!(sources.len(), keys.len(), "one source per key");
+        let mut hashes = std::mem::take(&mut self.key_hashes);
+        seen.hash_keys(keys.iter(), &mut hashes);
+        let kept = self.keep_hashed_keys(type_def, seen, sources, keys, &hashes, conflict);
+        self.key_hashes = hashes;
+        kept
+    }
+
+    /// [`Ingest::keep_keys`] with each key's hash in `hashes`.
+    fn keep_hashed_keys(
+        &mut self,
+        type_def: &TypeDef,
+        seen: &mut SpillKeys,
+        sources: &BatchSources,
+        keys: &KeyColumn,
+        hashes: &[u32],
+        conflict: &mut Option<(usize, OmniError)>,
+    ) -> Result<()> {
+        assert_eq!(hashes.len(), keys.len(), "one hash per key");
         // The rows of a batch share their source: its name is found once.
         let mut named: Option<(std::sync::Arc<str>, u32)> = None;
-        for (at, key) in keys.iter().enumerate() {
+        for ((at, key), &hash) in keys.iter().enumerate().zip(hashes) {
             let (line, row) = sources.line_and_row(at);
             if let Some((_, error)) = conflict.take_if(|(first, _)| *first == at) {
                 return Err(self.earliest_repeat(type_def, seen, row, error)?);
@@ -565,7 +591,10 @@ impl<'a> Ingest<'a> {
                     name
                 }
             };
-            if seen.insert(key, RowRef::new(name, 0, line, row))?.is_some() {
+            if seen
+                .insert_hashed(key, hash, RowRef::new(name, 0, line, row))?
+                .is_some()
+            {
                 let error = given_twice(type_def, &sources.get(at), key);
                 return Err(self.earliest_repeat(type_def, seen, row, error)?);
             }
@@ -625,7 +654,8 @@ impl<'a> Ingest<'a> {
         let Some(schema) = batches.first().map(RecordBatch::schema) else {
             return Ok(());
         };
-        let (sender, receiver) = tokio::sync::mpsc::channel(APPEND_STREAM_BATCHES_MAX);
+        let (sender, receiver) =
+            byte_channel::channel(APPEND_STREAM_BATCHES_MAX, APPEND_STREAM_BYTES_MAX);
         let arriving = futures::stream::unfold(receiver, |mut receiver| async move {
             receiver.recv().await.map(|batch| (batch, receiver))
         });
@@ -639,13 +669,15 @@ impl<'a> Ingest<'a> {
     }
 
     /// Sends checked rows to the streamed append of `table_id`; waits while its writer
-    /// is [`APPEND_STREAM_BATCHES_MAX`] batches behind.
+    /// is [`APPEND_STREAM_BATCHES_MAX`] batches or [`APPEND_STREAM_BYTES_MAX`] bytes
+    /// behind.
     async fn send_to_stream(&mut self, table_id: &str, batch: RecordBatch) -> Result<()> {
         let (_, sender) = self
             .streams
             .get(table_id)
             .ok_or_else(|| OmniError::internal("rows sent to an append that is not streaming"))?;
-        if sender.send(batch).await.is_ok() {
+        let bytes = batch_bytes(&batch);
+        if sender.send(batch, bytes).await.is_ok() {
             return Ok(());
         }
         // The writer stopped before its rows ended: its failure says why.

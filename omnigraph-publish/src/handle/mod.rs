@@ -3,7 +3,9 @@
 
 pub mod adjacency;
 pub mod branching;
+pub(crate) mod byte_channel;
 pub mod columnar;
+pub(crate) mod hash_slots;
 pub mod indexes;
 pub mod ingest;
 pub(crate) mod jsonl;

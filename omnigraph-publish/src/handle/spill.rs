@@ -9,7 +9,7 @@
 //! found by merging the sorted runs once the input is read. Run files are removed when
 //! the set is dropped.
 
-use hashbrown::HashTable;
+use super::hash_slots::{self, HashSlots};
 use omnigraph_core::{OmniError, Result, StorageKind};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -120,25 +120,11 @@ struct RecordBounds {
     tag: u32,
 }
 
-/// A slot of the hash table: an entry's index and 32 bits of its key's hash, so growing
-/// the table rehashes from the slot alone instead of reading every key again.
-#[derive(Clone, Copy)]
-struct Slot {
-    entry: u32,
-    hash: u32,
-}
-
-/// The table's 64-bit hash of 32 stored bits: spread over the high bits hashbrown
-/// tags buckets with, and the low bits it indexes them by.
-fn spread(hash: u32) -> u64 {
-    u64::from(hash).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
-
 /// Keys with their rows, unique within memory, spilled in sorted runs past a budget.
 pub(crate) struct SpillKeys {
     bytes: Vec<u8>,
     entries: Vec<Entry>,
-    index: HashTable<Slot>,
+    index: HashSlots,
     hasher: foldhash::fast::RandomState,
     runs: Vec<Run>,
     spilled: u64,
@@ -150,7 +136,7 @@ impl SpillKeys {
         SpillKeys {
             bytes: Vec::new(),
             entries: Vec::new(),
-            index: HashTable::new(),
+            index: HashSlots::default(),
             hasher: foldhash::fast::RandomState::default(),
             runs: Vec::new(),
             spilled: 0,
@@ -180,11 +166,9 @@ impl SpillKeys {
     }
 
     fn find(&self, key: &[u8], hash: u32) -> Option<u32> {
-        self.index
-            .find(spread(hash), |slot| {
-                slot.hash == hash && self.key_of(&self.entries[slot.entry as usize]) == key
-            })
-            .map(|slot| slot.entry)
+        self.index.find(hash, |entry| {
+            self.key_of(&self.entries[entry as usize]) == key
+        })
     }
 
     /// Whether `key` is among the keys in memory.
@@ -196,39 +180,52 @@ impl SpillKeys {
     /// Adds `key` given by `at`; when memory already holds it, returns the row that gave
     /// it first and keeps that one. Spills a run when memory is over its budget.
     pub(crate) fn insert(&mut self, key: &str, at: RowRef) -> Result<Option<RowRef>> {
+        let hash = self.hash_of(key.as_bytes());
+        self.insert_hashed(key, hash, at)
+    }
+
+    /// The hashes of `keys`, for [`SpillKeys::insert_hashed`], into `hashes`. Reads
+    /// the table where each goes, so the inserts that follow find it near instead of
+    /// waiting on memory one key after another.
+    pub(crate) fn hash_keys<'k>(&self, keys: impl Iterator<Item = &'k str>, hashes: &mut Vec<u32>) {
+        hashes.clear();
+        hashes.extend(keys.map(|key| self.hash_of(key.as_bytes())));
+        std::hint::black_box(self.index.touch(hashes));
+    }
+
+    /// [`SpillKeys::insert`] of a key whose hash [`SpillKeys::hash_keys`] gave.
+    pub(crate) fn insert_hashed(
+        &mut self,
+        key: &str,
+        hash: u32,
+        at: RowRef,
+    ) -> Result<Option<RowRef>> {
         let key = key.as_bytes();
+        debug_assert_eq!(hash, self.hash_of(key), "a hash of another key or set");
         let len =
             u32::try_from(key.len()).map_err(|_| OmniError::internal("a key of 4 GiB or more"))?;
         if u32::try_from(self.bytes.len() + key.len()).is_err() {
             // Positions are 32-bit: a budget near 4 GiB spills before they overflow.
             self.spill()?;
         }
-        let hash = self.hash_of(key);
-        let (entries, bytes) = (&mut self.entries, &mut self.bytes);
-        // One probe finds the key or the slot it goes in.
-        let found = self.index.entry(
-            spread(hash),
-            |slot| {
-                let entry = &entries[slot.entry as usize];
-                slot.hash == hash
-                    && &bytes[entry.start as usize..(entry.start + entry.len) as usize] == key
-            },
-            |slot| spread(slot.hash),
-        );
-        match found {
-            hashbrown::hash_table::Entry::Occupied(held) => {
-                return Ok(Some(entries[held.get().entry as usize].at));
-            }
-            hashbrown::hash_table::Entry::Vacant(vacant) => {
-                let start = u32::try_from(bytes.len())
-                    .map_err(|_| OmniError::internal("a key buffer past 4 GiB after a spill"))?;
-                let entry = u32::try_from(entries.len())
-                    .map_err(|_| OmniError::internal("a key set holds 2^32 keys in memory"))?;
-                bytes.extend_from_slice(key);
-                entries.push(Entry { start, len, at });
-                vacant.insert(Slot { entry, hash });
-            }
+        let start = u32::try_from(self.bytes.len())
+            .map_err(|_| OmniError::internal("a key buffer past 4 GiB after a spill"))?;
+        if self.entries.len() > hash_slots::ENTRIES_MAX {
+            return Err(OmniError::internal("a key set holds 2^32 keys in memory"));
         }
+        let entry = self.entries.len() as u32;
+        let (entries, bytes) = (&self.entries, &self.bytes);
+        // One probe finds the key or the slot it goes in.
+        let held = self.index.find_or_insert(hash, entry, |held| {
+            let held = &entries[held as usize];
+            &bytes[held.start as usize..(held.start + held.len) as usize] == key
+        });
+        if let Some(held) = held {
+            return Ok(Some(self.entries[held as usize].at));
+        }
+        self.bytes.extend_from_slice(key);
+        self.entries.push(Entry { start, len, at });
+        debug_assert_eq!(self.index.len(), self.entries.len(), "one slot per entry");
         if self.memory_bytes() > self.budget.key_set_memory_bytes_max {
             self.spill()?;
         }
@@ -241,26 +238,24 @@ impl SpillKeys {
     pub(crate) fn reserve(&mut self, keys: usize, key_bytes_each: usize) {
         assert!(self.entries.is_empty(), "room is made before the first key");
         // A table reserved for n slots may hold up to 2n: its buckets are a power of two.
-        let per_key =
-            std::mem::size_of::<Entry>() + 2 * (std::mem::size_of::<Slot>() + 1) + key_bytes_each;
+        let per_key = std::mem::size_of::<Entry>() + hash_slots::BYTES_PER_KEY_MAX + key_bytes_each;
         let keys = keys.min(self.budget.key_set_memory_bytes_max / per_key);
         self.entries.reserve_exact(keys);
         self.bytes.reserve_exact(keys * key_bytes_each);
-        self.index.reserve(keys, |slot| spread(slot.hash));
+        self.index = HashSlots::with_keys(keys);
         if self.memory_bytes() > self.budget.key_set_memory_bytes_max {
             // A small table's least size can pass a tiny budget: grow as keys come.
             self.bytes = Vec::new();
             self.entries = Vec::new();
-            self.index = HashTable::new();
+            self.index = HashSlots::default();
         }
     }
 
-    /// The memory held: buffers by capacity, and the table's slots with their control
-    /// bytes.
+    /// The memory held: buffers by capacity, and the table's slots.
     fn memory_bytes(&self) -> usize {
         self.bytes.capacity()
             + self.entries.capacity() * std::mem::size_of::<Entry>()
-            + self.index.capacity() * (std::mem::size_of::<Slot>() + 1)
+            + self.index.memory_bytes()
     }
 
     /// The entries in memory, in key order.
@@ -314,7 +309,7 @@ impl SpillKeys {
         self.spilled += sorted.len() as u64;
         self.bytes = Vec::new();
         self.entries = Vec::new();
-        self.index = HashTable::new();
+        self.index = HashSlots::default();
         Ok(())
     }
 
