@@ -49,7 +49,11 @@ impl HashSlots {
         if keys == 0 {
             return HashSlots::default();
         }
-        let slots = slots_for(keys);
+        HashSlots::with_slots(slots_for(keys))
+    }
+
+    fn with_slots(slots: usize) -> HashSlots {
+        assert!(slots.is_power_of_two(), "{slots} slots");
         HashSlots {
             slots: vec![EMPTY; slots],
             bits: slots.trailing_zeros(),
@@ -139,7 +143,12 @@ impl HashSlots {
     /// Doubles the slots, placing each entry again by the hash its slot keeps: no key
     /// is read.
     fn grow(&mut self) {
-        let old = std::mem::replace(self, HashSlots::with_keys((self.len + 1) * 2));
+        // Twice the slots, not room for twice the entries: that would round past the
+        // next power of two at the growth point and take four times the memory.
+        let old = std::mem::replace(
+            self,
+            HashSlots::with_slots((self.slots.len() * 2).max(SLOTS_MIN)),
+        );
         let mask = self.slots.len() - 1;
         for slot in old.slots.into_iter().filter(|slot| *slot != EMPTY) {
             let mut at = self.home(hash_of(slot));
@@ -189,6 +198,13 @@ mod tests {
             assert_eq!(
                 slots.find_or_insert(hash(key), key, |held| held == key),
                 None
+            );
+            // Growth doubles the table: a key never costs more than the bound.
+            assert!(
+                slots.memory_bytes() <= BYTES_PER_KEY_MAX * slots.len().max(SLOTS_MIN),
+                "{} bytes for {} keys",
+                slots.memory_bytes(),
+                slots.len()
             );
         }
         assert_eq!(slots.len(), 10_000);
