@@ -709,7 +709,7 @@ fn docs_cli_states_the_load_bounds_the_code_has() {
     let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
     for stated in [
         format!(
-            "up to {} MiB (`APPEND_STREAM_BYTES_MAX`, and at most {} batches)",
+            "up to {} MiB (`APPEND_STREAM_BYTES_MAX`, and at most {} batches;",
             ingest::APPEND_STREAM_BYTES_MAX >> 20,
             ingest::APPEND_STREAM_BATCHES_MAX
         ),

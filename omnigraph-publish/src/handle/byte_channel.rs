@@ -47,7 +47,7 @@ impl<T> Sender<T> {
     pub(crate) async fn send(&self, item: T, bytes: usize) -> Result<(), T> {
         let held = u32::try_from(bytes).unwrap_or(u32::MAX).min(self.bytes_max);
         let Ok(permit) = self.room.acquire_many(held).await else {
-            // The room is never closed.
+            // Closed: the receiver is gone.
             return Err(item);
         };
         self.items
@@ -58,6 +58,15 @@ impl<T> Sender<T> {
         // this gives them back as its permit drops.
         permit.forget();
         Ok(())
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    /// A sender waiting for room would wait forever once the receiver is gone (the
+    /// bytes of the items dropped with it never come back): closing the room ends its
+    /// wait, and the send gives its item back.
+    fn drop(&mut self) {
+        self.room.close();
     }
 }
 
@@ -124,5 +133,22 @@ mod tests {
         let (sender, receiver) = channel::<&str>(1, 10);
         drop(receiver);
         assert_eq!(sender.send("rows", 5).await, Err("rows"));
+    }
+
+    #[tokio::test]
+    async fn a_sender_waiting_for_room_gets_its_item_back_when_the_receiver_goes() {
+        // A writer that fails with its channel full drops the receiver and the items
+        // in it: the checks waiting to send must hear of it, not wait for ever.
+        let (sender, receiver) = channel::<&str>(4, 10);
+        sender
+            .send("first", 10)
+            .now_or_never()
+            .expect("room")
+            .expect("sent");
+        let mut waiting = Box::pin(sender.send("second", 10));
+        assert!((&mut waiting).now_or_never().is_none());
+        drop(receiver);
+        assert_eq!(waiting.now_or_never(), Some(Err("second")));
+        assert_eq!(sender.send("third", 1).await, Err("third"));
     }
 }

@@ -71,6 +71,17 @@ impl HashSlots {
         self.slots.capacity() * std::mem::size_of::<Slot>()
     }
 
+    /// Whether the next insert grows the table: while it does, the old slots and the
+    /// new ([`HashSlots::grown_memory_bytes`]) are held at once.
+    pub(crate) fn grows_on_insert(&self) -> bool {
+        (self.len + 1) * LOAD_DENOMINATOR > self.slots.len() * LOAD_NUMERATOR
+    }
+
+    /// The memory of the table the next growth makes.
+    pub(crate) fn grown_memory_bytes(&self) -> usize {
+        (self.slots.len() * 2).max(SLOTS_MIN) * std::mem::size_of::<Slot>()
+    }
+
     /// The slot a hash probes first: its multiplicative spread's high bits, so every
     /// bit of the hash counts whatever the table's size.
     fn home(&self, hash: u32) -> usize {
@@ -121,7 +132,7 @@ impl HashSlots {
             entry as usize <= ENTRIES_MAX,
             "entry {entry} past the table's numbers"
         );
-        if (self.len + 1) * LOAD_DENOMINATOR > self.slots.len() * LOAD_NUMERATOR {
+        if self.grows_on_insert() {
             self.grow();
         }
         let mask = self.slots.len() - 1;
@@ -145,6 +156,7 @@ impl HashSlots {
     fn grow(&mut self) {
         // Twice the slots, not room for twice the entries: that would round past the
         // next power of two at the growth point and take four times the memory.
+        let grown = self.grown_memory_bytes();
         let old = std::mem::replace(
             self,
             HashSlots::with_slots((self.slots.len() * 2).max(SLOTS_MIN)),
@@ -159,6 +171,11 @@ impl HashSlots {
         }
         self.len = old.len;
         assert!(self.len * LOAD_DENOMINATOR <= self.slots.len() * LOAD_NUMERATOR);
+        assert_eq!(
+            self.memory_bytes(),
+            grown,
+            "growth makes the table it announced"
+        );
     }
 }
 

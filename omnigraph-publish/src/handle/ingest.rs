@@ -23,7 +23,7 @@ use crate::publisher::ReadSet;
 use crate::rows::{
     self, BatchSources, KeyColumn, KeySet, RowKey, RowSource, SourcedObject, TypedRows,
 };
-use crate::spill::{RowRef, SpillKeys};
+use crate::spill::{KeyHashes, RowRef, SpillKeys};
 use crate::staging::{AppendWrite, Staging};
 use futures::StreamExt;
 use omnigraph_core::adapter::{self, StagedLink};
@@ -124,7 +124,7 @@ pub(crate) struct Ingest<'a> {
     /// file's size against its first lines), which its key set makes room for at once.
     expected_rows: HashMap<String, u64>,
     /// The hashes of a batch's keys, kept for the next batch's.
-    key_hashes: Vec<u32>,
+    key_hashes: KeyHashes,
     /// Per node type, the keys that edges of the call point at and that were neither
     /// in the call nor in the base's table when the edges were staged: found among the
     /// call's nodes, or in the table, once every row is read. Each keeps its first edge
@@ -166,7 +166,7 @@ impl<'a> Ingest<'a> {
             buffered_bytes: HashMap::new(),
             keys: HashMap::new(),
             expected_rows: HashMap::new(),
-            key_hashes: Vec::new(),
+            key_hashes: KeyHashes::default(),
             pending: BTreeMap::new(),
             checked: BTreeMap::new(),
             referenced: BTreeMap::new(),
@@ -571,13 +571,13 @@ impl<'a> Ingest<'a> {
         seen: &mut SpillKeys,
         sources: &BatchSources,
         keys: &KeyColumn,
-        hashes: &[u32],
+        hashes: &KeyHashes,
         conflict: &mut Option<(usize, OmniError)>,
     ) -> Result<()> {
         assert_eq!(hashes.len(), keys.len(), "one hash per key");
         // The rows of a batch share their source: its name is found once.
         let mut named: Option<(std::sync::Arc<str>, u32)> = None;
-        for ((at, key), &hash) in keys.iter().enumerate().zip(hashes) {
+        for (at, key) in keys.iter().enumerate() {
             let (line, row) = sources.line_and_row(at);
             if let Some((_, error)) = conflict.take_if(|(first, _)| *first == at) {
                 return Err(self.earliest_repeat(type_def, seen, row, error)?);
@@ -592,7 +592,7 @@ impl<'a> Ingest<'a> {
                 }
             };
             if seen
-                .insert_hashed(key, hash, RowRef::new(name, 0, line, row))?
+                .insert_hashed(key, hashes, at, RowRef::new(name, 0, line, row))?
                 .is_some()
             {
                 let error = given_twice(type_def, &sources.get(at), key);

@@ -120,8 +120,28 @@ struct RecordBounds {
     tag: u32,
 }
 
+/// The hashes of a batch's keys under one key set's hasher ([`SpillKeys::hash_keys`]).
+/// Only that set takes them: each set hashes with its own seed, and a hash from another
+/// would let a key given twice through.
+#[derive(Default)]
+pub(crate) struct KeyHashes {
+    set: u64,
+    hashes: Vec<u32>,
+}
+
+impl KeyHashes {
+    pub(crate) fn len(&self) -> usize {
+        self.hashes.len()
+    }
+}
+
+/// Numbers key sets, so that a set knows its own [`KeyHashes`].
+static KEY_SETS_MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// Keys with their rows, unique within memory, spilled in sorted runs past a budget.
 pub(crate) struct SpillKeys {
+    /// This set's number, never zero (the number of no set's [`KeyHashes`]).
+    id: u64,
     bytes: Vec<u8>,
     entries: Vec<Entry>,
     index: HashSlots,
@@ -134,6 +154,7 @@ pub(crate) struct SpillKeys {
 impl SpillKeys {
     pub(crate) fn new(budget: &LoadBudget) -> SpillKeys {
         SpillKeys {
+            id: KEY_SETS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             bytes: Vec::new(),
             entries: Vec::new(),
             index: HashSlots::default(),
@@ -181,39 +202,67 @@ impl SpillKeys {
     /// it first and keeps that one. Spills a run when memory is over its budget.
     pub(crate) fn insert(&mut self, key: &str, at: RowRef) -> Result<Option<RowRef>> {
         let hash = self.hash_of(key.as_bytes());
-        self.insert_hashed(key, hash, at)
+        self.insert_with_hash(key, hash, at)
     }
 
     /// The hashes of `keys`, for [`SpillKeys::insert_hashed`], into `hashes`. Reads
     /// the table where each goes, so the inserts that follow find it near instead of
     /// waiting on memory one key after another.
-    pub(crate) fn hash_keys<'k>(&self, keys: impl Iterator<Item = &'k str>, hashes: &mut Vec<u32>) {
-        hashes.clear();
-        hashes.extend(keys.map(|key| self.hash_of(key.as_bytes())));
-        std::hint::black_box(self.index.touch(hashes));
+    pub(crate) fn hash_keys<'k>(
+        &self,
+        keys: impl Iterator<Item = &'k str>,
+        hashes: &mut KeyHashes,
+    ) {
+        hashes.set = self.id;
+        hashes.hashes.clear();
+        hashes
+            .hashes
+            .extend(keys.map(|key| self.hash_of(key.as_bytes())));
+        std::hint::black_box(self.index.touch(&hashes.hashes));
     }
 
-    /// [`SpillKeys::insert`] of a key whose hash [`SpillKeys::hash_keys`] gave.
+    /// [`SpillKeys::insert`] of the key whose hash is `hashes`' `at`-th, from
+    /// [`SpillKeys::hash_keys`] of this set.
     pub(crate) fn insert_hashed(
         &mut self,
         key: &str,
-        hash: u32,
-        at: RowRef,
+        hashes: &KeyHashes,
+        at: usize,
+        row: RowRef,
     ) -> Result<Option<RowRef>> {
+        assert_eq!(hashes.set, self.id, "hashes of another key set");
+        self.insert_with_hash(key, hashes.hashes[at], row)
+    }
+
+    fn insert_with_hash(&mut self, key: &str, hash: u32, row: RowRef) -> Result<Option<RowRef>> {
         let key = key.as_bytes();
-        debug_assert_eq!(hash, self.hash_of(key), "a hash of another key or set");
+        debug_assert_eq!(hash, self.hash_of(key), "a hash of another key");
         let len =
             u32::try_from(key.len()).map_err(|_| OmniError::internal("a key of 4 GiB or more"))?;
-        if u32::try_from(self.bytes.len() + key.len()).is_err() {
-            // Positions are 32-bit: a budget near 4 GiB spills before they overflow.
+        if u32::try_from(self.bytes.len() + key.len()).is_err()
+            || self.entries.len() > hash_slots::ENTRIES_MAX
+        {
+            // Positions and entry numbers are 32-bit: a budget near 4 GiB spills before
+            // they overflow.
             self.spill()?;
+        }
+        if self.index.grows_on_insert() {
+            if let Some(held) = self.find(key, hash) {
+                return Ok(Some(self.entries[held as usize].at));
+            }
+            // While the table grows it holds its old slots and its new: a growth that
+            // would pass the budget spills first.
+            if !self.entries.is_empty()
+                && self.memory_bytes() + self.index.grown_memory_bytes()
+                    > self.budget.key_set_memory_bytes_max
+            {
+                self.spill()?;
+            }
         }
         let start = u32::try_from(self.bytes.len())
             .map_err(|_| OmniError::internal("a key buffer past 4 GiB after a spill"))?;
-        if self.entries.len() > hash_slots::ENTRIES_MAX {
-            return Err(OmniError::internal("a key set holds 2^32 keys in memory"));
-        }
-        let entry = self.entries.len() as u32;
+        let entry = u32::try_from(self.entries.len())
+            .map_err(|_| OmniError::internal("a key set past its entry numbers after a spill"))?;
         let (entries, bytes) = (&self.entries, &self.bytes);
         // One probe finds the key or the slot it goes in.
         let held = self.index.find_or_insert(hash, entry, |held| {
@@ -224,7 +273,11 @@ impl SpillKeys {
             return Ok(Some(self.entries[held as usize].at));
         }
         self.bytes.extend_from_slice(key);
-        self.entries.push(Entry { start, len, at });
+        self.entries.push(Entry {
+            start,
+            len,
+            at: row,
+        });
         debug_assert_eq!(self.index.len(), self.entries.len(), "one slot per entry");
         if self.memory_bytes() > self.budget.key_set_memory_bytes_max {
             self.spill()?;
@@ -237,7 +290,7 @@ impl SpillKeys {
     /// of doubling it and rehashing every slot along the way.
     pub(crate) fn reserve(&mut self, keys: usize, key_bytes_each: usize) {
         assert!(self.entries.is_empty(), "room is made before the first key");
-        // A table reserved for n slots may hold up to 2n: its buckets are a power of two.
+        // A table made for n keys takes at most BYTES_PER_KEY_MAX bytes a key.
         let per_key = std::mem::size_of::<Entry>() + hash_slots::BYTES_PER_KEY_MAX + key_bytes_each;
         let keys = keys.min(self.budget.key_set_memory_bytes_max / per_key);
         self.entries.reserve_exact(keys);
@@ -603,13 +656,42 @@ mod tests {
         // A budget below a table's least size makes no room: the set grows as keys
         // come, and spills as usual.
         let mut keys = SpillKeys::new(&LoadBudget {
-            key_set_memory_bytes_max: 60,
+            key_set_memory_bytes_max: 100,
             spill_dir: dir.path().to_path_buf(),
         });
+        // Room for one key by the estimate, but a table's 16 slots alone take 128 bytes.
         keys.reserve(1, 8);
         assert_eq!(keys.memory_bytes(), 0, "no room made past the budget");
         assert_eq!(keys.insert("\"k\"", at(0)).expect("insert"), None);
         assert_eq!(keys.len(), 1);
+    }
+
+    #[test]
+    fn a_batch_hashed_by_one_set_finds_its_repeats_and_no_other_set_takes_it() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut first, mut other) = (
+            SpillKeys::new(&tiny(dir.path())),
+            SpillKeys::new(&tiny(dir.path())),
+        );
+        let batch = ["\"a\"", "\"b\"", "\"a\""];
+        let mut hashes = KeyHashes::default();
+        first.hash_keys(batch.iter().copied(), &mut hashes);
+        assert_eq!(hashes.len(), 3);
+        let kept: Vec<Option<RowRef>> = batch
+            .iter()
+            .enumerate()
+            .map(|(row, key)| {
+                first
+                    .insert_hashed(key, &hashes, row, at(row as u64))
+                    .expect("insert")
+            })
+            .collect();
+        assert_eq!(kept, [None, None, Some(at(0))]);
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            other.insert_hashed(batch[0], &hashes, 0, at(0))
+        }));
+        assert!(refused.is_err(), "a set took another set's hashes");
+        assert_eq!(other.len(), 0);
     }
 
     #[test]
