@@ -71,14 +71,13 @@ impl HashSlots {
         self.slots.capacity() * std::mem::size_of::<Slot>()
     }
 
-    /// Whether the next insert grows the table: while it does, the old slots and the
-    /// new ([`HashSlots::grown_memory_bytes`]) are held at once.
-    pub(crate) fn grows_on_insert(&self) -> bool {
+    /// Whether the next insert grows the table.
+    fn grows_on_insert(&self) -> bool {
         (self.len + 1) * LOAD_DENOMINATOR > self.slots.len() * LOAD_NUMERATOR
     }
 
     /// The memory of the table the next growth makes.
-    pub(crate) fn grown_memory_bytes(&self) -> usize {
+    fn grown_memory_bytes(&self) -> usize {
         (self.slots.len() * 2).max(SLOTS_MIN) * std::mem::size_of::<Slot>()
     }
 

@@ -246,19 +246,6 @@ impl SpillKeys {
             // they overflow.
             self.spill()?;
         }
-        if self.index.grows_on_insert() {
-            if let Some(held) = self.find(key, hash) {
-                return Ok(Some(self.entries[held as usize].at));
-            }
-            // While the table grows it holds its old slots and its new: a growth that
-            // would pass the budget spills first.
-            if !self.entries.is_empty()
-                && self.memory_bytes() + self.index.grown_memory_bytes()
-                    > self.budget.key_set_memory_bytes_max
-            {
-                self.spill()?;
-            }
-        }
         let start = u32::try_from(self.bytes.len())
             .map_err(|_| OmniError::internal("a key buffer past 4 GiB after a spill"))?;
         let entry = u32::try_from(self.entries.len())
