@@ -277,7 +277,8 @@ impl SpillKeys {
     /// of doubling it and rehashing every slot along the way.
     pub(crate) fn reserve(&mut self, keys: usize, key_bytes_each: usize) {
         assert!(self.entries.is_empty(), "room is made before the first key");
-        // A table made for n keys takes at most BYTES_PER_KEY_MAX bytes a key.
+        // A table made for n keys takes at most BYTES_PER_KEY_MAX bytes a key, past its
+        // least size of 16 slots.
         let per_key = std::mem::size_of::<Entry>() + hash_slots::BYTES_PER_KEY_MAX + key_bytes_each;
         let keys = keys.min(self.budget.key_set_memory_bytes_max / per_key);
         self.entries.reserve_exact(keys);
@@ -677,7 +678,13 @@ mod tests {
         let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             other.insert_hashed(batch[0], &hashes, 0, at(0))
         }));
-        assert!(refused.is_err(), "a set took another set's hashes");
+        let refused = refused.expect_err("a set took another set's hashes");
+        let message = refused
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| refused.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        assert!(message.contains("hashes of another key set"), "{message}");
         assert_eq!(other.len(), 0);
     }
 
