@@ -35,7 +35,8 @@
 //!   between them (default 5,000,000) as Parquet files, loaded with keys and endpoints
 //!   checked, against the parquet crate's reader and plain Lance writes; time and peak
 //!   resident memory of each. `--kuzu-dir D` keeps the files in D for
-//!   `tools/bench/kuzu_load.py`.
+//!   `tools/bench/kuzu_load.py`. `--uuid-keys` gives the nodes 36-character UUID
+//!   keys instead of short ones (`p123`): more keys than one key set holds.
 //!
 //! - traverse (with `--traverse`, alone): N Person nodes (default 1,000,000) with E
 //!   power-law Knows edges (default 5,000,000, in 20 loads), N/10 companies and N WorksAt edges; the
@@ -906,7 +907,42 @@ async fn traverse_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Va
 /// crate's reader and plain Lance writes of the same files; the time and peak resident
 /// memory of each. With `--kuzu-dir D`, the files stay in D for the Kuzu comparison
 /// (`tools/bench/kuzu_load.py`).
-async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Value {
+/// The keys of the graph bench's nodes.
+#[derive(Clone, Copy, Debug)]
+enum NodeKeys {
+    /// `p0`, `p1`, ...
+    Short,
+    /// A UUID's text made from the node's number: the same for the same number.
+    Uuid,
+}
+
+impl NodeKeys {
+    fn of(self, index: usize) -> String {
+        match self {
+            NodeKeys::Short => format!("p{index}"),
+            NodeKeys::Uuid => {
+                // SplitMix64 of the number, a bijection: distinct numbers, distinct keys.
+                let mix = |mut z: u64| {
+                    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    z ^ (z >> 31)
+                };
+                let (high, low) = (mix(index as u64), index as u64 ^ mix(!(index as u64)));
+                format!(
+                    "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                    high >> 32,
+                    (high >> 16) & 0xFFFF,
+                    high & 0xFFFF,
+                    low >> 48,
+                    low & 0xFFFF_FFFF_FFFF
+                )
+            }
+        }
+    }
+}
+
+async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize, keys: NodeKeys) -> Value {
     use omnigraph_core::arrow_array::{Int32Array, RecordBatch, StringArray};
     use omnigraph_core::arrow_schema::{DataType, Field, Schema};
     let person_schema = Arc::new(Schema::new(vec![
@@ -922,9 +958,7 @@ async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Value
     let people = dir.join("people.parquet");
     let knows = dir.join("knows.parquet");
     write_parquet(&people, nodes, |start, count| {
-        let ids: StringArray = (start..start + count)
-            .map(|i| Some(format!("p{i}")))
-            .collect();
+        let ids: StringArray = (start..start + count).map(|i| Some(keys.of(i))).collect();
         let names: StringArray = (start..start + count)
             .map(|i| Some(format!("person {i}")))
             .collect();
@@ -940,10 +974,10 @@ async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Value
     write_parquet(&knows, edges, |start, count| {
         let mut rng = StdRng::seed_from_u64(start as u64);
         let src: StringArray = (0..count)
-            .map(|_| Some(format!("p{}", rng.random_range(0..nodes))))
+            .map(|_| Some(keys.of(rng.random_range(0..nodes))))
             .collect();
         let dst: StringArray = (0..count)
-            .map(|_| Some(format!("p{}", rng.random_range(0..nodes))))
+            .map(|_| Some(keys.of(rng.random_range(0..nodes))))
             .collect();
         let since: Int32Array = (start..start + count)
             .map(|i| Some(1990 + (i % 35) as i32))
@@ -1011,6 +1045,7 @@ async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Value
     json!({
         "nodes": nodes,
         "edges": edges,
+        "node_keys": format!("{keys:?}"),
         "people_parquet_bytes": std::fs::metadata(&people).map(|meta| meta.len()).unwrap_or(0),
         "knows_parquet_bytes": std::fs::metadata(&knows).map(|meta| meta.len()).unwrap_or(0),
         "omnigraph_nodes_seconds": nodes_seconds.as_secs_f64(),
@@ -1214,6 +1249,11 @@ async fn main() {
                 &dir,
                 argument(&args, "--nodes", 1_000_000),
                 argument(&args, "--edges", 5_000_000),
+                if args.iter().any(|arg| arg == "--uuid-keys") {
+                    NodeKeys::Uuid
+                } else {
+                    NodeKeys::Short
+                },
             )
             .await,
         });
