@@ -23,7 +23,7 @@ use crate::publisher::ReadSet;
 use crate::rows::{
     self, BatchSources, KeyColumn, KeySet, RowKey, RowSource, SourcedObject, TypedRows,
 };
-use crate::spill::{KeyHashes, RowRef, SpillKeys};
+use crate::spill::{RowRef, SpillKeys};
 use crate::staging::{AppendWrite, Staging};
 use futures::StreamExt;
 use omnigraph_core::adapter::{self, StagedLink};
@@ -123,8 +123,6 @@ pub(crate) struct Ingest<'a> {
     /// Per type, the rows its input says it holds (a Parquet file's metadata, a JSONL
     /// file's size against its first lines), which its key set makes room for at once.
     expected_rows: HashMap<String, u64>,
-    /// The hashes of a batch's keys, kept for the next batch's.
-    key_hashes: KeyHashes,
     /// Per node type, the keys that edges of the call point at and that were neither
     /// in the call nor in the base's table when the edges were staged: found among the
     /// call's nodes, or in the table, once every row is read. Each keeps its first edge
@@ -166,7 +164,6 @@ impl<'a> Ingest<'a> {
             buffered_bytes: HashMap::new(),
             keys: HashMap::new(),
             expected_rows: HashMap::new(),
-            key_hashes: KeyHashes::default(),
             pending: BTreeMap::new(),
             checked: BTreeMap::new(),
             referenced: BTreeMap::new(),
@@ -557,24 +554,7 @@ impl<'a> Ingest<'a> {
         conflict: &mut Option<(usize, OmniError)>,
     ) -> Result<()> {
         assert_eq!(sources.len(), keys.len(), "one source per key");
-        let mut hashes = std::mem::take(&mut self.key_hashes);
-        seen.hash_keys(keys.iter(), &mut hashes);
-        let kept = self.keep_hashed_keys(type_def, seen, sources, keys, &hashes, conflict);
-        self.key_hashes = hashes;
-        kept
-    }
-
-    /// [`Ingest::keep_keys`] with each key's hash in `hashes`.
-    fn keep_hashed_keys(
-        &mut self,
-        type_def: &TypeDef,
-        seen: &mut SpillKeys,
-        sources: &BatchSources,
-        keys: &KeyColumn,
-        hashes: &KeyHashes,
-        conflict: &mut Option<(usize, OmniError)>,
-    ) -> Result<()> {
-        assert_eq!(hashes.len(), keys.len(), "one hash per key");
+        seen.hash_batch(keys.iter());
         // The rows of a batch share their source: its name is found once.
         let mut named: Option<(std::sync::Arc<str>, u32)> = None;
         for (at, key) in keys.iter().enumerate() {
@@ -592,7 +572,7 @@ impl<'a> Ingest<'a> {
                 }
             };
             if seen
-                .insert_hashed(key, hashes, at, RowRef::new(name, 0, line, row))?
+                .insert_from_batch(key, at, RowRef::new(name, 0, line, row))?
                 .is_some()
             {
                 let error = given_twice(type_def, &sources.get(at), key);

@@ -120,32 +120,15 @@ struct RecordBounds {
     tag: u32,
 }
 
-/// The hashes of a batch's keys under one key set's hasher ([`SpillKeys::hash_keys`]).
-/// Only that set takes them: each set hashes with its own seed, and a hash from another
-/// would let a key given twice through.
-#[derive(Default)]
-pub(crate) struct KeyHashes {
-    set: u64,
-    hashes: Vec<u32>,
-}
-
-impl KeyHashes {
-    pub(crate) fn len(&self) -> usize {
-        self.hashes.len()
-    }
-}
-
-/// Numbers key sets, so that a set knows its own [`KeyHashes`].
-static KEY_SETS_MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
 /// Keys with their rows, unique within memory, spilled in sorted runs past a budget.
 pub(crate) struct SpillKeys {
-    /// This set's number, never zero (the number of no set's [`KeyHashes`]).
-    id: u64,
     bytes: Vec<u8>,
     entries: Vec<Entry>,
     index: HashSlots,
     hasher: foldhash::fast::RandomState,
+    /// The hashes of the batch [`SpillKeys::hash_batch`] was last given, under this
+    /// set's own seed: kept here, a batch's hashes cannot reach another set.
+    batch_hashes: Vec<u32>,
     runs: Vec<Run>,
     spilled: u64,
     budget: LoadBudget,
@@ -154,11 +137,11 @@ pub(crate) struct SpillKeys {
 impl SpillKeys {
     pub(crate) fn new(budget: &LoadBudget) -> SpillKeys {
         SpillKeys {
-            id: KEY_SETS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             bytes: Vec::new(),
             entries: Vec::new(),
             index: HashSlots::default(),
             hasher: foldhash::fast::RandomState::default(),
+            batch_hashes: Vec::new(),
             runs: Vec::new(),
             spilled: 0,
             budget: budget.clone(),
@@ -205,33 +188,26 @@ impl SpillKeys {
         self.insert_with_hash(key, hash, at)
     }
 
-    /// The hashes of `keys`, for [`SpillKeys::insert_hashed`], into `hashes`. Reads
-    /// the table where each goes, so the inserts that follow find it near instead of
+    /// Hashes a batch's `keys` for [`SpillKeys::insert_from_batch`], and reads the
+    /// table where each goes, so the inserts that follow find it near instead of
     /// waiting on memory one key after another.
-    pub(crate) fn hash_keys<'k>(
-        &self,
-        keys: impl Iterator<Item = &'k str>,
-        hashes: &mut KeyHashes,
-    ) {
-        hashes.set = self.id;
-        hashes.hashes.clear();
-        hashes
-            .hashes
-            .extend(keys.map(|key| self.hash_of(key.as_bytes())));
-        std::hint::black_box(self.index.touch(&hashes.hashes));
+    pub(crate) fn hash_batch<'k>(&mut self, keys: impl Iterator<Item = &'k str>) {
+        let mut hashes = std::mem::take(&mut self.batch_hashes);
+        hashes.clear();
+        hashes.extend(keys.map(|key| self.hash_of(key.as_bytes())));
+        std::hint::black_box(self.index.touch(&hashes));
+        self.batch_hashes = hashes;
     }
 
-    /// [`SpillKeys::insert`] of the key whose hash is `hashes`' `at`-th, from
-    /// [`SpillKeys::hash_keys`] of this set.
-    pub(crate) fn insert_hashed(
+    /// [`SpillKeys::insert`] of `key`, the `at`-th of the batch last given to
+    /// [`SpillKeys::hash_batch`].
+    pub(crate) fn insert_from_batch(
         &mut self,
         key: &str,
-        hashes: &KeyHashes,
         at: usize,
         row: RowRef,
     ) -> Result<Option<RowRef>> {
-        assert_eq!(hashes.set, self.id, "hashes of another key set");
-        self.insert_with_hash(key, hashes.hashes[at], row)
+        self.insert_with_hash(key, self.batch_hashes[at], row)
     }
 
     fn insert_with_hash(&mut self, key: &str, hash: u32, row: RowRef) -> Result<Option<RowRef>> {
@@ -655,37 +631,31 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_hashed_by_one_set_finds_its_repeats_and_no_other_set_takes_it() {
+    fn a_hashed_batch_finds_its_repeats_within_it_and_in_the_set() {
         let dir = tempfile::tempdir().expect("dir");
-        let (mut first, mut other) = (
-            SpillKeys::new(&tiny(dir.path())),
-            SpillKeys::new(&tiny(dir.path())),
-        );
+        let mut keys = SpillKeys::new(&tiny(dir.path()));
         let batch = ["\"a\"", "\"b\"", "\"a\""];
-        let mut hashes = KeyHashes::default();
-        first.hash_keys(batch.iter().copied(), &mut hashes);
-        assert_eq!(hashes.len(), 3);
+        keys.hash_batch(batch.iter().copied());
         let kept: Vec<Option<RowRef>> = batch
             .iter()
             .enumerate()
             .map(|(row, key)| {
-                first
-                    .insert_hashed(key, &hashes, row, at(row as u64))
+                keys.insert_from_batch(key, row, at(row as u64))
                     .expect("insert")
             })
             .collect();
         assert_eq!(kept, [None, None, Some(at(0))]);
-        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            other.insert_hashed(batch[0], &hashes, 0, at(0))
-        }));
-        let refused = refused.expect_err("a set took another set's hashes");
-        let message = refused
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| refused.downcast_ref::<&str>().copied())
-            .unwrap_or_default();
-        assert!(message.contains("hashes of another key set"), "{message}");
-        assert_eq!(other.len(), 0);
+        // The next batch's hashes replace these: "b" is found from the first batch.
+        keys.hash_batch(["\"c\"", "\"b\""].into_iter());
+        assert_eq!(
+            keys.insert_from_batch("\"c\"", 0, at(3)).expect("insert"),
+            None
+        );
+        assert_eq!(
+            keys.insert_from_batch("\"b\"", 1, at(4)).expect("insert"),
+            Some(at(1))
+        );
+        assert_eq!(keys.len(), 3);
     }
 
     #[test]
