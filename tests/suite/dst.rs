@@ -2229,7 +2229,7 @@ fn cost_bound(op: Op) -> Option<u64> {
 }
 
 /// Seeds that found a defect, each with what it found: they run in every tier.
-const FINDING_SEEDS: [(u64, &str); 3] = [
+const FINDING_SEEDS: [(u64, &str); 4] = [
     (
         9,
         "an insert on a handle's stale head after another handle's schema apply failed",
@@ -2241,6 +2241,10 @@ const FINDING_SEEDS: [(u64, &str); 3] = [
     (
         9367,
         "an index build that waited through a cleanup failed storage_not_found, not staging_expired",
+    ),
+    (
+        103,
+        "a staged delete that followed another writer's deletions read staged files a cleanup had reclaimed: storage_not_found, not staging_expired",
     ),
 ];
 

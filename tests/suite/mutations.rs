@@ -274,6 +274,105 @@ async fn an_update_follows_changes_to_other_fragments_but_never_to_its_own_rows(
 }
 
 #[tokio::test]
+async fn writes_follow_other_rows_deleted_in_their_own_fragments() {
+    for backend in BACKENDS {
+        // p1, p2 and p3 share one fragment, e1, e2 and e3 another. Another writer's
+        // update of p2 and delete of p1 (with e1 and e3) mark rows deleted in both.
+        let (graph, test) = populated(backend).await;
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        let prepared = graph
+            .prepare_update("Person", "id = 'p3'", &[("age".into(), json!(30))])
+            .await
+            .unwrap();
+        other
+            .update("Person", "id = 'p2'", &[("age".into(), json!(41))])
+            .await
+            .unwrap()
+            .unwrap();
+        let deleted = other.delete("Person", "id = 'p1'").await.unwrap().unwrap();
+        let published = prepared.publish(&graph).await.unwrap().unwrap();
+        assert_eq!(published.seq, deleted.seq + 1, "{backend:?}");
+        assert_eq!(
+            people_and_ages(&graph).await,
+            [("p2", 41), ("p3", 30)].map(|(k, a)| (k.to_string(), a)),
+            "{backend:?}: both writes hold, and no deleted row came back"
+        );
+        assert_eq!(edge_ids(&graph).await, ["e2"], "{backend:?}");
+
+        // A delete that cascades follows the same way in the node and the edge table.
+        let (graph, test) = populated(backend).await;
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        let prepared = graph.prepare_delete("Person", "id = 'p2'").await.unwrap();
+        other.delete("Person", "id = 'p1'").await.unwrap().unwrap();
+        other
+            .update("Person", "id = 'p3'", &[("age".into(), json!(25))])
+            .await
+            .unwrap()
+            .unwrap();
+        prepared.publish(&graph).await.unwrap().unwrap();
+        assert_eq!(
+            people_and_ages(&graph).await,
+            [("p3", 25)].map(|(k, a)| (k.to_string(), a)),
+            "{backend:?}"
+        );
+        assert!(edge_ids(&graph).await.is_empty(), "{backend:?}");
+        let head = graph.head().await.unwrap();
+        assert_eq!(
+            graph
+                .get("Person", &json!("p2"), &CommitRef::Seq(head.seq - 1))
+                .await
+                .unwrap()
+                .map(|row| row["age"].clone()),
+            Some(json!(40)),
+            "{backend:?}: the commit before still has p2"
+        );
+    }
+}
+
+#[tokio::test]
+async fn writes_to_the_same_row_of_a_fragment_never_follow_each_other() {
+    for backend in BACKENDS {
+        let (graph, test) = populated(backend).await;
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        let prepared = graph
+            .prepare_update("Person", "id = 'p3'", &[("age".into(), json!(30))])
+            .await
+            .unwrap();
+        other
+            .update("Person", "id = 'p3'", &[("age".into(), json!(31))])
+            .await
+            .unwrap()
+            .unwrap();
+        let before = graph.head().await.unwrap();
+        match prepared.publish(&graph).await.unwrap_err() {
+            OmniError::ReadSetChanged { evidence, .. } => {
+                assert_eq!(evidence, Evidence::Unpublished, "{backend:?}")
+            }
+            error => panic!("{backend:?}: expected ReadSetChanged, got {error}"),
+        }
+        assert_eq!(graph.head().await.unwrap(), before, "{backend:?}");
+        assert_eq!(
+            people_and_ages(&graph).await,
+            [("p1", 36), ("p2", 40), ("p3", 31)].map(|(k, a)| (k.to_string(), a)),
+            "{backend:?}: only the other writer's update holds"
+        );
+
+        let prepared = graph.prepare_delete("Person", "id = 'p2'").await.unwrap();
+        other.delete("Person", "id = 'p2'").await.unwrap().unwrap();
+        assert_eq!(
+            prepared.publish(&graph).await.unwrap_err().kind(),
+            ErrorKind::ReadSetChanged,
+            "{backend:?}"
+        );
+        assert_eq!(
+            people_and_ages(&graph).await,
+            [("p1", 36), ("p3", 31)].map(|(k, a)| (k.to_string(), a)),
+            "{backend:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn an_update_follows_a_concurrent_index_build_and_the_index_answers_right() {
     for backend in BACKENDS {
         let (graph, test) = populated(backend).await;

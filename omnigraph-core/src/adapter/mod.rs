@@ -38,9 +38,9 @@ pub use index::{
 };
 pub use rebase::{BaseDrift, base_drift, recommit_index_build, restage_compaction};
 pub use stage::{
-    WrittenAppend, commit_written_append, fragments_changed_by, recommit_append,
-    recommit_on_newer_base, stage_append, stage_delete, stage_merge_insert, stage_update,
-    write_append_stream,
+    WrittenAppend, carry_over_deletions, commit_written_append, fragments_changed_by,
+    recommit_append, recommit_on_newer_base, stage_append, stage_delete, stage_merge_insert,
+    stage_update, write_append_stream,
 };
 pub use table::{create_table, open_table_at, read_link_origin};
 

@@ -16,6 +16,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "commit_written_append",
     "recommit_append",
     "recommit_on_newer_base",
+    "carry_over_deletions",
     "fragments_changed_by",
     "stage_delete",
     "stage_merge_insert",

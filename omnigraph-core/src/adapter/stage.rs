@@ -1,15 +1,17 @@
-//! Data links: append, delete, merge-insert, update, and re-committing an append on a
-//! newer base.
+//! Data links: append, delete, merge-insert, update, and re-committing them on a newer
+//! base.
 
 use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, staged, write_error};
 use crate::error::{InputLocation, OmniError, Result};
 use arrow_array::RecordBatch;
 use lance::Dataset;
+use lance::dataset::fragment::FileFragment;
 use lance::dataset::transaction::Operation;
 use lance::dataset::{
     DeleteBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode,
     WriteParams,
 };
+use lance::table::format::Fragment;
 use std::sync::Arc;
 
 /// Stages new rows on `base` as one detached Append.
@@ -213,6 +215,130 @@ pub async fn recommit_on_newer_base(
         staged_link.rows_affected,
     )
     .await
+}
+
+/// Carries a staged delete or update over a newer base on which other writers marked
+/// other rows deleted in fragments the link changes, so that it can be re-committed
+/// there ([`recommit_on_newer_base`]). Deletions are the only change two writers can
+/// make to one fragment at once: an update marks its old rows deleted, and so does a
+/// delete. Per fragment the link changes that differs between `old_base` (the base it
+/// was staged on) and `new_base`:
+/// - it must hold the same rows (same files, same row count), and every row deleted in
+///   it on `old_base` must still be deleted;
+/// - the rows the link deletes there must all still be live: if another writer deleted
+///   one (or moved it by an update), the two changed the same row, and the link cannot
+///   follow;
+/// - the fragment on `new_base` gets the link's deletions added to its own, in a new
+///   deletion file; a fragment left with no row is removed.
+///
+/// Returns the link with those fragments in its transaction, for
+/// [`recommit_on_newer_base`] only, or `None` when it cannot follow. A fragment the
+/// link removes whole must be the same on both bases. The new deletion files are
+/// unpublished staging until the re-commit publishes.
+pub async fn carry_over_deletions(
+    staged_link: &StagedLink,
+    old_base: &Arc<Dataset>,
+    new_base: &Arc<Dataset>,
+) -> Result<Option<StagedLink>> {
+    let mut transaction = staged_link.transaction.clone();
+    let (updated, removed) = match &mut transaction.operation {
+        Operation::Delete {
+            updated_fragments,
+            deleted_fragment_ids,
+            ..
+        } => (updated_fragments, deleted_fragment_ids),
+        Operation::Update {
+            updated_fragments,
+            removed_fragment_ids,
+            ..
+        } if staged_link.kind == LinkKind::Update => (updated_fragments, removed_fragment_ids),
+        _ => return Ok(None),
+    };
+    let fragment_of = |table: &Dataset, id: u64| {
+        table
+            .manifest()
+            .fragments
+            .iter()
+            .find(|fragment| fragment.id == id)
+            .cloned()
+    };
+    for id in removed.iter() {
+        let was = fragment_of(old_base, *id);
+        if was.is_none() || was != fragment_of(new_base, *id) {
+            return Ok(None);
+        }
+    }
+    let deletions = |table: &Arc<Dataset>, fragment: Fragment| {
+        let fragment = FileFragment::new(table.clone(), fragment);
+        async move {
+            fragment
+                .get_deletion_vector()
+                .await
+                .map(|found| {
+                    found
+                        .map(|vector| vector.as_ref().clone())
+                        .unwrap_or_default()
+                })
+                .map_err(|error| read_error("read a deletion file", error))
+        }
+    };
+    let mut carried = Vec::with_capacity(updated.len());
+    let mut emptied = Vec::new();
+    for ours in updated.iter() {
+        let (Some(was), Some(now)) = (
+            fragment_of(old_base, ours.id),
+            fragment_of(new_base, ours.id),
+        ) else {
+            return Ok(None);
+        };
+        if was == now {
+            carried.push(ours.clone());
+            continue;
+        }
+        if !same_rows(&was, &now) || !same_rows(&was, ours) {
+            return Ok(None);
+        }
+        let before = deletions(old_base, was).await?;
+        // The link's own deletion file lies in the same table, so the newer base reads it.
+        let mine = deletions(new_base, ours.clone()).await?;
+        let theirs = deletions(new_base, now.clone()).await?;
+        if before
+            .iter()
+            .any(|row| !theirs.contains(row) || !mine.contains(row))
+        {
+            return Err(crate::error::OmniError::corrupt(
+                format!("fragment {} of a table", ours.id),
+                "a newer version or a staged link lost a row deletion",
+            ));
+        }
+        let rows: Vec<u32> = mine.iter().filter(|row| !before.contains(*row)).collect();
+        if rows.iter().any(|row| theirs.contains(*row)) {
+            return Ok(None);
+        }
+        let marked = FileFragment::new(new_base.clone(), now)
+            .extend_deletions(rows)
+            .await
+            .map_err(|error| write_error("carry deletions over to a newer base", error))?;
+        match marked {
+            Some(marked) => carried.push(marked.metadata().clone()),
+            None => emptied.push(ours.id),
+        }
+    }
+    *updated = carried;
+    removed.extend(emptied);
+    Ok(Some(StagedLink {
+        transaction,
+        ..staged_link.clone()
+    }))
+}
+
+/// Whether two states of one fragment hold the same rows: they differ at most in
+/// which of them are deleted.
+fn same_rows(a: &Fragment, b: &Fragment) -> bool {
+    let (mut a, mut b) = (a.clone(), b.clone());
+    a.deletion_file = None;
+    b.deletion_file = None;
+    a == b
 }
 
 /// Stages the deletion of the rows of `base` where `predicate` (SQL) holds. Deleting

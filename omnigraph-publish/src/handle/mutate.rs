@@ -3,10 +3,11 @@
 //! incident to it (read for the cascade, whether or not it had edges to delete). A
 //! commit of other tables in between does not stop them (they publish on the new head);
 //! nor does a move of a table they read that leaves the fragments they change as they
-//! read them and adds no row matching the write's guards (its predicate; for a node
-//! delete, edges to the deleted nodes): the staged links are re-committed on the new
-//! pin ([`PreparedWrite::publish`]). Any other move of a table they read stops them:
-//! `ReadSetChanged { member: "pin:<table>" }`, nothing published.
+//! read them, or only marks other rows of them deleted, and adds no row matching the
+//! write's guards (its predicate; for a node delete, edges to the deleted nodes): the
+//! staged links are re-committed on the new pin ([`PreparedWrite::publish`]). Any other
+//! move of a table they read stops them: `ReadSetChanged { member: "pin:<table>" }`,
+//! nothing published.
 //! [`Omnigraph::update`] and [`Omnigraph::delete`] then plan again on the new head, up
 //! to [`WRITE_ATTEMPTS_MAX`] times; a prepared write does not. Deleting
 //! nodes deletes their incident edges in the same commit. An update changes neither a
@@ -52,11 +53,12 @@ impl PreparedWrite {
     }
 
     /// Publishes the write if no table it read has moved since it was captured (other
-    /// tables may have). A table that moved without touching the fragments the write
+    /// tables may have). A table that moved without changing the rows the write
     /// changes, and without gaining a row its guards match (an insert or load of other
-    /// keys, a change to other rows, a compaction of other fragments), does not stop
-    /// it: its links are re-committed on the new pin, where they change the same rows,
-    /// and it publishes there, up to [`FOLLOWS_MAX`] times. Any other move is
+    /// keys, an update or delete of other rows, even in the same fragments, a
+    /// compaction of other fragments), does not stop it: its links are re-committed on
+    /// the new pin, where they change the same rows, and it publishes there, up to
+    /// [`FOLLOWS_MAX`] times. Any other move is
     /// `ReadSetChanged`, nothing published. Returns `None` when the write changes
     /// nothing (and so publishes nothing).
     pub async fn publish(mut self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
@@ -87,11 +89,13 @@ impl PreparedWrite {
     }
 
     /// Moves the write onto the current head when, in every table it read that moved
-    /// there, the fragments it changes are the very fragments it read and no fragment
-    /// the table gained holds a row matching a guard. Rows the write changes all lie in
-    /// the fragments it changes, so another writer's change to them shows there; a row
-    /// that came to match since lies in a gained fragment. Returns whether it moved;
-    /// when not, nothing changed.
+    /// there, the fragments it changes are the very fragments it read, or differ only
+    /// in other rows marked deleted, and no fragment the table gained holds a row
+    /// matching a guard. Rows the write changes all lie in the fragments it changes, so
+    /// another writer's change to them shows there as a deletion of the same row
+    /// ([`adapter::carry_over_deletions`]); a row that came to match since lies in a
+    /// gained fragment. Returns whether it moved; when not, nothing was published
+    /// (deletions carried over for a table are unpublished staging).
     async fn follow_moved_tables(&mut self, handle: &Omnigraph) -> Result<bool> {
         // The head the lost race read, or a fresh one.
         let head = handle.base().await?;
@@ -99,7 +103,13 @@ impl PreparedWrite {
         if head.schema != base.schema || head.branch != base.branch {
             return Ok(false);
         }
+        // Following reuses the staged files (deletions are carried over from them, and
+        // re-committed): never once cleanup may reclaim them.
+        self.staging.check_age_on(&head)?;
         let mut read = Vec::with_capacity(self.read.len());
+        // Per table whose changed fragments lost other rows since: its one link, with
+        // those deletions carried over.
+        let mut carried: Vec<(String, adapter::StagedLink)> = Vec::new();
         for (table_id, version) in &self.read {
             let now = head.require_pin(table_id)?.version;
             if now != *version {
@@ -126,9 +136,7 @@ impl PreparedWrite {
                     let was = of(&before);
                     was.is_some() && was == of(&after)
                 };
-                if !changed.iter().all(same) {
-                    return Ok(false);
-                }
+                let drifted = !changed.iter().all(same);
                 let added: Vec<Fragment> = after
                     .manifest()
                     .fragments
@@ -147,12 +155,22 @@ impl PreparedWrite {
                         return Ok(false);
                     }
                 }
+                if drifted {
+                    let [link] = self.staging.links_of(table_id) else {
+                        return Ok(false);
+                    };
+                    match adapter::carry_over_deletions(link, &before, &after).await? {
+                        Some(link) => carried.push((table_id.clone(), link)),
+                        None => return Ok(false),
+                    }
+                }
             }
             read.push((table_id.clone(), now));
         }
-        // Re-committing reuses the staged files: never once cleanup may reclaim them.
-        self.staging.check_age_on(&head)?;
-        for (table_id, links) in self.staging.rebase(head.clone())? {
+        for (table_id, mut links) in self.staging.rebase(head.clone())? {
+            if let Some(at) = carried.iter().position(|(id, _)| *id == table_id) {
+                links = vec![carried.swap_remove(at).1];
+            }
             let table = handle.table_at(&head, &table_id).await?;
             self.staging.seed(&table_id, table)?;
             for link in links {
@@ -163,6 +181,10 @@ impl PreparedWrite {
                     .await?;
             }
         }
+        assert!(
+            carried.is_empty(),
+            "a table whose deletions were carried over did not move"
+        );
         self.read = read;
         Ok(true)
     }
