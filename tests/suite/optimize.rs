@@ -375,6 +375,77 @@ async fn a_unit_restages_beside_a_concurrent_insert_and_every_row_and_index_answ
     assert_eq!(scalar_ids(&other).await, expected);
 }
 
+/// A busy table moves during most restages: the unit restages each time and lands once
+/// the table holds still, here after a writer moved it before its first publication and
+/// during each of its next five restages. (At 3 restages it ended `pin_moved`, and
+/// under four busy writers the busiest table's fragments piled up for good.)
+#[tokio::test]
+async fn a_unit_lands_after_a_writer_moved_its_table_during_many_restages() {
+    const MOVES: usize = 6;
+    let (graph, test) = fifty_inserts(Backend::Local).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let unit = plan_unit(&graph, "Person", &budget().compaction)
+        .await
+        .unwrap();
+    assert!(unit.has_work());
+    let insert = |n: usize| {
+        let other = &other;
+        async move {
+            other
+                .insert_json(
+                    "Person",
+                    objects(json!([{"id": format!("late{n}"), "name": "late", "age": 25}])),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    insert(0).await;
+    let clock = omnigraph_core::seams::Simulation::new(7, omnigraph_core::seams::now_micros(), 1);
+    let mut publishing = Box::pin(omnigraph_core::seams::simulate(
+        clock.clone(),
+        publish_unit(&graph, unit),
+    ));
+    for n in 1..MOVES {
+        // A restage stages its links outside the branch gate: the writer moves the
+        // table while the unit's restaged link waits there.
+        clock.windows().park_at(failpoints::STAGE_AFTER_MANIFEST);
+        let ticket = std::future::poll_fn(|context| {
+            if let std::task::Poll::Ready(ended) = publishing.as_mut().poll(context) {
+                panic!("the unit ended before restage {n}: {ended:?}");
+            }
+            clock.windows().watch(context.waker());
+            match clock.windows().take_parked() {
+                Some(ticket) => std::task::Poll::Ready(ticket),
+                None => std::task::Poll::Pending,
+            }
+        })
+        .await;
+        insert(n).await;
+        clock.windows().release(ticket);
+    }
+    let person = publishing.await.unwrap();
+    assert!(person.published(), "{person:?}");
+    let publications = clock.windows().reached()[failpoints::PUBLISH_BEFORE_COMMIT_PUT.name()];
+    assert!(
+        publications > 4,
+        "the unit lost more than 3 publications before it landed: {publications}"
+    );
+    assert_eq!(person.fragments_before, 50 + MOVES, "{person:?}");
+    let mut expected: Vec<String> = (0..50)
+        .map(|i| format!("p{i}"))
+        .chain((0..MOVES).map(|n| format!("late{n}")))
+        .collect();
+    expected.sort();
+    assert_eq!(person_ids(&graph).await, expected);
+    let head = head_table(&graph, "Person").await;
+    assert!(
+        head.manifest().fragments.len() <= 2 + MOVES,
+        "compacted: {}",
+        head.manifest().fragments.len()
+    );
+}
+
 #[tokio::test]
 async fn a_unit_compacts_again_the_groups_a_concurrent_delete_and_update_touched() {
     let (graph, test) = fifty_inserts(Backend::Local).await;
