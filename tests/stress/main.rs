@@ -142,6 +142,9 @@ struct Tally {
     /// operation began.
     requests: BTreeMap<&'static str, u64>,
     requests_before: u64,
+    /// Each timed operation and the span of the probe's log it made, to attribute
+    /// reads to operations by place at the end.
+    spans: Vec<(&'static str, usize, usize)>,
     violations: Vec<String>,
 }
 
@@ -153,7 +156,10 @@ impl Tally {
 
     fn timed(&mut self, op: &'static str, started: Instant, probe: &RequestProbe) {
         *self.ops.entry(op).or_default() += 1;
-        *self.requests.entry(op).or_default() += probe.total() - self.requests_before;
+        let now = probe.total();
+        *self.requests.entry(op).or_default() += now - self.requests_before;
+        self.spans
+            .push((op, self.requests_before as usize, now as usize));
         self.latencies
             .entry(op)
             .or_default()
@@ -433,12 +439,26 @@ async fn worker(args: &[String], root: &str) {
     let counts = probe.counts();
     // Where the reads went: commit log, table manifests, data and indexes.
     let mut reads_by_place: BTreeMap<&'static str, u64> = BTreeMap::new();
-    for request in probe.requests() {
-        if matches!(
-            request.kind,
+    let is_read = |kind: RequestKind| {
+        matches!(
+            kind,
             RequestKind::Get | RequestKind::RangedGet | RequestKind::Head
-        ) {
+        )
+    };
+    let log = probe.requests();
+    for request in &log {
+        if is_read(request.kind) {
             *reads_by_place.entry(place_of(&request.path)).or_default() += 1;
+        }
+    }
+    let mut reads_by_op_place: BTreeMap<&'static str, BTreeMap<&'static str, u64>> =
+        BTreeMap::new();
+    for (op, from, to) in &tally.spans {
+        let places = reads_by_op_place.entry(op).or_default();
+        for request in log.get(*from..*to).unwrap_or_default() {
+            if is_read(request.kind) {
+                *places.entry(place_of(&request.path)).or_default() += 1;
+            }
         }
     }
     let requests: Map<String, Value> = RequestKind::ALL
@@ -456,6 +476,7 @@ async fn worker(args: &[String], root: &str) {
         "violations": tally.violations,
         "requests": requests,
         "reads_by_place": reads_by_place,
+        "reads_by_op_place": reads_by_op_place,
         "model": model.to_json(),
     });
     std::fs::write(&out, document.to_string()).expect("write the worker's report");
@@ -634,7 +655,7 @@ async fn maintain(root: &str, kind: Maintenance, stopped: &dyn Fn() -> bool) -> 
                         violations.push(format!("optimize {}: {described}", table.type_key));
                     }
                     *outcomes
-                        .entry(format!("optimize unit {outcome}"))
+                        .entry(format!("optimize {} {outcome}", table.type_key))
                         .or_default() += 1;
                 }
                 report.exit_code().to_string()
@@ -1036,6 +1057,7 @@ fn summarize(
     let mut requests_by_op: BTreeMap<String, u64> = BTreeMap::new();
     let mut requests: BTreeMap<String, u64> = BTreeMap::new();
     let mut reads_by_place: BTreeMap<String, u64> = BTreeMap::new();
+    let mut reads_by_op_place: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let mut maintenance: BTreeMap<String, u64> = BTreeMap::new();
     for worker in workers {
         for (code, count) in worker["conflicts"].as_object().cloned().unwrap_or_default() {
@@ -1072,6 +1094,16 @@ fn summarize(
         {
             *reads_by_place.entry(place).or_default() += count.as_u64().unwrap_or(0);
         }
+        for (op, places) in worker["reads_by_op_place"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+        {
+            let into = reads_by_op_place.entry(op).or_default();
+            for (place, count) in places.as_object().cloned().unwrap_or_default() {
+                *into.entry(place).or_default() += count.as_u64().unwrap_or(0);
+            }
+        }
     }
     for maintainer in maintainers {
         for (outcome, count) in maintainer.as_object().cloned().unwrap_or_default() {
@@ -1102,8 +1134,15 @@ fn summarize(
         "latency_ms": latencies
             .iter_mut()
             .map(|(op, values)| {
-                let requests = requests_by_op.get(op).copied().unwrap_or(0) as f64 / values.len().max(1) as f64;
-                (op.clone(), json!({"p50": percentile(values, 50), "p99": percentile(values, 99), "count": values.len(), "requests_per_op": requests}))
+                let count = values.len().max(1) as f64;
+                let requests = requests_by_op.get(op).copied().unwrap_or(0) as f64 / count;
+                let reads: Map<String, Value> = reads_by_op_place
+                    .get(op)
+                    .into_iter()
+                    .flatten()
+                    .map(|(place, reads)| (place.clone(), json!(*reads as f64 / count)))
+                    .collect();
+                (op.clone(), json!({"p50": percentile(values, 50), "p99": percentile(values, 99), "count": values.len(), "requests_per_op": requests, "reads_per_op_by_place": reads}))
             })
             .collect::<Map<String, Value>>(),
         "requests": requests,
@@ -1143,6 +1182,14 @@ fn print_summary(summary: &Value) {
             figures["count"],
             figures["requests_per_op"].as_f64().unwrap_or(0.0)
         );
+        let reads: Vec<String> = figures["reads_per_op_by_place"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|(place, reads)| format!("{place} {:.1}", reads.as_f64().unwrap_or(0.0)))
+            .collect();
+        println!("  {:<12} reads each: {}", "", reads.join(", "));
     }
     println!("requests: {}", summary["requests"]);
     println!("reads by place: {}", summary["reads_by_place"]);
