@@ -369,6 +369,35 @@ async fn writes_to_the_same_row_of_a_fragment_never_follow_each_other() {
             [("p1", 36), ("p3", 31)].map(|(k, a)| (k.to_string(), a)),
             "{backend:?}"
         );
+
+        // The other writer's update moves p1 out of the predicate, so no row it added
+        // matches it: only the row both marked deleted stops the follow (carried over,
+        // p1 would be there twice, as the update and as the other writer's row).
+        let prepared = graph
+            .prepare_update("Person", "age > 33", &[("name".into(), json!("old"))])
+            .await
+            .unwrap();
+        assert_eq!(prepared.rows(), 1, "{backend:?}: p1 only");
+        other
+            .update("Person", "id = 'p1'", &[("age".into(), json!(30))])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            prepared.publish(&graph).await.unwrap_err().kind(),
+            ErrorKind::ReadSetChanged,
+            "{backend:?}"
+        );
+        assert_eq!(
+            people_and_ages(&graph).await,
+            [("p1", 30), ("p3", 31)].map(|(k, a)| (k.to_string(), a)),
+            "{backend:?}"
+        );
+        assert_eq!(
+            name_of(&graph, "p1").await,
+            Some(json!("Ada")),
+            "{backend:?}"
+        );
     }
 }
 

@@ -428,8 +428,8 @@ async fn a_unit_lands_after_a_writer_moved_its_table_during_many_restages() {
     assert!(person.published(), "{person:?}");
     let publications = clock.windows().reached()[failpoints::PUBLISH_BEFORE_COMMIT_PUT.name()];
     assert!(
-        publications > 4,
-        "the unit lost more than 3 publications before it landed: {publications}"
+        publications > MOVES as u64,
+        "the unit lost {MOVES} publications, then landed: {publications}"
     );
     assert_eq!(person.fragments_before, 50 + MOVES, "{person:?}");
     let mut expected: Vec<String> = (0..50)

@@ -173,7 +173,8 @@ pub fn fragments_changed_by(staged_link: &StagedLink) -> Option<Vec<u64>> {
 
 /// Re-commits a staged append, delete or update on `new_base`, a newer version of its
 /// table in which every fragment the link changes ([`fragments_changed_by`]) is still
-/// the same fragment. The caller has checked that no row the newer base added matches
+/// the same fragment (after [`carry_over_deletions`] where other rows of it were
+/// deleted since). The caller has checked that no row the newer base added matches
 /// the link's predicate, so the link changes the same rows there; fragments it does not
 /// name keep the newer base's state. Rows it moved keep their stable row ids, and their
 /// new fragments take ids from the new base.
@@ -282,9 +283,10 @@ pub async fn carry_over_deletions(
                 .map_err(|error| read_error("read a deletion file", error))
         }
     };
-    let mut carried = Vec::with_capacity(updated.len());
-    let mut emptied = Vec::new();
-    for ours in updated.iter() {
+    // Every fragment is judged before any file is written, so a link that cannot follow
+    // leaves nothing behind.
+    let mut to_mark: Vec<(usize, Fragment, Vec<u32>)> = Vec::new();
+    for (at, ours) in updated.iter().enumerate() {
         let (Some(was), Some(now)) = (
             fragment_of(old_base, ours.id),
             fragment_of(new_base, ours.id),
@@ -292,7 +294,6 @@ pub async fn carry_over_deletions(
             return Ok(None);
         };
         if was == now {
-            carried.push(ours.clone());
             continue;
         }
         if !same_rows(&was, &now) || !same_rows(&was, ours) {
@@ -306,25 +307,30 @@ pub async fn carry_over_deletions(
             .iter()
             .any(|row| !theirs.contains(row) || !mine.contains(row))
         {
-            return Err(crate::error::OmniError::corrupt(
-                format!("fragment {} of a table", ours.id),
-                "a newer version or a staged link lost a row deletion",
-            ));
+            return Err(OmniError::internal(format!(
+                "fragment {} of {}: a newer version or a staged link lost a row deletion",
+                ours.id,
+                new_base.uri()
+            )));
         }
         let rows: Vec<u32> = mine.iter().filter(|row| !before.contains(*row)).collect();
         if rows.iter().any(|row| theirs.contains(*row)) {
             return Ok(None);
         }
+        to_mark.push((at, now, rows));
+    }
+    let mut emptied = Vec::new();
+    for (at, now, rows) in to_mark {
         let marked = FileFragment::new(new_base.clone(), now)
             .extend_deletions(rows)
             .await
             .map_err(|error| write_error("carry deletions over to a newer base", error))?;
         match marked {
-            Some(marked) => carried.push(marked.metadata().clone()),
-            None => emptied.push(ours.id),
+            Some(marked) => updated[at] = marked.metadata().clone(),
+            None => emptied.push(updated[at].id),
         }
     }
-    *updated = carried;
+    updated.retain(|fragment| !emptied.contains(&fragment.id));
     removed.extend(emptied);
     Ok(Some(StagedLink {
         transaction,

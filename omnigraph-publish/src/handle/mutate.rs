@@ -58,7 +58,8 @@ impl PreparedWrite {
     /// keys, an update or delete of other rows, even in the same fragments, a
     /// compaction of other fragments), does not stop it: its links are re-committed on
     /// the new pin, where they change the same rows, and it publishes there, up to
-    /// [`FOLLOWS_MAX`] times. Any other move is
+    /// [`FOLLOWS_MAX`] times. Deletions are carried over only for a table the write
+    /// staged one link on (a node delete of many keys stages several on an edge table). Any other move is
     /// `ReadSetChanged`, nothing published. Returns `None` when the write changes
     /// nothing (and so publishes nothing).
     pub async fn publish(mut self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
@@ -103,9 +104,6 @@ impl PreparedWrite {
         if head.schema != base.schema || head.branch != base.branch {
             return Ok(false);
         }
-        // Following reuses the staged files (deletions are carried over from them, and
-        // re-committed): never once cleanup may reclaim them.
-        self.staging.check_age_on(&head)?;
         let mut read = Vec::with_capacity(self.read.len());
         // Per table whose changed fragments lost other rows since: its one link, with
         // those deletions carried over.
@@ -115,8 +113,8 @@ impl PreparedWrite {
             if now != *version {
                 let before = handle.table_at(&base, table_id).await?;
                 let after = handle.table_at(&head, table_id).await?;
-                // The fragments the write changes must be the very fragments it read;
-                // the others may have changed in any way.
+                // The fragments the write changes must be the very fragments it read,
+                // or have lost other rows since; the others may have changed in any way.
                 let mut changed = Vec::new();
                 for link in self.staging.links_of(table_id) {
                     match adapter::fragments_changed_by(link) {
@@ -159,6 +157,9 @@ impl PreparedWrite {
                     let [link] = self.staging.links_of(table_id) else {
                         return Ok(false);
                     };
+                    // Carrying over reads the staged files: never once cleanup may
+                    // reclaim them.
+                    self.staging.check_age_on(&head)?;
                     match adapter::carry_over_deletions(link, &before, &after).await? {
                         Some(link) => carried.push((table_id.clone(), link)),
                         None => return Ok(false),
@@ -167,6 +168,8 @@ impl PreparedWrite {
             }
             read.push((table_id.clone(), now));
         }
+        // Re-committing reuses the staged files: never once cleanup may reclaim them.
+        self.staging.check_age_on(&head)?;
         for (table_id, mut links) in self.staging.rebase(head.clone())? {
             if let Some(at) = carried.iter().position(|(id, _)| *id == table_id) {
                 links = vec![carried.swap_remove(at).1];
