@@ -59,9 +59,9 @@ impl PreparedWrite {
     /// compaction of other fragments), does not stop it: its links are re-committed on
     /// the new pin, where they change the same rows, and it publishes there, up to
     /// [`FOLLOWS_MAX`] times. Deletions are carried over only for a table the write
-    /// staged one link on (a node delete of many keys stages several on an edge table). Any other move is
-    /// `ReadSetChanged`, nothing published. Returns `None` when the write changes
-    /// nothing (and so publishes nothing).
+    /// staged one link on (a node delete of many keys stages several on an edge
+    /// table). Any other move is `ReadSetChanged`, nothing published. Returns `None`
+    /// when the write changes nothing (and so publishes nothing).
     pub async fn publish(mut self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
         if !self.staging.has_staged() {
             return Ok(None);
