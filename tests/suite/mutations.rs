@@ -231,11 +231,7 @@ async fn an_update_follows_changes_to_other_fragments_but_never_to_its_own_rows(
             .prepare_update("Person", "id = 'p4'", &[("age".into(), json!(50))])
             .await
             .unwrap();
-        other
-            .update("Person", "id = 'p5'", &[("age".into(), json!(60))])
-            .await
-            .unwrap()
-            .unwrap();
+        set_age(&other, "p5", 60).await;
         other.delete("Person", "id = 'p1'").await.unwrap().unwrap();
         prepared.publish(&graph).await.unwrap().unwrap();
         assert_eq!(
@@ -284,11 +280,7 @@ async fn writes_follow_other_rows_deleted_in_their_own_fragments() {
             .prepare_update("Person", "id = 'p3'", &[("age".into(), json!(30))])
             .await
             .unwrap();
-        other
-            .update("Person", "id = 'p2'", &[("age".into(), json!(41))])
-            .await
-            .unwrap()
-            .unwrap();
+        set_age(&other, "p2", 41).await;
         let deleted = other.delete("Person", "id = 'p1'").await.unwrap().unwrap();
         let published = prepared.publish(&graph).await.unwrap().unwrap();
         assert_eq!(published.seq, deleted.seq + 1, "{backend:?}");
@@ -304,11 +296,7 @@ async fn writes_follow_other_rows_deleted_in_their_own_fragments() {
         let other = Omnigraph::open(&test.uri).await.unwrap();
         let prepared = graph.prepare_delete("Person", "id = 'p2'").await.unwrap();
         other.delete("Person", "id = 'p1'").await.unwrap().unwrap();
-        other
-            .update("Person", "id = 'p3'", &[("age".into(), json!(25))])
-            .await
-            .unwrap()
-            .unwrap();
+        set_age(&other, "p3", 25).await;
         prepared.publish(&graph).await.unwrap().unwrap();
         assert_eq!(
             people_and_ages(&graph).await,
@@ -338,11 +326,7 @@ async fn writes_to_the_same_row_of_a_fragment_never_follow_each_other() {
             .prepare_update("Person", "id = 'p3'", &[("age".into(), json!(30))])
             .await
             .unwrap();
-        other
-            .update("Person", "id = 'p3'", &[("age".into(), json!(31))])
-            .await
-            .unwrap()
-            .unwrap();
+        set_age(&other, "p3", 31).await;
         let before = graph.head().await.unwrap();
         match prepared.publish(&graph).await.unwrap_err() {
             OmniError::ReadSetChanged { evidence, .. } => {
@@ -378,11 +362,7 @@ async fn writes_to_the_same_row_of_a_fragment_never_follow_each_other() {
             .await
             .unwrap();
         assert_eq!(prepared.rows(), 1, "{backend:?}: p1 only");
-        other
-            .update("Person", "id = 'p1'", &[("age".into(), json!(30))])
-            .await
-            .unwrap()
-            .unwrap();
+        set_age(&other, "p1", 30).await;
         assert_eq!(
             prepared.publish(&graph).await.unwrap_err().kind(),
             ErrorKind::ReadSetChanged,
@@ -517,6 +497,19 @@ async fn a_delete_prepared_before_other_edges_and_nodes_follows_them() {
 }
 
 /// Every Person's key and age at the head, by key.
+/// Sets the age of the person `key` through `graph`, which must publish.
+async fn set_age(graph: &Omnigraph, key: &str, age: i64) -> GraphCommit {
+    graph
+        .update(
+            "Person",
+            &format!("id = '{key}'"),
+            &[("age".into(), json!(age))],
+        )
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 async fn people_and_ages(graph: &Omnigraph) -> Vec<(String, i64)> {
     let batches = graph
         .scan("Person", &ScanRequest::default(), &CommitRef::Head)

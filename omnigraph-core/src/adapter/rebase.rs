@@ -30,8 +30,8 @@
 
 use super::compact::{commit_numbered_rewrite, compaction_options, number_new_fragments};
 use super::{
-    CompactionBudget, LinkKind, LinkOrigin, StagedLink, commit_link, read_error, version_of,
-    write_error,
+    CompactionBudget, LinkKind, LinkOrigin, StagedLink, commit_link, read_error, same_files,
+    version_of, write_error,
 };
 use crate::error::{OmniError, Result};
 use lance::Dataset;
@@ -78,16 +78,6 @@ pub async fn base_drift(planned: &Dataset, newer: &Dataset) -> Result<BaseDrift>
     } else {
         BaseDrift::Changed
     })
-}
-
-/// Whether `now` is `then` with at most more rows marked deleted: the same id, data
-/// files, rows and row ids. A fragment's deletion file is all a delete changes.
-fn same_files(then: &Fragment, now: &Fragment) -> bool {
-    then.id == now.id
-        && then.files == now.files
-        && then.overlays == now.overlays
-        && then.physical_rows == now.physical_rows
-        && then.row_id_meta == now.row_id_meta
 }
 
 async fn index_ids(table: &Dataset) -> Result<BTreeSet<uuid::Uuid>> {

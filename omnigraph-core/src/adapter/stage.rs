@@ -1,7 +1,9 @@
 //! Data links: append, delete, merge-insert, update, and re-committing them on a newer
 //! base.
 
-use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, staged, write_error};
+use super::{
+    LinkKind, LinkOrigin, StagedLink, commit_link, read_error, same_files, staged, write_error,
+};
 use crate::error::{InputLocation, OmniError, Result};
 use arrow_array::RecordBatch;
 use lance::Dataset;
@@ -296,7 +298,7 @@ pub async fn carry_over_deletions(
         if was == now {
             continue;
         }
-        if !same_rows(&was, &now) || !same_rows(&was, ours) {
+        if !same_files(&was, &now) || !same_files(&was, ours) {
             return Ok(None);
         }
         let before = deletions(old_base, was).await?;
@@ -336,15 +338,6 @@ pub async fn carry_over_deletions(
         transaction,
         ..staged_link.clone()
     }))
-}
-
-/// Whether two states of one fragment hold the same rows: they differ at most in
-/// which of them are deleted.
-fn same_rows(a: &Fragment, b: &Fragment) -> bool {
-    let (mut a, mut b) = (a.clone(), b.clone());
-    a.deletion_file = None;
-    b.deletion_file = None;
-    a == b
 }
 
 /// Stages the deletion of the rows of `base` where `predicate` (SQL) holds. Deleting
