@@ -7,7 +7,7 @@ use crate::schema::TypeDef;
 use arrow_schema::SchemaRef;
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::ExprSchemable;
-use datafusion::sql::sqlparser::ast::{Expr, Ident, visit_expressions};
+use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr, Ident, visit_expressions};
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
@@ -125,6 +125,118 @@ fn check_columns(parsed: &Expr, columns: &SchemaRef) -> std::result::Result<(), 
     }
 }
 
+/// A literal a filter compares a type's key to: text (single- or double-quoted, as Lance
+/// reads both) or an integer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyLiteral {
+    /// A quoted string, as written (with `''` read as one quote).
+    Text(String),
+    /// A whole number, with its sign.
+    Integer(i64),
+}
+
+/// The keys a filter pins on `key_column` of `columns`: when one of its top-level `AND`
+/// terms is `key = literal` or `key IN (literals)`, every row it matches has one of those
+/// keys. `None` when no term pins the key, or when a term is not read here exactly as
+/// Lance reads it (a literal with a backslash, a name that fits two columns): the
+/// caller then reads every row, so `None` is always safe.
+pub fn keys_pinned(filter: &str, columns: &SchemaRef, key_column: &str) -> Option<Vec<KeyLiteral>> {
+    let parsed = check_syntax(filter).ok()?;
+    let names_key = |ident: &Ident| {
+        let fits = |name: &str| match ident.quote_style {
+            Some(_) => name == ident.value,
+            None => name.eq_ignore_ascii_case(&ident.value),
+        };
+        fits(key_column)
+            && columns
+                .fields()
+                .iter()
+                .filter(|field| fits(field.name()))
+                .count()
+                == 1
+    };
+    let mut terms = vec![&parsed];
+    // Each term is split or read once; a filter has fewer terms than characters.
+    let terms_max = filter.len() + 1;
+    let mut term = 0;
+    while term < terms.len() {
+        assert!(
+            terms.len() <= terms_max,
+            "a filter split into more terms than it has characters"
+        );
+        match terms[term] {
+            Expr::Nested(inner) => terms[term] = &**inner,
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => {
+                terms[term] = &**left;
+                terms.push(&**right);
+            }
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => {
+                let pinned = match (left.as_ref(), right.as_ref()) {
+                    (Expr::Identifier(ident), value) | (value, Expr::Identifier(ident))
+                        if names_key(ident) =>
+                    {
+                        key_literal(value)
+                    }
+                    _ => None,
+                };
+                if let Some(pinned) = pinned {
+                    return Some(vec![pinned]);
+                }
+                term += 1;
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated: false,
+            } if matches!(expr.as_ref(), Expr::Identifier(ident) if names_key(ident)) => {
+                let pinned: Option<Vec<KeyLiteral>> = list.iter().map(key_literal).collect();
+                if pinned.is_some() {
+                    return pinned;
+                }
+                term += 1;
+            }
+            _ => term += 1,
+        }
+    }
+    None
+}
+
+/// The key literal `expr` is, when it is read here as Lance reads it.
+fn key_literal(expr: &Expr) -> Option<KeyLiteral> {
+    use datafusion::sql::sqlparser::ast::{UnaryOperator, Value};
+    let (negative, value) = match expr {
+        Expr::Value(value) => (false, &value.value),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            Expr::Value(value) => (true, &value.value),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    match value {
+        Value::SingleQuotedString(text) | Value::DoubleQuotedString(text)
+            if !negative && !text.contains('\\') =>
+        {
+            Some(KeyLiteral::Text(text.clone()))
+        }
+        Value::Number(digits, false) if digits.bytes().all(|byte| byte.is_ascii_digit()) => {
+            let number: i64 = digits.parse().ok()?;
+            Some(KeyLiteral::Integer(if negative { -number } else { number }))
+        }
+        _ => None,
+    }
+}
+
 /// A Lance error's own message, without the source location Lance appends.
 fn user_message(error: &lance::Error) -> String {
     match error {
@@ -144,6 +256,56 @@ mod tests {
             Field::new("id", DataType::Utf8, false),
             Field::new("age", DataType::Int32, true),
         ]))
+    }
+
+    #[test]
+    fn a_filter_pins_the_key_only_where_every_row_it_matches_has_one_of_its_keys() {
+        use KeyLiteral::{Integer, Text};
+        let text = |keys: &[&str]| Some(keys.iter().map(|key| Text(key.to_string())).collect());
+        let pinned = |filter: &str| keys_pinned(filter, &columns(), "id");
+        assert_eq!(pinned("id = 'x'"), text(&["x"]));
+        assert_eq!(pinned("'x' = id"), text(&["x"]));
+        assert_eq!(pinned("`id` = \"x\""), text(&["x"]));
+        assert_eq!(pinned("ID = 'it''s'"), text(&["it's"]));
+        assert_eq!(pinned("id IN ('a', 'b')"), text(&["a", "b"]));
+        assert_eq!(pinned("age > 3 AND (id = 'x' AND age < 9)"), text(&["x"]));
+        assert_eq!(pinned("(age > 3) AND id IN ('a')"), text(&["a"]));
+        for unpinned in [
+            "age > 3",
+            "id = 'x' OR id = 'y'",
+            "id = 'x' OR age > 3",
+            "NOT id = 'x'",
+            "id NOT IN ('a')",
+            "id <> 'x'",
+            "lower(id) = 'x'",
+            "id = age",
+            "id IN ('a', age)",
+            "id = 'a\\b'",
+            "`ID` = 'x'",
+            "id LIKE 'x%'",
+            "not a filter (",
+        ] {
+            assert_eq!(pinned(unpinned), None, "{unpinned}");
+        }
+        // An integer key: only whole numbers.
+        let numbered = |filter: &str| keys_pinned(filter, &columns(), "age");
+        assert_eq!(numbered("age = 42"), Some(vec![Integer(42)]));
+        assert_eq!(
+            numbered("age IN (-5, 7)"),
+            Some(vec![Integer(-5), Integer(7)])
+        );
+        assert_eq!(numbered("age = 4.2"), None);
+        assert_eq!(numbered("age = 99999999999999999999"), None);
+        // A name two columns answer to, unquoted, is never taken for the key.
+        let twins = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new("ID", DataType::Utf8, true),
+        ]));
+        assert_eq!(keys_pinned("id = 'x'", &twins, "id"), None);
+        assert_eq!(
+            keys_pinned("`id` = 'x'", &twins, "id"),
+            Some(vec![Text("x".into())])
+        );
     }
 
     #[test]

@@ -249,6 +249,11 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
                 Box::pin(async { $write }).await;
             }
             costs.insert($name.to_string(), line(&probe.counts()));
+            if std::env::var("OMNIGRAPH_COST_TRACE").is_ok() {
+                for request in probe.requests() {
+                    eprintln!("{}: {:?} {}", $name, request.kind, request.path);
+                }
+            }
         }};
     }
     warm!("writers.load_append_warm", |i| {

@@ -20,6 +20,7 @@ mod matrix;
 mod merge;
 mod mutations;
 mod optimize;
+mod point_writes;
 mod protocol;
 mod publish;
 mod request_counts;

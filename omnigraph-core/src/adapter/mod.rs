@@ -11,6 +11,7 @@ mod baseline;
 mod collect;
 mod compact;
 mod evolve;
+mod in_fragments;
 mod index;
 mod rebase;
 pub mod registry;
@@ -32,6 +33,7 @@ pub use compact::{
 pub use evolve::{
     stage_add_null_columns, stage_drop_columns, stage_drop_index, stage_set_nullability,
 };
+pub use in_fragments::{stage_delete_in, stage_update_in};
 pub use index::{
     FULL_TEXT_MEMORY_MIB, FULL_TEXT_WORKERS, FullTextBudget, IndexBuild, IndexBuildKind,
     full_text_params, stage_index, stage_index_within,

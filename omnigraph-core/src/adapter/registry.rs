@@ -21,6 +21,8 @@ pub const ENTRY_POINTS: &[&str] = &[
     "stage_delete",
     "stage_merge_insert",
     "stage_update",
+    "stage_delete_in",
+    "stage_update_in",
     "stage_compaction",
     "compaction_options",
     "base_drift",

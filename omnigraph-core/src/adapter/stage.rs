@@ -392,30 +392,7 @@ pub async fn stage_update(
     assignments: &[(String, String)],
     origin: &LinkOrigin,
 ) -> Result<Option<StagedLink>> {
-    if assignments.iter().any(|(column, _)| column == key) {
-        return Err(OmniError::bad_input(
-            InputLocation::in_source("update").field(key),
-            format!("{key} is the key; an update cannot change it"),
-        ));
-    }
-    let schema = base.schema();
-    let mut projection: Vec<(String, String)> = Vec::new();
-    for field in schema.fields.iter() {
-        let expression = assignments
-            .iter()
-            .find(|(column, _)| column == &field.name)
-            .map(|(_, expression)| expression.clone())
-            .unwrap_or_else(|| quote_identifier(&field.name));
-        projection.push((field.name.clone(), expression));
-    }
-    for (column, _) in assignments {
-        if schema.field(column).is_none() {
-            return Err(OmniError::bad_input(
-                InputLocation::in_source("update").field(column),
-                format!("no column {column}"),
-            ));
-        }
-    }
+    let projection = update_projection(base, key, assignments)?;
     let mut scanner = base.scan();
     scanner
         .filter(predicate)
@@ -429,7 +406,7 @@ pub async fn stage_update(
         .map_err(|error| classify_predicate_error(predicate, "update", error))?;
     // The projection's types follow the expressions; cast back to the table's schema so
     // an assignment like `age = 41` (an Int64 literal) fits an Int32 column.
-    let target: arrow_schema::SchemaRef = Arc::new(arrow_schema::Schema::from(schema));
+    let target: arrow_schema::SchemaRef = Arc::new(arrow_schema::Schema::from(base.schema()));
     let updated = cast_to(&updated, &target)?;
     if updated.num_rows() == 0 {
         return Ok(None);
@@ -444,6 +421,42 @@ pub async fn stage_update(
     )
     .await
     .map(Some)
+}
+
+/// The scan projection of an update: every column of `base`, as its assignment's
+/// expression or as it is. The key cannot be assigned, nor a column `base` lacks.
+pub(super) fn update_projection(
+    base: &Dataset,
+    key: &str,
+    assignments: &[(String, String)],
+) -> Result<Vec<(String, String)>> {
+    if assignments.iter().any(|(column, _)| column == key) {
+        return Err(OmniError::bad_input(
+            InputLocation::in_source("update").field(key),
+            format!("{key} is the key; an update cannot change it"),
+        ));
+    }
+    let schema = base.schema();
+    for (column, _) in assignments {
+        if schema.field(column).is_none() {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("update").field(column),
+                format!("no column {column}"),
+            ));
+        }
+    }
+    Ok(schema
+        .fields
+        .iter()
+        .map(|field| {
+            let expression = assignments
+                .iter()
+                .find(|(column, _)| column == &field.name)
+                .map(|(_, expression)| expression.clone())
+                .unwrap_or_else(|| quote_identifier(&field.name));
+            (field.name.clone(), expression)
+        })
+        .collect())
 }
 
 async fn merge_by_key(
@@ -470,7 +483,10 @@ async fn merge_by_key(
     commit_link(base, uncommitted.transaction, origin, kind, rows).await
 }
 
-fn cast_to(batch: &RecordBatch, target: &arrow_schema::SchemaRef) -> Result<RecordBatch> {
+pub(super) fn cast_to(
+    batch: &RecordBatch,
+    target: &arrow_schema::SchemaRef,
+) -> Result<RecordBatch> {
     let columns = target
         .fields()
         .iter()
@@ -489,7 +505,11 @@ fn cast_to(batch: &RecordBatch, target: &arrow_schema::SchemaRef) -> Result<Reco
 }
 
 /// A bad predicate or expression is the caller's input; anything else is storage.
-fn classify_predicate_error(predicate: &str, what: &str, error: lance::Error) -> OmniError {
+pub(super) fn classify_predicate_error(
+    predicate: &str,
+    what: &str,
+    error: lance::Error,
+) -> OmniError {
     match &error {
         lance::Error::InvalidInput { .. }
         | lance::Error::Schema { .. }

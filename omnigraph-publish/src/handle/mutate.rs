@@ -270,13 +270,32 @@ impl Omnigraph {
         }
         let pin = base.require_pin_of_type(type_name)?.clone();
         let mut staging = Staging::new(self.graph().root().clone(), base.clone());
-        staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
+        let table = self.table_at(&base, &pin.table_id).await?;
+        let within = self
+            .fragments_pinned_by(&pin.table_id, &table, type_def, predicate)
+            .await?;
+        staging.seed(&pin.table_id, table)?;
         // One scan: the update reads the matching rows and stages nothing when none does.
         let key = type_def.key_column().to_string();
         let matched = predicate.to_string();
         let matching = staging
             .stage_optional(&pin.table_id, |tip, origin| async move {
-                adapter::stage_update(&tip, &key, &matched, &expressions, &origin).await
+                match within {
+                    Some(fragments) => {
+                        adapter::stage_update_in(
+                            &tip,
+                            &fragments,
+                            &key,
+                            &matched,
+                            &expressions,
+                            &origin,
+                        )
+                        .await
+                    }
+                    None => {
+                        adapter::stage_update(&tip, &key, &matched, &expressions, &origin).await
+                    }
+                }
             })
             .await?
             .map_or(0, |link| link.rows_affected);
@@ -347,19 +366,32 @@ impl Omnigraph {
         let type_name = type_def.name();
         let pin = base.require_pin_of_type(type_name)?.clone();
         let mut guards = vec![(pin.table_id.clone(), predicate.to_string())];
-        staging.seed(&pin.table_id, self.table_at(base, &pin.table_id).await?)?;
+        let table = self.table_at(base, &pin.table_id).await?;
+        let within = self
+            .fragments_pinned_by(&pin.table_id, &table, type_def, predicate)
+            .await?;
+        staging.seed(&pin.table_id, table)?;
         let deleted_keys = keys_where(
             staging.chain(&pin.table_id).await?.tip(),
+            within.as_deref(),
             type_def,
             predicate,
         )
         .await?;
         let mut rows = 0u64;
         if !deleted_keys.is_empty() {
-            rows += staging
-                .stage_delete(&pin.table_id, predicate)
-                .await?
-                .rows_affected;
+            rows += match within {
+                Some(fragments) => staging
+                    .stage_delete_in(&pin.table_id, fragments, predicate)
+                    .await?
+                    .map_or(0, |link| link.rows_affected),
+                None => {
+                    staging
+                        .stage_delete(&pin.table_id, predicate)
+                        .await?
+                        .rows_affected
+                }
+            };
         }
         if type_def.is_node() && !deleted_keys.is_empty() {
             for edge in catalog.types() {
@@ -406,13 +438,23 @@ impl Omnigraph {
                 if !staging.has_chain(&edge_pin.table_id) {
                     staging.seed(&edge_pin.table_id, edges)?;
                 }
+                // One scan per chunk finds the edges and stages their deletion, or
+                // stages nothing when there are none.
                 for edge_predicate in &edge_predicates {
-                    let tip = staging.chain(&edge_pin.table_id).await?.tip().clone();
-                    if count_where(&tip, edge_predicate).await? > 0 {
-                        rows += staging
-                            .stage_delete(&edge_pin.table_id, edge_predicate)
-                            .await?
-                            .rows_affected;
+                    let every: Vec<u64> = staging
+                        .chain(&edge_pin.table_id)
+                        .await?
+                        .tip()
+                        .manifest()
+                        .fragments
+                        .iter()
+                        .map(|fragment| fragment.id)
+                        .collect();
+                    if let Some(link) = staging
+                        .stage_delete_in(&edge_pin.table_id, every, edge_predicate)
+                        .await?
+                    {
+                        rows += link.rows_affected;
                     }
                 }
             }
@@ -421,19 +463,70 @@ impl Omnigraph {
     }
 }
 
+/// Above this many rows, a table whose keys a handle does not hold yet is read whole by
+/// an update or delete rather than having its keys read first: for one write, reading
+/// every key of a large indexed table costs more than the write.
+pub(crate) const POINT_WRITE_COLD_ROWS_MAX: u64 = 65_536;
+
+impl Omnigraph {
+    /// The fragments of `table` (the version of `table_id` a write reads) that hold every
+    /// row `predicate` can match on `type_def`, when the predicate pins the key
+    /// ([`omnigraph_core::filter::keys_pinned`]) and this handle knows where each key
+    /// lies: its key cache is warm, or the table is small enough to read its keys now.
+    /// `None` when every fragment must be read. A key the table lacks lies in no
+    /// fragment, so a write of only such keys reads none.
+    pub(crate) async fn fragments_pinned_by(
+        &self,
+        table_id: &str,
+        table: &std::sync::Arc<omnigraph_core::lance::Dataset>,
+        type_def: &TypeDef,
+        predicate: &str,
+    ) -> Result<Option<Vec<u64>>> {
+        use omnigraph_core::filter::KeyLiteral;
+        let key_column = type_def.key_column();
+        let Some(literals) =
+            omnigraph_core::filter::keys_pinned(predicate, &type_def.arrow_schema(), key_column)
+        else {
+            return Ok(None);
+        };
+        let mut keys = Vec::with_capacity(literals.len());
+        for literal in literals {
+            // Rendered as the key cache renders a key read from the table.
+            let key = match (type_def.key_type(), literal) {
+                (PropertyType::String, KeyLiteral::Text(text)) => rows::render_text_key(&text),
+                (PropertyType::Int32, KeyLiteral::Integer(number))
+                    if i32::try_from(number).is_ok() =>
+                {
+                    number.to_string()
+                }
+                (PropertyType::Int64, KeyLiteral::Integer(number)) => number.to_string(),
+                _ => return Ok(None),
+            };
+            keys.push(key);
+        }
+        let cache = self.key_cache(table_id);
+        let mut cache = cache.lock().await;
+        if !cache.is_warm() {
+            let rows: u64 = table
+                .manifest()
+                .fragments
+                .iter()
+                .map(|fragment| fragment.physical_rows.unwrap_or(0) as u64)
+                .sum();
+            if rows > POINT_WRITE_COLD_ROWS_MAX {
+                return Ok(None);
+            }
+        }
+        if !cache.refresh(table, key_column).await? {
+            return Ok(None);
+        }
+        Ok(Some(cache.fragments_of(&keys)))
+    }
+}
+
 /// Where a caller's predicate is named in errors.
 fn predicate_location(predicate: &str) -> InputLocation {
     InputLocation::in_source("predicate").field(predicate)
-}
-
-/// Rows of `table` where `predicate` holds; a bad predicate is `BadInput`, a failed
-/// storage request keeps its kind.
-async fn count_where(table: &omnigraph_core::lance::Dataset, predicate: &str) -> Result<u64> {
-    table
-        .count_rows(Some(predicate.to_string()))
-        .await
-        .map(|count| count as u64)
-        .map_err(|error| input_or_storage(predicate_location(predicate), "count rows", error))
 }
 
 /// Rows of `fragments` (of `table`) where `predicate` holds.
@@ -454,9 +547,12 @@ async fn count_where_in(
     scanner.count_rows().await.map_err(bad)
 }
 
-/// The keys (rendered) of the rows of `table` where `predicate` holds.
+/// The keys (rendered) of the rows of `table` where `predicate` holds, read from
+/// `within` (ids of fragments of `table`, which the caller knows hold every such row)
+/// or from every fragment.
 async fn keys_where(
     table: &omnigraph_core::lance::Dataset,
+    within: Option<&[u64]>,
     type_def: &TypeDef,
     predicate: &str,
 ) -> Result<Vec<RowKey>> {
@@ -465,6 +561,25 @@ async fn keys_where(
         input_or_storage(predicate_location(predicate), "scan keys", error)
     };
     let mut scanner = table.scan();
+    if let Some(within) = within {
+        let fragments: Vec<Fragment> = table
+            .manifest()
+            .fragments
+            .iter()
+            .filter(|fragment| within.contains(&fragment.id))
+            .cloned()
+            .collect();
+        if fragments.len() != within.len() {
+            return Err(OmniError::internal(format!(
+                "{} lacks some of the fragments {within:?}",
+                table.uri()
+            )));
+        }
+        if fragments.is_empty() {
+            return Ok(Vec::new());
+        }
+        scanner.with_fragments(fragments);
+    }
     scanner.filter(predicate).map_err(bad)?;
     scanner.project(&[type_def.key_column()]).map_err(bad)?;
     let batches: Vec<omnigraph_core::arrow_array::RecordBatch> = scanner

@@ -463,7 +463,7 @@ impl Omnigraph {
     }
 
     /// The key cache of `table_id`; the handle-wide lock is held only to find it.
-    fn key_cache(&self, table_id: &str) -> Arc<tokio::sync::Mutex<TableKeys>> {
+    pub(crate) fn key_cache(&self, table_id: &str) -> Arc<tokio::sync::Mutex<TableKeys>> {
         self.key_caches
             .lock()
             .entry(table_id.to_string())

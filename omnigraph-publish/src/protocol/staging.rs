@@ -401,6 +401,21 @@ impl Staging {
         .await
     }
 
+    /// Stages the deletion of the rows of `fragments` (of the chain's tip) of `table_id`
+    /// where `predicate` holds, when any does; no other fragment may hold such a row.
+    pub async fn stage_delete_in(
+        &mut self,
+        table_id: &str,
+        fragments: Vec<u64>,
+        predicate: &str,
+    ) -> Result<Option<&StagedLink>> {
+        let predicate = predicate.to_string();
+        self.stage_optional(table_id, |tip, origin| async move {
+            adapter::stage_delete_in(&tip, &fragments, &predicate, &origin).await
+        })
+        .await
+    }
+
     /// Stages a build of a declared index that the table lacks.
     pub async fn stage_index(
         &mut self,

@@ -1,0 +1,304 @@
+//! Updates and deletes whose predicate pins the key read only the fragments that hold
+//! those keys (a warm handle knows where each key is), and still change exactly the rows
+//! a whole-table read would.
+
+use omnigraph_core::OmniError;
+use omnigraph_core::storage::RequestKind;
+use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, ScanRequest};
+use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, objects};
+use serde_json::json;
+
+/// How many fragments of people the graph holds, each from one insert.
+const FRAGMENTS: usize = 8;
+/// People per fragment: enough that a fragment's data is not all read with its footer,
+/// so every scan of it reads it again.
+const PEOPLE_PER_FRAGMENT: usize = 2_000;
+
+/// `FRAGMENTS` fragments of people (`p0`, `p1`, ...; age = number), one company, and an
+/// edge from every tenth person.
+async fn many_fragments(backend: Backend) -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(backend).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    graph
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+        .await
+        .unwrap();
+    for fragment in 0..FRAGMENTS {
+        let numbers = fragment * PEOPLE_PER_FRAGMENT..(fragment + 1) * PEOPLE_PER_FRAGMENT;
+        let people: Vec<_> = numbers
+            .clone()
+            .map(|n| json!({"id": format!("p{n}"), "name": format!("person number {n}"), "age": n}))
+            .collect();
+        graph
+            .insert_json("Person", objects(json!(people)))
+            .await
+            .unwrap();
+        let edges: Vec<_> = numbers
+            .step_by(10)
+            .map(|n| json!({"id": format!("e{n}"), "src": format!("p{n}"), "dst": "c1"}))
+            .collect();
+        graph
+            .insert_json("WorksAt", objects(json!(edges)))
+            .await
+            .unwrap();
+    }
+    (graph, test)
+}
+
+/// Reads of the data files of `type_name`'s table among `requests`.
+fn data_reads(
+    graph_head: &GraphCommit,
+    type_name: &str,
+    requests: &[omnigraph_core::storage::Request],
+) -> usize {
+    let table = &graph_head.pin_of_type(type_name).unwrap().table_id;
+    requests
+        .iter()
+        .filter(|request| matches!(request.kind, RequestKind::Get | RequestKind::RangedGet))
+        .filter(|request| request.path.contains(table.as_str()) && request.path.contains("/data/"))
+        .count()
+}
+
+/// `(id, age)` of every person at the head, sorted.
+async fn ages(graph: &Omnigraph) -> Vec<(String, i64)> {
+    let every = ScanRequest {
+        limit: Some(FRAGMENTS * PEOPLE_PER_FRAGMENT),
+        ..ScanRequest::default()
+    };
+    let batches = graph
+        .scan("Person", &every, &CommitRef::Head)
+        .await
+        .unwrap();
+    let mut rows: Vec<(String, i64)> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| {
+            (
+                row["id"].as_str().unwrap().to_string(),
+                row["age"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn set(ages: &mut [(String, i64)], key: &str, age: i64) {
+    let at = ages.iter().position(|(id, _)| id == key).unwrap();
+    ages[at].1 = age;
+}
+
+async fn edge_count(graph: &Omnigraph) -> usize {
+    let batches = graph
+        .scan("WorksAt", &ScanRequest::default(), &CommitRef::Head)
+        .await
+        .unwrap();
+    batches.iter().map(|batch| batch.num_rows()).sum()
+}
+
+#[tokio::test]
+async fn a_write_by_key_reads_only_the_fragments_that_hold_its_keys() {
+    for backend in BACKENDS {
+        let (graph, _test) = many_fragments(backend).await;
+        let mut expected = ages(&graph).await;
+        assert_eq!(expected.len(), FRAGMENTS * PEOPLE_PER_FRAGMENT);
+        let head = graph.head().await.unwrap();
+        // The same one-row update twice: by a predicate that does not pin the key (an
+        // OR), which reads every fragment, then by one that does, which reads the
+        // fragment holding the key.
+        let mut reads = Vec::new();
+        for (predicate, age) in [("id = 'p4007' OR id = 'p4007'", 1), ("id = 'p4007'", 2)] {
+            let probe = graph.graph().root().probe();
+            graph
+                .update("Person", predicate, &[("age".into(), json!(age))])
+                .await
+                .unwrap()
+                .expect("p4007 is updated");
+            reads.push(data_reads(&head, "Person", &probe.requests()));
+            set(&mut expected, "p4007", age);
+            assert_eq!(ages(&graph).await, expected, "{backend:?}: {predicate}");
+        }
+        let [whole, pinned] = reads[..] else {
+            unreachable!()
+        };
+        assert!(
+            whole >= FRAGMENTS && pinned <= 2,
+            "{backend:?}: data files read: {whole} by a whole-table update, {pinned} by key"
+        );
+
+        // Two keys and a condition on another column: only rows meeting it change.
+        graph
+            .update(
+                "Person",
+                "`id` IN ('p3', 'p9001') AND age > 5",
+                &[("age".into(), json!(99))],
+            )
+            .await
+            .unwrap()
+            .expect("p9001 is updated");
+        set(&mut expected, "p9001", 99);
+        assert_eq!(ages(&graph).await, expected, "{backend:?}");
+        // A key the table lacks, or a pinned key the rest of the predicate rules out:
+        // nothing to write, nothing published.
+        let before = graph.head().await.unwrap();
+        for predicate in ["id = 'nobody'", "id = 'p1' AND age > 100"] {
+            let written = graph
+                .update("Person", predicate, &[("age".into(), json!(1))])
+                .await
+                .unwrap();
+            assert!(written.is_none(), "{backend:?}: {predicate}");
+        }
+        assert_eq!(graph.head().await.unwrap(), before);
+
+        // A cascading delete by key: the node's own fragment, and its edge.
+        let edges = edge_count(&graph).await;
+        let probe = graph.graph().root().probe();
+        graph
+            .delete("Person", "id = 'p12010'")
+            .await
+            .unwrap()
+            .expect("p12010 is deleted");
+        let pinned = data_reads(&head, "Person", &probe.requests());
+        assert!(
+            pinned <= 2,
+            "{backend:?}: the delete read {pinned} Person data files"
+        );
+        expected.retain(|(id, _)| id != "p12010");
+        assert_eq!(ages(&graph).await, expected, "{backend:?}");
+        assert_eq!(edge_count(&graph).await, edges - 1, "{backend:?}");
+        assert!(
+            graph
+                .get("WorksAt", &json!("e12010"), &CommitRef::Head)
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_point_update_keeps_the_row_id_and_the_key_index_finds_the_new_row() {
+    let (graph, _test) = many_fragments(Backend::Memory).await;
+    graph.build_indexes().await.unwrap();
+    let row_id = |commit: GraphCommit| {
+        let graph = &graph;
+        async move {
+            let table = graph
+                .graph()
+                .snapshot_of(commit)
+                .table("Person")
+                .await
+                .unwrap();
+            omnigraph_tests::text_ids_and_row_ids(&table)
+                .await
+                .into_iter()
+                .filter(|(key, _)| key == "p5")
+                .map(|(_, row_id)| row_id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let before = row_id(graph.head().await.unwrap()).await;
+    assert_eq!(before.len(), 1);
+    let commit = graph
+        .update("Person", "id = 'p5'", &[("age".into(), json!(55))])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        row_id(commit.clone()).await,
+        before,
+        "the row keeps its stable id"
+    );
+    // The key index answers with the new row, once.
+    for filter in ["id = 'p5'", "id = 'p5' AND age = 55"] {
+        let batches = graph
+            .scan(
+                "Person",
+                &ScanRequest {
+                    filter: Some(filter.into()),
+                    ..ScanRequest::default()
+                },
+                &CommitRef::Head,
+            )
+            .await
+            .unwrap();
+        let rows = omnigraph_publish::rows::batches_to_json(&batches);
+        assert_eq!(rows.len(), 1, "{filter}");
+        assert_eq!(rows[0]["age"], 55, "{filter}");
+    }
+    // Updated twice more, the row is still one row.
+    for age in [56, 57] {
+        graph
+            .update("Person", "id = 'p5'", &[("age".into(), json!(age))])
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let p5 = graph
+        .get("Person", &json!("p5"), &CommitRef::Head)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p5["age"], 57);
+    assert_eq!(ages(&graph).await.len(), FRAGMENTS * PEOPLE_PER_FRAGMENT);
+}
+
+#[tokio::test]
+async fn keys_another_handle_deleted_are_free_again_and_moved_ones_are_found() {
+    for backend in BACKENDS {
+        let test = TestRoot::new(backend).await;
+        let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+        graph
+            .insert_json(
+                "Person",
+                objects(json!([
+                    {"id": "a", "name": "A", "age": 1},
+                    {"id": "b", "name": "B", "age": 2},
+                    {"id": "c", "name": "C", "age": 3}
+                ])),
+            )
+            .await
+            .unwrap();
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        // This handle reads where each key is; then the other deletes one row and
+        // moves another out of the same fragment.
+        graph
+            .update("Person", "id = 'c'", &[("age".into(), json!(30))])
+            .await
+            .unwrap()
+            .unwrap();
+        other.delete("Person", "id = 'b'").await.unwrap().unwrap();
+        other
+            .update("Person", "id = 'a'", &[("age".into(), json!(10))])
+            .await
+            .unwrap()
+            .unwrap();
+        // The deleted key is free again; a live one is not.
+        graph
+            .insert_json(
+                "Person",
+                objects(json!([{"id": "b", "name": "B2", "age": 20}])),
+            )
+            .await
+            .unwrap();
+        let error = graph
+            .insert_json("Person", objects(json!([{"id": "a", "name": "again"}])))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, OmniError::KeyConflict { .. }),
+            "{backend:?}: {error}"
+        );
+        // The moved row is found where it went.
+        graph
+            .update("Person", "id = 'a'", &[("age".into(), json!(11))])
+            .await
+            .unwrap()
+            .expect("a is updated where the other handle moved it");
+        graph.delete("Person", "id = 'c'").await.unwrap().unwrap();
+        assert_eq!(
+            ages(&graph).await,
+            vec![("a".to_string(), 11), ("b".to_string(), 20)],
+            "{backend:?}"
+        );
+    }
+}
