@@ -17,6 +17,8 @@
 //! - [`traverse`]: multi-hop traversal, one batched lookup per step.
 //! - [`adjacency`]: the adjacency artifact optimize builds and traversals read.
 //! - [`key_cache`]: a warm handle's keys per table, so key checks cost no request.
+//! - [`endpoint_cache`]: a warm handle's edge endpoints per edge table, so a node delete
+//!   reads only the edge fragments that can hold its edges.
 //! - [`ingest`]: insert and load: validated batches, staged and published in one commit.
 //! - [`mutate`]: update and delete, strict writers; deletes cascade to incident edges.
 //! - [`schema_apply`]: moving a graph to a new schema, refusing data loss unless forced.
@@ -41,8 +43,8 @@ pub mod protocol;
 // Every module keeps its path at the crate root (`omnigraph_publish::layout`, ...).
 pub use columnar::InputFormat;
 pub use handle::{
-    adjacency, branching, columnar, indexes, ingest, key_cache, merge, mutate, omnigraph, reads,
-    rows, schema_apply, spill, traverse,
+    adjacency, branching, columnar, endpoint_cache, indexes, ingest, key_cache, merge, mutate,
+    omnigraph, reads, rows, schema_apply, spill, traverse,
 };
 pub use protocol::{branches, commit, gate, graph, layout, log, publisher, retention, staging};
 

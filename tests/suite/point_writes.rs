@@ -14,8 +14,8 @@ const FRAGMENTS: usize = 8;
 /// so every scan of it reads it again.
 const PEOPLE_PER_FRAGMENT: usize = 2_000;
 
-/// `FRAGMENTS` fragments of people (`p0`, `p1`, ...; age = number), one company, and an
-/// edge from every tenth person.
+/// `FRAGMENTS` fragments of people (`p0`, `p1`, ...; age = number), one company, and as
+/// many fragments of edges, one from each person.
 async fn many_fragments(backend: Backend) -> (Omnigraph, TestRoot) {
     let test = TestRoot::new(backend).await;
     let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
@@ -34,7 +34,6 @@ async fn many_fragments(backend: Backend) -> (Omnigraph, TestRoot) {
             .await
             .unwrap();
         let edges: Vec<_> = numbers
-            .step_by(10)
             .map(|n| json!({"id": format!("e{n}"), "src": format!("p{n}"), "dst": "c1"}))
             .collect();
         graph
@@ -87,12 +86,11 @@ fn set(ages: &mut [(String, i64)], key: &str, age: i64) {
     ages[at].1 = age;
 }
 
-async fn edge_count(graph: &Omnigraph) -> usize {
-    let batches = graph
-        .scan("WorksAt", &ScanRequest::default(), &CommitRef::Head)
+async fn edge_count(graph: &Omnigraph) -> u64 {
+    graph
+        .count("WorksAt", None, &CommitRef::Head)
         .await
-        .unwrap();
-    batches.iter().map(|batch| batch.num_rows()).sum()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -149,7 +147,11 @@ async fn a_write_by_key_reads_only_the_fragments_that_hold_its_keys() {
         }
         assert_eq!(graph.head().await.unwrap(), before);
 
-        // A cascading delete by key: the node's own fragment, and its edge.
+        // A cascading delete by key reads the node's own fragment and the fragment of
+        // its edge (once the handle knows where edges are: its first delete reads every
+        // edge fragment's endpoints).
+        graph.delete("Person", "id = 'p1'").await.unwrap().unwrap();
+        expected.retain(|(id, _)| id != "p1");
         let edges = edge_count(&graph).await;
         let probe = graph.graph().root().probe();
         graph
@@ -157,10 +159,14 @@ async fn a_write_by_key_reads_only_the_fragments_that_hold_its_keys() {
             .await
             .unwrap()
             .expect("p12010 is deleted");
-        let pinned = data_reads(&head, "Person", &probe.requests());
+        let requests = probe.requests();
+        let (people, edge_files) = (
+            data_reads(&head, "Person", &requests),
+            data_reads(&head, "WorksAt", &requests),
+        );
         assert!(
-            pinned <= 2,
-            "{backend:?}: the delete read {pinned} Person data files"
+            people <= 2 && edge_files <= 2,
+            "{backend:?}: the delete read {people} Person and {edge_files} WorksAt data files"
         );
         expected.retain(|(id, _)| id != "p12010");
         assert_eq!(ages(&graph).await, expected, "{backend:?}");
@@ -298,6 +304,133 @@ async fn keys_another_handle_deleted_are_free_again_and_moved_ones_are_found() {
         assert_eq!(
             ages(&graph).await,
             vec![("a".to_string(), 11), ("b".to_string(), 20)],
+            "{backend:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_node_delete_finds_edges_other_handles_added_or_compacted_since() {
+    for backend in BACKENDS {
+        let test = TestRoot::new(backend).await;
+        let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+        let people = json!([
+            {"id": "a", "name": "A"}, {"id": "b", "name": "B"}, {"id": "c", "name": "C"}
+        ]);
+        graph.insert_json("Person", objects(people)).await.unwrap();
+        graph
+            .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+            .await
+            .unwrap();
+        let edge = |id: &str, src: &str| json!({"id": id, "src": src, "dst": "c1"});
+        graph
+            .insert_json(
+                "WorksAt",
+                objects(json!([edge("ea", "a"), edge("eb", "b")])),
+            )
+            .await
+            .unwrap();
+        // This handle learns where the edges are.
+        graph.delete("Person", "id = 'c'").await.unwrap().unwrap();
+        // Another handle adds an edge to `a`, in a fragment of its own, and to `b`.
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        for (id, src) in [("ea2", "a"), ("eb2", "b")] {
+            other
+                .insert_json("WorksAt", objects(json!([edge(id, src)])))
+                .await
+                .unwrap();
+        }
+        graph.delete("Person", "id = 'a'").await.unwrap().unwrap();
+        let edge_ids = || async {
+            let batches = graph
+                .scan("WorksAt", &ScanRequest::default(), &CommitRef::Head)
+                .await
+                .unwrap();
+            let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+                .into_iter()
+                .map(|row| row["id"].as_str().unwrap().to_string())
+                .collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(edge_ids().await, ["eb", "eb2"], "{backend:?}");
+        // Optimize rewrites the edge fragments into one; the deleted node's edges go
+        // with it, wherever the rewrite put them.
+        let budget = omnigraph_maintenance::MaintenanceBudget::default();
+        let report = omnigraph_maintenance::optimize(&other, &budget)
+            .await
+            .unwrap();
+        assert!(report.table("WorksAt").unwrap().published(), "{backend:?}");
+        graph.delete("Person", "id = 'b'").await.unwrap().unwrap();
+        assert!(edge_ids().await.is_empty(), "{backend:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_handle_that_moves_to_an_older_state_of_a_table_finds_every_key_again() {
+    for backend in BACKENDS {
+        let test = TestRoot::new(backend).await;
+        let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+        // One fragment, which keeps `d` throughout.
+        let people = json!([
+            {"id": "a", "name": "A", "age": 1}, {"id": "b", "name": "B", "age": 2},
+            {"id": "c", "name": "C", "age": 3}, {"id": "d", "name": "D", "age": 4}
+        ]);
+        graph.insert_json("Person", objects(people)).await.unwrap();
+        // The handle learns where the keys are; a branch keeps this state of Person.
+        graph
+            .update("Person", "id = 'c'", &[("age".into(), json!(30))])
+            .await
+            .unwrap()
+            .unwrap();
+        graph
+            .create_branch("before", &CommitRef::Head)
+            .await
+            .unwrap();
+        // Another handle moves `a` out of its fragment and deletes `b` there; this one
+        // follows (the fragment only lost rows).
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        other
+            .update("Person", "id = 'a'", &[("age".into(), json!(10))])
+            .await
+            .unwrap()
+            .unwrap();
+        other.delete("Person", "id = 'b'").await.unwrap().unwrap();
+        graph
+            .update("Person", "id = 'c'", &[("age".into(), json!(31))])
+            .await
+            .unwrap()
+            .unwrap();
+        // On the branch, the same handle (and its caches) sees `a` and `b` where they
+        // were: both are found, and neither key can be inserted again.
+        let graph = graph.with_branch("before").unwrap();
+        for key in ["a", "b"] {
+            graph
+                .update(
+                    "Person",
+                    &format!("id = '{key}'"),
+                    &[("age".into(), json!(99))],
+                )
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("{backend:?}: {key} is on the branch"));
+            let error = graph
+                .insert_json("Person", objects(json!([{"id": key, "name": "again"}])))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(error, OmniError::KeyConflict { .. }),
+                "{backend:?}: {error}"
+            );
+        }
+        assert_eq!(
+            ages(&graph).await,
+            vec![
+                ("a".to_string(), 99),
+                ("b".to_string(), 99),
+                ("c".to_string(), 30),
+                ("d".to_string(), 4)
+            ],
             "{backend:?}"
         );
     }

@@ -57,6 +57,7 @@ const LANCE_WRITE_NAMES: &[&str] = &[
     "commit_compaction",
     "optimize_indices",
     "commit_detached",
+    "extend_deletions",
 ];
 /// Lance write methods whose names are common words (arrow builders append, object
 /// stores delete). In files that use Lance they are flagged by their Lance call shape:

@@ -6,7 +6,7 @@
 //! carry-over treats them alike.
 
 use super::stage::{cast_to, classify_predicate_error, update_projection};
-use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, write_error};
+use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, staged, write_error};
 use crate::error::{OmniError, Result};
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
@@ -145,18 +145,39 @@ pub async fn stage_update_in(
         .execute_uncommitted(vec![updated])
         .await
         .map_err(|error| write_error("write updated rows", error))?;
+    // The data files exist from here on: a failure leaves them unpublished.
     let Operation::Append {
         fragments: mut new_fragments,
     } = written.operation
     else {
-        return Err(OmniError::internal(
+        return Err(staged(OmniError::internal(
             "writing rows gave no appended fragments",
-        ));
+        )));
     };
-    // The rows keep their stable ids: each new fragment carries the ids of its rows, in
-    // the order they were written.
+    carry_row_ids(&mut new_fragments, &row_ids).map_err(staged)?;
+    let (updated_fragments, removed_fragment_ids) = mark_deleted(base, &within, doomed).await?;
+    let operation = Operation::Update {
+        removed_fragment_ids,
+        updated_fragments,
+        new_fragments,
+        fields_modified: Vec::new(),
+        compacted_sstables: Vec::new(),
+        fields_for_preserving_frag_bitmap: assigned_field_ids(base, assignments),
+        update_mode: Some(UpdateMode::RewriteRows),
+        inserted_rows_filter: None,
+        updated_fragment_offsets: None,
+    };
+    let transaction = Transaction::new(super::version_of(base), operation, None);
+    commit_link(base, transaction, origin, LinkKind::Update, rows)
+        .await
+        .map(Some)
+}
+
+/// Gives each of `written` (new fragments, in the order their rows were written) the
+/// stable ids its rows had, from `row_ids` (in the same order).
+fn carry_row_ids(written: &mut [Fragment], row_ids: &[u64]) -> Result<()> {
     let mut next = 0usize;
-    for fragment in &mut new_fragments {
+    for fragment in written {
         let count = fragment.physical_rows.ok_or_else(|| {
             OmniError::internal("a written fragment does not say how many rows it holds")
         })?;
@@ -174,22 +195,7 @@ pub async fn stage_update_in(
             row_ids.len()
         )));
     }
-    let (updated_fragments, removed_fragment_ids) = mark_deleted(base, &within, doomed).await?;
-    let operation = Operation::Update {
-        removed_fragment_ids,
-        updated_fragments,
-        new_fragments,
-        fields_modified: Vec::new(),
-        compacted_sstables: Vec::new(),
-        fields_for_preserving_frag_bitmap: assigned_field_ids(base, assignments),
-        update_mode: Some(UpdateMode::RewriteRows),
-        inserted_rows_filter: None,
-        updated_fragment_offsets: None,
-    };
-    let transaction = Transaction::new(super::version_of(base), operation, None);
-    commit_link(base, transaction, origin, LinkKind::Update, rows)
-        .await
-        .map(Some)
+    Ok(())
 }
 
 /// The fragments of `base` with the given ids; an id `base` lacks is the caller's bug.
@@ -261,7 +267,11 @@ async fn mark_deleted(
             .iter()
             .find(|fragment| fragment.id == id)
             .cloned()
-            .ok_or_else(|| OmniError::internal(format!("no fragment {id} to delete rows in")))?;
+            .ok_or_else(|| {
+                staged(OmniError::internal(format!(
+                    "no fragment {id} to delete rows in"
+                )))
+            })?;
         let marked = FileFragment::new(base.clone(), fragment)
             .extend_deletions(offsets)
             .await

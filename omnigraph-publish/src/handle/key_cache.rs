@@ -36,6 +36,9 @@ const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
 /// this handle, not read): such a fragment is read again when it loses rows.
 const OFFSET_UNKNOWN: u64 = u32::MAX as u64;
 
+/// How many deletion files one refresh reads at once.
+const DELETION_READS_IN_FLIGHT_MAX: usize = 16;
+
 /// A fragment as the cache knows it.
 #[derive(Debug)]
 struct FragmentRead {
@@ -46,26 +49,13 @@ struct FragmentRead {
     /// Whether each key of it is kept with its offset (false for a fragment this
     /// handle appended, whose keys came without).
     addressed: bool,
-    /// The offsets deleted when its keys were read, in order, once known (a row deleted
-    /// then has no key here, so a newer state must keep it deleted).
-    deleted_at_read: Option<Vec<u32>>,
-    /// The offsets deleted in `now`, in order, once it differs from `read`: keys at them
-    /// no longer count.
+    /// The offsets deleted in `now`, in order. Keys at them no longer count; a row
+    /// deleted when the keys were read has no key here at all. A newer state of the
+    /// fragment must keep every one of them deleted, or its keys are read again.
     deleted_now: Vec<u32>,
 }
 
 impl FragmentRead {
-    fn new(fragment: Fragment, addressed: bool) -> FragmentRead {
-        let deleted_at_read = fragment.deletion_file.is_none().then(Vec::new);
-        FragmentRead {
-            read: fragment.clone(),
-            now: fragment,
-            addressed,
-            deleted_at_read,
-            deleted_now: Vec::new(),
-        }
-    }
-
     fn holds(&self, address: u64) -> bool {
         let offset = address & OFFSET_UNKNOWN;
         offset == OFFSET_UNKNOWN || self.deleted_now.binary_search(&(offset as u32)).is_err()
@@ -92,8 +82,18 @@ pub(crate) struct TableKeys {
 
 impl TableKeys {
     /// Brings the cache to `table` (reading only what it lacks) and returns whether it
-    /// now holds every key of `table`. `false` when the table has too many keys.
+    /// now holds every key of `table`. `false` when the table has too many keys. A
+    /// failed read leaves the cache empty, never half brought up to date.
     pub(crate) async fn refresh(&mut self, table: &Arc<Dataset>, key_column: &str) -> Result<bool> {
+        let refreshed = self.bring_to(table, key_column).await;
+        if !matches!(refreshed, Ok(true)) {
+            *self = TableKeys::default();
+        }
+        refreshed
+    }
+
+    async fn bring_to(&mut self, table: &Arc<Dataset>, key_column: &str) -> Result<bool> {
+        use futures::StreamExt;
         let version = table.manifest().version;
         if self.version == version && !self.fragments.is_empty() {
             return Ok(true);
@@ -104,50 +104,57 @@ impl TableKeys {
             .iter()
             .map(|fragment| (fragment.id, fragment))
             .collect();
-        // Fragments that only lost rows: their deletions, read before anything changes
-        // so that a failed read leaves the cache as it was.
-        let mut losses: Vec<(u64, Vec<u32>, Vec<u32>)> = Vec::new();
         let mut stale: HashSet<u64> = HashSet::new();
+        let mut lost_rows: Vec<Fragment> = Vec::new();
         for (id, known) in &self.fragments {
-            let Some(now) = current.get(id) else {
-                stale.insert(*id);
-                continue;
-            };
-            if **now == known.now {
-                continue;
+            match current.get(id) {
+                Some(now) if **now == known.now => {}
+                Some(now) if known.addressed && only_deletions_differ(&known.read, now) => {
+                    lost_rows.push((*now).clone());
+                }
+                _ => {
+                    stale.insert(*id);
+                }
             }
-            if !known.addressed || !only_deletions_differ(&known.read, now) {
-                stale.insert(*id);
-                continue;
-            }
-            let at_read = match &known.deleted_at_read {
-                Some(offsets) => offsets.clone(),
-                None => deleted_offsets(table, &known.read).await?,
-            };
-            let deleted = deleted_offsets(table, now).await?;
-            if at_read
+        }
+        // Fragments that only lost rows: their deletion files, read before anything
+        // changes.
+        let deletions: Vec<(u64, Vec<u32>)> = futures::stream::iter(lost_rows)
+            .map(|fragment| async move {
+                let id = fragment.id;
+                deleted_offsets(table, &fragment)
+                    .await
+                    .map(|deleted| (id, deleted))
+            })
+            .buffer_unordered(DELETION_READS_IN_FLIGHT_MAX)
+            .try_collect()
+            .await?;
+        let mut losses = Vec::with_capacity(deletions.len());
+        for (id, deleted) in deletions {
+            let known = &self.fragments[&id];
+            if known
+                .deleted_now
                 .iter()
                 .any(|offset| deleted.binary_search(offset).is_err())
             {
-                // A row deleted when the keys were read is live again (an older state
-                // of the table): its key was never kept, so read the fragment again.
-                stale.insert(*id);
-                continue;
+                // A row deleted before is live again (an older state of the table):
+                // its key may be kept elsewhere or not at all, so read it again.
+                stale.insert(id);
+            } else {
+                losses.push((id, deleted));
             }
-            losses.push((*id, at_read, deleted));
         }
         if !stale.is_empty() {
             self.keys
                 .retain(|_, address| !stale.contains(&(*address >> 32)));
             self.fragments.retain(|id, _| !stale.contains(id));
         }
-        for (id, at_read, deleted) in losses {
+        for (id, deleted) in losses {
             let known = self
                 .fragments
                 .get_mut(&id)
                 .unwrap_or_else(|| unreachable!("a fragment that lost rows was just found"));
             known.now = (*current[&id]).clone();
-            known.deleted_at_read = Some(at_read);
             known.deleted_now = deleted;
         }
         let missing: Vec<Fragment> = table
@@ -162,7 +169,6 @@ impl TableKeys {
             .map(|fragment| fragment.physical_rows.unwrap_or(0) as u64)
             .sum();
         if self.keys.len() as u64 + missing_rows > CACHED_KEYS_PER_TABLE_MAX as u64 {
-            *self = TableKeys::default();
             return Ok(false);
         }
         if !missing.is_empty() {
@@ -179,6 +185,17 @@ impl TableKeys {
                 .try_collect()
                 .await
                 .map_err(|error| OmniError::from_lance("read keys", error))?;
+            // Per fragment read, which of its rows the scan returned: the others were
+            // deleted when it was read.
+            let mut live: HashMap<u64, Vec<bool>> = missing
+                .iter()
+                .map(|fragment| {
+                    (
+                        fragment.id,
+                        vec![false; fragment.physical_rows.unwrap_or(0)],
+                    )
+                })
+                .collect();
             for batch in &batches {
                 let addresses = batch
                     .column_by_name(ROW_ADDRESS_COLUMN)
@@ -191,14 +208,17 @@ impl TableKeys {
                 for row in 0..batch.num_rows() {
                     let address = addresses.value(row);
                     let fragment = address >> 32;
-                    assert!(
-                        current.contains_key(&fragment),
-                        "a key read from fragment {fragment}, which the table does not have"
-                    );
-                    assert!(
-                        address & OFFSET_UNKNOWN != OFFSET_UNKNOWN,
-                        "a key read at an offset no fragment reaches"
-                    );
+                    let offset = (address & OFFSET_UNKNOWN) as usize;
+                    let seen = live
+                        .get_mut(&fragment)
+                        .and_then(|rows| rows.get_mut(offset))
+                        .ok_or_else(|| {
+                            OmniError::internal(format!(
+                                "a key scan returned row {offset} of fragment {fragment}, \
+                                 which the fragments it read do not have"
+                            ))
+                        })?;
+                    *seen = true;
                     self.keys.insert(
                         rows::render_array_key(batch.column(0).as_ref(), row),
                         address,
@@ -206,8 +226,21 @@ impl TableKeys {
                 }
             }
             for fragment in missing {
-                self.fragments
-                    .insert(fragment.id, FragmentRead::new(fragment, true));
+                let deleted_now = live[&fragment.id]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, seen)| !**seen)
+                    .map(|(offset, _)| offset as u32)
+                    .collect();
+                self.fragments.insert(
+                    fragment.id,
+                    FragmentRead {
+                        read: fragment.clone(),
+                        now: fragment,
+                        addressed: true,
+                        deleted_now,
+                    },
+                );
             }
         }
         self.version = version;
@@ -273,8 +306,15 @@ impl TableKeys {
             return;
         };
         let address = fragment.id << 32 | OFFSET_UNKNOWN;
-        self.fragments
-            .insert(fragment.id, FragmentRead::new((*fragment).clone(), false));
+        self.fragments.insert(
+            fragment.id,
+            FragmentRead {
+                read: (*fragment).clone(),
+                now: (*fragment).clone(),
+                addressed: false,
+                deleted_now: Vec::new(),
+            },
+        );
         self.keys
             .extend(added.into_iter().map(|key| (key, address)));
         self.version = table.manifest().version;

@@ -5,6 +5,7 @@ pub mod adjacency;
 pub mod branching;
 pub(crate) mod byte_channel;
 pub mod columnar;
+pub mod endpoint_cache;
 pub(crate) mod hash_slots;
 pub mod indexes;
 pub mod ingest;

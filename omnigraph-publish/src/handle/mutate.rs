@@ -435,13 +435,17 @@ impl Omnigraph {
                 if edges.manifest().fragments.is_empty() {
                     continue;
                 }
+                let naming = self
+                    .edge_fragments_naming(&edge_pin.table_id, &edges, &deleted_keys)
+                    .await?;
                 if !staging.has_chain(&edge_pin.table_id) {
                     staging.seed(&edge_pin.table_id, edges)?;
                 }
                 // One scan per chunk finds the edges and stages their deletion, or
                 // stages nothing when there are none.
                 for edge_predicate in &edge_predicates {
-                    let every: Vec<u64> = staging
+                    // An earlier chunk may have emptied (and so removed) a fragment.
+                    let within: Vec<u64> = staging
                         .chain(&edge_pin.table_id)
                         .await?
                         .tip()
@@ -449,9 +453,10 @@ impl Omnigraph {
                         .fragments
                         .iter()
                         .map(|fragment| fragment.id)
+                        .filter(|id| naming.as_ref().is_none_or(|naming| naming.contains(id)))
                         .collect();
                     if let Some(link) = staging
-                        .stage_delete_in(&edge_pin.table_id, every, edge_predicate)
+                        .stage_delete_in(&edge_pin.table_id, within, edge_predicate)
                         .await?
                     {
                         rows += link.rows_affected;
@@ -506,22 +511,45 @@ impl Omnigraph {
         }
         let cache = self.key_cache(table_id);
         let mut cache = cache.lock().await;
-        if !cache.is_warm() {
-            let rows: u64 = table
-                .manifest()
-                .fragments
-                .iter()
-                .map(|fragment| fragment.physical_rows.unwrap_or(0) as u64)
-                .sum();
-            if rows > POINT_WRITE_COLD_ROWS_MAX {
-                return Ok(None);
-            }
+        if !cache.is_warm() && rows_of(table) > POINT_WRITE_COLD_ROWS_MAX {
+            return Ok(None);
         }
         if !cache.refresh(table, key_column).await? {
             return Ok(None);
         }
         Ok(Some(cache.fragments_of(&keys)))
     }
+
+    /// The fragments of the edge table `edges` (`table_id`) that may hold an edge
+    /// naming one of `keys` (rendered node keys), when this handle knows its endpoints:
+    /// its endpoint cache is warm, or the table is small enough to read them now.
+    /// `None` when every fragment must be read.
+    async fn edge_fragments_naming(
+        &self,
+        table_id: &str,
+        edges: &omnigraph_core::lance::Dataset,
+        keys: &[RowKey],
+    ) -> Result<Option<Vec<u64>>> {
+        let cache = self.endpoint_cache(table_id);
+        let mut cache = cache.lock().await;
+        if !cache.is_warm() && rows_of(edges) > POINT_WRITE_COLD_ROWS_MAX {
+            return Ok(None);
+        }
+        if !cache.refresh(edges).await? {
+            return Ok(None);
+        }
+        Ok(Some(cache.fragments_naming(keys)))
+    }
+}
+
+/// The rows `table`'s fragments hold, deleted ones included.
+fn rows_of(table: &omnigraph_core::lance::Dataset) -> u64 {
+    table
+        .manifest()
+        .fragments
+        .iter()
+        .map(|fragment| fragment.physical_rows.unwrap_or(0) as u64)
+        .sum()
 }
 
 /// Where a caller's predicate is named in errors.

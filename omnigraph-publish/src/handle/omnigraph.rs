@@ -4,6 +4,7 @@
 
 use crate::adjacency::AdjacencyCache;
 use crate::commit::GraphCommit;
+use crate::endpoint_cache::EdgeEndpoints;
 use crate::graph::{CommitRef, Graph};
 use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::key_cache::TableKeys;
@@ -46,6 +47,9 @@ pub struct Omnigraph {
     /// The keys of each table this handle has checked keys against, each behind its
     /// own lock: filling one table's cache never blocks key checks on another.
     key_caches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<TableKeys>>>>,
+    /// The endpoints of each edge table a node delete of this handle cascaded to, each
+    /// behind its own lock.
+    endpoint_caches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<EdgeEndpoints>>>>,
     /// The memory each key set of a load holds, and where it spills past that.
     load_budget: LoadBudget,
     /// What one merge may hold in memory.
@@ -113,6 +117,7 @@ impl Omnigraph {
             catalog: Mutex::new(None),
             tables: Mutex::new(HashMap::new()),
             key_caches: Mutex::new(HashMap::new()),
+            endpoint_caches: Mutex::new(HashMap::new()),
             load_budget: LoadBudget::default(),
             merge_budget: MergeBudget::default(),
             adjacency: AdjacencyCache::default(),
@@ -465,6 +470,15 @@ impl Omnigraph {
     /// The key cache of `table_id`; the handle-wide lock is held only to find it.
     pub(crate) fn key_cache(&self, table_id: &str) -> Arc<tokio::sync::Mutex<TableKeys>> {
         self.key_caches
+            .lock()
+            .entry(table_id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// The endpoint cache of the edge table `table_id`.
+    pub(crate) fn endpoint_cache(&self, table_id: &str) -> Arc<tokio::sync::Mutex<EdgeEndpoints>> {
+        self.endpoint_caches
             .lock()
             .entry(table_id.to_string())
             .or_default()
