@@ -435,3 +435,53 @@ async fn a_handle_that_moves_to_an_older_state_of_a_table_finds_every_key_again(
         );
     }
 }
+
+#[tokio::test]
+async fn a_node_delete_on_an_older_state_finds_edges_deleted_in_a_newer_one() {
+    for backend in BACKENDS {
+        let test = TestRoot::new(backend).await;
+        let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+        let people = json!([
+            {"id": "a", "name": "A"}, {"id": "b", "name": "B"}, {"id": "d", "name": "D"}
+        ]);
+        graph.insert_json("Person", objects(people)).await.unwrap();
+        graph
+            .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+            .await
+            .unwrap();
+        // One edge fragment, which keeps `ed` throughout.
+        let edge = |id: &str, src: &str| json!({"id": id, "src": src, "dst": "c1"});
+        let edges = json!([edge("ea", "a"), edge("eb", "b"), edge("ed", "d")]);
+        graph.insert_json("WorksAt", objects(edges)).await.unwrap();
+        graph
+            .create_branch("before", &CommitRef::Head)
+            .await
+            .unwrap();
+        // On main, another handle deletes `a` (and `ea`); then this handle deletes `b`,
+        // reading the edge fragment's endpoints while `ea` is deleted there.
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        other.delete("Person", "id = 'a'").await.unwrap().unwrap();
+        graph.delete("Person", "id = 'b'").await.unwrap().unwrap();
+        // On the branch `ea` is live: deleting `a` there deletes it.
+        let graph = graph.with_branch("before").unwrap();
+        let commit = graph.delete("Person", "id = 'a'").await.unwrap().unwrap();
+        let batches = graph
+            .scan(
+                "WorksAt",
+                &ScanRequest::default(),
+                &CommitRef::Seq(commit.seq),
+            )
+            .await
+            .unwrap();
+        let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+            .into_iter()
+            .map(|row| row["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        assert_eq!(
+            ids,
+            ["eb", "ed"],
+            "{backend:?}: no edge of the deleted node is left"
+        );
+    }
+}

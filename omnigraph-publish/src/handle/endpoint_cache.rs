@@ -2,13 +2,13 @@
 //! only the edge fragments that can hold its edges, not every fragment.
 //!
 //! Per endpoint key (a `src` or a `dst`), the fragments holding an edge that names it.
-//! The answer may name more fragments than hold such an edge still (an edge deleted
-//! since, a fragment rewritten since), never fewer: reading one fragment more costs a
-//! read, missing one would leave an edge dangling. So a fragment that only lost rows
-//! keeps its entries, a fragment added since has its endpoints read, and a fragment that
-//! is gone or rewritten is passed over by every lookup (and its endpoints read again if
-//! it is rewritten). Once the fragments passed over outnumber the live ones, the cache
-//! starts again.
+//! The answer may name more fragments than hold such an edge still, never fewer: reading
+//! one fragment more costs a read, missing one would leave an edge dangling. So every
+//! row a fragment stores is read, deleted ones too, and the entries then hold for its
+//! files whatever its deletions are now or later (or were, for a handle that moves to an
+//! older state of the table). A fragment added since has its endpoints read; one that is
+//! gone or rewritten is passed over by every lookup (and read again if rewritten). Once
+//! the rows passed over outnumber the rows held, the cache starts again.
 
 use crate::rows::{self, KeyMap};
 use futures::TryStreamExt;
@@ -22,8 +22,13 @@ use std::collections::HashMap;
 /// The most edges whose endpoints are cached per table; a larger table is read whole.
 pub(crate) const CACHED_EDGES_PER_TABLE_MAX: u64 = 5_000_000;
 
-/// Whether `now` is `then` with at most more rows marked deleted: its endpoints as read
-/// still cover it.
+/// The rows `fragment` stores, deleted ones included.
+fn rows_of(fragment: &Fragment) -> u64 {
+    fragment.physical_rows.unwrap_or(0) as u64
+}
+
+/// Whether `now` has the very files `then` had (its deletions may differ either way):
+/// its endpoints as read, deleted rows included, still cover it.
 fn same_files(then: &Fragment, now: &Fragment) -> bool {
     then.id == now.id
         && then.files == now.files
@@ -40,8 +45,10 @@ pub(crate) struct EdgeEndpoints {
     /// The fragments whose endpoints are in `endpoints`, as read.
     fragments: HashMap<u64, Fragment>,
     endpoints: KeyMap<Vec<u64>>,
-    /// Fragments passed over since the cache started: their ids linger in `endpoints`.
-    passed_over: usize,
+    /// The rows of the fragments passed over since the cache started: their ids linger
+    /// in `endpoints`. Once they outnumber the rows of the fragments it holds, it
+    /// starts again.
+    passed_over_rows: u64,
 }
 
 impl EdgeEndpoints {
@@ -53,8 +60,17 @@ impl EdgeEndpoints {
 
     /// Brings the cache to `table` (reading the endpoints of only the fragments it
     /// lacks) and returns whether it now covers every edge of `table`. `false` when the
-    /// table has too many edges.
+    /// table has too many edges. A failed read leaves the cache empty, never half
+    /// brought up to date.
     pub(crate) async fn refresh(&mut self, table: &Dataset) -> Result<bool> {
+        let refreshed = self.bring_to(table).await;
+        if !matches!(refreshed, Ok(true)) {
+            *self = EdgeEndpoints::default();
+        }
+        refreshed
+    }
+
+    async fn bring_to(&mut self, table: &Dataset) -> Result<bool> {
         let version = table.manifest().version;
         if self.warm && self.version == version {
             return Ok(true);
@@ -65,11 +81,21 @@ impl EdgeEndpoints {
             .iter()
             .map(|fragment| (fragment.id, fragment))
             .collect();
-        let before = self.fragments.len();
-        self.fragments
-            .retain(|id, read| current.get(id).is_some_and(|now| same_files(read, now)));
-        self.passed_over += before - self.fragments.len();
-        if self.passed_over > self.fragments.len() {
+        let edges: u64 = current.values().map(|fragment| rows_of(fragment)).sum();
+        if edges > CACHED_EDGES_PER_TABLE_MAX {
+            return Ok(false);
+        }
+        let mut passed_over = 0;
+        self.fragments.retain(|id, read| {
+            let keep = current.get(id).is_some_and(|now| same_files(read, now));
+            if !keep {
+                passed_over += rows_of(read);
+            }
+            keep
+        });
+        self.passed_over_rows += passed_over;
+        let live: u64 = self.fragments.values().map(rows_of).sum();
+        if self.passed_over_rows > live {
             *self = EdgeEndpoints::default();
         }
         let missing: Vec<Fragment> = table
@@ -79,55 +105,22 @@ impl EdgeEndpoints {
             .filter(|fragment| !self.fragments.contains_key(&fragment.id))
             .cloned()
             .collect();
-        let edges: u64 = current
-            .values()
-            .map(|fragment| fragment.physical_rows.unwrap_or(0) as u64)
-            .sum();
-        if edges > CACHED_EDGES_PER_TABLE_MAX {
-            *self = EdgeEndpoints::default();
-            return Ok(false);
-        }
         if !missing.is_empty() {
+            let failed = |error| OmniError::from_lance("read edge endpoints", error);
             let mut scanner = table.scan();
             scanner.with_fragments(missing.clone());
+            // Every stored row, deleted ones too: what the cache holds for a fragment
+            // then covers its files in any state of its deletions, an older one
+            // included.
+            scanner.with_row_id();
             scanner.with_row_address();
+            scanner.include_deleted_rows();
             scanner
                 .project(&[EDGE_SRC_COLUMN, EDGE_DST_COLUMN])
-                .map_err(|error| OmniError::from_lance("read edge endpoints", error))?;
-            let batches: Vec<RecordBatch> = scanner
-                .try_into_stream()
-                .await
-                .map_err(|error| OmniError::from_lance("read edge endpoints", error))?
-                .try_collect()
-                .await
-                .map_err(|error| OmniError::from_lance("read edge endpoints", error))?;
-            for batch in &batches {
-                let addresses = batch
-                    .column_by_name("_rowaddr")
-                    .and_then(|column| {
-                        column
-                            .as_any()
-                            .downcast_ref::<omnigraph_core::arrow_array::UInt64Array>()
-                    })
-                    .ok_or_else(|| {
-                        OmniError::internal("an endpoint scan returned no row addresses")
-                    })?;
-                for row in 0..batch.num_rows() {
-                    let fragment = addresses.value(row) >> 32;
-                    assert!(
-                        current.contains_key(&fragment),
-                        "an edge read from fragment {fragment}, which the table does not have"
-                    );
-                    for column in [batch.column(0), batch.column(1)] {
-                        let held = self
-                            .endpoints
-                            .entry(rows::render_array_key(column.as_ref(), row))
-                            .or_default();
-                        if held.last() != Some(&fragment) {
-                            held.push(fragment);
-                        }
-                    }
-                }
+                .map_err(failed)?;
+            let mut batches = scanner.try_into_stream().await.map_err(failed)?;
+            while let Some(batch) = batches.try_next().await.map_err(failed)? {
+                self.take_endpoints(&batch, &current)?;
             }
             for fragment in missing {
                 self.fragments.insert(fragment.id, fragment);
@@ -136,6 +129,43 @@ impl EdgeEndpoints {
         self.warm = true;
         self.version = version;
         Ok(true)
+    }
+
+    /// Records the endpoints of one batch of an endpoint scan of `current`'s fragments.
+    fn take_endpoints(
+        &mut self,
+        batch: &RecordBatch,
+        current: &HashMap<u64, &Fragment>,
+    ) -> Result<()> {
+        let column = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| OmniError::internal(format!("an endpoint scan returned no {name}")))
+        };
+        let addresses = column("_rowaddr")?;
+        let addresses = addresses
+            .as_any()
+            .downcast_ref::<omnigraph_core::arrow_array::UInt64Array>()
+            .ok_or_else(|| OmniError::internal("an endpoint scan's row addresses are not u64"))?;
+        let (sources, targets) = (column(EDGE_SRC_COLUMN)?, column(EDGE_DST_COLUMN)?);
+        for row in 0..batch.num_rows() {
+            let fragment = addresses.value(row) >> 32;
+            if !current.contains_key(&fragment) {
+                return Err(OmniError::internal(format!(
+                    "an edge read from fragment {fragment}, which the table does not have"
+                )));
+            }
+            for endpoints in [sources, targets] {
+                let held = self
+                    .endpoints
+                    .entry(rows::render_array_key(endpoints.as_ref(), row))
+                    .or_default();
+                if held.last() != Some(&fragment) {
+                    held.push(fragment);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The fragments that may hold an edge naming any of `keys` (rendered as a key

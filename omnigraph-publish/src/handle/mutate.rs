@@ -453,7 +453,11 @@ impl Omnigraph {
                         .fragments
                         .iter()
                         .map(|fragment| fragment.id)
-                        .filter(|id| naming.as_ref().is_none_or(|naming| naming.contains(id)))
+                        .filter(|id| {
+                            naming
+                                .as_ref()
+                                .is_none_or(|naming| naming.binary_search(id).is_ok())
+                        })
                         .collect();
                     if let Some(link) = staging
                         .stage_delete_in(&edge_pin.table_id, within, edge_predicate)
