@@ -485,3 +485,83 @@ async fn a_node_delete_on_an_older_state_finds_edges_deleted_in_a_newer_one() {
         );
     }
 }
+
+#[tokio::test]
+async fn integer_keys_and_self_edges_are_written_by_key() {
+    let test = TestRoot::new(Backend::Memory).await;
+    let schema = "
+node Item { n: Int64 @key, name: String }
+edge Next: Item -> Item
+";
+    let graph = Omnigraph::create(&test.uri, schema).await.unwrap();
+    // Items in two fragments; edges both ways between them, and a loop.
+    for numbers in [-3..=2, 3..=8] {
+        let items: Vec<_> = numbers.map(|n| json!({"n": n, "name": "i"})).collect();
+        graph
+            .insert_json("Item", objects(json!(items)))
+            .await
+            .unwrap();
+    }
+    let edges: Vec<_> = [(-3, 4), (4, 1), (5, 5), (2, 3)]
+        .iter()
+        .enumerate()
+        .map(|(i, (a, b))| json!({"id": format!("e{i}"), "src": a, "dst": b}))
+        .collect();
+    graph
+        .insert_json("Next", objects(json!(edges)))
+        .await
+        .unwrap();
+    let renamed = graph
+        .update(
+            "Item",
+            "n IN (-3, 7) AND name = 'i'",
+            &[("name".into(), json!("x"))],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(renamed.pin_of_type("Item").unwrap().row_count, 12);
+    let rows = item_names(&graph).await;
+    let changed: Vec<i64> = rows
+        .iter()
+        .filter(|(_, name)| name == "x")
+        .map(|(n, _)| *n)
+        .collect();
+    assert_eq!(changed, [-3, 7]);
+    // Deleting 4 takes the edges from and to it; deleting 5 its loop.
+    graph.delete("Item", "n = 4").await.unwrap().unwrap();
+    graph
+        .delete("Item", "n = -5 OR n = 5")
+        .await
+        .unwrap()
+        .unwrap();
+    let batches = graph
+        .scan("Next", &ScanRequest::default(), &CommitRef::Head)
+        .await
+        .unwrap();
+    let left: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| row["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(left, ["e3"]);
+    assert_eq!(item_names(&graph).await.len(), 10);
+}
+
+/// `(n, name)` of every Item at the head, sorted.
+async fn item_names(graph: &Omnigraph) -> Vec<(i64, String)> {
+    let batches = graph
+        .scan("Item", &ScanRequest::default(), &CommitRef::Head)
+        .await
+        .unwrap();
+    let mut rows: Vec<(i64, String)> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| {
+            (
+                row["n"].as_i64().unwrap(),
+                row["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
