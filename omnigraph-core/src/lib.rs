@@ -23,6 +23,7 @@ pub mod classify;
 pub mod error;
 pub mod failpoints;
 pub mod filter;
+pub mod fragments;
 pub mod schema;
 pub mod seams;
 pub mod storage;

@@ -16,7 +16,8 @@
 //! - [`reads`]: neighbours, nearest vectors and full-text search.
 //! - [`traverse`]: multi-hop traversal, one batched lookup per step.
 //! - [`adjacency`]: the adjacency artifact optimize builds and traversals read.
-//! - [`key_cache`]: a warm handle's keys per table, so key checks cost no request.
+//! - [`key_cache`]: a warm handle's keys per table, each with its row, so key checks cost
+//!   no request and a write by key reads only the fragments that hold its keys.
 //! - [`endpoint_cache`]: a warm handle's edge endpoints per edge table, so a node delete
 //!   reads only the edge fragments that can hold its edges.
 //! - [`ingest`]: insert and load: validated batches, staged and published in one commit.

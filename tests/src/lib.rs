@@ -513,3 +513,45 @@ pub fn units_not_in_head(
         .cloned()
         .collect()
 }
+
+/// `(id, age)` of every Person of `graph` at the head, sorted (every person has an age).
+pub async fn people_and_ages(graph: &omnigraph_publish::Omnigraph) -> Vec<(String, i64)> {
+    use omnigraph_publish::{CommitRef, ScanRequest};
+    let people = graph.count("Person", None, &CommitRef::Head).await.unwrap();
+    let every = ScanRequest {
+        limit: Some(people.max(1) as usize),
+        ..ScanRequest::default()
+    };
+    let batches = graph
+        .scan("Person", &every, &CommitRef::Head)
+        .await
+        .unwrap();
+    let mut rows: Vec<(String, i64)> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| {
+            (
+                row["id"].as_str().unwrap().to_string(),
+                row["age"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Every WorksAt id of `graph` at `at`, sorted.
+pub async fn works_at_ids(
+    graph: &omnigraph_publish::Omnigraph,
+    at: &omnigraph_publish::CommitRef,
+) -> Vec<String> {
+    let batches = graph
+        .scan("WorksAt", &omnigraph_publish::ScanRequest::default(), at)
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| row["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}

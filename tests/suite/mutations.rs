@@ -197,7 +197,7 @@ async fn an_update_prepared_before_an_insert_of_other_rows_follows_them() {
             .unwrap();
         let published = prepared.publish(&graph).await.unwrap().unwrap();
         assert_eq!(published.seq, inserted.seq + 1, "{backend:?}");
-        let people = people_and_ages(&graph).await;
+        let people = omnigraph_tests::people_and_ages(&graph).await;
         assert_eq!(
             people,
             [("p1", 36), ("p2", 40), ("p3", 21), ("p4", 20)].map(|(k, a)| (k.to_string(), a)),
@@ -235,7 +235,7 @@ async fn an_update_follows_changes_to_other_fragments_but_never_to_its_own_rows(
         other.delete("Person", "id = 'p1'").await.unwrap().unwrap();
         prepared.publish(&graph).await.unwrap().unwrap();
         assert_eq!(
-            people_and_ages(&graph).await,
+            omnigraph_tests::people_and_ages(&graph).await,
             [("p2", 40), ("p3", 20), ("p4", 50), ("p5", 60)].map(|(k, a)| (k.to_string(), a)),
             "{backend:?}"
         );
@@ -285,11 +285,15 @@ async fn writes_follow_other_rows_deleted_in_their_own_fragments() {
         let published = prepared.publish(&graph).await.unwrap().unwrap();
         assert_eq!(published.seq, deleted.seq + 1, "{backend:?}");
         assert_eq!(
-            people_and_ages(&graph).await,
+            omnigraph_tests::people_and_ages(&graph).await,
             [("p2", 41), ("p3", 30)].map(|(k, a)| (k.to_string(), a)),
             "{backend:?}: both writes hold, and no deleted row came back"
         );
-        assert_eq!(edge_ids(&graph).await, ["e2"], "{backend:?}");
+        assert_eq!(
+            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head).await,
+            ["e2"],
+            "{backend:?}"
+        );
 
         // A delete that cascades follows the same way in the node and the edge table.
         let (graph, test) = populated(backend).await;
@@ -299,11 +303,16 @@ async fn writes_follow_other_rows_deleted_in_their_own_fragments() {
         set_age(&other, "p3", 25).await;
         prepared.publish(&graph).await.unwrap().unwrap();
         assert_eq!(
-            people_and_ages(&graph).await,
+            omnigraph_tests::people_and_ages(&graph).await,
             [("p3", 25)].map(|(k, a)| (k.to_string(), a)),
             "{backend:?}"
         );
-        assert!(edge_ids(&graph).await.is_empty(), "{backend:?}");
+        assert!(
+            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head)
+                .await
+                .is_empty(),
+            "{backend:?}"
+        );
         let head = graph.head().await.unwrap();
         assert_eq!(
             graph
@@ -336,7 +345,7 @@ async fn writes_to_the_same_row_of_a_fragment_never_follow_each_other() {
         }
         assert_eq!(graph.head().await.unwrap(), before, "{backend:?}");
         assert_eq!(
-            people_and_ages(&graph).await,
+            omnigraph_tests::people_and_ages(&graph).await,
             [("p1", 36), ("p2", 40), ("p3", 31)].map(|(k, a)| (k.to_string(), a)),
             "{backend:?}: only the other writer's update holds"
         );
@@ -349,7 +358,7 @@ async fn writes_to_the_same_row_of_a_fragment_never_follow_each_other() {
             "{backend:?}"
         );
         assert_eq!(
-            people_and_ages(&graph).await,
+            omnigraph_tests::people_and_ages(&graph).await,
             [("p1", 36), ("p3", 31)].map(|(k, a)| (k.to_string(), a)),
             "{backend:?}"
         );
@@ -369,7 +378,7 @@ async fn writes_to_the_same_row_of_a_fragment_never_follow_each_other() {
             "{backend:?}"
         );
         assert_eq!(
-            people_and_ages(&graph).await,
+            omnigraph_tests::people_and_ages(&graph).await,
             [("p1", 30), ("p3", 31)].map(|(k, a)| (k.to_string(), a)),
             "{backend:?}"
         );
@@ -460,7 +469,11 @@ async fn a_delete_prepared_before_an_edge_to_its_node_must_retry_and_cascades_to
             }
         }
         graph.delete("Person", "id = 'p2'").await.unwrap().unwrap();
-        assert_eq!(edge_ids(&graph).await, ["e1", "e3", "e4"], "{backend:?}");
+        assert_eq!(
+            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head).await,
+            ["e1", "e3", "e4"],
+            "{backend:?}"
+        );
     }
 }
 
@@ -486,8 +499,12 @@ async fn a_delete_prepared_before_other_edges_and_nodes_follows_them() {
             .unwrap();
         let published = prepared.publish(&graph).await.unwrap().unwrap();
         assert_eq!(published.seq, inserted.seq + 1, "{backend:?}");
-        assert_eq!(edge_ids(&graph).await, ["e2", "e4"], "{backend:?}");
-        let people: Vec<String> = people_and_ages(&graph)
+        assert_eq!(
+            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head).await,
+            ["e2", "e4"],
+            "{backend:?}"
+        );
+        let people: Vec<String> = omnigraph_tests::people_and_ages(&graph)
             .await
             .into_iter()
             .map(|(key, _)| key)
@@ -508,38 +525,6 @@ async fn set_age(graph: &Omnigraph, key: &str, age: i64) -> GraphCommit {
         .await
         .unwrap()
         .unwrap()
-}
-
-async fn people_and_ages(graph: &Omnigraph) -> Vec<(String, i64)> {
-    let batches = graph
-        .scan("Person", &ScanRequest::default(), &CommitRef::Head)
-        .await
-        .unwrap();
-    let mut rows: Vec<(String, i64)> = omnigraph_publish::rows::batches_to_json(&batches)
-        .into_iter()
-        .map(|row| {
-            (
-                row["id"].as_str().unwrap().to_string(),
-                row["age"].as_i64().unwrap(),
-            )
-        })
-        .collect();
-    rows.sort();
-    rows
-}
-
-/// Every WorksAt id at the head, sorted.
-async fn edge_ids(graph: &Omnigraph) -> Vec<String> {
-    let batches = graph
-        .scan("WorksAt", &ScanRequest::default(), &CommitRef::Head)
-        .await
-        .unwrap();
-    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
-        .into_iter()
-        .map(|row| row["id"].as_str().unwrap().to_string())
-        .collect();
-    ids.sort();
-    ids
 }
 
 /// The stable row ids of `keys` in Person at `commit`.

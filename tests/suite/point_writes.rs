@@ -58,29 +58,6 @@ fn data_reads(
         .count()
 }
 
-/// `(id, age)` of every person at the head, sorted.
-async fn ages(graph: &Omnigraph) -> Vec<(String, i64)> {
-    let every = ScanRequest {
-        limit: Some(FRAGMENTS * PEOPLE_PER_FRAGMENT),
-        ..ScanRequest::default()
-    };
-    let batches = graph
-        .scan("Person", &every, &CommitRef::Head)
-        .await
-        .unwrap();
-    let mut rows: Vec<(String, i64)> = omnigraph_publish::rows::batches_to_json(&batches)
-        .into_iter()
-        .map(|row| {
-            (
-                row["id"].as_str().unwrap().to_string(),
-                row["age"].as_i64().unwrap(),
-            )
-        })
-        .collect();
-    rows.sort();
-    rows
-}
-
 fn set(ages: &mut [(String, i64)], key: &str, age: i64) {
     let at = ages.iter().position(|(id, _)| id == key).unwrap();
     ages[at].1 = age;
@@ -97,7 +74,7 @@ async fn edge_count(graph: &Omnigraph) -> u64 {
 async fn a_write_by_key_reads_only_the_fragments_that_hold_its_keys() {
     for backend in BACKENDS {
         let (graph, _test) = many_fragments(backend).await;
-        let mut expected = ages(&graph).await;
+        let mut expected = omnigraph_tests::people_and_ages(&graph).await;
         assert_eq!(expected.len(), FRAGMENTS * PEOPLE_PER_FRAGMENT);
         let head = graph.head().await.unwrap();
         // The same one-row update twice: by a predicate that does not pin the key (an
@@ -113,7 +90,11 @@ async fn a_write_by_key_reads_only_the_fragments_that_hold_its_keys() {
                 .expect("p4007 is updated");
             reads.push(data_reads(&head, "Person", &probe.requests()));
             set(&mut expected, "p4007", age);
-            assert_eq!(ages(&graph).await, expected, "{backend:?}: {predicate}");
+            assert_eq!(
+                omnigraph_tests::people_and_ages(&graph).await,
+                expected,
+                "{backend:?}: {predicate}"
+            );
         }
         let [whole, pinned] = reads[..] else {
             unreachable!()
@@ -134,7 +115,11 @@ async fn a_write_by_key_reads_only_the_fragments_that_hold_its_keys() {
             .unwrap()
             .expect("p9001 is updated");
         set(&mut expected, "p9001", 99);
-        assert_eq!(ages(&graph).await, expected, "{backend:?}");
+        assert_eq!(
+            omnigraph_tests::people_and_ages(&graph).await,
+            expected,
+            "{backend:?}"
+        );
         // A key the table lacks, or a pinned key the rest of the predicate rules out:
         // nothing to write, nothing published.
         let before = graph.head().await.unwrap();
@@ -169,7 +154,11 @@ async fn a_write_by_key_reads_only_the_fragments_that_hold_its_keys() {
             "{backend:?}: the delete read {people} Person and {edge_files} WorksAt data files"
         );
         expected.retain(|(id, _)| id != "p12010");
-        assert_eq!(ages(&graph).await, expected, "{backend:?}");
+        assert_eq!(
+            omnigraph_tests::people_and_ages(&graph).await,
+            expected,
+            "{backend:?}"
+        );
         assert_eq!(edge_count(&graph).await, edges - 1, "{backend:?}");
         assert!(
             graph
@@ -245,7 +234,10 @@ async fn a_point_update_keeps_the_row_id_and_the_key_index_finds_the_new_row() {
         .unwrap()
         .unwrap();
     assert_eq!(p5["age"], 57);
-    assert_eq!(ages(&graph).await.len(), FRAGMENTS * PEOPLE_PER_FRAGMENT);
+    assert_eq!(
+        omnigraph_tests::people_and_ages(&graph).await.len(),
+        FRAGMENTS * PEOPLE_PER_FRAGMENT
+    );
 }
 
 #[tokio::test]
@@ -302,7 +294,7 @@ async fn keys_another_handle_deleted_are_free_again_and_moved_ones_are_found() {
             .expect("a is updated where the other handle moved it");
         graph.delete("Person", "id = 'c'").await.unwrap().unwrap();
         assert_eq!(
-            ages(&graph).await,
+            omnigraph_tests::people_and_ages(&graph).await,
             vec![("a".to_string(), 11), ("b".to_string(), 20)],
             "{backend:?}"
         );
@@ -341,19 +333,11 @@ async fn a_node_delete_finds_edges_other_handles_added_or_compacted_since() {
                 .unwrap();
         }
         graph.delete("Person", "id = 'a'").await.unwrap().unwrap();
-        let edge_ids = || async {
-            let batches = graph
-                .scan("WorksAt", &ScanRequest::default(), &CommitRef::Head)
-                .await
-                .unwrap();
-            let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
-                .into_iter()
-                .map(|row| row["id"].as_str().unwrap().to_string())
-                .collect();
-            ids.sort();
-            ids
-        };
-        assert_eq!(edge_ids().await, ["eb", "eb2"], "{backend:?}");
+        assert_eq!(
+            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head).await,
+            ["eb", "eb2"],
+            "{backend:?}"
+        );
         // Optimize rewrites the edge fragments into one; the deleted node's edges go
         // with it, wherever the rewrite put them.
         let budget = omnigraph_maintenance::MaintenanceBudget::default();
@@ -362,7 +346,12 @@ async fn a_node_delete_finds_edges_other_handles_added_or_compacted_since() {
             .unwrap();
         assert!(report.table("WorksAt").unwrap().published(), "{backend:?}");
         graph.delete("Person", "id = 'b'").await.unwrap().unwrap();
-        assert!(edge_ids().await.is_empty(), "{backend:?}");
+        assert!(
+            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head)
+                .await
+                .is_empty(),
+            "{backend:?}"
+        );
     }
 }
 
@@ -424,7 +413,7 @@ async fn a_handle_that_moves_to_an_older_state_of_a_table_finds_every_key_again(
             );
         }
         assert_eq!(
-            ages(&graph).await,
+            omnigraph_tests::people_and_ages(&graph).await,
             vec![
                 ("a".to_string(), 99),
                 ("b".to_string(), 99),
@@ -465,19 +454,7 @@ async fn a_node_delete_on_an_older_state_finds_edges_deleted_in_a_newer_one() {
         // On the branch `ea` is live: deleting `a` there deletes it.
         let graph = graph.with_branch("before").unwrap();
         let commit = graph.delete("Person", "id = 'a'").await.unwrap().unwrap();
-        let batches = graph
-            .scan(
-                "WorksAt",
-                &ScanRequest::default(),
-                &CommitRef::Seq(commit.seq),
-            )
-            .await
-            .unwrap();
-        let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
-            .into_iter()
-            .map(|row| row["id"].as_str().unwrap().to_string())
-            .collect();
-        ids.sort();
+        let ids = omnigraph_tests::works_at_ids(&graph, &CommitRef::Seq(commit.seq)).await;
         assert_eq!(
             ids,
             ["eb", "ed"],

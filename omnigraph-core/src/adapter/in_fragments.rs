@@ -8,6 +8,7 @@
 use super::stage::{cast_to, classify_predicate_error, update_projection};
 use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, staged, write_error};
 use crate::error::{OmniError, Result};
+use crate::fragments::{ROW_ADDRESS_COLUMN, split_row_address};
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
 use arrow_array::{Array, RecordBatch};
@@ -19,11 +20,9 @@ use lance::dataset::{InsertBuilder, WriteMode, WriteParams};
 use lance::table::format::{Fragment, RowIdMeta};
 use lance_table::rowids::{RowIdSequence, write_row_ids};
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The column a scan adds for `with_row_address`: fragment id in the upper 32 bits, the
-/// row's offset in the lower.
-const ROW_ADDRESS: &str = "_rowaddr";
 /// The column a scan adds for `with_row_id`: the row's stable id.
 const ROW_ID: &str = "_rowid";
 
@@ -44,7 +43,7 @@ pub async fn stage_delete_in(
     scanner.with_fragments(within.clone());
     scanner.with_row_address();
     scanner
-        .project(&[ROW_ADDRESS])
+        .project(&[ROW_ADDRESS_COLUMN])
         .map_err(|error| read_error("plan a delete", error))?;
     scanner
         .filter(predicate)
@@ -155,7 +154,8 @@ pub async fn stage_update_in(
         )));
     };
     carry_row_ids(&mut new_fragments, &row_ids).map_err(staged)?;
-    let (updated_fragments, removed_fragment_ids) = mark_deleted(base, &within, doomed).await?;
+    let (updated_fragments, removed_fragment_ids) =
+        mark_deleted(base, &within, doomed).await.map_err(staged)?;
     let operation = Operation::Update {
         removed_fragment_ids,
         updated_fragments,
@@ -200,13 +200,17 @@ fn carry_row_ids(written: &mut [Fragment], row_ids: &[u64]) -> Result<()> {
 
 /// The fragments of `base` with the given ids; an id `base` lacks is the caller's bug.
 fn fragments_of(base: &Dataset, ids: &[u64]) -> Result<Vec<Fragment>> {
+    let by_id: HashMap<u64, &Fragment> = base
+        .manifest()
+        .fragments
+        .iter()
+        .map(|fragment| (fragment.id, fragment))
+        .collect();
     ids.iter()
         .map(|id| {
-            base.manifest()
-                .fragments
-                .iter()
-                .find(|fragment| fragment.id == *id)
-                .cloned()
+            by_id
+                .get(id)
+                .map(|fragment| (*fragment).clone())
                 .ok_or_else(|| {
                     OmniError::internal(format!(
                         "{} version {} has no fragment {id}",
@@ -229,20 +233,21 @@ fn u64_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a arrow_array:
 /// The row offsets in `batches`' row addresses, per fragment; every one must lie in
 /// `within`, the fragments the scan was confined to.
 fn addresses(batches: &[RecordBatch], within: &[Fragment]) -> Result<BTreeMap<u64, Vec<u32>>> {
+    let rows: HashMap<u64, Option<usize>> = within
+        .iter()
+        .map(|fragment| (fragment.id, fragment.physical_rows))
+        .collect();
     let mut doomed: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     for batch in batches {
-        for address in u64_column(batch, ROW_ADDRESS)?.values() {
-            let (fragment, offset) = (address >> 32, (address & u64::from(u32::MAX)) as u32);
-            let Some(read) = within.iter().find(|read| read.id == fragment) else {
+        for address in u64_column(batch, ROW_ADDRESS_COLUMN)?.values() {
+            let (fragment, offset) = split_row_address(*address);
+            let Some(stored) = rows.get(&fragment) else {
                 return Err(OmniError::internal(format!(
                     "a scan of fragments {:?} returned a row of fragment {fragment}",
-                    within.iter().map(|read| read.id).collect::<Vec<_>>()
+                    rows.keys().collect::<Vec<_>>()
                 )));
             };
-            if read
-                .physical_rows
-                .is_some_and(|rows| u64::from(offset) >= rows as u64)
-            {
+            if stored.is_some_and(|stored| offset as usize >= stored) {
                 return Err(OmniError::internal(format!(
                     "a scan returned row {offset} of fragment {fragment}, past its end"
                 )));
@@ -253,6 +258,9 @@ fn addresses(batches: &[RecordBatch], within: &[Fragment]) -> Result<BTreeMap<u6
     Ok(doomed)
 }
 
+/// How many deletion files one write writes at once.
+const DELETION_WRITES_IN_FLIGHT_MAX: usize = 16;
+
 /// Marks `doomed` rows deleted in their fragments (new deletion files): the fragments
 /// that keep rows, and the ids of those left with none.
 async fn mark_deleted(
@@ -260,27 +268,42 @@ async fn mark_deleted(
     within: &[Fragment],
     doomed: BTreeMap<u64, Vec<u32>>,
 ) -> Result<(Vec<Fragment>, Vec<u64>)> {
+    use futures::StreamExt;
+    let by_id: HashMap<u64, &Fragment> = within
+        .iter()
+        .map(|fragment| (fragment.id, fragment))
+        .collect();
+    let mut marks = Vec::with_capacity(doomed.len());
+    for (id, offsets) in doomed {
+        let fragment = by_id
+            .get(&id)
+            .map(|fragment| (*fragment).clone())
+            .ok_or_else(|| OmniError::internal(format!("no fragment {id} to delete rows in")))?;
+        marks.push((FileFragment::new(base.clone(), fragment), offsets));
+    }
+    let marked: Vec<(u64, Option<Fragment>)> = futures::stream::iter(marks)
+        .map(|(fragment, offsets)| async move {
+            let id = fragment.id() as u64;
+            fragment
+                .extend_deletions(offsets)
+                .await
+                .map(|marked| (id, marked.map(|marked| marked.metadata().clone())))
+                .map_err(|error| write_error("mark rows deleted", error))
+        })
+        .buffer_unordered(DELETION_WRITES_IN_FLIGHT_MAX)
+        .try_collect()
+        .await?;
     let mut updated = Vec::new();
     let mut removed = Vec::new();
-    for (id, offsets) in doomed {
-        let fragment = within
-            .iter()
-            .find(|fragment| fragment.id == id)
-            .cloned()
-            .ok_or_else(|| {
-                staged(OmniError::internal(format!(
-                    "no fragment {id} to delete rows in"
-                )))
-            })?;
-        let marked = FileFragment::new(base.clone(), fragment)
-            .extend_deletions(offsets)
-            .await
-            .map_err(|error| write_error("mark rows deleted", error))?;
+    for (id, marked) in marked {
         match marked {
-            Some(marked) => updated.push(marked.metadata().clone()),
+            Some(marked) => updated.push(marked),
             None => removed.push(id),
         }
     }
+    // In fragment order, as Lance's own delete gives them.
+    updated.sort_by_key(|fragment| fragment.id);
+    removed.sort_unstable();
     Ok((updated, removed))
 }
 

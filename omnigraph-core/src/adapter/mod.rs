@@ -183,16 +183,6 @@ async fn commit_link(
     })
 }
 
-/// Whether `now` is `then` with at most more rows marked deleted: the same id, data
-/// files, rows and row ids. A fragment's deletion file is all a delete changes.
-fn same_files(then: &lance::table::format::Fragment, now: &lance::table::format::Fragment) -> bool {
-    then.id == now.id
-        && then.files == now.files
-        && then.overlays == now.overlays
-        && then.physical_rows == now.physical_rows
-        && then.row_id_meta == now.row_id_meta
-}
-
 /// A failure once staging may have written files: they are durable and unreachable.
 fn staged(error: OmniError) -> OmniError {
     error.with_evidence(crate::error::Evidence::Unpublished)

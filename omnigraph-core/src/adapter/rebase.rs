@@ -30,10 +30,11 @@
 
 use super::compact::{commit_numbered_rewrite, compaction_options, number_new_fragments};
 use super::{
-    CompactionBudget, LinkKind, LinkOrigin, StagedLink, commit_link, read_error, same_files,
-    version_of, write_error,
+    CompactionBudget, LinkKind, LinkOrigin, StagedLink, commit_link, read_error, version_of,
+    write_error,
 };
 use crate::error::{OmniError, Result};
+use crate::fragments::same_files;
 use lance::Dataset;
 use lance::dataset::fragment::FileFragment;
 use lance::dataset::optimize::{CompactionTask, TaskData};

@@ -1,10 +1,9 @@
 //! Data links: append, delete, merge-insert, update, and re-committing them on a newer
 //! base.
 
-use super::{
-    LinkKind, LinkOrigin, StagedLink, commit_link, read_error, same_files, staged, write_error,
-};
+use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, staged, write_error};
 use crate::error::{InputLocation, OmniError, Result};
+use crate::fragments::same_files;
 use arrow_array::RecordBatch;
 use lance::Dataset;
 use lance::dataset::fragment::FileFragment;

@@ -13,6 +13,7 @@
 use crate::rows::{self, KeyMap};
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::RecordBatch;
+use omnigraph_core::fragments::{ROW_ADDRESS_COLUMN, same_files, split_row_address, stored_rows};
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::table::format::Fragment;
 use omnigraph_core::schema::{EDGE_DST_COLUMN, EDGE_SRC_COLUMN};
@@ -20,21 +21,7 @@ use omnigraph_core::{OmniError, Result};
 use std::collections::HashMap;
 
 /// The most edges whose endpoints are cached per table; a larger table is read whole.
-pub(crate) const CACHED_EDGES_PER_TABLE_MAX: u64 = 5_000_000;
-
-/// The rows `fragment` stores, deleted ones included.
-fn rows_of(fragment: &Fragment) -> u64 {
-    fragment.physical_rows.unwrap_or(0) as u64
-}
-
-/// Whether `now` has the very files `then` had (its deletions may differ either way):
-/// its endpoints as read, deleted rows included, still cover it.
-fn same_files(then: &Fragment, now: &Fragment) -> bool {
-    then.id == now.id
-        && then.files == now.files
-        && then.overlays == now.overlays
-        && then.physical_rows == now.physical_rows
-}
+const CACHED_EDGES_PER_TABLE_MAX: u64 = 5_000_000;
 
 /// The endpoints of one edge table, each with the fragments that named it when read.
 #[derive(Debug, Default)]
@@ -81,7 +68,7 @@ impl EdgeEndpoints {
             .iter()
             .map(|fragment| (fragment.id, fragment))
             .collect();
-        let edges: u64 = current.values().map(|fragment| rows_of(fragment)).sum();
+        let edges: u64 = current.values().map(|fragment| stored_rows(fragment)).sum();
         if edges > CACHED_EDGES_PER_TABLE_MAX {
             return Ok(false);
         }
@@ -89,12 +76,12 @@ impl EdgeEndpoints {
         self.fragments.retain(|id, read| {
             let keep = current.get(id).is_some_and(|now| same_files(read, now));
             if !keep {
-                passed_over += rows_of(read);
+                passed_over += stored_rows(read);
             }
             keep
         });
         self.passed_over_rows += passed_over;
-        let live: u64 = self.fragments.values().map(rows_of).sum();
+        let live: u64 = self.fragments.values().map(stored_rows).sum();
         if self.passed_over_rows > live {
             *self = EdgeEndpoints::default();
         }
@@ -142,14 +129,14 @@ impl EdgeEndpoints {
                 .column_by_name(name)
                 .ok_or_else(|| OmniError::internal(format!("an endpoint scan returned no {name}")))
         };
-        let addresses = column("_rowaddr")?;
+        let addresses = column(ROW_ADDRESS_COLUMN)?;
         let addresses = addresses
             .as_any()
             .downcast_ref::<omnigraph_core::arrow_array::UInt64Array>()
             .ok_or_else(|| OmniError::internal("an endpoint scan's row addresses are not u64"))?;
         let (sources, targets) = (column(EDGE_SRC_COLUMN)?, column(EDGE_DST_COLUMN)?);
         for row in 0..batch.num_rows() {
-            let fragment = addresses.value(row) >> 32;
+            let (fragment, _) = split_row_address(addresses.value(row));
             if !current.contains_key(&fragment) {
                 return Err(OmniError::internal(format!(
                     "an edge read from fragment {fragment}, which the table does not have"

@@ -7,7 +7,8 @@
 //! - a fragment added since has its keys read;
 //! - a fragment that only lost rows since (the same files, a newer deletion file: what a
 //!   delete or an update does to the fragments it touches) has only its deletion file
-//!   read, and the keys at the deleted offsets stop counting;
+//!   read, and the keys at the deleted offsets stop counting; one whose deleted rows are
+//!   live again (an older state of the table, on another branch) is read again;
 //! - a fragment that changed otherwise has its keys read again;
 //! - a fragment that is gone (compacted, or all its rows deleted) takes its keys with it.
 //!
@@ -18,6 +19,7 @@
 use crate::rows::{self, KeyMap, RowKey};
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::RecordBatch;
+use omnigraph_core::fragments::{ROW_ADDRESS_COLUMN, same_files, split_row_address, stored_rows};
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::dataset::fragment::FileFragment;
 use omnigraph_core::lance::table::format::Fragment;
@@ -27,10 +29,6 @@ use std::sync::Arc;
 
 /// The most keys cached per table; a larger table is checked through queries instead.
 pub(crate) const CACHED_KEYS_PER_TABLE_MAX: usize = 5_000_000;
-
-/// The column a scan adds for `with_row_address` (Lance's `ROW_ADDR`): the fragment
-/// id in the upper 32 bits, the row's offset in the lower.
-const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
 
 /// The offset a key whose row's place is not known has (its fragment was written by
 /// this handle, not read): such a fragment is read again when it loses rows.
@@ -60,15 +58,6 @@ impl FragmentRead {
         let offset = address & OFFSET_UNKNOWN;
         offset == OFFSET_UNKNOWN || self.deleted_now.binary_search(&(offset as u32)).is_err()
     }
-}
-
-/// Whether `now` is `then` with at most a different deletion file.
-fn only_deletions_differ(then: &Fragment, now: &Fragment) -> bool {
-    then.id == now.id
-        && then.files == now.files
-        && then.overlays == now.overlays
-        && then.physical_rows == now.physical_rows
-        && then.row_id_meta == now.row_id_meta
 }
 
 /// The keys of one table as of one version, each with the row that holds it.
@@ -109,7 +98,7 @@ impl TableKeys {
         for (id, known) in &self.fragments {
             match current.get(id) {
                 Some(now) if **now == known.now => {}
-                Some(now) if known.addressed && only_deletions_differ(&known.read, now) => {
+                Some(now) if known.addressed && same_files(&known.read, now) => {
                     lost_rows.push((*now).clone());
                 }
                 _ => {
@@ -146,14 +135,15 @@ impl TableKeys {
         }
         if !stale.is_empty() {
             self.keys
-                .retain(|_, address| !stale.contains(&(*address >> 32)));
+                .retain(|_, address| !stale.contains(&split_row_address(*address).0));
             self.fragments.retain(|id, _| !stale.contains(id));
         }
         for (id, deleted) in losses {
-            let known = self
-                .fragments
-                .get_mut(&id)
-                .unwrap_or_else(|| unreachable!("a fragment that lost rows was just found"));
+            let known = self.fragments.get_mut(&id).ok_or_else(|| {
+                OmniError::internal(format!(
+                    "fragment {id}, which lost rows, left the key cache"
+                ))
+            })?;
             known.now = (*current[&id]).clone();
             known.deleted_now = deleted;
         }
@@ -164,10 +154,7 @@ impl TableKeys {
             .filter(|fragment| !self.fragments.contains_key(&fragment.id))
             .cloned()
             .collect();
-        let missing_rows: u64 = missing
-            .iter()
-            .map(|fragment| fragment.physical_rows.unwrap_or(0) as u64)
-            .sum();
+        let missing_rows: u64 = missing.iter().map(stored_rows).sum();
         if self.keys.len() as u64 + missing_rows > CACHED_KEYS_PER_TABLE_MAX as u64 {
             return Ok(false);
         }
@@ -207,11 +194,10 @@ impl TableKeys {
                     .ok_or_else(|| OmniError::internal("a key scan returned no row addresses"))?;
                 for row in 0..batch.num_rows() {
                     let address = addresses.value(row);
-                    let fragment = address >> 32;
-                    let offset = (address & OFFSET_UNKNOWN) as usize;
+                    let (fragment, offset) = split_row_address(address);
                     let seen = live
                         .get_mut(&fragment)
-                        .and_then(|rows| rows.get_mut(offset))
+                        .and_then(|rows| rows.get_mut(offset as usize))
                         .ok_or_else(|| {
                             OmniError::internal(format!(
                                 "a key scan returned row {offset} of fragment {fragment}, \
@@ -250,7 +236,7 @@ impl TableKeys {
     /// The row address of `key`, when the table holds it.
     fn address_of(&self, key: &str) -> Option<u64> {
         let address = *self.keys.get(key)?;
-        let read = self.fragments.get(&(address >> 32))?;
+        let read = self.fragments.get(&split_row_address(address).0)?;
         read.holds(address).then_some(address)
     }
 
@@ -275,7 +261,7 @@ impl TableKeys {
         let mut fragments: Vec<u64> = keys
             .iter()
             .filter_map(|key| self.address_of(key.as_ref()))
-            .map(|address| address >> 32)
+            .map(|address| split_row_address(address).0)
             .collect();
         fragments.sort_unstable();
         fragments.dedup();

@@ -475,7 +475,17 @@ impl Omnigraph {
 /// Above this many rows, a table whose keys a handle does not hold yet is read whole by
 /// an update or delete rather than having its keys read first: for one write, reading
 /// every key of a large indexed table costs more than the write.
-pub(crate) const POINT_WRITE_COLD_ROWS_MAX: u64 = 65_536;
+const POINT_WRITE_COLD_ROWS_MAX: u64 = 65_536;
+
+/// The rows `table`'s fragments store, deleted ones included.
+fn stored_rows_of(table: &omnigraph_core::lance::Dataset) -> u64 {
+    table
+        .manifest()
+        .fragments
+        .iter()
+        .map(omnigraph_core::fragments::stored_rows)
+        .sum()
+}
 
 impl Omnigraph {
     /// The fragments of `table` (the version of `table_id` a write reads) that hold every
@@ -484,7 +494,7 @@ impl Omnigraph {
     /// lies: its key cache is warm, or the table is small enough to read its keys now.
     /// `None` when every fragment must be read. A key the table lacks lies in no
     /// fragment, so a write of only such keys reads none.
-    pub(crate) async fn fragments_pinned_by(
+    async fn fragments_pinned_by(
         &self,
         table_id: &str,
         table: &std::sync::Arc<omnigraph_core::lance::Dataset>,
@@ -515,7 +525,7 @@ impl Omnigraph {
         }
         let cache = self.key_cache(table_id);
         let mut cache = cache.lock().await;
-        if !cache.is_warm() && rows_of(table) > POINT_WRITE_COLD_ROWS_MAX {
+        if !cache.is_warm() && stored_rows_of(table) > POINT_WRITE_COLD_ROWS_MAX {
             return Ok(None);
         }
         if !cache.refresh(table, key_column).await? {
@@ -536,7 +546,7 @@ impl Omnigraph {
     ) -> Result<Option<Vec<u64>>> {
         let cache = self.endpoint_cache(table_id);
         let mut cache = cache.lock().await;
-        if !cache.is_warm() && rows_of(edges) > POINT_WRITE_COLD_ROWS_MAX {
+        if !cache.is_warm() && stored_rows_of(edges) > POINT_WRITE_COLD_ROWS_MAX {
             return Ok(None);
         }
         if !cache.refresh(edges).await? {
@@ -544,16 +554,6 @@ impl Omnigraph {
         }
         Ok(Some(cache.fragments_naming(keys)))
     }
-}
-
-/// The rows `table`'s fragments hold, deleted ones included.
-fn rows_of(table: &omnigraph_core::lance::Dataset) -> u64 {
-    table
-        .manifest()
-        .fragments
-        .iter()
-        .map(|fragment| fragment.physical_rows.unwrap_or(0) as u64)
-        .sum()
 }
 
 /// Where a caller's predicate is named in errors.
@@ -594,11 +594,12 @@ async fn keys_where(
     };
     let mut scanner = table.scan();
     if let Some(within) = within {
+        let wanted: std::collections::HashSet<u64> = within.iter().copied().collect();
         let fragments: Vec<Fragment> = table
             .manifest()
             .fragments
             .iter()
-            .filter(|fragment| within.contains(&fragment.id))
+            .filter(|fragment| wanted.contains(&fragment.id))
             .cloned()
             .collect();
         if fragments.len() != within.len() {
