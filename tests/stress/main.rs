@@ -137,6 +137,10 @@ struct Tally {
     ops: BTreeMap<&'static str, u64>,
     acknowledged: u64,
     conflicts: BTreeMap<String, u64>,
+    /// Conflicts of the operation under way, counted against it when it is timed.
+    pending_conflicts: Vec<String>,
+    /// Conflicts by operation and kind.
+    conflicts_by_op: BTreeMap<&'static str, BTreeMap<String, u64>>,
     latencies: BTreeMap<&'static str, Vec<f64>>,
     /// Object-store requests by operation, and the probe's count when the current
     /// operation began.
@@ -156,6 +160,14 @@ impl Tally {
 
     fn timed(&mut self, op: &'static str, started: Instant, probe: &RequestProbe) {
         *self.ops.entry(op).or_default() += 1;
+        for code in std::mem::take(&mut self.pending_conflicts) {
+            *self
+                .conflicts_by_op
+                .entry(op)
+                .or_default()
+                .entry(code)
+                .or_default() += 1;
+        }
         let now = probe.total();
         *self.requests.entry(op).or_default() += now - self.requests_before;
         self.spans
@@ -167,10 +179,9 @@ impl Tally {
     }
 
     fn refused(&mut self, error: &OmniError) {
-        *self
-            .conflicts
-            .entry(error.code().code.to_string())
-            .or_default() += 1;
+        let code = error.code().code.to_string();
+        *self.conflicts.entry(code.clone()).or_default() += 1;
+        self.pending_conflicts.push(code);
     }
 }
 
@@ -471,6 +482,7 @@ async fn worker(args: &[String], root: &str) {
         "acknowledged": tally.acknowledged,
         "ops": tally.ops,
         "conflicts": tally.conflicts,
+        "conflicts_by_op": tally.conflicts_by_op,
         "latencies_ms": tally.latencies,
         "requests_by_op": tally.requests,
         "violations": tally.violations,
@@ -1053,6 +1065,7 @@ fn summarize(
         .map(|(_, count)| count.as_u64().unwrap_or(0))
         .sum();
     let mut conflicts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut conflicts_by_op: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let mut latencies: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut requests_by_op: BTreeMap<String, u64> = BTreeMap::new();
     let mut requests: BTreeMap<String, u64> = BTreeMap::new();
@@ -1062,6 +1075,19 @@ fn summarize(
     for worker in workers {
         for (code, count) in worker["conflicts"].as_object().cloned().unwrap_or_default() {
             *conflicts.entry(code).or_default() += count.as_u64().unwrap_or(0);
+        }
+        for (op, codes) in worker["conflicts_by_op"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+        {
+            for (code, count) in codes.as_object().cloned().unwrap_or_default() {
+                *conflicts_by_op
+                    .entry(op.clone())
+                    .or_default()
+                    .entry(code)
+                    .or_default() += count.as_u64().unwrap_or(0);
+            }
         }
         for (op, values) in worker["latencies_ms"]
             .as_object()
@@ -1142,7 +1168,13 @@ fn summarize(
                     .flatten()
                     .map(|(place, reads)| (place.clone(), json!(*reads as f64 / count)))
                     .collect();
-                (op.clone(), json!({"p50": percentile(values, 50), "p99": percentile(values, 99), "count": values.len(), "requests_per_op": requests, "reads_per_op_by_place": reads}))
+                let conflicts: Map<String, Value> = conflicts_by_op
+                    .get(op)
+                    .into_iter()
+                    .flatten()
+                    .map(|(code, refused)| (code.clone(), json!(*refused as f64 * 100.0 / count)))
+                    .collect();
+                (op.clone(), json!({"p50": percentile(values, 50), "p99": percentile(values, 99), "count": values.len(), "requests_per_op": requests, "reads_per_op_by_place": reads, "conflicts_per_100": conflicts}))
             })
             .collect::<Map<String, Value>>(),
         "requests": requests,
@@ -1190,6 +1222,16 @@ fn print_summary(summary: &Value) {
             .map(|(place, reads)| format!("{place} {:.1}", reads.as_f64().unwrap_or(0.0)))
             .collect();
         println!("  {:<12} reads each: {}", "", reads.join(", "));
+        let conflicts: Vec<String> = figures["conflicts_per_100"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|(code, rate)| format!("{code} {:.1}", rate.as_f64().unwrap_or(0.0)))
+            .collect();
+        if !conflicts.is_empty() {
+            println!("  {:<12} conflicts per 100: {}", "", conflicts.join(", "));
+        }
     }
     println!("requests: {}", summary["requests"]);
     println!("reads by place: {}", summary["reads_by_place"]);
