@@ -1185,3 +1185,55 @@ async fn a_write_begun_after_another_handles_schema_apply_lands() {
     assert_eq!(cy["nick"], Value::Null);
     assert_eq!(ids_at(&reader, "WorksAt", &CommitRef::Head).await, ["e1"]);
 }
+
+#[tokio::test]
+async fn an_insert_lands_after_other_writers_moved_its_table_many_times() {
+    use omnigraph_core::failpoints;
+    // More moves than the old bound of 8 attempts, fewer than the bound.
+    const MOVES: usize = 10;
+    let (graph, test) = new_graph(Backend::Local).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let clock = omnigraph_core::seams::Simulation::new(11, omnigraph_core::seams::now_micros(), 1);
+    let mut inserting = Box::pin(omnigraph_core::seams::simulate(
+        clock.clone(),
+        graph.insert_json("Person", objects(json!([{"id": "mine", "name": "M"}]))),
+    ));
+    for n in 0..MOVES {
+        // Each staging of the insert (the first, then each re-commit on a newer head)
+        // waits outside the publish gate while the other handle moves Person.
+        clock.windows().park_at(failpoints::STAGE_AFTER_MANIFEST);
+        let ticket = std::future::poll_fn(|context| {
+            if let std::task::Poll::Ready(ended) = inserting.as_mut().poll(context) {
+                panic!("the insert ended before move {n}: {ended:?}");
+            }
+            clock.windows().watch(context.waker());
+            match clock.windows().take_parked() {
+                Some(ticket) => std::task::Poll::Ready(ticket),
+                None => std::task::Poll::Pending,
+            }
+        })
+        .await;
+        other
+            .insert_json(
+                "Person",
+                objects(json!([{"id": format!("other{n}"), "name": "O"}])),
+            )
+            .await
+            .unwrap();
+        clock.windows().release(ticket);
+    }
+    let commit = inserting.await.unwrap();
+    assert_eq!(
+        commit.pin_of_type("Person").unwrap().row_count,
+        MOVES as u64 + 1
+    );
+    let publications = clock.windows().reached()[failpoints::PUBLISH_BEFORE_COMMIT_PUT.name()];
+    assert!(
+        publications > MOVES as u64,
+        "the insert lost {MOVES} publications, then landed: {publications}"
+    );
+    let mut expected: Vec<String> = (0..MOVES).map(|n| format!("other{n}")).collect();
+    expected.push("mine".into());
+    expected.sort();
+    assert_eq!(ids_at(&graph, "Person", &CommitRef::Head).await, expected);
+}
