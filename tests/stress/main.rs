@@ -154,6 +154,9 @@ struct Tally {
 
 impl Tally {
     fn begin(&mut self, probe: &RequestProbe) -> Instant {
+        // Conflicts outside a timed operation (the setup's writes) count in the totals
+        // only.
+        self.pending_conflicts.clear();
         self.requests_before = probe.total();
         Instant::now()
     }
@@ -573,10 +576,7 @@ async fn settle(
     if is_conflict(error) {
         tally.refused(error);
     } else if error.kind() == ErrorKind::PublishInDoubt {
-        *tally
-            .conflicts
-            .entry("publish_in_doubt".into())
-            .or_default() += 1;
+        tally.refused(error);
         if let Ok(Some(_)) = graph.get(type_name, &json!(key), &CommitRef::Head).await {
             tally.acknowledged += 1;
             landed();
