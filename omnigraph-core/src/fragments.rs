@@ -2,6 +2,7 @@
 //! adapter (which writes fragments) and a handle's caches (which only read them).
 
 use lance::table::format::Fragment;
+use std::collections::HashMap;
 
 /// The column a scan adds for `with_row_address` (Lance's `ROW_ADDR`).
 pub const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
@@ -26,4 +27,12 @@ pub fn same_files(then: &Fragment, now: &Fragment) -> bool {
 /// The rows `fragment` stores, deleted ones included.
 pub fn stored_rows(fragment: &Fragment) -> u64 {
     fragment.physical_rows.unwrap_or(0) as u64
+}
+
+/// `fragments` by id.
+pub fn by_id(fragments: &[Fragment]) -> HashMap<u64, &Fragment> {
+    fragments
+        .iter()
+        .map(|fragment| (fragment.id, fragment))
+        .collect()
 }

@@ -555,3 +555,28 @@ pub async fn works_at_ids(
     ids.sort();
     ids
 }
+
+/// Polls `running` (a future under `clock`'s simulation) until it parks at `point`,
+/// and returns the ticket that releases it. Panics, naming `step`, if it ends first.
+pub async fn parked_at<F: std::future::Future>(
+    clock: &omnigraph_core::seams::Simulation,
+    running: &mut std::pin::Pin<Box<F>>,
+    point: omnigraph_core::failpoints::Failpoint,
+    step: &str,
+) -> u64
+where
+    F::Output: std::fmt::Debug,
+{
+    clock.windows().park_at(point);
+    std::future::poll_fn(|context| {
+        if let std::task::Poll::Ready(ended) = running.as_mut().poll(context) {
+            panic!("it ended before {step}: {ended:?}");
+        }
+        clock.windows().watch(context.waker());
+        match clock.windows().take_parked() {
+            Some(ticket) => std::task::Poll::Ready(ticket),
+            None => std::task::Poll::Pending,
+        }
+    })
+    .await
+}

@@ -409,17 +409,12 @@ async fn a_unit_lands_after_a_writer_moved_its_table_during_many_restages() {
     for n in 1..MOVES {
         // A restage stages its links outside the branch gate: the writer moves the
         // table while the unit's restaged link waits there.
-        clock.windows().park_at(failpoints::STAGE_AFTER_MANIFEST);
-        let ticket = std::future::poll_fn(|context| {
-            if let std::task::Poll::Ready(ended) = publishing.as_mut().poll(context) {
-                panic!("the unit ended before restage {n}: {ended:?}");
-            }
-            clock.windows().watch(context.waker());
-            match clock.windows().take_parked() {
-                Some(ticket) => std::task::Poll::Ready(ticket),
-                None => std::task::Poll::Pending,
-            }
-        })
+        let ticket = omnigraph_tests::parked_at(
+            &clock,
+            &mut publishing,
+            failpoints::STAGE_AFTER_MANIFEST,
+            &format!("restage {n}"),
+        )
         .await;
         insert(n).await;
         clock.windows().release(ticket);

@@ -304,24 +304,9 @@ async fn keys_another_handle_deleted_are_free_again_and_moved_ones_are_found() {
 #[tokio::test]
 async fn a_node_delete_finds_edges_other_handles_added_or_compacted_since() {
     for backend in BACKENDS {
-        let test = TestRoot::new(backend).await;
-        let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
-        let people = json!([
-            {"id": "a", "name": "A"}, {"id": "b", "name": "B"}, {"id": "c", "name": "C"}
-        ]);
-        graph.insert_json("Person", objects(people)).await.unwrap();
-        graph
-            .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
-            .await
-            .unwrap();
+        let (graph, test) =
+            people_at_acme(backend, &["a", "b", "c"], &[("ea", "a"), ("eb", "b")]).await;
         let edge = |id: &str, src: &str| json!({"id": id, "src": src, "dst": "c1"});
-        graph
-            .insert_json(
-                "WorksAt",
-                objects(json!([edge("ea", "a"), edge("eb", "b")])),
-            )
-            .await
-            .unwrap();
         // This handle learns where the edges are.
         graph.delete("Person", "id = 'c'").await.unwrap().unwrap();
         // Another handle adds an edge to `a`, in a fragment of its own, and to `b`.
@@ -428,20 +413,13 @@ async fn a_handle_that_moves_to_an_older_state_of_a_table_finds_every_key_again(
 #[tokio::test]
 async fn a_node_delete_on_an_older_state_finds_edges_deleted_in_a_newer_one() {
     for backend in BACKENDS {
-        let test = TestRoot::new(backend).await;
-        let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
-        let people = json!([
-            {"id": "a", "name": "A"}, {"id": "b", "name": "B"}, {"id": "d", "name": "D"}
-        ]);
-        graph.insert_json("Person", objects(people)).await.unwrap();
-        graph
-            .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
-            .await
-            .unwrap();
         // One edge fragment, which keeps `ed` throughout.
-        let edge = |id: &str, src: &str| json!({"id": id, "src": src, "dst": "c1"});
-        let edges = json!([edge("ea", "a"), edge("eb", "b"), edge("ed", "d")]);
-        graph.insert_json("WorksAt", objects(edges)).await.unwrap();
+        let (graph, test) = people_at_acme(
+            backend,
+            &["a", "b", "d"],
+            &[("ea", "a"), ("eb", "b"), ("ed", "d")],
+        )
+        .await;
         graph
             .create_branch("before", &CommitRef::Head)
             .await
@@ -541,4 +519,36 @@ async fn item_names(graph: &Omnigraph) -> Vec<(i64, String)> {
         .collect();
     rows.sort();
     rows
+}
+
+/// A graph with `people` (name = id), the company `c1`, and one insert of `edges`
+/// (`(id, person)`, each to `c1`): one fragment each.
+async fn people_at_acme(
+    backend: Backend,
+    people: &[&str],
+    edges: &[(&str, &str)],
+) -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(backend).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    let people: Vec<_> = people
+        .iter()
+        .map(|id| json!({"id": id, "name": id}))
+        .collect();
+    graph
+        .insert_json("Person", objects(json!(people)))
+        .await
+        .unwrap();
+    graph
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+        .await
+        .unwrap();
+    let edges: Vec<_> = edges
+        .iter()
+        .map(|(id, src)| json!({"id": id, "src": src, "dst": "c1"}))
+        .collect();
+    graph
+        .insert_json("WorksAt", objects(json!(edges)))
+        .await
+        .unwrap();
+    (graph, test)
 }

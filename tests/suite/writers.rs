@@ -1201,17 +1201,12 @@ async fn an_insert_lands_after_other_writers_moved_its_table_many_times() {
     for n in 0..MOVES {
         // Each staging of the insert (the first, then each re-commit on a newer head)
         // waits outside the publish gate while the other handle moves Person.
-        clock.windows().park_at(failpoints::STAGE_AFTER_MANIFEST);
-        let ticket = std::future::poll_fn(|context| {
-            if let std::task::Poll::Ready(ended) = inserting.as_mut().poll(context) {
-                panic!("the insert ended before move {n}: {ended:?}");
-            }
-            clock.windows().watch(context.waker());
-            match clock.windows().take_parked() {
-                Some(ticket) => std::task::Poll::Ready(ticket),
-                None => std::task::Poll::Pending,
-            }
-        })
+        let ticket = omnigraph_tests::parked_at(
+            &clock,
+            &mut inserting,
+            failpoints::STAGE_AFTER_MANIFEST,
+            &format!("move {n}"),
+        )
         .await;
         other
             .insert_json(

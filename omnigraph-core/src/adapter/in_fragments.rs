@@ -8,7 +8,7 @@
 use super::stage::{cast_to, classify_predicate_error, update_projection};
 use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, staged, write_error};
 use crate::error::{OmniError, Result};
-use crate::fragments::{ROW_ADDRESS_COLUMN, split_row_address};
+use crate::fragments::{ROW_ADDRESS_COLUMN, by_id, split_row_address};
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
 use arrow_array::{Array, RecordBatch};
@@ -200,15 +200,10 @@ fn carry_row_ids(written: &mut [Fragment], row_ids: &[u64]) -> Result<()> {
 
 /// The fragments of `base` with the given ids; an id `base` lacks is the caller's bug.
 fn fragments_of(base: &Dataset, ids: &[u64]) -> Result<Vec<Fragment>> {
-    let by_id: HashMap<u64, &Fragment> = base
-        .manifest()
-        .fragments
-        .iter()
-        .map(|fragment| (fragment.id, fragment))
-        .collect();
+    let stored = by_id(&base.manifest().fragments);
     ids.iter()
         .map(|id| {
-            by_id
+            stored
                 .get(id)
                 .map(|fragment| (*fragment).clone())
                 .ok_or_else(|| {
@@ -269,13 +264,10 @@ async fn mark_deleted(
     doomed: BTreeMap<u64, Vec<u32>>,
 ) -> Result<(Vec<Fragment>, Vec<u64>)> {
     use futures::StreamExt;
-    let by_id: HashMap<u64, &Fragment> = within
-        .iter()
-        .map(|fragment| (fragment.id, fragment))
-        .collect();
+    let stored = by_id(within);
     let mut marks = Vec::with_capacity(doomed.len());
     for (id, offsets) in doomed {
-        let fragment = by_id
+        let fragment = stored
             .get(&id)
             .map(|fragment| (*fragment).clone())
             .ok_or_else(|| OmniError::internal(format!("no fragment {id} to delete rows in")))?;

@@ -34,7 +34,7 @@ use super::{
     write_error,
 };
 use crate::error::{OmniError, Result};
-use crate::fragments::same_files;
+use crate::fragments::{by_id, same_files};
 use lance::Dataset;
 use lance::dataset::fragment::FileFragment;
 use lance::dataset::optimize::{CompactionTask, TaskData};
@@ -58,12 +58,7 @@ pub enum BaseDrift {
 
 /// Compares the base a chain was planned on with a newer base of the same table.
 pub async fn base_drift(planned: &Dataset, newer: &Dataset) -> Result<BaseDrift> {
-    let current: HashMap<u64, &Fragment> = newer
-        .manifest()
-        .fragments
-        .iter()
-        .map(|fragment| (fragment.id, fragment))
-        .collect();
+    let current = by_id(&newer.manifest().fragments);
     let fragments_kept = planned.manifest().fragments.iter().all(|fragment| {
         current
             .get(&fragment.id)
@@ -105,12 +100,7 @@ pub async fn restage_compaction(
             link.kind.name()
         )));
     };
-    let current: HashMap<u64, &Fragment> = tip
-        .manifest()
-        .fragments
-        .iter()
-        .map(|fragment| (fragment.id, fragment))
-        .collect();
+    let current = by_id(&tip.manifest().fragments);
     let indexes = tip
         .load_indices()
         .await
@@ -351,19 +341,8 @@ pub async fn recommit_index_build(
             link.kind.name()
         )));
     };
-    let seen: HashMap<u64, &Fragment> = link
-        .dataset
-        .manifest()
-        .fragments
-        .iter()
-        .map(|fragment| (fragment.id, fragment))
-        .collect();
-    let now: HashMap<u64, &Fragment> = tip
-        .manifest()
-        .fragments
-        .iter()
-        .map(|fragment| (fragment.id, fragment))
-        .collect();
+    let seen = by_id(&link.dataset.manifest().fragments);
+    let now = by_id(&tip.manifest().fragments);
     for index in new_indices.iter_mut() {
         let Some(bitmap) = &mut index.fragment_bitmap else {
             continue;

@@ -13,7 +13,9 @@
 use crate::rows::{self, KeyMap};
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::RecordBatch;
-use omnigraph_core::fragments::{ROW_ADDRESS_COLUMN, same_files, split_row_address, stored_rows};
+use omnigraph_core::fragments::{
+    self, ROW_ADDRESS_COLUMN, same_files, split_row_address, stored_rows,
+};
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::table::format::Fragment;
 use omnigraph_core::schema::{EDGE_DST_COLUMN, EDGE_SRC_COLUMN};
@@ -62,12 +64,7 @@ impl EdgeEndpoints {
         if self.warm && self.version == version {
             return Ok(true);
         }
-        let current: HashMap<u64, &Fragment> = table
-            .manifest()
-            .fragments
-            .iter()
-            .map(|fragment| (fragment.id, fragment))
-            .collect();
+        let current = fragments::by_id(&table.manifest().fragments);
         let edges: u64 = current.values().map(|fragment| stored_rows(fragment)).sum();
         if edges > CACHED_EDGES_PER_TABLE_MAX {
             return Ok(false);

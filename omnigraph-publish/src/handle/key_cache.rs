@@ -19,7 +19,9 @@
 use crate::rows::{self, KeyMap, RowKey};
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::RecordBatch;
-use omnigraph_core::fragments::{ROW_ADDRESS_COLUMN, same_files, split_row_address, stored_rows};
+use omnigraph_core::fragments::{
+    self, ROW_ADDRESS_COLUMN, same_files, split_row_address, stored_rows,
+};
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::dataset::fragment::FileFragment;
 use omnigraph_core::lance::table::format::Fragment;
@@ -87,12 +89,7 @@ impl TableKeys {
         if self.version == version && !self.fragments.is_empty() {
             return Ok(true);
         }
-        let current: HashMap<u64, &Fragment> = table
-            .manifest()
-            .fragments
-            .iter()
-            .map(|fragment| (fragment.id, fragment))
-            .collect();
+        let current = fragments::by_id(&table.manifest().fragments);
         let mut stale: HashSet<u64> = HashSet::new();
         let mut lost_rows: Vec<Fragment> = Vec::new();
         for (id, known) in &self.fragments {
