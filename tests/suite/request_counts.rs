@@ -75,3 +75,38 @@ async fn opening_a_table_at_a_detached_version_is_a_head_and_one_read() {
         assert_eq!(opened.count_rows(None).await.unwrap(), 100);
     }
 }
+
+#[tokio::test]
+async fn opening_a_table_of_many_fragments_is_still_a_head_and_one_read() {
+    // Fragments enough for a manifest many times Lance's 4 KiB local block.
+    const FRAGMENTS: i64 = 120;
+    for backend in BACKENDS {
+        let test = TestRoot::new(backend).await;
+        let mut table = new_table(&test.root, "t1").await;
+        let mut version = 0;
+        for n in 0..FRAGMENTS {
+            let link = adapter::stage_append(&table, vec![rows(n, 1, false)], &origin(1))
+                .await
+                .unwrap();
+            (table, version) = (link.dataset, link.version);
+        }
+        let manifest = format!("tables/t1/_versions/d{version}.manifest");
+        let bytes = test.root.get(&manifest).await.unwrap().unwrap();
+        assert!(bytes.len() > 16 << 10, "{} bytes", bytes.len());
+        let cold = test.reopen().await;
+        let probe = cold.probe();
+        let opened = adapter::open_table_at(&cold, "tables/t1", version)
+            .await
+            .unwrap();
+        let requests = probe.requests();
+        let kinds: Vec<RequestKind> = requests.iter().map(|request| request.kind).collect();
+        assert_eq!(
+            kinds,
+            [RequestKind::Head, RequestKind::RangedGet],
+            "{backend:?}: {requests:?}"
+        );
+        assert!(requests.iter().all(|request| request.path == manifest));
+        assert_eq!(opened.get_fragments().len() as i64, FRAGMENTS);
+        assert_eq!(opened.count_rows(None).await.unwrap() as i64, FRAGMENTS);
+    }
+}

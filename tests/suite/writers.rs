@@ -1187,6 +1187,57 @@ async fn a_write_begun_after_another_handles_schema_apply_lands() {
 }
 
 #[tokio::test]
+async fn a_writer_that_lost_its_slot_finds_the_head_from_the_winner() {
+    let (graph, test) = new_graph(Backend::Local).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let mut companies = vec![];
+    // The other handle commits once (the winner is the head), then five times.
+    for (round, commits) in [1u64, 5].into_iter().enumerate() {
+        // The handle's known head is `base` from here on: its next write puts there.
+        let company = |n: usize| objects(json!([{"id": format!("c{n}"), "name": "C"}]));
+        let base = graph
+            .insert_json("Company", company(2 * round))
+            .await
+            .unwrap();
+        let mut last = base.clone();
+        for n in 0..commits {
+            let people = objects(json!([{"id": format!("p{round}.{n}"), "name": "P"}]));
+            last = other.insert_json("Person", people).await.unwrap();
+        }
+        assert_eq!(last.seq, base.seq + commits);
+        let probe = graph.graph().root().probe();
+        let commit = graph
+            .insert_json("Company", company(2 * round + 1))
+            .await
+            .unwrap();
+        assert_eq!(commit.seq, last.seq + 1);
+        assert_eq!(
+            commit.parent_commit_id.as_deref(),
+            Some(last.commit_id.as_str())
+        );
+        // After the lost PUT: the winner read back, then `HEAD` and the commits past
+        // it or past the winner, each once; the empty slot after the head.
+        let reads: Vec<String> = probe
+            .requests()
+            .into_iter()
+            .filter(|request| matches!(request.kind, RequestKind::Get | RequestKind::RangedGet))
+            .map(|request| request.path)
+            .filter(|path| path.starts_with("_graph/"))
+            .collect();
+        let once: std::collections::BTreeSet<&String> = reads.iter().collect();
+        assert_eq!(
+            once.len(),
+            reads.len(),
+            "a log object read twice: {reads:?}"
+        );
+        assert!(reads.len() <= 5, "{reads:?}");
+        companies.extend([format!("c{}", 2 * round), format!("c{}", 2 * round + 1)]);
+        assert_eq!(ids_at(&graph, "Company", &CommitRef::Head).await, companies);
+    }
+    assert_eq!(ids_at(&graph, "Person", &CommitRef::Head).await.len(), 6);
+}
+
+#[tokio::test]
 async fn an_insert_lands_after_other_writers_moved_its_table_many_times() {
     use omnigraph_core::failpoints;
     // More moves than the old bound of 8 attempts, fewer than the bound.

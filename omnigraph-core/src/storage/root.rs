@@ -16,6 +16,8 @@ use std::sync::Arc;
 pub(crate) const INDEX_CACHE_BYTES: usize = 256 << 20;
 /// Lance metadata cache per root session (bytes).
 pub(crate) const METADATA_CACHE_BYTES: usize = 64 << 20;
+/// The block Lance reads a file's tail in, on every store: the size it uses for S3.
+const LANCE_BLOCK_BYTES: usize = 64 << 10;
 /// What [`StorageRoot::check_put_if_absent`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PutIfAbsentCheck {
@@ -244,6 +246,11 @@ impl StorageRoot {
         let wrapper = StoreWrapper::new(base_path.as_ref());
         let params = ObjectStoreParams {
             object_store_wrapper: Some(Arc::new(wrapper.clone())),
+            // Lance reads a manifest's last block first, 4 KiB on a local folder by
+            // default: a manifest of a few hundred fragments (tens of KiB) then took a
+            // HEAD and three ranged GETs, one per section. With S3's 64 KiB it takes
+            // a HEAD and one, and a data file under 64 KiB is read in one GET.
+            block_size: Some(LANCE_BLOCK_BYTES),
             ..Default::default()
         };
         let (store, _) =

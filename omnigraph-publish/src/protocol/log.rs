@@ -68,33 +68,67 @@ impl CommitLog {
 
     /// The newest commit of the branch. Fresh `HEAD`: four GETs in two round trips.
     pub async fn head(&self) -> Result<GraphCommit> {
-        self.newest().await?.ok_or_else(|| {
-            OmniError::not_found(format!(
-                "branch {} (no commits under {})",
-                self.branch,
-                layout::commits_dir(&self.branch)
-            ))
-        })
+        self.newest().await?.ok_or_else(|| self.no_commits())
+    }
+
+    /// The error of a branch whose log has no commit.
+    fn no_commits(&self) -> OmniError {
+        OmniError::not_found(format!(
+            "branch {} (no commits under {})",
+            self.branch,
+            layout::commits_dir(&self.branch)
+        ))
     }
 
     /// The newest commit of the branch, or `None` when it has none (a name no branch
     /// has had), at the cost of [`CommitLog::head`].
     pub async fn newest(&self) -> Result<Option<GraphCommit>> {
+        let hint = self.head_hint().await?;
+        self.newest_hinted(hint).await
+    }
+
+    /// The newest commit of the branch, probing from the seq `HEAD` named.
+    async fn newest_hinted(&self, hint: Option<u64>) -> Result<Option<GraphCommit>> {
         // A hint at the very end of the seq space cannot be probed past: no hint.
-        let Some(hint) = self
-            .head_hint()
-            .await?
-            .filter(|seq| seq.checked_add(HEAD_PROBE_MAX as u64 + 2).is_some())
+        let Some(hint) = hint.filter(|seq| seq.checked_add(HEAD_PROBE_MAX as u64 + 2).is_some())
         else {
             return self.newest_by_listing().await;
         };
         let (at, next, after) =
             tokio::try_join!(self.read(hint), self.read(hint + 1), self.read(hint + 2))?;
-        let Some(mut newest) = at else {
+        let Some(newest) = at else {
             // HEAD points past the log: it is not a hint.
             return self.newest_by_listing().await;
         };
-        let (mut next, mut after) = (next, after);
+        self.newest_from(newest, next, after).await
+    }
+
+    /// The newest commit of the branch, knowing `known`, a commit of it just read (the
+    /// one that took a writer's slot). Walks from `known` unless `HEAD` names a later
+    /// commit: never reads `known` again, nor a `HEAD` that lags it (its writer copies
+    /// it after the commit lands). Costs [`CommitLog::head`] less one GET at most.
+    pub async fn newest_after(&self, known: GraphCommit) -> Result<GraphCommit> {
+        let hint = self.head_hint().await?;
+        let newest = if hint.is_some_and(|seq| seq > known.seq)
+            || known.seq.checked_add(HEAD_PROBE_MAX as u64 + 2).is_none()
+        {
+            self.newest_hinted(hint).await?
+        } else {
+            let (next, after) =
+                tokio::try_join!(self.read(known.seq + 1), self.read(known.seq + 2))?;
+            self.newest_from(known, next, after).await?
+        };
+        newest.ok_or_else(|| self.no_commits())
+    }
+
+    /// Walks forward from `newest`, given the two commits after it as read together,
+    /// checking each commit's parent; lists the commits folder past [`HEAD_PROBE_MAX`].
+    async fn newest_from(
+        &self,
+        mut newest: GraphCommit,
+        mut next: Option<GraphCommit>,
+        mut after: Option<GraphCommit>,
+    ) -> Result<Option<GraphCommit>> {
         for _ in 0..HEAD_PROBE_MAX {
             let commit = match next {
                 Some(commit) => commit,

@@ -114,8 +114,8 @@ impl Publication {
 pub(crate) enum Decided {
     /// Ours: the publication landed.
     Ours,
-    /// Another writer's: the publication did not land. The winner's `created_at`.
-    Theirs { created_at: i64 },
+    /// Another writer's: the publication did not land. The winner, as read back.
+    Theirs { winner: Box<GraphCommit> },
 }
 
 /// Publishes `publication` on its base's branch in `root`.
@@ -202,16 +202,17 @@ pub(crate) async fn publish_seeing(
                 }
                 return Ok(candidate);
             }
-            Decided::Theirs { created_at } => {
-                if created_at >= racing_since {
+            Decided::Theirs { winner } => {
+                if winner.created_at >= racing_since {
                     // Not holding the gate: writers of this process never race each
                     // other, and one that waits must not hold the others up.
                     drop(held);
                     lost_race_backoff(rebases, &candidate.commit_id).await;
                     held = gate::acquire(&root.canonical(), log.branch()).await;
                 }
+                // The winner was just read back: the head is found from it.
                 let head = log
-                    .head()
+                    .newest_after(*winner)
                     .await
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
                 // A deletion took the slot, and maybe a new life of the branch began
@@ -299,7 +300,7 @@ pub(crate) async fn put_and_decide(
     };
     match read_back(log, candidate).await? {
         ReadBack::Ours => return Ok(Decided::Ours),
-        ReadBack::Theirs { created_at } => return Ok(Decided::Theirs { created_at }),
+        ReadBack::Theirs { winner } => return Ok(Decided::Theirs { winner }),
         ReadBack::Unreadable => return Err(in_doubt()),
         ReadBack::Absent => {}
     }
@@ -312,7 +313,7 @@ pub(crate) async fn put_and_decide(
         Ok(PutOutcome::Created) => Ok(Decided::Ours),
         Ok(PutOutcome::AlreadyExists) | Err(_) => match read_back(log, candidate).await? {
             ReadBack::Ours => Ok(Decided::Ours),
-            ReadBack::Theirs { created_at } => Ok(Decided::Theirs { created_at }),
+            ReadBack::Theirs { winner } => Ok(Decided::Theirs { winner }),
             ReadBack::Absent | ReadBack::Unreadable => Err(in_doubt()),
         },
     }
@@ -451,7 +452,7 @@ fn check_read_set(base: &GraphCommit, head: &GraphCommit, publication: &Publicat
 
 enum ReadBack {
     Ours,
-    Theirs { created_at: i64 },
+    Theirs { winner: Box<GraphCommit> },
     Absent,
     Unreadable,
 }
@@ -468,7 +469,7 @@ async fn read_back(log: &CommitLog, candidate: &GraphCommit) -> Result<ReadBack>
             Ok(Some(found)) if found.commit_id == candidate.commit_id => return Ok(ReadBack::Ours),
             Ok(Some(theirs)) => {
                 return Ok(ReadBack::Theirs {
-                    created_at: theirs.created_at,
+                    winner: Box::new(theirs),
                 });
             }
             Ok(None) => return Ok(ReadBack::Absent),
