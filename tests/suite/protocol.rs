@@ -693,6 +693,43 @@ async fn a_writer_never_fills_a_gap_in_the_log() {
     assert_eq!(all_objects(root).await, before);
 }
 
+#[tokio::test]
+async fn a_winner_that_does_not_follow_the_base_is_corrupt() {
+    let (graph, _test) = seeded_graph(Backend::Local).await;
+    let head = graph.head().await.unwrap();
+    // Commit n+1 names another parent than commit n; `HEAD` still names n.
+    let mut stray = successor(&head, "01STRAYPARENT0000000000000");
+    stray.parent_commit_id = Some("01NOTTHEPARENT000000000000".into());
+    plant(graph.graph().root(), &stray).await;
+    let before = all_objects(graph.graph().root()).await;
+    // The handle built on n loses n+1 to the stray commit and reads it back.
+    let error = graph
+        .insert_json("Company", objects(json!([{"id": "c2", "name": "Two"}])))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    let stray_path = layout::commit_path("main", stray.seq);
+    assert!(error.to_string().contains(&stray_path), "{error}");
+    let root = graph.graph().root();
+    assert!(
+        root.get(&layout::commit_path("main", stray.seq + 1))
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing was published after it"
+    );
+    // Only the insert's unpublished staging was added.
+    let added: Vec<String> = all_objects(root)
+        .await
+        .into_iter()
+        .filter(|path| !before.contains(path))
+        .collect();
+    assert!(
+        added.iter().all(|path| path.starts_with("tables/")),
+        "{added:?}"
+    );
+}
+
 // ---- 10. Bounded loops and typed cursors --------------------------------------------
 
 #[tokio::test]

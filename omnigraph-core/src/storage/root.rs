@@ -16,7 +16,8 @@ use std::sync::Arc;
 pub(crate) const INDEX_CACHE_BYTES: usize = 256 << 20;
 /// Lance metadata cache per root session (bytes).
 pub(crate) const METADATA_CACHE_BYTES: usize = 64 << 20;
-/// The block Lance reads a file's tail in, on every store: the size it uses for S3.
+/// The block Lance reads a file's tail in, on every store: the size it uses for S3
+/// (see [`StorageRoot::open`] for what else it sets).
 const LANCE_BLOCK_BYTES: usize = 64 << 10;
 /// What [`StorageRoot::check_put_if_absent`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,7 +250,10 @@ impl StorageRoot {
             // Lance reads a manifest's last block first, 4 KiB on a local folder by
             // default: a manifest of a few hundred fragments (tens of KiB) then took a
             // HEAD and three ranged GETs, one per section. With S3's 64 KiB it takes
-            // a HEAD and one, and a data file under 64 KiB is read in one GET.
+            // a HEAD and one, and a data file under 64 KiB is read in one GET. Local
+            // and memory roots now read as S3 roots always did, which also sets the
+            // scans' default batch (a quarter of the block in rows: 16,384) and the
+            // gap Lance's scheduler merges reads across.
             block_size: Some(LANCE_BLOCK_BYTES),
             ..Default::default()
         };

@@ -17,6 +17,11 @@ use std::sync::Arc;
 /// The most commits head discovery probes forward from `HEAD` before it lists the
 /// commits folder instead: a `HEAD` that lags further is stale, not a hint.
 pub const HEAD_PROBE_MAX: usize = 64;
+
+/// Whether a probe forward from `seq` stays within the seq space.
+fn probe_fits(seq: u64) -> bool {
+    seq.checked_add(HEAD_PROBE_MAX as u64 + 2).is_some()
+}
 /// The most commits `find` walks back from the head looking for a commit id; older
 /// commits are named by seq.
 pub const FIND_WALK_MAX: usize = 1_000;
@@ -90,8 +95,7 @@ impl CommitLog {
     /// The newest commit of the branch, probing from the seq `HEAD` named.
     async fn newest_hinted(&self, hint: Option<u64>) -> Result<Option<GraphCommit>> {
         // A hint at the very end of the seq space cannot be probed past: no hint.
-        let Some(hint) = hint.filter(|seq| seq.checked_add(HEAD_PROBE_MAX as u64 + 2).is_some())
-        else {
+        let Some(hint) = hint.filter(|seq| probe_fits(*seq)) else {
             return self.newest_by_listing().await;
         };
         let (at, next, after) =
@@ -103,22 +107,51 @@ impl CommitLog {
         self.newest_from(newest, next, after).await
     }
 
-    /// The newest commit of the branch, knowing `known`, a commit of it just read (the
-    /// one that took a writer's slot). Walks from `known` unless `HEAD` names a later
-    /// commit: never reads `known` again, nor a `HEAD` that lags it (its writer copies
-    /// it after the commit lands). Costs [`CommitLog::head`] less one GET at most.
-    pub async fn newest_after(&self, known: GraphCommit) -> Result<GraphCommit> {
+    /// The newest commit of the branch after a writer built on `base` lost its slot to
+    /// `winner`, the commit it read back there. Checks that `winner` follows `base`, as
+    /// a walk through both would. Walks from `winner` unless `HEAD` names a later
+    /// commit: never reads `winner` again, nor a `HEAD` that lags it (its writer copies
+    /// it after the commit lands). When `HEAD` names `base` or `winner`, one GET less
+    /// than [`CommitLog::head`]; when it names a later commit, the same; when it is
+    /// missing, three GETs instead of a listing.
+    pub(crate) async fn newest_after(
+        &self,
+        base: &GraphCommit,
+        winner: GraphCommit,
+    ) -> Result<GraphCommit> {
+        assert!(
+            base.branch == self.branch
+                && winner.branch == self.branch
+                && winner.seq == base.seq + 1,
+            "a winner is the commit after its loser's base, on this branch"
+        );
+        if winner.parent_commit_id.as_deref() != Some(base.commit_id.as_str()) {
+            return Err(OmniError::corrupt(
+                layout::commit_path(&self.branch, winner.seq),
+                format!(
+                    "its parent is {:?}, but commit {} is {}",
+                    winner.parent_commit_id, base.seq, base.commit_id
+                ),
+            ));
+        }
         let hint = self.head_hint().await?;
-        let newest = if hint.is_some_and(|seq| seq > known.seq)
-            || known.seq.checked_add(HEAD_PROBE_MAX as u64 + 2).is_none()
-        {
+        let newest = if hint.is_some_and(|seq| seq > winner.seq) || !probe_fits(winner.seq) {
             self.newest_hinted(hint).await?
         } else {
             let (next, after) =
-                tokio::try_join!(self.read(known.seq + 1), self.read(known.seq + 2))?;
-            self.newest_from(known, next, after).await?
+                tokio::try_join!(self.read(winner.seq + 1), self.read(winner.seq + 2))?;
+            self.newest_from(winner, next, after).await?
         };
-        newest.ok_or_else(|| self.no_commits())
+        // The listing finds nothing only if the log went away after the winner was read.
+        newest.ok_or_else(|| {
+            OmniError::corrupt(
+                layout::commits_dir(&self.branch),
+                format!(
+                    "commit {} was just read, but the listing found no commit",
+                    base.seq + 1
+                ),
+            )
+        })
     }
 
     /// Walks forward from `newest`, given the two commits after it as read together,

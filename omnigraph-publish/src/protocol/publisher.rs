@@ -212,7 +212,7 @@ pub(crate) async fn publish_seeing(
                 }
                 // The winner was just read back: the head is found from it.
                 let head = log
-                    .newest_after(*winner)
+                    .newest_after(&base, *winner)
                     .await
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
                 // A deletion took the slot, and maybe a new life of the branch began
