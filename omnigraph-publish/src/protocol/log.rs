@@ -125,15 +125,7 @@ impl CommitLog {
                 && winner.seq == base.seq + 1,
             "a winner is the commit after its loser's base, on this branch"
         );
-        if winner.parent_commit_id.as_deref() != Some(base.commit_id.as_str()) {
-            return Err(OmniError::corrupt(
-                layout::commit_path(&self.branch, winner.seq),
-                format!(
-                    "its parent is {:?}, but commit {} is {}",
-                    winner.parent_commit_id, base.seq, base.commit_id
-                ),
-            ));
-        }
+        self.check_follows(&winner, base)?;
         let hint = self.head_hint().await?;
         let newest = if hint.is_some_and(|seq| seq > winner.seq) || !probe_fits(winner.seq) {
             self.newest_hinted(hint).await?
@@ -178,21 +170,28 @@ impl CommitLog {
                     }
                 }
             };
-            if commit.parent_commit_id.as_deref() != Some(newest.commit_id.as_str()) {
-                return Err(OmniError::corrupt(
-                    layout::commit_path(&self.branch, commit.seq),
-                    format!(
-                        "its parent is {:?}, but commit {} is {}",
-                        commit.parent_commit_id, newest.seq, newest.commit_id
-                    ),
-                ));
-            }
+            self.check_follows(&commit, &newest)?;
             newest = commit;
             next = after;
             after = self.read(newest.seq + 2).await?;
         }
         // HEAD lags too far to be worth probing from.
         self.newest_by_listing().await
+    }
+
+    /// Refuses `commit`, the commit after `parent` in the log, unless it names `parent`
+    /// as its parent.
+    fn check_follows(&self, commit: &GraphCommit, parent: &GraphCommit) -> Result<()> {
+        if commit.parent_commit_id.as_deref() == Some(parent.commit_id.as_str()) {
+            return Ok(());
+        }
+        Err(OmniError::corrupt(
+            layout::commit_path(&self.branch, commit.seq),
+            format!(
+                "its parent is {:?}, but commit {} is {}",
+                commit.parent_commit_id, parent.seq, parent.commit_id
+            ),
+        ))
     }
 
     /// The corruption of a log where commit `missing` is gone but `found` exists.
