@@ -17,16 +17,16 @@ use std::sync::Arc;
 /// The most commits head discovery probes forward from `HEAD` before it lists the
 /// commits folder instead: a `HEAD` that lags further is stale, not a hint.
 pub const HEAD_PROBE_MAX: usize = 64;
-
-/// Whether a probe forward from `seq` stays within the seq space.
-fn probe_fits(seq: u64) -> bool {
-    seq.checked_add(HEAD_PROBE_MAX as u64 + 2).is_some()
-}
 /// The most commits `find` walks back from the head looking for a commit id; older
 /// commits are named by seq.
 pub const FIND_WALK_MAX: usize = 1_000;
 /// The most commits one `log` call returns.
 pub const LOG_PAGE_MAX: usize = 1_000;
+
+/// Whether a probe forward from `seq` stays within the seq space.
+fn probe_fits(seq: u64) -> bool {
+    seq.checked_add(HEAD_PROBE_MAX as u64 + 2).is_some()
+}
 
 /// The commit log of one branch.
 #[derive(Clone, Debug)]
