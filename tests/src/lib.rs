@@ -539,23 +539,6 @@ pub async fn people_and_ages(graph: &omnigraph_publish::Omnigraph) -> Vec<(Strin
     rows
 }
 
-/// Every WorksAt id of `graph` at `at`, sorted.
-pub async fn works_at_ids(
-    graph: &omnigraph_publish::Omnigraph,
-    at: &omnigraph_publish::CommitRef,
-) -> Vec<String> {
-    let batches = graph
-        .scan("WorksAt", &omnigraph_publish::ScanRequest::default(), at)
-        .await
-        .unwrap();
-    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
-        .into_iter()
-        .map(|row| row["id"].as_str().unwrap().to_string())
-        .collect();
-    ids.sort();
-    ids
-}
-
 /// Polls `running` (a future under `clock`'s simulation) until it parks at `point`,
 /// and returns the ticket that releases it. Panics, naming `step`, if it ends first.
 pub async fn parked_at<F: std::future::Future>(

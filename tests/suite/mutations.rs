@@ -290,7 +290,7 @@ async fn writes_follow_other_rows_deleted_in_their_own_fragments() {
             "{backend:?}: both writes hold, and no deleted row came back"
         );
         assert_eq!(
-            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head).await,
+            omnigraph_tests::ids_at(&graph, "WorksAt", &CommitRef::Head).await,
             ["e2"],
             "{backend:?}"
         );
@@ -308,7 +308,7 @@ async fn writes_follow_other_rows_deleted_in_their_own_fragments() {
             "{backend:?}"
         );
         assert!(
-            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head)
+            omnigraph_tests::ids_at(&graph, "WorksAt", &CommitRef::Head)
                 .await
                 .is_empty(),
             "{backend:?}"
@@ -470,7 +470,7 @@ async fn a_delete_prepared_before_an_edge_to_its_node_must_retry_and_cascades_to
         }
         graph.delete("Person", "id = 'p2'").await.unwrap().unwrap();
         assert_eq!(
-            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head).await,
+            omnigraph_tests::ids_at(&graph, "WorksAt", &CommitRef::Head).await,
             ["e1", "e3", "e4"],
             "{backend:?}"
         );
@@ -500,7 +500,7 @@ async fn a_delete_prepared_before_other_edges_and_nodes_follows_them() {
         let published = prepared.publish(&graph).await.unwrap().unwrap();
         assert_eq!(published.seq, inserted.seq + 1, "{backend:?}");
         assert_eq!(
-            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head).await,
+            omnigraph_tests::ids_at(&graph, "WorksAt", &CommitRef::Head).await,
             ["e2", "e4"],
             "{backend:?}"
         );

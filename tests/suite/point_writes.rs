@@ -319,7 +319,7 @@ async fn a_node_delete_finds_edges_other_handles_added_or_compacted_since() {
         }
         graph.delete("Person", "id = 'a'").await.unwrap().unwrap();
         assert_eq!(
-            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head).await,
+            omnigraph_tests::ids_at(&graph, "WorksAt", &CommitRef::Head).await,
             ["eb", "eb2"],
             "{backend:?}"
         );
@@ -332,7 +332,7 @@ async fn a_node_delete_finds_edges_other_handles_added_or_compacted_since() {
         assert!(report.table("WorksAt").unwrap().published(), "{backend:?}");
         graph.delete("Person", "id = 'b'").await.unwrap().unwrap();
         assert!(
-            omnigraph_tests::works_at_ids(&graph, &CommitRef::Head)
+            omnigraph_tests::ids_at(&graph, "WorksAt", &CommitRef::Head)
                 .await
                 .is_empty(),
             "{backend:?}"
@@ -432,7 +432,7 @@ async fn a_node_delete_on_an_older_state_finds_edges_deleted_in_a_newer_one() {
         // On the branch `ea` is live: deleting `a` there deletes it.
         let graph = graph.with_branch("before").unwrap();
         let commit = graph.delete("Person", "id = 'a'").await.unwrap().unwrap();
-        let ids = omnigraph_tests::works_at_ids(&graph, &CommitRef::Seq(commit.seq)).await;
+        let ids = omnigraph_tests::ids_at(&graph, "WorksAt", &CommitRef::Seq(commit.seq)).await;
         assert_eq!(
             ids,
             ["eb", "ed"],
