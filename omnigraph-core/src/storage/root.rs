@@ -244,7 +244,12 @@ impl StorageRoot {
         // root-relative paths; learn that path from Lance's parse of the URI first.
         let base_path = LanceStore::extract_path_from_uri(session.store_registry(), &lance_base)
             .map_err(|error| OmniError::from_lance(format!("parse root {uri}"), error))?;
-        let wrapper = StoreWrapper::new(base_path.as_ref());
+        let wrapper = match location {
+            RootLocation::Local(_) => StoreWrapper::for_local_folder(base_path.as_ref()),
+            RootLocation::Memory { .. } | RootLocation::S3 { .. } => {
+                StoreWrapper::new(base_path.as_ref())
+            }
+        };
         let params = ObjectStoreParams {
             object_store_wrapper: Some(Arc::new(wrapper.clone())),
             // Lance reads a manifest's last block first, 4 KiB on a local folder by
