@@ -233,22 +233,24 @@ impl Drop for FaultHandle {
 }
 
 /// The most bytes a local folder's store is handed as one piece of a write: it writes
-/// each piece with one `write` call, and Linux sizes the page-cache folios a buffered
-/// write allocates by the call's length (ext4 with large folios). On a VM whose free
+/// each piece with one `write_all`, and Linux sizes the page-cache folios a buffered
+/// write allocates by the write's length (ext4 with large folios). On a VM whose free
 /// memory goes back to the host, a large folio can take tens of milliseconds to
 /// allocate: on this project's 2-core 6.18 VM, 15 MiB written in 5 MiB calls (the part
 /// Lance hands a multipart upload) took 110-310 ms, and in 2 MiB, 1 MiB, 512 KiB and
 /// 256 KiB calls each grew as slow once the page cache had grown by some hundred MiB;
-/// in 128 KiB calls it stayed at 4-6 ms. Smaller calls cost a syscall per 128 KiB.
-pub(crate) const LOCAL_WRITE_BYTES_MAX: usize = 128 << 10;
+/// in 128 KiB calls it stayed at 4-6 ms. The price is one syscall per 128 KiB instead
+/// of one per part.
+const LOCAL_WRITE_BYTES_MAX: usize = 128 << 10;
 
 #[derive(Debug)]
 struct WrapperState {
     /// The root's path inside the store, stripped from every recorded path.
     base: String,
     /// The most bytes the inner store is handed as one piece of a write
-    /// ([`LOCAL_WRITE_BYTES_MAX`] for a local folder; a store that sends a payload
-    /// over the network takes it whole).
+    /// ([`LOCAL_WRITE_BYTES_MAX`] for a local folder). Other stores take a payload
+    /// whole: S3 sends it as it is, and the memory store would copy a payload of many
+    /// pieces into one buffer.
     piece_bytes_max: usize,
     probes: Mutex<Vec<Weak<ProbeLog>>>,
     faults: Mutex<Vec<Arc<ActiveFault>>>,
@@ -304,7 +306,9 @@ pub(crate) struct StoreWrapper {
 }
 
 impl StoreWrapper {
-    /// A wrapper for a root whose objects live under `base` inside the store.
+    /// A wrapper for a root whose objects live under `base` inside a store that takes
+    /// each write whole (S3, memory); a local folder's root takes
+    /// [`StoreWrapper::for_local_folder`].
     pub(crate) fn new(base: &str) -> StoreWrapper {
         StoreWrapper::handing_pieces_of(base, usize::MAX)
     }
@@ -784,24 +788,178 @@ mod tests {
             .map(|at| (at % 251) as u8)
             .collect();
         let whole = Bytes::from(bytes.clone());
-        // A part as Lance hands it over, and one of two uneven chunks.
-        let payloads = [
-            PutPayload::from_bytes(whole.clone()),
-            PutPayload::from_iter([whole.slice(..3), whole.slice(3..)]),
+        // A part as Lance hands it over; one of uneven chunks, one of them empty and one
+        // exactly at the bound.
+        let cases = [
+            (PutPayload::from_bytes(whole.clone()), 6),
+            (
+                PutPayload::from_iter([
+                    whole.slice(..3),
+                    whole.slice(3..3),
+                    whole.slice(3..3 + LOCAL_WRITE_BYTES_MAX),
+                    whole.slice(3 + LOCAL_WRITE_BYTES_MAX..),
+                ]),
+                7,
+            ),
         ];
-        for payload in payloads {
+        for (payload, expected) in cases {
             let pieces = in_pieces(payload, LOCAL_WRITE_BYTES_MAX);
+            let lengths: Vec<usize> = pieces.iter().map(Bytes::len).collect();
+            assert_eq!(lengths.len(), expected, "{lengths:?}");
             assert!(
-                pieces
+                lengths
                     .iter()
-                    .all(|piece| piece.len() <= LOCAL_WRITE_BYTES_MAX),
-                "{:?}",
-                pieces.iter().map(Bytes::len).collect::<Vec<_>>()
+                    .all(|length| *length <= LOCAL_WRITE_BYTES_MAX),
+                "{lengths:?}"
             );
             assert_eq!(Bytes::from(pieces).as_ref(), bytes.as_slice());
         }
-        // A store that takes a payload whole is handed the very one it was given.
-        let small = PutPayload::from_bytes(whole.slice(..10));
-        assert_eq!(in_pieces(small, usize::MAX).as_ref().len(), 1);
+        // A store that takes a payload whole is handed the very buffer it was given.
+        let handed = in_pieces(PutPayload::from_bytes(whole.clone()), usize::MAX);
+        assert_eq!(handed.as_ref().len(), 1);
+        assert_eq!(handed.as_ref()[0].as_ptr(), whole.as_ptr());
+    }
+
+    /// A real in-memory store that notes the length of every piece of every write it is
+    /// handed, as a local folder's store writes each with one call.
+    #[derive(Debug)]
+    struct NotingPieces {
+        inner: Arc<dyn ObjectStore>,
+        pieces: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl fmt::Display for NotingPieces {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "NotingPieces({})", self.inner)
+        }
+    }
+
+    #[derive(Debug)]
+    struct NotingUpload {
+        inner: Box<dyn MultipartUpload>,
+        pieces: Arc<Mutex<Vec<usize>>>,
+    }
+
+    #[async_trait]
+    impl MultipartUpload for NotingUpload {
+        fn put_part(&mut self, data: PutPayload) -> UploadPart {
+            self.pieces.lock().extend(data.iter().map(Bytes::len));
+            self.inner.put_part(data)
+        }
+
+        async fn complete(&mut self) -> object_store::Result<PutResult> {
+            self.inner.complete().await
+        }
+
+        async fn abort(&mut self) -> object_store::Result<()> {
+            self.inner.abort().await
+        }
+    }
+
+    #[async_trait]
+    impl ObjectStore for NotingPieces {
+        async fn put_opts(
+            &self,
+            location: &Path,
+            payload: PutPayload,
+            opts: PutOptions,
+        ) -> object_store::Result<PutResult> {
+            self.pieces.lock().extend(payload.iter().map(Bytes::len));
+            self.inner.put_opts(location, payload, opts).await
+        }
+
+        async fn put_multipart_opts(
+            &self,
+            location: &Path,
+            opts: PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn MultipartUpload>> {
+            Ok(Box::new(NotingUpload {
+                inner: self.inner.put_multipart_opts(location, opts).await?,
+                pieces: self.pieces.clone(),
+            }))
+        }
+
+        async fn get_opts(
+            &self,
+            location: &Path,
+            options: GetOptions,
+        ) -> object_store::Result<GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, object_store::Result<Path>>,
+        ) -> BoxStream<'static, object_store::Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+
+        fn list(
+            &self,
+            prefix: Option<&Path>,
+        ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&Path>,
+        ) -> object_store::Result<ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+
+        async fn copy_opts(
+            &self,
+            from: &Path,
+            to: &Path,
+            options: CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    #[tokio::test]
+    async fn only_a_local_folders_store_is_handed_writes_in_pieces() {
+        let whole = Bytes::from(vec![7u8; 3 * LOCAL_WRITE_BYTES_MAX + 1]);
+        let wrappers = [
+            (StoreWrapper::for_local_folder(""), 4, LOCAL_WRITE_BYTES_MAX),
+            (StoreWrapper::new(""), 1, whole.len()),
+        ];
+        for (wrapper, pieces_per_write, piece_bytes_max) in wrappers {
+            let pieces = Arc::new(Mutex::new(Vec::new()));
+            let store = wrapper.wrap_store(Arc::new(NotingPieces {
+                inner: Arc::new(object_store::memory::InMemory::new()),
+                pieces: pieces.clone(),
+            }));
+            let (put, uploaded) = (Path::from("put"), Path::from("uploaded"));
+            store
+                .put_opts(
+                    &put,
+                    PutPayload::from_bytes(whole.clone()),
+                    PutOptions::default(),
+                )
+                .await
+                .unwrap();
+            let mut upload = store
+                .put_multipart_opts(&uploaded, PutMultipartOptions::default())
+                .await
+                .unwrap();
+            upload
+                .put_part(PutPayload::from_bytes(whole.clone()))
+                .await
+                .unwrap();
+            upload.complete().await.unwrap();
+            for path in [&put, &uploaded] {
+                let read = store.get_opts(path, GetOptions::default()).await.unwrap();
+                assert_eq!(read.bytes().await.unwrap(), whole, "{path}");
+            }
+            let lengths = pieces.lock().clone();
+            assert_eq!(lengths.len(), 2 * pieces_per_write, "{lengths:?}");
+            assert_eq!(lengths.iter().sum::<usize>(), 2 * whole.len());
+            assert!(
+                lengths.iter().all(|length| *length <= piece_bytes_max),
+                "{lengths:?}"
+            );
+        }
     }
 }
