@@ -20,7 +20,8 @@
 //!
 //! `--compare` first runs the same total work (P x N operations) with one worker and
 //! the same maintainers, on a root of its own (`URI-single`), and then prints the
-//! ratio of the two commit rates. A graph's per-commit cost grows with its tables, so
+//! ratio of the two commit rates, over each run's wall time and over the time in which
+//! all of its workers ran. A graph's per-commit cost grows with its tables, so
 //! only equal work compares: one worker running N operations leaves smaller tables.
 
 // The worker awaits deep futures (load -> ingest -> staging -> publisher -> Lance).
@@ -150,6 +151,9 @@ struct Tally {
     /// reads to operations by place at the end.
     spans: Vec<(&'static str, usize, usize)>,
     violations: Vec<String>,
+    /// After each timed operation: when it ended (microseconds since the epoch, which
+    /// every process on the machine shares) and the writes acknowledged so far.
+    progress: Vec<(u64, u64)>,
 }
 
 impl Tally {
@@ -179,6 +183,7 @@ impl Tally {
             .entry(op)
             .or_default()
             .push(started.elapsed().as_secs_f64() * 1_000.0);
+        self.progress.push((unix_micros(), self.acknowledged));
     }
 
     fn refused(&mut self, error: &OmniError) {
@@ -211,6 +216,15 @@ async fn read_back(graph: &Omnigraph, type_name: &str, key: &str) -> Option<Map<
         .flatten()
 }
 
+/// Now, in microseconds since the epoch: the one clock every worker shares.
+fn unix_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
+}
+
 fn in_doubt(error: &OmniError) -> bool {
     error.kind() == ErrorKind::PublishInDoubt
 }
@@ -229,6 +243,7 @@ async fn worker(args: &[String], root: &str) {
     let mut tally = Tally::default();
     let company = format!("c{id}");
     let started = Instant::now();
+    let started_unix = unix_micros();
     write_or_fail(
         &graph,
         "Company",
@@ -482,6 +497,8 @@ async fn worker(args: &[String], root: &str) {
     let document = json!({
         "id": id,
         "seconds": seconds,
+        "started_unix_micros": started_unix,
+        "progress": tally.progress,
         "acknowledged": tally.acknowledged,
         "ops": tally.ops,
         "conflicts": tally.conflicts,
@@ -725,6 +742,11 @@ async fn run(args: &[String], root: &str) {
     };
     let summary = scenario(root, procs, ops, seed).await;
     let rate = |summary: &Value| summary["commits_per_second"].as_f64().unwrap_or(0.0);
+    let steady_rate = |summary: &Value| {
+        summary["while_all_ran"]["commits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+    };
     let failed = |summary: &Value| {
         summary["violations"]
             .as_array()
@@ -736,7 +758,12 @@ async fn run(args: &[String], root: &str) {
         (None, false) => print_summary(&summary),
         (Some(single), true) => println!(
             "{:#}",
-            json!({"single": single, "parallel": summary, "ratio": rate(&summary) / rate(single).max(1e-9)})
+            json!({
+                "single": single,
+                "parallel": summary,
+                "ratio": rate(&summary) / rate(single).max(1e-9),
+                "ratio_while_all_ran": steady_rate(&summary) / steady_rate(single).max(1e-9),
+            })
         ),
         (Some(single), false) => {
             print_summary(single);
@@ -747,6 +774,12 @@ async fn run(args: &[String], root: &str) {
                 procs * ops,
                 rate(single),
                 rate(&summary) / rate(single).max(1e-9)
+            );
+            println!(
+                "scaling while all ran: {procs} processes {:.1} commits/s; 1 process {:.1} commits/s; ratio {:.2}",
+                steady_rate(&summary),
+                steady_rate(single),
+                steady_rate(&summary) / steady_rate(single).max(1e-9)
             );
         }
     }
@@ -1046,6 +1079,57 @@ fn percentile(values: &mut [f64], percent: usize) -> f64 {
     values[(values.len() * percent / 100).min(values.len() - 1)]
 }
 
+/// The commits made while every worker ran: from the last one's start to the first
+/// one's end. A run's wall time also holds the workers' start and the tail in which
+/// fewer of them are left, and neither is P processes writing at once.
+fn while_all_ran(workers: &[Value]) -> Value {
+    let progress = |worker: &Value| -> Vec<(u64, u64)> {
+        worker["progress"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|entry| {
+                (
+                    entry[0].as_u64().unwrap_or(0),
+                    entry[1].as_u64().unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    let from = workers
+        .iter()
+        .map(|worker| worker["started_unix_micros"].as_u64().unwrap_or(0))
+        .max()
+        .unwrap_or(0);
+    let to = workers
+        .iter()
+        .map(|worker| progress(worker).last().map_or(0, |(at, _)| *at))
+        .min()
+        .unwrap_or(0);
+    // The writes acknowledged by `at`: as of the last operation that ended by then.
+    let acknowledged_by = |progress: &[(u64, u64)], at: u64| {
+        progress
+            .iter()
+            .take_while(|(ended, _)| *ended <= at)
+            .last()
+            .map_or(0, |(_, acknowledged)| *acknowledged)
+    };
+    let commits: u64 = workers
+        .iter()
+        .map(|worker| {
+            let progress = progress(worker);
+            acknowledged_by(&progress, to).saturating_sub(acknowledged_by(&progress, from))
+        })
+        .sum();
+    let seconds = to.saturating_sub(from) as f64 / 1e6;
+    json!({
+        "seconds": seconds,
+        "commits": commits,
+        "commits_per_second": if seconds > 0.0 { commits as f64 / seconds } else { 0.0 },
+    })
+}
+
 fn summarize(
     workers: &[Value],
     maintainers: &[Value],
@@ -1152,6 +1236,7 @@ fn summarize(
         "seconds": wall,
         "commits": acknowledged,
         "commits_per_second": acknowledged as f64 / wall,
+        "while_all_ran": while_all_ran(workers),
         "per_worker_commits_per_second": workers
             .iter()
             .map(|w| w["acknowledged"].as_f64().unwrap_or(0.0) / w["seconds"].as_f64().unwrap_or(1.0).max(1e-9))
@@ -1197,6 +1282,14 @@ fn print_summary(summary: &Value) {
     println!(
         "per worker commits/s: {}",
         summary["per_worker_commits_per_second"]
+    );
+    let steady = &summary["while_all_ran"];
+    println!(
+        "while all {} ran: {} commits in {:.1} s, {:.1} commits/s",
+        summary["procs"],
+        steady["commits"],
+        steady["seconds"].as_f64().unwrap_or(0.0),
+        steady["commits_per_second"].as_f64().unwrap_or(0.0)
     );
     println!(
         "conflicts per 100 ops: {}",
