@@ -1,4 +1,5 @@
-//! The request-counting, fault-injecting object-store wrapper.
+//! The request-counting, fault-injecting object-store wrapper. For a local folder it also
+//! hands each write to the store in pieces (see [`LOCAL_WRITE_BYTES_MAX`]).
 //!
 //! It implements Lance's `WrappingObjectStore`, so every request Lance makes for a table
 //! in the root passes through it, and the engine's own requests (the commit log) use the
@@ -772,7 +773,9 @@ mod tests {
 
     #[test]
     fn docs_cli_states_the_local_write_piece() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/cli.md"))
+        // The checkout the test runs in, not the one a shared build cache compiled it in.
+        let crate_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+        let doc = std::fs::read_to_string(std::path::Path::new(&crate_dir).join("../docs/cli.md"))
             .expect("docs/cli.md");
         let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
         let stated = format!(
