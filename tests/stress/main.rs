@@ -21,9 +21,10 @@
 //! `--compare` first runs the same total work (P x N operations) with one worker and
 //! the same maintainers, on a root of its own (`URI-single`), and then prints the
 //! ratio of the two commit rates, over each run's wall time and over the time in which
-//! all of its workers ran. The second leaves out the workers' start and tail; it takes
-//! a middle slice of the parallel run, whose tables are then smaller than at its end. A graph's per-commit cost grows with its tables, so
-//! only equal work compares: one worker running N operations leaves smaller tables.
+//! all of its workers ran. A graph's per-commit cost grows with its tables, so only
+//! equal work compares: one worker running N operations leaves smaller tables. The
+//! second ratio leaves out the workers' start and tail, so it takes a middle slice of
+//! the parallel run, whose tables are then smaller than at its end.
 
 // The worker awaits deep futures (load -> ingest -> staging -> publisher -> Lance).
 #![recursion_limit = "256"]
@@ -745,6 +746,7 @@ async fn run(args: &[String], root: &str) {
     };
     let summary = scenario(root, procs, ops, seed).await;
     let rate = |summary: &Value| summary["commits_per_second"].as_f64().unwrap_or(0.0);
+    let wall_ratio = |single: &Value| rate(&summary) / rate(single).max(1e-9);
     // `None` when a run's workers never all ran at once.
     let steady_ratio = |single: &Value| {
         let rate = |summary: &Value| summary["while_all_ran"]["commits_per_second"].as_f64();
@@ -764,7 +766,7 @@ async fn run(args: &[String], root: &str) {
             json!({
                 "single": single,
                 "parallel": summary,
-                "ratio": rate(&summary) / rate(single).max(1e-9),
+                "ratio": wall_ratio(single),
                 "ratio_while_all_ran": steady_ratio(single),
             })
         ),
@@ -776,7 +778,7 @@ async fn run(args: &[String], root: &str) {
                 rate(&summary),
                 procs * ops,
                 rate(single),
-                rate(&summary) / rate(single).max(1e-9)
+                wall_ratio(single)
             );
             match steady_ratio(single) {
                 Some(ratio) => println!("scaling while all ran: ratio {ratio:.2}"),
