@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! omnigraph-stress run --root URI [--procs P] [--ops N] [--seed S] [--compare] [--json]
+//!                       [--store-delay-ms D]
 //! ```
 //!
 //! `run` creates the graph and starts P copies of itself as workers, and two more as
@@ -25,11 +26,16 @@
 //! equal work compares: one worker running N operations leaves smaller tables. The
 //! second ratio leaves out the workers' start and tail, so it takes a middle slice of
 //! the parallel run, whose tables are then smaller than at its end.
+//!
+//! `--store-delay-ms D` holds every request of the workers and maintainers D ms before
+//! it is made (a delay fault of the root's wrapper), as on a store that far away: a
+//! local S3-compatible server on the machine's own cores charges CPU per request where
+//! a remote store charges time. The checker's requests are not held.
 
 // The worker awaits deep futures (load -> ingest -> staging -> publisher -> Lance).
 #![recursion_limit = "256"]
 
-use omnigraph_core::storage::{RequestKind, RequestProbe};
+use omnigraph_core::storage::{FaultAction, FaultHandle, FaultRule, RequestKind, RequestProbe};
 use omnigraph_core::{ErrorKind, OmniError};
 use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, MaintenanceExt};
 use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
@@ -50,6 +56,8 @@ const PROCS_MAX: usize = 64;
 const OPS_MAX: usize = 100_000;
 /// Rows the checker reads per type at most (it fails when a type has more).
 const CHECK_ROWS_MAX: usize = 10_000;
+/// The longest `--store-delay-ms` holds a request.
+const STORE_DELAY_MS_MAX: usize = 1_000;
 /// How often the maintainers optimize and clean up.
 const OPTIMIZE_EVERY: Duration = Duration::from_secs(2);
 const CLEANUP_EVERY: Duration = Duration::from_secs(3);
@@ -80,6 +88,21 @@ fn number(args: &[String], name: &str, default: usize, max: usize) -> usize {
     value
 }
 
+/// The hold `--store-delay-ms` asks for, if any.
+fn store_delay_ms(args: &[String]) -> Option<usize> {
+    argument(args, "--store-delay-ms")
+        .map(|_| number(args, "--store-delay-ms", 1, STORE_DELAY_MS_MAX))
+}
+
+/// Holds every request of `graph`'s root `delay_ms` before it is made, while the
+/// returned fault lives.
+fn hold_requests(graph: &Omnigraph, delay_ms: Option<usize>) -> Option<FaultHandle> {
+    delay_ms.map(|ms| {
+        let hold = FaultAction::Delay(Duration::from_millis(ms as u64));
+        graph.graph().root().inject(FaultRule::new("*", &[], hold))
+    })
+}
+
 fn fail(message: &str) -> ! {
     eprintln!("omnigraph-stress: {message}");
     std::process::exit(2);
@@ -97,7 +120,7 @@ async fn main() {
         Some("worker") => worker(&args, &root).await,
         Some("maintainer") => maintainer(&args, &root).await,
         _ => fail(
-            "usage: omnigraph-stress run --root URI [--procs P] [--ops N] [--seed S] [--compare] [--json]",
+            "usage: omnigraph-stress run --root URI [--procs P] [--ops N] [--seed S] [--compare] [--json] [--store-delay-ms D]",
         ),
     }
 }
@@ -239,6 +262,7 @@ async fn worker(args: &[String], root: &str) {
     let graph = Omnigraph::open(root)
         .await
         .unwrap_or_else(|error| fail(&format!("open {root}: {error}")));
+    let _held = hold_requests(&graph, store_delay_ms(args));
     let probe = graph.graph().root().probe();
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(id as u64));
     let mut model = Model::default();
@@ -645,11 +669,16 @@ async fn maintainer(args: &[String], root: &str) {
     let out = argument(args, "--out").unwrap_or_else(|| fail("--out FILE is required"));
     let began = Instant::now();
     let stopped = || std::path::Path::new(&stop).exists() || began.elapsed() > MAINTAIN_FOR_MAX;
-    let report = maintain(root, kind, &stopped).await;
+    let report = maintain(root, kind, store_delay_ms(args), &stopped).await;
     std::fs::write(&out, Value::Object(report).to_string()).expect("write the maintainer's report");
 }
 
-async fn maintain(root: &str, kind: Maintenance, stopped: &dyn Fn() -> bool) -> Map<String, Value> {
+async fn maintain(
+    root: &str,
+    kind: Maintenance,
+    delay_ms: Option<usize>,
+    stopped: &dyn Fn() -> bool,
+) -> Map<String, Value> {
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
     let graph = match Omnigraph::open(root).await {
         Ok(graph) => graph,
@@ -659,6 +688,7 @@ async fn maintain(root: &str, kind: Maintenance, stopped: &dyn Fn() -> bool) -> 
             return report;
         }
     };
+    let _held = hold_requests(&graph, delay_ms);
     let (every, name) = (kind.every(), kind.name());
     // The smallest grace period: a run longer than it reclaims while writers write.
     let options = CleanupOptions::new(CleanupPolicy::keep_commits(5).expect("a policy"))
@@ -733,6 +763,7 @@ async fn run(args: &[String], root: &str) {
     let seed = number(args, "--seed", 1, usize::MAX);
     let as_json = args.iter().any(|arg| arg == "--json");
     let compare = args.iter().any(|arg| arg == "--compare");
+    let delay_ms = store_delay_ms(args);
     let single = if compare {
         if procs * ops > OPS_MAX {
             fail(&format!(
@@ -740,11 +771,11 @@ async fn run(args: &[String], root: &str) {
             ));
         }
         let single_root = format!("{}-single", root.trim_end_matches('/'));
-        Some(scenario(&single_root, 1, procs * ops, seed).await)
+        Some(scenario(&single_root, 1, procs * ops, seed, delay_ms).await)
     } else {
         None
     };
-    let summary = scenario(root, procs, ops, seed).await;
+    let summary = scenario(root, procs, ops, seed, delay_ms).await;
     let rate = |summary: &Value| summary["commits_per_second"].as_f64().unwrap_or(0.0);
     let wall_ratio = |single: &Value| rate(&summary) / rate(single).max(1e-9);
     // `None` when a run's workers never all ran at once.
@@ -793,7 +824,13 @@ async fn run(args: &[String], root: &str) {
 
 /// One run on a new graph at `root`: `procs` workers of `ops` operations each beside
 /// the two maintainers, then the checker. The summary lists what failed.
-async fn scenario(root: &str, procs: usize, ops: usize, seed: usize) -> Value {
+async fn scenario(
+    root: &str,
+    procs: usize,
+    ops: usize,
+    seed: usize,
+    delay_ms: Option<usize>,
+) -> Value {
     Omnigraph::create(root, STRESS_SCHEMA)
         .await
         .unwrap_or_else(|error| fail(&format!("create {root}: {error}")));
@@ -801,6 +838,9 @@ async fn scenario(root: &str, procs: usize, ops: usize, seed: usize) -> Value {
     let exe = std::env::current_exe().expect("this binary");
     let report_path = |name: String| reports.path().join(name).display().to_string();
     let stop = report_path("stop".into());
+    let held: Vec<String> = delay_ms
+        .map(|ms| vec!["--store-delay-ms".to_string(), ms.to_string()])
+        .unwrap_or_default();
     let started = Instant::now();
     let maintainers: Vec<(String, std::process::Child)> = Maintenance::ALL
         .iter()
@@ -809,6 +849,7 @@ async fn scenario(root: &str, procs: usize, ops: usize, seed: usize) -> Value {
             let child = std::process::Command::new(&exe)
                 .args(["maintainer", "--root", root, "--kind", kind.name()])
                 .args(["--stop", &stop, "--out", &out])
+                .args(&held)
                 .spawn()
                 .unwrap_or_else(|error| fail(&format!("start a maintainer: {error}")));
             (out, child)
@@ -821,6 +862,7 @@ async fn scenario(root: &str, procs: usize, ops: usize, seed: usize) -> Value {
                 .args(["worker", "--root", root, "--id", &id.to_string()])
                 .args(["--ops", &ops.to_string(), "--seed", &seed.to_string()])
                 .args(["--out", &out])
+                .args(&held)
                 .spawn()
                 .unwrap_or_else(|error| fail(&format!("start a worker: {error}")));
             (out, child)

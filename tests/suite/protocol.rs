@@ -693,6 +693,127 @@ async fn a_writer_never_fills_a_gap_in_the_log() {
     assert_eq!(all_objects(root).await, before);
 }
 
+async fn insert(handle: &Omnigraph, id: &str) -> omnigraph_core::Result<GraphCommit> {
+    let rows = objects(json!([{"id": id, "name": id}]));
+    handle.insert_json("Person", rows).await
+}
+
+/// The log requests `probe` saw, as (kind, path), sorted: reads made together come in
+/// any order.
+fn log_requests(probe: &omnigraph_core::storage::RequestProbe) -> Vec<(RequestKind, String)> {
+    let mut requests: Vec<(RequestKind, String)> = probe
+        .requests()
+        .into_iter()
+        .filter(|request| request.path.starts_with("_graph/branches/"))
+        .map(|request| (request.kind, request.path))
+        .collect();
+    requests.sort();
+    requests
+}
+
+#[tokio::test]
+async fn a_warm_handle_reads_the_head_from_the_one_it_knows_and_never_past_a_gap() {
+    let (writer, test) = new_graph(Backend::Local).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let root = writer.graph().root().clone();
+    let get = |seq: u64| (RequestKind::Get, layout::commit_path("main", seq));
+    let head_object = (RequestKind::Get, layout::head_path("main"));
+    let known = insert(&writer, "w0").await.unwrap();
+    // Nothing moved: the known commit and the two after it, in one round trip.
+    let probe = root.probe();
+    assert_eq!(writer.head().await.unwrap().commit_id, known.commit_id);
+    let mut expected = vec![get(known.seq), get(known.seq + 1), get(known.seq + 2)];
+    expected.sort();
+    assert_eq!(log_requests(&probe), expected);
+    // Another writer's commit is read at the head, one GET later.
+    let theirs = insert(&other, "o1").await.unwrap();
+    probe.reset();
+    let row = writer
+        .get("Person", &json!("o1"), &CommitRef::Head)
+        .await
+        .unwrap();
+    assert!(
+        row.is_some(),
+        "a read at the head sees the other writer's row"
+    );
+    let mut expected = vec![
+        get(known.seq),
+        get(theirs.seq),
+        get(theirs.seq + 1),
+        get(theirs.seq + 2),
+    ];
+    expected.sort();
+    assert_eq!(log_requests(&probe), expected);
+    // After a lost race the handle is contended: it reads the head from `HEAD`.
+    insert(&other, "o2").await.unwrap();
+    insert(&writer, "w1").await.unwrap();
+    let landed = insert(&other, "o3").await.unwrap();
+    probe.reset();
+    assert_eq!(writer.head().await.unwrap().commit_id, landed.commit_id);
+    let mut expected = vec![
+        head_object.clone(),
+        get(landed.seq),
+        get(landed.seq + 1),
+        get(landed.seq + 2),
+    ];
+    expected.sort();
+    assert_eq!(log_requests(&probe), expected);
+    // The log had moved past the head it knew; the next read finds it where it left it,
+    // and from then on the handle reads from its known head again.
+    probe.reset();
+    writer.head().await.unwrap();
+    let mut expected = vec![
+        head_object.clone(),
+        get(landed.seq),
+        get(landed.seq + 1),
+        get(landed.seq + 2),
+    ];
+    expected.sort();
+    assert_eq!(log_requests(&probe), expected);
+    probe.reset();
+    writer.head().await.unwrap();
+    let mut expected = vec![get(landed.seq), get(landed.seq + 1), get(landed.seq + 2)];
+    expected.sort();
+    assert_eq!(log_requests(&probe), expected);
+    // Two more commits of the other writer, the first of them lost from storage: the
+    // handle finds the gap past the head it knows, and publishes nothing into it.
+    insert(&other, "o4").await.unwrap();
+    insert(&other, "o5").await.unwrap();
+    let missing = layout::commit_path("main", landed.seq + 1);
+    root.delete(&missing).await.unwrap();
+    let before = all_objects(&root).await;
+    // An update reads the head first (an insert would write on its known head blind:
+    // `docs/errors.md` says when such a gap is caught).
+    let error = writer
+        .update("Person", "id = 'w0'", &[("name".to_string(), json!("W"))])
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    assert!(
+        error.to_string().contains(&missing),
+        "names the missing object: {error}"
+    );
+    let error = writer
+        .get("Person", &json!("w0"), &CommitRef::Head)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    assert_eq!(all_objects(&root).await, before, "nothing was written");
+    // The root is restored to an older state that lacks the head the handle knows: the
+    // handle reads the head as a cold one does, and writes on from it without a gap.
+    for seq in landed.seq..=landed.seq + 2 {
+        root.delete(&layout::commit_path("main", seq))
+            .await
+            .unwrap();
+    }
+    let head = writer.head().await.unwrap();
+    assert_eq!(head.seq, landed.seq - 1);
+    let written = insert(&writer, "w3").await.unwrap();
+    assert_eq!(written.seq, landed.seq);
+    let fresh = Omnigraph::open(&test.uri).await.unwrap();
+    assert_eq!(fresh.head().await.unwrap().commit_id, written.commit_id);
+}
+
 #[tokio::test]
 async fn a_winner_that_does_not_follow_the_base_is_corrupt() {
     let (graph, _test) = seeded_graph(Backend::Local).await;

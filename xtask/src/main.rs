@@ -52,7 +52,7 @@ fn print_help() {
          bench --traverse [--nodes N] [--edges E]  1- and 2-hop traversals by scan, BTree and adjacency artifact; the artifact's build against optimize\n  \
          bench --merge [--rows N] [--changed M] [--pass-rows P]  a row merge of M rows changed on a branch into a table of N rows, P rows per pass: time and peak memory\n  \
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
-         stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json]  P processes write one root at once, then a checker\n  \
+         stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json] [--store-delay-ms D]  P processes write one root at once, then a checker\n  \
          matrix [--full]    the detached-commit matrix: every writer x window x fault, then two recovery actors (the fast tier, also in ci) or all five (--full); OMNIGRAPH_MATRIX_CELL=W/Wi/F/A runs one cell\n  \
          dst [--seeds N] [--start S] | --replay SEED | --shrink SEED  deterministic simulation: N universes (default 200) of actors, maintenance and faults, from seed S; a failing seed prints its replay and shrink commands; --replay prints one universe's trace; --shrink prints the fewest steps of a failing universe that still fail"
     );
