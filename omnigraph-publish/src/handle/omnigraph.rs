@@ -26,7 +26,6 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Keys looked up per existence query.
 pub(crate) const KEY_LOOKUP_CHUNK: usize = 1_000;
@@ -42,10 +41,6 @@ pub struct Omnigraph {
     /// The newest head this handle has seen; writers start from it and the CAS
     /// catches a stale one, so a warm handle does not read the head before a write.
     known_head: Mutex<Option<GraphCommit>>,
-    /// Whether other writers are publishing on the branch too: a publication of this
-    /// handle lost a race, or its last read of the head found the log two or more
-    /// commits past the head it knew. See [`Omnigraph::head`].
-    contended: AtomicBool,
     catalog: Mutex<Option<Arc<Catalog>>>,
     /// The newest open handle per table id: a pinned version opens once per handle.
     tables: Mutex<HashMap<String, Arc<Dataset>>>,
@@ -119,7 +114,6 @@ impl Omnigraph {
             branch: branch.to_string(),
             actor: default_actor(),
             known_head: Mutex::new(None),
-            contended: AtomicBool::new(false),
             catalog: Mutex::new(None),
             tables: Mutex::new(HashMap::new()),
             key_caches: Mutex::new(HashMap::new()),
@@ -190,49 +184,13 @@ impl Omnigraph {
         &self.graph
     }
 
-    /// Reads the branch head (and remembers it). A warm handle reads it from the head it
-    /// knows ([`CommitLog::newest_since`](crate::log::CommitLog::newest_since)): three
-    /// GETs in one round trip when the log has not moved, one more per commit it has. A
-    /// handle that is contended, so mostly several commits behind, reads it from `HEAD`
-    /// as a cold one does: four GETs in two round trips wherever the head is. It is
-    /// contended from a lost race, or a read that found the log two or more commits
-    /// past its known head, until a read finds the log where it left it.
+    /// Reads the branch head (and remembers it).
     pub async fn head(&self) -> Result<GraphCommit> {
-        let known = self.known_head.lock().clone();
-        let head = match known {
-            Some(known) if !self.contended.load(Ordering::Relaxed) => {
-                // Boxed: every read and write awaits the head, and a walk's future is large.
-                let log = self.graph.log(&self.branch)?;
-                let head = Box::pin(log.newest_since(&known)).await?;
-                if head.deleted {
-                    return Err(crate::publisher::branch_deleted(&head));
-                }
-                if head.seq > known.seq + 1 {
-                    self.contended.store(true, Ordering::Relaxed);
-                }
-                head
-            }
-            known => {
-                let head = self.graph.commit(&self.branch, &CommitRef::Head).await?;
-                if known.is_some_and(|known| known.commit_id == head.commit_id) {
-                    self.contended.store(false, Ordering::Relaxed);
-                }
-                head
-            }
-        };
+        let head = self.graph.commit(&self.branch, &CommitRef::Head).await?;
         // A fresh read of the log is the truth, even when the handle knew a higher seq
         // (a root restored from a backup): writing on from that would leave a gap.
         *self.known_head.lock() = Some(head.clone());
         Ok(head)
-    }
-
-    /// The commit `at` names on this handle's branch; the head as [`Omnigraph::head`]
-    /// reads it.
-    async fn commit_at(&self, at: &CommitRef) -> Result<GraphCommit> {
-        match at {
-            CommitRef::Head => self.head().await,
-            other => self.graph.commit(&self.branch, other).await,
-        }
     }
 
     /// Remembers a head this handle published or read after losing a race, unless it
@@ -244,7 +202,6 @@ impl Omnigraph {
         }
     }
 
-    /// The known head, or the branch head when none is known.
     pub(crate) async fn base(&self) -> Result<GraphCommit> {
         let known = self.known_head.lock().clone();
         match known {
@@ -582,12 +539,7 @@ impl Omnigraph {
         staging: &Staging,
     ) -> Result<GraphCommit> {
         let mut seen = None;
-        let published =
-            crate::publisher::publish_seeing(self.graph.root(), publication, &mut seen).await;
-        if seen.is_some() {
-            self.contended.store(true, Ordering::Relaxed);
-        }
-        match published {
+        match crate::publisher::publish_seeing(self.graph.root(), publication, &mut seen).await {
             Ok(commit) => {
                 self.remember(&commit, staging);
                 Ok(commit)
@@ -664,7 +616,7 @@ impl Omnigraph {
         key: &Value,
         at: &CommitRef,
     ) -> Result<Option<Map<String, Value>>> {
-        let commit = self.commit_at(at).await?;
+        let commit = self.graph.commit(&self.branch, at).await?;
         let catalog = self.catalog_at(&commit).await?;
         let type_def = catalog.require(type_name)?;
         let filter = format!(
@@ -692,7 +644,7 @@ impl Omnigraph {
         filter: Option<&str>,
         at: &CommitRef,
     ) -> Result<u64> {
-        let commit = self.commit_at(at).await?;
+        let commit = self.graph.commit(&self.branch, at).await?;
         if let Some(filter) = filter {
             let catalog = self.catalog_at(&commit).await?;
             omnigraph_core::filter::check_on_type(catalog.require(type_name)?, filter, "count")?;
@@ -715,7 +667,7 @@ impl Omnigraph {
         request: &ScanRequest,
         at: &CommitRef,
     ) -> Result<Vec<RecordBatch>> {
-        let commit = self.commit_at(at).await?;
+        let commit = self.graph.commit(&self.branch, at).await?;
         if let Some(filter) = &request.filter {
             // Checked against the type's own columns first: the error then names the
             // user's filter and properties, never Lance's internals.

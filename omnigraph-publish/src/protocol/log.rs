@@ -7,8 +7,6 @@
 //! one, and a commit found after a missing one is a gap, reported as corruption so that
 //! no writer ever publishes into it. The commits folder is listed only when `HEAD` is
 //! missing, unreadable, points past the log, or lags by more than [`HEAD_PROBE_MAX`].
-//! A process that knows a commit `k` of the branch (a handle's last head, or the winner
-//! of a race it lost) reads `k+1` and `k+2` instead, and `HEAD` only when both exist.
 
 use crate::commit::GraphCommit;
 use crate::layout;
@@ -111,11 +109,11 @@ impl CommitLog {
 
     /// The newest commit of the branch after a writer built on `base` lost its slot to
     /// `winner`, the commit it read back there. Checks that `winner` follows `base`, as
-    /// a walk through both would, then walks on from `winner` as
-    /// [`CommitLog::newest_since`] does from a known head: never reads `winner` again,
-    /// nor `HEAD` unless both commits after the winner exist (its writer copies it after
-    /// the commit lands, so it mostly lags the winner). When the winner is the head, two
-    /// GETs in one round trip.
+    /// a walk through both would. Walks from `winner` unless `HEAD` names a later
+    /// commit: never reads `winner` again, nor a `HEAD` that lags it (its writer copies
+    /// it after the commit lands). When `HEAD` names `base` or `winner`, one GET less
+    /// than [`CommitLog::head`]; when it names a later commit, the same; when it is
+    /// missing, three GETs instead of a listing.
     pub(crate) async fn newest_after(
         &self,
         base: &GraphCommit,
@@ -128,66 +126,21 @@ impl CommitLog {
             "a winner is the commit after its loser's base, on this branch"
         );
         self.check_follows(&winner, base)?;
-        if !probe_fits(winner.seq) {
-            return self.head().await;
-        }
-        let (next, after) = tokio::try_join!(self.read(winner.seq + 1), self.read(winner.seq + 2))?;
-        self.newest_past(winner, next, after).await
-    }
-
-    /// The newest commit of the branch, found from `known`, a commit of it this process
-    /// read or published: `known` and the two commits after it are read together, three
-    /// GETs in one round trip when the log has not moved past it (against four in two
-    /// for [`CommitLog::head`]), and one more per commit it has moved. `HEAD` is read only
-    /// when both later commits exist, and probed from when it names a later commit. A
-    /// log that no longer holds `known` (a root restored from a backup) is read as
-    /// [`CommitLog::head`] reads it.
-    pub(crate) async fn newest_since(&self, known: &GraphCommit) -> Result<GraphCommit> {
-        assert!(
-            known.branch == self.branch,
-            "a known head is a commit of this branch"
-        );
-        if !probe_fits(known.seq) {
-            return self.head().await;
-        }
-        let (at, next, after) = tokio::try_join!(
-            self.read(known.seq),
-            self.read(known.seq + 1),
-            self.read(known.seq + 2)
-        )?;
-        if at.is_none_or(|commit| commit.commit_id != known.commit_id) {
-            return self.head().await;
-        }
-        self.newest_past(known.clone(), next, after).await
-    }
-
-    /// The newest commit of the branch past `known` (a commit of it), given the two
-    /// commits after it as read together: `HEAD` is read only when both exist, and
-    /// probed from when it names a later commit; otherwise the walk goes on from `known`.
-    async fn newest_past(
-        &self,
-        known: GraphCommit,
-        next: Option<GraphCommit>,
-        after: Option<GraphCommit>,
-    ) -> Result<GraphCommit> {
-        let (known_seq, past) = (known.seq, known.seq + 2);
-        let newest = if next.is_some() && after.is_some() {
-            let hint = self.head_hint().await?;
-            if hint.is_some_and(|seq| seq > past) {
-                self.newest_hinted(hint).await?
-            } else {
-                self.newest_from(known, next, after).await?
-            }
+        let hint = self.head_hint().await?;
+        let newest = if hint.is_some_and(|seq| seq > winner.seq) || !probe_fits(winner.seq) {
+            self.newest_hinted(hint).await?
         } else {
-            self.newest_from(known, next, after).await?
+            let (next, after) =
+                tokio::try_join!(self.read(winner.seq + 1), self.read(winner.seq + 2))?;
+            self.newest_from(winner, next, after).await?
         };
-        // The listing finds nothing only if the log went away after `known` was read.
+        // The listing finds nothing only if the log went away after the winner was read.
         newest.ok_or_else(|| {
             OmniError::corrupt(
                 layout::commits_dir(&self.branch),
                 format!(
                     "commit {} was just read, but the listing found no commit",
-                    known_seq
+                    base.seq + 1
                 ),
             )
         })
