@@ -890,6 +890,8 @@ async fn scenario(
     let violations = check(root, &workers, &maintainers).await;
     let mut summary = summarize(&workers, &maintainers, wall, procs, ops, seed, &violations);
     summary["fragments_at_end"] = json!(fragments_at_head(root).await);
+    // A held run's rates are not comparable with an unheld one's: the summary says so.
+    summary["store_delay_ms"] = json!(delay_ms);
     summary
 }
 
@@ -1323,8 +1325,11 @@ fn summarize(
 }
 
 fn print_summary(summary: &Value) {
+    let held = summary["store_delay_ms"]
+        .as_u64()
+        .map_or(String::new(), |ms| format!(", each request held {ms} ms"));
     println!(
-        "{} processes x {} ops (seed {}): {} commits in {:.1} s, {:.1} commits/s",
+        "{} processes x {} ops (seed {}{held}): {} commits in {:.1} s, {:.1} commits/s",
         summary["procs"],
         summary["ops_per_worker"],
         summary["seed"],
