@@ -17,7 +17,9 @@
 //! the head and verifies: every acknowledged row is there with its last acknowledged
 //! value, nothing else is; no key twice; no dangling edge; the log has no gap; every
 //! retained commit opens and reads. It prints commits per second, conflicts per 100
-//! operations by kind, p50 and p99 per operation, and the requests by kind.
+//! operations by kind, p50 and p99 per operation, the requests by kind, and per
+//! operation the commit puts (one per try at slot n+1: past one per acknowledged
+//! write, a lost race).
 //!
 //! `--compare` first runs the same total work (P x N operations) with one worker and
 //! the same maintainers, on a root of its own (`URI-single`), and then prints the
@@ -510,11 +512,19 @@ async fn worker(args: &[String], root: &str) {
     }
     let mut reads_by_op_place: BTreeMap<&'static str, BTreeMap<&'static str, u64>> =
         BTreeMap::new();
+    // One put-if-absent of a commit per try at slot n+1: each past the first of an
+    // acknowledged write is a race it lost.
+    let mut commit_puts_by_op: BTreeMap<&'static str, u64> = BTreeMap::new();
     for (op, from, to) in &tally.spans {
         let places = reads_by_op_place.entry(op).or_default();
+        let commit_puts = commit_puts_by_op.entry(op).or_default();
         for request in log.get(*from..*to).unwrap_or_default() {
             if is_read(request.kind) {
                 *places.entry(place_of(&request.path)).or_default() += 1;
+            } else if request.kind == RequestKind::PutIfAbsent
+                && place_of(&request.path) == "commits"
+            {
+                *commit_puts += 1;
             }
         }
     }
@@ -537,6 +547,7 @@ async fn worker(args: &[String], root: &str) {
         "requests": requests,
         "reads_by_place": reads_by_place,
         "reads_by_op_place": reads_by_op_place,
+        "commit_puts_by_op": commit_puts_by_op,
         "model": model.to_json(),
     });
     std::fs::write(&out, document.to_string()).expect("write the worker's report");
@@ -1207,6 +1218,7 @@ fn summarize(
     let mut conflicts_by_op: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let mut latencies: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut requests_by_op: BTreeMap<String, u64> = BTreeMap::new();
+    let mut commit_puts_by_op: BTreeMap<String, u64> = BTreeMap::new();
     let mut requests: BTreeMap<String, u64> = BTreeMap::new();
     let mut reads_by_place: BTreeMap<String, u64> = BTreeMap::new();
     let mut reads_by_op_place: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
@@ -1248,6 +1260,13 @@ fn summarize(
             .unwrap_or_default()
         {
             *requests_by_op.entry(op).or_default() += count.as_u64().unwrap_or(0);
+        }
+        for (op, count) in worker["commit_puts_by_op"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+        {
+            *commit_puts_by_op.entry(op).or_default() += count.as_u64().unwrap_or(0);
         }
         for (kind, count) in worker["requests"].as_object().cloned().unwrap_or_default() {
             *requests.entry(kind).or_default() += count.as_u64().unwrap_or(0);
@@ -1302,6 +1321,7 @@ fn summarize(
             .map(|(op, values)| {
                 let count = values.len().max(1) as f64;
                 let requests = requests_by_op.get(op).copied().unwrap_or(0) as f64 / count;
+                let commit_puts = commit_puts_by_op.get(op).copied().unwrap_or(0) as f64 / count;
                 let reads: Map<String, Value> = reads_by_op_place
                     .get(op)
                     .into_iter()
@@ -1314,7 +1334,7 @@ fn summarize(
                     .flatten()
                     .map(|(code, refused)| (code.clone(), json!(*refused as f64 * 100.0 / count)))
                     .collect();
-                (op.clone(), json!({"p50": percentile(values, 50), "p99": percentile(values, 99), "count": values.len(), "requests_per_op": requests, "reads_per_op_by_place": reads, "conflicts_per_100": conflicts}))
+                (op.clone(), json!({"p50": percentile(values, 50), "p99": percentile(values, 99), "count": values.len(), "requests_per_op": requests, "commit_puts_per_op": commit_puts, "reads_per_op_by_place": reads, "conflicts_per_100": conflicts}))
             })
             .collect::<Map<String, Value>>(),
         "requests": requests,
@@ -1360,11 +1380,12 @@ fn print_summary(summary: &Value) {
         .unwrap_or_default()
     {
         println!(
-            "  {op:<12} p50 {:>8.2} ms  p99 {:>8.2} ms  ({} ops, {:.1} requests each)",
+            "  {op:<12} p50 {:>8.2} ms  p99 {:>8.2} ms  ({} ops, {:.1} requests and {:.2} commit puts each)",
             figures["p50"].as_f64().unwrap_or(0.0),
             figures["p99"].as_f64().unwrap_or(0.0),
             figures["count"],
-            figures["requests_per_op"].as_f64().unwrap_or(0.0)
+            figures["requests_per_op"].as_f64().unwrap_or(0.0),
+            figures["commit_puts_per_op"].as_f64().unwrap_or(0.0)
         );
         let reads: Vec<String> = figures["reads_per_op_by_place"]
             .as_object()
