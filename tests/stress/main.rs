@@ -18,8 +18,8 @@
 //! value, nothing else is; no key twice; no dangling edge; the log has no gap; every
 //! retained commit opens and reads. It prints commits per second, conflicts per 100
 //! operations by kind, p50 and p99 per operation, the requests by kind, and per
-//! operation the commit puts (one per try at slot n+1: past one per acknowledged
-//! write, a lost race).
+//! operation the commit puts (one per try at slot n+1, and one per PUT re-issued after
+//! a transport fault: past one per acknowledged write, mostly lost races).
 //!
 //! `--compare` first runs the same total work (P x N operations) with one worker and
 //! the same maintainers, on a root of its own (`URI-single`), and then prints the
@@ -512,8 +512,9 @@ async fn worker(args: &[String], root: &str) {
     }
     let mut reads_by_op_place: BTreeMap<&'static str, BTreeMap<&'static str, u64>> =
         BTreeMap::new();
-    // One put-if-absent of a commit per try at slot n+1: each past the first of an
-    // acknowledged write is a race it lost.
+    // One put-if-absent of a commit per try at slot n+1 (and per PUT the publisher
+    // re-issues after a transport fault): past the first of an acknowledged write,
+    // mostly races it lost.
     let mut commit_puts_by_op: BTreeMap<&'static str, u64> = BTreeMap::new();
     for (op, from, to) in &tally.spans {
         let places = reads_by_op_place.entry(op).or_default();
