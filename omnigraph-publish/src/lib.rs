@@ -45,9 +45,11 @@ pub mod protocol;
 pub use columnar::InputFormat;
 pub use handle::{
     adjacency, branching, columnar, endpoint_cache, indexes, ingest, key_cache, merge, mutate,
-    omnigraph, reads, rows, schema_apply, spill, traverse,
+    omnigraph, reads, reserving, rows, schema_apply, spill, traverse,
 };
-pub use protocol::{branches, commit, gate, graph, layout, log, publisher, retention, staging};
+pub use protocol::{
+    branches, commit, gate, graph, layout, log, publisher, reservation, retention, staging,
+};
 
 pub use adjacency::{AdjacencyOutcome, AdjacencyStatus};
 pub use branches::BranchInfo;

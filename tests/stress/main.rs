@@ -902,9 +902,37 @@ async fn scenario(
     let violations = check(root, &workers, &maintainers).await;
     let mut summary = summarize(&workers, &maintainers, wall, procs, ops, seed, &violations);
     summary["fragments_at_end"] = json!(fragments_at_head(root).await);
+    summary["log_commits_by_kind"] = json!(commits_by_kind(root).await);
     // A held run's rates are not comparable with an unheld one's: the summary says so.
     summary["store_delay_ms"] = json!(delay_ms);
     summary
+}
+
+/// The log's commits per operation kind: how many writers reserved their tables
+/// (`reserve`) and gave a reservation up (`release`), beside the writes.
+async fn commits_by_kind(root: &str) -> BTreeMap<String, u64> {
+    let mut kinds = BTreeMap::new();
+    let Ok(graph) = Omnigraph::open(root).await else {
+        return kinds;
+    };
+    let Ok(log) = graph.graph().log("main") else {
+        return kinds;
+    };
+    let mut before = None;
+    // A bounded walk: one page per LOG_PAGE_MAX commits of the largest run.
+    for _ in 0..=(PROCS_MAX * OPS_MAX) / omnigraph_publish::log::LOG_PAGE_MAX + 1 {
+        let Ok(page) = log.log(omnigraph_publish::log::LOG_PAGE_MAX, before).await else {
+            break;
+        };
+        let Some(last) = page.last() else {
+            break;
+        };
+        before = Some(last.seq);
+        for commit in &page {
+            *kinds.entry(commit.operation.kind.clone()).or_default() += 1;
+        }
+    }
+    kinds
 }
 
 /// Fragments per type at the head: what the maintainers left the next writer to scan.
@@ -1374,6 +1402,12 @@ fn print_summary(summary: &Value) {
     println!(
         "conflicts per 100 ops: {}",
         summary["conflicts_per_100_ops"]
+    );
+    let logged = |kind: &str| summary["log_commits_by_kind"][kind].as_u64().unwrap_or(0);
+    println!(
+        "log: {} reservations, {} releases",
+        logged("reserve"),
+        logged("release")
     );
     for (op, figures) in summary["latency_ms"]
         .as_object()

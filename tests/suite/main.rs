@@ -24,6 +24,7 @@ mod point_writes;
 mod protocol;
 mod publish;
 mod request_counts;
+mod reservations;
 mod s3;
 mod schema_apply;
 mod storage_root;

@@ -859,8 +859,14 @@ async fn a_unit_that_a_schema_apply_overtook_ends_pin_moved() {
 
 /// A unit whose staging a cleanup may have reclaimed while it waited is not staged again
 /// on a moved pin: it fails `staging_expired`, with nothing published.
-#[tokio::test]
-async fn a_unit_that_waited_through_a_cleanup_is_not_restaged() {
+#[test]
+fn a_unit_that_waited_through_a_cleanup_is_not_restaged() {
+    // Deep writer futures in a debug build (a plan, an insert, a cleanup and a publish
+    // nested in one simulation): see `on_a_big_stack`.
+    omnigraph_tests::on_a_big_stack(a_unit_waits_through_a_cleanup);
+}
+
+async fn a_unit_waits_through_a_cleanup() {
     use omnigraph_maintenance::MaintenanceExt;
     let second = 1_000_000;
     let clock = omnigraph_core::seams::Simulation::new(

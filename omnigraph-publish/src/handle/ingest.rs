@@ -20,6 +20,7 @@ use crate::handle::jsonl_rows::LineRows;
 use crate::handle::read_ahead::ReadAhead;
 use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
+use crate::reserving::RESERVE_AFTER_LOSSES;
 use crate::rows::{
     self, BatchSources, KeyColumn, KeySet, RowKey, RowSource, SourcedObject, TypedRows,
 };
@@ -892,6 +893,12 @@ impl<'a> Ingest<'a> {
 
     /// What must not have changed at publication: the base pins of the tables staged
     /// on, and those of the node tables read only to check endpoints.
+    /// Every table in the read set: staged on or checked.
+    fn read_tables(&self) -> Vec<String> {
+        let staged = self.staging.base_pins().into_iter().map(|(id, _)| id);
+        staged.chain(self.checked.keys().cloned()).collect()
+    }
+
     fn read_set(&self) -> ReadSet {
         let staged = self.staging.base_pins();
         let checked = self
@@ -947,10 +954,17 @@ impl<'a> Ingest<'a> {
             summary,
         };
         let mut attempts = 1u32;
+        // The reservation this call holds once it kept losing (`docs/format.md` §7.7).
+        let mut holding: Option<String> = None;
         loop {
             match self
                 .handle
-                .publish_staged(&self.staging, self.read_set(), operation.clone())
+                .publish_staged_holding(
+                    &self.staging,
+                    self.read_set(),
+                    operation.clone(),
+                    holding.as_deref(),
+                )
                 .await
             {
                 Ok(commit) => {
@@ -960,15 +974,30 @@ impl<'a> Ingest<'a> {
                 }
                 Err(OmniError::ReadSetChanged { member, .. }) if member.is_table() => {
                     if attempts >= INGEST_ATTEMPTS_MAX {
-                        return Err(OmniError::ContentionExhausted {
+                        let exhausted = OmniError::ContentionExhausted {
                             attempts,
                             evidence: Evidence::Unpublished,
-                        });
+                        };
+                        Box::pin(self.handle.release_after(holding, &exhausted)).await;
+                        return Err(exhausted);
+                    }
+                    // Lost again: every table it read is held for this call before it
+                    // stages again, so the short writers beside it stop taking every
+                    // slot (a node table too, when node writers are what moves).
+                    if attempts >= RESERVE_AFTER_LOSSES {
+                        let tables = self.read_tables();
+                        holding = Box::pin(self.handle.keep_reserved(holding, tables)).await;
                     }
                     attempts += 1;
-                    self.move_onto_head().await?;
+                    if let Err(error) = self.move_onto_head().await {
+                        Box::pin(self.handle.release_after(holding, &error)).await;
+                        return Err(error);
+                    }
                 }
-                Err(other) => return Err(other),
+                Err(other) => {
+                    Box::pin(self.handle.release_after(holding, &other)).await;
+                    return Err(other);
+                }
             }
         }
     }

@@ -17,6 +17,7 @@ pub mod mutate;
 pub mod omnigraph;
 pub(crate) mod read_ahead;
 pub mod reads;
+pub mod reserving;
 pub mod rows;
 pub mod schema_apply;
 pub mod spill;

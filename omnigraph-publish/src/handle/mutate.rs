@@ -62,7 +62,16 @@ impl PreparedWrite {
     /// staged one link on (a node delete of many keys stages several on an edge
     /// table). Any other move is `ReadSetChanged`, nothing published. Returns `None`
     /// when the write changes nothing (and so publishes nothing).
-    pub async fn publish(mut self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
+    pub async fn publish(self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
+        self.publish_holding(handle, None).await
+    }
+
+    /// [`PreparedWrite::publish`] by a write that holds the reservation `holding`.
+    pub(crate) async fn publish_holding(
+        mut self,
+        handle: &Omnigraph,
+        holding: Option<&str>,
+    ) -> Result<Option<GraphCommit>> {
         if !self.staging.has_staged() {
             return Ok(None);
         }
@@ -70,7 +79,7 @@ impl PreparedWrite {
         loop {
             let read_set = ReadSet::staged(self.read.clone());
             match handle
-                .publish_staged(&self.staging, read_set, self.operation.clone())
+                .publish_staged_holding(&self.staging, read_set, self.operation.clone(), holding)
                 .await
             {
                 Ok(commit) => return Ok(Some(commit)),
@@ -206,10 +215,14 @@ impl Omnigraph {
         predicate: &str,
         assignments: &[(String, Value)],
     ) -> Result<Option<GraphCommit>> {
-        self.replanning(|| async {
+        let tables = || async {
+            let base = self.base().await?;
+            Ok(vec![base.require_pin_of_type(type_name)?.table_id.clone()])
+        };
+        self.replanning(tables, |holding| async move {
             self.prepare_update(type_name, predicate, assignments)
                 .await?
-                .publish(self)
+                .publish_holding(self, holding.as_deref())
                 .await
         })
         .await
@@ -218,25 +231,51 @@ impl Omnigraph {
     /// Runs `write` (plan and publish) until no table it read moved under it, at most
     /// [`WRITE_ATTEMPTS_MAX`] times. Each lost attempt leaves unpublished staging, so
     /// once one has, a later failure says so even if its own attempt staged nothing.
-    async fn replanning<F: std::future::Future<Output = Result<Option<GraphCommit>>>>(
+    /// An attempt lost to a move of its tables (after following them up to
+    /// [`FOLLOWS_MAX`] times) reserves `tables` for the next (`docs/format.md` §7.7):
+    /// `write` is given the reservation it holds.
+    async fn replanning<T, F>(
         &self,
-        write: impl Fn() -> F,
-    ) -> Result<Option<GraphCommit>> {
+        tables: impl Fn() -> T,
+        write: impl Fn(Option<String>) -> F,
+    ) -> Result<Option<GraphCommit>>
+    where
+        T: std::future::Future<Output = Result<Vec<String>>>,
+        F: std::future::Future<Output = Result<Option<GraphCommit>>>,
+    {
         let mut left = Evidence::BeforeEffect;
+        let mut holding: Option<String> = None;
         for attempt in 1..=WRITE_ATTEMPTS_MAX {
-            match write().await {
+            match write(holding.clone()).await {
                 Err(lost @ OmniError::ReadSetChanged { .. }) => {
                     if lost.evidence() != &Evidence::BeforeEffect {
                         left = Evidence::Unpublished;
                     }
                     if attempt == WRITE_ATTEMPTS_MAX {
-                        return Err(OmniError::ContentionExhausted {
+                        let exhausted = OmniError::ContentionExhausted {
                             attempts: attempt,
                             evidence: left,
-                        });
+                        };
+                        Box::pin(self.release_after(holding, &exhausted)).await;
+                        return Err(exhausted);
+                    }
+                    if let OmniError::ReadSetChanged { member, .. } = &lost
+                        && member.is_table()
+                        && let Ok(tables) = Box::pin(tables()).await
+                    {
+                        holding = Box::pin(self.keep_reserved(holding, tables)).await;
                     }
                 }
-                Err(error) => return Err(error.with_evidence(left)),
+                Err(error) => {
+                    let error = error.with_evidence(left);
+                    Box::pin(self.release_after(holding, &error)).await;
+                    return Err(error);
+                }
+                // Nothing to change: nothing is published, and nothing stays held.
+                Ok(None) => {
+                    Box::pin(self.release(holding)).await;
+                    return Ok(None);
+                }
                 done => return done,
             }
         }
@@ -314,10 +353,16 @@ impl Omnigraph {
     /// Deletes the rows of `type_name` where `predicate` holds, with the edges incident
     /// to deleted nodes, in one commit. See [`Omnigraph::prepare_delete`].
     pub async fn delete(&self, type_name: &str, predicate: &str) -> Result<Option<GraphCommit>> {
-        self.replanning(|| async {
+        let tables = || async {
+            let base = self.base().await?;
+            let catalog = self.catalog_at(&base).await?;
+            let read = delete_read_set(&base, &catalog, catalog.require(type_name)?)?;
+            Ok(read.into_iter().map(|(table_id, _)| table_id).collect())
+        };
+        self.replanning(tables, |holding| async move {
             self.prepare_delete(type_name, predicate)
                 .await?
-                .publish(self)
+                .publish_holding(self, holding.as_deref())
                 .await
         })
         .await

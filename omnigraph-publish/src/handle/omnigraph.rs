@@ -195,7 +195,7 @@ impl Omnigraph {
 
     /// Remembers a head this handle published or read after losing a race, unless it
     /// already knows a newer one: tasks sharing the handle finish in any order.
-    fn note_head(&self, head: &GraphCommit) {
+    pub(crate) fn note_head(&self, head: &GraphCommit) {
         let mut known = self.known_head.lock();
         if known.as_ref().is_none_or(|newest| newest.seq < head.seq) {
             *known = Some(head.clone());
@@ -525,9 +525,23 @@ impl Omnigraph {
         read_set: crate::publisher::ReadSet,
         operation: crate::commit::CommitOperation,
     ) -> Result<GraphCommit> {
-        let publication = staging
+        self.publish_staged_holding(staging, read_set, operation, None)
+            .await
+    }
+
+    /// [`Omnigraph::publish_staged`] by a write that holds the reservation `holding`
+    /// (`docs/format.md` §7.7): it does not wait for it, and its commit releases it.
+    pub(crate) async fn publish_staged_holding(
+        &self,
+        staging: &Staging,
+        read_set: crate::publisher::ReadSet,
+        operation: crate::commit::CommitOperation,
+        holding: Option<&str>,
+    ) -> Result<GraphCommit> {
+        let mut publication = staging
             .publication(read_set, operation, &self.actor)
             .await?;
+        publication.holding = holding.map(str::to_string);
         self.publish_as_handle(&publication, staging).await
     }
 

@@ -129,6 +129,8 @@ pub async fn create_branch(
         }),
         deleted: false,
         merged_from: Vec::new(),
+        // A new life holds no table of the branch it came from.
+        reservations: Vec::new(),
     };
     first.validate().map_err(|message| {
         OmniError::internal(format!("refusing to create branch {name}: {message}"))

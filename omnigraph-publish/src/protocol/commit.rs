@@ -2,6 +2,7 @@
 //! is one commit; reading it is one GET.
 
 use crate::layout;
+use crate::reservation::{self, Reservation};
 use omnigraph_core::{OmniError, Result};
 use std::collections::HashSet;
 
@@ -30,6 +31,8 @@ const _: () = assert!(
         + 2 * COMMIT_ID_LEN_MAX
         + OPERATION_KIND_LEN_MAX
         + SUMMARY_LEN_MAX
+        + reservation::RESERVATIONS_MAX * (COMMIT_ID_LEN_MAX + 64)
+        + reservation::RESERVED_TABLES_MAX * (layout::TABLE_ID_LEN_MAX + 4)
         + 64 * 1024
         < layout::COMMIT_BYTES_MAX
 );
@@ -111,6 +114,11 @@ pub struct GraphCommit {
     /// branch. Carried forward by every commit of the life.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<MergedFrom>,
+    /// The tables writers hold for a short lease (`docs/format.md` §7.7), carried
+    /// forward by every commit while they hold, up to
+    /// [`crate::reservation::RESERVATIONS_MAX`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<Reservation>,
 }
 
 /// The most branches a commit remembers merging from.
@@ -305,6 +313,7 @@ impl GraphCommit {
         {
             return Err(format!("operation kind {kind:?} is not a snake_case word"));
         }
+        reservation::validate(&self.reservations)?;
         if self.pins.len() > omnigraph_core::schema::TYPES_MAX {
             return Err(format!(
                 "{} pins; a schema has at most {} types",
@@ -376,7 +385,7 @@ pub(crate) fn shortened_summary(summary: &str) -> String {
 }
 
 /// Checks an id that may become part of a path or a filter.
-fn check_id(field: &str, id: &str) -> std::result::Result<(), String> {
+pub(crate) fn check_id(field: &str, id: &str) -> std::result::Result<(), String> {
     let valid = !id.is_empty()
         && id.len() <= COMMIT_ID_LEN_MAX
         && id
@@ -412,6 +421,7 @@ pub(crate) fn test_commit(branch: &str, seq: u64) -> GraphCommit {
         fork: None,
         deleted: false,
         merged_from: Vec::new(),
+        reservations: Vec::new(),
     }
 }
 

@@ -120,6 +120,7 @@ impl Graph {
             fork: None,
             deleted: false,
             merged_from: Vec::new(),
+            reservations: Vec::new(),
         };
         genesis.validate().map_err(|message| {
             OmniError::internal(format!("refusing to write genesis: {message}"))

@@ -1,5 +1,5 @@
 //! The format and the publication protocol (`docs/format.md`): where objects live, the
-//! commit, the log, the exact-CAS publisher and its gate, detached staging, cleanup's
+//! commit, the log, the exact-CAS publisher, its gate and table reservations, detached staging, cleanup's
 //! retention record, and creating and opening a graph. Nothing here knows the graph
 //! writers of [`crate::handle`].
 
@@ -10,5 +10,6 @@ pub mod graph;
 pub mod layout;
 pub mod log;
 pub mod publisher;
+pub mod reservation;
 pub mod retention;
 pub mod staging;

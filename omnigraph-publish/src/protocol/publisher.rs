@@ -13,6 +13,7 @@ use crate::commit::{self, CommitOperation, GraphCommit, MergedFrom, Retention, T
 use crate::gate;
 use crate::layout;
 use crate::log::CommitLog;
+use crate::reservation::{self, Reservation};
 use omnigraph_core::storage::{PutOutcome, StorageRoot};
 use omnigraph_core::{
     ErrorKind, Evidence, OmniError, ReadSetMember, Result, StorageKind, failpoints, seams,
@@ -82,6 +83,13 @@ pub struct Publication {
     /// merged commit in its branch's place); `None` carries the base's forward. Only a
     /// strict writer sets it: it lands on the very base it was computed from.
     pub merged_from: Option<Vec<MergedFrom>>,
+    /// The reservation this writer holds (its holder id): it does not wait for it, and
+    /// the commit releases it.
+    pub holding: Option<String>,
+    /// A reservation the commit adds (a writer that keeps losing its slot reserves its
+    /// tables in a commit that changes none): it waits for others' reservations of
+    /// those tables, as a change to them does, and is dropped when room is short.
+    pub reserving: Option<Reservation>,
 }
 
 impl Publication {
@@ -106,7 +114,26 @@ impl Publication {
             retention: None,
             deletes_branch: false,
             merged_from: None,
+            holding: None,
+            reserving: None,
         }
+    }
+
+    /// The tables the commit changes or reserves: the ones another writer's
+    /// reservation holds it off. None for a strict writer (schema apply, merge): the
+    /// holder's commit would change the head it read, so waiting for it could only end
+    /// in `read_set_changed`; it races as before.
+    fn claimed_tables(&self) -> Vec<&str> {
+        if self.read_set == ReadSet::Strict {
+            return Vec::new();
+        }
+        let changed = self.pins.iter().map(|pin| pin.table_id.as_str());
+        let dropped = self.dropped_tables.iter().map(String::as_str);
+        let reserved = self
+            .reserving
+            .iter()
+            .flat_map(|reservation| reservation.tables.iter().map(String::as_str));
+        changed.chain(dropped).chain(reserved).collect()
     }
 }
 
@@ -130,6 +157,16 @@ pub(crate) async fn publish_seeing(
     publication: &Publication,
     seen: &mut Option<GraphCommit>,
 ) -> Result<GraphCommit> {
+    // On the heap: every writer awaits the publisher deep inside its own future, and a
+    // publication that waits for reservations holds more state across its awaits.
+    Box::pin(publish_on_log(root, publication, seen)).await
+}
+
+async fn publish_on_log(
+    root: &Arc<StorageRoot>,
+    publication: &Publication,
+    seen: &mut Option<GraphCommit>,
+) -> Result<GraphCommit> {
     let log = CommitLog::new(root.clone(), &publication.base.branch)?;
     let failure_evidence = if publication.staged {
         Evidence::Unpublished
@@ -146,14 +183,23 @@ pub(crate) async fn publish_seeing(
         began
     }
     .saturating_sub(CONTENDER_RECENT_MICROS);
-    let mut held = gate::acquire(&root.canonical(), log.branch()).await;
+    let mut held = Some(gate::acquire(&root.canonical(), log.branch()).await);
     let mut base = publication.base.clone();
     let mut rebases = 0u32;
+    let mut waits = Waits::default();
     loop {
         if base.deleted {
             return Err(branch_deleted(&base).with_evidence(failure_evidence));
         }
-        let candidate = next_commit(&base, publication);
+        if let Some(head) =
+            Box::pin(waits.hold_off(root, &log, &base, publication, seen, &mut held))
+                .await
+                .map_err(|e| e.with_evidence(failure_evidence.clone()))?
+        {
+            base = head;
+            continue;
+        }
+        let candidate = next_commit(&base, publication, &waits.waited_out);
         assert!(
             candidate.seq == base.seq + 1
                 && candidate.parent_commit_id.as_deref() == Some(base.commit_id.as_str()),
@@ -206,22 +252,12 @@ pub(crate) async fn publish_seeing(
                 if winner.created_at >= racing_since {
                     // Not holding the gate: writers of this process never race each
                     // other, and one that waits must not hold the others up.
-                    drop(held);
+                    drop(held.take());
                     lost_race_backoff(rebases, &candidate.commit_id).await;
-                    held = gate::acquire(&root.canonical(), log.branch()).await;
+                    held = Some(gate::acquire(&root.canonical(), log.branch()).await);
                 }
-                // The winner was just read back: the head is found from it.
-                let head = log
-                    .newest_after(&base, *winner)
+                let head = Box::pin(follow(&log, &base, *winner, publication, seen))
                     .await
-                    .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
-                // A deletion took the slot, and maybe a new life of the branch began
-                // after it: nothing staged on the old life publishes on the new one.
-                if !head.continues_life_of(&base) {
-                    return Err(branch_deleted(&head).with_evidence(failure_evidence));
-                }
-                *seen = Some(head.clone());
-                check_read_set(&base, &head, publication)
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
                 rebases += 1;
                 if rebases > PUBLISH_REBASES_MAX {
@@ -234,6 +270,82 @@ pub(crate) async fn publish_seeing(
             }
         }
     }
+}
+
+/// A publication's waits for other writers' reservations (`docs/format.md` §7.7).
+#[derive(Default)]
+struct Waits {
+    /// Holders it waited a whole lease for (their clocks may run ahead of its own).
+    waited_out: Vec<String>,
+    /// The holder it waits for, and since when.
+    waiting: Option<(String, i64)>,
+    /// Its reads of the log while waiting, up to `RESERVATION_POLLS_MAX`.
+    polls: u32,
+}
+
+impl Waits {
+    /// Waits while another writer's reservation on `base` holds a table `publication`
+    /// changes or reserves, without holding the gate (`held`). `None`: nothing holds it
+    /// off. Otherwise the head to try from: the newest after the log moved (its read
+    /// set checked there), or `base` again once the reservation is waited out.
+    async fn hold_off(
+        &mut self,
+        root: &StorageRoot,
+        log: &CommitLog,
+        base: &GraphCommit,
+        publication: &Publication,
+        seen: &mut Option<GraphCommit>,
+        held: &mut Option<gate::GateGuard>,
+    ) -> Result<Option<GraphCommit>> {
+        let Some(holding) = reservation::blocking(
+            base,
+            &publication.claimed_tables(),
+            publication.holding.as_deref(),
+            &self.waited_out,
+            seams::now_micros(),
+        )
+        .cloned() else {
+            return Ok(None);
+        };
+        let since = match &self.waiting {
+            Some((holder, since)) if *holder == holding.holder => *since,
+            _ => seams::now_micros(),
+        };
+        self.waiting = Some((holding.holder.clone(), since));
+        // Not holding the gate while it waits, as after a lost race.
+        *held = None;
+        let next = reservation::await_next(log, base, &holding, since, &mut self.polls).await;
+        *held = Some(gate::acquire(&root.canonical(), log.branch()).await);
+        match next? {
+            // The lease ended, or the writer read the log as often as it may: it goes
+            // on, and its commit drops the reservation.
+            None => {
+                self.waited_out.push(holding.holder);
+                Ok(Some(base.clone()))
+            }
+            Some(next) => follow(log, base, next, publication, seen).await.map(Some),
+        }
+    }
+}
+
+/// Moves a publication on `base` past `next`, the commit that now follows it: finds the
+/// head from it (it was just read) and checks the read set there. A deletion that took
+/// the slot, maybe followed by a new life of the branch, ends the publication: nothing
+/// staged on the old life publishes on the new one.
+async fn follow(
+    log: &CommitLog,
+    base: &GraphCommit,
+    next: GraphCommit,
+    publication: &Publication,
+    seen: &mut Option<GraphCommit>,
+) -> Result<GraphCommit> {
+    let head = log.newest_after(base, next).await?;
+    if !head.continues_life_of(base) {
+        return Err(branch_deleted(&head));
+    }
+    *seen = Some(head.clone());
+    check_read_set(base, &head, publication)?;
+    Ok(head)
 }
 
 /// How recently before a write began a commit that beat it counts as another writer's
@@ -335,7 +447,11 @@ pub(crate) fn branch_deleted(head: &GraphCommit) -> OmniError {
 }
 
 /// The commit `publication` makes on `base`.
-fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
+fn next_commit(
+    base: &GraphCommit,
+    publication: &Publication,
+    waited_out: &[String],
+) -> GraphCommit {
     assert!(!base.deleted, "nothing is published on a deleted branch");
     let mut pins: Vec<TablePin> = base
         .pins
@@ -349,12 +465,13 @@ fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
             None => pins.push(update.clone()),
         }
     }
+    let created_at = seams::now_micros();
     let mut commit = GraphCommit {
         seq: base.seq + 1,
         commit_id: seams::new_id(),
         parent_commit_id: Some(base.commit_id.clone()),
         branch: base.branch.clone(),
-        created_at: seams::now_micros(),
+        created_at,
         actor: publication.actor.clone(),
         operation: CommitOperation {
             kind: publication.operation.kind.clone(),
@@ -375,12 +492,20 @@ fn next_commit(base: &GraphCommit, publication: &Publication) -> GraphCommit {
             .merged_from
             .clone()
             .unwrap_or_else(|| base.merged_from.clone()),
+        reservations: reservation::carried(
+            base,
+            publication.holding.as_deref(),
+            waited_out,
+            publication.reserving.as_ref(),
+            created_at,
+        ),
     };
     if publication.deletes_branch {
         // The life ends: it pins nothing, and every earlier commit of it is reclaimed
         // at once (its tables are no longer this branch's to keep).
         commit.pins.clear();
         commit.merged_from.clear();
+        commit.reservations.clear();
         commit.deleted = true;
         commit.retention = Some(Retention {
             grace_micros: base.retention.map_or(

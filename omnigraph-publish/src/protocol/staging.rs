@@ -495,6 +495,8 @@ impl Staging {
             retention: None,
             deletes_branch: false,
             merged_from: None,
+            holding: None,
+            reserving: None,
         })
     }
 

@@ -1,0 +1,152 @@
+//! A write's table reservation (`docs/format.md` §7.7): a write that keeps losing its
+//! slot reserves the tables it read before it stages again, holds them until its
+//! commit lands (which releases them), and releases them itself when it gives up.
+//!
+//! The reservation belongs to the write, never to the handle: other tasks on the same
+//! handle neither skip it nor release it. Reserving and releasing are best effort: each
+//! is a commit that changes no table, so a failure of either costs the write nothing but
+//! fairness, and neither changes the evidence of the write's own outcome.
+
+use crate::commit::CommitOperation;
+use crate::omnigraph::Omnigraph;
+use crate::publisher::{Publication, ReadSet};
+use crate::reservation::{RESERVED_TABLES_MAX, Reservation};
+use omnigraph_core::{ErrorKind, OmniError, seams};
+
+/// How many times an insert or load loses its slot to a change of the tables it read
+/// before it reserves them: one loss is ordinary contention, a second says it is being
+/// starved. (An update or delete reserves after an attempt that lost: each attempt
+/// already followed its tables up to `FOLLOWS_MAX` times.)
+pub const RESERVE_AFTER_LOSSES: u32 = 2;
+/// The operation kind of a commit that reserves tables.
+pub const RESERVE_OPERATION: &str = "reserve";
+/// The operation kind of a commit that releases a reservation its write gave up.
+pub const RELEASE_OPERATION: &str = "release";
+
+impl Omnigraph {
+    /// The reservation a write holds for its next try: `held`, while the head this
+    /// handle knows still carries it; else a new one of `tables` (`None` when none
+    /// could be taken). A waiter that waited `held` out dropped it from the log, so the
+    /// write reserves again rather than believe it holds what no one respects.
+    pub(crate) async fn keep_reserved(
+        &self,
+        held: Option<String>,
+        tables: Vec<String>,
+    ) -> Option<String> {
+        let head = self.base().await.ok()?;
+        if let Some(holder) = held
+            && head.reservations.iter().any(|reservation| {
+                reservation.holder == holder && reservation.holds_at(seams::now_micros())
+            })
+        {
+            return Some(holder);
+        }
+        self.reserve(head, tables).await
+    }
+
+    /// Publishes, on `base`, a commit that reserves `tables`; returns its holder id
+    /// when the reservation is in the commit that landed. One that another writer's
+    /// reservation holds off waits for it, as a write does; one the log has no room
+    /// for is not taken.
+    async fn reserve(
+        &self,
+        base: crate::commit::GraphCommit,
+        mut tables: Vec<String>,
+    ) -> Option<String> {
+        tables.sort();
+        tables.dedup();
+        if tables.is_empty() || tables.len() > RESERVED_TABLES_MAX {
+            return None;
+        }
+        let summary = tables
+            .iter()
+            .filter_map(|id| base.pin(id).map(|pin| pin.type_name.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let reservation = Reservation::new(tables);
+        let holder = reservation.holder.clone();
+        let mut publication = Publication::changing_no_table(
+            base,
+            ReadSet::Nothing,
+            CommitOperation {
+                kind: RESERVE_OPERATION.into(),
+                summary,
+            },
+            self.actor(),
+        );
+        publication.reserving = Some(reservation);
+        let mut seen = None;
+        match Box::pin(crate::publisher::publish_seeing(
+            self.graph().root(),
+            &publication,
+            &mut seen,
+        ))
+        .await
+        {
+            Ok(commit) => {
+                self.note_head(&commit);
+                commit
+                    .reservations
+                    .iter()
+                    .any(|reservation| reservation.holder == holder)
+                    .then_some(holder)
+            }
+            Err(_) => {
+                if let Some(head) = seen {
+                    self.note_head(&head);
+                }
+                None
+            }
+        }
+    }
+
+    /// A write that held `held` gave up with `error`: it releases the reservation, so
+    /// no one waits out the lease for nothing. Not after a publication in doubt: if
+    /// that one landed it released the reservation, and a release on top would bury
+    /// the commit the caller is told to look for.
+    pub(crate) async fn release_after(&self, held: Option<String>, error: &OmniError) {
+        if error.kind() != ErrorKind::PublishInDoubt {
+            self.release(held).await;
+        }
+    }
+
+    /// Releases `held`, the reservation of a write that publishes nothing, while the
+    /// head this handle knows still carries it.
+    pub(crate) async fn release(&self, held: Option<String>) {
+        let Some(holder) = held else {
+            return;
+        };
+        let Ok(base) = self.base().await else {
+            return;
+        };
+        if !base.reservations.iter().any(|r| r.holder == holder) {
+            return;
+        }
+        let mut publication = Publication::changing_no_table(
+            base,
+            ReadSet::Nothing,
+            CommitOperation {
+                kind: RELEASE_OPERATION.into(),
+                summary: String::new(),
+            },
+            self.actor(),
+        );
+        publication.holding = Some(holder);
+        let mut seen = None;
+        match Box::pin(crate::publisher::publish_seeing(
+            self.graph().root(),
+            &publication,
+            &mut seen,
+        ))
+        .await
+        {
+            Ok(commit) => self.note_head(&commit),
+            // Left to its lease.
+            Err(_) => {
+                if let Some(head) = seen {
+                    self.note_head(&head);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Table reservations (`docs/format.md` §7.7): a writer that keeps losing its slot holds
+//! its tables for a short lease; writers of those tables wait, writers of others go on,
+//! and the lease bounds what a holder that never comes back costs. Each handle here has
+//! a root of its own, as another process would.
+
+use bytes::Bytes;
+use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, RequestProbe};
+use omnigraph_core::{ErrorKind, seams};
+use omnigraph_publish::reservation::Reservation;
+use omnigraph_publish::{
+    CommitRef, Graph, GraphCommit, Omnigraph, ReadSet, ScanRequest, layout, publish,
+};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, objects};
+use serde_json::json;
+use std::time::Duration;
+
+/// A graph with people `p1..p3` and company `c1`, and its root.
+async fn seeded() -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(Backend::Local).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    graph
+        .insert_json(
+            "Person",
+            objects(json!([
+                {"id": "p1", "name": "Ada"},
+                {"id": "p2", "name": "Bob"},
+                {"id": "p3", "name": "Cy"}
+            ])),
+        )
+        .await
+        .unwrap();
+    graph
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+        .await
+        .unwrap();
+    (graph, test)
+}
+
+fn table_of(head: &GraphCommit, type_name: &str) -> String {
+    head.pin_of_type(type_name).unwrap().table_id.clone()
+}
+
+/// Publishes a commit that changes no table and reserves `reservation`'s tables.
+async fn reserve(graph: &Omnigraph, reservation: Reservation) -> GraphCommit {
+    let head = graph.head().await.unwrap();
+    let mut publication =
+        omnigraph_tests::publication_changing_nothing(head, ReadSet::Nothing, "reserve");
+    publication.reserving = Some(reservation.clone());
+    let reserved = publish(graph.graph().root(), &publication).await.unwrap();
+    assert_eq!(
+        reserved.reservations,
+        vec![reservation],
+        "the reservation is in the log"
+    );
+    reserved
+}
+
+async fn commit_at(uri: &str, seq: u64) -> GraphCommit {
+    Graph::open(uri)
+        .await
+        .unwrap()
+        .commit("main", &CommitRef::Seq(seq))
+        .await
+        .unwrap()
+}
+
+/// Waits until `probe` saw `count` requests of one of `kinds` whose path starts with
+/// `prefix` (each is seen when it is made, before a delay fault holds it).
+async fn requests_seen(probe: &RequestProbe, kinds: &[RequestKind], prefix: &str, count: usize) {
+    for _ in 0..4_000 {
+        let seen = probe
+            .requests()
+            .iter()
+            .filter(|request| kinds.contains(&request.kind) && request.path.starts_with(prefix))
+            .count();
+        if seen >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!(
+        "no {count} requests {kinds:?} under {prefix}: {:?}",
+        probe.requests()
+    );
+}
+
+#[tokio::test]
+async fn a_reservation_holds_writers_of_its_tables_until_its_holder_releases_it() {
+    let (graph, test) = seeded().await;
+    let head = graph.head().await.unwrap();
+    let reservation = Reservation::new(vec![table_of(&head, "Person")]);
+    let reserved = reserve(&graph, reservation.clone()).await;
+
+    // Another process inserts a person: it must wait for the holder.
+    let person_writer = Omnigraph::open(&test.uri).await.unwrap();
+    person_writer.head().await.unwrap();
+    let waiter = person_writer.graph().root().probe();
+    let waiting = tokio::spawn(async move {
+        person_writer
+            .insert_json("Person", objects(json!([{"id": "p9", "name": "Dee"}])))
+            .await
+    });
+    // A writer of another table goes on, and carries the reservation forward.
+    let company_writer = Omnigraph::open(&test.uri).await.unwrap();
+    let company = company_writer
+        .insert_json("Company", objects(json!([{"id": "c2", "name": "Bolt"}])))
+        .await
+        .unwrap();
+    assert_eq!(company.seq, reserved.seq + 1);
+    assert_eq!(company.reservations, reserved.reservations);
+    // It waits for the commit after the company's: it reads that slot, empty.
+    let next = layout::commit_path("main", company.seq + 1);
+    requests_seen(&waiter, &[RequestKind::Get], &next, 1).await;
+    assert!(
+        !waiting.is_finished(),
+        "the person insert waits while Person is held"
+    );
+    assert_eq!(graph.head().await.unwrap().seq, company.seq);
+
+    // The holder's publication releases it (here one that changes nothing).
+    let mut release =
+        omnigraph_tests::publication_changing_nothing(company.clone(), ReadSet::Nothing, "release");
+    release.holding = Some(reservation.holder.clone());
+    let released = publish(graph.graph().root(), &release).await.unwrap();
+    assert_eq!(released.seq, company.seq + 1);
+    assert!(
+        released.reservations.is_empty(),
+        "the holder's commit releases it"
+    );
+
+    let inserted = waiting.await.unwrap().unwrap();
+    assert_eq!(
+        inserted.seq,
+        released.seq + 1,
+        "it published right after the release"
+    );
+    assert_eq!(
+        graph
+            .get("Person", &json!("p9"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap()["name"],
+        "Dee"
+    );
+}
+
+#[tokio::test]
+async fn a_reservation_ends_with_its_lease() {
+    let (graph, test) = seeded().await;
+    let head = graph.head().await.unwrap();
+    // A holder that never comes back, with a short lease.
+    let mut reservation = Reservation::new(vec![table_of(&head, "Person")]);
+    reservation.until_micros = seams::now_micros() + 200_000;
+    let until = reservation.until_micros;
+    let reserved = reserve(&graph, reservation).await;
+    let writer = Omnigraph::open(&test.uri).await.unwrap();
+    let inserted = writer
+        .insert_json("Person", objects(json!([{"id": "p9", "name": "Dee"}])))
+        .await
+        .unwrap();
+    assert_eq!(inserted.seq, reserved.seq + 1);
+    assert!(
+        inserted.reservations.is_empty(),
+        "a commit after the lease drops it: {:?}",
+        inserted.reservations
+    );
+    assert!(
+        inserted.created_at >= until,
+        "it waited for the lease to end"
+    );
+}
+
+#[tokio::test]
+async fn a_delete_that_lost_reserves_its_tables_and_lands_before_a_waiting_edge_insert() {
+    let (deleter, test) = seeded().await;
+    let head = deleter.head().await.unwrap();
+    let edge_writer = Omnigraph::open(&test.uri).await.unwrap();
+    edge_writer.head().await.unwrap();
+    // The deleter's deletion file in Person is held on each of its first two tries,
+    // before it takes the publish gate, so the edge writer's writes come in between.
+    let person_files = format!("tables/{}/_deletions/", table_of(&head, "Person"));
+    let probe = deleter.graph().root().probe();
+    let hold = |millis| FaultRule {
+        times: Some(1),
+        ..FaultRule::new(
+            format!("{person_files}*"),
+            &[RequestKind::Put, RequestKind::PutIfAbsent],
+            FaultAction::Delay(Duration::from_millis(millis)),
+        )
+    };
+    // Rules fire in order, each once.
+    let _held: Vec<_> = [400, 600]
+        .into_iter()
+        .map(|millis| deleter.graph().root().inject(hold(millis)))
+        .collect();
+    let writes = [RequestKind::Put, RequestKind::PutIfAbsent];
+    let deleting = tokio::spawn(async move {
+        let deleted = deleter.delete("Person", "id = 'p1'").await;
+        (deleted, deleter)
+    });
+    // An edge to p1 lands while the delete's first try stages: the delete's guard on
+    // WorksAt matches it, so it cannot follow, and plans again after reserving.
+    requests_seen(&probe, &writes, &person_files, 1).await;
+    let first_edge = edge_writer
+        .insert_json(
+            "WorksAt",
+            objects(json!([{"src": "p1", "dst": "c1", "since": 2020}])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first_edge.seq, head.seq + 1);
+    // While the second try stages, another edge to p1 waits for the delete.
+    requests_seen(&probe, &writes, &person_files, 2).await;
+    let second_edge = edge_writer
+        .insert_json(
+            "WorksAt",
+            objects(json!([{"src": "p1", "dst": "c1", "since": 2021}])),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        second_edge.kind(),
+        ErrorKind::BadInput,
+        "the edge waited for the delete of its endpoint: {second_edge}"
+    );
+
+    let (deleted, deleter) = deleting.await.unwrap();
+    let deleted = deleted.unwrap().expect("p1 was there to delete");
+    assert!(
+        deleted.reservations.is_empty(),
+        "the delete released its tables"
+    );
+    let reservation_commit = commit_at(&test.uri, deleted.seq - 1).await;
+    assert_eq!(reservation_commit.operation.kind, "reserve");
+    assert_eq!(reservation_commit.seq, first_edge.seq + 1);
+    let [reservation] = reservation_commit.reservations.as_slice() else {
+        panic!("one reservation: {:?}", reservation_commit.reservations);
+    };
+    let mut held = reservation.tables.clone();
+    held.sort();
+    let mut expected = vec![table_of(&head, "Person"), table_of(&head, "WorksAt")];
+    expected.sort();
+    assert_eq!(held, expected, "a delete holds its read set");
+    assert_eq!(deleter.head().await.unwrap().seq, deleted.seq);
+    // Nothing dangles: the first edge went with p1, the second never landed.
+    let edges = deleter
+        .scan(
+            "WorksAt",
+            &ScanRequest {
+                filter: None,
+                columns: vec!["src".into()],
+                limit: None,
+            },
+            &CommitRef::Head,
+        )
+        .await
+        .unwrap();
+    assert_eq!(edges.iter().map(|batch| batch.num_rows()).sum::<usize>(), 0);
+}
+
+#[tokio::test]
+async fn a_crafted_reservation_is_refused_on_read() {
+    let (graph, test) = seeded().await;
+    let head = graph.head().await.unwrap();
+    let person = table_of(&head, "Person");
+    let mut crafted = head.clone();
+    crafted.seq = head.seq + 1;
+    crafted.parent_commit_id = Some(head.commit_id.clone());
+    crafted.commit_id = "01CRAFTEDRESERVATION000000".into();
+    let twice = |holder: &str| Reservation {
+        holder: holder.into(),
+        tables: vec![person.clone()],
+        until_micros: i64::MAX,
+    };
+    crafted.reservations = vec![twice("a"), twice("b")];
+    graph
+        .graph()
+        .root()
+        .put_if_absent(
+            &layout::commit_path("main", crafted.seq),
+            Bytes::from(serde_json::to_vec(&crafted).unwrap()),
+        )
+        .await
+        .unwrap();
+    let error = Graph::open(&test.uri)
+        .await
+        .unwrap()
+        .commit("main", &CommitRef::Head)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    assert!(error.to_string().contains("reserved twice"), "{error}");
+}
