@@ -687,7 +687,7 @@ impl ReadSetMember {
             ReadSetMember::Pin { .. } => (
                 "insert, load, update, delete, index builds, optimize",
                 "a table the writer staged on moved (for update and delete: a table it read, a delete's incident edge tables included)",
-                "insert and load re-check their keys and endpoints on the new head and re-commit their staged files; update and delete plan again on the new head (each a bounded number of times, then `contention_exhausted`); a prepared update or delete, a merge too large to keep in memory, index builds and optimize report it and publish nothing",
+                "insert and load re-check their keys and endpoints on the new head and re-commit their staged files; update and delete plan again on the new head (each a bounded number of times, then `contention_exhausted`); a write whose tables moved under it again first reserves them for a short lease, so other writers of those tables wait for it (`docs/format.md` §7.7); a prepared update or delete, a merge too large to keep in memory, index builds and optimize report it and publish nothing",
             ),
             ReadSetMember::ReadPin { .. } => (
                 "insert, load of edges",

@@ -291,3 +291,72 @@ async fn a_crafted_reservation_is_refused_on_read() {
     assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
     assert!(error.to_string().contains("reserved twice"), "{error}");
 }
+
+#[tokio::test]
+async fn an_insert_that_lost_twice_reserves_its_table_and_lands_before_a_waiting_insert() {
+    let (inserter, test) = seeded().await;
+    let head = inserter.head().await.unwrap();
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    other.head().await.unwrap();
+    // The inserter's Person manifest is held on its first try and on its next two
+    // re-commits, before it takes the publish gate: the other writer's inserts come in
+    // between.
+    let manifests = format!("tables/{}/_versions/", table_of(&head, "Person"));
+    let probe = inserter.graph().root().probe();
+    let hold = |millis| FaultRule {
+        times: Some(1),
+        ..FaultRule::new(
+            format!("{manifests}d*"),
+            &[RequestKind::Put, RequestKind::PutIfAbsent],
+            FaultAction::Delay(Duration::from_millis(millis)),
+        )
+    };
+    let _held: Vec<_> = [300, 300, 600]
+        .into_iter()
+        .map(|millis| inserter.graph().root().inject(hold(millis)))
+        .collect();
+    let writes = [RequestKind::Put, RequestKind::PutIfAbsent];
+    let inserting = tokio::spawn(async move {
+        let inserted = inserter
+            .insert_json("Person", objects(json!([{"id": "p9", "name": "Dee"}])))
+            .await;
+        (inserted, inserter)
+    });
+    let mut others = Vec::new();
+    for (held, id) in [(1, "p10"), (2, "p11")] {
+        requests_seen(&probe, &writes, &manifests, held).await;
+        let row = objects(json!([{"id": id, "name": id}]));
+        others.push(other.insert_json("Person", row).await.unwrap());
+    }
+    // Lost twice: the third try holds Person, and this insert waits for it.
+    requests_seen(&probe, &writes, &manifests, 3).await;
+    let waited = other
+        .insert_json("Person", objects(json!([{"id": "p12", "name": "p12"}])))
+        .await
+        .unwrap();
+    let (inserted, inserter) = inserting.await.unwrap();
+    let inserted = inserted.unwrap();
+    let reservation_commit = commit_at(&test.uri, inserted.seq - 1).await;
+    assert_eq!(reservation_commit.operation.kind, "reserve");
+    assert_eq!(reservation_commit.seq, others[1].seq + 1);
+    assert_eq!(
+        reservation_commit.reservations[0].tables,
+        vec![table_of(&head, "Person")]
+    );
+    assert_eq!(
+        waited.seq,
+        inserted.seq + 1,
+        "the waiting insert came after it"
+    );
+    assert!(inserted.reservations.is_empty() && waited.reservations.is_empty());
+    for id in ["p9", "p10", "p11", "p12"] {
+        assert!(
+            inserter
+                .get("Person", &json!(id), &CommitRef::Head)
+                .await
+                .unwrap()
+                .is_some(),
+            "{id}"
+        );
+    }
+}
