@@ -47,11 +47,15 @@ async fn reserve(graph: &Omnigraph, reservation: Reservation) -> GraphCommit {
         omnigraph_tests::publication_changing_nothing(head, ReadSet::Nothing, "reserve");
     publication.reserving = Some(reservation.clone());
     let reserved = publish(graph.graph().root(), &publication).await.unwrap();
+    let [held] = reserved.reservations.as_slice() else {
+        panic!("one reservation: {:?}", reserved.reservations);
+    };
     assert_eq!(
-        reserved.reservations,
-        vec![reservation],
-        "the reservation is in the log"
+        (&held.holder, &held.tables),
+        (&reservation.holder, &reservation.tables)
     );
+    // The lease runs from the commit that took it.
+    assert!(held.until_micros >= reserved.created_at + 1_000_000);
     reserved
 }
 
@@ -148,12 +152,27 @@ async fn a_reservation_holds_writers_of_its_tables_until_its_holder_releases_it(
 async fn a_reservation_ends_with_its_lease() {
     let (graph, test) = seeded().await;
     let head = graph.head().await.unwrap();
-    // A holder that never comes back, with a short lease.
+    // A holder that never comes back, with a short lease (a writer that takes the
+    // lease publishes 2 s; this one is planted).
+    let mut reserved = head.clone();
+    reserved.seq = head.seq + 1;
+    reserved.parent_commit_id = Some(head.commit_id.clone());
+    reserved.commit_id = "01SHORTLEASE00000000000000".into();
     let mut reservation = Reservation::new(vec![table_of(&head, "Person")]);
     reservation.until_micros = seams::now_micros() + 200_000;
     let until = reservation.until_micros;
-    let reserved = reserve(&graph, reservation).await;
+    reserved.reservations = vec![reservation];
+    graph
+        .graph()
+        .root()
+        .put_if_absent(
+            &layout::commit_path("main", reserved.seq),
+            Bytes::from(serde_json::to_vec(&reserved).unwrap()),
+        )
+        .await
+        .unwrap();
     let writer = Omnigraph::open(&test.uri).await.unwrap();
+    let waiter = writer.graph().root().probe();
     let inserted = writer
         .insert_json("Person", objects(json!([{"id": "p9", "name": "Dee"}])))
         .await
@@ -167,6 +186,16 @@ async fn a_reservation_ends_with_its_lease() {
     assert!(
         inserted.created_at >= until,
         "it waited for the lease to end"
+    );
+    // It waited by reading the slot after the reservation, which it then took.
+    let slot = layout::commit_path("main", reserved.seq + 1);
+    assert!(
+        waiter
+            .requests()
+            .iter()
+            .any(|request| request.kind == RequestKind::Get && request.path == slot),
+        "{:?}",
+        waiter.requests()
     );
 }
 
@@ -189,7 +218,7 @@ async fn a_delete_that_lost_reserves_its_tables_and_lands_before_a_waiting_edge_
         )
     };
     // Rules fire in order, each once.
-    let _held: Vec<_> = [400, 600]
+    let _held: Vec<_> = [1_000, 900]
         .into_iter()
         .map(|millis| deleter.graph().root().inject(hold(millis)))
         .collect();
@@ -311,7 +340,7 @@ async fn an_insert_that_lost_twice_reserves_its_table_and_lands_before_a_waiting
             FaultAction::Delay(Duration::from_millis(millis)),
         )
     };
-    let _held: Vec<_> = [300, 300, 600]
+    let _held: Vec<_> = [800, 800, 900]
         .into_iter()
         .map(|millis| inserter.graph().root().inject(hold(millis)))
         .collect();

@@ -891,14 +891,14 @@ impl<'a> Ingest<'a> {
         dangling(&self.source_of(at), edge_type, role, key, node_type, base)
     }
 
-    /// What must not have changed at publication: the base pins of the tables staged
-    /// on, and those of the node tables read only to check endpoints.
     /// Every table in the read set: staged on or checked.
     fn read_tables(&self) -> Vec<String> {
         let staged = self.staging.base_pins().into_iter().map(|(id, _)| id);
         staged.chain(self.checked.keys().cloned()).collect()
     }
 
+    /// What must not have changed at publication: the base pins of the tables staged
+    /// on, and those of the node tables read only to check endpoints.
     fn read_set(&self) -> ReadSet {
         let staged = self.staging.base_pins();
         let checked = self

@@ -42,7 +42,8 @@ pub struct Reservation {
 }
 
 impl Reservation {
-    /// A new reservation of `tables` for [`RESERVATION_LEASE`], held by a new id.
+    /// A new reservation of `tables` for [`RESERVATION_LEASE`], held by a new id (the
+    /// commit that takes it stamps the lease again from its own time).
     pub fn new(tables: Vec<String>) -> Reservation {
         assert!(!tables.is_empty(), "a reservation holds a table");
         Reservation {
@@ -136,6 +137,12 @@ pub(crate) fn carried(
         .cloned()
         .collect();
     if let Some(new) = reserving {
+        // The lease runs from the commit that takes it: a reservation that first waited
+        // for another's lands with all of it.
+        let new = Reservation {
+            until_micros: created_micros.saturating_add(lease_micros()),
+            ..new.clone()
+        };
         let held: usize = carried.iter().map(|r| r.tables.len()).sum();
         let free = !carried
             .iter()
@@ -144,7 +151,7 @@ pub(crate) fn carried(
             && carried.len() < RESERVATIONS_MAX
             && held + new.tables.len() <= RESERVED_TABLES_MAX
         {
-            carried.push(new.clone());
+            carried.push(new);
         }
     }
     carried
@@ -170,13 +177,12 @@ pub(crate) async fn await_next(
         if let Some(next) = log.read(base.seq + 1).await? {
             return Ok(Some(next));
         }
-        if seams::now_micros() >= ends {
+        // In a deterministic simulation one actor steps at a time: the holder cannot
+        // publish while this writer waits, so it waits no longer than one read.
+        if seams::now_micros() >= ends || seams::in_simulation() {
             return Ok(None);
         }
-        // A deterministic simulation's schedule is its harness's: it never sleeps.
-        if !seams::in_simulation() {
-            tokio::time::sleep(interval).await;
-        }
+        tokio::time::sleep(interval).await;
         interval = (interval * 2).min(RESERVATION_POLL_MAX);
     }
     Ok(None)
@@ -239,7 +245,15 @@ mod tests {
         );
         let free = held(&["ta", "td"], 2_000);
         let with_free = carried(&base, Some(&mine.holder), &[], Some(&free), 500);
-        assert_eq!(with_free, vec![holding, free]);
+        let stamped = Reservation {
+            until_micros: 500 + lease_micros(),
+            ..free
+        };
+        assert_eq!(
+            with_free,
+            vec![holding, stamped],
+            "its lease runs from the commit"
+        );
         assert!(validate(&with_free).is_ok());
     }
 
