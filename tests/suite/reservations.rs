@@ -4,9 +4,10 @@
 //! a root of its own, as another process would.
 
 use bytes::Bytes;
-use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, RequestProbe};
+use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, RequestProbe, StorageRoot};
 use omnigraph_core::{ErrorKind, seams};
 use omnigraph_publish::reservation::Reservation;
+use omnigraph_publish::reserving::{RESERVE_AFTER_ATTEMPTS, RESERVE_AFTER_LOSSES};
 use omnigraph_publish::{
     CommitRef, Graph, GraphCommit, Omnigraph, ReadSet, ScanRequest, layout, publish,
 };
@@ -86,6 +87,28 @@ async fn requests_seen(probe: &RequestProbe, kinds: &[RequestKind], prefix: &str
         "no {count} requests {kinds:?} under {prefix}: {:?}",
         probe.requests()
     );
+}
+
+/// Holds the next writes under `prefix`, one rule per hold: rules fire in order, each
+/// once, so the first write is held `holds[0]` ms, the next `holds[1]`, and so on.
+fn hold_writes(
+    root: &StorageRoot,
+    prefix: &str,
+    holds: &[u64],
+) -> Vec<omnigraph_core::storage::FaultHandle> {
+    holds
+        .iter()
+        .map(|millis| {
+            root.inject(FaultRule {
+                times: Some(1),
+                ..FaultRule::new(
+                    format!("{prefix}*"),
+                    &[RequestKind::Put, RequestKind::PutIfAbsent],
+                    FaultAction::Delay(Duration::from_millis(*millis)),
+                )
+            })
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -205,41 +228,30 @@ async fn a_delete_that_lost_reserves_its_tables_and_lands_before_a_waiting_edge_
     let head = deleter.head().await.unwrap();
     let edge_writer = Omnigraph::open(&test.uri).await.unwrap();
     edge_writer.head().await.unwrap();
-    // The deleter's deletion file in Person is held on each of its first two tries,
-    // before it takes the publish gate, so the edge writer's writes come in between.
+    // The deleter's deletion file in Person is held on each of its tries, before it
+    // takes the publish gate, so the edge writer's writes come in between.
     let person_files = format!("tables/{}/_deletions/", table_of(&head, "Person"));
     let probe = deleter.graph().root().probe();
-    let hold = |millis| FaultRule {
-        times: Some(1),
-        ..FaultRule::new(
-            format!("{person_files}*"),
-            &[RequestKind::Put, RequestKind::PutIfAbsent],
-            FaultAction::Delay(Duration::from_millis(millis)),
-        )
-    };
-    // Rules fire in order, each once.
-    let _held: Vec<_> = [1_000, 900]
-        .into_iter()
-        .map(|millis| deleter.graph().root().inject(hold(millis)))
-        .collect();
+    let mut holds = vec![1_000; RESERVE_AFTER_ATTEMPTS as usize];
+    holds.push(900);
+    let _held = hold_writes(deleter.graph().root(), &person_files, &holds);
     let writes = [RequestKind::Put, RequestKind::PutIfAbsent];
     let deleting = tokio::spawn(async move {
         let deleted = deleter.delete("Person", "id = 'p1'").await;
         (deleted, deleter)
     });
-    // An edge to p1 lands while the delete's first try stages: the delete's guard on
-    // WorksAt matches it, so it cannot follow, and plans again after reserving.
-    requests_seen(&probe, &writes, &person_files, 1).await;
-    let first_edge = edge_writer
-        .insert_json(
-            "WorksAt",
-            objects(json!([{"src": "p1", "dst": "c1", "since": 2020}])),
-        )
-        .await
-        .unwrap();
-    assert_eq!(first_edge.seq, head.seq + 1);
-    // While the second try stages, another edge to p1 waits for the delete.
-    requests_seen(&probe, &writes, &person_files, 2).await;
+    // An edge to p1 lands while each of the delete's first tries stages: the delete's
+    // guard on WorksAt matches it, so it cannot follow, and plans again; after the
+    // last of them, it reserves first.
+    let mut edges = Vec::new();
+    for held in 1..=RESERVE_AFTER_ATTEMPTS as usize {
+        requests_seen(&probe, &writes, &person_files, held).await;
+        let edge = objects(json!([{"src": "p1", "dst": "c1", "since": 2000 + held}]));
+        edges.push(edge_writer.insert_json("WorksAt", edge).await.unwrap());
+    }
+    assert_eq!(edges[0].seq, head.seq + 1);
+    // While its next try stages, another edge to p1 waits for the delete.
+    requests_seen(&probe, &writes, &person_files, holds.len()).await;
     let second_edge = edge_writer
         .insert_json(
             "WorksAt",
@@ -261,7 +273,7 @@ async fn a_delete_that_lost_reserves_its_tables_and_lands_before_a_waiting_edge_
     );
     let reservation_commit = commit_at(&test.uri, deleted.seq - 1).await;
     assert_eq!(reservation_commit.operation.kind, "reserve");
-    assert_eq!(reservation_commit.seq, first_edge.seq + 1);
+    assert_eq!(reservation_commit.seq, edges.last().unwrap().seq + 1);
     let [reservation] = reservation_commit.reservations.as_slice() else {
         panic!("one reservation: {:?}", reservation_commit.reservations);
     };
@@ -271,7 +283,7 @@ async fn a_delete_that_lost_reserves_its_tables_and_lands_before_a_waiting_edge_
     expected.sort();
     assert_eq!(held, expected, "a delete holds its read set");
     assert_eq!(deleter.head().await.unwrap().seq, deleted.seq);
-    // Nothing dangles: the first edge went with p1, the second never landed.
+    // Nothing dangles: the edges that landed went with p1, the last never landed.
     let edges = deleter
         .scan(
             "WorksAt",
@@ -322,7 +334,7 @@ async fn a_crafted_reservation_is_refused_on_read() {
 }
 
 #[tokio::test]
-async fn an_insert_that_lost_twice_reserves_its_table_and_lands_before_a_waiting_insert() {
+async fn a_starved_insert_reserves_its_table_and_lands_before_a_waiting_insert() {
     let (inserter, test) = seeded().await;
     let head = inserter.head().await.unwrap();
     let other = Omnigraph::open(&test.uri).await.unwrap();
@@ -332,18 +344,9 @@ async fn an_insert_that_lost_twice_reserves_its_table_and_lands_before_a_waiting
     // between.
     let manifests = format!("tables/{}/_versions/", table_of(&head, "Person"));
     let probe = inserter.graph().root().probe();
-    let hold = |millis| FaultRule {
-        times: Some(1),
-        ..FaultRule::new(
-            format!("{manifests}d*"),
-            &[RequestKind::Put, RequestKind::PutIfAbsent],
-            FaultAction::Delay(Duration::from_millis(millis)),
-        )
-    };
-    let _held: Vec<_> = [800, 800, 900]
-        .into_iter()
-        .map(|millis| inserter.graph().root().inject(hold(millis)))
-        .collect();
+    let mut holds = vec![800; RESERVE_AFTER_LOSSES as usize];
+    holds.push(900);
+    let _held = hold_writes(inserter.graph().root(), &manifests, &holds);
     let writes = [RequestKind::Put, RequestKind::PutIfAbsent];
     let inserting = tokio::spawn(async move {
         let inserted = inserter
@@ -352,13 +355,14 @@ async fn an_insert_that_lost_twice_reserves_its_table_and_lands_before_a_waiting
         (inserted, inserter)
     });
     let mut others = Vec::new();
-    for (held, id) in [(1, "p10"), (2, "p11")] {
+    for held in 1..=RESERVE_AFTER_LOSSES as usize {
         requests_seen(&probe, &writes, &manifests, held).await;
+        let id = format!("o{held}");
         let row = objects(json!([{"id": id, "name": id}]));
         others.push(other.insert_json("Person", row).await.unwrap());
     }
-    // Lost twice: the third try holds Person, and this insert waits for it.
-    requests_seen(&probe, &writes, &manifests, 3).await;
+    // Starved: the next try holds Person, and this insert waits for it.
+    requests_seen(&probe, &writes, &manifests, holds.len()).await;
     let waited = other
         .insert_json("Person", objects(json!([{"id": "p12", "name": "p12"}])))
         .await
@@ -367,7 +371,7 @@ async fn an_insert_that_lost_twice_reserves_its_table_and_lands_before_a_waiting
     let inserted = inserted.unwrap();
     let reservation_commit = commit_at(&test.uri, inserted.seq - 1).await;
     assert_eq!(reservation_commit.operation.kind, "reserve");
-    assert_eq!(reservation_commit.seq, others[1].seq + 1);
+    assert_eq!(reservation_commit.seq, others.last().unwrap().seq + 1);
     assert_eq!(
         reservation_commit.reservations[0].tables,
         vec![table_of(&head, "Person")]
@@ -378,7 +382,8 @@ async fn an_insert_that_lost_twice_reserves_its_table_and_lands_before_a_waiting
         "the waiting insert came after it"
     );
     assert!(inserted.reservations.is_empty() && waited.reservations.is_empty());
-    for id in ["p9", "p10", "p11", "p12"] {
+    let ids = ["p9", "p12", "o1", "o6"];
+    for id in ids {
         assert!(
             inserter
                 .get("Person", &json!(id), &CommitRef::Head)

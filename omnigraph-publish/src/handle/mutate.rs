@@ -231,9 +231,10 @@ impl Omnigraph {
     /// Runs `write` (plan and publish) until no table it read moved under it, at most
     /// [`WRITE_ATTEMPTS_MAX`] times. Each lost attempt leaves unpublished staging, so
     /// once one has, a later failure says so even if its own attempt staged nothing.
-    /// An attempt lost to a move of its tables (after following them up to
-    /// [`FOLLOWS_MAX`] times) reserves `tables` for the next (`docs/format.md` §7.7):
-    /// `write` is given the reservation it holds.
+    /// From the [`crate::reserving::RESERVE_AFTER_ATTEMPTS`]-th attempt lost to a move
+    /// of its tables (each after following them up to [`FOLLOWS_MAX`] times), it
+    /// reserves `tables` for the next (`docs/format.md` §7.7): `write` is given the
+    /// reservation it holds.
     async fn replanning<T, F>(
         &self,
         tables: impl Fn() -> T,
@@ -260,6 +261,7 @@ impl Omnigraph {
                         return Err(exhausted);
                     }
                     if let OmniError::ReadSetChanged { member, .. } = &lost
+                        && attempt >= crate::reserving::RESERVE_AFTER_ATTEMPTS
                         && member.is_table()
                         && let Ok(tables) = Box::pin(tables()).await
                     {

@@ -7,17 +7,21 @@
 //! is a commit that changes no table, so a failure of either costs the write nothing but
 //! fairness, and neither changes the evidence of the write's own outcome.
 
-use crate::commit::CommitOperation;
+use crate::commit::{CommitOperation, GraphCommit};
 use crate::omnigraph::Omnigraph;
 use crate::publisher::{Publication, ReadSet};
 use crate::reservation::{RESERVED_TABLES_MAX, Reservation};
 use omnigraph_core::{ErrorKind, OmniError, seams};
 
 /// How many times an insert or load loses its slot to a change of the tables it read
-/// before it reserves them: one loss is ordinary contention, a second says it is being
-/// starved. (An update or delete reserves after an attempt that lost: each attempt
-/// already followed its tables up to `FOLLOWS_MAX` times.)
-pub const RESERVE_AFTER_LOSSES: u32 = 2;
+/// before it reserves them. Each reservation is a commit that costs every other writer
+/// of those tables its slot and a wait, so only a starved write takes one: with 4
+/// processes on the local S3 server, reserving after 2 losses put a reservation in
+/// half the commits and cut the commit rate; after 6, about one in twenty.
+pub const RESERVE_AFTER_LOSSES: u32 = 6;
+/// How many attempts of an update or delete lose (each after following its tables up
+/// to `FOLLOWS_MAX` times) before it reserves them for the next.
+pub const RESERVE_AFTER_ATTEMPTS: u32 = 3;
 /// The operation kind of a commit that reserves tables.
 pub const RESERVE_OPERATION: &str = "reserve";
 /// The operation kind of a commit that releases a reservation its write gave up.
@@ -48,11 +52,7 @@ impl Omnigraph {
     /// when the reservation is in the commit that landed. One that another writer's
     /// reservation holds off waits for it, as a write does; one the log has no room
     /// for is not taken.
-    async fn reserve(
-        &self,
-        base: crate::commit::GraphCommit,
-        mut tables: Vec<String>,
-    ) -> Option<String> {
+    async fn reserve(&self, base: GraphCommit, mut tables: Vec<String>) -> Option<String> {
         tables.sort();
         tables.dedup();
         if tables.is_empty() || tables.len() > RESERVED_TABLES_MAX {
@@ -75,29 +75,28 @@ impl Omnigraph {
             self.actor(),
         );
         publication.reserving = Some(reservation);
+        let commit = self.publish_record(&publication).await?;
+        commit
+            .reservations
+            .iter()
+            .any(|reservation| reservation.holder == holder)
+            .then_some(holder)
+    }
+
+    /// Publishes a commit that changes no table and notes the newest head it saw; a
+    /// failure is left to the lease.
+    async fn publish_record(&self, publication: &Publication) -> Option<GraphCommit> {
         let mut seen = None;
-        match Box::pin(crate::publisher::publish_seeing(
+        let published = Box::pin(crate::publisher::publish_seeing(
             self.graph().root(),
-            &publication,
+            publication,
             &mut seen,
         ))
-        .await
-        {
-            Ok(commit) => {
-                self.note_head(&commit);
-                commit
-                    .reservations
-                    .iter()
-                    .any(|reservation| reservation.holder == holder)
-                    .then_some(holder)
-            }
-            Err(_) => {
-                if let Some(head) = seen {
-                    self.note_head(&head);
-                }
-                None
-            }
+        .await;
+        if let Some(head) = published.as_ref().ok().or(seen.as_ref()) {
+            self.note_head(head);
         }
+        published.ok()
     }
 
     /// A write that held `held` gave up with `error`: it releases the reservation, so
@@ -132,21 +131,6 @@ impl Omnigraph {
             self.actor(),
         );
         publication.holding = Some(holder);
-        let mut seen = None;
-        match Box::pin(crate::publisher::publish_seeing(
-            self.graph().root(),
-            &publication,
-            &mut seen,
-        ))
-        .await
-        {
-            Ok(commit) => self.note_head(&commit),
-            // Left to its lease.
-            Err(_) => {
-                if let Some(head) = seen {
-                    self.note_head(&head);
-                }
-            }
-        }
+        self.publish_record(&publication).await;
     }
 }
