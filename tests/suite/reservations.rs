@@ -394,3 +394,75 @@ async fn a_starved_insert_reserves_its_table_and_lands_before_a_waiting_insert()
         );
     }
 }
+
+#[tokio::test]
+async fn an_update_that_plans_again_takes_the_head_its_lost_attempt_read() {
+    let (updater, test) = seeded().await;
+    let head = updater.head().await.unwrap();
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    // The updater's first staged write in Person is held, so that another writer's
+    // update of the same row lands first: the update cannot follow it, and plans again.
+    let person_files = format!("tables/{}/", table_of(&head, "Person"));
+    let probe = updater.graph().root().probe();
+    let _held = hold_writes(updater.graph().root(), &person_files, &[1_000]);
+    let updating = tokio::spawn(async move {
+        let updated = updater
+            .update("Person", "id = 'p1'", &[("age".to_string(), json!(41))])
+            .await;
+        (updated, updater)
+    });
+    let writes = [RequestKind::Put, RequestKind::PutIfAbsent];
+    requests_seen(&probe, &writes, &person_files, 1).await;
+    let theirs = other
+        .update("Person", "id = 'p1'", &[("age".to_string(), json!(40))])
+        .await
+        .unwrap()
+        .unwrap();
+    let (updated, updater) = updating.await.unwrap();
+    let ours = updated.unwrap().expect("p1 was there to update");
+    assert_eq!(
+        ours.seq,
+        theirs.seq + 1,
+        "the update landed after the other"
+    );
+    // `HEAD` was read by the first plan and by the lost race, not by the second plan:
+    // it planned on the head the lost race had just read. It did plan again: it wrote
+    // a second data file, its first having updated a row the other update had moved.
+    let requests = probe.requests();
+    let head_reads = requests
+        .iter()
+        .filter(|request| request.kind == RequestKind::Get)
+        .filter(|request| request.path == layout::head_path("main"))
+        .count();
+    assert_eq!(head_reads, 2, "{requests:?}");
+    let data_files = format!("{person_files}data/");
+    let staged = requests
+        .iter()
+        .filter(|request| request.kind == RequestKind::Put)
+        .filter(|request| request.path.starts_with(&data_files))
+        .count();
+    assert_eq!(staged, 2, "{requests:?}");
+    let ages = updater
+        .scan(
+            "Person",
+            &ScanRequest {
+                filter: Some("id = 'p1'".into()),
+                columns: vec!["age".into()],
+                limit: None,
+            },
+            &CommitRef::Head,
+        )
+        .await
+        .unwrap();
+    let ages: Vec<i32> = ages
+        .iter()
+        .flat_map(|batch| {
+            let column = batch.column(0).as_any();
+            let ages = column
+                .downcast_ref::<omnigraph_core::arrow_array::Int32Array>()
+                .unwrap();
+            ages.iter().map(|age| age.unwrap()).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(ages, [41], "the last update's value, once");
+}

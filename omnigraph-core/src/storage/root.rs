@@ -18,7 +18,7 @@ pub(crate) const INDEX_CACHE_BYTES: usize = 256 << 20;
 pub(crate) const METADATA_CACHE_BYTES: usize = 64 << 20;
 /// The block Lance reads a file's tail in, on every store: the size it uses for S3
 /// (see [`StorageRoot::open`] for what else it sets).
-const LANCE_BLOCK_BYTES: usize = 64 << 10;
+pub(crate) const LANCE_BLOCK_BYTES: usize = 64 << 10;
 /// What [`StorageRoot::check_put_if_absent`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PutIfAbsentCheck {
@@ -255,7 +255,8 @@ impl StorageRoot {
             // Lance reads a manifest's last block first, 4 KiB on a local folder by
             // default: a manifest of a few hundred fragments (tens of KiB) then took a
             // HEAD and three ranged GETs, one per section. With S3's 64 KiB it takes
-            // a HEAD and one, and a data file under 64 KiB is read in one GET. Local
+            // one read of its last block (the wrapper makes the HEAD that read: see
+            // `wrapper::ManifestTail`), and a data file under 64 KiB is read in one GET. Local
             // and memory roots now read as S3 roots always did, which also sets the
             // scans' default batch (a quarter of the block in rows: 16,384) and the
             // gap Lance's scheduler merges reads across.

@@ -9,6 +9,11 @@
 //!
 //! Paths are matched and recorded relative to the graph root (`_graph/FORMAT`,
 //! `tables/<id>/_versions/d….manifest`), whatever the store's own prefix is.
+//!
+//! One request is saved on every table open: Lance learns a manifest's size with a HEAD
+//! and then reads its last block. The wrapper answers such a HEAD with a GET of the
+//! manifest's last block instead (one request that returns the size too), and hands
+//! that block to the read that follows (see [`ManifestTail`]).
 
 use crate::error::StorageKind;
 use async_trait::async_trait;
@@ -19,11 +24,12 @@ use lance::io::WrappingObjectStore;
 use object_store::list::PaginatedListStore;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
+    Attributes, CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
+    MultipartUpload, ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload,
+    PutResult, RenameOptions, UploadPart,
 };
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -255,9 +261,68 @@ struct WrapperState {
     piece_bytes_max: usize,
     probes: Mutex<Vec<Weak<ProbeLog>>>,
     faults: Mutex<Vec<Arc<ActiveFault>>>,
+    /// Manifest tails read in place of a HEAD, newest last, for the read that follows.
+    tails: Mutex<VecDeque<ManifestTail>>,
+}
+
+/// The most manifest tails the wrapper keeps: one per table open in flight; the oldest
+/// is dropped first (its open then reads the block from the store, as before).
+const MANIFEST_TAILS_MAX: usize = 32;
+
+/// The last block of a table manifest, read in place of the HEAD that asked its size.
+///
+/// A manifest (`tables/<id>/_versions/<version>.manifest`) is written once, by a
+/// put-if-absent, and never changed: bytes read at the HEAD are the bytes the read after
+/// it would get. So a read of a range inside the block is answered from it, once, and
+/// costs no request. It is as if the read had been made at the time of the HEAD.
+#[derive(Debug)]
+struct ManifestTail {
+    path: Path,
+    meta: ObjectMeta,
+    attributes: Attributes,
+    /// The range of the object `bytes` hold.
+    range: Range<u64>,
+    bytes: Bytes,
+}
+
+/// Whether `relative` (a root-relative path) names a table manifest.
+fn is_table_manifest(relative: &str) -> bool {
+    matches!(
+        relative.split('/').collect::<Vec<_>>().as_slice(),
+        ["tables", table, "_versions", name]
+            if !table.is_empty() && name.len() > ".manifest".len() && name.ends_with(".manifest")
+    )
+}
+
+/// Whether a GET asks for the object as it is, whatever its version or tag.
+fn unconditional(options: &GetOptions) -> bool {
+    options.if_match.is_none()
+        && options.if_none_match.is_none()
+        && options.if_modified_since.is_none()
+        && options.if_unmodified_since.is_none()
+        && options.version.is_none()
 }
 
 impl WrapperState {
+    /// Keeps `tail` for the read that follows its HEAD.
+    fn keep_tail(&self, tail: ManifestTail) {
+        let mut tails = self.tails.lock();
+        if tails.len() >= MANIFEST_TAILS_MAX {
+            tails.pop_front();
+        }
+        tails.push_back(tail);
+        assert!(tails.len() <= MANIFEST_TAILS_MAX);
+    }
+
+    /// The kept tail of `path` that holds `range`, taken out: it answers one read.
+    fn take_tail(&self, path: &Path, range: &Range<u64>) -> Option<ManifestTail> {
+        let mut tails = self.tails.lock();
+        let at = tails.iter().position(|tail| {
+            tail.path == *path && tail.range.start <= range.start && range.end <= tail.range.end
+        })?;
+        tails.remove(at)
+    }
+
     fn relative(&self, path: &Path) -> String {
         let full = path.as_ref();
         if self.base.is_empty() {
@@ -331,6 +396,7 @@ impl StoreWrapper {
                 piece_bytes_max,
                 probes: Mutex::new(Vec::new()),
                 faults: Mutex::new(Vec::new()),
+                tails: Mutex::new(VecDeque::new()),
             }),
         }
     }
@@ -506,6 +572,54 @@ impl fmt::Display for WrappedStore {
 }
 
 impl WrappedStore {
+    /// The HEAD of a table manifest, made as a GET of its last block (one request, kept
+    /// for the read that follows: see [`ManifestTail`]). A fault on it is a fault on a
+    /// ranged GET.
+    async fn head_by_tail(&self, location: &Path) -> object_store::Result<GetResult> {
+        let block = super::root::LANCE_BLOCK_BYTES as u64;
+        let options = GetOptions {
+            range: Some(GetRange::Suffix(block)),
+            ..Default::default()
+        };
+        let (meta, attributes, range, bytes) = self
+            .request(RequestKind::RangedGet, location, || async {
+                let got = self.inner.get_opts(location, options).await?;
+                let (meta, attributes, range) =
+                    (got.meta.clone(), got.attributes.clone(), got.range.clone());
+                Ok((meta, attributes, range, got.bytes().await?))
+            })
+            .await?;
+        // What the store returned is checked before it answers anything: the last
+        // bytes of the object, as many as the range says.
+        let whole = range.end == meta.size && meta.size - range.start <= block.max(1);
+        if !whole || bytes.len() as u64 != range.end - range.start {
+            return Err(object_store::Error::Generic {
+                store: "omnigraph-wrapper",
+                source: format!(
+                    "the last block of {location} came back as bytes {range:?} ({} of them) of an object of {} bytes",
+                    bytes.len(),
+                    meta.size
+                )
+                .into(),
+            });
+        }
+        let head = GetResult {
+            payload: GetResultPayload::Stream(futures::stream::empty().boxed()),
+            meta: meta.clone(),
+            range: 0..0,
+            attributes: attributes.clone(),
+            extensions: Default::default(),
+        };
+        self.state.keep_tail(ManifestTail {
+            path: location.clone(),
+            meta,
+            attributes,
+            range,
+            bytes,
+        });
+        Ok(head)
+    }
+
     /// Makes one request through the faults that apply to it.
     async fn request<T, F, Fut>(
         &self,
@@ -617,6 +731,17 @@ impl ObjectStore for WrappedStore {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        if unconditional(&options) {
+            if options.head && is_table_manifest(&self.state.relative(location)) {
+                return self.head_by_tail(location).await;
+            }
+            if let Some(GetRange::Bounded(range)) = &options.range
+                && !options.head
+                && let Some(tail) = self.state.take_tail(location, range)
+            {
+                return Ok(answered_from(tail, range.clone()));
+            }
+        }
         let kind = if options.head {
             RequestKind::Head
         } else if options.range.is_some() {
@@ -715,6 +840,24 @@ impl ObjectStore for WrappedStore {
             self.inner.rename_opts(from, to, options)
         })
         .await
+    }
+}
+
+/// The read of `range` answered from `tail`, which holds it.
+fn answered_from(tail: ManifestTail, range: Range<u64>) -> GetResult {
+    assert!(
+        tail.range.start <= range.start && range.end <= tail.range.end,
+        "a kept tail answers only reads inside it"
+    );
+    let from = (range.start - tail.range.start) as usize;
+    let to = (range.end - tail.range.start) as usize;
+    let bytes = tail.bytes.slice(from..to);
+    GetResult {
+        payload: GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed()),
+        meta: tail.meta,
+        range,
+        attributes: tail.attributes,
+        extensions: Default::default(),
     }
 }
 
@@ -963,6 +1106,118 @@ mod tests {
                 lengths.iter().all(|length| *length <= piece_bytes_max),
                 "{lengths:?}"
             );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_manifest_head_reads_the_last_block_once_for_the_read_after_it() {
+        use object_store::ObjectStoreExt;
+        let block = crate::storage::root::LANCE_BLOCK_BYTES as u64;
+        let wrapper = StoreWrapper::new("");
+        let store = wrapper.wrap_store(Arc::new(object_store::memory::InMemory::new()));
+        let small = Path::from("tables/t1/_versions/d7.manifest");
+        let large = Path::from("tables/t1/_versions/d8.manifest");
+        let other = Path::from("tables/t1/data/x.lance");
+        let bytes = |len: u64| Bytes::from((0..len).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+        for (path, len) in [(&small, 1_000), (&large, 3 * block + 5), (&other, 1_000)] {
+            store
+                .put(path, PutPayload::from_bytes(bytes(len)))
+                .await
+                .unwrap();
+        }
+        let probe = wrapper.probe();
+        let kinds = |probe: &RequestProbe| -> Vec<RequestKind> {
+            probe
+                .requests()
+                .iter()
+                .map(|request| request.kind)
+                .collect()
+        };
+
+        // A small manifest: its HEAD is one GET of the whole, and the read of its last
+        // block (Lance's next request) is answered without a request, once.
+        let meta = store.head(&small).await.unwrap();
+        assert_eq!(meta.size, 1_000);
+        let read = store.get_range(&small, 0..1_000).await.unwrap();
+        assert_eq!(read, bytes(1_000));
+        assert_eq!(kinds(&probe), [RequestKind::RangedGet]);
+        store.get_range(&small, 0..1_000).await.unwrap();
+        assert_eq!(
+            kinds(&probe),
+            [RequestKind::RangedGet, RequestKind::RangedGet]
+        );
+
+        // A large one: the kept block answers a read inside it; one past it goes to the
+        // store.
+        probe.reset();
+        let meta = store.head(&large).await.unwrap();
+        assert_eq!(meta.size, 3 * block + 5);
+        let last = meta.size - block..meta.size;
+        assert_eq!(
+            store.get_range(&large, last.clone()).await.unwrap(),
+            bytes(meta.size).slice(last.start as usize..last.end as usize)
+        );
+        assert_eq!(kinds(&probe), [RequestKind::RangedGet]);
+        store.head(&large).await.unwrap();
+        let before = 0..meta.size - block + 1;
+        assert_eq!(
+            store.get_range(&large, before.clone()).await.unwrap(),
+            bytes(meta.size).slice(before.start as usize..before.end as usize)
+        );
+        assert_eq!(kinds(&probe), [RequestKind::RangedGet; 3]);
+
+        // Any other object's HEAD stays a HEAD, and a missing manifest is not found.
+        probe.reset();
+        assert_eq!(store.head(&other).await.unwrap().size, 1_000);
+        assert_eq!(kinds(&probe), [RequestKind::Head]);
+        let missing = store
+            .head(&Path::from("tables/t1/_versions/d9.manifest"))
+            .await;
+        assert!(matches!(missing, Err(object_store::Error::NotFound { .. })));
+    }
+
+    #[tokio::test]
+    async fn the_kept_manifest_blocks_are_bounded() {
+        use object_store::ObjectStoreExt;
+        let wrapper = StoreWrapper::new("");
+        let store = wrapper.wrap_store(Arc::new(object_store::memory::InMemory::new()));
+        let paths: Vec<Path> = (0..MANIFEST_TAILS_MAX + 1)
+            .map(|i| Path::from(format!("tables/t1/_versions/d{i}.manifest")))
+            .collect();
+        for path in &paths {
+            store
+                .put(path, PutPayload::from_static(b"manifest"))
+                .await
+                .unwrap();
+            store.head(path).await.unwrap();
+        }
+        assert_eq!(wrapper.state.tails.lock().len(), MANIFEST_TAILS_MAX);
+        let probe = wrapper.probe();
+        // The oldest block was dropped: its read goes to the store; the newest is kept.
+        store.get_range(&paths[0], 0..8).await.unwrap();
+        store
+            .get_range(&paths[MANIFEST_TAILS_MAX], 0..8)
+            .await
+            .unwrap();
+        assert_eq!(probe.total(), 1);
+        assert_eq!(probe.requests()[0].path, paths[0].to_string());
+    }
+
+    #[test]
+    fn only_table_manifests_are_read_in_place_of_a_head() {
+        assert!(is_table_manifest("tables/t1/_versions/d123.manifest"));
+        assert!(is_table_manifest(
+            "tables/t1/_versions/18446744073709551614.manifest"
+        ));
+        for path in [
+            "tables/t1/_versions/.manifest",
+            "tables//_versions/d1.manifest",
+            "tables/t1/_versions/d1.manifest/x",
+            "tables/t1/_latest.manifest",
+            "tables/t1/data/d1.manifest",
+            "_graph/branches/main/HEAD",
+        ] {
+            assert!(!is_table_manifest(path), "{path}");
         }
     }
 }

@@ -219,8 +219,8 @@ impl Omnigraph {
             let base = self.base().await?;
             Ok(vec![base.require_pin_of_type(type_name)?.table_id.clone()])
         };
-        self.replanning(tables, |holding| async move {
-            self.prepare_update(type_name, predicate, assignments)
+        self.replanning(tables, |base, holding| async move {
+            self.prepare_update_on(base, type_name, predicate, assignments)
                 .await?
                 .publish_holding(self, holding.as_deref())
                 .await
@@ -235,10 +235,15 @@ impl Omnigraph {
     /// of its tables (each after following them up to [`FOLLOWS_MAX`] times), it
     /// reserves `tables` for the next (`docs/format.md` §7.7): `write` is given the
     /// reservation it holds.
+    ///
+    /// `write` plans on the head it is given: the first attempt reads the log for it;
+    /// a later one takes the head its lost attempt read (the handle's), without reading
+    /// the log again. Planning on a head that moved since is safe: the publication's
+    /// exact put on the next slot decides, as for any write.
     async fn replanning<T, F>(
         &self,
         tables: impl Fn() -> T,
-        write: impl Fn(Option<String>) -> F,
+        write: impl Fn(GraphCommit, Option<String>) -> F,
     ) -> Result<Option<GraphCommit>>
     where
         T: std::future::Future<Output = Result<Vec<String>>>,
@@ -247,7 +252,16 @@ impl Omnigraph {
         let mut left = Evidence::BeforeEffect;
         let mut holding: Option<String> = None;
         for attempt in 1..=WRITE_ATTEMPTS_MAX {
-            match write(holding.clone()).await {
+            let base = if attempt == 1 {
+                self.head().await
+            } else {
+                self.base().await
+            };
+            let written = match base {
+                Ok(base) => write(base, holding.clone()).await,
+                Err(error) => Err(error),
+            };
+            match written {
                 Err(lost @ OmniError::ReadSetChanged { .. }) => {
                     if lost.evidence() != &Evidence::BeforeEffect {
                         left = Evidence::Unpublished;
@@ -293,6 +307,18 @@ impl Omnigraph {
         assignments: &[(String, Value)],
     ) -> Result<PreparedWrite> {
         let base = self.head().await?;
+        self.prepare_update_on(base, type_name, predicate, assignments)
+            .await
+    }
+
+    /// [`Omnigraph::prepare_update`] on `base`.
+    async fn prepare_update_on(
+        &self,
+        base: GraphCommit,
+        type_name: &str,
+        predicate: &str,
+        assignments: &[(String, Value)],
+    ) -> Result<PreparedWrite> {
         let catalog = self.catalog_at(&base).await?;
         let type_def = catalog.require(type_name)?;
         omnigraph_core::filter::check_on_type(type_def, predicate, "update")?;
@@ -361,8 +387,8 @@ impl Omnigraph {
             let read = delete_read_set(&base, &catalog, catalog.require(type_name)?)?;
             Ok(read.into_iter().map(|(table_id, _)| table_id).collect())
         };
-        self.replanning(tables, |holding| async move {
-            self.prepare_delete(type_name, predicate)
+        self.replanning(tables, |base, holding| async move {
+            self.prepare_delete_on(base, type_name, predicate)
                 .await?
                 .publish_holding(self, holding.as_deref())
                 .await
@@ -373,6 +399,16 @@ impl Omnigraph {
     /// Stages a delete on the current head, cascading to incident edges.
     pub async fn prepare_delete(&self, type_name: &str, predicate: &str) -> Result<PreparedWrite> {
         let base = self.head().await?;
+        self.prepare_delete_on(base, type_name, predicate).await
+    }
+
+    /// [`Omnigraph::prepare_delete`] on `base`.
+    async fn prepare_delete_on(
+        &self,
+        base: GraphCommit,
+        type_name: &str,
+        predicate: &str,
+    ) -> Result<PreparedWrite> {
         let catalog = self.catalog_at(&base).await?;
         let type_def = catalog.require(type_name)?;
         omnigraph_core::filter::check_on_type(type_def, predicate, "delete")?;
