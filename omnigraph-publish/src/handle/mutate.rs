@@ -252,13 +252,15 @@ impl Omnigraph {
         let mut left = Evidence::BeforeEffect;
         let mut holding: Option<String> = None;
         for attempt in 1..=WRITE_ATTEMPTS_MAX {
+            // On the heap, as the plan and its publication below: each holds much
+            // across its awaits, and every caller's future would carry it on its stack.
             let base = if attempt == 1 {
-                self.head().await
+                Box::pin(self.head()).await
             } else {
-                self.base().await
+                Box::pin(self.base()).await
             };
             let written = match base {
-                Ok(base) => write(base, holding.clone()).await,
+                Ok(base) => Box::pin(write(base, holding.clone())).await,
                 Err(error) => Err(error),
             };
             match written {
