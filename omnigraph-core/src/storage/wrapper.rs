@@ -268,6 +268,10 @@ struct WrapperState {
 /// The most manifest tails the wrapper keeps: one per table open in flight; the oldest
 /// is dropped first (its open then reads the block from the store, as before).
 const MANIFEST_TAILS_MAX: usize = 32;
+/// How long a kept tail answers a read (microseconds, clock seam). Lance reads right
+/// after its HEAD; a tail that waited longer (a HEAD no read followed) is dropped, so
+/// it never stands in for an object deleted since by another process.
+const MANIFEST_TAIL_AGE_MAX_MICROS: i64 = 1_000_000;
 
 /// The last block of a table manifest, read in place of the HEAD that asked its size.
 ///
@@ -278,6 +282,8 @@ const MANIFEST_TAILS_MAX: usize = 32;
 #[derive(Debug)]
 struct ManifestTail {
     path: Path,
+    /// When it was read (clock seam).
+    read_at_micros: i64,
     meta: ObjectMeta,
     attributes: Attributes,
     /// The range of the object `bytes` hold.
@@ -316,11 +322,18 @@ impl WrapperState {
 
     /// The kept tail of `path` that holds `range`, taken out: it answers one read.
     fn take_tail(&self, path: &Path, range: &Range<u64>) -> Option<ManifestTail> {
+        let oldest = crate::seams::now_micros().saturating_sub(MANIFEST_TAIL_AGE_MAX_MICROS);
         let mut tails = self.tails.lock();
+        tails.retain(|tail| tail.read_at_micros >= oldest);
         let at = tails.iter().position(|tail| {
             tail.path == *path && tail.range.start <= range.start && range.end <= tail.range.end
         })?;
         tails.remove(at)
+    }
+
+    /// Forgets the kept tail of `path`: the object is being deleted.
+    fn drop_tails(&self, path: &Path) {
+        self.tails.lock().retain(|tail| tail.path != *path);
     }
 
     fn relative(&self, path: &Path) -> String {
@@ -612,6 +625,7 @@ impl WrappedStore {
         };
         self.state.keep_tail(ManifestTail {
             path: location.clone(),
+            read_at_micros: crate::seams::now_micros(),
             meta,
             attributes,
             range,
@@ -779,6 +793,7 @@ impl ObjectStore for WrappedStore {
                 };
                 async move {
                     let location = location?;
+                    store.state.drop_tails(&location);
                     store
                         .request(RequestKind::Delete, &location, || async {
                             let single =
@@ -1201,6 +1216,39 @@ mod tests {
             .unwrap();
         assert_eq!(probe.total(), 1);
         assert_eq!(probe.requests()[0].path, paths[0].to_string());
+    }
+
+    #[tokio::test]
+    async fn a_kept_manifest_block_never_answers_for_a_deleted_object() {
+        use object_store::ObjectStoreExt;
+        let wrapper = StoreWrapper::new("");
+        let store = wrapper.wrap_store(Arc::new(object_store::memory::InMemory::new()));
+        let path = Path::from("tables/t1/_versions/d1.manifest");
+        store
+            .put(&path, PutPayload::from_static(b"manifest"))
+            .await
+            .unwrap();
+        // Deleted through the wrapper after its HEAD: the read finds it gone.
+        store.head(&path).await.unwrap();
+        store.delete(&path).await.unwrap();
+        let gone = store.get_range(&path, 0..8).await;
+        assert!(
+            matches!(gone, Err(object_store::Error::NotFound { .. })),
+            "{gone:?}"
+        );
+        // Deleted by another process, unseen: a block kept longer than Lance waits
+        // between its HEAD and its read answers nothing.
+        store
+            .put(&path, PutPayload::from_static(b"manifest"))
+            .await
+            .unwrap();
+        store.head(&path).await.unwrap();
+        let kept = wrapper.state.tails.lock()[0].read_at_micros;
+        wrapper.state.tails.lock()[0].read_at_micros = kept - MANIFEST_TAIL_AGE_MAX_MICROS - 1;
+        let probe = wrapper.probe();
+        store.get_range(&path, 0..8).await.unwrap();
+        assert_eq!(probe.total(), 1, "the read went to the store");
+        assert!(wrapper.state.tails.lock().is_empty());
     }
 
     #[test]
