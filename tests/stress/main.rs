@@ -19,7 +19,9 @@
 //! retained commit opens and reads. It prints commits per second, conflicts per 100
 //! operations by kind, p50 and p99 per operation, the requests by kind, and per
 //! operation the commit puts (one per try at slot n+1, and one per PUT re-issued after
-//! a transport fault: past one per acknowledged write, mostly lost races).
+//! a transport fault: past one per acknowledged write, mostly lost races), and how
+//! busy the machine's cores were while the workers ran, with the workers' CPU time per
+//! commit (Linux only: from `/proc`).
 //!
 //! `--compare` first runs the same total work (P x N operations) with one worker and
 //! the same maintainers, on a root of its own (`URI-single`), and then prints the
@@ -854,6 +856,7 @@ async fn scenario(
         .map(|ms| vec!["--store-delay-ms".to_string(), ms.to_string()])
         .unwrap_or_default();
     let started = Instant::now();
+    let machine_before = MachineCpu::read();
     let maintainers: Vec<(String, std::process::Child)> = Maintenance::ALL
         .iter()
         .map(|kind| {
@@ -895,17 +898,91 @@ async fn scenario(
             })
             .collect::<Vec<Value>>()
     };
+    let reaped_before = reaped_cpu_seconds();
     let workers = collect(workers, "worker");
     let wall = started.elapsed().as_secs_f64();
+    let machine_busy = MachineCpu::read()
+        .zip(machine_before)
+        .map(|(after, before)| after.busy_since(&before));
+    let workers_cpu = reaped_cpu_seconds()
+        .zip(reaped_before)
+        .map(|(after, before)| after - before);
     std::fs::write(&stop, b"").expect("write the stop file");
     let maintainers = collect(maintainers, "maintainer");
     let violations = check(root, &workers, &maintainers).await;
     let mut summary = summarize(&workers, &maintainers, wall, procs, ops, seed, &violations);
+    summary["cpu"] = json!({
+        "cores": std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+        "machine_busy": machine_busy,
+        "workers_seconds": workers_cpu,
+        "workers_ms_per_commit": workers_cpu.map(|seconds| {
+            seconds * 1_000.0 / summary["commits"].as_f64().unwrap_or(0.0).max(1.0)
+        }),
+    });
     summary["fragments_at_end"] = json!(fragments_at_head(root).await);
     summary["log_commits_by_kind"] = json!(commits_by_kind(root).await);
     // A held run's rates are not comparable with an unheld one's: the summary says so.
     summary["store_delay_ms"] = json!(delay_ms);
     summary
+}
+
+/// The time the machine's cores spent busy and in all, from `/proc/stat` (Linux; `None`
+/// elsewhere). It counts every process, the S3 test server's too: on a machine of few
+/// cores, a run whose cores are all busy is bound by them, not by the store or the log.
+struct MachineCpu {
+    busy: u64,
+    total: u64,
+}
+
+impl MachineCpu {
+    fn read() -> Option<MachineCpu> {
+        MachineCpu::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// The machine's line (`cpu  user nice system idle iowait irq softirq steal ...`,
+    /// in ticks) of a `/proc/stat`.
+    fn parse(stat: &str) -> Option<MachineCpu> {
+        let line = stat.lines().find(|line| line.starts_with("cpu "))?;
+        let ticks: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        // Past `steal` come guest times, which `user` and `nice` already hold.
+        let total: u64 = ticks.get(..8)?.iter().sum();
+        let (idle, iowait) = (ticks[3], ticks[4]);
+        Some(MachineCpu {
+            busy: total - idle - iowait,
+            total,
+        })
+    }
+
+    /// The share of the cores' time spent busy since `before`, from 0 to 1.
+    fn busy_since(&self, before: &MachineCpu) -> f64 {
+        let total = self.total.saturating_sub(before.total);
+        self.busy.saturating_sub(before.busy) as f64 / total.max(1) as f64
+    }
+}
+
+/// The CPU time (user and system, seconds) of this process's children that it has
+/// waited for (Linux; `None` elsewhere).
+fn reaped_cpu_seconds() -> Option<f64> {
+    reaped_cpu_seconds_in(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+/// The children's CPU time (`cutime` and `cstime`, fields 16 and 17) of a
+/// `/proc/<pid>/stat`, in seconds.
+fn reaped_cpu_seconds_in(stat: &str) -> Option<f64> {
+    // `/proc` counts in USER_HZ, which Linux fixes at 100 for its user-space ABI.
+    const USER_HZ: f64 = 100.0;
+    // The command name (field 2) may hold spaces and parentheses: the fields after it
+    // follow its last `)`.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Field 3 is the first after the name, so field k is at k - 3.
+    let ticks = |field: usize| fields.get(field - 3)?.parse::<u64>().ok();
+    Some((ticks(16)? + ticks(17)?) as f64 / USER_HZ)
 }
 
 /// The log's commits per operation kind: how many writers reserved their tables
@@ -1444,6 +1521,17 @@ fn print_summary(summary: &Value) {
     println!("requests: {}", summary["requests"]);
     println!("reads by place: {}", summary["reads_by_place"]);
     println!("maintenance: {}", summary["maintenance"]);
+    let cpu = &summary["cpu"];
+    match cpu["machine_busy"].as_f64() {
+        Some(busy) => println!(
+            "cpu: the machine's {} cores {:.0}% busy while the workers ran; workers {:.1} s, {:.1} ms per commit",
+            cpu["cores"],
+            busy * 100.0,
+            cpu["workers_seconds"].as_f64().unwrap_or(0.0),
+            cpu["workers_ms_per_commit"].as_f64().unwrap_or(0.0)
+        ),
+        None => println!("cpu: not measured here (no /proc)"),
+    }
     println!("fragments at the end: {}", summary["fragments_at_end"]);
     let violations = summary["violations"]
         .as_array()
@@ -1457,6 +1545,44 @@ fn print_summary(summary: &Value) {
         println!("check FAILED:");
         for violation in violations {
             println!("  {}", violation.as_str().unwrap_or_default());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_machines_busy_share_leaves_out_idle_and_waiting_time() {
+        let before = MachineCpu::parse(
+            "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0 0 0\nintr 1 2\n",
+        )
+        .unwrap();
+        // 300 more ticks: 150 busy (user, system, irq, steal), 150 idle or waiting.
+        let after = MachineCpu::parse("cpu  200 0 90 900 100 5 0 5 7 0\n").unwrap();
+        assert_eq!((before.busy, before.total), (150, 1000));
+        assert_eq!((after.busy, after.total), (300, 1300));
+        assert!((after.busy_since(&before) - 0.5).abs() < 1e-9);
+        assert!(MachineCpu::parse("cpu  1 2 3\n").is_none());
+        assert!(MachineCpu::parse("intr 1 2\n").is_none());
+    }
+
+    #[test]
+    fn the_reaped_cpu_time_is_read_past_a_name_with_spaces() {
+        // Fields 14 to 17: utime 7, stime 3, cutime 250, cstime 50 (ticks of 1/100 s).
+        let stat = "4242 (omni graph) x) S 1 4242 4242 0 -1 4194304 10 0 0 0 7 3 250 50 20 0 4 0";
+        assert_eq!(reaped_cpu_seconds_in(stat), Some(3.0));
+        assert_eq!(reaped_cpu_seconds_in("4242 (short) S 1 2"), None);
+        // On Linux, a child that spins for a while adds its time once waited for.
+        if let Some(before) = reaped_cpu_seconds() {
+            let status = std::process::Command::new("sh")
+                .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
+                .status()
+                .expect("sh runs");
+            assert!(status.success());
+            let spent = reaped_cpu_seconds().unwrap() - before;
+            assert!(spent >= 0.05, "the child's {spent} s");
         }
     }
 }
