@@ -109,11 +109,12 @@ impl CommitLog {
 
     /// The newest commit of the branch after a writer built on `base` lost its slot to
     /// `winner`, the commit it read back there. Checks that `winner` follows `base`, as
-    /// a walk through both would. Walks from `winner` unless `HEAD` names a later
-    /// commit: never reads `winner` again, nor a `HEAD` that lags it (its writer copies
-    /// it after the commit lands). When `HEAD` names `base` or `winner`, one GET less
-    /// than [`CommitLog::head`]; when it names a later commit, the same; when it is
-    /// missing, three GETs instead of a listing.
+    /// a walk through both would. Reads the two commits after `winner` together: a
+    /// loser is seldom more than one commit behind, so it mostly knows the head then,
+    /// after two GETs in one round trip (one GET and one round trip less than reading
+    /// `HEAD` first). Only when both exist does it read `HEAD`, and it goes on from
+    /// there if `HEAD` names a later commit. Never reads `winner` again, nor walks from
+    /// a `HEAD` that lags it (its writer copies it after the commit lands).
     pub(crate) async fn newest_after(
         &self,
         base: &GraphCommit,
@@ -126,13 +127,20 @@ impl CommitLog {
             "a winner is the commit after its loser's base, on this branch"
         );
         self.check_follows(&winner, base)?;
-        let hint = self.head_hint().await?;
-        let newest = if hint.is_some_and(|seq| seq > winner.seq) || !probe_fits(winner.seq) {
-            self.newest_hinted(hint).await?
-        } else {
+        let newest = if probe_fits(winner.seq) {
             let (next, after) =
                 tokio::try_join!(self.read(winner.seq + 1), self.read(winner.seq + 2))?;
-            self.newest_from(winner, next, after).await?
+            // Two commits past the winner: `HEAD` may name one further on.
+            let hint_past = match &after {
+                Some(_) => self.head_hint().await?.filter(|seq| *seq > winner.seq + 2),
+                None => None,
+            };
+            match hint_past {
+                Some(hint) => self.newest_hinted(Some(hint)).await?,
+                None => self.newest_from(winner, next, after).await?,
+            }
+        } else {
+            self.newest_hinted(self.head_hint().await?).await?
         };
         // The listing finds nothing only if the log went away after the winner was read.
         newest.ok_or_else(|| {
