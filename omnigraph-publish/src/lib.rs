@@ -17,7 +17,8 @@
 //! - [`traverse`]: multi-hop traversal, one batched lookup per step.
 //! - [`adjacency`]: the adjacency artifact optimize builds and traversals read.
 //! - [`key_cache`]: a warm handle's keys per table, each with its row, so key checks cost
-//!   no request and a write by key reads only the fragments that hold its keys.
+//!   no request, and a write by key or a `get` at the head reads only the fragments
+//!   that hold its keys.
 //! - [`endpoint_cache`]: a warm handle's edge endpoints per edge table, so a node delete
 //!   reads only the edge fragments that can hold its edges.
 //! - [`ingest`]: insert and load: validated batches, staged and published in one commit.

@@ -58,6 +58,21 @@ fn data_reads(
         .count()
 }
 
+/// The data files of `type_name`'s table that `requests` read, each once.
+fn data_files_read(
+    graph_head: &GraphCommit,
+    type_name: &str,
+    requests: &[omnigraph_core::storage::Request],
+) -> std::collections::BTreeSet<String> {
+    let table = &graph_head.pin_of_type(type_name).unwrap().table_id;
+    requests
+        .iter()
+        .filter(|request| matches!(request.kind, RequestKind::Get | RequestKind::RangedGet))
+        .filter(|request| request.path.contains(table.as_str()) && request.path.contains("/data/"))
+        .map(|request| request.path.clone())
+        .collect()
+}
+
 fn set(ages: &mut [(String, i64)], key: &str, age: i64) {
     let at = ages.iter().position(|(id, _)| id == key).unwrap();
     ages[at].1 = age;
@@ -551,4 +566,69 @@ async fn people_at_acme(
         .await
         .unwrap();
     (graph, test)
+}
+
+#[tokio::test]
+async fn a_warm_get_reads_only_the_fragment_that_holds_its_key() {
+    for backend in BACKENDS {
+        let (graph, test) = many_fragments(backend).await;
+        let head = graph.head().await.unwrap();
+        let wanted = 3 * PEOPLE_PER_FRAGMENT + 5;
+        let key = json!(format!("p{wanted}"));
+        let age_of = |row: Option<serde_json::Map<String, serde_json::Value>>| {
+            row.map(|row| row["age"].clone())
+        };
+        // A handle that holds no keys reads every fragment to find one.
+        let cold = Omnigraph::open(&test.uri).await.unwrap();
+        let probe = cold.graph().root().probe();
+        let found = cold.get("Person", &key, &CommitRef::Head).await.unwrap();
+        assert_eq!(age_of(found), Some(json!(wanted)), "{backend:?}");
+        let cold_files = data_files_read(&head, "Person", &probe.requests());
+        assert_eq!(cold_files.len(), FRAGMENTS, "{backend:?}: {cold_files:?}");
+        // The writer knows where each key is: one fragment, and none for a key the
+        // table lacks.
+        let probe = graph.graph().root().probe();
+        let found = graph.get("Person", &key, &CommitRef::Head).await.unwrap();
+        assert_eq!(age_of(found), Some(json!(wanted)), "{backend:?}");
+        let warm_files = data_files_read(&head, "Person", &probe.requests());
+        assert_eq!(warm_files.len(), 1, "{backend:?}: {warm_files:?}");
+        probe.reset();
+        let missing = graph
+            .get("Person", &json!("nobody"), &CommitRef::Head)
+            .await
+            .unwrap();
+        assert_eq!(missing, None, "{backend:?}");
+        assert_eq!(
+            data_reads(&head, "Person", &probe.requests()),
+            0,
+            "{backend:?}"
+        );
+        // Another handle deletes the row and moves a neighbour of it: the warm get sees
+        // both at the head, and an older commit still has the deleted row.
+        let moved = json!(format!("p{}", wanted + 1));
+        cold.delete("Person", &format!("id = 'p{wanted}'"))
+            .await
+            .unwrap()
+            .unwrap();
+        cold.update(
+            "Person",
+            &format!("id = 'p{}'", wanted + 1),
+            &[("age".into(), json!(-1))],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            graph.get("Person", &key, &CommitRef::Head).await.unwrap(),
+            None,
+            "{backend:?}"
+        );
+        let found = graph.get("Person", &moved, &CommitRef::Head).await.unwrap();
+        assert_eq!(age_of(found), Some(json!(-1)), "{backend:?}");
+        let before = graph
+            .get("Person", &key, &CommitRef::Seq(head.seq))
+            .await
+            .unwrap();
+        assert_eq!(age_of(before), Some(json!(wanted)), "{backend:?}");
+    }
 }

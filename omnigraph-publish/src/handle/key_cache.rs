@@ -1,5 +1,6 @@
 //! The keys of a table, kept by a warm handle so that checking a new row's key costs no
-//! request, and so that a write of a few keys knows which fragments hold them.
+//! request, and so that a write of a few keys, or a `get` at the head, knows which
+//! fragments hold them.
 //!
 //! Each key is kept with its row address (fragment and offset), and each fragment with
 //! what it was when read: its files and the rows marked deleted in it. Bringing the

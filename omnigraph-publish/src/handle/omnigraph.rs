@@ -17,6 +17,7 @@ use futures::TryStreamExt;
 use omnigraph_core::adapter;
 use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::lance::Dataset;
+use omnigraph_core::lance::table::format::Fragment;
 use omnigraph_core::schema::{Catalog, TypeDef};
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{
@@ -623,7 +624,10 @@ impl Omnigraph {
             .await
     }
 
-    /// The row of `type_name` whose key is `key`, as JSON, at `at`.
+    /// The row of `type_name` whose key is `key`, as JSON, at `at`. At the head, a
+    /// handle that holds the table's keys already (a warm writer's) reads only the
+    /// fragment that holds the key, and nothing when the table lacks it; otherwise every
+    /// fragment no index covers is read.
     pub async fn get(
         &self,
         type_name: &str,
@@ -638,17 +642,66 @@ impl Omnigraph {
             type_def.key_column(),
             rows::key_filter_literal(type_def, key)?
         );
-        let table = self.table_of_type(&commit, type_name).await?;
-        let found = scan_table(
-            &table,
-            &ScanRequest {
-                filter: Some(filter),
-                columns: Vec::new(),
-                limit: Some(1),
-            },
-        )
-        .await?;
+        let table_id = &commit.require_pin_of_type(type_name)?.table_id;
+        let table = self.table_at(&commit, table_id).await?;
+        let request = ScanRequest {
+            filter: Some(filter),
+            columns: Vec::new(),
+            limit: Some(1),
+        };
+        let within = match at {
+            CommitRef::Head => {
+                self.warm_fragments_of_key(table_id, &table, type_def, key)
+                    .await?
+            }
+            _ => None,
+        };
+        let found = match within {
+            Some(fragments) if fragments.is_empty() => return Ok(None),
+            Some(fragments) => scan_fragments(&table, fragments, &request).await?,
+            None => scan_table(&table, &request).await?,
+        };
         Ok(batches_to_json(&found).into_iter().next())
+    }
+
+    /// The fragments of `table` (the version of `table_id` a read opened) that hold
+    /// `key`, a valid key of `type_def`, when this handle holds the table's keys already:
+    /// none when the table lacks it. `None` when the handle does not hold them (a read
+    /// never reads every key of a table to find one), or the table has too many to hold.
+    async fn warm_fragments_of_key(
+        &self,
+        table_id: &str,
+        table: &Arc<Dataset>,
+        type_def: &TypeDef,
+        key: &Value,
+    ) -> Result<Option<Vec<Fragment>>> {
+        use omnigraph_core::schema::PropertyType;
+        if !matches!(
+            type_def.key_type(),
+            PropertyType::String | PropertyType::Int32 | PropertyType::Int64
+        ) {
+            return Ok(None);
+        }
+        let cache = self.key_cache(table_id);
+        let mut cache = cache.lock().await;
+        if !cache.is_warm() || !cache.refresh(table, type_def.key_column()).await? {
+            return Ok(None);
+        }
+        // Rendered as the cache renders the keys it reads from the table.
+        let ids = cache.fragments_of(&[rows::render_key(key)]);
+        let fragments: Vec<Fragment> = table
+            .manifest()
+            .fragments
+            .iter()
+            .filter(|fragment| ids.contains(&fragment.id))
+            .cloned()
+            .collect();
+        assert_eq!(
+            fragments.len(),
+            ids.len(),
+            "the key cache names only fragments of the version it was brought to"
+        );
+        Ok(Some(fragments))
     }
 
     /// How many rows of `type_name` at `at` `filter` holds for (all rows without one).
@@ -697,8 +750,25 @@ async fn scan_table(
     table: &omnigraph_core::lance::Dataset,
     request: &ScanRequest,
 ) -> Result<Vec<RecordBatch>> {
-    let at = |what: &str| InputLocation::in_source("scan").field(what);
+    scan_with(table.scan(), request).await
+}
+
+/// [`scan_table`] over `fragments` of `table` only.
+async fn scan_fragments(
+    table: &omnigraph_core::lance::Dataset,
+    fragments: Vec<Fragment>,
+    request: &ScanRequest,
+) -> Result<Vec<RecordBatch>> {
     let mut scanner = table.scan();
+    scanner.with_fragments(fragments);
+    scan_with(scanner, request).await
+}
+
+async fn scan_with(
+    mut scanner: omnigraph_core::lance::dataset::scanner::Scanner,
+    request: &ScanRequest,
+) -> Result<Vec<RecordBatch>> {
+    let at = |what: &str| InputLocation::in_source("scan").field(what);
     if let Some(filter) = &request.filter {
         scanner
             .filter(filter)
