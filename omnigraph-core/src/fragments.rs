@@ -36,3 +36,15 @@ pub fn by_id(fragments: &[Fragment]) -> HashMap<u64, &Fragment> {
         .map(|fragment| (fragment.id, fragment))
         .collect()
 }
+
+/// The fragments of `fragments` whose ids `ids` lists, in the order `fragments` has
+/// them; `None` when one of `ids` is not there.
+pub fn with_ids(fragments: &[Fragment], ids: &[u64]) -> Option<Vec<Fragment>> {
+    let wanted: std::collections::HashSet<u64> = ids.iter().copied().collect();
+    let found: Vec<Fragment> = fragments
+        .iter()
+        .filter(|fragment| wanted.contains(&fragment.id))
+        .cloned()
+        .collect();
+    (found.len() == wanted.len()).then_some(found)
+}

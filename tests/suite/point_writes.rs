@@ -3,7 +3,8 @@
 //! a whole-table read would.
 
 use omnigraph_core::OmniError;
-use omnigraph_core::storage::RequestKind;
+use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
+use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, ScanRequest};
 use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, objects};
 use serde_json::json;
@@ -630,5 +631,72 @@ async fn a_warm_get_reads_only_the_fragment_that_holds_its_key() {
             .await
             .unwrap();
         assert_eq!(age_of(before), Some(json!(wanted)), "{backend:?}");
+        // Another handle compacts every fragment into new ones: the warm get still
+        // finds the moved row, and not the deleted one.
+        let optimized = cold.maintenance().optimize().await.unwrap();
+        assert_eq!(optimized.exit_code(), 0, "{backend:?}: {optimized:?}");
+        let found = graph.get("Person", &moved, &CommitRef::Head).await.unwrap();
+        assert_eq!(age_of(found), Some(json!(-1)), "{backend:?}");
+        assert_eq!(
+            graph.get("Person", &key, &CommitRef::Head).await.unwrap(),
+            None,
+            "{backend:?}"
+        );
     }
 }
+
+#[tokio::test]
+async fn a_get_while_the_handles_own_insert_publishes_keeps_its_keys() {
+    for backend in BACKENDS {
+        let (graph, _test) = many_fragments(backend).await;
+        let graph = std::sync::Arc::new(graph);
+        let root = graph.graph().root().clone();
+        // The insert's commit lands; its HEAD copy is held, so the insert has not yet
+        // noted the keys it appended when the get below reads the new head.
+        let held = root.inject(
+            FaultRule::new(
+                "_graph/branches/main/HEAD",
+                &[RequestKind::Put],
+                FaultAction::Delay(std::time::Duration::from_secs(3)),
+            )
+            .times(1),
+        );
+        let insert = {
+            let graph = graph.clone();
+            tokio::spawn(async move {
+                graph
+                    .insert_json("Person", objects(json!([{"id": "new", "name": "N"}])))
+                    .await
+            })
+        };
+        for _ in 0..HELD_POLLS_MAX {
+            if held.fired() == 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(held.fired(), 1, "{backend:?}: the HEAD copy is held");
+        let found = graph
+            .get("Person", &json!("new"), &CommitRef::Head)
+            .await
+            .unwrap();
+        assert!(found.is_some(), "{backend:?}: the get reads the new head");
+        assert!(
+            !insert.is_finished(),
+            "{backend:?}: the insert is still held"
+        );
+        insert.await.unwrap().unwrap();
+        // The next insert checks its key against the keys the handle still holds.
+        let probe = root.probe();
+        graph
+            .insert_json("Person", objects(json!([{"id": "newer", "name": "M"}])))
+            .await
+            .unwrap();
+        let head = graph.head().await.unwrap();
+        let read = data_files_read(&head, "Person", &probe.requests());
+        assert!(read.is_empty(), "{backend:?}: it read the keys of {read:?}");
+    }
+}
+
+/// How often a test looks for a held request before it gives up.
+const HELD_POLLS_MAX: usize = 1_000;

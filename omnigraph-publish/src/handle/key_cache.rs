@@ -247,6 +247,25 @@ impl TableKeys {
             .collect()
     }
 
+    /// How many keys bringing the cache to `table` would read: the rows of the
+    /// fragments added since, and of those changed otherwise than by losing rows
+    /// (whose deletion files alone are read). A fragment whose deleted rows turn out to
+    /// be live again is read too, which this does not foresee.
+    pub(crate) fn keys_to_read(&self, table: &Dataset) -> u64 {
+        table
+            .manifest()
+            .fragments
+            .iter()
+            .filter(|now| match self.fragments.get(&now.id) {
+                Some(known) => {
+                    known.now != **now && !(known.addressed && same_files(&known.read, now))
+                }
+                None => true,
+            })
+            .map(stored_rows)
+            .sum()
+    }
+
     /// Whether the cache holds a version of the table, so that bringing it to another
     /// reads only what changed since.
     pub(crate) fn is_warm(&self) -> bool {
@@ -276,6 +295,11 @@ impl TableKeys {
         table: &Dataset,
         added: impl IntoIterator<Item = RowKey>,
     ) {
+        if self.version == table.manifest().version && !self.fragments.is_empty() {
+            // Already brought to the tip (a read at the head while the append
+            // published): it read the appended fragment's keys itself.
+            return;
+        }
         if self.version != base_version || self.fragments.is_empty() {
             *self = TableKeys::default();
             return;

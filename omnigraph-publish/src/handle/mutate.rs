@@ -679,20 +679,13 @@ async fn keys_where(
     };
     let mut scanner = table.scan();
     if let Some(within) = within {
-        let wanted: std::collections::HashSet<u64> = within.iter().copied().collect();
-        let fragments: Vec<Fragment> = table
-            .manifest()
-            .fragments
-            .iter()
-            .filter(|fragment| wanted.contains(&fragment.id))
-            .cloned()
-            .collect();
-        if fragments.len() != within.len() {
-            return Err(OmniError::internal(format!(
-                "{} lacks some of the fragments {within:?}",
-                table.uri()
-            )));
-        }
+        let fragments = omnigraph_core::fragments::with_ids(&table.manifest().fragments, within)
+            .ok_or_else(|| {
+                OmniError::internal(format!(
+                    "{} lacks some of the fragments {within:?}",
+                    table.uri()
+                ))
+            })?;
         if fragments.is_empty() {
             return Ok(Vec::new());
         }

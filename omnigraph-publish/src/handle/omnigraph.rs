@@ -665,9 +665,10 @@ impl Omnigraph {
     }
 
     /// The fragments of `table` (the version of `table_id` a read opened) that hold
-    /// `key`, a valid key of `type_def`, when this handle holds the table's keys already:
-    /// none when the table lacks it. `None` when the handle does not hold them (a read
-    /// never reads every key of a table to find one), or the table has too many to hold.
+    /// `key`, a valid key of `type_def`, when this handle holds the table's keys already
+    /// and brings them to `table` reading at most [`GET_KEYS_TO_READ_MAX`] keys: none
+    /// when the table lacks it. `None` otherwise, or when the table has too many keys
+    /// to hold.
     async fn warm_fragments_of_key(
         &self,
         table_id: &str,
@@ -684,24 +685,25 @@ impl Omnigraph {
         }
         let cache = self.key_cache(table_id);
         let mut cache = cache.lock().await;
-        if !cache.is_warm() || !cache.refresh(table, type_def.key_column()).await? {
+        // A cache far behind (after a compaction, say) is left to the next write: the
+        // scan may find the key through an index at less cost.
+        if !cache.is_warm() || cache.keys_to_read(table) > GET_KEYS_TO_READ_MAX {
+            return Ok(None);
+        }
+        if !cache.refresh(table, type_def.key_column()).await? {
             return Ok(None);
         }
         // Rendered as the cache renders the keys it reads from the table.
         let ids = cache.fragments_of(&[rows::render_key(key)]);
-        let fragments: Vec<Fragment> = table
-            .manifest()
-            .fragments
-            .iter()
-            .filter(|fragment| ids.contains(&fragment.id))
-            .cloned()
-            .collect();
-        assert_eq!(
-            fragments.len(),
-            ids.len(),
-            "the key cache names only fragments of the version it was brought to"
-        );
-        Ok(Some(fragments))
+        // The cache was just brought to this very version of the table.
+        omnigraph_core::fragments::with_ids(&table.manifest().fragments, &ids)
+            .map(Some)
+            .ok_or_else(|| {
+                OmniError::internal(format!(
+                    "the key cache of {} names fragments {ids:?} it lacks",
+                    table.uri()
+                ))
+            })
     }
 
     /// How many rows of `type_name` at `at` `filter` holds for (all rows without one).
@@ -745,6 +747,11 @@ impl Omnigraph {
         scan_table(&table, request).await
     }
 }
+
+/// The most keys a `get` reads to bring a handle's key cache to the head before it
+/// reads only the fragment that holds its key; a cache further behind is left to the
+/// next write, and the `get` scans.
+const GET_KEYS_TO_READ_MAX: u64 = 65_536;
 
 async fn scan_table(
     table: &omnigraph_core::lance::Dataset,
