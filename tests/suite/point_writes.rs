@@ -657,7 +657,7 @@ async fn a_get_while_the_handles_own_insert_publishes_keeps_its_keys() {
             FaultRule::new(
                 "_graph/branches/main/HEAD",
                 &[RequestKind::Put],
-                FaultAction::Delay(std::time::Duration::from_secs(3)),
+                FaultAction::Delay(std::time::Duration::from_secs(5)),
             )
             .times(1),
         );
@@ -676,6 +676,7 @@ async fn a_get_while_the_handles_own_insert_publishes_keeps_its_keys() {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert_eq!(held.fired(), 1, "{backend:?}: the HEAD copy is held");
+        let probe = root.probe();
         let found = graph
             .get("Person", &json!("new"), &CommitRef::Head)
             .await
@@ -685,9 +686,14 @@ async fn a_get_while_the_handles_own_insert_publishes_keeps_its_keys() {
             !insert.is_finished(),
             "{backend:?}: the insert is still held"
         );
+        // It took the warm way: it read the keys of the new fragment, then that
+        // fragment's row, and no other fragment.
+        let head = graph.head().await.unwrap();
+        let read = data_files_read(&head, "Person", &probe.requests());
+        assert_eq!(read.len(), 1, "{backend:?}: {read:?}");
         insert.await.unwrap().unwrap();
         // The next insert checks its key against the keys the handle still holds.
-        let probe = root.probe();
+        probe.reset();
         graph
             .insert_json("Person", objects(json!([{"id": "newer", "name": "M"}])))
             .await

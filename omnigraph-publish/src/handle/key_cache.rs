@@ -248,19 +248,24 @@ impl TableKeys {
     }
 
     /// How many keys bringing the cache to `table` would read: the rows of the
-    /// fragments added since, and of those changed otherwise than by losing rows
-    /// (whose deletion files alone are read). A fragment whose deleted rows turn out to
-    /// be live again is read too, which this does not foresee.
+    /// fragments added since, of those changed otherwise than by losing rows (whose
+    /// deletion files alone are read), and of those with fewer rows deleted than the
+    /// cache knows (an older state of the table, whose rows live again).
     pub(crate) fn keys_to_read(&self, table: &Dataset) -> u64 {
         table
             .manifest()
             .fragments
             .iter()
             .filter(|now| match self.fragments.get(&now.id) {
-                Some(known) => {
-                    known.now != **now && !(known.addressed && same_files(&known.read, now))
+                Some(known) if known.now == **now => false,
+                Some(known) if known.addressed && same_files(&known.read, now) => {
+                    let deleted = now
+                        .deletion_file
+                        .as_ref()
+                        .map_or(0, |file| file.num_deleted_rows.unwrap_or(0));
+                    deleted < known.deleted_now.len()
                 }
-                None => true,
+                _ => true,
             })
             .map(stored_rows)
             .sum()
