@@ -706,3 +706,40 @@ async fn a_get_while_the_handles_own_insert_publishes_keeps_its_keys() {
 
 /// How often a test looks for a held request before it gives up.
 const HELD_POLLS_MAX: usize = 1_000;
+
+#[tokio::test]
+async fn a_write_after_a_get_at_the_head_builds_on_the_head_it_read() {
+    for backend in BACKENDS {
+        let (graph, test) = many_fragments(backend).await;
+        let other = Omnigraph::open(&test.uri).await.unwrap();
+        other
+            .insert_json("Person", objects(json!([{"id": "theirs", "name": "T"}])))
+            .await
+            .unwrap();
+        let found = graph
+            .get("Person", &json!("theirs"), &CommitRef::Head)
+            .await
+            .unwrap();
+        assert!(found.is_some(), "{backend:?}");
+        // The insert stages on the head the get read: one try at the slot, no lost race.
+        let probe = graph.graph().root().probe();
+        let landed = graph
+            .insert_json("Person", objects(json!([{"id": "mine", "name": "M"}])))
+            .await
+            .unwrap();
+        let commit_puts: Vec<String> = probe
+            .requests()
+            .into_iter()
+            .filter(|request| {
+                request.kind == RequestKind::PutIfAbsent
+                    && request.path.starts_with("_graph/branches/main/commits/")
+            })
+            .map(|request| request.path)
+            .collect();
+        assert_eq!(
+            commit_puts,
+            [omnigraph_publish::layout::commit_path("main", landed.seq)],
+            "{backend:?}"
+        );
+    }
+}

@@ -627,7 +627,8 @@ impl Omnigraph {
     /// The row of `type_name` whose key is `key`, as JSON, at `at`. At the head, a
     /// handle that holds the table's keys already (a warm writer's) reads only the
     /// fragment that holds the key, and nothing when the table lacks it; otherwise every
-    /// fragment no index covers is read.
+    /// fragment no index covers is read. A head newer than the one the handle knew is
+    /// remembered, so its next write builds on it.
     pub async fn get(
         &self,
         type_name: &str,
@@ -651,6 +652,9 @@ impl Omnigraph {
         };
         let within = match at {
             CommitRef::Head => {
+                // A fresher head than the handle knew: its next write stages on it (and
+                // on the keys this read brings up to date) instead of losing the slot.
+                self.note_head(&commit);
                 self.warm_fragments_of_key(table_id, &table, type_def, key)
                     .await?
             }
