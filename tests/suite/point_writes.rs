@@ -45,18 +45,28 @@ async fn many_fragments(backend: Backend) -> (Omnigraph, TestRoot) {
     (graph, test)
 }
 
-/// Reads of the data files of `type_name`'s table among `requests`.
+/// The reads of the data files of `type_name`'s table among `requests`.
+fn data_requests<'a>(
+    graph_head: &GraphCommit,
+    type_name: &str,
+    requests: &'a [omnigraph_core::storage::Request],
+) -> impl Iterator<Item = &'a omnigraph_core::storage::Request> {
+    let table = graph_head.pin_of_type(type_name).unwrap().table_id.clone();
+    requests
+        .iter()
+        .filter(|request| matches!(request.kind, RequestKind::Get | RequestKind::RangedGet))
+        .filter(move |request| {
+            request.path.contains(table.as_str()) && request.path.contains("/data/")
+        })
+}
+
+/// How many reads of the data files of `type_name`'s table `requests` holds.
 fn data_reads(
     graph_head: &GraphCommit,
     type_name: &str,
     requests: &[omnigraph_core::storage::Request],
 ) -> usize {
-    let table = &graph_head.pin_of_type(type_name).unwrap().table_id;
-    requests
-        .iter()
-        .filter(|request| matches!(request.kind, RequestKind::Get | RequestKind::RangedGet))
-        .filter(|request| request.path.contains(table.as_str()) && request.path.contains("/data/"))
-        .count()
+    data_requests(graph_head, type_name, requests).count()
 }
 
 /// The data files of `type_name`'s table that `requests` read, each once.
@@ -65,11 +75,7 @@ fn data_files_read(
     type_name: &str,
     requests: &[omnigraph_core::storage::Request],
 ) -> std::collections::BTreeSet<String> {
-    let table = &graph_head.pin_of_type(type_name).unwrap().table_id;
-    requests
-        .iter()
-        .filter(|request| matches!(request.kind, RequestKind::Get | RequestKind::RangedGet))
-        .filter(|request| request.path.contains(table.as_str()) && request.path.contains("/data/"))
+    data_requests(graph_head, type_name, requests)
         .map(|request| request.path.clone())
         .collect()
 }
