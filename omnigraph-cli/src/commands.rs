@@ -1,6 +1,6 @@
 //! One function per command: open the graph, call the library, emit the result.
 
-use crate::output::{Output, print_columns, print_rows};
+use crate::output::{Output, noun, print_columns, print_rows};
 use crate::{DirectionArg, ModeArg};
 use omnigraph_core::schema::{self, Catalog, PropertyType};
 use omnigraph_core::storage::{StorageOptions, StorageRoot};
@@ -195,7 +195,7 @@ fn emit_load(
         json!({"commit": report.commit.as_ref().map(commit_json), "rows": report.rows, "seconds": elapsed}),
         |_| {
             for (type_name, count) in &report.rows {
-                println!("  {type_name:<20} {count:>10} rows");
+                println!("  {type_name:<20} {count:>10} {}", noun(*count, "row", "rows"));
             }
             print_commit("loaded", report.commit.as_ref());
             println!("  in {elapsed:.2} s");
@@ -369,7 +369,11 @@ pub async fn query(
         |_| {
             print_rows(&rows);
             if truncated {
-                eprintln!("{} of {total} rows (use --limit)", rows.len());
+                eprintln!(
+                    "{} of {total} {} (use --limit)",
+                    rows.len(),
+                    noun(total as u64, "row", "rows")
+                );
             }
         },
     );
@@ -414,7 +418,10 @@ pub async fn neighbors(
         |_| {
             print_rows(&rows);
             if truncated {
-                eprintln!("followed {limit} of {edges} edges (use --limit)");
+                eprintln!(
+                    "followed {limit} of {edges} {} (use --limit)",
+                    noun(edges as u64, "edge", "edges")
+                );
             }
         },
     );
@@ -629,6 +636,32 @@ pub async fn build_indexes(out: &Output, root: &str) -> Result<()> {
     Ok(())
 }
 
+/// Rebuilds one built index through the root's lane.
+pub async fn rebuild_index(out: &Output, root: &str, type_name: &str, index: &str) -> Result<()> {
+    let graph = Arc::new(open(root).await?);
+    cancel_on_interrupt(graph.clone());
+    let report = out
+        .with_maintenance_bar(|sink| {
+            let maintenance = reporting(graph.maintenance(), sink);
+            let (type_name, index) = (type_name.to_string(), index.to_string());
+            async move { maintenance.rebuild_index(&type_name, &index).await }
+        })
+        .await;
+    let report = report?;
+    out.emit(
+        json!({
+            "commit": report.commit.as_ref().map(commit_json),
+            "type": type_name,
+            "index": index,
+        }),
+        |_| {
+            println!("  rebuilt  {type_name}.{index}");
+            print_commit("rebuild-index", report.commit.as_ref());
+        },
+    );
+    Ok(())
+}
+
 /// Optimizes through the root's lane with the environment's budget (and
 /// `--concurrency`); returns the exit status of the worst unit outcome.
 pub async fn optimize(out: &Output, root: &str, concurrency: Option<usize>) -> Result<i32> {
@@ -656,6 +689,7 @@ pub struct CleanupRequest {
     pub keep: Option<u64>,
     pub older_than: Option<std::time::Duration>,
     pub grace: Option<std::time::Duration>,
+    pub lower_grace: bool,
 }
 
 impl CleanupRequest {
@@ -665,11 +699,14 @@ impl CleanupRequest {
             policy = policy.and_keep_commits(keep)?;
         }
         policy.older_than = self.older_than;
-        let options = CleanupOptions::new(policy);
-        match self.grace {
-            Some(grace) => options.with_grace(grace),
-            None => Ok(options),
+        let mut options = CleanupOptions::new(policy);
+        if let Some(grace) = self.grace {
+            options = options.with_grace(grace)?;
         }
+        if self.lower_grace {
+            options = options.lowering_grace();
+        }
+        Ok(options)
     }
 }
 
@@ -739,19 +776,25 @@ fn print_cleanup(report: &CleanupReport) {
     for table in &report.tables {
         let name = table.type_name.as_deref().unwrap_or("(unpinned)");
         let mut line = format!(
-            "  {:<16} {:<30} {verb} {:>5} manifests {:>6} files {:>12} bytes; dead staging {} manifests {} bytes",
+            "  {:<16} {:<30} {verb} {:>5} {} {:>6} {} {:>12} {}; dead staging {} {} {} {}",
             name,
             table.table_id,
             table.manifests_removed,
+            noun(table.manifests_removed, "manifest", "manifests"),
             table.files_removed,
+            noun(table.files_removed, "file", "files"),
             table.bytes_removed,
+            noun(table.bytes_removed, "byte", "bytes"),
             table.unpublished_manifests,
-            table.unpublished_bytes
+            noun(table.unpublished_manifests, "manifest", "manifests"),
+            table.unpublished_bytes,
+            noun(table.unpublished_bytes, "byte", "bytes"),
         );
         if table.foreign_versions > 0 {
             line.push_str(&format!(
-                "; {} foreign versions (see `omnigraph repair`)",
-                table.foreign_versions
+                "; {} foreign {} (see `omnigraph repair`)",
+                table.foreign_versions,
+                noun(table.foreign_versions, "version", "versions")
             ));
         }
         println!("{line}");
@@ -761,10 +804,13 @@ fn print_cleanup(report: &CleanupReport) {
     }
     let totals = &report.totals;
     println!(
-        "total: {verb} {} manifests, {} files, {} bytes in {} ms{}",
+        "total: {verb} {} {}, {} {}, {} {} in {} ms{}",
         totals.manifests_removed,
+        noun(totals.manifests_removed, "manifest", "manifests"),
         totals.files_removed,
+        noun(totals.files_removed, "file", "files"),
         totals.bytes_removed,
+        noun(totals.bytes_removed, "byte", "bytes"),
         report.elapsed_ms,
         if report.deleted {
             ""
@@ -794,6 +840,9 @@ pub async fn repair(out: &Output, root: &str) -> Result<i32> {
             );
             for missing in &table.missing {
                 println!("      missing: {missing}");
+            }
+            for link in &table.symlinks {
+                println!("      symbolic link: {link}");
             }
             println!("      {}", table.advice);
         }
@@ -863,7 +912,12 @@ fn adjacency_line(adjacency: &omnigraph_maintenance::AdjacencyOutcome) -> String
             bytes,
             millis,
             ..
-        } => format!("built ({edges} edges, {nodes} nodes, {bytes} bytes, {millis} ms)"),
+        } => format!(
+            "built ({edges} {}, {nodes} {}, {bytes} {}, {millis} ms)",
+            noun(*edges, "edge", "edges"),
+            noun(*nodes, "node", "nodes"),
+            noun(*bytes, "byte", "bytes")
+        ),
         AdjacencyOutcome::Current { .. } => "current".into(),
         AdjacencyOutcome::Skipped { reason, .. } => format!("skipped: {reason}"),
         AdjacencyOutcome::Failed { message, .. } => {
@@ -915,7 +969,11 @@ pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
                 &rows,
             );
             if left_out > 0 {
-                eprintln!("the newest {applied} commits; {left_out} older ones (use --limit)");
+                eprintln!(
+                    "the newest {applied} {}; {left_out} older {} (use --limit)",
+                    noun(applied as u64, "commit", "commits"),
+                    noun(left_out, "one", "ones")
+                );
             }
         },
     );
@@ -981,14 +1039,20 @@ pub async fn status(out: &Output, root: &str) -> Result<()> {
                 head.seq, head.commit_id, head.operation.kind, head.operation.summary
             );
             for pin in &head.pins {
-                println!("  {:<20} {:>10} rows", pin.type_name, pin.row_count);
+                println!(
+                    "  {:<20} {:>10} {}",
+                    pin.type_name,
+                    pin.row_count,
+                    noun(pin.row_count, "row", "rows")
+                );
             }
             for index in &coverage {
                 let state = if index.built { "built" } else { "not built" };
                 println!(
-                    "  index {:<28} {state:<10} {} rows uncovered",
+                    "  index {:<28} {state:<10} {} {} uncovered",
                     format!("{}.{}", index.type_name, index.index),
-                    index.uncovered_rows
+                    index.uncovered_rows,
+                    noun(index.uncovered_rows, "row", "rows")
                 );
             }
             for edge in &adjacency {
@@ -1074,8 +1138,9 @@ fn show_load_progress(
         bar.set_position(progress.bytes_read);
         let seconds = started.elapsed().as_secs_f64().max(1e-3);
         bar.set_message(format!(
-            "{} rows, {:.0} rows/s",
+            "{} {}, {:.0} rows/s",
             progress.rows,
+            noun(progress.rows, "row", "rows"),
             progress.rows as f64 / seconds
         ));
     }
@@ -1089,10 +1154,11 @@ pub async fn branch_create(out: &Output, root: &str, name: &str, at: Option<&str
         |_| {
             let fork = first.fork.as_ref();
             println!(
-                "created branch {name} from {} at commit {} ({} tables, no data copied)",
+                "created branch {name} from {} at commit {} ({} {}, no data copied)",
                 fork.map_or("?", |fork| fork.branch.as_str()),
                 fork.map_or(0, |fork| fork.seq),
-                first.pins.len()
+                first.pins.len(),
+                noun(first.pins.len() as u64, "table", "tables")
             );
         },
     );

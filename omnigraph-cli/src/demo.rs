@@ -5,6 +5,7 @@
 
 use crate::output::{Output, print_rows};
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
+use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_publish::{CommitRef, Direction, LoadMode, Omnigraph};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
@@ -97,8 +98,9 @@ pub async fn run(out: &Output, root: &Path, people: usize) -> Result<()> {
     }
 
     let started = Instant::now();
+    let maintenance = graph.maintenance();
     let indexes = out
-        .spinning("building indexes", |_| graph.build_indexes())
+        .spinning("building indexes", |_| maintenance.build_indexes())
         .await;
     let indexes = indexes?;
     step(

@@ -250,6 +250,19 @@ enum Command {
         /// The graph root.
         root: String,
     },
+    /// Rebuild one built index whole under its name: a full-text index, which
+    /// optimize does not fold, then covers every row (Ctrl-C cancels; twice exits at
+    /// once).
+    RebuildIndex {
+        /// The graph root.
+        root: String,
+        /// The type that declares the index.
+        #[arg(long = "type")]
+        type_name: String,
+        /// The index's name (`omnigraph status` lists them, e.g. `name_fts`).
+        #[arg(long)]
+        index: String,
+    },
     /// Compact each table and fold or build its indexes, one commit per table
     /// (Ctrl-C cancels at the next cancel point; twice exits at once).
     Optimize {
@@ -271,9 +284,14 @@ enum Command {
         /// Keep commits younger than this readable (`90s`, `30m`, `12h`, `7d`).
         #[arg(long, value_parser = duration::parse)]
         older_than: Option<std::time::Duration>,
-        /// Keep every commit and file younger than this (default 24h; at least 1m).
+        /// Keep every commit and file younger than this (default 24h; at least 1m). A
+        /// longer grace an earlier run recorded stays in force.
         #[arg(long, value_parser = duration::parse)]
         grace: Option<std::time::Duration>,
+        /// Record `--grace` even when it is shorter than the recorded one: only while
+        /// no cleanup with a longer grace runs on the root.
+        #[arg(long, requires = "grace")]
+        lower_grace: bool,
         /// Delete (without it, only preview what would be deleted).
         #[arg(long)]
         confirm: bool,
@@ -556,6 +574,11 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
             commands::search(&out, &root, &type_name, &property, query, at.as_deref()).await
         }
         Command::BuildIndexes { root } => commands::build_indexes(&out, &root).await,
+        Command::RebuildIndex {
+            root,
+            type_name,
+            index,
+        } => commands::rebuild_index(&out, &root, &type_name, &index).await,
         Command::Optimize { root, concurrency } => {
             return commands::optimize(&out, &root, concurrency).await;
         }
@@ -564,12 +587,14 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
             keep,
             older_than,
             grace,
+            lower_grace,
             confirm,
         } => {
             let policy = commands::CleanupRequest {
                 keep,
                 older_than,
                 grace,
+                lower_grace,
             };
             return if confirm {
                 commands::cleanup(&out, &root, policy).await

@@ -189,7 +189,13 @@ fn cell(value: Option<&Value>) -> String {
     let text = match value {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(items)) => format!("[{} values]", items.len()),
+        Some(Value::Array(items)) => {
+            format!(
+                "[{} {}]",
+                items.len(),
+                noun(items.len() as u64, "value", "values")
+            )
+        }
         Some(other) => other.to_string(),
     };
     if text.chars().count() > CELL_MAX {
@@ -222,4 +228,20 @@ pub fn report_error(error: &OmniError, json: bool) -> ExitCode {
         eprintln!("evidence: {}", error.evidence());
     }
     ExitCode::from(u8::try_from(code.exit_code).unwrap_or(1))
+}
+
+/// The noun for `count` things: `one` for exactly one, `many` otherwise ("1 row", "0
+/// rows", "2 rows").
+pub(crate) fn noun(count: u64, one: &'static str, many: &'static str) -> &'static str {
+    if count == 1 { one } else { many }
+}
+
+#[cfg(test)]
+mod noun_tests {
+    #[test]
+    fn one_thing_is_singular_and_any_other_count_plural() {
+        assert_eq!(super::noun(1, "row", "rows"), "row");
+        assert_eq!(super::noun(0, "row", "rows"), "rows");
+        assert_eq!(super::noun(2, "row", "rows"), "rows");
+    }
 }

@@ -125,6 +125,7 @@ fn help_lists_the_commands() {
         "traverse",
         "search",
         "build-indexes",
+        "rebuild-index",
         "cleanup",
         "repair",
         "log",
@@ -258,6 +259,37 @@ fn every_command_round_trips_as_json() {
     let built = json_of(&omnigraph(&["build-indexes", &root, "--json"]));
     assert!(built["built"].as_array().unwrap().len() >= 5, "{built}");
     assert_eq!(built["pending_indexes"][0]["index"], "embedding_vector");
+    // A full-text index, which optimize does not fold, is rebuilt through the lane.
+    let rebuilt = json_of(&omnigraph(&[
+        "rebuild-index",
+        &root,
+        "--type",
+        "Person",
+        "--index",
+        "name_fts",
+        "--json",
+    ]));
+    assert_eq!(
+        rebuilt["commit"]["operation"]["kind"], "rebuild_index",
+        "{rebuilt}"
+    );
+    assert_eq!(rebuilt["index"], "name_fts");
+    let unbuilt = omnigraph(&[
+        "rebuild-index",
+        &root,
+        "--type",
+        "Person",
+        "--index",
+        "embedding_vector",
+        "--json",
+    ]);
+    assert_eq!(
+        unbuilt.status.code(),
+        Some(1),
+        "an unbuilt index is not found"
+    );
+    let refused: Value = serde_json::from_slice(&unbuilt.stderr).unwrap();
+    assert_eq!(refused["error"]["code"], "not_found", "{refused}");
     let found = json_of(&omnigraph(&[
         "search",
         &root,
@@ -501,7 +533,10 @@ fn fragmented_graph(dir: &Path) -> String {
 fn interrupted_optimize(root: &str, held: &str, presses: usize) -> Output {
     let child = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
         .args(["optimize", root, "--json"])
-        .env("OMNIGRAPH_FAILPOINTS", format!("{held}=sleep(8000)"))
+        .env(
+            omnigraph_core::failpoints::ENV_VAR,
+            format!("{held}=sleep(8000)"),
+        )
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -833,6 +868,18 @@ fn the_json_shape_of_every_command_is_pinned() {
             0,
         ),
         ("build-indexes", vec!["build-indexes", &root], 0),
+        (
+            "rebuild-index",
+            vec![
+                "rebuild-index",
+                &root,
+                "--type",
+                "Person",
+                "--index",
+                "name_fts",
+            ],
+            0,
+        ),
         (
             "search",
             vec![
@@ -1490,13 +1537,20 @@ fn csv_files_load_by_type_and_a_bad_one_names_its_row_and_publishes_nothing() {
         "{said}"
     );
     let said = refused("missing.csv", "id,age\np3,3\np4,4\n", &["--type", "Person"]);
-    assert!(said.contains("name") && said.contains("row 0"), "{said}");
+    // The line a text editor shows (the header is line 1), not the batch's row.
+    assert!(said.contains("name") && said.contains("line 2"), "{said}");
     let said = refused(
         "typed.csv",
         "id,name,age\np3,Cy,old\n",
         &["--type", "Person"],
     );
-    assert!(said.contains("typed.csv"), "{said}");
+    assert!(
+        said.contains("typed.csv")
+            && said.contains("line 2")
+            && said.contains("field age")
+            && said.contains("\"old\""),
+        "{said}"
+    );
     let said = refused(
         "twice.csv",
         "id,name,name\np3,Cy,Cy\n",

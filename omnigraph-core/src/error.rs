@@ -175,7 +175,7 @@ impl fmt::Display for InputLocation {
 /// `pin:<table>`, `read_pin:<table>`) is what errors and JSON show.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ReadSetMember {
-    /// The whole branch head: the strict writer (schema apply).
+    /// The whole branch head: the strict writers (merge, schema apply).
     GraphHead {
         /// The branch.
         branch: String,
@@ -382,7 +382,8 @@ pub enum OmniError {
         age_secs: u64,
         /// The limit, in seconds.
         limit_secs: u64,
-        /// Always at least [`Evidence::Unpublished`].
+        /// [`Evidence::Unpublished`] when the writer staged files; a merge that staged
+        /// nothing (its pins taken as they are) leaves nothing.
         evidence: Evidence,
     },
     /// A graph already exists at the root.
@@ -625,7 +626,7 @@ impl ErrorKind {
                 "the commit is still in the log, but cleanup reclaimed its table versions; read a newer commit"
             }
             ErrorKind::StagingExpired => {
-                "the write staged for longer than half the cleanup grace period, so it was not published; retry"
+                "the write staged (or a merge read its source) longer than half the cleanup grace period ago, so it was not published; retry"
             }
             ErrorKind::AlreadyInitialized => "the root holds a graph already",
             ErrorKind::BranchExists => "a branch of that name exists already; delete it first",
@@ -675,9 +676,9 @@ impl ReadSetMember {
     pub fn guidance(&self) -> (&'static str, &'static str, &'static str) {
         match self {
             ReadSetMember::GraphHead { .. } => (
-                "schema apply (the strict writer)",
-                "anything at all was published on the branch since the writer read its head",
-                "nothing published; rerun the command",
+                "merge, schema apply (the strict writers)",
+                "a commit that changed a table or the schema was published on the branch since the writer read its head",
+                "the write plans again on the new head, up to 8 times (then `contention_exhausted`), and from its third lost attempt reserves every table of the branch (`docs/format.md` §7.7); a commit that changed nothing the writer read (cleanup's record, a reservation) is followed instead",
             ),
             ReadSetMember::Schema { .. } => (
                 "insert, load, update, delete, index builds, optimize",
@@ -687,7 +688,7 @@ impl ReadSetMember {
             ReadSetMember::Pin { .. } => (
                 "insert, load, update, delete, index builds, optimize",
                 "a table the writer staged on moved (for update and delete: a table it read, a delete's incident edge tables included)",
-                "insert and load re-check their keys and endpoints on the new head and re-commit their staged files; update and delete plan again on the new head (each a bounded number of times, then `contention_exhausted`); a write whose tables moved under it again first reserves them for a short lease, so other writers of those tables wait for it (`docs/format.md` §7.7); a prepared update or delete, a merge too large to keep in memory, index builds and optimize report it and publish nothing",
+                "insert and load re-check their keys and endpoints on the new head and re-commit their staged files; update and delete plan again on the new head (each a bounded number of times, then `contention_exhausted`); a write whose tables moved under it again first reserves them for a short lease, so other writers of those tables wait for it (`docs/format.md` §7.7); optimize stages its unit again on the new pin (up to 12 times, then `pin_moved`); a prepared update or delete, a load merge too large to keep in memory and index builds report it and publish nothing",
             ),
             ReadSetMember::ReadPin { .. } => (
                 "insert, load of edges",

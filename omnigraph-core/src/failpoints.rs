@@ -34,6 +34,9 @@ pub(crate) const CREATE_BEFORE_COMMIT: Failpoint = Failpoint("adapter.create.bef
 /// In graph creation: `_graph/FORMAT` is written; the genesis commit is not.
 pub const CREATE_AFTER_FORMAT: Failpoint = Failpoint("graph.create.after_format");
 
+/// In the publisher: a writer is about to publish (everything it publishes is staged or
+/// chosen); it holds no gate yet, so other writers of the branch go on while it waits.
+pub const PUBLISH_BEFORE_GATE: Failpoint = Failpoint("publish.before_gate");
 /// In the publisher: the commit object is built; its put-if-absent is not sent.
 pub const PUBLISH_BEFORE_COMMIT_PUT: Failpoint = Failpoint("publish.before_commit_put");
 /// In the publisher: the commit object landed; the `HEAD` copy is not written.
@@ -45,6 +48,7 @@ pub const ALL: &[Failpoint] = &[
     STAGE_AFTER_MANIFEST,
     CREATE_BEFORE_COMMIT,
     CREATE_AFTER_FORMAT,
+    PUBLISH_BEFORE_GATE,
     PUBLISH_BEFORE_COMMIT_PUT,
     PUBLISH_AFTER_COMMIT_PUT,
 ];
@@ -52,7 +56,7 @@ pub const ALL: &[Failpoint] = &[
 /// The environment variable that arms failpoints in a whole process, for tests that
 /// drive a child process (`omnigraph` itself): `name=action;name=action`, with names
 /// from this registry and `fail` actions.
-pub(crate) const ENV_VAR: &str = "OMNIGRAPH_FAILPOINTS";
+pub const ENV_VAR: &str = "OMNIGRAPH_FAILPOINTS";
 
 /// Runs `future` with the failpoints that [`ENV_VAR`] names armed, in their scope; as
 /// is when the variable is unset or the build has no failpoints. An unknown name or a

@@ -145,6 +145,62 @@ pub fn new_id() -> String {
         .to_string()
 }
 
+/// A moment to measure an age from: the clock seam's time, and outside a simulation the
+/// process's monotonic clock too. An age is the larger of the two readings, so a step
+/// back of the wall clock never makes work look younger than it is (a step forward may
+/// make it look older, which only refuses it sooner).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Since {
+    wall_micros: i64,
+    monotonic: Option<std::time::Instant>,
+}
+
+impl Since {
+    /// Now.
+    pub fn now() -> Since {
+        Since {
+            wall_micros: now_micros(),
+            monotonic: (!in_simulation()).then(std::time::Instant::now),
+        }
+    }
+
+    /// A moment known only by its time on the clock seam (another process's, say).
+    pub fn at_micros(wall_micros: i64) -> Since {
+        Since {
+            wall_micros,
+            monotonic: None,
+        }
+    }
+
+    /// The moment's time on the clock seam.
+    pub fn wall_micros(&self) -> i64 {
+        self.wall_micros
+    }
+
+    /// The earlier of two moments (the one with the larger age).
+    pub fn earlier(self, other: Since) -> Since {
+        if other.elapsed_micros() > self.elapsed_micros() {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// Microseconds since the moment: the larger of the clock seam's reading and, when
+    /// known, the monotonic clock's (sped up as the clock seam is in tests).
+    pub fn elapsed_micros(&self) -> i64 {
+        let wall = now_micros().saturating_sub(self.wall_micros);
+        let monotonic = self.monotonic.map_or(0, |started| {
+            let elapsed = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
+            match *CLOCK_SCALE {
+                Some((_, factor)) => elapsed.saturating_mul(factor),
+                None => elapsed,
+            }
+        });
+        wall.max(monotonic)
+    }
+}
+
 fn system_micros() -> i64 {
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -183,6 +239,35 @@ mod tests {
         assert_eq!(first[0].0, 1_000_000);
         // Each read ticks: clock reads by new_id count too.
         assert_eq!(first[1].0, 1_000_020);
+    }
+
+    #[test]
+    fn an_age_never_shrinks_when_the_wall_clock_steps_back() {
+        // A moment stamped an hour ahead of the clock seam (as after the wall clock
+        // stepped back by an hour), but 30 ms ago on the monotonic clock.
+        let started = std::time::Instant::now()
+            .checked_sub(std::time::Duration::from_millis(30))
+            .unwrap();
+        let since = Since {
+            wall_micros: now_micros() + 3_600_000_000,
+            monotonic: Some(started),
+        };
+        assert!(
+            since.elapsed_micros() >= 30_000,
+            "{}",
+            since.elapsed_micros()
+        );
+        // Without a monotonic reading (a simulation), the clock seam decides.
+        let simulated = simulate_sync(Simulation::new(1, 5_000_000, 0), || {
+            let since = Since::now();
+            assert_eq!(since.monotonic, None);
+            since
+        });
+        assert_eq!(simulated.wall_micros(), 5_000_000);
+        assert_eq!(
+            Since::at_micros(1).earlier(Since::at_micros(5)),
+            Since::at_micros(1)
+        );
     }
 
     #[test]

@@ -124,6 +124,33 @@ impl<'a> Maintenance<'a> {
         prepared.publish(self.graph).await
     }
 
+    /// Rebuilds one built index whole under its name, in one commit: a full-text index,
+    /// which optimize does not fold, then covers every row; a vector index keeps its
+    /// partition count. A cancel drops the build where it stands; once the publication
+    /// starts it finishes.
+    pub async fn rebuild_index(
+        &self,
+        type_name: &str,
+        index_name: &str,
+    ) -> Result<IndexBuildReport> {
+        let admitted = self.lane().admit("rebuild_index").await?;
+        let token = admitted.token();
+        let tables_total = 1;
+        self.report_index_progress("rebuild_index", 0, tables_total);
+        let setup = self.staging_setup();
+        let prepared = tokio::select! {
+            prepared = self.graph.prepare_rebuild_index_with(type_name, index_name, setup) => prepared?,
+            // A build in progress leaves index files: unreachable staging.
+            () = token.cancelled() => return Err(cancelled(Evidence::Unpublished)),
+        };
+        if token.is_cancelled() {
+            return Err(cancelled(prepared.evidence()));
+        }
+        let published = prepared.publish(self.graph).await?;
+        self.report_index_progress("rebuild_index", 1, tables_total);
+        Ok(published)
+    }
+
     /// Previews cleanup: what a run with `options` would delete. Nothing is recorded
     /// or deleted; it still takes the lane, so it sees no run of its own in progress.
     pub async fn preview_cleanup(&self, options: &CleanupOptions) -> Result<CleanupReport> {
@@ -157,18 +184,40 @@ impl<'a> Maintenance<'a> {
 }
 
 impl Maintenance<'_> {
-    async fn prepare_build_indexes(&self) -> Result<omnigraph_publish::PreparedIndexBuild> {
+    /// How an index build's staging runs: on the maintenance runtime, within the
+    /// full-text budget.
+    fn staging_setup(&self) -> impl FnOnce(&mut omnigraph_publish::Staging) + use<> {
         let runner = self.runner();
         let full_text = self.budget.full_text;
+        move |staging: &mut omnigraph_publish::Staging| {
+            if let Some(runner) = runner {
+                staging.run_links_with(runner);
+            }
+            staging.use_full_text_budget(full_text);
+        }
+    }
+
+    /// Reports an index run of one index per table as it goes.
+    fn report_index_progress(&self, operation: &'static str, done: u64, total: u64) {
+        progress::report(
+            self.progress.as_ref(),
+            MaintenanceProgress {
+                operation,
+                stage: ProgressStage::Working,
+                tables_done: done,
+                tables_total: total,
+                done,
+                total,
+                items: ProgressItems::Indexes,
+            },
+        );
+    }
+
+    async fn prepare_build_indexes(&self) -> Result<omnigraph_publish::PreparedIndexBuild> {
         let sink = self.progress.clone();
         self.graph
             .prepare_build_indexes_with(
-                |staging| {
-                    if let Some(runner) = runner {
-                        staging.run_links_with(runner);
-                    }
-                    staging.use_full_text_budget(full_text);
-                },
+                self.staging_setup(),
                 move |built: &omnigraph_publish::IndexBuildProgress| {
                     progress::report(
                         sink.as_ref(),

@@ -31,7 +31,7 @@ use omnigraph_core::adapter::{
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::schema::IndexKind;
-use omnigraph_core::{Evidence, OmniError, Result};
+use omnigraph_core::{ErrorKind, Evidence, OmniError, Result};
 use omnigraph_publish::indexes::{
     PendingIndex, built_partitions, stage_create_indices, vector_training_rows,
 };
@@ -374,6 +374,9 @@ async fn run_unit(
             table: Box::new(table),
             staged: left_staging,
         },
+        Err(error) if error.kind() == ErrorKind::MaintenanceCancelled => {
+            Ran::Cancelled { staged: true }
+        }
         Err(error) => Ran::Done {
             table: Box::new(TableOptimize {
                 outcome: failed_outcome(&error),
@@ -602,7 +605,18 @@ struct UnitRun {
     left_staging: bool,
 }
 
-/// [`publish_unit`], stopping before a restage once `token` is cancelled.
+/// Resolves once `token` is cancelled; never without one.
+async fn cancel_of(token: Option<&CancelToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// [`publish_unit`], stopping at the cancel points of `token`: before each publication
+/// after the first (whose cancel point is the caller's), and while a restage stages
+/// (dropped where it stands). A cancel there is `MaintenanceCancelled` with
+/// `Unpublished` evidence: the unit's staging is unreachable, and cleanup reclaims it.
 async fn publish_unit_until(
     graph: &Omnigraph,
     unit: PlannedUnit,
@@ -623,7 +637,11 @@ async fn publish_unit_until(
     let mut restages = 0;
     // Whether the unit's index work was set aside to land its compaction first.
     let mut indexes_deferred = false;
+    let mut first = true;
     loop {
+        if !std::mem::take(&mut first) && token.is_some_and(CancelToken::is_cancelled) {
+            return Err(cancelled(Evidence::Unpublished));
+        }
         let planned_version = adapter::version_of(&planned);
         let read_set =
             omnigraph_publish::ReadSet::staged(vec![(report.table_id.clone(), planned_version)]);
@@ -685,7 +703,11 @@ async fn publish_unit_until(
             });
         }
         restages += 1;
-        match restage_unit(graph, &mut staging, &mut report, &planned, &budget).await {
+        let restaged = tokio::select! {
+            restaged = restage_unit(graph, &mut staging, &mut report, &planned, &budget) => restaged,
+            () = cancel_of(token) => return Err(cancelled(Evidence::Unpublished)),
+        };
+        match restaged {
             Ok(Some(Restaged { table, deferred })) => {
                 planned = table;
                 indexes_deferred |= deferred;
@@ -788,7 +810,18 @@ async fn index_work_after(
             stage_index_work(graph, &mut staging, type_def, &report.table_id, &table).await?;
         Ok::<_, OmniError>((work, table))
     };
-    let (work, table) = match staged.await {
+    // Dropped where it stands on a cancel: its files are unreachable.
+    let staged = tokio::select! {
+        staged = staged => staged,
+        () = cancel_of(token) => {
+            set_aside(&mut report, "the run was cancelled");
+            return UnitRun {
+                table: report,
+                left_staging: true,
+            };
+        }
+    };
+    let (work, table) = match staged {
         Ok(staged) => staged,
         Err(error) => {
             let left_staging = error.evidence() != &Evidence::BeforeEffect;
@@ -823,6 +856,14 @@ async fn index_work_after(
     let restore = |table: &mut TableOptimize| {
         (table.fragments_before, table.fragments_after, table.rows) = figures;
     };
+    // The cancel point before the index work's publication.
+    if token.is_some_and(CancelToken::is_cancelled) {
+        set_aside(&mut report, "the run was cancelled");
+        return UnitRun {
+            table: report,
+            left_staging: true,
+        };
+    }
     match publish_unit_until(graph, unit, token).await {
         Ok(mut run) if run.table.published() => {
             restore(&mut run.table);
@@ -837,10 +878,12 @@ async fn index_work_after(
             run
         }
         Err(error) => {
-            set_aside(
-                &mut report,
-                &format!("publishing its index work failed: {error}"),
-            );
+            let why = if error.kind() == ErrorKind::MaintenanceCancelled {
+                "the run was cancelled".to_string()
+            } else {
+                format!("publishing its index work failed: {error}")
+            };
+            set_aside(&mut report, &why);
             UnitRun {
                 table: report,
                 left_staging: true,

@@ -32,6 +32,9 @@ pub enum TableRepairStatus {
     ForeignDrift,
     /// A pinned version's manifest or files are gone.
     MissingPin,
+    /// The table's folder is, or holds, a symbolic link (listed under `symlinks`):
+    /// cleanup neither lists nor deletes through it, and nothing else was checked.
+    Symlinked,
 }
 
 /// One table's report.
@@ -47,6 +50,8 @@ pub struct TableRepair {
     pub foreign_versions: u64,
     /// Pinned versions that cannot be read, with what is missing.
     pub missing: Vec<String>,
+    /// Symbolic links at or under the table's folder, as root-relative paths.
+    pub symlinks: Vec<String>,
     /// Detached versions no commit publishes (staging in flight, or dead).
     pub staging_versions: u64,
     /// Their bytes: manifests and the files only they reference.
@@ -96,7 +101,7 @@ pub(crate) async fn report(root: &Arc<StorageRoot>) -> Result<RepairReport> {
         }
     }
     table_ids.sort();
-    let tables = futures::stream::iter(table_ids)
+    let mut tables: Vec<(TableRepair, Vec<u64>)> = futures::stream::iter(table_ids)
         .map(|table_id| {
             let traced = &traced;
             async move { table_report(root, &table_id, traced).await }
@@ -104,15 +109,70 @@ pub(crate) async fn report(root: &Arc<StorageRoot>) -> Result<RepairReport> {
         .buffered(REQUEST_FAN_OUT)
         .try_collect()
         .await?;
-    Ok(RepairReport { tables })
+    if tables
+        .iter()
+        .any(|(table, _)| table.status == TableRepairStatus::MissingPin)
+    {
+        // A cleanup beside this report may have reclaimed those versions since it read
+        // the heads: it records that in the log before it deletes anything. Versions
+        // the heads read now no longer retain are not missing.
+        let branch_names = omnigraph_publish::branches::branch_names(root).await?;
+        let now = heads(root, &branch_names).await?;
+        let moved = now.len() != current.len()
+            || now.iter().any(|(branch, head)| {
+                current
+                    .get(branch)
+                    .is_none_or(|before| before.commit_id != head.commit_id)
+            });
+        if moved {
+            let retraced = crate::cleanup::trace_every_readable_commit(root, &now).await?;
+            for (table, versions) in &mut tables {
+                let retained = retraced.retained.get(&table.table_id);
+                let mut kept = versions.iter();
+                table.missing.retain(|_| {
+                    let version = kept.next().expect("a version per missing entry");
+                    retained.is_some_and(|retained| retained.contains(version))
+                });
+                if table.status == TableRepairStatus::MissingPin && table.missing.is_empty() {
+                    table.status = if table.foreign_versions > 0 {
+                        TableRepairStatus::ForeignDrift
+                    } else {
+                        TableRepairStatus::NoDrift
+                    };
+                    table.advice = advice(table.status, table.staging_versions).to_string();
+                }
+            }
+        }
+    }
+    Ok(RepairReport {
+        tables: tables.into_iter().map(|(table, _)| table).collect(),
+    })
 }
 
+/// One table's row, with the version of each `missing` entry.
 async fn table_report(
     root: &StorageRoot,
     table_id: &str,
     traced: &crate::cleanup::Traced,
-) -> Result<TableRepair> {
+) -> Result<(TableRepair, Vec<u64>)> {
     let folder = layout::table_path(table_id);
+    let symlinks = root.symlinks_under(&folder).await?;
+    if !symlinks.is_empty() {
+        return Ok((
+            TableRepair {
+                table_id: table_id.to_string(),
+                type_name: traced.type_names.get(table_id).cloned(),
+                status: TableRepairStatus::Symlinked,
+                foreign_versions: 0,
+                missing: Vec::new(),
+                symlinks,
+                staging_versions: 0,
+                staging_bytes: 0,
+                advice: advice(TableRepairStatus::Symlinked, 0).to_string(),
+            },
+            Vec::new(),
+        ));
+    }
     let listing = list_table(root, table_id).await?;
     let sizes = listing.sizes();
     let present: HashSet<&str> = sizes.keys().copied().collect();
@@ -130,18 +190,21 @@ async fn table_report(
         .collect();
 
     let mut missing = Vec::new();
+    let mut missing_versions = Vec::new();
     let mut marked: HashSet<String> = HashSet::new();
     let mut versions: Vec<u64> = retained.iter().copied().collect();
     versions.sort_unstable();
     for version in versions {
         if !manifests.contains_key(&version) {
             missing.push(format!("version {version}: its manifest is gone"));
+            missing_versions.push(version);
             continue;
         }
         let dataset = match adapter::open_table_at(root, &folder, version).await {
             Ok(dataset) => dataset,
             Err(error) if is_gone(&error) => {
                 missing.push(format!("version {version}: {error}"));
+                missing_versions.push(version);
                 continue;
             }
             Err(error) => return Err(error),
@@ -150,12 +213,14 @@ async fn table_report(
         for file in references.files() {
             if !present.contains(file.as_str()) {
                 missing.push(format!("version {version}: {file} is gone"));
+                missing_versions.push(version);
             }
             marked.insert(file.clone());
         }
         for index_folder in &references.index_folders {
             if !index_present(index_folder) {
                 missing.push(format!("version {version}: {index_folder}/ is gone"));
+                missing_versions.push(version);
             }
         }
     }
@@ -188,7 +253,24 @@ async fn table_report(
     } else {
         TableRepairStatus::NoDrift
     };
-    let advice = match status {
+    let row = TableRepair {
+        table_id: table_id.to_string(),
+        type_name: traced.type_names.get(table_id).cloned(),
+        status,
+        foreign_versions,
+        missing,
+        symlinks: Vec::new(),
+        staging_versions,
+        staging_bytes,
+        advice: advice(status, staging_versions).to_string(),
+    };
+    assert_eq!(row.missing.len(), missing_versions.len());
+    Ok((row, missing_versions))
+}
+
+/// What an operator can do about a table in `status`.
+fn advice(status: TableRepairStatus, staging_versions: u64) -> &'static str {
+    match status {
         TableRepairStatus::NoDrift if staging_versions > 0 => {
             "nothing to repair; `omnigraph cleanup` reclaims dead staging after the grace period"
         }
@@ -201,17 +283,11 @@ async fn table_report(
             "a pinned version lost files: restore them from a backup of the root, or read an \
              older commit (`--at`) whose pins are intact; never run Lance's own cleanup on a table"
         }
-    };
-    Ok(TableRepair {
-        table_id: table_id.to_string(),
-        type_name: traced.type_names.get(table_id).cloned(),
-        status,
-        foreign_versions,
-        missing,
-        staging_versions,
-        staging_bytes,
-        advice: advice.to_string(),
-    })
+        TableRepairStatus::Symlinked => {
+            "replace each symbolic link with the folder or file it names, inside the root; \
+             cleanup skips the table (and exits non-zero) until then"
+        }
+    }
 }
 
 fn is_gone(error: &OmniError) -> bool {

@@ -46,7 +46,7 @@ pub mod protocol;
 pub use columnar::InputFormat;
 pub use handle::{
     adjacency, branching, columnar, endpoint_cache, indexes, ingest, key_cache, merge, mutate,
-    omnigraph, reads, reserving, rows, schema_apply, spill, traverse,
+    omnigraph, reads, replanning, reserving, rows, schema_apply, spill, traverse,
 };
 pub use protocol::{
     branches, commit, gate, graph, layout, log, publisher, reservation, retention, staging,

@@ -60,6 +60,7 @@
 #![recursion_limit = "256"]
 
 use omnigraph_core::adapter;
+use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_publish::{CommitRef, Direction, LoadMode, Omnigraph};
 use omnigraph_tests::SOCIAL_SCHEMA;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -161,7 +162,11 @@ async fn read_bench(dir: &std::path::Path, people: usize) -> Value {
         .expect("create graph");
     graph.load(&path, LoadMode::Append).await.expect("load");
     let (neighbors_plain, nearest_plain) = read_latencies(&graph, &mut rng, people).await;
-    graph.build_indexes().await.expect("build indexes");
+    graph
+        .maintenance()
+        .build_indexes()
+        .await
+        .expect("build indexes");
     let (neighbors_indexed, nearest_indexed) = read_latencies(&graph, &mut rng, people).await;
     json!({
         "read_rows": people,
@@ -253,7 +258,11 @@ async fn optimize_bench(dir: &std::path::Path, rows: usize) -> Value {
             .await
             .expect("append");
         if index == 0 {
-            graph.build_indexes().await.expect("build indexes");
+            graph
+                .maintenance()
+                .build_indexes()
+                .await
+                .expect("build indexes");
         }
     }
     reset_peak();
@@ -394,7 +403,11 @@ async fn maintenance_bench(dir: &std::path::Path, rows: usize) -> Value {
                 .await
                 .expect("append");
             if index == 0 {
-                graph.build_indexes().await.expect("build indexes");
+                graph
+                    .maintenance()
+                    .build_indexes()
+                    .await
+                    .expect("build indexes");
             }
         }
         let maintenance = omnigraph_maintenance::Maintenance::of(&graph);
@@ -480,7 +493,6 @@ async fn cleanup_graph(uri: &str, names: &std::collections::BTreeMap<String, Str
 }
 
 async fn cleanup_after_grace(graph: &Omnigraph) -> omnigraph_maintenance::CleanupReport {
-    use omnigraph_maintenance::MaintenanceExt;
     let options = omnigraph_tests::keep_with_minimum_grace(1);
     // Nothing else runs: a clock minutes ahead makes everything older than the grace.
     omnigraph_tests::later_by(
@@ -541,7 +553,6 @@ async fn delete_times(
 }
 
 async fn cleanup_bench(dir: &std::path::Path, updates: usize, garbage: usize) -> Value {
-    use omnigraph_maintenance::MaintenanceExt;
     // Footprint: many single-row updates, then optimize and cleanup.
     let uri = dir.join("updated").display().to_string();
     let graph = cleanup_graph(&uri, &Default::default()).await;
@@ -788,7 +799,11 @@ async fn traverse_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Va
     let (scan_two_p50, scan_two_p99, scan_two) =
         traverse_latencies(&graph, scan_starts, &two).await;
     let started = Instant::now();
-    graph.build_indexes().await.expect("build indexes");
+    graph
+        .maintenance()
+        .build_indexes()
+        .await
+        .expect("build indexes");
     let index_seconds = started.elapsed().as_secs_f64();
     let (btree_one_p50, btree_one_p99, btree_one) = traverse_latencies(&graph, &starts, &one).await;
     let (btree_two_p50, btree_two_p99, btree_two) = traverse_latencies(&graph, &starts, &two).await;
@@ -1418,7 +1433,11 @@ async fn main() {
         requests.push(probe.counts().total());
     }
     // The same after the key index is built: covered fragments are looked up in it.
-    graph.build_indexes().await.expect("build indexes");
+    graph
+        .maintenance()
+        .build_indexes()
+        .await
+        .expect("build indexes");
     let mut indexed_requests = Vec::with_capacity(INSERTS);
     for index in 0..INSERTS {
         let probe = graph.graph().root().probe();

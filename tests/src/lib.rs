@@ -541,7 +541,7 @@ pub async fn people_and_ages(graph: &omnigraph_publish::Omnigraph) -> Vec<(Strin
 
 /// Polls `running` (a future under `clock`'s simulation) until it parks at `point`,
 /// and returns the ticket that releases it. Panics, naming `step`, if it ends first.
-pub async fn parked_at<F: std::future::Future>(
+pub async fn parked_at<F: std::future::Future + ?Sized>(
     clock: &omnigraph_core::seams::Simulation,
     running: &mut std::pin::Pin<Box<F>>,
     point: omnigraph_core::failpoints::Failpoint,

@@ -105,12 +105,14 @@ async fn creating_a_branch_copies_pins_and_writes_one_commit_and_its_head_copy()
         "{written} bytes for a branch of 3 tables"
     );
     // The source head (4 GETs), the new name's log (a HEAD GET and a LIST), the
-    // commit's put-if-absent, the source head again (4 GETs) and the HEAD copy.
+    // commit's put-if-absent and the HEAD copy. From the source's head, published
+    // within half the grace period of reading it, the source is not read again:
+    // cleanup keeps a head's pins for its grace period.
     assert_eq!(counts.get(RequestKind::PutIfAbsent), 1, "{counts}");
     assert_eq!(counts.get(RequestKind::Put), 1, "{counts}");
     assert_eq!(counts.get(RequestKind::List), 1, "{counts}");
-    assert_eq!(counts.get(RequestKind::Get), 9, "{counts}");
-    assert_eq!(counts.total(), 12, "{counts}");
+    assert_eq!(counts.get(RequestKind::Get), 5, "{counts}");
+    assert_eq!(counts.total(), 8, "{counts}");
 
     let feature = on(&graph, "feature").await;
     assert_eq!(
@@ -536,4 +538,117 @@ async fn creating_a_branch_under_commit_put_faults_says_what_it_left() {
     main.create_branch("refused", &CommitRef::Head)
         .await
         .unwrap();
+}
+
+/// Creates branch `b` on `source_handle`'s branch at `at` while the creation's commit
+/// PUT is held; `meanwhile` runs once the PUT is under way.
+async fn create_while_put_is_held<F: std::future::Future<Output = ()>>(
+    source_handle: &Omnigraph,
+    at: CommitRef,
+    meanwhile: F,
+) -> omnigraph_core::Result<omnigraph_publish::GraphCommit> {
+    use omnigraph_core::storage::{FaultAction, FaultRule};
+    let held = source_handle.graph().root().inject(
+        FaultRule::new(
+            "_graph/branches/b/commits/*",
+            &[RequestKind::PutIfAbsent],
+            FaultAction::Delay(Duration::from_millis(300)),
+        )
+        .times(1),
+    );
+    let (created, ()) = tokio::join!(source_handle.create_branch("b", &at), async {
+        while held.fired() == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        meanwhile.await;
+    });
+    created
+}
+
+async fn listed(graph: &Omnigraph) -> Vec<String> {
+    graph
+        .list_branches()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|branch| branch.name)
+        .collect()
+}
+
+/// A branch created from the head of a branch deleted a moment later lives: cleanup
+/// keeps the pins of a head for its grace period, deleted branches' too, and the new
+/// branch published within half of it. (It was deleted again, and the call said
+/// `commit_reclaimed`, though nothing was reclaimed.) From an older commit of the
+/// deleted branch, the new branch goes again, and the error says the source was
+/// deleted.
+#[tokio::test]
+async fn a_branch_created_from_a_branch_deleted_a_moment_later() {
+    let (main, test) = graph_with_people(Backend::Memory, 1).await;
+    main.create_branch("src", &CommitRef::Head).await.unwrap();
+    let src = on(&main, "src").await;
+    person(&src, "on-src").await;
+    let deleter = Omnigraph::open(&test.uri).await.unwrap();
+    let created = create_while_put_is_held(&src, CommitRef::Head, async {
+        deleter.delete_branch("src").await.unwrap();
+    })
+    .await
+    .unwrap();
+    assert_eq!(created.branch, "b");
+    let b = on(&main, "b").await;
+    assert_eq!(
+        ids_at(&b, "Person", &CommitRef::Head).await,
+        ["on-src", "p0"]
+    );
+    // A cleanup within the grace keeps what `b` pins, and so does one after it (`b` is
+    // a live branch by then).
+    omnigraph_tests::cleanup_keeping_one_after(&main, Duration::from_secs(30)).await;
+    omnigraph_tests::cleanup_keeping_one_after(&main, Duration::from_secs(600)).await;
+    assert_eq!(
+        ids_at(&b, "Person", &CommitRef::Head).await,
+        ["on-src", "p0"]
+    );
+
+    // From an older commit of a source deleted meanwhile: refused, nothing left live.
+    main.create_branch("src2", &CommitRef::Head).await.unwrap();
+    let src2 = on(&main, "src2").await;
+    person(&src2, "on-src2").await;
+    let older = CommitRef::Seq(src2.head().await.unwrap().seq - 1);
+    let deleter = Omnigraph::open(&test.uri).await.unwrap();
+    main.delete_branch("b").await.unwrap();
+    let error = create_while_put_is_held(&src2, older, async {
+        deleter.delete_branch("src2").await.unwrap();
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
+    assert!(error.to_string().contains("deleted"), "{error}");
+    assert_eq!(error.evidence(), &Evidence::Unpublished);
+    assert!(!listed(&main).await.contains(&"b".to_string()));
+}
+
+/// A creation whose check of the source's head fails after its commit landed deletes
+/// the new branch again and says it left something (it said `before_effect`, and the
+/// branch stayed live, maybe pinning versions cleanup was reclaiming).
+#[tokio::test]
+async fn a_creation_whose_check_fails_after_its_commit_landed_goes_again() {
+    use omnigraph_core::StorageKind;
+    use omnigraph_core::storage::{FaultAction, FaultRule};
+    let (main, _test) = graph_with_people(Backend::Memory, 1).await;
+    person(&main, "p1").await;
+    let older = CommitRef::Seq(main.head().await.unwrap().seq - 1);
+    let root = main.graph().root().clone();
+    let mut unreadable = None;
+    let error = create_while_put_is_held(&main, older, async {
+        // The source's log can no longer be read.
+        unreadable = Some(root.inject(FaultRule::new(
+            "_graph/branches/main/*",
+            &[RequestKind::Get, RequestKind::List],
+            FaultAction::FailBefore(StorageKind::Permanent),
+        )));
+    })
+    .await
+    .unwrap_err();
+    drop(unreadable);
+    assert_eq!(error.evidence(), &Evidence::Unpublished, "{error}");
+    assert!(!listed(&main).await.contains(&"b".to_string()));
 }

@@ -484,3 +484,220 @@ async fn an_empty_csv_field_is_an_empty_string_where_the_property_is_required() 
     assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
     assert!(error.to_string().contains("id"), "{error}");
 }
+
+/// A type with a property of every scalar kind, for files as pandas, pyarrow and
+/// polars write them.
+const WIDE_SCHEMA: &str = "
+node Item { id: String @key, name: String, n: Int32?, big: Int64?, f: Float32?, d: Float64?, at: Timestamp?, v: Vector(2)?, kind: String? }
+";
+
+/// The columns pandas, pyarrow and polars write for `ids`: `large_string` and
+/// `string_view` text (polars), `int64` for every integer and `double` for every float
+/// (pandas, pyarrow), a `timestamp[ns]` without a zone (pandas), vectors as lists of
+/// doubles (numpy arrays), and a dictionary-encoded categorical.
+fn python_columns(ids: &[&str], n: Vec<Option<i64>>, f: Vec<Option<f64>>, v: ArrayRef) -> Columns {
+    use arrow_array::{
+        DictionaryArray, Int64Array, LargeStringArray, StringViewArray, TimestampNanosecondArray,
+        types::Int8Type,
+    };
+    let count = ids.len();
+    vec![
+        (
+            "id",
+            Arc::new(LargeStringArray::from(ids.to_vec())) as ArrayRef,
+        ),
+        (
+            "name",
+            Arc::new(StringViewArray::from(
+                ids.iter()
+                    .map(|id| format!("name of {id}"))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        ("n", Arc::new(Int64Array::from(n))),
+        (
+            "big",
+            Arc::new(Int64Array::from(vec![Some(1_i64 << 40); count])),
+        ),
+        ("f", Arc::new(Float64Array::from(f))),
+        (
+            "d",
+            Arc::new(Float32Array::from(vec![Some(0.25_f32); count])),
+        ),
+        (
+            "at",
+            Arc::new(TimestampNanosecondArray::from(vec![
+                Some(
+                    1_700_000_000_123_456_000_i64
+                );
+                count
+            ])),
+        ),
+        ("v", v),
+        (
+            "kind",
+            Arc::new(
+                (0..count)
+                    .map(|i| ["small", "large"][i % 2])
+                    .collect::<DictionaryArray<Int8Type>>(),
+            ),
+        ),
+    ]
+}
+
+/// Vectors of `size` doubles each, as a list column (numpy arrays through pyarrow).
+fn double_lists(rows: &[Vec<f64>]) -> ArrayRef {
+    let mut builder =
+        arrow_array::builder::ListBuilder::new(arrow_array::builder::Float64Builder::new());
+    for row in rows {
+        builder.values().append_slice(row);
+        builder.append(true);
+    }
+    Arc::new(builder.finish())
+}
+
+#[tokio::test]
+async fn columnar_loads_take_the_types_python_writers_give() {
+    for format in [InputFormat::Parquet, InputFormat::ArrowIpc] {
+        let test = TestRoot::new(Backend::Memory).await;
+        let graph = Omnigraph::create(&test.uri, WIDE_SCHEMA).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let columns = python_columns(
+            &["i1", "i2"],
+            vec![Some(41), None],
+            vec![Some(1.5), Some(f64::NAN)],
+            double_lists(&[vec![1.0, 2.0], vec![3.0, 4.0]]),
+        );
+        let path = write(dir.path(), "items", format, &batch(columns));
+        // The file really holds the types the writers give.
+        if format == InputFormat::Parquet {
+            let file = std::fs::File::open(&path).unwrap();
+            let schema =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                    .unwrap()
+                    .schema()
+                    .clone();
+            assert_eq!(
+                schema.field_with_name("id").unwrap().data_type(),
+                &DataType::LargeUtf8
+            );
+            assert_eq!(
+                schema.field_with_name("n").unwrap().data_type(),
+                &DataType::Int64
+            );
+        }
+        assert_eq!(
+            load(&graph, &path, format, "Item").await.unwrap(),
+            2,
+            "{format:?}"
+        );
+        let i1 = graph
+            .get("Item", &json!("i1"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(i1["name"], "name of i1", "{format:?}");
+        assert_eq!(i1["n"], 41, "{format:?}");
+        assert_eq!(i1["big"], 1_i64 << 40, "{format:?}");
+        assert_eq!(i1["f"], 1.5, "{format:?}");
+        assert_eq!(i1["d"], 0.25, "{format:?}");
+        assert_eq!(i1["v"], json!([1.0, 2.0]), "{format:?}");
+        assert_eq!(i1["kind"], "small", "{format:?}");
+        // Nanoseconds without a zone, as microseconds in UTC.
+        assert_eq!(i1["at"], 1_700_000_000_123_456_i64, "{format:?}");
+        let i2 = graph
+            .get("Item", &json!("i2"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(i2["n"].is_null(), "{format:?}");
+        assert_eq!(i2["kind"], "large", "{format:?}");
+
+        // A value its property cannot hold is refused at its row, naming the field
+        // and the value, and nothing is published.
+        let head = graph.head().await.unwrap();
+        let refusals: [(&str, Columns, &[&str]); 3] = [
+            (
+                "out_of_range",
+                python_columns(
+                    &["j1", "j2"],
+                    vec![Some(1), Some(3_000_000_000)],
+                    vec![None, None],
+                    double_lists(&[vec![1.0, 2.0], vec![3.0, 4.0]]),
+                ),
+                &["row 1", "field n", "3000000000"],
+            ),
+            (
+                "too_large_for_float32",
+                python_columns(
+                    &["j1", "j2"],
+                    vec![None, None],
+                    vec![Some(1e300), None],
+                    double_lists(&[vec![1.0, 2.0], vec![3.0, 4.0]]),
+                ),
+                &["row 0", "field f", "Float32"],
+            ),
+            (
+                "short_vector",
+                python_columns(
+                    &["j1", "j2"],
+                    vec![None, None],
+                    vec![None, None],
+                    double_lists(&[vec![1.0, 2.0], vec![3.0, 4.0, 5.0]]),
+                ),
+                &["row 1", "field v", "got 3"],
+            ),
+        ];
+        for (name, columns, words) in refusals {
+            let path = write(dir.path(), name, format, &batch(columns));
+            let error = load(&graph, &path, format, "Item").await.unwrap_err();
+            assert_eq!(
+                error.kind(),
+                ErrorKind::BadInput,
+                "{format:?} {name}: {error}"
+            );
+            let said = error.to_string();
+            for word in words {
+                assert!(said.contains(word), "{format:?} {name}: {word:?} in {said}");
+            }
+            assert_eq!(graph.head().await.unwrap(), head, "{format:?} {name}");
+        }
+    }
+}
+
+/// A bad CSV value names its field, the line of the file a text editor shows (the
+/// header is line 1; a quoted field may span lines) and the value. (It said `row 0`,
+/// the batch's first row, quoting arrow's parser.)
+#[tokio::test]
+async fn a_bad_csv_value_names_its_field_line_and_value() {
+    let (graph, _test) = graph().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("people.csv");
+    std::fs::write(
+        &path,
+        "id,name,score\np1,\"two\nlines\",1.5\np2,Bo,2\np3,Cy,abc\n",
+    )
+    .unwrap();
+    let head = graph.head().await.unwrap();
+    let error = load(&graph, &path, InputFormat::Csv, "Person")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    let said = error.to_string();
+    for word in ["people.csv", "line 5", "field score", "\"abc\""] {
+        assert!(said.contains(word), "{word:?} in {said}");
+    }
+    assert!(!said.contains("row"), "{said}");
+    assert_eq!(graph.head().await.unwrap(), head);
+    // A missing required value is named by its line too.
+    let path = dir.path().join("keys.csv");
+    std::fs::write(&path, "id,name\np1,Ann\n,Bo\n").unwrap();
+    let said = load(&graph, &path, InputFormat::Csv, "Person")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        said.contains("line 3") && said.contains("field id"),
+        "{said}"
+    );
+}

@@ -4,6 +4,7 @@
 
 use omnigraph_core::adapter;
 use omnigraph_core::storage::{RequestCounts, StorageRoot};
+use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_publish::{
     CommitOperation, CommitRef, Graph, Publication, ReadSet, Staging, publish,
 };
@@ -144,7 +145,7 @@ async fn measure() -> BTreeMap<String, String> {
     let probe = graph.graph().root().probe();
     graph.insert_json("Person", warm_rows(11, 1)).await.unwrap();
     costs.insert("writers.insert_one_row_warm".into(), line(&probe.counts()));
-    graph.build_indexes().await.unwrap();
+    graph.maintenance().build_indexes().await.unwrap();
     graph.insert_json("Person", warm_rows(12, 1)).await.unwrap();
     let indexed = graph.graph().root().probe();
     graph.insert_json("Person", warm_rows(13, 1)).await.unwrap();
@@ -174,7 +175,6 @@ async fn measure() -> BTreeMap<String, String> {
     // that reclaimed, a second one on a cold root (its own Lance session).
     let later = std::time::Duration::from_secs(5 * 60);
     let options = omnigraph_tests::keep_with_minimum_grace(1);
-    use omnigraph_maintenance::MaintenanceExt;
     let recording = graph.graph().root().probe();
     let recorded = omnigraph_tests::later_by(later, graph.maintenance().cleanup(&options))
         .await
@@ -381,7 +381,7 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
         prepared.publish(graph).await.unwrap().unwrap()
     });
     warm!("writers.build_indexes_nothing_missing", |_i| {
-        graph.build_indexes().await.unwrap()
+        graph.maintenance().build_indexes().await.unwrap()
     });
     let probe = graph.graph().root().probe();
     graph

@@ -110,10 +110,9 @@ enum Op {
 }
 
 impl Op {
-    /// Whether the operation runs in the root's maintenance lane (an index build
-    /// through the handle does not).
+    /// Whether the operation runs in the root's maintenance lane.
     fn in_lane(self) -> bool {
-        matches!(self, Op::Optimize | Op::Cleanup)
+        matches!(self, Op::Optimize | Op::Cleanup | Op::BuildIndexes)
     }
 }
 
@@ -1856,7 +1855,7 @@ impl Write {
                 .cleanup(&omnigraph_tests::keep_with_minimum_grace(3))
                 .await
                 .map(|_| ()),
-            Write::BuildIndexes => graph.build_indexes().await.map(|_| ()),
+            Write::BuildIndexes => graph.maintenance().build_indexes().await.map(|_| ()),
             Write::SchemaApply(text) => graph.apply_schema(text, false).await.map(|_| ()),
         }
     }

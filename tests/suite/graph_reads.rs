@@ -3,6 +3,7 @@
 
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::{ErrorKind, OmniError};
+use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_publish::indexes::{built_partitions, first_partition_count};
 use omnigraph_publish::{CommitRef, Direction, Omnigraph};
 use omnigraph_tests::{Backend, TestRoot, head_table, objects};
@@ -70,7 +71,7 @@ async fn builds_each_kind_reports_pending_vectors_and_coverage() {
         )
         .await
         .unwrap();
-    let report = graph.build_indexes().await.unwrap();
+    let report = graph.maintenance().build_indexes().await.unwrap();
     let built: BTreeSet<String> = report
         .built
         .iter()
@@ -112,7 +113,7 @@ async fn builds_each_kind_reports_pending_vectors_and_coverage() {
     assert_eq!(of("embedding_vector").uncovered_rows, 50);
 
     // Nothing new to build: nothing published.
-    let again = graph.build_indexes().await.unwrap();
+    let again = graph.maintenance().build_indexes().await.unwrap();
     assert!(again.commit.is_none() && again.built.is_empty());
 
     // New rows: coverage reports them; too few vectors still pend, with the count.
@@ -127,7 +128,7 @@ async fn builds_each_kind_reports_pending_vectors_and_coverage() {
         .find(|c| c.type_name == "Person" && c.index == "id_btree")
         .unwrap();
     assert_eq!(btree.uncovered_rows, 100);
-    let report = graph.build_indexes().await.unwrap();
+    let report = graph.maintenance().build_indexes().await.unwrap();
     assert!(
         report.pending_indexes[0]
             .reason
@@ -139,7 +140,7 @@ async fn builds_each_kind_reports_pending_vectors_and_coverage() {
         .insert_json("Person", as_objects(people(150, 2_000, Some(&mut rng))))
         .await
         .unwrap();
-    let report = graph.build_indexes().await.unwrap();
+    let report = graph.maintenance().build_indexes().await.unwrap();
     assert_eq!(
         report.built,
         vec![("Person".to_string(), "embedding_vector".to_string())]
@@ -163,6 +164,7 @@ async fn builds_each_kind_reports_pending_vectors_and_coverage() {
         .await
         .unwrap();
     graph
+        .maintenance()
         .rebuild_index("Person", "embedding_vector")
         .await
         .unwrap();
@@ -220,7 +222,7 @@ async fn neighbors_match_a_brute_force_scan_with_and_without_indexes() {
             .await
             .unwrap();
         let unindexed = graph.head().await.unwrap();
-        graph.build_indexes().await.unwrap();
+        graph.maintenance().build_indexes().await.unwrap();
         for at in [CommitRef::Seq(unindexed.seq), CommitRef::Head] {
             for person in ["p0", "p7", "p39"] {
                 let expected: BTreeSet<String> = truth
@@ -299,7 +301,7 @@ async fn nearest_is_exact_without_an_index_and_recalls_with_ivf() {
         graph.insert_json("Person", as_objects(rows)).await.unwrap();
     }
     let exact_commit = graph.head().await.unwrap();
-    graph.build_indexes().await.unwrap();
+    graph.maintenance().build_indexes().await.unwrap();
     let queries: Vec<Vec<f32>> = (0..20).map(|_| vector(&mut rng)).collect();
     let mut recall_sum = 0.0;
     for query in &queries {
@@ -404,7 +406,7 @@ async fn text_search_needs_its_index_and_then_matches_exactly() {
         }
         other => panic!("expected NotFound, got {other}"),
     }
-    graph.build_indexes().await.unwrap();
+    graph.maintenance().build_indexes().await.unwrap();
     let found = graph
         .search_text("Person", "name", "cherry", 1_000, &CommitRef::Head)
         .await

@@ -20,6 +20,7 @@ fn tiny_budget(dir: &Path) -> LoadBudget {
     LoadBudget {
         key_set_memory_bytes_max: 16 << 10,
         spill_dir: dir.to_path_buf(),
+        ..LoadBudget::default()
     }
 }
 

@@ -133,7 +133,7 @@ async fn a_cancel_while_staging_stops_the_run_and_publishes_nothing() {
 #[tokio::test]
 async fn a_cancel_after_a_tables_first_link_is_unpublished() {
     let (graph, _test) = fragmented(Backend::Memory, 4).await;
-    graph.build_indexes().await.unwrap();
+    graph.maintenance().build_indexes().await.unwrap();
     for index in 10..14 {
         graph
             .insert_json(
@@ -162,6 +162,65 @@ async fn a_cancel_after_a_tables_first_link_is_unpublished() {
     assert_eq!(error.evidence(), &Evidence::Unpublished, "{error:?}");
     let head = graph.head().await.unwrap();
     assert_eq!(head, before, "head and every pin unchanged");
+}
+
+/// An index rebuild takes the root's lane like every maintenance run: it waits for the
+/// run holding it, and a cancel drops its build where it stands. (It ran outside the
+/// lane, beside optimize, and no cancel reached it.)
+#[tokio::test]
+async fn an_index_rebuild_waits_in_the_lane_and_a_cancel_drops_it() {
+    let (graph, _test) = fragmented(Backend::Memory, 4).await;
+    graph.maintenance().build_indexes().await.unwrap();
+    let before = graph.head().await.unwrap();
+    let person = table_of(&before, "Person");
+    // An optimize holds the lane, slowed down at its index files.
+    let slow = slow_writes(
+        graph.graph().root(),
+        &person,
+        "_indices",
+        Duration::from_millis(300),
+    );
+    let optimizing = spawn_optimize(&graph);
+    until_running(&graph).await;
+    let rebuilding = {
+        let graph = graph.clone();
+        tokio::spawn(async move {
+            graph
+                .maintenance()
+                .rebuild_index("Person", "name_fts")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        graph.maintenance_in_progress().unwrap().operation,
+        "optimize",
+        "the rebuild waits its turn"
+    );
+    optimizing.await.unwrap().unwrap();
+    let rebuilt = rebuilding.await.unwrap().unwrap();
+    let commit = rebuilt.commit.unwrap();
+    assert_eq!(commit.operation.kind, "rebuild_index");
+    assert!(commit.seq > before.seq + 1, "after optimize's commits");
+    // A cancel while it builds: nothing published, the build's files unreachable.
+    let head = graph.head().await.unwrap();
+    let rebuilding = {
+        let graph = graph.clone();
+        tokio::spawn(async move {
+            graph
+                .maintenance()
+                .rebuild_index("Person", "name_fts")
+                .await
+        })
+    };
+    until_running(&graph).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    graph.cancel_maintenance();
+    let error = rebuilding.await.unwrap().unwrap_err();
+    drop(slow);
+    assert_eq!(error.kind(), ErrorKind::MaintenanceCancelled, "{error}");
+    assert_eq!(error.evidence(), &Evidence::Unpublished, "{error:?}");
+    assert_eq!(graph.head().await.unwrap(), head);
 }
 
 #[tokio::test]
@@ -369,7 +428,7 @@ async fn a_fold_judges_lag_on_the_tip_and_trainability_like_a_first_build() {
             .await
             .unwrap();
     }
-    let built = graph.build_indexes().await.unwrap();
+    let built = graph.maintenance().build_indexes().await.unwrap();
     assert!(
         built
             .built
@@ -424,7 +483,7 @@ async fn a_fold_judges_lag_on_the_tip_and_trainability_like_a_first_build() {
 #[tokio::test]
 async fn heavy_work_runs_on_the_maintenance_runtime_and_the_caller_still_sees_it() {
     let (graph, _test) = fragmented(Backend::Memory, 4).await;
-    graph.build_indexes().await.unwrap();
+    graph.maintenance().build_indexes().await.unwrap();
     graph
         .insert_json("Person", objects(json!([{"id": "late", "name": "n"}])))
         .await

@@ -544,7 +544,7 @@ async fn run_writer(
             .apply_schema(MATRIX_SCHEMA_WITH_CITY, false)
             .await
             .map(|_| ()),
-        Writer::BuildIndexes => graph.build_indexes().await.map(|_| ()),
+        Writer::BuildIndexes => graph.maintenance().build_indexes().await.map(|_| ()),
         Writer::Optimize => unreachable!("run above"),
         Writer::Merge => graph.merge("feature").await.map(|_| ()),
         Writer::BranchCreate => graph

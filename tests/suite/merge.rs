@@ -1,12 +1,16 @@
 //! Merging branches: per-table fast-forwards, row merges by key, typed conflicts that
-//! publish nothing, no dangling edge, a merge that loses its CAS to a writer, and the
-//! base that moves with each merge.
+//! publish nothing, no dangling edge, a merge that loses its CAS to a writer (it plans
+//! again, and a starved one reserves), the base that moves with each merge, and a merge
+//! beside a branch deletion and cleanup.
 
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
-use omnigraph_core::{ErrorKind, MergeConflictKind, OmniError};
+use omnigraph_core::{ErrorKind, Evidence, MergeConflictKind, OmniError, failpoints, seams};
+use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_publish::{CommitRef, Omnigraph, TableMergeAction};
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects, on_branch};
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// main with people p0..p3 and companies c0, c1 (p0 works at c0), and a branch
@@ -292,7 +296,7 @@ async fn a_merge_keeps_every_edge_with_its_endpoints() {
 }
 
 #[tokio::test]
-async fn a_merge_that_loses_its_cas_to_a_writer_fails_typed_and_lands_on_retry() {
+async fn a_merge_that_loses_its_cas_to_a_writer_plans_again_and_lands() {
     let (main, feature, test) = forked(Backend::Local).await;
     insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
     insert(&main, "Person", json!([{"id": "m0", "name": "n"}])).await;
@@ -315,11 +319,14 @@ async fn a_merge_that_loses_its_cas_to_a_writer_fails_typed_and_lands_on_retry()
         insert(&writer, "Company", json!([{"id": "raced", "name": "c"}])).await;
     };
     let (merged, ()) = tokio::join!(merging, racing);
-    let error = merged.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::ReadSetChanged, "{error}");
-    assert_eq!(error.evidence(), &omnigraph_core::Evidence::Unpublished);
     drop(fault);
-    let report = main.merge("feature").await.unwrap();
+    // It lost its slot, planned again on the head that beat it, and landed after it.
+    let report = merged.unwrap();
+    let raced = main.head().await.unwrap().seq - 1;
+    assert_eq!(
+        report.into_seq, raced,
+        "the second plan is on the writer's commit"
+    );
     assert!(report.commit.is_some());
     assert_eq!(
         ids_at(&main, "Person", &CommitRef::Head).await,
@@ -868,5 +875,193 @@ async fn a_type_dropped_and_added_again_on_one_side_takes_its_new_table() {
     assert_eq!(
         ids_at(&main, "Person", &CommitRef::Head).await,
         ["m1", "p0", "p1", "p2", "p3"]
+    );
+}
+
+/// What happens to the merge's source while the merge stages.
+#[derive(Clone, Copy, Debug)]
+enum Meanwhile {
+    /// The source branch is deleted.
+    SourceDeleted,
+    /// The source branch moves on (one more write to the table the merge takes).
+    SourceMoved,
+}
+
+/// A merge parked just before it publishes while its source branch is deleted or moves
+/// on and a cleanup keeping one commit runs: the merge's source head was a head within
+/// the grace period, so cleanup keeps its pins, and the merge lands on a head that
+/// reads. `stalled` more seconds of the clock pass before the merge goes on.
+async fn merge_beside_cleanup(
+    meanwhile: Meanwhile,
+    stalled: i64,
+) -> (
+    Omnigraph,
+    Result<omnigraph_publish::MergeReport, OmniError>,
+    TestRoot,
+) {
+    let (main, feature, test) = forked(Backend::Local).await;
+    // Company and Person change only on the branch: the merge takes their pins as they
+    // are, staging nothing.
+    insert(&feature, "Company", json!([{"id": "c9", "name": "c"}])).await;
+    feature
+        .update("Company", "id = 'c0'", &[("name".into(), json!("renamed"))])
+        .await
+        .unwrap();
+    insert(&feature, "Person", json!([{"id": "f1", "name": "n"}])).await;
+    // Everything written so far is minutes old to the clock the rest runs on.
+    let clock = seams::Simulation::new(7, seams::now_micros() + 120_000_000, 0);
+    let merged = seams::simulate(clock.clone(), async {
+        let mut merging = Box::pin(main.merge("feature"));
+        let ticket = omnigraph_tests::parked_at(
+            &clock,
+            &mut merging,
+            failpoints::PUBLISH_BEFORE_GATE,
+            "the merge's publication",
+        )
+        .await;
+        match meanwhile {
+            Meanwhile::SourceDeleted => {
+                main.delete_branch("feature").await.unwrap();
+            }
+            Meanwhile::SourceMoved => {
+                feature
+                    .update("Company", "id = 'c1'", &[("name".into(), json!("moved"))])
+                    .await
+                    .unwrap();
+            }
+        }
+        let report = main
+            .maintenance()
+            .cleanup(&omnigraph_tests::keep_with_minimum_grace(1))
+            .await
+            .unwrap();
+        assert_eq!(report.totals.tables_failed, 0);
+        clock.advance(stalled * 1_000_000);
+        clock.windows().release(ticket);
+        merging.await
+    })
+    .await;
+    (main, merged, test)
+}
+
+#[tokio::test]
+async fn a_merge_beside_a_source_deletion_and_cleanup_lands_on_a_head_that_reads() {
+    for meanwhile in [Meanwhile::SourceDeleted, Meanwhile::SourceMoved] {
+        let (main, merged, _test) = merge_beside_cleanup(meanwhile, 0).await;
+        let report = merged.unwrap_or_else(|error| panic!("{meanwhile:?}: {error}"));
+        assert_eq!(action(&report, "Company"), TableMergeAction::FastForward);
+        // Every pin the merge published reads: the rows of both sides are there.
+        assert_eq!(
+            ids_at(&main, "Company", &CommitRef::Head).await,
+            ["c0", "c1", "c9"],
+            "{meanwhile:?}"
+        );
+        assert_eq!(
+            ids_at(&main, "Person", &CommitRef::Head).await,
+            ["f1", "p0", "p1", "p2", "p3"],
+            "{meanwhile:?}"
+        );
+        let renamed = main
+            .get("Company", &json!("c0"), &CommitRef::Head)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(renamed["name"], json!("renamed"), "{meanwhile:?}");
+        // Once the grace period has passed, a cleanup keeps what main's head pins.
+        omnigraph_tests::cleanup_keeping_one_after(&main, Duration::from_secs(600)).await;
+        assert_eq!(
+            ids_at(&main, "Company", &CommitRef::Head).await,
+            ["c0", "c1", "c9"],
+            "{meanwhile:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_merge_stalled_past_half_the_grace_beside_cleanup_publishes_nothing() {
+    // Stalled 40 s after it read its source, past half the one-minute grace period: the
+    // pins it read may be gone, so it fails as staging that old does, and the head (the
+    // cleanup's record) reads.
+    let (main, merged, _test) = merge_beside_cleanup(Meanwhile::SourceDeleted, 40).await;
+    let error = merged.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::StagingExpired, "{error}");
+    // It staged nothing: its pins are taken as they are.
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+    let head = main.head().await.unwrap();
+    assert_eq!(
+        head.operation.kind,
+        omnigraph_publish::retention::RECORD_OPERATION
+    );
+    assert_eq!(
+        ids_at(&main, "Company", &CommitRef::Head).await,
+        ["c0", "c1"]
+    );
+    assert_eq!(
+        ids_at(&main, "Person", &CommitRef::Head).await,
+        ["p0", "p1", "p2", "p3"]
+    );
+}
+
+#[tokio::test]
+async fn a_merge_beside_a_steady_stream_of_inserts_lands() {
+    let (main, feature, test) = forked(Backend::Local).await;
+    insert(&feature, "Company", json!([{"id": "c7", "name": "c"}])).await;
+    // Each read of the branch's log is slow, so every plan spans several inserts.
+    let _slow = main.graph().root().inject(FaultRule::new(
+        "_graph/branches/feature/commits/*",
+        &[RequestKind::Get],
+        FaultAction::Delay(Duration::from_millis(150)),
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let inserted = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (stop, inserted) = (stop.clone(), inserted.clone());
+        let writer = Omnigraph::open(&test.uri).await.unwrap();
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let at = inserted.fetch_add(1, Ordering::SeqCst);
+                insert(
+                    &writer,
+                    "Person",
+                    json!([{"id": format!("s{at}"), "name": "n"}]),
+                )
+                .await;
+            }
+        })
+    };
+    while inserted.load(Ordering::SeqCst) < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let merged = main.merge("feature").await;
+    stop.store(true, Ordering::SeqCst);
+    writer.await.unwrap();
+    let report = merged.unwrap();
+    let commit = report.commit.unwrap();
+    // It lost to the inserts, reserved every table, and landed before the next insert.
+    assert!(
+        commit.seq > report.into_seq,
+        "the merge's commit follows its plan's head"
+    );
+    let log = main
+        .graph()
+        .log("main")
+        .unwrap()
+        .log(64, None)
+        .await
+        .unwrap();
+    assert!(
+        log.iter()
+            .any(|commit| commit.operation.kind == omnigraph_publish::reserving::RESERVE_OPERATION),
+        "a starved merge reserves"
+    );
+    assert_eq!(
+        ids_at(&main, "Company", &CommitRef::Head).await,
+        ["c0", "c1", "c7"]
+    );
+    let people = ids_at(&main, "Person", &CommitRef::Head).await;
+    assert_eq!(
+        people.len() as u64,
+        4 + inserted.load(Ordering::SeqCst),
+        "every insert landed too"
     );
 }

@@ -2,6 +2,7 @@
 
 use omnigraph_core::storage::FaultAction;
 use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind};
+use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, ScanRequest};
 use omnigraph_tests::{
     BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, fault_commit_puts, objects,
@@ -407,7 +408,7 @@ async fn an_update_follows_a_concurrent_index_build_and_the_index_answers_right(
             .await
             .unwrap();
         // The indexes cover every fragment, the update's own included (unchanged).
-        other.build_indexes().await.unwrap();
+        other.maintenance().build_indexes().await.unwrap();
         prepared.publish(&graph).await.unwrap().unwrap();
         let ids_where = |filter: &'static str| {
             let graph = &graph;

@@ -5,6 +5,7 @@
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::storage::{FaultAction, RequestKind};
 use omnigraph_core::{Evidence, OmniError, StorageKind, failpoints};
+use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_maintenance::optimize as run_optimize;
 use omnigraph_maintenance::optimize::{plan_unit, publish_unit};
 use omnigraph_publish::indexes::built_partitions;
@@ -31,7 +32,7 @@ async fn fifty_inserts(backend: Backend) -> (Omnigraph, TestRoot) {
         )
         .await
         .unwrap();
-    graph.build_indexes().await.unwrap();
+    graph.maintenance().build_indexes().await.unwrap();
     for i in 1..50 {
         let word = ["apple", "banana", "cherry"][i % 3];
         graph
@@ -181,7 +182,7 @@ async fn a_four_partition_ivf_index_keeps_four_partitions_after_a_fold() {
         .insert_json("Person", vectors(&mut rng, 0, 4_000))
         .await
         .unwrap();
-    graph.build_indexes().await.unwrap();
+    graph.maintenance().build_indexes().await.unwrap();
     assert_eq!(
         built_partitions(&*head_table(&graph, "Person").await, "embedding_vector")
             .await
@@ -500,7 +501,7 @@ async fn a_unit_carries_concurrent_deletes_into_its_compacted_rows_without_writi
             .await
             .unwrap();
         if chunk == 0 {
-            graph.build_indexes().await.unwrap();
+            graph.maintenance().build_indexes().await.unwrap();
         }
     }
     let before = ids_and_row_ids_of(&*head_table(&graph, "Person").await).await;
@@ -642,7 +643,7 @@ async fn a_fold_alone_is_recommitted_beside_a_concurrent_insert() {
         .insert_json("Person", objects(Value::Array(ten)))
         .await
         .unwrap();
-    graph.build_indexes().await.unwrap();
+    graph.maintenance().build_indexes().await.unwrap();
     graph
         .insert_json(
             "Person",
@@ -817,7 +818,11 @@ async fn repeated_runs_converge_and_write_only_lance_files_and_commits() {
             .len(),
         2
     );
-    graph.rebuild_index("Person", "name_fts").await.unwrap();
+    graph
+        .maintenance()
+        .rebuild_index("Person", "name_fts")
+        .await
+        .unwrap();
     run_optimize(&graph, &budget()).await.unwrap();
     assert_eq!(
         head_table(&graph, "Person")
@@ -867,7 +872,6 @@ fn a_unit_that_waited_through_a_cleanup_is_not_restaged() {
 }
 
 async fn a_unit_waits_through_a_cleanup() {
-    use omnigraph_maintenance::MaintenanceExt;
     let second = 1_000_000;
     let clock = omnigraph_core::seams::Simulation::new(
         7,
@@ -903,4 +907,159 @@ async fn a_unit_waits_through_a_cleanup() {
         assert_eq!(person_ids(&graph).await.len(), 51);
     })
     .await;
+}
+
+/// An optimize through the lane, on a clock of its own whose windows the test parks it
+/// at; `other` is a second handle that moves Person while the run is parked.
+struct ParkedOptimize<'a> {
+    clock: std::sync::Arc<omnigraph_core::seams::Simulation>,
+    run: std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = omnigraph_core::Result<omnigraph_maintenance::OptimizeReport>,
+                > + 'a,
+        >,
+    >,
+}
+
+impl<'a> ParkedOptimize<'a> {
+    fn start(graph: &'a Omnigraph) -> ParkedOptimize<'a> {
+        let clock =
+            omnigraph_core::seams::Simulation::new(7, omnigraph_core::seams::now_micros(), 1);
+        let run = Box::pin(omnigraph_core::seams::simulate(clock.clone(), async move {
+            graph.maintenance().optimize().await
+        }));
+        ParkedOptimize { clock, run }
+    }
+
+    /// Runs until the next staged manifest is written, and parks there.
+    async fn park_at_next_link(&mut self, step: &str) -> u64 {
+        omnigraph_tests::parked_at(
+            &self.clock,
+            &mut self.run,
+            failpoints::STAGE_AFTER_MANIFEST,
+            step,
+        )
+        .await
+    }
+
+    /// Runs until a staged manifest is written after `publications` publications were
+    /// tried (releasing the links staged before), and parks there.
+    async fn park_at_a_link_after(&mut self, publications: u64, step: &str) -> u64 {
+        loop {
+            let ticket = self.park_at_next_link(step).await;
+            if self.publications() >= publications {
+                assert_eq!(self.publications(), publications, "{step}");
+                return ticket;
+            }
+            self.clock.windows().release(ticket);
+        }
+    }
+
+    fn publications(&self) -> u64 {
+        self.clock
+            .windows()
+            .reached()
+            .get(failpoints::PUBLISH_BEFORE_COMMIT_PUT.name())
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+async fn insert_late(other: &Omnigraph, n: usize) {
+    other
+        .insert_json(
+            "Person",
+            objects(json!([{"id": format!("late{n}"), "name": "late", "age": 25}])),
+        )
+        .await
+        .unwrap();
+}
+
+/// A cancel that comes while a unit stages again on a moved pin: the restage is
+/// dropped (or, if it finished, not published), and the run ends cancelled with
+/// nothing of it published. (The restaged unit was published without a cancel check.)
+#[tokio::test]
+async fn a_cancel_while_a_unit_restages_publishes_nothing() {
+    let (graph, test) = fifty_inserts(Backend::Local).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let before = graph.head().await.unwrap();
+    let mut optimize = ParkedOptimize::start(&graph);
+    let ticket = optimize.park_at_next_link("the unit's compaction").await;
+    insert_late(&other, 0).await;
+    optimize.clock.windows().release(ticket);
+    // The unit lost its publication to the insert and stages again on the new pin.
+    let ticket = optimize.park_at_a_link_after(1, "the restage").await;
+    graph.cancel_maintenance();
+    optimize.clock.windows().release(ticket);
+    let error = (&mut optimize.run).await.unwrap_err();
+    assert_eq!(
+        error.kind(),
+        omnigraph_core::ErrorKind::MaintenanceCancelled,
+        "{error}"
+    );
+    assert_eq!(error.evidence(), &Evidence::Unpublished);
+    assert_eq!(optimize.publications(), 1, "nothing after the cancel");
+    let head = graph.head().await.unwrap();
+    assert_eq!(head.seq, before.seq + 1, "only the writer's insert");
+    assert_eq!(head.operation.kind, "insert");
+    // The next run compacts.
+    let report = run_optimize(&graph, &budget()).await.unwrap();
+    assert!(report.table("Person").unwrap().published());
+}
+
+/// A cancel that comes while a unit builds the index work it set aside to land its
+/// compaction first: the compaction stays published, the index work is dropped and
+/// listed pending, and the run ends cancelled, partly published. (The deferred index
+/// work was built and published without a cancel check.)
+#[tokio::test]
+async fn a_cancel_while_deferred_index_work_stages_keeps_the_compaction_only() {
+    let (graph, test) = fifty_inserts(Backend::Local).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let mut optimize = ParkedOptimize::start(&graph);
+    let ticket = optimize.park_at_next_link("the unit's compaction").await;
+    insert_late(&other, 0).await;
+    optimize.clock.windows().release(ticket);
+    // The restage carries the compaction and sets the index folds aside; the
+    // compaction publishes alone, and its index work stages on its commit.
+    let ticket = optimize
+        .park_at_a_link_after(2, "the deferred index work")
+        .await;
+    let compacted = graph.head().await.unwrap();
+    assert_eq!(compacted.operation.kind, "optimize");
+    assert!(
+        compacted.operation.summary.contains("0 folded, 0 built"),
+        "{}",
+        compacted.operation.summary
+    );
+    graph.cancel_maintenance();
+    optimize.clock.windows().release(ticket);
+    let error = (&mut optimize.run).await.unwrap_err();
+    assert_eq!(
+        error.kind(),
+        omnigraph_core::ErrorKind::MaintenanceCancelled,
+        "{error}"
+    );
+    assert_eq!(
+        error.evidence(),
+        &Evidence::PartlyPublished {
+            published_units: vec!["Person".into()]
+        }
+    );
+    assert_eq!(
+        optimize.publications(),
+        2,
+        "the index work was not published"
+    );
+    assert_eq!(graph.head().await.unwrap().seq, compacted.seq);
+    let lagging = graph
+        .index_coverage(&CommitRef::Head)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|coverage| coverage.type_name == "Person" && coverage.uncovered_rows > 0)
+        .count();
+    assert!(lagging > 0, "the folds wait for the next run");
+    let report = run_optimize(&graph, &budget()).await.unwrap();
+    assert!(report.table("Person").unwrap().published());
 }

@@ -195,7 +195,7 @@ async fn a_write_by_key_reads_only_the_fragments_that_hold_its_keys() {
 #[tokio::test]
 async fn a_point_update_keeps_the_row_id_and_the_key_index_finds_the_new_row() {
     let (graph, _test) = many_fragments(Backend::Memory).await;
-    graph.build_indexes().await.unwrap();
+    graph.maintenance().build_indexes().await.unwrap();
     let row_id = |commit: GraphCommit| {
         let graph = &graph;
         async move {

@@ -8,6 +8,7 @@ use omnigraph_tests::{
     BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, head_table, ids_at, objects,
 };
 use serde_json::{Value, json};
+use std::time::Duration;
 
 async fn new_graph(backend: Backend) -> (Omnigraph, TestRoot) {
     let test = TestRoot::new(backend).await;
@@ -1303,4 +1304,125 @@ async fn an_insert_lands_after_other_writers_moved_its_table_many_times() {
     expected.push("mine".into());
     expected.sort();
     assert_eq!(ids_at(&graph, "Person", &CommitRef::Head).await, expected);
+}
+
+/// An input a load cannot open twice.
+#[derive(Clone, Copy, Debug)]
+enum OnceInput {
+    /// A named pipe, written once and closed.
+    Fifo,
+    /// An anonymous pipe, read through `/proc/self/fd` as `/dev/stdin` is.
+    Pipe,
+}
+
+/// A warm handle whose view is stale (another handle inserted the person `p2` since),
+/// and the JSONL of an edge to `p2`: refused on the stale view, valid at the head.
+async fn stale_warm_handle() -> (Omnigraph, Omnigraph, TestRoot, &'static str) {
+    let (writer, test) = new_graph(Backend::Memory).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    other
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
+        .await
+        .unwrap();
+    other
+        .insert_json("Person", objects(json!([{"id": "p1", "name": "Ann"}])))
+        .await
+        .unwrap();
+    writer
+        .insert_json("Person", objects(json!([{"id": "p2", "name": "Bo"}])))
+        .await
+        .unwrap();
+    let line = "{\"type\":\"WorksAt\",\"id\":\"e1\",\"src\":\"p2\",\"dst\":\"c1\"}\n";
+    (writer, other, test, line)
+}
+
+/// Loads `text` into `graph` from an input of `kind` (within 20 s: a load that opens
+/// the input again may wait for a writer that is gone).
+async fn load_once_input(
+    graph: &Omnigraph,
+    kind: OnceInput,
+    text: &'static str,
+) -> Result<omnigraph_publish::IngestReport, OmniError> {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let deadline = Duration::from_secs(20);
+    match kind {
+        OnceInput::Fifo => {
+            let fifo = dir.path().join("input.jsonl");
+            let made = std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap();
+            assert!(made.success());
+            let path = fifo.clone();
+            let feeder = std::thread::spawn(move || {
+                let mut pipe = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                pipe.write_all(text.as_bytes()).unwrap();
+            });
+            let loaded = tokio::time::timeout(deadline, graph.load(&fifo, LoadMode::Append))
+                .await
+                .expect("the load never opens its input twice");
+            feeder.join().unwrap();
+            loaded
+        }
+        OnceInput::Pipe => {
+            use std::os::fd::AsRawFd;
+            let (reader, mut writer) = std::io::pipe().unwrap();
+            writer.write_all(text.as_bytes()).unwrap();
+            drop(writer);
+            let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", reader.as_raw_fd()));
+            let loaded = tokio::time::timeout(deadline, graph.load(&path, LoadMode::Append))
+                .await
+                .expect("the load never opens its input twice");
+            drop(reader);
+            loaded
+        }
+    }
+}
+
+/// A warm handle refused a load from a pipe or a FIFO on the head it last saw, and the
+/// branch head had moved: the load runs again there from the bytes it read. (It opened
+/// the input again: a FIFO whose writer was gone hung; a pipe gave nothing, and the
+/// load ended `Ok` with nothing loaded.)
+#[tokio::test]
+async fn a_refused_load_from_a_pipe_runs_again_from_what_it_read() {
+    for kind in [OnceInput::Fifo, OnceInput::Pipe] {
+        let (writer, other, _test, line) = stale_warm_handle().await;
+        let report = load_once_input(&other, kind, line)
+            .await
+            .unwrap_or_else(|error| panic!("{kind:?}: {error}"));
+        assert!(
+            report.commit.is_some(),
+            "{kind:?}: the second run published"
+        );
+        assert_eq!(
+            ids_at(&writer, "WorksAt", &CommitRef::Head).await,
+            vec!["e1"],
+            "{kind:?}"
+        );
+    }
+}
+
+/// The same, from an input longer than the handle keeps: the first refusal is final,
+/// and nothing changed.
+#[tokio::test]
+async fn a_refused_load_from_a_pipe_longer_than_the_spool_keeps_its_refusal() {
+    let (writer, other, _test, line) = stale_warm_handle().await;
+    let other = other.with_load_budget(omnigraph_publish::LoadBudget {
+        input_spool_bytes_max: 8,
+        ..omnigraph_publish::LoadBudget::default()
+    });
+    let head = writer.head().await.unwrap();
+    let error = load_once_input(&other, OnceInput::Pipe, line)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    assert_eq!(error.evidence(), &Evidence::BeforeEffect);
+    assert!(error.to_string().contains("p2"), "{error}");
+    assert_eq!(writer.head().await.unwrap().seq, head.seq);
+    assert!(
+        ids_at(&writer, "WorksAt", &CommitRef::Head)
+            .await
+            .is_empty()
+    );
 }

@@ -1,5 +1,6 @@
 //! The storage root and the object-store wrapper every request in it passes through.
 
+mod local_links;
 mod options;
 mod root;
 #[cfg(feature = "s3")]

@@ -490,8 +490,59 @@ impl StorageRoot {
             .map_err(|error| OmniError::from_object_store(format!("put {relative}"), error))
     }
 
+    /// The symbolic links at or under `relative` on a local root, as root-relative
+    /// paths (none on `memory://` and S3 roots, which have no links): what repair
+    /// reports, and what listing and deleting refuse.
+    pub async fn symlinks_under(&self, relative: &str) -> Result<Vec<String>> {
+        self.local_links(relative, super::local_links::links_at_or_under)
+            .await
+    }
+
+    /// Refuses a listing of `prefix` that would follow a symbolic link (on a local
+    /// root): nothing under a root is followed out of it.
+    async fn refuse_links_under(&self, prefix: &str) -> Result<()> {
+        let links = self.symlinks_under(prefix).await?;
+        refuse_links(links)
+    }
+
+    /// Refuses a request to `relative` through a symbolic link (on a local root).
+    async fn refuse_links_on_the_way(&self, relative: &str) -> Result<()> {
+        let links = self
+            .local_links(relative, super::local_links::links_on_the_way)
+            .await?;
+        refuse_links(links)
+    }
+
+    /// Runs a link check of a local root off the runtime's threads (inline in a
+    /// deterministic simulation); nothing to check elsewhere.
+    async fn local_links(
+        &self,
+        relative: &str,
+        check: fn(&std::path::Path, &str) -> std::io::Result<Vec<String>>,
+    ) -> Result<Vec<String>> {
+        let RootLocation::Local(folder) = &self.location else {
+            return Ok(Vec::new());
+        };
+        let (folder, owned) = (folder.clone(), relative.to_string());
+        let checked = if crate::seams::in_simulation() {
+            check(&folder, &owned)
+        } else {
+            tokio::task::spawn_blocking(move || check(&folder, &owned))
+                .await
+                .map_err(|error| OmniError::internal(format!("a link check stopped: {error}")))?
+        };
+        checked.map_err(|error| {
+            OmniError::storage(
+                StorageKind::Unknown,
+                format!("check {relative} for symbolic links"),
+                error.into(),
+            )
+        })
+    }
+
     /// Lists the objects under a prefix (recursively), as root-relative paths, sorted.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.refuse_links_under(prefix).await?;
         let base = self.base_path.as_ref().to_string();
         let mut names: Vec<String> = self
             .inner()
@@ -513,6 +564,7 @@ impl StorageRoot {
     /// Lists the objects under a prefix (recursively) with their size and age, as
     /// root-relative paths, sorted.
     pub async fn list_with_meta(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        self.refuse_links_under(prefix).await?;
         let base = self.base_path.as_ref().to_string();
         let mut objects: Vec<ObjectInfo> = self
             .inner()
@@ -534,6 +586,8 @@ impl StorageRoot {
     /// The names of the folders directly under a prefix (one LIST with a delimiter),
     /// sorted.
     pub async fn list_folders(&self, prefix: &str) -> Result<Vec<String>> {
+        // A linked folder among the names is refused when it is listed itself.
+        self.refuse_links_on_the_way(prefix).await?;
         let listed = self
             .inner()
             .list_with_delimiter(Some(&self.path(prefix)))
@@ -557,6 +611,7 @@ impl StorageRoot {
 
     /// Deletes an object; deleting a missing object is not an error.
     pub async fn delete(&self, relative: &str) -> Result<()> {
+        self.refuse_links_on_the_way(relative).await?;
         // Called as a function: `.delete(` reads as a Lance write to the guard.
         match ObjectStoreExt::delete(self.inner().as_ref(), &self.path(relative)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
@@ -565,5 +620,19 @@ impl StorageRoot {
                 error,
             )),
         }
+    }
+}
+
+/// A symbolic link under a root, as the typed error that refuses to follow it.
+fn refuse_links(links: Vec<String>) -> Result<()> {
+    match links.first() {
+        None => Ok(()),
+        Some(link) => Err(OmniError::corrupt(
+            link.clone(),
+            format!(
+                "a symbolic link under the root ({} in all): nothing under a root is followed out of it; replace it with the folder or file it names",
+                links.len()
+            ),
+        )),
     }
 }

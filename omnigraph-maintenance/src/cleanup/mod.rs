@@ -27,8 +27,7 @@ pub(crate) async fn trace_every_readable_commit(
     root: &Arc<StorageRoot>,
     heads: &BTreeMap<String, omnigraph_publish::GraphCommit>,
 ) -> Result<Traced> {
-    let everything = CleanupPolicy::keep_commits(u64::MAX)?;
-    trace::trace(root, heads, &everything, GRACE_MIN, seams::now_micros()).await
+    trace::trace_readable(root, heads, seams::now_micros()).await
 }
 
 use crate::budget::REQUEST_FAN_OUT;
@@ -106,8 +105,12 @@ impl CleanupPolicy {
 pub struct CleanupOptions {
     /// What stays readable.
     pub policy: CleanupPolicy,
-    /// Commits and files younger than this are kept.
+    /// Commits and files younger than this are kept. A longer grace period a branch
+    /// head records (an earlier run's) is used instead, unless `lower_grace`.
     pub grace: Duration,
+    /// Record `grace` even when it is shorter than the recorded one, and plan with it:
+    /// only while no cleanup with a longer grace period runs on the root.
+    pub lower_grace: bool,
 }
 
 impl CleanupOptions {
@@ -116,7 +119,15 @@ impl CleanupOptions {
         CleanupOptions {
             policy,
             grace: GRACE_DEFAULT,
+            lower_grace: false,
         }
+    }
+
+    /// The same, recording its grace period even when a branch head records a longer
+    /// one (see [`CleanupOptions::lower_grace`]).
+    pub fn lowering_grace(mut self) -> CleanupOptions {
+        self.lower_grace = true;
+        self
     }
 
     /// The same with another grace period; one below [`GRACE_MIN`] is refused.
@@ -236,9 +247,23 @@ pub(crate) async fn preview(
 ) -> Result<CleanupReport> {
     let started = Instant::now();
     let mut logs = trace_logs(root, options, token).await?;
-    let mut rows = plan(root, &logs, progress).await?;
+    let mut rows = plan_until(root, &logs, token, progress).await?;
     retrace(root, &mut logs, &mut rows, token, Grace::Own).await?;
-    Ok(Planned::of(logs, rows).preview_report(options, started, Vec::new()))
+    Ok(Planned::of(logs, rows).preview_report(started, Vec::new()))
+}
+
+/// [`plan`], dropped where it stands on a cancel (it only lists and reads), which ends
+/// the run before any effect.
+async fn plan_until(
+    root: &Arc<StorageRoot>,
+    logs: &Logs,
+    token: &CancelToken,
+    progress: Option<&ProgressSink>,
+) -> Result<Vec<(TableCleanup, TablePlan)>> {
+    tokio::select! {
+        rows = plan(root, logs, progress) => rows,
+        () = token.cancelled() => Err(cancelled(Evidence::BeforeEffect)),
+    }
 }
 
 /// Runs cleanup: plans, publishes its record, plans again what moved, then deletes.
@@ -251,7 +276,7 @@ pub(crate) async fn run(
 ) -> Result<CleanupReport> {
     let started = Instant::now();
     let mut logs = trace_logs(root, options, token).await?;
-    let mut rows = plan(root, &logs, progress).await?;
+    let mut rows = plan_until(root, &logs, token, progress).await?;
     // The record is also the fence: a writer whose commit lands after it checked its
     // staging against it, and one whose commit landed before it is traced below. So
     // nothing the plan judged old can still be published once the record is in. A plan
@@ -260,7 +285,7 @@ pub(crate) async fn run(
     let deletes = rows.iter().any(|(row, plan)| {
         row.error.is_none() && !(plan.manifests.is_empty() && plan.files.is_empty())
     });
-    let recorded = record(root, &mut logs, options, actor, deletes).await?;
+    let recorded = record(root, &mut logs, options, actor, deletes, token).await?;
     let after_record = |error: OmniError| {
         if recorded.is_empty() {
             error
@@ -282,7 +307,7 @@ pub(crate) async fn run(
         // files went yet. Without a record the run planned no deletion: nothing changed.
         return Err(after_record(cancelled(Evidence::BeforeEffect)));
     }
-    Ok(planned.run_report(options, started, recorded))
+    Ok(planned.run_report(started, recorded))
 }
 
 /// The logs as traced, and what the run judges old.
@@ -314,7 +339,13 @@ async fn trace_logs(
     let began_micros = seams::now_micros();
     let branch_names = branch_names(root).await?;
     let heads = heads(root, &branch_names).await?;
-    let traced = trace::trace(root, &heads, &options.policy, options.grace, began_micros).await?;
+    // A longer grace period recorded by an earlier run stays in force: writers may be
+    // checking their staging against it.
+    let grace = match options.lower_grace {
+        true => options.grace,
+        false => options.grace.max(largest_recorded_grace(&heads)),
+    };
+    let traced = trace::trace(root, &heads, &options.policy, grace, began_micros).await?;
     if token.is_cancelled() {
         return Err(cancelled(Evidence::BeforeEffect));
     }
@@ -323,8 +354,19 @@ async fn trace_logs(
         heads,
         traced,
         began_micros,
-        grace: options.grace,
+        grace,
     })
+}
+
+/// The longest grace period a live branch's head records (zero when none does): a
+/// deleted branch's protects no writer, since none publishes there.
+fn largest_recorded_grace(heads: &BTreeMap<String, omnigraph_publish::GraphCommit>) -> Duration {
+    heads
+        .values()
+        .filter(|head| !head.deleted)
+        .filter_map(|head| head.retention.map(|retention| retention.grace()))
+        .max()
+        .unwrap_or_default()
 }
 
 impl Logs {
@@ -334,14 +376,7 @@ impl Logs {
     /// checked against an earlier record either published before this run's record, and
     /// is traced, or lost `n+1` to it and checks again. Whether it changed.
     fn adopt_recorded_grace(&mut self) -> bool {
-        // A deleted branch's grace protects no writer: none publishes there.
-        let recorded = self
-            .heads
-            .values()
-            .filter(|head| !head.deleted)
-            .filter_map(|head| head.retention.map(|retention| retention.grace()))
-            .max()
-            .unwrap_or_default();
+        let recorded = largest_recorded_grace(&self.heads);
         if recorded > self.grace {
             self.grace = recorded;
             return true;
@@ -360,6 +395,7 @@ async fn record(
     options: &CleanupOptions,
     actor: &str,
     fence: bool,
+    token: &CancelToken,
 ) -> Result<Vec<String>> {
     let mut recorded = Vec::new();
     for (branch, head) in logs.heads.iter_mut() {
@@ -367,8 +403,23 @@ async fn record(
             // Its last commit retains only itself and fences every writer already.
             continue;
         }
+        // The cancel point before each publication.
+        if token.is_cancelled() {
+            let evidence = if recorded.is_empty() {
+                Evidence::BeforeEffect
+            } else {
+                Evidence::PartlyPublished {
+                    published_units: recorded.clone(),
+                }
+            };
+            return Err(cancelled(evidence));
+        }
         let oldest = logs.traced.oldest_retained[branch];
-        let retention = retention::record(options.grace, oldest).after(head.retention);
+        let own = retention::record(logs.grace, oldest);
+        let retention = match options.lower_grace {
+            true => own.lowering_grace_after(head.retention),
+            false => own.after(head.retention),
+        };
         if head.retention == Some(retention) && !fence {
             continue;
         }
@@ -380,12 +431,13 @@ async fn record(
                 summary: format!(
                     "retains commits from {}; grace {} s",
                     retention.oldest_retained,
-                    options.grace.as_secs()
+                    retention.grace().as_secs()
                 ),
             },
             actor,
         );
         publication.retention = Some(retention);
+        publication.lowers_grace = options.lower_grace;
         let published = omnigraph_publish::publish(root, &publication).await;
         if let Err(error) = &published
             && error.kind() == ErrorKind::NotFound
@@ -438,6 +490,8 @@ pub fn retention_unit(branch: &str) -> String {
 struct Planned {
     oldest_retained: BTreeMap<String, u64>,
     tables: Vec<(TableCleanup, TablePlan)>,
+    /// The grace period the plans used.
+    grace: Duration,
 }
 
 impl Planned {
@@ -445,16 +499,12 @@ impl Planned {
         Planned {
             oldest_retained: logs.traced.oldest_retained,
             tables,
+            grace: logs.grace,
         }
     }
 
     /// What a preview would remove: the plans' own figures.
-    fn preview_report(
-        mut self,
-        options: &CleanupOptions,
-        started: Instant,
-        recorded: Vec<String>,
-    ) -> CleanupReport {
+    fn preview_report(mut self, started: Instant, recorded: Vec<String>) -> CleanupReport {
         for (row, plan) in &mut self.tables {
             row.manifests_removed = plan.manifests.len() as u64;
             row.files_removed = plan.files.len() as u64;
@@ -465,17 +515,12 @@ impl Planned {
                 .map(|object| object.size)
                 .sum();
         }
-        self.report(options, started, recorded)
+        self.report(started, recorded)
     }
 
     /// What a run removed: the rows counted each deletion that succeeded.
-    fn run_report(
-        self,
-        options: &CleanupOptions,
-        started: Instant,
-        recorded: Vec<String>,
-    ) -> CleanupReport {
-        let mut report = self.report(options, started, recorded);
+    fn run_report(self, started: Instant, recorded: Vec<String>) -> CleanupReport {
+        let mut report = self.report(started, recorded);
         report.deleted = true;
         if !report.recorded.is_empty() {
             report.evidence = Evidence::PartlyPublished {
@@ -488,12 +533,7 @@ impl Planned {
     }
 
     /// The report of the plans as they stand; nothing deleted yet.
-    fn report(
-        self,
-        options: &CleanupOptions,
-        started: Instant,
-        recorded: Vec<String>,
-    ) -> CleanupReport {
+    fn report(self, started: Instant, recorded: Vec<String>) -> CleanupReport {
         let mut totals = CleanupTotals::default();
         let mut tables = Vec::with_capacity(self.tables.len());
         for (mut row, plan) in self.tables {
@@ -510,7 +550,7 @@ impl Planned {
         }
         CleanupReport {
             deleted: false,
-            grace_secs: options.grace.as_secs(),
+            grace_secs: self.grace.as_secs(),
             oldest_retained: self.oldest_retained,
             recorded,
             tables,

@@ -103,9 +103,18 @@ pub(crate) async fn heads(
         .await
 }
 
-/// Traces every branch: reads the commits from the oldest one its head records
-/// retained (genesis when cleanup never ran) to the head, and decides which the policy
-/// retains.
+/// What a trace keeps below the oldest commit each log keeps readable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Below {
+    /// The heads of lives that ended within the grace period: cleanup's roots.
+    HeadsOfEndedLives,
+    /// Nothing: what the logs say is readable (repair's report).
+    Nothing,
+}
+
+/// Traces every branch for cleanup: reads the commits from the oldest one its head
+/// records retained (genesis when cleanup never ran) to the head, decides which the
+/// policy retains, and adds the heads of lives that ended within the grace period.
 pub(crate) async fn trace(
     root: &Arc<StorageRoot>,
     heads: &BTreeMap<String, GraphCommit>,
@@ -113,13 +122,49 @@ pub(crate) async fn trace(
     grace: Duration,
     now_micros: i64,
 ) -> Result<Trace> {
+    trace_below(
+        root,
+        heads,
+        policy,
+        grace,
+        now_micros,
+        Below::HeadsOfEndedLives,
+    )
+    .await
+}
+
+/// Traces what the logs keep readable: every commit from the oldest one each head
+/// records retained to the head (for the repair report, which checks that each is
+/// whole).
+pub(crate) async fn trace_readable(
+    root: &Arc<StorageRoot>,
+    heads: &BTreeMap<String, GraphCommit>,
+    now_micros: i64,
+) -> Result<Trace> {
+    let everything = CleanupPolicy::keep_commits(u64::MAX)?;
+    let grace = omnigraph_publish::retention::GRACE_MIN;
+    trace_below(root, heads, &everything, grace, now_micros, Below::Nothing).await
+}
+
+async fn trace_below(
+    root: &Arc<StorageRoot>,
+    heads: &BTreeMap<String, GraphCommit>,
+    policy: &CleanupPolicy,
+    grace: Duration,
+    now_micros: i64,
+    below: Below,
+) -> Result<Trace> {
     let mut trace = Trace::default();
+    let grace_cutoff = now_micros.saturating_sub(micros_of(grace));
     for (branch, head) in heads {
         // A validated commit never retains from past itself.
         let from = retention::oldest_retained(head);
         assert!(from <= head.seq, "a commit retains from at most itself");
         let commits = commits_from(root, branch, from, head).await?;
         let oldest = oldest_retained(&commits, policy, grace, now_micros);
+        if below == Below::HeadsOfEndedLives {
+            add_heads_of_ended_lives(root, &mut trace, branch, &commits[0], grace_cutoff).await?;
+        }
         trace.note_head(branch, head);
         trace.oldest_retained.insert(branch.clone(), oldest);
         for pin in &head.pins {
@@ -190,9 +235,48 @@ async fn add_merge_bases(
     Ok(newly_retained)
 }
 
-/// The oldest commit of a branch that stays readable: the newest `keep` commits, every
-/// commit younger than `older_than`, every commit younger than the grace period, and
-/// the head; everything from the oldest of those on is retained.
+/// Retains the pins of every commit below `first` (the oldest commit the branch's log
+/// keeps readable) that was its branch's head at or after `cutoff`: the last heads of
+/// lives that ended within the grace period (a deletion, maybe followed by a new life,
+/// records everything before it reclaimed at once). A merge or a branch creation that
+/// read such a head may still publish its pins for half the grace period; readers of
+/// the log are refused them all the same. Nothing is read when `first` itself was
+/// created before `cutoff`: every commit below it was superseded earlier still.
+async fn add_heads_of_ended_lives(
+    root: &Arc<StorageRoot>,
+    trace: &mut Trace,
+    branch: &str,
+    first: &GraphCommit,
+    cutoff: i64,
+) -> Result<()> {
+    let log = CommitLog::new(root.clone(), branch)?;
+    let mut successor_created_at = first.created_at;
+    // Bounded by `first.seq`: one step a commit, down to genesis at most.
+    for seq in (0..first.seq).rev() {
+        if successor_created_at < cutoff {
+            break;
+        }
+        // A commit gone from the log (reclaimed with its files) holds nothing to keep.
+        let Some(commit) = log.read(seq).await? else {
+            break;
+        };
+        assert_eq!(commit.seq, seq, "a validated commit is at its own seq");
+        for pin in &commit.pins {
+            trace.publish(pin);
+            trace.retain(pin);
+            trace.name(pin);
+        }
+        successor_created_at = commit.created_at;
+    }
+    Ok(())
+}
+
+/// The oldest commit of a branch that stays readable: every commit that was the head
+/// within the grace period or within `older_than` (its successor is younger than it),
+/// the newest `keep` commits, and the head; everything from the oldest of those on is
+/// retained. A head is aged by the commit that superseded it, not by its own creation:
+/// a reader that opened a head idle for longer than the grace period can finish its
+/// read after the next write and a cleanup.
 fn oldest_retained(
     commits: &[GraphCommit],
     policy: &CleanupPolicy,
@@ -203,9 +287,9 @@ fn oldest_retained(
     let young_since = |age: Duration| {
         let cutoff = now_micros.saturating_sub(micros_of(age));
         commits
-            .iter()
-            .find(|commit| commit.created_at >= cutoff)
-            .map_or(head.seq, |commit| commit.seq)
+            .windows(2)
+            .find(|pair| pair[1].created_at >= cutoff)
+            .map_or(head.seq, |pair| pair[0].seq)
     };
     let mut oldest = young_since(grace);
     if let Some(keep) = policy.keep_commits {

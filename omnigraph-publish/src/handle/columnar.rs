@@ -103,7 +103,7 @@ impl Omnigraph {
                 let reader =
                     arrow::ipc::reader::FileReader::try_new(Counted::new(file, read.clone()), None)
                         .map_err(|error| bad(format!("not an Arrow IPC file: {error}")))?;
-                Box::new(reader.map(|batch| batch.map_err(|error| error.to_string())))
+                Box::new(reader.map(|batch| batch.map_err(ReadFailure::of)))
             }
             InputFormat::Parquet => {
                 let builder =
@@ -125,7 +125,7 @@ impl Omnigraph {
                     .with_batch_size(COLUMNAR_BATCH_ROWS)
                     .build()
                     .map_err(|error| bad(format!("cannot read the Parquet file: {error}")))?;
-                Box::new(reader.map(|batch| batch.map_err(|error| error.to_string())))
+                Box::new(reader.map(|batch| batch.map_err(ReadFailure::of)))
             }
             InputFormat::Jsonl => {
                 return Err(bad("a JSONL file is loaded with Omnigraph::load".into()));
@@ -138,7 +138,7 @@ impl Omnigraph {
         if let Some(rows) = expected_rows {
             ingest.expect_rows(type_name, rows);
         }
-        ingest
+        let pushed = ingest
             .push_batches(type_name, &name, batches, |batch| {
                 if let Ok(batch) = batch {
                     rows += batch.num_rows() as u64;
@@ -154,13 +154,39 @@ impl Omnigraph {
                     rows,
                 });
             })
-            .await?;
-        ingest.finish("load").await
+            .await;
+        let loaded = match pushed {
+            Ok(()) => ingest.finish("load").await,
+            Err(error) => Err(error),
+        };
+        match (loaded, format) {
+            (Err(error), InputFormat::Csv) => Err(at_csv_line(error, path)),
+            (loaded, _) => loaded,
+        }
     }
 }
 
 /// A file's reader: its batches, or what went wrong reading them.
-type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, String>> + Send>;
+type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, ReadFailure>> + Send>;
+
+/// `error` naming the line of the CSV file at `path` where the row it names starts, as
+/// a text editor numbers lines (the header is line 1), in place of the row.
+fn at_csv_line(mut error: OmniError, path: &Path) -> OmniError {
+    let location = match &mut error {
+        OmniError::BadInput { location, .. } => Some(location.as_mut()),
+        OmniError::KeyConflict { location, .. } => location.as_deref_mut(),
+        _ => None,
+    };
+    if let Some(location) = location
+        && location.line.is_none()
+        && let Some(row) = location.row
+        && let Some(line) = csv_line_of_row(path, row)
+    {
+        location.line = Some(line);
+        location.row = None;
+    }
+    error
+}
 
 /// `batches` up to and with the first error: a reader that failed is not asked again.
 fn until_failed(batches: Batches) -> Batches {
@@ -282,20 +308,95 @@ fn csv_batches(
         // naming its row.
         fields.push(field.as_ref().clone().with_nullable(true));
     }
+    // Read as text, then parsed column by column: a value that does not parse is
+    // refused naming its row and field (the load names its line), where arrow's own
+    // parser named only the batch.
+    let text_fields: Vec<Field> = fields
+        .iter()
+        .map(|field| Field::new(field.name(), arrow::datatypes::DataType::Utf8, true))
+        .collect();
+    let typed = Arc::new(Schema::new(fields));
     reader
         .rewind()
         .map_err(|error| bad(format!("cannot read: {error}")))?;
     // The header is read again with the rows: count it once.
     reader.get_ref().read.store(0, Ordering::Relaxed);
-    let csv = arrow::csv::ReaderBuilder::new(Arc::new(Schema::new(fields)))
+    let csv = arrow::csv::ReaderBuilder::new(Arc::new(Schema::new(text_fields)))
         .with_header(true)
         .with_batch_size(COLUMNAR_BATCH_ROWS)
         .build(reader)
         .map_err(|error| bad(format!("cannot read as CSV: {error}")))?;
     Ok(Box::new(csv.map(move |batch| {
-        let batch = batch.map_err(|error| error.to_string())?;
-        empty_fields_as_text(batch, &empty_is_text)
+        let batch = batch.map_err(ReadFailure::of)?;
+        let batch = empty_fields_as_text(batch, &empty_is_text).map_err(ReadFailure::from)?;
+        parsed(&batch, &typed)
     })))
+}
+
+/// A CSV batch of text, parsed into `typed` column by column.
+fn parsed(
+    batch: &RecordBatch,
+    typed: &Arc<Schema>,
+) -> std::result::Result<RecordBatch, ReadFailure> {
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for (text, field) in batch.columns().iter().zip(typed.fields()) {
+        let column =
+            crate::handle::conform::parse_text(text, field.data_type()).map_err(|refused| {
+                match refused {
+                    crate::handle::conform::Refused::Value { row, message } => ReadFailure {
+                        message,
+                        at: Some((row, field.name().clone())),
+                    },
+                    crate::handle::conform::Refused::Type(message) => {
+                        ReadFailure { message, at: None }
+                    }
+                }
+            })?;
+        columns.push(column);
+    }
+    RecordBatch::try_new(typed.clone(), columns).map_err(ReadFailure::of)
+}
+
+/// Why a file's reader gave no batch: what went wrong, and (for a value that cannot be
+/// held) its row in the batch and its field.
+#[derive(Debug)]
+pub(crate) struct ReadFailure {
+    pub(crate) message: String,
+    pub(crate) at: Option<(usize, String)>,
+}
+
+impl ReadFailure {
+    fn of(error: impl std::fmt::Display) -> ReadFailure {
+        ReadFailure {
+            message: error.to_string(),
+            at: None,
+        }
+    }
+}
+
+impl From<String> for ReadFailure {
+    fn from(message: String) -> ReadFailure {
+        ReadFailure { message, at: None }
+    }
+}
+
+/// The 1-based line of the file where CSV row `row` (0-based, after the header)
+/// starts: a quoted field may span lines, so rows and lines are counted apart. `None`
+/// when the file cannot be read again or holds fewer rows.
+fn csv_line_of_row(path: &Path, row: u64) -> Option<u64> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(std::io::BufReader::new(file));
+    let mut record = csv::ByteRecord::new();
+    // The header is record 0: the row is record `row + 1`.
+    for _ in 0..=row.saturating_add(1) {
+        if !reader.read_byte_record(&mut record).ok()? {
+            return None;
+        }
+    }
+    record.position().map(csv::Position::line)
 }
 
 /// `batch` with the nulls of the `columns` (String columns) made empty strings.
@@ -343,7 +444,7 @@ mod tests {
         let given: Batches = Box::new(
             (0..5)
                 .map(|value| Ok(batch(value)))
-                .chain([Err("truncated".to_string())])
+                .chain([Err(ReadFailure::from("truncated".to_string()))])
                 .chain((5..8).map(|value| Ok(batch(value)))),
         );
         let mut ahead = ReadAhead::start(until_failed(given)).expect("start");
@@ -363,7 +464,10 @@ mod tests {
             );
         }
         assert_eq!(
-            read[5].as_ref().err().map(String::as_str),
+            read[5]
+                .as_ref()
+                .err()
+                .map(|failure| failure.message.as_str()),
             Some("truncated")
         );
     }

@@ -82,6 +82,7 @@ pub struct PreparedIndexBuild {
     staging: Staging,
     built: Vec<(String, String)>,
     pending_indexes: Vec<PendingIndex>,
+    operation: CommitOperation,
 }
 
 impl PreparedIndexBuild {
@@ -96,6 +97,7 @@ impl PreparedIndexBuild {
             staging,
             built,
             pending_indexes,
+            operation,
         } = self;
         if built.is_empty() {
             return Ok(IndexBuildReport {
@@ -104,10 +106,6 @@ impl PreparedIndexBuild {
                 pending_indexes,
             });
         }
-        let operation = CommitOperation {
-            kind: "build_indexes".into(),
-            summary: format!("{} indexes", built.len()),
-        };
         let commit = handle
             .publish_staged(&staging, staging.planned_pins(), operation)
             .await?;
@@ -120,20 +118,11 @@ impl PreparedIndexBuild {
 }
 
 impl Omnigraph {
-    /// Builds every declared index that the tables lack at the head, in one commit.
-    pub async fn build_indexes(&self) -> Result<IndexBuildReport> {
-        self.prepare_build_indexes().await?.publish(self).await
-    }
-
-    /// Stages the build of every declared index that the tables lack at the head;
-    /// nothing is visible until the prepared build is published.
-    pub async fn prepare_build_indexes(&self) -> Result<PreparedIndexBuild> {
-        self.prepare_build_indexes_with(|_| {}, |_| {}).await
-    }
-
-    /// [`Omnigraph::prepare_build_indexes`] on a staging that `setup` configures first
-    /// (maintenance runs the builds' Lance work on its own runtime, within its budget),
-    /// reporting to `progress` as each index is staged.
+    /// Stages the build of every declared index that the tables lack at the head, on a
+    /// staging that `setup` configures first (the maintenance runtime, the full-text
+    /// budget), reporting to `progress` as each index is staged; nothing is visible
+    /// until the prepared build is published. Maintenance runs it in the root's lane
+    /// (`omnigraph_maintenance::Maintenance::build_indexes`), cancellable.
     pub async fn prepare_build_indexes_with(
         &self,
         setup: impl FnOnce(&mut Staging),
@@ -148,16 +137,28 @@ impl Omnigraph {
                 .await;
         let (built, pending_indexes) =
             staged.map_err(|error| error.with_evidence(staging.evidence()))?;
+        let operation = CommitOperation {
+            kind: "build_indexes".into(),
+            summary: format!("{} indexes", built.len()),
+        };
         Ok(PreparedIndexBuild {
             staging,
             built,
             pending_indexes,
+            operation,
         })
     }
 
-    /// Rebuilds one built index whole under its name; a vector index keeps its
-    /// partition count.
-    pub async fn rebuild_index(&self, type_name: &str, index_name: &str) -> Result<GraphCommit> {
+    /// Stages the rebuild of one built index whole under its name (a vector index keeps
+    /// its partition count; a full-text index, which optimize does not fold, covers
+    /// every row again), on a staging that `setup` configures first. Maintenance runs
+    /// it in the root's lane (`omnigraph_maintenance::Maintenance::rebuild_index`).
+    pub async fn prepare_rebuild_index_with(
+        &self,
+        type_name: &str,
+        index_name: &str,
+        setup: impl FnOnce(&mut Staging),
+    ) -> Result<PreparedIndexBuild> {
         let base = self.head().await?;
         let catalog = self.catalog_at(&base).await?;
         let type_def = catalog.require(type_name)?;
@@ -171,8 +172,20 @@ impl Omnigraph {
             .clone();
         let pin = base.require_pin_of_type(type_name)?.clone();
         let mut staging = Staging::new(self.graph().root().clone(), base.clone());
+        setup(&mut staging);
         staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
         let tip = staging.chain(&pin.table_id).await?.tip().clone();
+        let built = tip
+            .load_indices()
+            .await
+            .map_err(|error| OmniError::from_lance("list indexes", error))?
+            .iter()
+            .any(|index| index.name == index_name);
+        if !built {
+            return Err(OmniError::not_found(format!(
+                "built index {index_name} on {type_name} (`omnigraph build-indexes` builds it)"
+            )));
+        }
         let kind = match declared.kind {
             IndexKind::Vector => {
                 let partitions = built_partitions(&tip, index_name).await?.ok_or_else(|| {
@@ -183,15 +196,20 @@ impl Omnigraph {
             IndexKind::BTree => IndexBuildKind::BTree,
             IndexKind::FullText => IndexBuildKind::FullText,
         };
-        staging
+        let staged = staging
             .stage_index_rebuild(&pin.table_id, &declared, kind)
-            .await?;
-        let operation = CommitOperation {
-            kind: "rebuild_index".into(),
-            summary: format!("{type_name}.{index_name}"),
-        };
-        self.publish_staged(&staging, staging.planned_pins(), operation)
             .await
+            .map(|_| ());
+        staged.map_err(|error| error.with_evidence(staging.evidence()))?;
+        Ok(PreparedIndexBuild {
+            staging,
+            built: vec![(type_name.to_string(), index_name.to_string())],
+            pending_indexes: Vec::new(),
+            operation: CommitOperation {
+                kind: "rebuild_index".into(),
+                summary: format!("{type_name}.{index_name}"),
+            },
+        })
     }
 
     /// For every table and declared index at `at`: built or not, and rows uncovered.

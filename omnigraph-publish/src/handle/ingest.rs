@@ -14,6 +14,7 @@
 //! edge never lands after its endpoint was deleted. Evidence comes from one place: a
 //! failure is `Unpublished` exactly when the call's staging holds links.
 
+use crate::columnar::ReadFailure;
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::handle::byte_channel;
 use crate::handle::jsonl_rows::LineRows;
@@ -49,6 +50,10 @@ pub const JSONL_LINE_BYTES_MAX: usize = 1 << 20;
 /// The read buffer of a JSONL file, read on the thread that splits it into lines: few
 /// system calls per line.
 pub const JSONL_READ_BUFFER_BYTES: usize = 1 << 20;
+/// The most a warm handle keeps of a JSONL input it cannot read twice (a pipe, a FIFO),
+/// by default: a load refused on a stale head runs again on the branch head from these
+/// bytes; a longer input's refusal is final (see [`crate::spill::LoadBudget`]).
+pub const INPUT_SPOOL_BYTES_MAX: usize = 64 << 20;
 /// Checked rows of one table gathered (Arrow bytes) before they are staged as one
 /// append: one Lance write, one fragment, per this much. Outside a simulation, an
 /// append this large is streamed long before ([`APPEND_STREAM_START_BYTES`]).
@@ -386,24 +391,38 @@ impl<'a> Ingest<'a> {
         &mut self,
         type_name: &str,
         source: &str,
-        mut batches: ReadAhead<std::result::Result<RecordBatch, String>>,
-        mut read: impl FnMut(&std::result::Result<RecordBatch, String>),
+        mut batches: ReadAhead<std::result::Result<RecordBatch, ReadFailure>>,
+        mut read: impl FnMut(&std::result::Result<RecordBatch, ReadFailure>),
     ) -> Result<()> {
         let mut pending: Vec<RecordBatch> = Vec::new();
         let mut pending_rows = 0usize;
         let mut first_row = 0u64;
         while let Some(batch) = batches.next().await {
             read(&batch);
-            let batch = batch.map_err(|message| {
-                self.failed(OmniError::bad_input(
-                    rows::RowSource {
-                        source: source.into(),
-                        line: None,
-                        row: first_row + pending_rows as u64,
-                    }
-                    .location(type_name, None),
-                    format!("cannot read the rows from here on: {message}"),
-                ))
+            let batch = batch.map_err(|failure| {
+                let here = first_row + pending_rows as u64;
+                let (location, message) = match failure.at {
+                    // A value the reader could not hold: its row and field.
+                    Some((row, field)) => (
+                        rows::RowSource {
+                            source: source.into(),
+                            line: None,
+                            row: here + row as u64,
+                        }
+                        .location(type_name, Some(&field)),
+                        failure.message,
+                    ),
+                    None => (
+                        rows::RowSource {
+                            source: source.into(),
+                            line: None,
+                            row: here,
+                        }
+                        .location(type_name, None),
+                        format!("cannot read the rows from here on: {}", failure.message),
+                    ),
+                };
+                self.failed(OmniError::bad_input(location, message))
             })?;
             let mut offset = 0;
             while offset < batch.num_rows() {

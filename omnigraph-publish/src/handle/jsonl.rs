@@ -189,13 +189,23 @@ impl<R: std::io::BufRead> LineSplitter<R> {
 pub(crate) async fn push_jsonl(
     ingest: &mut Ingest<'_>,
     name: &str,
-    file: std::fs::File,
+    input: Box<dyn std::io::Read + Send>,
     file_bytes: Option<u64>,
+    spool: Option<std::sync::Arc<Spool>>,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<()> {
+    // Kept as it is read, below the read buffer: the spool holds what was read from the
+    // input, whether or not the splitter got to it.
+    let input: Box<dyn std::io::Read + Send> = match spool {
+        Some(spool) => Box::new(Spooling {
+            inner: input,
+            spool,
+        }),
+        None => input,
+    };
     let mut splitter = LineSplitter {
         reader: Counted {
-            inner: std::io::BufReader::with_capacity(JSONL_READ_BUFFER_BYTES, file),
+            inner: std::io::BufReader::with_capacity(JSONL_READ_BUFFER_BYTES, input),
             consumed: 0,
         },
         line: Vec::new(),
@@ -295,6 +305,79 @@ impl<R: std::io::Read> std::io::Read for Counted<R> {
         let read = self.inner.read(buf)?;
         self.consumed += read as u64;
         Ok(read)
+    }
+}
+
+/// An input whose every read is kept in a [`Spool`].
+struct Spooling<R> {
+    inner: R,
+    spool: std::sync::Arc<Spool>,
+}
+
+impl<R: std::io::Read> std::io::Read for Spooling<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.spool.keep(&buf[..read]);
+        Ok(read)
+    }
+}
+
+/// The bytes a load read from an input it cannot read twice (a pipe, a FIFO): a load
+/// refused on a stale head runs again on the branch head from them, never from the
+/// input (which would give it nothing, or only what was left, or wait for ever). Only a
+/// whole input within the limit can be read again.
+#[derive(Debug)]
+pub(crate) struct Spool {
+    bytes_max: usize,
+    state: parking_lot::Mutex<SpoolState>,
+}
+
+#[derive(Debug, Default)]
+struct SpoolState {
+    bytes: Vec<u8>,
+    /// The input ended (a read returned nothing) with every byte kept.
+    whole: bool,
+    /// The input passed the limit: nothing is kept.
+    overflowed: bool,
+}
+
+impl Spool {
+    /// A spool that keeps at most `bytes_max` bytes.
+    pub(crate) fn new(bytes_max: usize) -> Spool {
+        Spool {
+            bytes_max,
+            state: parking_lot::Mutex::new(SpoolState::default()),
+        }
+    }
+
+    /// Keeps `read`, the next bytes of the input; nothing marks its end.
+    fn keep(&self, read: &[u8]) {
+        let mut state = self.state.lock();
+        if state.overflowed {
+            return;
+        }
+        if read.is_empty() {
+            state.whole = true;
+        } else if state.bytes.len() + read.len() > self.bytes_max {
+            state.overflowed = true;
+            state.bytes = Vec::new();
+        } else {
+            state.bytes.extend_from_slice(read);
+        }
+    }
+
+    /// Whether the whole input is kept, to be read again.
+    pub(crate) fn is_whole(&self) -> bool {
+        let state = self.state.lock();
+        state.whole && !state.overflowed
+    }
+
+    /// The whole input again, once (what is kept is handed over); `None` unless
+    /// [`Spool::is_whole`].
+    pub(crate) fn replay(&self) -> Option<std::io::Cursor<Vec<u8>>> {
+        let mut state = self.state.lock();
+        let whole = state.whole && !state.overflowed;
+        whole.then(|| std::io::Cursor::new(std::mem::take(&mut state.bytes)))
     }
 }
 

@@ -347,12 +347,32 @@ fn schema_conflict(type_name: &str) -> MergeConflict {
 
 impl Omnigraph {
     /// Merges branch `from` into this handle's branch: one commit, published with an
-    /// exact CAS on this branch's head (a writer that moved it first makes this
-    /// `read_set_changed`: merge again). Conflicts publish nothing and fail with
-    /// `MergeConflict`, listing every one. `commit` is `None` when this branch holds
-    /// everything `from` changed already.
+    /// exact CAS on this branch's head. A writer that moved the head first makes the
+    /// merge plan again on the new head, up to
+    /// [`crate::replanning::WRITE_ATTEMPTS_MAX`] times; a merge that keeps losing
+    /// reserves every table of the branch for its next attempt (`docs/format.md` §7.7).
+    /// Conflicts publish nothing and fail with `MergeConflict`, listing every one.
+    /// `commit` is `None` when this branch holds everything `from` changed already.
     pub async fn merge(&self, from: &str) -> Result<MergeReport> {
-        let plan = self.plan_merge(from).await?;
+        self.replanning(
+            || self.every_table(),
+            |target, holding| async move { self.merge_on(from, target, holding).await },
+        )
+        .await
+    }
+
+    /// One attempt of [`Omnigraph::merge`] onto `target`, holding the reservation
+    /// `holding`.
+    async fn merge_on(
+        &self,
+        from: &str,
+        target: GraphCommit,
+        holding: Option<String>,
+    ) -> Result<MergeReport> {
+        // The source's pins are published as they are: cleanup keeps them as a head's
+        // for its grace period, so the commit lands within half of it from this read.
+        let read = omnigraph_core::seams::Since::now();
+        let plan = self.plan_merge(from, target).await?;
         if !plan.report.conflicts.is_empty() {
             return Err(OmniError::MergeConflict {
                 from_branch: plan.report.from_branch,
@@ -415,6 +435,8 @@ impl Omnigraph {
         publication.schema = schema;
         publication.dropped_tables = dropped;
         publication.merged_from = Some(merged_from);
+        publication.holding = holding;
+        publication.pins_read = Some(read);
         let commit = self.publish_as_handle(&publication, &staging).await?;
         for table in &report.tables {
             if table.action != TableMergeAction::Keep {
@@ -427,16 +449,17 @@ impl Omnigraph {
 
     /// What [`Omnigraph::merge`] would do, conflicts included, without an effect.
     pub async fn merge_dry_run(&self, from: &str) -> Result<MergeReport> {
-        Ok(self.plan_merge(from).await?.report)
+        let target = self.head().await?;
+        Ok(self.plan_merge(from, target).await?.report)
     }
 
-    async fn plan_merge(&self, from: &str) -> Result<Plan> {
+    /// Plans merging `from` onto `target`, this branch's head as the caller read it.
+    async fn plan_merge(&self, from: &str, target: GraphCommit) -> Result<Plan> {
         let into = self.branch().to_string();
         crate::layout::check_branch(from)?;
         if from == into {
             return Err(merge_input(format!("{from} cannot be merged into itself")));
         }
-        let target = self.head().await?;
         let source = self.graph().commit(from, &CommitRef::Head).await?;
         let base = self.merge_base(&source, &target).await?;
         let mut plan = Plan {

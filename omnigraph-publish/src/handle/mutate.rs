@@ -24,9 +24,7 @@ use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
 use serde_json::Value;
 
-/// How many times [`Omnigraph::update`] and [`Omnigraph::delete`] plan their write
-/// when the tables they read keep moving; then `ContentionExhausted`.
-pub const WRITE_ATTEMPTS_MAX: u32 = 8;
+pub use crate::replanning::WRITE_ATTEMPTS_MAX;
 
 /// An update or delete staged on a captured head, ready to publish.
 #[derive(Debug)]
@@ -226,78 +224,6 @@ impl Omnigraph {
                 .await
         })
         .await
-    }
-
-    /// Runs `write` (plan and publish) until no table it read moved under it, at most
-    /// [`WRITE_ATTEMPTS_MAX`] times. Each lost attempt leaves unpublished staging, so
-    /// once one has, a later failure says so even if its own attempt staged nothing.
-    /// From the [`crate::reserving::RESERVE_AFTER_ATTEMPTS`]-th attempt lost to a move
-    /// of its tables (each after following them up to [`FOLLOWS_MAX`] times), it
-    /// reserves `tables` for the next (`docs/format.md` §7.7): `write` is given the
-    /// reservation it holds.
-    ///
-    /// `write` plans on the head it is given: the first attempt reads the log for it;
-    /// a later one takes the head its lost attempt read (the handle's), without reading
-    /// the log again. Planning on a head that moved since is safe: the publication's
-    /// exact put on the next slot decides, as for any write.
-    async fn replanning<T, F>(
-        &self,
-        tables: impl Fn() -> T,
-        write: impl Fn(GraphCommit, Option<String>) -> F,
-    ) -> Result<Option<GraphCommit>>
-    where
-        T: std::future::Future<Output = Result<Vec<String>>>,
-        F: std::future::Future<Output = Result<Option<GraphCommit>>>,
-    {
-        let mut left = Evidence::BeforeEffect;
-        let mut holding: Option<String> = None;
-        for attempt in 1..=WRITE_ATTEMPTS_MAX {
-            // On the heap, as the plan and its publication below: each holds much
-            // across its awaits, and every caller's future would carry it on its stack.
-            let base = if attempt == 1 {
-                Box::pin(self.head()).await
-            } else {
-                Box::pin(self.base()).await
-            };
-            let written = match base {
-                Ok(base) => Box::pin(write(base, holding.clone())).await,
-                Err(error) => Err(error),
-            };
-            match written {
-                Err(lost @ OmniError::ReadSetChanged { .. }) => {
-                    if lost.evidence() != &Evidence::BeforeEffect {
-                        left = Evidence::Unpublished;
-                    }
-                    if attempt == WRITE_ATTEMPTS_MAX {
-                        let exhausted = OmniError::ContentionExhausted {
-                            attempts: attempt,
-                            evidence: left,
-                        };
-                        Box::pin(self.release_after(holding, &exhausted)).await;
-                        return Err(exhausted);
-                    }
-                    if let OmniError::ReadSetChanged { member, .. } = &lost
-                        && attempt >= crate::reserving::RESERVE_AFTER_ATTEMPTS
-                        && member.is_table()
-                        && let Ok(tables) = Box::pin(tables()).await
-                    {
-                        holding = Box::pin(self.keep_reserved(holding, tables)).await;
-                    }
-                }
-                Err(error) => {
-                    let error = error.with_evidence(left);
-                    Box::pin(self.release_after(holding, &error)).await;
-                    return Err(error);
-                }
-                // Nothing to change: nothing is published, and nothing stays held.
-                Ok(None) => {
-                    Box::pin(self.release(holding)).await;
-                    return Ok(None);
-                }
-                done => return done,
-            }
-        }
-        unreachable!("the last attempt returns")
     }
 
     /// Stages an update on the current head: each `(property, value)` is checked

@@ -6,6 +6,7 @@ use crate::adjacency::AdjacencyCache;
 use crate::commit::GraphCommit;
 use crate::endpoint_cache::EdgeEndpoints;
 use crate::graph::{CommitRef, Graph};
+use crate::handle::read_ahead::FileIdentity;
 use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::key_cache::TableKeys;
 use crate::layout;
@@ -249,7 +250,21 @@ impl Omnigraph {
     /// which no re-commit can follow). The call then runs once more, on the
     /// branch head. Any other failure, or a head that did not move, is final; so is the
     /// second run's outcome.
-    async fn refused_only_at_the_head<T, F>(&self, mut call: impl FnMut() -> F) -> Result<T>
+    async fn refused_only_at_the_head<T, F>(&self, call: impl FnMut() -> F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        self.refused_only_at_the_head_if(call, || true).await
+    }
+
+    /// [`Omnigraph::refused_only_at_the_head`] for a call whose input may not be there
+    /// twice: it runs again only when `rerunnable` says so, else the first refusal is
+    /// final.
+    async fn refused_only_at_the_head_if<T, F>(
+        &self,
+        mut call: impl FnMut() -> F,
+        rerunnable: impl FnOnce() -> bool,
+    ) -> Result<T>
     where
         F: std::future::Future<Output = Result<T>>,
     {
@@ -273,7 +288,10 @@ impl Omnigraph {
         );
         // Nothing published: the first run left nothing, or staging cleanup reclaims.
         let left = error.evidence().clone();
-        if !stale_view || !matches!(left, Evidence::BeforeEffect | Evidence::Unpublished) {
+        if !stale_view
+            || !matches!(left, Evidence::BeforeEffect | Evidence::Unpublished)
+            || !rerunnable()
+        {
             return first;
         }
         // The first refusal stands when the head cannot be read, or did not move.
@@ -368,42 +386,88 @@ impl Omnigraph {
         mode: LoadMode,
         mut progress: impl FnMut(&LoadProgress),
     ) -> Result<IngestReport> {
-        // A call that runs again on the branch head (see `refused_only_at_the_head`)
-        // reports from the start of the file again.
+        let name = path.display().to_string();
+        let cannot_open = |error: std::io::Error| {
+            OmniError::bad_input(
+                InputLocation::in_source(&name),
+                format!("cannot open: {error}"),
+            )
+        };
+        let file = crate::handle::read_ahead::open_input(path)
+            .await
+            .map_err(cannot_open)?;
+        let meta = file.metadata().ok().filter(std::fs::Metadata::is_file);
+        // A pipe or FIFO has no size to show progress against.
+        let total_bytes = meta.as_ref().map(std::fs::Metadata::len);
+        // A run on the branch head after a refusal on a stale one (see
+        // `refused_only_at_the_head`) reads the same input again: a file from its path
+        // while it is the same, unchanged file; anything else (a pipe, a FIFO) from
+        // what the first run kept of it, when it read it whole within the budget. A
+        // cold handle never runs twice and keeps nothing.
+        let identity = meta.as_ref().map(FileIdentity::of);
+        let warm = self.known_head.lock().is_some();
+        let spool = (warm && identity.is_none()).then(|| {
+            Arc::new(crate::handle::jsonl::Spool::new(
+                self.load_budget.input_spool_bytes_max,
+            ))
+        });
+        let rerunnable = || match (&identity, &spool) {
+            (Some(identity), _) => std::fs::metadata(path)
+                .is_ok_and(|now| now.is_file() && FileIdentity::of(&now) == *identity),
+            (None, Some(spool)) => spool.is_whole(),
+            (None, None) => false,
+        };
+        let mut first = Some(file);
         let progress = Mutex::new(&mut progress);
-        self.refused_only_at_the_head(|| {
-            self.load_once(path, mode, |read: &LoadProgress| (*progress.lock())(read))
-        })
+        self.refused_only_at_the_head_if(
+            || {
+                let (input, keep): (std::io::Result<Box<dyn std::io::Read + Send>>, _) =
+                    match (first.take(), &spool) {
+                        (Some(file), _) => (Ok(Box::new(file)), spool.clone()),
+                        (None, Some(spool)) => match spool.replay() {
+                            Some(kept) => (Ok(Box::new(kept)), None),
+                            None => (Err(std::io::Error::other("the input was not kept")), None),
+                        },
+                        (None, None) => (
+                            std::fs::File::open(path)
+                                .map(|file| Box::new(file) as Box<dyn std::io::Read + Send>),
+                            None,
+                        ),
+                    };
+                // A second run reports from the start of the input again.
+                self.load_once(
+                    &name,
+                    input.map_err(cannot_open),
+                    total_bytes,
+                    keep,
+                    mode,
+                    |read: &LoadProgress| (*progress.lock())(read),
+                )
+            },
+            rerunnable,
+        )
         .await
     }
 
+    /// One run of a JSONL load of `input` (named `name`, of `total_bytes` when known),
+    /// keeping what it reads in `spool` when given.
     async fn load_once(
         &self,
-        path: &std::path::Path,
+        name: &str,
+        input: Result<Box<dyn std::io::Read + Send>>,
+        total_bytes: Option<u64>,
+        spool: Option<Arc<crate::handle::jsonl::Spool>>,
         mode: LoadMode,
         mut progress: impl FnMut(&LoadProgress),
     ) -> Result<IngestReport> {
-        let name = path.display().to_string();
-        let file = crate::handle::read_ahead::open_input(path)
-            .await
-            .map_err(|error| {
-                OmniError::bad_input(
-                    InputLocation::in_source(&name),
-                    format!("cannot open: {error}"),
-                )
-            })?;
-        // A pipe or FIFO has no size to show progress against.
-        let total_bytes = file
-            .metadata()
-            .ok()
-            .filter(std::fs::Metadata::is_file)
-            .map(|meta| meta.len());
+        let input = input?;
         let mut ingest = Ingest::start(self, mode).await?;
         let read = crate::handle::jsonl::push_jsonl(
             &mut ingest,
-            &name,
-            file,
+            name,
+            input,
             total_bytes,
+            spool,
             |bytes_read, rows| {
                 progress(&LoadProgress {
                     bytes_read,

@@ -13,6 +13,30 @@ pub(crate) async fn open_input(path: &std::path::Path) -> std::io::Result<std::f
     Ok(tokio::fs::File::open(path).await?.into_std().await)
 }
 
+/// What tells one regular file from another, or from itself after a change: read again
+/// only when this is unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FileIdentity {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    #[cfg(unix)]
+    device_and_inode: (u64, u64),
+}
+
+impl FileIdentity {
+    /// The identity of the file `meta` describes.
+    pub(crate) fn of(meta: &std::fs::Metadata) -> FileIdentity {
+        #[cfg(unix)]
+        use std::os::unix::fs::MetadataExt;
+        FileIdentity {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            #[cfg(unix)]
+            device_and_inode: (meta.dev(), meta.ino()),
+        }
+    }
+}
+
 /// Items a reader produces ahead of its consumer.
 pub(crate) const READ_AHEAD_ITEMS_MAX: usize = 2;
 

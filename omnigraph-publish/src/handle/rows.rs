@@ -335,9 +335,9 @@ pub fn rows_from_batch(
                 format!("{type_name} has no property {}", field.name()),
             )
         })?;
-        // Nested field names and nullability aside (a vector's item may be named
-        // otherwise), the types must be the same.
-        if !expected.data_type().equals_datatype(field.data_type()) {
+        // A column whose values the property can hold (see `conform`); each value is
+        // checked below.
+        if !crate::handle::conform::conformable(field.data_type(), expected.data_type()) {
             return Err(OmniError::bad_input(
                 at(0, field.name()),
                 format!(
@@ -361,7 +361,18 @@ pub fn rows_from_batch(
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(table_schema.fields().len());
     for field in table_schema.fields() {
         let name = field.name().as_str();
-        let given = batch.column_by_name(name).cloned();
+        let given = batch
+            .column_by_name(name)
+            .map(|given| crate::handle::conform::conform(given, field.data_type()))
+            .transpose()
+            .map_err(|refused| match refused {
+                crate::handle::conform::Refused::Type(message) => {
+                    OmniError::bad_input(at(0, name), message)
+                }
+                crate::handle::conform::Refused::Value { row, message } => {
+                    OmniError::bad_input(at(row, name), message)
+                }
+            })?;
         let array = match given {
             Some(array) if mint_ids && name == EDGE_ID_COLUMN && array.null_count() > 0 => {
                 if missing_ids == MissingEdgeIds::Refuse {
@@ -384,12 +395,6 @@ pub fn rows_from_batch(
                     })
                     .collect();
                 Arc::new(minted) as ArrayRef
-            }
-            // Same type up to nested field names: given the table's own.
-            Some(array) if array.data_type() != field.data_type() => {
-                arrow::compute::cast(&array, field.data_type()).map_err(|error| {
-                    OmniError::bad_input(at(0, name), format!("cannot take this column: {error}"))
-                })?
             }
             Some(array) => array,
             None if mint_ids && name == EDGE_ID_COLUMN && rows > 0 => {

@@ -99,10 +99,29 @@ pub struct SchemaApplyReport {
 }
 
 impl Omnigraph {
-    /// Moves the graph to the schema in `schema_text`. See the module documentation.
+    /// Moves the graph to the schema in `schema_text`. See the module documentation. A
+    /// writer that moved the head first makes the apply plan again on the new head, up
+    /// to [`crate::replanning::WRITE_ATTEMPTS_MAX`] times; one that keeps losing
+    /// reserves every table of the branch for its next attempt (`docs/format.md` §7.7).
     pub async fn apply_schema(&self, schema_text: &str, force: bool) -> Result<SchemaApplyReport> {
         let next = omnigraph_core::schema::parse("schema", schema_text)?;
-        let base = self.head().await?;
+        let next = &next;
+        self.replanning(
+            || self.every_table(),
+            |base, holding| async move { self.apply_schema_on(base, next, force, holding).await },
+        )
+        .await
+    }
+
+    /// One attempt of [`Omnigraph::apply_schema`] on `base`, holding the reservation
+    /// `holding`.
+    async fn apply_schema_on(
+        &self,
+        base: GraphCommit,
+        next: &Catalog,
+        force: bool,
+        holding: Option<String>,
+    ) -> Result<SchemaApplyReport> {
         let current = self.catalog_at(&base).await?;
         if next.hash() == current.hash() {
             return Ok(SchemaApplyReport {
@@ -111,7 +130,7 @@ impl Omnigraph {
             });
         }
         let rows_of = |type_name: &str| base.pin_of_type(type_name).map_or(0, |pin| pin.row_count);
-        let changes = diff(&current, &next, &rows_of)?;
+        let changes = diff(&current, next, &rows_of)?;
         if !force && let Some(change) = changes.iter().find(|change| change.loses_data(rows_of)) {
             return Err(refusal(
                 change,
@@ -121,7 +140,7 @@ impl Omnigraph {
         let mut staging = Staging::new(self.graph().root().clone(), base.clone());
         // Evidence comes from one place: whatever the staging holds when a step fails.
         let staged = self
-            .stage_schema_changes(&mut staging, &base, &next, &changes)
+            .stage_schema_changes(&mut staging, &base, next, &changes)
             .await;
         let dropped_tables = staged.map_err(|error| error.with_evidence(staging.evidence()))?;
         let unpublished = |error: OmniError| error.with_evidence(Evidence::Unpublished);
@@ -140,6 +159,7 @@ impl Omnigraph {
         publication.dropped_tables = dropped_tables;
         publication.schema = Some(next.hash().to_string());
         publication.staged = true;
+        publication.holding = holding;
         let commit = self.publish_as_handle(&publication, &staging).await?;
         Ok(SchemaApplyReport {
             commit: Some(commit),

@@ -37,6 +37,9 @@ pub struct LoadBudget {
     pub key_set_memory_bytes_max: usize,
     /// The directory of spilled runs; the system's temporary directory by default.
     pub spill_dir: PathBuf,
+    /// What a warm handle keeps of a JSONL input it cannot read twice (see
+    /// [`crate::ingest::INPUT_SPOOL_BYTES_MAX`]).
+    pub input_spool_bytes_max: usize,
 }
 
 impl Default for LoadBudget {
@@ -44,6 +47,7 @@ impl Default for LoadBudget {
         LoadBudget {
             key_set_memory_bytes_max: KEY_SET_MEMORY_BYTES_MAX,
             spill_dir: std::env::temp_dir(),
+            input_spool_bytes_max: crate::ingest::INPUT_SPOOL_BYTES_MAX,
         }
     }
 }
@@ -571,6 +575,7 @@ mod tests {
         LoadBudget {
             key_set_memory_bytes_max: 512,
             spill_dir: dir.to_path_buf(),
+            ..LoadBudget::default()
         }
     }
 
@@ -584,6 +589,7 @@ mod tests {
         let budget = LoadBudget {
             key_set_memory_bytes_max: 1 << 20,
             spill_dir: dir.path().to_path_buf(),
+            ..LoadBudget::default()
         };
         // Room for what the file states: the keys arrive without the set growing.
         let mut keys = SpillKeys::new(&budget);
@@ -622,6 +628,7 @@ mod tests {
         let mut keys = SpillKeys::new(&LoadBudget {
             key_set_memory_bytes_max: 100,
             spill_dir: dir.path().to_path_buf(),
+            ..LoadBudget::default()
         });
         // Room for one key by the estimate, but a table's 16 slots alone take 128 bytes.
         keys.reserve(1, 8);

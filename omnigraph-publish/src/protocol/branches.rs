@@ -83,6 +83,8 @@ pub async fn create_branch(
             format!("branch {name} cannot be created from itself"),
         ));
     }
+    // Taken before the source is read: a head is protected from then on.
+    let read = seams::Since::now();
     let source = graph.commit(from, at).await?;
     let log = graph.log(name)?;
     let previous = log.newest().await?;
@@ -150,13 +152,35 @@ pub async fn create_branch(
             });
         }
     }
-    // Cleanup lists branches again before it deletes anything, so a branch it missed
-    // was created after its record: the source's head then says whether the fork's
-    // tables may be gone.
-    let source_head = graph.log(from)?.head().await?;
-    if let Err(reclaimed) = retention::refuse_reclaimed(&source_head, source.seq) {
-        delete_on(graph.root(), &first, actor).await?;
-        return Err(reclaimed.with_evidence(Evidence::Unpublished));
+    if *at != CommitRef::Head || !retention::read_within_half_the_grace(&source, &read) {
+        // Cleanup lists branches again before it deletes anything, so a branch it
+        // missed was created after its record: the source's head then says whether the
+        // fork's tables may be gone. (A source read as its branch's head, and published
+        // within half the grace period of that read, needs no check: cleanup keeps the
+        // pins of every commit that was a head within its grace, deleted branches'
+        // too.) What cannot be checked counts as refused: the new branch goes again.
+        let checked = match graph.log(from)?.newest().await {
+            Ok(Some(head)) if !head.continues_life_of(&source) => {
+                Err(source_gone(from, name, &source, &head))
+            }
+            Ok(Some(head)) => retention::refuse_reclaimed(&head, source.seq),
+            Ok(None) => Err(OmniError::not_found(format!("branch {from}"))),
+            Err(unread) => Err(unread),
+        };
+        if let Err(refused) = checked {
+            return Err(match delete_on(graph.root(), &first, actor).await {
+                Ok(_) => refused.with_evidence(Evidence::Unpublished),
+                // The branch is live, and what it pins may be going: say so.
+                Err(undeleted) => OmniError::internal(format!(
+                    "branch {name} was created from commit {} of {from}, which could not be \
+                     checked ({refused}), and could not be deleted again ({undeleted}): delete it",
+                    source.seq
+                ))
+                .with_evidence(Evidence::PartlyPublished {
+                    published_units: vec![format!("branch:{name}")],
+                }),
+            });
+        }
     }
     // `HEAD` is only a best-effort copy: skipping it fails nothing.
     if failpoints::reach(failpoints::PUBLISH_AFTER_COMMIT_PUT)
@@ -166,6 +190,17 @@ pub async fn create_branch(
         log.write_head_copy(&first).await;
     }
     Ok(first)
+}
+
+/// The typed error of a branch created from commit `source` of `from`, whose life
+/// ended meanwhile (`head` deleted it, maybe created it again): its older commits are
+/// reclaimed to readers at once.
+fn source_gone(from: &str, name: &str, source: &GraphCommit, head: &GraphCommit) -> OmniError {
+    OmniError::not_found(format!(
+        "commit {} of branch {from}, which was deleted (commit {}) while branch {name} was \
+         created from it",
+        source.seq, head.seq
+    ))
 }
 
 /// Deletes branch `name` as `actor`: publishes its last commit on whatever its head is.

@@ -168,9 +168,23 @@ impl Retention {
         std::time::Duration::from_micros(u64::try_from(self.grace_micros).unwrap_or(0))
     }
 
-    /// `self`, never retaining from an older commit than `earlier` did: the oldest
-    /// retained commit of a branch only moves forward.
+    /// `self`, never retaining from an older commit than `earlier` did (the oldest
+    /// retained commit of a branch only moves forward), nor with a shorter grace period:
+    /// a writer that checked its staging against the longer one may still publish, and
+    /// a cleanup that planned with the shorter one would delete its files. Only an
+    /// explicit [`Retention::lowering_grace_after`] shortens it.
     pub fn after(self, earlier: Option<Retention>) -> Retention {
+        Retention {
+            grace_micros: earlier.map_or(self.grace_micros, |earlier| {
+                earlier.grace_micros.max(self.grace_micros)
+            }),
+            ..self.lowering_grace_after(earlier)
+        }
+    }
+
+    /// [`Retention::after`], but with `self`'s grace period even when it is shorter:
+    /// an operator's explicit lowering (no other cleanup with a longer one may run).
+    pub fn lowering_grace_after(self, earlier: Option<Retention>) -> Retention {
         Retention {
             grace_micros: self.grace_micros,
             oldest_retained: earlier.map_or(self.oldest_retained, |earlier| {
@@ -469,6 +483,23 @@ mod tests {
         assert_eq!(record(3).after(Some(record(5))).oldest_retained, 5);
         assert_eq!(record(7).after(Some(record(5))).oldest_retained, 7);
         assert_eq!(record(2).after(None).oldest_retained, 2);
+        // The grace period never shortens but when asked to.
+        let long = Retention {
+            grace_micros: 7_200_000_000,
+            oldest_retained: 1,
+        };
+        let short = Retention {
+            grace_micros: 60_000_000,
+            oldest_retained: 4,
+        };
+        assert_eq!(short.after(Some(long)).grace_micros, 7_200_000_000);
+        assert_eq!(short.after(Some(long)).oldest_retained, 4);
+        assert_eq!(long.after(Some(short)).grace_micros, 7_200_000_000);
+        assert_eq!(
+            short.lowering_grace_after(Some(long)).grace_micros,
+            60_000_000
+        );
+        assert_eq!(long.lowering_grace_after(Some(short)).oldest_retained, 4);
     }
 
     #[test]

@@ -71,11 +71,15 @@ pub struct Publication {
     pub actor: String,
     /// Whether staged files exist: a failure is then `Unpublished`, not `BeforeEffect`.
     pub staged: bool,
-    /// When staging began (microseconds, clock seam): staged files are never older.
-    /// Staging older than half the cleanup grace period is never published.
-    pub staging_started_micros: i64,
-    /// Cleanup's new record for the branch; `None` carries the base's forward.
+    /// When staging began: staged files are never older. Staging older than half the
+    /// cleanup grace period is never published.
+    pub staging_started: seams::Since,
+    /// Cleanup's new record for the branch; `None` carries the base's forward. It
+    /// never shortens the grace period the base records, unless `lowers_grace`.
     pub retention: Option<Retention>,
+    /// Whether `retention` may shorten the recorded grace period (an operator's
+    /// explicit `cleanup --lower-grace`).
+    pub lowers_grace: bool,
     /// Whether the commit deletes the branch: it then pins nothing and retains only
     /// itself, whatever `pins` and `retention` say.
     pub deletes_branch: bool,
@@ -90,6 +94,10 @@ pub struct Publication {
     /// tables in a commit that changes none): it waits for others' reservations of
     /// those tables, as a change to them does, and is dropped when room is short.
     pub reserving: Option<Reservation>,
+    /// When the writer read the heads whose pins it publishes without staging them (a
+    /// merge's source): cleanup keeps the pins of a commit that was a head within its
+    /// grace period, so such pins are published within half of it, like staging.
+    pub pins_read: Option<seams::Since>,
 }
 
 impl Publication {
@@ -110,12 +118,14 @@ impl Publication {
             operation,
             actor: actor.to_string(),
             staged: false,
-            staging_started_micros: seams::now_micros(),
+            staging_started: seams::Since::now(),
             retention: None,
+            lowers_grace: false,
             deletes_branch: false,
             merged_from: None,
             holding: None,
             reserving: None,
+            pins_read: None,
         }
     }
 
@@ -178,11 +188,14 @@ async fn publish_on_log(
     // writer still writing: the wait spreads the two. One created earlier beat only a
     // stale cached head (a handle idle since), and waiting would help nobody.
     let racing_since = if publication.staged {
-        publication.staging_started_micros.min(began)
+        publication.staging_started.wall_micros().min(began)
     } else {
         began
     }
     .saturating_sub(CONTENDER_RECENT_MICROS);
+    failpoints::reach(failpoints::PUBLISH_BEFORE_GATE)
+        .await
+        .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
     let mut held = Some(gate::acquire(&root.canonical(), log.branch()).await);
     let mut base = publication.base.clone();
     let mut rebases = 0u32;
@@ -224,10 +237,16 @@ async fn publish_on_log(
             ))
             .with_evidence(failure_evidence));
         }
-        if publication.staged {
-            // The base is the head this commit follows: its record is the grace period
-            // in force, whatever cleanup recorded before it.
-            crate::retention::check_staging_age(&base, publication.staging_started_micros)
+        // The base is the head this commit follows: its record is the grace period in
+        // force, whatever cleanup recorded before it.
+        let oldest_read = publication
+            .staged
+            .then_some(publication.staging_started)
+            .into_iter()
+            .chain(publication.pins_read)
+            .reduce(seams::Since::earlier);
+        if let Some(oldest_read) = oldest_read {
+            crate::retention::check_staging_age(&base, &oldest_read)
                 .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         }
         failpoints::reach(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
@@ -483,6 +502,9 @@ fn next_commit(
             .unwrap_or_else(|| base.schema.clone()),
         pins,
         retention: match publication.retention {
+            Some(recorded) if publication.lowers_grace => {
+                Some(recorded.lowering_grace_after(base.retention))
+            }
             Some(recorded) => Some(recorded.after(base.retention)),
             None => base.retention,
         },

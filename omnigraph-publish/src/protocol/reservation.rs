@@ -126,6 +126,10 @@ pub(crate) fn carried(
     reserving: Option<&Reservation>,
     created_micros: i64,
 ) -> Vec<Reservation> {
+    // A lease stamped on a clock ahead of this one is cut to one lease from here: a
+    // dead holder whose clock ran fast holds nobody up for longer than that, since every
+    // commit after this one carries it at most that far.
+    let lease_ends_by = created_micros.saturating_add(lease_micros());
     let mut carried: Vec<Reservation> = base
         .reservations
         .iter()
@@ -134,13 +138,16 @@ pub(crate) fn carried(
                 && !waited_out.contains(&reservation.holder)
                 && reservation.holds_at(created_micros)
         })
-        .cloned()
+        .map(|reservation| Reservation {
+            until_micros: reservation.until_micros.min(lease_ends_by),
+            ..reservation.clone()
+        })
         .collect();
     if let Some(new) = reserving {
         // The lease runs from the commit that takes it: a reservation that first waited
         // for another's lands with all of it.
         let new = Reservation {
-            until_micros: created_micros.saturating_add(lease_micros()),
+            until_micros: lease_ends_by,
             ..new.clone()
         };
         let held: usize = carried.iter().map(|r| r.tables.len()).sum();
@@ -255,6 +262,24 @@ mod tests {
             "its lease runs from the commit"
         );
         assert!(validate(&with_free).is_ok());
+    }
+
+    /// A holder whose clock ran far ahead stamped a lease far in the future: the first
+    /// commit that carries it cuts it to one lease on its own clock, and a commit one
+    /// lease later drops it. (It was carried unchanged for as long as the clocks
+    /// differed.)
+    #[test]
+    fn a_lease_stamped_on_a_fast_clock_is_carried_one_lease_at_most() {
+        let mut base = crate::commit::test_commit("main", 3);
+        base.reservations = vec![held(&["ta"], 500 + 1_000 * lease_micros())];
+        let once = carried(&base, None, &[], None, 500);
+        assert_eq!(once.len(), 1);
+        assert_eq!(once[0].until_micros, 500 + lease_micros());
+        base.reservations = once;
+        assert!(carried(&base, None, &[], None, 500 + lease_micros()).is_empty());
+        // A lease within one lease of the carrier's clock is kept as stamped.
+        base.reservations = vec![held(&["ta"], 900)];
+        assert_eq!(carried(&base, None, &[], None, 500)[0].until_micros, 900);
     }
 
     #[test]

@@ -97,11 +97,21 @@ pub(crate) async fn refuse_reclaimed_by_the_head(
     refuse_reclaimed(&head, seq)
 }
 
-/// Refuses to publish (or re-commit) staging that began at `started_micros` on `base`
+/// Whether a commit that read `head` (then its branch's head) at `read` is still
+/// within half the grace period `head` records of that read: cleanup keeps the pins of a
+/// commit that was a head within its grace period, so such a writer may publish them.
+pub(crate) fn read_within_half_the_grace(head: &GraphCommit, read: &seams::Since) -> bool {
+    check_staging_age(head, read).is_ok()
+}
+
+/// Refuses to publish (or re-commit) staging that began at `started` on `base` (or, for
+/// a merge, pins read then)
 /// once it is older than half the grace period `base` records (24 h when cleanup never
 /// ran): its files may be removed.
-pub(crate) fn check_staging_age(base: &GraphCommit, started_micros: i64) -> Result<()> {
-    let age = seams::now_micros().saturating_sub(started_micros);
+pub(crate) fn check_staging_age(base: &GraphCommit, started: &seams::Since) -> Result<()> {
+    // Measured on the monotonic clock too: a wall clock that stepped back never lets
+    // old staging through.
+    let age = started.elapsed_micros();
     let grace = base
         .retention
         .map_or(micros_of(GRACE_DEFAULT), |retention| retention.grace_micros);
@@ -110,7 +120,9 @@ pub(crate) fn check_staging_age(base: &GraphCommit, started_micros: i64) -> Resu
         return Err(OmniError::StagingExpired {
             age_secs: u64::try_from(age / 1_000_000).unwrap_or(0),
             limit_secs: u64::try_from(limit / 1_000_000).unwrap_or(0),
-            evidence: Evidence::Unpublished,
+            // The caller's evidence joins it: staging left is `Unpublished`; a merge
+            // that staged nothing leaves nothing.
+            evidence: Evidence::BeforeEffect,
         });
     }
     Ok(())

@@ -62,7 +62,7 @@ pub struct Staging {
     /// What a full-text build may use.
     full_text: adapter::FullTextBudget,
     /// When staging began: no staged file is older.
-    started_micros: i64,
+    started: seams::Since,
 }
 
 /// The task writing a streamed append's data files; dropping it stops the write.
@@ -115,7 +115,7 @@ impl Staging {
             wrote: false,
             runner: None,
             full_text: adapter::FullTextBudget::default(),
-            started_micros: seams::now_micros(),
+            started: seams::Since::now(),
         }
     }
 
@@ -272,7 +272,8 @@ impl Staging {
     /// grace period `head` records: its files may be removed (`StagingExpired`,
     /// `Unpublished`).
     pub(crate) fn check_age_on(&self, head: &GraphCommit) -> Result<()> {
-        crate::retention::check_staging_age(head, self.started_micros)
+        crate::retention::check_staging_age(head, &self.started)
+            .map_err(|error| error.with_evidence(Evidence::Unpublished))
     }
 
     /// Like [`Staging::stage`] for a link that may have nothing to do (`Ok(None)`):
@@ -491,12 +492,14 @@ impl Staging {
             operation,
             actor: actor.to_string(),
             staged: self.has_staged(),
-            staging_started_micros: self.started_micros,
+            staging_started: self.started,
             retention: None,
+            lowers_grace: false,
             deletes_branch: false,
             merged_from: None,
             holding: None,
             reserving: None,
+            pins_read: None,
         })
     }
 

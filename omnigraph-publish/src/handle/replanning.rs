@@ -1,0 +1,131 @@
+//! Writes that plan again when what they read moved: update and delete (pin-based on
+//! the tables they read), merge and schema apply (strict on the whole head). Each
+//! attempt plans on a head, stages and publishes; one that lost its slot to a change of
+//! what it read plans again on the head the loss read, up to [`WRITE_ATTEMPTS_MAX`]
+//! times, and a starved one reserves its tables for the next attempt
+//! (`docs/format.md` §7.7).
+
+use crate::commit::GraphCommit;
+use crate::merge::MergeReport;
+use crate::omnigraph::Omnigraph;
+use crate::reserving::RESERVE_AFTER_ATTEMPTS;
+use crate::schema_apply::SchemaApplyReport;
+use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result};
+
+/// How many times [`Omnigraph::update`], [`Omnigraph::delete`], [`Omnigraph::merge`]
+/// and [`Omnigraph::apply_schema`] plan their write when what they read keeps moving;
+/// then `ContentionExhausted`.
+pub const WRITE_ATTEMPTS_MAX: u32 = 8;
+
+/// What one attempt of a replanned write returns: whether it published a commit.
+pub(crate) trait Attempted {
+    /// Whether the attempt published (its commit released any reservation it held).
+    fn published(&self) -> bool;
+}
+
+impl Attempted for Option<GraphCommit> {
+    fn published(&self) -> bool {
+        self.is_some()
+    }
+}
+
+impl Attempted for MergeReport {
+    fn published(&self) -> bool {
+        self.commit.is_some()
+    }
+}
+
+impl Attempted for SchemaApplyReport {
+    fn published(&self) -> bool {
+        self.commit.is_some()
+    }
+}
+
+/// Whether losing over `member` is contention that a reservation can end: a table the
+/// write read moved, or (for a strict writer) the head did. A schema change is not: the
+/// write plans again on the new schema.
+fn reservable(member: &ReadSetMember) -> bool {
+    member.is_table() || matches!(member, ReadSetMember::GraphHead { .. })
+}
+
+impl Omnigraph {
+    /// Runs `write` (plan and publish) until what it read did not move under it, at
+    /// most [`WRITE_ATTEMPTS_MAX`] times. Each lost attempt may leave unpublished
+    /// staging, so once one has, a later failure says so even if its own attempt staged
+    /// nothing. From the [`RESERVE_AFTER_ATTEMPTS`]-th attempt lost to a move of what it
+    /// read, it reserves `tables` for the next (`docs/format.md` §7.7): `write` is given
+    /// the reservation it holds, and its commit releases it.
+    ///
+    /// `write` plans on the head it is given: the first attempt reads the log for it;
+    /// a later one takes the head its lost attempt read (the handle's), without reading
+    /// the log again. Planning on a head that moved since is safe: the publication's
+    /// exact put on the next slot decides, as for any write.
+    pub(crate) async fn replanning<T, R, F>(
+        &self,
+        tables: impl Fn() -> T,
+        write: impl Fn(GraphCommit, Option<String>) -> F,
+    ) -> Result<R>
+    where
+        T: std::future::Future<Output = Result<Vec<String>>>,
+        R: Attempted,
+        F: std::future::Future<Output = Result<R>>,
+    {
+        let mut left = Evidence::BeforeEffect;
+        let mut holding: Option<String> = None;
+        for attempt in 1..=WRITE_ATTEMPTS_MAX {
+            // On the heap, as the plan and its publication below: each holds much
+            // across its awaits, and every caller's future would carry it on its stack.
+            let base = if attempt == 1 {
+                Box::pin(self.head()).await
+            } else {
+                Box::pin(self.base()).await
+            };
+            let written = match base {
+                Ok(base) => Box::pin(write(base, holding.clone())).await,
+                Err(error) => Err(error),
+            };
+            match written {
+                Err(lost @ OmniError::ReadSetChanged { .. }) => {
+                    if lost.evidence() != &Evidence::BeforeEffect {
+                        left = Evidence::Unpublished;
+                    }
+                    if attempt == WRITE_ATTEMPTS_MAX {
+                        let exhausted = OmniError::ContentionExhausted {
+                            attempts: attempt,
+                            evidence: left,
+                        };
+                        Box::pin(self.release_after(holding, &exhausted)).await;
+                        return Err(exhausted);
+                    }
+                    if let OmniError::ReadSetChanged { member, .. } = &lost
+                        && attempt >= RESERVE_AFTER_ATTEMPTS
+                        && reservable(member)
+                        && let Ok(tables) = Box::pin(tables()).await
+                    {
+                        holding = Box::pin(self.keep_reserved(holding, tables)).await;
+                    }
+                }
+                Err(error) => {
+                    let error = error.with_evidence(left);
+                    Box::pin(self.release_after(holding, &error)).await;
+                    return Err(error);
+                }
+                Ok(outcome) => {
+                    // Nothing to change: nothing is published, and nothing stays held.
+                    if !outcome.published() {
+                        Box::pin(self.release(holding)).await;
+                    }
+                    return Ok(outcome);
+                }
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    /// Every table of the head the handle knows: what a strict writer (merge, schema
+    /// apply) reserves once it starved, since any commit that changes a table stops it.
+    pub(crate) async fn every_table(&self) -> Result<Vec<String>> {
+        let base = self.base().await?;
+        Ok(base.pins.iter().map(|pin| pin.table_id.clone()).collect())
+    }
+}
