@@ -929,8 +929,18 @@ fn adjacency_line(adjacency: &omnigraph_maintenance::AdjacencyOutcome) -> String
 
 pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
     let graph = open(root).await?;
-    let commits = graph.graph().log(graph.branch())?.log(limit, None).await?;
-    let rows: Vec<Vec<String>> = commits
+    let log = graph.graph().log(graph.branch())?;
+    let applied = limit.min(omnigraph_publish::log::LOG_PAGE_MAX);
+    let commits = log.log(applied, None).await?;
+    // Below the floor, what cleanup kept of the commits it reclaimed.
+    let reclaimed = match commits.last() {
+        Some(oldest) if commits.len() < applied && oldest.seq > 0 => {
+            log.entries(applied - commits.len(), Some(oldest.seq))
+                .await?
+        }
+        _ => Vec::new(),
+    };
+    let mut rows: Vec<Vec<String>> = commits
         .iter()
         .map(|commit| {
             vec![
@@ -943,16 +953,50 @@ pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
             ]
         })
         .collect();
+    rows.extend(reclaimed.iter().map(|entry| {
+        vec![
+            entry.seq.to_string(),
+            crate::view::rfc3339_micros(entry.created_at),
+            entry.actor.clone(),
+            format!("{} (reclaimed)", entry.operation.kind),
+            entry.operation.summary.clone(),
+            entry.commit_id.clone(),
+        ]
+    }));
     // The log reads at most one page: the JSON gives the limit applied, and whether
     // older commits were left out (their count is the oldest shown seq).
-    let applied = limit.min(omnigraph_publish::log::LOG_PAGE_MAX);
-    let left_out = match commits.last() {
-        Some(oldest) if commits.len() == applied => oldest.seq,
+    let shown = commits.len() + reclaimed.len();
+    let oldest_shown = reclaimed
+        .last()
+        .map(|entry| entry.seq)
+        .or(commits.last().map(|commit| commit.seq));
+    let left_out = match oldest_shown {
+        Some(oldest) if shown == applied => oldest,
         _ => 0,
     };
+    let mut documents: Vec<Value> = commits
+        .iter()
+        .map(|commit| {
+            let mut document = commit_json(commit);
+            document["reclaimed"] = json!(false);
+            document
+        })
+        .collect();
+    documents.extend(reclaimed.iter().map(|entry| {
+        json!({
+            "seq": entry.seq,
+            "commit_id": entry.commit_id,
+            "parent_commit_id": entry.parent_commit_id,
+            "created_at": entry.created_at,
+            "created_at_text": crate::view::rfc3339_micros(entry.created_at),
+            "actor": entry.actor,
+            "operation": entry.operation,
+            "reclaimed": true,
+        })
+    }));
     out.emit(
         json!({
-            "commits": commits.iter().map(commit_json).collect::<Vec<_>>(),
+            "commits": documents,
             "limit": applied,
             "truncated": left_out > 0,
         }),

@@ -42,6 +42,10 @@ pub const PUBLISH_BEFORE_COMMIT_PUT: Failpoint = Failpoint("publish.before_commi
 /// In the publisher: the commit object landed; the `HEAD` copy is not written.
 pub const PUBLISH_AFTER_COMMIT_PUT: Failpoint = Failpoint("publish.after_commit_put");
 
+/// In cleanup: a branch's history of the commits it reclaims is written; their objects
+/// are not deleted.
+pub const CLEANUP_AFTER_HISTORY: Failpoint = Failpoint("cleanup.after_history");
+
 /// Every failpoint, for listings and for tests that sweep them all.
 pub const ALL: &[Failpoint] = &[
     STAGE_BEFORE_MANIFEST,
@@ -51,6 +55,7 @@ pub const ALL: &[Failpoint] = &[
     PUBLISH_BEFORE_GATE,
     PUBLISH_BEFORE_COMMIT_PUT,
     PUBLISH_AFTER_COMMIT_PUT,
+    CLEANUP_AFTER_HISTORY,
 ];
 
 /// The environment variable that arms failpoints in a whole process, for tests that

@@ -30,7 +30,7 @@ mod run;
 pub mod runtime;
 
 pub use budget::MaintenanceBudget;
-pub use cleanup::{CleanupOptions, CleanupPolicy, CleanupReport, TableCleanup};
+pub use cleanup::{CleanupOptions, CleanupPolicy, CleanupReport, LogCleanup, TableCleanup};
 pub use lane::MaintenanceActivity;
 pub use maintenance::{Maintenance, MaintenanceExt};
 pub use omnigraph_publish::AdjacencyOutcome;

@@ -49,7 +49,7 @@ pub use handle::{
     omnigraph, reads, replanning, reserving, rows, schema_apply, spill, traverse,
 };
 pub use protocol::{
-    branches, commit, gate, graph, layout, log, publisher, reservation, retention, staging,
+    branches, commit, gate, graph, history, layout, log, publisher, reservation, retention, staging,
 };
 
 pub use adjacency::{AdjacencyOutcome, AdjacencyStatus};

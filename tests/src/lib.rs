@@ -164,16 +164,25 @@ pub async fn ids_and_row_ids(dataset: &Dataset) -> Vec<(i64, u64)> {
 
 /// Every row's `id` and `_rowid`, as scanned.
 async fn id_and_row_id_batches(dataset: &Dataset) -> Vec<RecordBatch> {
+    try_id_and_row_id_batches(dataset)
+        .await
+        .expect("scan batches")
+}
+
+/// Every row's `id` and `_rowid`, as scanned; what went wrong when the scan fails.
+async fn try_id_and_row_id_batches(dataset: &Dataset) -> Result<Vec<RecordBatch>, String> {
     let mut scanner = dataset.scan();
-    scanner.project(&["id"]).expect("project id");
+    scanner
+        .project(&["id"])
+        .map_err(|error| error.to_string())?;
     scanner.with_row_id();
     scanner
         .try_into_stream()
         .await
-        .expect("scan")
+        .map_err(|error| error.to_string())?
         .try_collect()
         .await
-        .expect("scan batches")
+        .map_err(|error| error.to_string())
 }
 
 /// The ids of the rows where `filter` holds, sorted.
@@ -430,7 +439,12 @@ pub async fn ids_at(
 
 /// The `id` (text) and stable row id of every row of `table`, sorted by id.
 pub async fn text_ids_and_row_ids(table: &Dataset) -> Vec<(String, u64)> {
-    let batches = id_and_row_id_batches(table).await;
+    try_text_ids_and_row_ids(table).await.expect("scan batches")
+}
+
+/// [`text_ids_and_row_ids`], or what went wrong reading them.
+pub async fn try_text_ids_and_row_ids(table: &Dataset) -> Result<Vec<(String, u64)>, String> {
+    let batches = try_id_and_row_id_batches(table).await?;
     let mut out: Vec<(String, u64)> = omnigraph_publish::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| {
@@ -441,7 +455,7 @@ pub async fn text_ids_and_row_ids(table: &Dataset) -> Vec<(String, u64)> {
         })
         .collect();
     out.sort();
-    out
+    Ok(out)
 }
 
 /// The stack [`on_a_big_stack`] runs on: a debug build's poll frames for a whole chain

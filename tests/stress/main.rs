@@ -998,7 +998,10 @@ async fn commits_by_kind(root: &str) -> BTreeMap<String, u64> {
     let mut before = None;
     // A bounded walk: one page per LOG_PAGE_MAX commits of the largest run.
     for _ in 0..=(PROCS_MAX * OPS_MAX) / omnigraph_publish::log::LOG_PAGE_MAX + 1 {
-        let Ok(page) = log.log(omnigraph_publish::log::LOG_PAGE_MAX, before).await else {
+        let Ok(page) = log
+            .entries(omnigraph_publish::log::LOG_PAGE_MAX, before)
+            .await
+        else {
             break;
         };
         let Some(last) = page.last() else {
@@ -1182,7 +1185,8 @@ async fn check(root: &str, workers: &[Value], maintainers: &[Value]) -> Vec<Stri
     violations
 }
 
-/// The log has every seq from 0 to the head, and every retained commit reads.
+/// The log (commits, then the history of those cleanup reclaimed) has every seq from 0
+/// to the head, and every retained commit reads.
 async fn check_log(graph: &Omnigraph) -> Vec<String> {
     let mut violations = Vec::new();
     let Ok(head) = graph.head().await else {
@@ -1195,11 +1199,14 @@ async fn check_log(graph: &Omnigraph) -> Vec<String> {
     let mut seqs = Vec::new();
     let mut before = None;
     while seqs.len() as u64 <= head.seq {
-        match log.log(omnigraph_publish::log::LOG_PAGE_MAX, before).await {
+        match log
+            .entries(omnigraph_publish::log::LOG_PAGE_MAX, before)
+            .await
+        {
             Ok(page) if page.is_empty() => break,
             Ok(page) => {
-                before = page.last().map(|commit| commit.seq);
-                seqs.extend(page.iter().map(|commit| commit.seq));
+                before = page.last().map(|entry| entry.seq);
+                seqs.extend(page.iter().map(|entry| entry.seq));
             }
             Err(error) => {
                 violations.push(format!("the log: {error}"));

@@ -341,6 +341,14 @@ async fn cleanup_keeps_every_live_branchs_data_and_reclaims_a_deleted_ones() {
         ["dropped0", "dropped1", "dropped2", "p0", "p1"]
     );
 
+    // The deleted branch's last write, read before cleanup reclaims its commit too.
+    let written = main
+        .graph()
+        .log("dropped")
+        .unwrap()
+        .require(4)
+        .await
+        .unwrap();
     main.delete_branch("dropped").await.unwrap();
     let second = omnigraph_tests::cleanup_keeping_one_after(&main, later * 2).await;
     assert_eq!(second.totals.tables_failed, 0, "{second:?}");
@@ -363,8 +371,6 @@ async fn cleanup_keeps_every_live_branchs_data_and_reclaims_a_deleted_ones() {
     // The files of the deleted branch's last write are gone: its versions no longer
     // open (through a fresh root, with no cached handle).
     let cold = Omnigraph::open(&test.uri).await.unwrap();
-    let log = cold.graph().log("dropped").unwrap();
-    let written = log.require(4).await.unwrap();
     let pin = written.pin_of_type("Person").unwrap();
     let opened =
         omnigraph_core::adapter::open_table_at(cold.graph().root(), &pin.path, pin.version).await;

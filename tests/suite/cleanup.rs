@@ -160,15 +160,28 @@ async fn cleanup_reclaims_what_no_retained_commit_needs_and_keeps_the_rest_reada
             error.to_string().contains("reclaimed by cleanup"),
             "{error}"
         );
-        // History is still listed.
+        // History is still listed: the reclaimed commits' from the history cleanup
+        // wrote before it deleted their objects.
         let log = graph
             .graph()
             .log("main")
             .unwrap()
-            .log(100, None)
+            .entries(100, None)
             .await
             .unwrap();
         assert_eq!(log.len() as u64, record.seq + 1);
+        let floor = report.logs[0].floor;
+        assert!(floor > 0, "{report:?}");
+        assert!(
+            log.iter()
+                .all(|entry| entry.reclaimed == (entry.seq < floor))
+        );
+        let objects = objects_under(&test.root, "_graph/branches/main/commits").await;
+        assert_eq!(
+            objects.len() as u64,
+            record.seq + 1 - floor + 1,
+            "the commits from the floor, and genesis: {objects:?}"
+        );
 
         // A second run finds nothing and records nothing (its own record does not count
         // as one of the commits kept); repair finds nothing wrong.

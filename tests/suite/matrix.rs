@@ -47,6 +47,8 @@ const FAILPOINTS_NOT_IN_THE_MATRIX: [(failpoints::Failpoint, &str); 1] = [(
 
 /// The branch a creation cell creates.
 const CREATED_BRANCH: &str = "fresh";
+/// The branch a deletion cell deletes.
+const DELETED_BRANCH: &str = "gone";
 
 /// People in a load cell: more than one batch of the loader's.
 const LOAD_PEOPLE: usize = omnigraph_publish::ingest::INGEST_BATCH_ROWS + 100;
@@ -87,10 +89,17 @@ enum Writer {
     /// `fresh`'s log; the branch then exists exactly when the creation landed, with the
     /// seed's rows.
     BranchCreate,
+    /// Deletes branch `gone` (created from the seed, with a person only it holds),
+    /// through the publisher's windows around its commit PUT. The cell's checks read
+    /// main, which the deletion leaves alone, and judge the evidence on `gone`'s log;
+    /// the branch is then live exactly when the deletion did not land. After it,
+    /// cleanup (the full tier's actor) reclaims what only the branch kept, and main
+    /// still reads.
+    BranchDelete,
 }
 
 impl Writer {
-    const ALL: [Writer; 13] = [
+    const ALL: [Writer; 14] = [
         Writer::Insert,
         Writer::Load,
         Writer::LoadMerge,
@@ -104,6 +113,7 @@ impl Writer {
         Writer::Merge,
         Writer::BranchWrite,
         Writer::BranchCreate,
+        Writer::BranchDelete,
     ];
 
     /// The branch the writer writes, and the cell's checks read.
@@ -118,6 +128,7 @@ impl Writer {
     fn log(self) -> &'static str {
         match self {
             Writer::BranchCreate => CREATED_BRANCH,
+            Writer::BranchDelete => DELETED_BRANCH,
             _ => self.branch(),
         }
     }
@@ -335,6 +346,12 @@ fn skipped(writer: Writer, window: Window) -> Option<&'static str> {
         (Writer::BranchCreate, Window::Race) => Some(
             "creation reads no table, so no writer can change what it read; two creators of one name are in tests/suite/branches.rs",
         ),
+        (Writer::BranchDelete, Window::MidStaging | Window::BetweenLinks) => {
+            Some("deletion stages nothing: it puts its last commit")
+        }
+        (Writer::BranchDelete, Window::Race) => Some(
+            "deletion reads nothing (it follows any head); a deletion beside a merge and cleanup is in tests/suite/merge.rs",
+        ),
         _ => None,
     }
 }
@@ -397,7 +414,11 @@ impl Model {
                 model.put("Person", person("f1", 1));
                 model.set("Person", "p3", "age", json!(33));
             }
-            Writer::BuildIndexes | Writer::Optimize | Writer::Cleanup | Writer::BranchCreate => {}
+            Writer::BuildIndexes
+            | Writer::Optimize
+            | Writer::Cleanup
+            | Writer::BranchCreate
+            | Writer::BranchDelete => {}
         }
         model
     }
@@ -470,6 +491,17 @@ async fn seeded_on(backend: Backend, writer: Writer) -> (Omnigraph, TestRoot, Mo
             .await
             .unwrap();
         graph.delete_branch(CREATED_BRANCH).await.unwrap();
+    }
+    if writer == Writer::BranchDelete {
+        graph
+            .create_branch(DELETED_BRANCH, &CommitRef::Head)
+            .await
+            .unwrap();
+        omnigraph_tests::on_branch(&graph, DELETED_BRANCH)
+            .await
+            .insert_json("Person", objects(json!([person("gone1", 9)])))
+            .await
+            .unwrap();
     }
     if writer == Writer::BranchWrite {
         graph.create_branch("side", &CommitRef::Head).await.unwrap();
@@ -551,6 +583,7 @@ async fn run_writer(
             .create_branch(CREATED_BRANCH, &CommitRef::Head)
             .await
             .map(|_| ()),
+        Writer::BranchDelete => graph.delete_branch(DELETED_BRANCH).await.map(|_| ()),
         // Two minutes on, past the grace period: the seeded commits are reclaimable,
         // so the run has a record to publish.
         Writer::Cleanup => omnigraph_tests::later_by(
@@ -940,6 +973,9 @@ async fn crashed(
     if writer == Writer::BranchCreate {
         check_created(&test, false, &model, &mut problems).await;
     }
+    if writer == Writer::BranchDelete {
+        check_deleted(&test, false, &mut problems).await;
+    }
     let leftovers: BTreeSet<String> = table_objects(&test)
         .await
         .difference(&objects_before)
@@ -991,6 +1027,30 @@ async fn check_created(test: &TestRoot, landed: bool, model: &Model, problems: &
                 .into_iter()
                 .map(|problem| format!("on {CREATED_BRANCH}: {problem}")),
         );
+    }
+}
+
+/// After a deletion cell's writer: branch `gone` is live exactly when the deletion did
+/// not land, and then still holds its person.
+async fn check_deleted(test: &TestRoot, landed: bool, problems: &mut Vec<String>) {
+    let graph = Omnigraph::open(&test.uri).await.unwrap();
+    let live = graph
+        .list_branches()
+        .await
+        .unwrap()
+        .iter()
+        .any(|branch| branch.name == DELETED_BRANCH);
+    if live == landed {
+        problems.push(format!(
+            "the deletion landed: {landed}, but the branch is live: {live}"
+        ));
+    }
+    if live {
+        let gone = graph.with_branch(DELETED_BRANCH).unwrap();
+        let ids = omnigraph_tests::ids_at(&gone, "Person", &CommitRef::Head).await;
+        if !ids.contains(&"gone1".to_string()) {
+            problems.push(format!("{DELETED_BRANCH} lost its person: {ids:?}"));
+        }
     }
 }
 
@@ -1148,6 +1208,9 @@ async fn run_cell(
     if writer == Writer::BranchCreate {
         check_created(&test, landed, &model, &mut problems).await;
     }
+    if writer == Writer::BranchDelete {
+        check_deleted(&test, landed, &mut problems).await;
+    }
     let mut expected = if landed { model.after(writer) } else { model };
     let failed = outcome.is_err() && !landed;
     // What a failed write left; in a race the rival's published files are new too, so
@@ -1284,6 +1347,48 @@ const TIER_VAR: &str = "OMNIGRAPH_MATRIX";
 const CELL_VAR: &str = "OMNIGRAPH_MATRIX_CELL";
 /// The actors of the fast tier.
 const FAST_ACTORS: [Actor; 2] = [Actor::NextWriterSameTable, Actor::Reopen];
+
+/// The (writer, window, fault) triples every actor runs after.
+fn faulted_writes() -> usize {
+    Writer::ALL
+        .iter()
+        .flat_map(|writer| {
+            Window::ALL
+                .iter()
+                .filter(|window| skipped(*writer, **window).is_none())
+        })
+        .map(|window| Fault::of(*window).len())
+        .sum()
+}
+
+/// The process cells: one per writer that stages links.
+fn process_cells_of_the_tier() -> usize {
+    Writer::ALL
+        .iter()
+        .filter(|writer| skipped(**writer, Window::BetweenLinks).is_none())
+        .count()
+}
+
+/// The cells a tier of `actors` actors runs.
+fn cells(actors: usize) -> usize {
+    actors * faulted_writes() + process_cells_of_the_tier()
+}
+
+/// The README states the matrix as the code defines it: how many writers, and how
+/// many cells each tier runs.
+#[test]
+fn the_readme_states_the_matrix_as_the_code_defines_it() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("the README");
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    for stated in [
+        format!("every one of its {} writers", Writer::ALL.len()),
+        format!("The fast tier ({} cells", cells(FAST_ACTORS.len())),
+        format!("`--full` ({} cells", cells(Actor::ALL.len())),
+    ] {
+        assert!(readme.contains(&stated), "the README should say {stated:?}");
+    }
+}
 
 /// A cell's name, as [`CELL_VAR`] takes it.
 fn cell_name(writer: Writer, window: Window, fault: Fault, actor: Actor) -> String {
@@ -1443,21 +1548,8 @@ async fn fast_tier() {
         for (point, why) in FAILPOINTS_NOT_IN_THE_MATRIX {
             println!("  failpoint {} is not in the matrix: {why}", point.name());
         }
-        let faults: usize = Writer::ALL
-            .iter()
-            .flat_map(|writer| {
-                Window::ALL
-                    .iter()
-                    .filter(|window| skipped(*writer, **window).is_none())
-            })
-            .map(|window| Fault::of(*window).len())
-            .sum();
-        assert_eq!(ran - process_cells, actors.len() * faults);
-        let staging_writers = Writer::ALL
-            .iter()
-            .filter(|writer| skipped(**writer, Window::BetweenLinks).is_none())
-            .count();
-        assert_eq!(process_cells, staging_writers);
+        assert_eq!(ran, cells(actors.len()));
+        assert_eq!(process_cells, process_cells_of_the_tier());
     } else {
         assert_eq!(ran, 1, "{CELL_VAR} names no cell");
     }

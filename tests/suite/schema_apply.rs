@@ -215,3 +215,75 @@ async fn index_declarations_are_schema_changes() {
         head.schema
     );
 }
+
+/// A schema apply that loses its slot to a data write plans again and lands; one that
+/// another schema apply overtook stops with `read_set_changed` on the schema, and the
+/// other apply's schema stays (planned again, it would have undone it: found by
+/// `cargo xtask dst`, seed 1775).
+#[tokio::test]
+async fn an_apply_plans_again_after_a_write_and_stops_after_another_apply() {
+    use omnigraph_core::{failpoints, seams};
+    let (graph, test) = graph_with_people(Backend::Memory).await;
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let with_phone_and_email = with_person(", phone: String?, email: String?");
+    let with_phone = with_person(", phone: String?");
+    let with_fax = with_person(", phone: String?, fax: String?");
+    for (rival, stops) in [("write", false), ("apply", true)] {
+        let clock = seams::Simulation::new(3, seams::now_micros(), 1);
+        let applied = seams::simulate(clock.clone(), async {
+            let target = if stops {
+                &with_phone_and_email
+            } else {
+                &with_phone
+            };
+            let mut applying = Box::pin(graph.apply_schema(target, false));
+            let ticket = omnigraph_tests::parked_at(
+                &clock,
+                &mut applying,
+                failpoints::PUBLISH_BEFORE_GATE,
+                "the apply's publication",
+            )
+            .await;
+            match rival {
+                "write" => {
+                    other
+                        .insert_json("Person", objects(json!([{"id": "w1", "name": "W"}])))
+                        .await
+                        .unwrap();
+                }
+                _ => {
+                    other.apply_schema(&with_fax, false).await.unwrap();
+                }
+            }
+            clock.windows().release(ticket);
+            applying.await
+        })
+        .await;
+        let head = graph.head().await.unwrap();
+        if stops {
+            let error = applied.unwrap_err();
+            assert!(
+                matches!(
+                    &error,
+                    OmniError::ReadSetChanged {
+                        member: omnigraph_core::ReadSetMember::Schema { .. },
+                        ..
+                    }
+                ),
+                "{error}"
+            );
+            assert_eq!(error.evidence(), &Evidence::Unpublished, "it staged");
+            let catalog = graph.catalog_at(&head).await.unwrap();
+            let person = catalog.require("Person").unwrap();
+            assert!(person.properties().iter().any(|p| p.name == "fax"));
+            assert!(!person.properties().iter().any(|p| p.name == "email"));
+        } else {
+            let report = applied.unwrap();
+            assert_eq!(
+                report.commit.unwrap().seq,
+                head.seq,
+                "it landed after the write"
+            );
+        }
+    }
+}

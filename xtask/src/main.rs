@@ -382,6 +382,15 @@ fn ci() -> Result<(), String> {
             "warnings",
         ],
     )?;
+    // The build the README's first command runs: the CLI alone, without the features
+    // the test crates turn on (failpoints), where dead code shows as a warning. Its
+    // dependencies are the workspace's, with the same features: only our crates and
+    // `fail` are checked again.
+    step(
+        &root,
+        "clippy (the CLI as the README builds it)",
+        &["clippy", "-p", "omnigraph-cli", "--", "-D", "warnings"],
+    )?;
     println!("== guards");
     run_guards(&[])?;
     // Library, binary and integration tests; the workspace has no doc tests, and

@@ -15,8 +15,11 @@
 //! reference. One table's failure is an error row; the others go on. A cancel stops
 //! before the next deletion; deletions in progress finish.
 
+mod commits;
 mod sweep;
 mod trace;
+
+pub use commits::LogCleanup;
 
 pub(crate) use sweep::list_table;
 pub(crate) use trace::{Trace as Traced, heads};
@@ -196,6 +199,10 @@ pub struct CleanupTotals {
     pub unpublished_bytes: u64,
     /// Tables with an error row.
     pub tables_failed: u64,
+    /// Commit objects removed below the branches' floors.
+    pub commits_removed: u64,
+    /// Branches whose log row holds an error.
+    pub logs_failed: u64,
 }
 
 /// What a cleanup run did.
@@ -212,7 +219,10 @@ pub struct CleanupReport {
     pub recorded: Vec<String>,
     /// One row per table folder, by table id.
     pub tables: Vec<TableCleanup>,
-    /// Sums over the tables.
+    /// One row per branch whose log the run reclaimed commits of (`docs/format.md`
+    /// §8.4); a preview reclaims none.
+    pub logs: Vec<LogCleanup>,
+    /// Sums over the tables and logs.
     pub totals: CleanupTotals,
     /// How long the run took, in milliseconds.
     pub elapsed_ms: u64,
@@ -227,11 +237,12 @@ impl CleanupReport {
         self.tables.iter().find(|table| table.table_id == table_id)
     }
 
-    /// The process exit status: 0 unless a table failed, then that failure's.
+    /// The process exit status: 0 unless a table or a log failed, then that failure's.
     pub fn exit_code(&self) -> i32 {
         self.tables
             .iter()
             .filter_map(|table| table.error.as_ref())
+            .chain(self.logs.iter().filter_map(|log| log.error.as_ref()))
             .map(|error| error.exit_code)
             .find(|code| *code != omnigraph_core::EXIT_SUCCESS)
             .unwrap_or(omnigraph_core::EXIT_SUCCESS)
@@ -249,7 +260,7 @@ pub(crate) async fn preview(
     let mut logs = trace_logs(root, options, token).await?;
     let mut rows = plan_until(root, &logs, token, progress).await?;
     retrace(root, &mut logs, &mut rows, token, Grace::Own).await?;
-    Ok(Planned::of(logs, rows).preview_report(started, Vec::new()))
+    Ok(Planned::of(&logs, rows).preview_report(started, Vec::new()))
 }
 
 /// [`plan`], dropped where it stands on a cancel (it only lists and reads), which ends
@@ -300,8 +311,13 @@ pub(crate) async fn run(
             .await
             .map_err(after_record)?;
     }
-    let mut planned = Planned::of(logs, rows);
+    let mut planned = Planned::of(&logs, rows);
     delete_planned(root, &mut planned, token, progress).await;
+    // Then the commit objects below each branch's floor, after their history; only once
+    // the record fenced writers (a run that deletes nothing published none).
+    if !recorded.is_empty() && !token.is_cancelled() {
+        planned.logs = commits::reclaim(root, &logs.heads, &logs.traced, token).await;
+    }
     if token.is_cancelled() {
         // Older commits read as reclaimed once the record landed, whether or not their
         // files went yet. Without a record the run planned no deletion: nothing changed.
@@ -492,14 +508,17 @@ struct Planned {
     tables: Vec<(TableCleanup, TablePlan)>,
     /// The grace period the plans used.
     grace: Duration,
+    /// What the run did to each branch's log.
+    logs: Vec<LogCleanup>,
 }
 
 impl Planned {
-    fn of(logs: Logs, tables: Vec<(TableCleanup, TablePlan)>) -> Planned {
+    fn of(logs: &Logs, tables: Vec<(TableCleanup, TablePlan)>) -> Planned {
         Planned {
-            oldest_retained: logs.traced.oldest_retained,
+            oldest_retained: logs.traced.oldest_retained.clone(),
             tables,
             grace: logs.grace,
+            logs: Vec::new(),
         }
     }
 
@@ -548,12 +567,17 @@ impl Planned {
             totals.tables_failed += u64::from(row.error.is_some());
             tables.push(row);
         }
+        for log in &self.logs {
+            totals.commits_removed += log.commits_removed;
+            totals.logs_failed += u64::from(log.error.is_some());
+        }
         CleanupReport {
             deleted: false,
             grace_secs: self.grace.as_secs(),
             oldest_retained: self.oldest_retained,
             recorded,
             tables,
+            logs: self.logs,
             totals,
             elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             evidence: Evidence::BeforeEffect,

@@ -24,6 +24,10 @@ pub(crate) struct Trace {
     pub(crate) published: HashMap<String, HashSet<u64>>,
     /// Table id → type name, from the newest head that pins it.
     pub(crate) type_names: HashMap<String, String>,
+    /// Per branch, the oldest commit below its oldest retained one whose object a root
+    /// was read from (a head of a life that ended within the grace period, a merge
+    /// base): the commit objects cleanup may reclaim end below it.
+    pub(crate) read_below: BTreeMap<String, u64>,
 }
 
 impl Trace {
@@ -54,6 +58,12 @@ impl Trace {
         self.type_names
             .entry(pin.table_id.clone())
             .or_insert_with(|| pin.type_name.clone());
+    }
+
+    /// Notes that a root was read from commit `seq` of `branch`.
+    fn read_commit(&mut self, branch: &str, seq: u64) {
+        let oldest = self.read_below.entry(branch.to_string()).or_insert(seq);
+        *oldest = (*oldest).min(seq);
     }
 
     /// Whether a retained commit pins `table_id` at any version.
@@ -224,6 +234,7 @@ async fn add_merge_bases(
         if !live.continues_life_of(&base) {
             continue;
         }
+        trace.read_commit(branch, seq);
         for pin in &base.pins {
             trace.publish(pin);
             if trace.retain(pin) {
@@ -261,6 +272,7 @@ async fn add_heads_of_ended_lives(
             break;
         };
         assert_eq!(commit.seq, seq, "a validated commit is at its own seq");
+        trace.read_commit(branch, seq);
         for pin in &commit.pins {
             trace.publish(pin);
             trace.retain(pin);

@@ -355,6 +355,7 @@ impl Omnigraph {
     /// `commit` is `None` when this branch holds everything `from` changed already.
     pub async fn merge(&self, from: &str) -> Result<MergeReport> {
         self.replanning(
+            crate::replanning::OnSchemaChange::PlanAgain,
             || self.every_table(),
             |target, holding| async move { self.merge_on(from, target, holding).await },
         )

@@ -16,6 +16,7 @@
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::omnigraph::{Omnigraph, input_or_storage};
 use crate::publisher::ReadSet;
+use crate::replanning::OnSchemaChange;
 use crate::rows::{self, RowKey};
 use crate::staging::Staging;
 use omnigraph_core::adapter;
@@ -217,12 +218,16 @@ impl Omnigraph {
             let base = self.base().await?;
             Ok(vec![base.require_pin_of_type(type_name)?.table_id.clone()])
         };
-        self.replanning(tables, |base, holding| async move {
-            self.prepare_update_on(base, type_name, predicate, assignments)
-                .await?
-                .publish_holding(self, holding.as_deref())
-                .await
-        })
+        self.replanning(
+            OnSchemaChange::PlanAgain,
+            tables,
+            |base, holding| async move {
+                self.prepare_update_on(base, type_name, predicate, assignments)
+                    .await?
+                    .publish_holding(self, holding.as_deref())
+                    .await
+            },
+        )
         .await
     }
 
@@ -315,12 +320,16 @@ impl Omnigraph {
             let read = delete_read_set(&base, &catalog, catalog.require(type_name)?)?;
             Ok(read.into_iter().map(|(table_id, _)| table_id).collect())
         };
-        self.replanning(tables, |base, holding| async move {
-            self.prepare_delete_on(base, type_name, predicate)
-                .await?
-                .publish_holding(self, holding.as_deref())
-                .await
-        })
+        self.replanning(
+            OnSchemaChange::PlanAgain,
+            tables,
+            |base, holding| async move {
+                self.prepare_delete_on(base, type_name, predicate)
+                    .await?
+                    .publish_holding(self, holding.as_deref())
+                    .await
+            },
+        )
         .await
     }
 

@@ -41,6 +41,18 @@ impl Attempted for SchemaApplyReport {
     }
 }
 
+/// What a replanned write does when another writer changed the schema since its first
+/// attempt read the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnSchemaChange {
+    /// Plan again on the new schema (update, delete, merge: what they change is
+    /// checked against it anew).
+    PlanAgain,
+    /// Stop with `read_set_changed` on the schema: a schema apply planned again would
+    /// silently undo the other writer's schema (the caller decides).
+    Stop,
+}
+
 /// Whether losing over `member` is contention that a reservation can end: a table the
 /// write read moved, or (for a strict writer) the head did. A schema change is not: the
 /// write plans again on the new schema.
@@ -50,7 +62,8 @@ fn reservable(member: &ReadSetMember) -> bool {
 
 impl Omnigraph {
     /// Runs `write` (plan and publish) until what it read did not move under it, at
-    /// most [`WRITE_ATTEMPTS_MAX`] times. Each lost attempt may leave unpublished
+    /// most [`WRITE_ATTEMPTS_MAX`] times; a schema another writer applied meanwhile
+    /// stops it when `on_schema_change` says so. Each lost attempt may leave unpublished
     /// staging, so once one has, a later failure says so even if its own attempt staged
     /// nothing. From the [`RESERVE_AFTER_ATTEMPTS`]-th attempt lost to a move of what it
     /// read, it reserves `tables` for the next (`docs/format.md` §7.7): `write` is given
@@ -62,6 +75,7 @@ impl Omnigraph {
     /// exact put on the next slot decides, as for any write.
     pub(crate) async fn replanning<T, R, F>(
         &self,
+        on_schema_change: OnSchemaChange,
         tables: impl Fn() -> T,
         write: impl Fn(GraphCommit, Option<String>) -> F,
     ) -> Result<R>
@@ -72,6 +86,7 @@ impl Omnigraph {
     {
         let mut left = Evidence::BeforeEffect;
         let mut holding: Option<String> = None;
+        let mut first_schema: Option<String> = None;
         for attempt in 1..=WRITE_ATTEMPTS_MAX {
             // On the heap, as the plan and its publication below: each holds much
             // across its awaits, and every caller's future would carry it on its stack.
@@ -80,10 +95,28 @@ impl Omnigraph {
             } else {
                 Box::pin(self.base()).await
             };
-            let written = match base {
-                Ok(base) => Box::pin(write(base, holding.clone())).await,
-                Err(error) => Err(error),
+            let base = match base {
+                Ok(base) => base,
+                Err(error) => {
+                    let error = error.with_evidence(left);
+                    Box::pin(self.release_after(holding, &error)).await;
+                    return Err(error);
+                }
             };
+            let first = first_schema.get_or_insert_with(|| base.schema.clone());
+            if on_schema_change == OnSchemaChange::Stop && *first != base.schema {
+                let moved = OmniError::ReadSetChanged {
+                    member: ReadSetMember::Schema {
+                        branch: base.branch.clone(),
+                    },
+                    expected: first.clone(),
+                    actual: base.schema.clone(),
+                    evidence: left,
+                };
+                Box::pin(self.release_after(holding, &moved)).await;
+                return Err(moved);
+            }
+            let written = Box::pin(write(base, holding.clone())).await;
             match written {
                 Err(lost @ OmniError::ReadSetChanged { .. }) => {
                     if lost.evidence() != &Evidence::BeforeEffect {

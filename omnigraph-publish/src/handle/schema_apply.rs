@@ -107,6 +107,7 @@ impl Omnigraph {
         let next = omnigraph_core::schema::parse("schema", schema_text)?;
         let next = &next;
         self.replanning(
+            crate::replanning::OnSchemaChange::Stop,
             || self.every_table(),
             |base, holding| async move { self.apply_schema_on(base, next, force, holding).await },
         )

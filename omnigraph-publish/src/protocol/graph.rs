@@ -184,7 +184,18 @@ impl Graph {
             CommitRef::Head => log.head().await?,
             CommitRef::Seq(seq) => {
                 crate::retention::refuse_reclaimed_by_head_copy(&self.root, branch, *seq).await?;
-                log.require(*seq).await?
+                match log.read(*seq).await? {
+                    Some(commit) => commit,
+                    // Gone: reclaimed since the copy was written (the head says so), or
+                    // never there.
+                    None => {
+                        crate::retention::refuse_reclaimed_by_the_head(&self.root, branch, *seq)
+                            .await?;
+                        return Err(OmniError::not_found(format!(
+                            "commit {seq} on branch {branch}"
+                        )));
+                    }
+                }
             }
             CommitRef::Id(id) => {
                 // The walk read the head itself: no copy needed.

@@ -22,7 +22,7 @@ pub fn schema_path(hash: &str) -> String {
 pub const BRANCHES_DIR: &str = "_graph/branches";
 
 /// The folder of a branch's commits.
-pub(crate) fn commits_dir(branch: &str) -> String {
+pub fn commits_dir(branch: &str) -> String {
     format!("_graph/branches/{branch}/commits")
 }
 
@@ -32,13 +32,36 @@ pub fn commit_path(branch: &str, seq: u64) -> String {
 }
 
 /// The seq a commit path names, if it is one.
-pub(crate) fn seq_of_commit_path(path: &str) -> Option<u64> {
+pub fn seq_of_commit_path(path: &str) -> Option<u64> {
     let name = path.rsplit('/').next()?;
     let digits = name.strip_suffix(".json")?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     digits.parse().ok()
+}
+
+/// The folder of a branch's history of reclaimed commits.
+pub fn history_dir(branch: &str) -> String {
+    format!("_graph/branches/{branch}/history")
+}
+
+/// The history chunk of `branch` holding the reclaimed commits `from..to`.
+pub fn history_chunk_path(branch: &str, from: u64, to: u64) -> String {
+    assert!(from < to, "a history chunk holds a commit");
+    format!("_graph/branches/{branch}/history/{from:020}-{to:020}.jsonl.gz")
+}
+
+/// The seqs `from..to` a history chunk's path names, if it is one.
+pub fn history_chunk_range(path: &str) -> Option<(u64, u64)> {
+    let name = path.rsplit('/').next()?;
+    let (from, to) = name.strip_suffix(".jsonl.gz")?.split_once('-')?;
+    let digits = |text: &str| text.len() == 20 && text.bytes().all(|b| b.is_ascii_digit());
+    if !digits(from) || !digits(to) {
+        return None;
+    }
+    let (from, to): (u64, u64) = (from.parse().ok()?, to.parse().ok()?);
+    (from < to).then_some((from, to))
 }
 
 /// The best-effort copy of the newest commit of `branch`.

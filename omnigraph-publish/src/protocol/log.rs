@@ -8,7 +8,8 @@
 //! no writer ever publishes into it. The commits folder is listed only when `HEAD` is
 //! missing, unreadable, points past the log, or lags by more than [`HEAD_PROBE_MAX`].
 
-use crate::commit::GraphCommit;
+use crate::commit::{CommitOperation, GraphCommit};
+use crate::history::{History, HistoryEntry};
 use crate::layout;
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{InputLocation, OmniError, Result};
@@ -22,6 +23,51 @@ pub const HEAD_PROBE_MAX: usize = 64;
 pub const FIND_WALK_MAX: usize = 1_000;
 /// The most commits one `log` call returns.
 pub const LOG_PAGE_MAX: usize = 1_000;
+
+/// One entry of a branch's log: a commit, or what the history keeps of a reclaimed one.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LogEntry {
+    /// Its seq.
+    pub seq: u64,
+    /// Its commit id.
+    pub commit_id: String,
+    /// Its parent's id (`None` for genesis).
+    pub parent_commit_id: Option<String>,
+    /// When it was published (microseconds since the epoch).
+    pub created_at: i64,
+    /// Who published it.
+    pub actor: String,
+    /// What it did.
+    pub operation: CommitOperation,
+    /// Whether cleanup reclaimed it: only its history is left (its summary may be cut).
+    pub reclaimed: bool,
+}
+
+impl LogEntry {
+    fn of_commit(commit: &GraphCommit) -> LogEntry {
+        LogEntry {
+            seq: commit.seq,
+            commit_id: commit.commit_id.clone(),
+            parent_commit_id: commit.parent_commit_id.clone(),
+            created_at: commit.created_at,
+            actor: commit.actor.clone(),
+            operation: commit.operation.clone(),
+            reclaimed: false,
+        }
+    }
+
+    fn of_history(entry: &HistoryEntry) -> LogEntry {
+        LogEntry {
+            seq: entry.seq,
+            commit_id: entry.commit_id.clone(),
+            parent_commit_id: entry.parent_commit_id.clone(),
+            created_at: entry.created_at,
+            actor: entry.actor.clone(),
+            operation: entry.operation.clone(),
+            reclaimed: true,
+        }
+    }
+}
 
 /// Whether a probe forward from `seq` stays within the seq space.
 fn probe_fits(seq: u64) -> bool {
@@ -174,6 +220,12 @@ impl CommitLog {
                     // n+1 again now tells a race from a gap.
                     match self.read(newest.seq + 1).await? {
                         Some(commit) => commit,
+                        // A commit below the floor is a leftover of cleanup (its
+                        // successors may be deleted already): the listing knows the
+                        // floor.
+                        None if self.below_the_floor(newest.seq + 1).await? => {
+                            return self.newest_by_listing().await;
+                        }
                         None => return Err(self.gap(newest.seq + 1, beyond.seq)),
                     }
                 }
@@ -259,8 +311,16 @@ impl CommitLog {
         (hint.branch == self.branch).then_some(hint.seq)
     }
 
+    /// Whether `seq` is below the branch's floor: cleanup reclaimed it and wrote its
+    /// history (one LIST of the history folder).
+    async fn below_the_floor(&self, seq: u64) -> Result<bool> {
+        Ok(seq < History::read(&self.root, &self.branch).await?.floor())
+    }
+
     /// The newest commit found by listing the commits folder: the fallback when `HEAD`
-    /// is gone; `None` when there is none.
+    /// is gone; `None` when there is none. The commits from the floor (0 until cleanup
+    /// reclaimed commits, `docs/format.md` §8.4) to the newest must all be there; a
+    /// commit below the floor is a leftover, ignored.
     async fn newest_by_listing(&self) -> Result<Option<GraphCommit>> {
         let names = self.root.list(&layout::commits_dir(&self.branch)).await?;
         let mut seqs: Vec<u64> = names
@@ -271,8 +331,25 @@ impl CommitLog {
         let Some(&newest) = seqs.last() else {
             return Ok(None);
         };
-        for (expected, found) in seqs.iter().enumerate() {
-            let expected = expected as u64;
+        // Listed after the commits: a deletion the listing saw is covered by a history
+        // chunk written before it.
+        let contiguous_from_genesis = seqs.iter().enumerate().all(|(at, seq)| *seq == at as u64);
+        let floor = if contiguous_from_genesis {
+            0
+        } else {
+            History::read(&self.root, &self.branch).await?.floor()
+        };
+        if newest < floor {
+            return Err(OmniError::corrupt(
+                layout::commits_dir(&self.branch),
+                format!(
+                    "the history reclaims every commit below {floor}, but the newest commit is {newest}"
+                ),
+            ));
+        }
+        seqs.retain(|seq| *seq >= floor);
+        for (at, found) in seqs.iter().enumerate() {
+            let expected = floor + at as u64;
             // A listing is not atomic: a commit missing from it is a gap only if it
             // is still missing when read.
             if *found != expected && self.read(expected).await?.is_none() {
@@ -304,6 +381,10 @@ impl CommitLog {
         let mut seq = start;
         while commits.len() < limit {
             let Some(commit) = self.read(seq).await? else {
+                // Below the floor the log goes on in the history ([`CommitLog::entries`]).
+                if self.below_the_floor(seq).await? {
+                    return Ok(commits);
+                }
                 if seq == start
                     && let Some(cursor) = before
                 {
@@ -337,6 +418,40 @@ impl CommitLog {
         Ok(commits)
     }
 
+    /// Up to `limit` entries of the log, newest first, starting below `before` (a seq)
+    /// or at the head: the commits from the floor up, then the history of the reclaimed
+    /// ones (`docs/format.md` §8.4), each on the one before.
+    pub async fn entries(&self, limit: usize, before: Option<u64>) -> Result<Vec<LogEntry>> {
+        let limit = limit.min(LOG_PAGE_MAX);
+        let commits = self.log(limit, before).await?;
+        let mut entries: Vec<LogEntry> = commits.iter().map(LogEntry::of_commit).collect();
+        let next = match (entries.last(), before) {
+            (Some(oldest), _) => oldest.seq,
+            (None, Some(cursor)) => cursor,
+            (None, None) => return Ok(entries),
+        };
+        if entries.len() >= limit || next == 0 {
+            return Ok(entries);
+        }
+        let history = History::read(&self.root, &self.branch).await?;
+        let to = next.min(history.floor());
+        let from = to.saturating_sub((limit - entries.len()) as u64);
+        let reclaimed = history.entries(&self.root, from, to).await?;
+        if let (Some(older), Some(newer)) = (reclaimed.last(), entries.last())
+            && newer.parent_commit_id.as_deref() != Some(older.commit_id.as_str())
+        {
+            return Err(OmniError::corrupt(
+                layout::history_dir(&self.branch),
+                format!(
+                    "commit {} does not follow reclaimed commit {}",
+                    newer.seq, older.seq
+                ),
+            ));
+        }
+        entries.extend(reclaimed.iter().rev().map(LogEntry::of_history));
+        Ok(entries)
+    }
+
     /// The commit with `commit_id`, walking back from the head at most
     /// [`FIND_WALK_MAX`] commits; an older commit is named by its seq.
     pub async fn find(&self, commit_id: &str) -> Result<GraphCommit> {
@@ -362,12 +477,31 @@ impl CommitLog {
                     self.branch
                 )));
             }
-            current = self.read(current.seq - 1).await?.ok_or_else(|| {
-                OmniError::corrupt(
-                    layout::commit_path(&self.branch, current.seq - 1),
-                    format!("the log of branch {} has a gap", self.branch),
-                )
-            })?;
+            current = match self.read(current.seq - 1).await? {
+                Some(commit) => commit,
+                // Reclaimed: the history names it, if it is there at all.
+                None if self.below_the_floor(current.seq - 1).await? => {
+                    let history = History::read(&self.root, &self.branch).await?;
+                    return match history.find(&self.root, commit_id).await? {
+                        Some(found) => Err(OmniError::CommitReclaimed {
+                            branch: self.branch.clone(),
+                            seq: found.seq,
+                            oldest_retained: crate::retention::oldest_retained(&head),
+                            evidence: omnigraph_core::Evidence::BeforeEffect,
+                        }),
+                        None => Err(OmniError::not_found(format!(
+                            "commit {commit_id} on branch {}",
+                            self.branch
+                        ))),
+                    };
+                }
+                None => {
+                    return Err(OmniError::corrupt(
+                        layout::commit_path(&self.branch, current.seq - 1),
+                        format!("the log of branch {} has a gap", self.branch),
+                    ));
+                }
+            };
         }
         Err(OmniError::not_found(format!(
             "commit {commit_id} among the newest {FIND_WALK_MAX} commits of branch {} (name an older commit by its seq)",

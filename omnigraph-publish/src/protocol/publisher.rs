@@ -256,6 +256,37 @@ async fn publish_on_log(
             .await
             .map_err(|error| error.with_evidence(failure_evidence.clone()))?
         {
+            Decided::Ours
+                if landed_below_the_floor(root, &base, &candidate)
+                    .await
+                    // Published, or a leftover below the floor: which, it cannot tell.
+                    .map_err(|_| OmniError::PublishInDoubt {
+                        commit_id: candidate.commit_id.clone(),
+                        evidence: Evidence::InDoubt,
+                    })? =>
+            {
+                // The put landed where cleanup had reclaimed the commit that followed
+                // the base: no reader looks there (it is a leftover the next cleanup
+                // deletes). The writer goes on from the head, as after a lost race.
+                let head = log
+                    .head()
+                    .await
+                    .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
+                if !head.continues_life_of(&base) {
+                    return Err(branch_deleted(&head).with_evidence(failure_evidence));
+                }
+                *seen = Some(head.clone());
+                check_read_set(&base, &head, publication)
+                    .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
+                rebases += 1;
+                if rebases > PUBLISH_REBASES_MAX {
+                    return Err(OmniError::ContentionExhausted {
+                        attempts: rebases,
+                        evidence: failure_evidence,
+                    });
+                }
+                base = head;
+            }
             Decided::Ours => {
                 // Published. A failure from here on must not be reported as a failure
                 // of the publication: HEAD is only a best-effort copy.
@@ -365,6 +396,31 @@ async fn follow(
     *seen = Some(head.clone());
     check_read_set(base, &head, publication)?;
     Ok(head)
+}
+
+/// How old a base must be before a put on it may have landed below the branch's floor:
+/// cleanup reclaims a commit only once the commit that followed it is older than its
+/// grace period (at least a minute), so a base younger than half that is never below
+/// the floor, whatever the clocks' skew within it.
+const FLOOR_CHECK_AGE_MICROS: i64 = crate::retention::GRACE_MIN.as_micros() as i64 / 2;
+
+/// Whether `candidate`, which landed on `base`, is below the branch's floor: the base
+/// was a head long ago, cleanup reclaimed the commit after it, and the put found the
+/// slot free (`docs/format.md` §8.4). Checked only for a base older than
+/// [`FLOOR_CHECK_AGE_MICROS`] (one LIST of the branch's history); a young base costs
+/// nothing.
+async fn landed_below_the_floor(
+    root: &StorageRoot,
+    base: &GraphCommit,
+    candidate: &GraphCommit,
+) -> Result<bool> {
+    if seams::now_micros().saturating_sub(base.created_at) <= FLOOR_CHECK_AGE_MICROS {
+        return Ok(false);
+    }
+    let floor = crate::history::History::read(root, &candidate.branch)
+        .await?
+        .floor();
+    Ok(candidate.seq < floor)
 }
 
 /// How recently before a write began a commit that beat it counts as another writer's

@@ -1,0 +1,171 @@
+//! Reclaiming commit objects (`docs/format.md` §8.4): metadata stops growing with the
+//! number of writes. Per branch, the commits below its *floor* are reclaimed: the floor
+//! is the oldest commit the branch retains (its record's `oldest_retained`), lowered to
+//! any older commit a root was read from (a head of a life that ended within the grace
+//! period, a merge base of a live branch). A run writes the history of the commits from
+//! the old floor to the new one first (`omnigraph log` reads it), then deletes their
+//! objects, and any leftover below the floor a crashed run left. `main`'s genesis object
+//! stays: it marks the root as holding a graph.
+
+use super::trace::Trace;
+use super::{DELETE_FAN_OUT, TableError, table_error};
+use crate::budget::REQUEST_FAN_OUT;
+use crate::lane::CancelToken;
+use futures::{StreamExt, TryStreamExt};
+use omnigraph_core::storage::StorageRoot;
+use omnigraph_core::{OmniError, Result, failpoints};
+use omnigraph_publish::history::{self, History, HistoryEntry};
+use omnigraph_publish::{CommitLog, GraphCommit, layout};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a run did to one branch's log.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LogCleanup {
+    /// The branch.
+    pub branch: String,
+    /// Every commit below this is reclaimed (its history kept).
+    pub floor: u64,
+    /// Commits whose history this run wrote.
+    pub history_written: u64,
+    /// Commit objects this run deleted (leftovers of an earlier run included).
+    pub commits_removed: u64,
+    /// Why the log was not reclaimed completely.
+    pub error: Option<TableError>,
+}
+
+/// Reclaims the commit objects of every branch in `heads` below its floor, as `trace`
+/// (the run's final trace, after its record) says; a cancel stops before the next
+/// history write or deletion. One branch's failure is its row's error.
+pub(crate) async fn reclaim(
+    root: &Arc<StorageRoot>,
+    heads: &BTreeMap<String, GraphCommit>,
+    trace: &Trace,
+    token: &CancelToken,
+) -> Vec<LogCleanup> {
+    let mut logs = Vec::with_capacity(heads.len());
+    for (branch, head) in heads {
+        if token.is_cancelled() {
+            break;
+        }
+        let mut row = LogCleanup {
+            branch: branch.clone(),
+            ..LogCleanup::default()
+        };
+        if let Err(error) = reclaim_branch(root, branch, head, trace, token, &mut row).await {
+            row.error = Some(table_error(&error));
+        }
+        logs.push(row);
+    }
+    logs
+}
+
+/// The floor `branch` may move to: its oldest retained commit, below any commit a root
+/// was read from, never past its head.
+fn floor_of(branch: &str, head: &GraphCommit, trace: &Trace) -> u64 {
+    let retained = trace
+        .oldest_retained
+        .get(branch)
+        .copied()
+        .unwrap_or_else(|| omnigraph_publish::retention::oldest_retained(head));
+    let read = trace.read_below.get(branch).copied().unwrap_or(u64::MAX);
+    retained.min(read).min(head.seq)
+}
+
+async fn reclaim_branch(
+    root: &Arc<StorageRoot>,
+    branch: &str,
+    head: &GraphCommit,
+    trace: &Trace,
+    token: &CancelToken,
+    row: &mut LogCleanup,
+) -> Result<()> {
+    let history = History::read(root, branch).await?;
+    let target = floor_of(branch, head, trace);
+    row.floor = history.floor().max(target);
+    if target > history.floor() {
+        let entries = reclaimed_entries(root, branch, history.floor(), target).await?;
+        if let Some(first) = entries.first()
+            && history.floor() > 0
+        {
+            // The new history goes on from the old: its first commit's parent is the
+            // last the history holds.
+            let last = history
+                .entries(root, history.floor() - 1, history.floor())
+                .await?;
+            if last.first().map(|entry| entry.commit_id.as_str())
+                != first.parent_commit_id.as_deref()
+            {
+                return Err(OmniError::corrupt(
+                    layout::commit_path(branch, first.seq),
+                    format!(
+                        "its parent is not the last commit the history holds ({})",
+                        history.floor() - 1
+                    ),
+                ));
+            }
+        }
+        if token.is_cancelled() {
+            return Ok(());
+        }
+        history::write(root, branch, &entries).await?;
+        row.history_written = entries.len() as u64;
+    }
+    failpoints::reach(failpoints::CLEANUP_AFTER_HISTORY).await?;
+    // Every commit object below the floor goes, whoever wrote it: reclaimed commits,
+    // leftovers of a run that stopped here, a writer's that landed below the floor.
+    let floor = row.floor;
+    let below: Vec<String> = root
+        .list(&layout::commits_dir(branch))
+        .await?
+        .into_iter()
+        .filter(|path| {
+            layout::seq_of_commit_path(path)
+                .is_some_and(|seq| seq < floor && !(branch == layout::MAIN_BRANCH && seq == 0))
+        })
+        .collect();
+    let removed: Vec<Result<bool>> = futures::stream::iter(below)
+        .map(|path| async move {
+            if token.is_cancelled() {
+                return Ok(false);
+            }
+            let seq = layout::seq_of_commit_path(&path).expect("filtered to commit paths");
+            assert!(seq < floor, "only commits below the floor are deleted");
+            root.delete(&path).await.map(|()| true)
+        })
+        .buffer_unordered(DELETE_FAN_OUT)
+        .collect()
+        .await;
+    for outcome in removed {
+        row.commits_removed += u64::from(outcome?);
+    }
+    Ok(())
+}
+
+/// The history of commits `from..to` of `branch`, read from their objects and checked
+/// to follow each other.
+async fn reclaimed_entries(
+    root: &Arc<StorageRoot>,
+    branch: &str,
+    from: u64,
+    to: u64,
+) -> Result<Vec<HistoryEntry>> {
+    let log = CommitLog::new(root.clone(), branch)?;
+    let commits: Vec<GraphCommit> = futures::stream::iter(from..to)
+        .map(|seq| {
+            let log = log.clone();
+            async move { log.require(seq).await }
+        })
+        .buffered(REQUEST_FAN_OUT)
+        .try_collect()
+        .await?;
+    for pair in commits.windows(2) {
+        if pair[1].parent_commit_id.as_deref() != Some(pair[0].commit_id.as_str()) {
+            return Err(OmniError::corrupt(
+                layout::commit_path(branch, pair[1].seq),
+                format!("it does not follow commit {}", pair[0].seq),
+            ));
+        }
+    }
+    Ok(commits.iter().map(HistoryEntry::of).collect())
+}

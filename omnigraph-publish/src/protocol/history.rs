@@ -1,0 +1,340 @@
+//! The compact history of reclaimed commits (`docs/format.md` §8.4). Cleanup reclaims
+//! the commit objects below each branch's *floor* so that metadata stops growing with
+//! the number of writes; before it deletes one, it writes what `omnigraph log` shows of
+//! it (seq, id, parent, time, actor, operation) into an immutable chunk under
+//! `_graph/branches/<branch>/history/`. The chunks are the floor's only record: the
+//! floor is where the run of chunks that starts at seq 0 ends. Every commit below the
+//! floor is reclaimed (its versions were, long before), and a commit object found below
+//! it is a leftover that readers ignore and the next cleanup deletes.
+
+use crate::commit::{CommitOperation, GraphCommit};
+use crate::layout;
+use omnigraph_core::storage::StorageRoot;
+use omnigraph_core::{OmniError, Result};
+use std::io::{Read, Write};
+
+/// The most commits one history chunk holds; a longer reclaimed range is written in
+/// several.
+pub const HISTORY_CHUNK_COMMITS_MAX: u64 = 10_000;
+/// The most characters of an operation's summary the history keeps.
+pub const HISTORY_SUMMARY_CHARS_MAX: usize = 80;
+/// The largest chunk a reader accepts, compressed, in bytes.
+pub const HISTORY_CHUNK_BYTES_MAX: usize = 4 << 20;
+/// The largest chunk a reader decompresses, in bytes: a chunk's lines at their longest.
+pub(crate) const HISTORY_LINES_BYTES_MAX: usize = 16 << 20;
+/// The most chunks a branch's history folder may hold.
+pub const HISTORY_CHUNKS_MAX: usize = 100_000;
+// A chunk's lines at their longest (ids, actor, kind and a summary, with JSON framing)
+// fit what a reader decompresses.
+const _: () = assert!(HISTORY_CHUNK_COMMITS_MAX as usize * 1_024 <= HISTORY_LINES_BYTES_MAX);
+
+/// What the history keeps of one reclaimed commit.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryEntry {
+    /// Its seq.
+    pub seq: u64,
+    /// Its commit id.
+    #[serde(rename = "id")]
+    pub commit_id: String,
+    /// Its parent's id (`None` for genesis).
+    #[serde(rename = "parent")]
+    pub parent_commit_id: Option<String>,
+    /// When it was published (microseconds since the epoch).
+    #[serde(rename = "at")]
+    pub created_at: i64,
+    /// Who published it.
+    pub actor: String,
+    /// What it did (the summary cut to [`HISTORY_SUMMARY_CHARS_MAX`] characters).
+    #[serde(rename = "op")]
+    pub operation: CommitOperation,
+}
+
+impl HistoryEntry {
+    /// What the history keeps of `commit`.
+    pub fn of(commit: &GraphCommit) -> HistoryEntry {
+        HistoryEntry {
+            seq: commit.seq,
+            commit_id: commit.commit_id.clone(),
+            parent_commit_id: commit.parent_commit_id.clone(),
+            created_at: commit.created_at,
+            actor: commit.actor.clone(),
+            operation: CommitOperation {
+                kind: commit.operation.kind.clone(),
+                summary: commit
+                    .operation
+                    .summary
+                    .chars()
+                    .take(HISTORY_SUMMARY_CHARS_MAX)
+                    .collect(),
+            },
+        }
+    }
+
+    /// Checks an entry read back: the ids it names are ids, and it is the seq it is
+    /// listed at.
+    fn validate(&self, path: &str, seq: u64) -> Result<()> {
+        let refuse = |message: String| OmniError::corrupt(path, message);
+        if self.seq != seq {
+            return Err(refuse(format!("line for seq {seq} holds seq {}", self.seq)));
+        }
+        crate::commit::check_id("id", &self.commit_id).map_err(refuse)?;
+        if let Some(parent) = &self.parent_commit_id {
+            crate::commit::check_id("parent", parent).map_err(refuse)?;
+        }
+        Ok(())
+    }
+}
+
+/// The reclaimed part of one branch's log, as its history folder lists it (one LIST).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct History {
+    branch: String,
+    /// Each chunk's seqs, `from..to`, sorted by `from`.
+    chunks: Vec<(u64, u64)>,
+    floor: u64,
+}
+
+impl History {
+    /// Lists the history of `branch`.
+    pub async fn read(root: &StorageRoot, branch: &str) -> Result<History> {
+        let names = root.list(&layout::history_dir(branch)).await?;
+        if names.len() > HISTORY_CHUNKS_MAX {
+            return Err(OmniError::corrupt(
+                layout::history_dir(branch),
+                format!(
+                    "{} history chunks; the limit is {HISTORY_CHUNKS_MAX}",
+                    names.len()
+                ),
+            ));
+        }
+        let mut chunks: Vec<(u64, u64)> = names
+            .iter()
+            .filter_map(|name| layout::history_chunk_range(name))
+            .collect();
+        chunks.sort_unstable();
+        // Chunks may overlap (two runs that reclaimed at once): the floor is where the
+        // run that starts at genesis ends.
+        let mut floor = 0;
+        for (from, to) in &chunks {
+            if *from > floor {
+                break;
+            }
+            floor = floor.max(*to);
+        }
+        Ok(History {
+            branch: branch.to_string(),
+            chunks,
+            floor,
+        })
+    }
+
+    /// Every commit below this seq is reclaimed, its object gone or a leftover.
+    pub fn floor(&self) -> u64 {
+        self.floor
+    }
+
+    /// The entries of the reclaimed commits in `from..to` (within the floor), in seq
+    /// order, each checked to follow the one before.
+    pub async fn entries(
+        &self,
+        root: &StorageRoot,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<HistoryEntry>> {
+        let to = to.min(self.floor);
+        let mut entries: Vec<HistoryEntry> = Vec::new();
+        let mut next = from;
+        while next < to {
+            // The chunk that holds `next` and reaches furthest.
+            let Some(&(chunk_from, chunk_to)) = self
+                .chunks
+                .iter()
+                .filter(|(start, end)| *start <= next && next < *end)
+                .max_by_key(|(_, end)| *end)
+            else {
+                return Err(OmniError::corrupt(
+                    layout::history_dir(&self.branch),
+                    format!("no history chunk holds reclaimed commit {next}"),
+                ));
+            };
+            let chunk = read_chunk(root, &self.branch, chunk_from, chunk_to).await?;
+            for entry in chunk {
+                if entry.seq >= next && entry.seq < to {
+                    entries.push(entry);
+                }
+            }
+            next = chunk_to;
+        }
+        for pair in entries.windows(2) {
+            if pair[1].parent_commit_id.as_deref() != Some(pair[0].commit_id.as_str()) {
+                return Err(OmniError::corrupt(
+                    layout::history_dir(&self.branch),
+                    format!(
+                        "reclaimed commit {} does not follow {}",
+                        pair[1].seq, pair[0].seq
+                    ),
+                ));
+            }
+        }
+        Ok(entries)
+    }
+
+    /// The reclaimed commit with `commit_id`, if the history holds it.
+    pub async fn find(&self, root: &StorageRoot, commit_id: &str) -> Result<Option<HistoryEntry>> {
+        for (from, to) in &self.chunks {
+            if let Some(found) = read_chunk(root, &self.branch, *from, *to)
+                .await?
+                .into_iter()
+                .find(|entry| entry.commit_id == commit_id)
+            {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Reads and checks the chunk of `branch` holding `from..to`.
+async fn read_chunk(
+    root: &StorageRoot,
+    branch: &str,
+    from: u64,
+    to: u64,
+) -> Result<Vec<HistoryEntry>> {
+    let path = layout::history_chunk_path(branch, from, to);
+    let Some(bytes) = root.get_capped(&path, HISTORY_CHUNK_BYTES_MAX).await? else {
+        return Err(OmniError::corrupt(&path, "listed but not readable"));
+    };
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .take(HISTORY_LINES_BYTES_MAX as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(|error| OmniError::corrupt(&path, format!("not a gzip of text: {error}")))?;
+    if text.len() > HISTORY_LINES_BYTES_MAX {
+        return Err(OmniError::corrupt(
+            &path,
+            format!("more than {HISTORY_LINES_BYTES_MAX} bytes of lines"),
+        ));
+    }
+    let entries = text
+        .lines()
+        .zip(from..to)
+        .map(|(line, seq)| {
+            let entry: HistoryEntry = serde_json::from_str(line)
+                .map_err(|error| OmniError::corrupt(&path, format!("line {seq}: {error}")))?;
+            entry.validate(&path, seq)?;
+            Ok(entry)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if entries.len() as u64 != to - from {
+        return Err(OmniError::corrupt(
+            &path,
+            format!("{} lines for {} commits", entries.len(), to - from),
+        ));
+    }
+    Ok(entries)
+}
+
+/// Writes the history of the reclaimed commits `entries` (consecutive seqs, each
+/// following the one before) of `branch`, in chunks of at most
+/// [`HISTORY_CHUNK_COMMITS_MAX`]. A chunk is immutable and its bytes are a function of
+/// its commits: one another run wrote already is the same.
+pub async fn write(root: &StorageRoot, branch: &str, entries: &[HistoryEntry]) -> Result<()> {
+    for pair in entries.windows(2) {
+        assert!(
+            pair[1].seq == pair[0].seq + 1
+                && pair[1].parent_commit_id.as_deref() == Some(pair[0].commit_id.as_str()),
+            "history is written for consecutive commits, each on the one before"
+        );
+    }
+    for chunk in entries.chunks(HISTORY_CHUNK_COMMITS_MAX as usize) {
+        let (from, to) = (chunk[0].seq, chunk[chunk.len() - 1].seq + 1);
+        let mut lines = Vec::new();
+        for entry in chunk {
+            serde_json::to_writer(&mut lines, entry)
+                .map_err(|error| OmniError::internal(format!("a history line: {error}")))?;
+            lines.push(b'\n');
+        }
+        // No name and no time in the gzip header: the bytes depend on the lines alone.
+        let mut encoder = flate2::GzBuilder::new()
+            .mtime(0)
+            .write(Vec::new(), flate2::Compression::best());
+        encoder
+            .write_all(&lines)
+            .and_then(|()| encoder.try_finish())
+            .map_err(|error| OmniError::internal(format!("compressing history: {error}")))?;
+        let bytes = encoder
+            .finish()
+            .map_err(|error| OmniError::internal(format!("compressing history: {error}")))?;
+        crate::graph::put_immutable(
+            root,
+            &layout::history_chunk_path(branch, from, to),
+            bytes.into(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: u64, parent: Option<&str>) -> HistoryEntry {
+        HistoryEntry {
+            seq,
+            commit_id: format!("01J{seq:023}"),
+            parent_commit_id: parent.map(str::to_string),
+            created_at: 1_700_000_000_000_000 + seq as i64,
+            actor: "omnigraph".into(),
+            operation: CommitOperation {
+                kind: "update".into(),
+                summary: "Person: 1 row".into(),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn chunks_round_trip_make_the_floor_and_stay_small() {
+        let root = StorageRoot::open(&format!(
+            "memory://history-{}",
+            omnigraph_core::seams::new_id().to_lowercase()
+        ))
+        .await
+        .unwrap();
+        let mut entries = vec![entry(0, None)];
+        for seq in 1..25_000 {
+            let parent = entries[seq as usize - 1].commit_id.clone();
+            entries.push(entry(seq, Some(&parent)));
+        }
+        write(&root, "main", &entries).await.unwrap();
+        let history = History::read(&root, "main").await.unwrap();
+        assert_eq!(history.floor(), 25_000);
+        assert_eq!(history.chunks.len(), 3, "chunks of at most 10,000");
+        let back = history.entries(&root, 9_990, 10_020).await.unwrap();
+        assert_eq!(back, entries[9_990..10_020]);
+        assert_eq!(
+            history.find(&root, &entries[17].commit_id).await.unwrap(),
+            Some(entries[17].clone())
+        );
+        let bytes: u64 = root
+            .list_with_meta("_graph/branches/main/history")
+            .await
+            .unwrap()
+            .iter()
+            .map(|object| object.size)
+            .sum();
+        assert!(bytes < 25_000 * 100, "{bytes} bytes for 25,000 commits");
+        // The same chunk again is the same object; an overlapping later run extends the
+        // floor.
+        write(&root, "main", &entries[..10_000]).await.unwrap();
+        let mut more = entries.clone();
+        for seq in 25_000..25_010 {
+            let parent = more[seq as usize - 1].commit_id.clone();
+            more.push(entry(seq, Some(&parent)));
+        }
+        write(&root, "main", &more[20_000..]).await.unwrap();
+        assert_eq!(History::read(&root, "main").await.unwrap().floor(), 25_010);
+    }
+}
