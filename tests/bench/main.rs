@@ -580,6 +580,8 @@ async fn cleanup_bench(dir: &std::path::Path, updates: usize, garbage: usize) ->
     let report = cleanup_after_grace(&graph).await;
     let kept = bytes_under(&root, "tables").await;
     let log_bytes = bytes_under(&root, "_graph").await;
+    let history_bytes = bytes_under(&root, &omnigraph_publish::layout::history_dir("main")).await;
+    let reclaimed_commits: u64 = report.logs.iter().map(|log| log.history_written).sum();
 
     let fresh_uri = dir.join("fresh").display().to_string();
     let fresh = cleanup_graph(&fresh_uri, &names).await;
@@ -613,6 +615,10 @@ async fn cleanup_bench(dir: &std::path::Path, updates: usize, garbage: usize) ->
         "fresh_graph_tables_bytes": baseline,
         "footprint_ratio_to_fresh": kept as f64 / baseline as f64,
         "commit_log_bytes": log_bytes,
+        "commit_log_bytes_without_history": log_bytes - history_bytes,
+        "history_bytes": history_bytes,
+        "reclaimed_commits": reclaimed_commits,
+        "history_bytes_per_reclaimed_commit": history_bytes as f64 / reclaimed_commits.max(1) as f64,
         "cleanup_removed": report.totals,
         "garbage_files": garbage,
         "serial_deletes_per_second": garbage as f64 / serial_secs,

@@ -13,6 +13,7 @@ mod columnar;
 mod cost;
 mod dst;
 mod graph_reads;
+mod history;
 mod lance_surface;
 mod load_budget;
 mod maintenance;

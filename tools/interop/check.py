@@ -1,6 +1,8 @@
 """The interop check (`cargo xtask interop`): the `omnigraph` CLI writes a graph, and
 the second reader in omnigraph_reader.py, written only from docs/format.md, reads it
-with pylance and must see exactly what the CLI reports. Then pylance writes one row to
+with pylance and must see exactly what the CLI reports. Then a cleanup reclaims old
+commits below the floor (on a sped-up clock): the reader finds the head and refuses a
+reclaimed commit, and the log still lists every commit. Then pylance writes one row to
 a table's linear lineage: `omnigraph repair` must report foreign drift, and neither
 reader may see the row.
 
@@ -13,11 +15,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import lance
 import pyarrow
 
-from omnigraph_reader import Graph, FormatError
+from omnigraph_reader import Graph, FormatError, Reclaimed
 
 LIMIT = "100000"
 
@@ -88,6 +91,37 @@ def main():
     expect(name_of(None, "p2") is None and name_of(updated, "p2") == "Person 2", "the delete is wrong")
     edges = sorted(graph.snapshot()[1]["WorksAt"].column("src").to_pylist())
     expect("p2" not in edges, "a deleted node kept its edge")
+
+    # Cleanup keeps one commit, on a clock sped up so that everything written is older
+    # than the grace period: it reclaims the older commits' objects below the floor
+    # after writing their history (section 8.4). The reader finds the same head, with
+    # HEAD and by listing, refuses a reclaimed commit, and the CLI's log still lists
+    # every commit.
+    sped_up = dict(os.environ)
+    sped_up["OMNIGRAPH_TEST_CLOCK_SCALE"] = f"{int(time.time() * 1e6) - 120_000_000}:1000"
+    done = subprocess.run(
+        [binary, "cleanup", root, "--keep", "1", "--grace", "1m", "--confirm", "--json"],
+        capture_output=True, text=True, env=sped_up,
+    )
+    expect(done.returncode == 0, f"cleanup exited {done.returncode}: {done.stdout}\n{done.stderr}")
+    cleaned = json.loads(done.stdout)
+    floor = cleaned["logs"][0]["floor"]
+    expect(floor > loaded, f"the floor is {floor}")
+    expect(graph.floor() == floor, f"the reader's floor is {graph.floor()}, the CLI's {floor}")
+    head_seq = cli(binary, "status", root)["head"]["seq"]
+    expect(graph.head()["seq"] == head_seq, "the reader's head after cleanup")
+    expect(graph.commit(1) is None, "commit 1's object is still there")
+    try:
+        graph.snapshot(loaded)
+        sys.exit("interop: a reclaimed commit was read")
+    except Reclaimed:
+        pass
+    os.remove(os.path.join(root, "_graph/branches/main/HEAD"))
+    expect(graph.head()["seq"] == head_seq, "the reader's head by listing after cleanup")
+    logged = cli(binary, "log", root, "--limit", "1000")["commits"]
+    expect([entry["seq"] for entry in logged] == list(range(head_seq, -1, -1)), "the log lists every commit")
+    expect(all(entry["reclaimed"] == (entry["seq"] < floor) for entry in logged), "reclaimed flags")
+    print(f"interop: cleanup reclaimed the commits below {floor}; the log lists all {len(logged)}")
 
     # A foreign write: one row appended to Person's linear lineage with plain pylance.
     before = cli_ids(binary, root, "Person", "id")

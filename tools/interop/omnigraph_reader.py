@@ -3,8 +3,9 @@
 It reads a graph root on a local folder with pylance: it checks `_graph/FORMAT`, finds a
 branch's head at constant cost from the `HEAD` hint (section 6.1), checks the rules of
 section 5 a reader relies on in every commit it reads (seq, branch, parent, schema hash,
-pins), checks each schema document against its address (section 4), refuses reclaimed commits (section 6.3) and opens each
-table at exactly its pinned version (section 6.2). It shares no code with the engine.
+pins), checks each schema document against its address (section 4), refuses reclaimed commits (section 6.3), knows
+the floor below which cleanup reclaimed commit objects (section 8.4), and opens each table at exactly its pinned version
+(section 6.2). It shares no code with the engine.
 """
 
 import hashlib
@@ -18,13 +19,13 @@ FORMAT_NAME = "omnigraph"
 FORMAT_VERSION = 1
 COMMIT_BYTES_MAX = 4 << 20
 FORMAT_BYTES_MAX = 64 << 10
-CLEANUP_STATE_BYTES_MAX = 1 << 20
 SCHEMA_DOCUMENT_BYTES_MAX = 4 << 20
 HEAD_PROBE_MAX = 64
 BRANCH = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TABLE_ID = re.compile(r"^[a-z0-9_-]{1,64}$")
 SCHEMA_HASH = re.compile(r"^[0-9a-f]{64}$")
 DETACHED = 1 << 63
+HISTORY_CHUNK = re.compile(r"^(\d{20})-(\d{20})\.jsonl\.gz$")
 
 
 class FormatError(Exception):
@@ -117,6 +118,9 @@ class Graph:
                     # n+2 exists: n+1 must too, unless the log has a gap.
                     nxt = self._after(current)
                     if nxt is None:
+                        # Below the floor, a leftover of cleanup: the listing decides.
+                        if current["seq"] + 1 < self.floor():
+                            return self._listed_head()
                         raise FormatError(f"gap at commit {current['seq'] + 1}")
                 current = nxt
         return self._listed_head()
@@ -131,17 +135,36 @@ class Graph:
         if not seqs:
             raise FormatError(f"branch {self.branch} has no commits")
         if seqs != list(range(seqs[-1] + 1)):
-            raise FormatError("the commit log has a gap")
+            # Commits below the floor were reclaimed (section 8.4): those left are ignored.
+            floor = self.floor()
+            seqs = [seq for seq in seqs if seq >= floor]
+            if seqs != list(range(floor, floor + len(seqs))) or not seqs:
+                raise FormatError("the commit log has a gap")
         return self.commit(seqs[-1])
 
-    def check_readable(self, commit):
-        """Refuses a commit whose table versions cleanup reclaimed (section 6.3)."""
-        raw = _read(self.root, "_graph/cleanup.json", CLEANUP_STATE_BYTES_MAX)
-        if raw is None:
-            return
-        oldest = json.loads(raw).get("oldest_retained", {}).get(self.branch)
-        if oldest is not None and commit["seq"] < oldest:
-            raise Reclaimed(f"commit {commit['seq']} was reclaimed; the oldest readable is {oldest}")
+    def floor(self):
+        """Where the run of history chunks that starts at seq 0 ends (section 8.4)."""
+        folder = os.path.join(self.root, f"_graph/branches/{self.branch}/history")
+        if not os.path.isdir(folder):
+            return 0
+        chunks = sorted(
+            (int(m.group(1)), int(m.group(2)))
+            for m in (HISTORY_CHUNK.match(name) for name in os.listdir(folder))
+            if m and int(m.group(1)) < int(m.group(2))
+        )
+        floor = 0
+        for start, end in chunks:
+            if start > floor:
+                break
+            floor = max(floor, end)
+        return floor
+
+    def check_readable(self, seq):
+        """Refuses a commit whose table versions cleanup reclaimed (section 6.3): the
+        head's `retention` says which."""
+        oldest = (self.head().get("retention") or {}).get("oldest_retained", 0)
+        if seq < oldest:
+            raise Reclaimed(f"commit {seq} was reclaimed; the oldest readable is {oldest}")
 
     def schema(self, commit):
         """The schema document the commit names, checked against its address (section 4)."""
@@ -160,11 +183,11 @@ class Graph:
 
     def snapshot(self, seq=None):
         """{type name: Arrow table} at commit `seq` (the head when None)."""
+        if seq is not None:
+            self.check_readable(seq)
         commit = self.head() if seq is None else self.commit(seq)
         if commit is None:
             raise FormatError(f"no commit {seq}")
-        if seq is not None:
-            self.check_readable(commit)
         self.schema(commit)
         tables = {}
         for pin in commit["pins"]:

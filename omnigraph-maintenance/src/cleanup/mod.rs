@@ -313,9 +313,9 @@ pub(crate) async fn run(
     }
     let mut planned = Planned::of(&logs, rows);
     delete_planned(root, &mut planned, token, progress).await;
-    // Then the commit objects below each branch's floor, after their history; only once
-    // the record fenced writers (a run that deletes nothing published none).
-    if !recorded.is_empty() && !token.is_cancelled() {
+    // Then the commit objects below each branch's floor, after their history (and the
+    // leftovers of a run that stopped between the two).
+    if !token.is_cancelled() {
         planned.logs = commits::reclaim(root, &logs.heads, &logs.traced, token).await;
     }
     if token.is_cancelled() {

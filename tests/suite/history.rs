@@ -1,0 +1,270 @@
+//! The log's reclaimed floor (`docs/format.md` §8.4): cleanup reclaims the commit objects
+//! below each branch's floor after writing their history. The log lists every commit
+//! (the reclaimed ones from the history), time travel and lookups by id say
+//! `commit_reclaimed`, head discovery by listing ignores what lies below the floor, a
+//! writer whose put lands below the floor goes on from the head, and a run that stops
+//! between the history and the deletions leaves a log that reads, which the next run
+//! finishes.
+
+use omnigraph_core::{ErrorKind, failpoints};
+use omnigraph_maintenance::MaintenanceExt;
+use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, layout};
+use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects};
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Updates written before the cleanup.
+const UPDATES: usize = 30;
+
+/// A graph with a person and a company, then [`UPDATES`] updates of the company: a long
+/// log whose Person pin never moves.
+async fn long_log(backend: Backend) -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(backend).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    graph
+        .insert_json("Person", objects(json!([{"id": "p1", "name": "Ada"}])))
+        .await
+        .unwrap();
+    graph
+        .insert_json("Company", objects(json!([{"id": "c1", "name": "c"}])))
+        .await
+        .unwrap();
+    for round in 0..UPDATES {
+        graph
+            .update(
+                "Company",
+                "id = 'c1'",
+                &[("name".into(), json!(format!("c{round}")))],
+            )
+            .await
+            .unwrap();
+    }
+    (graph, test)
+}
+
+/// The seqs of the commit objects of `branch`.
+async fn commit_objects(test: &TestRoot, branch: &str) -> BTreeSet<u64> {
+    test.root
+        .list(&layout::commits_dir(branch))
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|path| layout::seq_of_commit_path(path))
+        .collect()
+}
+
+async fn cleanup_keeping_one(graph: &Omnigraph) -> omnigraph_maintenance::CleanupReport {
+    omnigraph_tests::cleanup_keeping_one_after(graph, Duration::from_secs(120)).await
+}
+
+/// Every entry of the log from the head down, checked to follow each other down to
+/// genesis.
+async fn whole_log(graph: &Omnigraph) -> Vec<omnigraph_publish::log::LogEntry> {
+    let entries = graph
+        .graph()
+        .log("main")
+        .unwrap()
+        .entries(omnigraph_publish::log::LOG_PAGE_MAX, None)
+        .await
+        .unwrap();
+    for pair in entries.windows(2) {
+        assert_eq!(pair[0].seq, pair[1].seq + 1);
+        assert_eq!(
+            pair[0].parent_commit_id.as_deref(),
+            Some(pair[1].commit_id.as_str())
+        );
+    }
+    assert_eq!(entries.last().unwrap().seq, 0, "down to genesis");
+    entries
+}
+
+#[tokio::test]
+async fn a_log_with_a_reclaimed_floor_lists_everything_and_refuses_what_is_gone() {
+    let (graph, test) = long_log(Backend::Local).await;
+    let before = graph.head().await.unwrap();
+    // A `HEAD` copy naming commit 5, which cleanup is about to reclaim.
+    let old_head_copy = test
+        .root
+        .get(&layout::commit_path("main", 5))
+        .await
+        .unwrap()
+        .unwrap();
+    let report = cleanup_keeping_one(&graph).await;
+    let floor = report.logs[0].floor;
+    assert_eq!(floor, before.seq, "everything below the newest data commit");
+    assert_eq!(report.logs[0].history_written, floor);
+    assert_eq!(report.totals.commits_removed, floor - 1, "genesis stays");
+    let head = graph.head().await.unwrap();
+    assert_eq!(
+        commit_objects(&test, "main").await,
+        BTreeSet::from([0, before.seq, head.seq]),
+        "genesis, the newest data commit and the record"
+    );
+    // The log lists every commit, the reclaimed ones from the history.
+    let entries = whole_log(&graph).await;
+    assert_eq!(entries.len() as u64, head.seq + 1);
+    assert!(
+        entries
+            .iter()
+            .all(|entry| entry.reclaimed == (entry.seq < floor))
+    );
+    assert_eq!(entries.last().unwrap().operation.kind, "init");
+    // Time travel, by seq and by id, says the commit was reclaimed.
+    let reclaimed = entries.iter().find(|entry| entry.seq == 5).unwrap();
+    for at in [
+        CommitRef::Seq(5),
+        CommitRef::Id(reclaimed.commit_id.clone()),
+    ] {
+        let error = graph.graph().commit("main", &at).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::CommitReclaimed, "{at:?}: {error}");
+    }
+    // Head discovery without a HEAD copy lists the commits, and ignores genesis below
+    // the floor; with a copy that names a reclaimed commit, it lists them too.
+    for head_copy in [None, Some(old_head_copy)] {
+        match head_copy {
+            None => test.root.delete(&layout::head_path("main")).await.unwrap(),
+            Some(bytes) => test
+                .root
+                .put(&layout::head_path("main"), bytes)
+                .await
+                .unwrap(),
+        }
+        let cold = Omnigraph::open(&test.uri).await.unwrap();
+        assert_eq!(cold.head().await.unwrap(), head);
+        assert_eq!(ids_at(&cold, "Company", &CommitRef::Head).await, ["c1"]);
+    }
+    // The history is small: well under 100 bytes a reclaimed commit.
+    let history: u64 = test
+        .root
+        .list_with_meta(&layout::history_dir("main"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|object| object.size)
+        .sum();
+    assert!(history < floor * 100, "{history} bytes for {floor} commits");
+}
+
+/// A handle whose cached head is a commit cleanup reclaimed long after it was
+/// superseded writes a table that did not move since: its put at the next seq finds
+/// the slot free (that commit's object was reclaimed), lands below the floor, and is no
+/// commit. The writer sees it, goes on from the head, and publishes there; no reader
+/// ever sees the leftover, and the next cleanup deletes it.
+#[test]
+fn a_writer_on_a_reclaimed_base_publishes_at_the_head_never_below_the_floor() {
+    // A debug build's frames for a publication that goes on from the head outgrow a
+    // test thread's stack.
+    omnigraph_tests::on_a_big_stack(|| writer_on_a_reclaimed_base());
+}
+
+async fn writer_on_a_reclaimed_base() {
+    let (graph, test) = long_log(Backend::Memory).await;
+    // A warm handle that saw the log when it was short.
+    let stale = Omnigraph::open(&test.uri).await.unwrap();
+    stale
+        .insert_json("Person", objects(json!([{"id": "p2", "name": "Bo"}])))
+        .await
+        .unwrap();
+    let stale_head = stale.head().await.unwrap().seq;
+    for round in 0..5 {
+        graph
+            .update(
+                "Company",
+                "id = 'c1'",
+                &[("name".into(), json!(format!("d{round}")))],
+            )
+            .await
+            .unwrap();
+    }
+    let report = cleanup_keeping_one(&graph).await;
+    let floor = report.logs[0].floor;
+    assert!(
+        stale_head + 1 < floor,
+        "the stale head's successor is reclaimed"
+    );
+    let head = graph.head().await.unwrap();
+    // Minutes later (the base is old), the stale handle inserts into Person, which no
+    // commit since its head moved.
+    let landed: GraphCommit = omnigraph_tests::later_by(Duration::from_secs(180), async {
+        stale
+            .insert_json("Person", objects(json!([{"id": "p3", "name": "Cy"}])))
+            .await
+            .unwrap()
+    })
+    .await;
+    assert_eq!(landed.seq, head.seq + 1, "published at the head");
+    assert_eq!(graph.head().await.unwrap(), landed);
+    assert_eq!(
+        ids_at(&graph, "Person", &CommitRef::Head).await,
+        ["p1", "p2", "p3"]
+    );
+    assert_eq!(ids_at(&graph, "Company", &CommitRef::Head).await, ["c1"]);
+    // Its put below the floor is a leftover: readers ignore it, the log is whole, and
+    // the next cleanup deletes it.
+    assert!(
+        commit_objects(&test, "main")
+            .await
+            .contains(&(stale_head + 1))
+    );
+    let cold = Omnigraph::open(&test.uri).await.unwrap();
+    test.root.delete(&layout::head_path("main")).await.unwrap();
+    assert_eq!(cold.head().await.unwrap(), landed, "listing ignores it");
+    whole_log(&graph).await;
+    let next = omnigraph_tests::cleanup_keeping_one_after(&graph, Duration::from_secs(600)).await;
+    assert!(next.totals.commits_removed >= 1, "{:?}", next.logs);
+    assert!(
+        !commit_objects(&test, "main")
+            .await
+            .contains(&(stale_head + 1))
+    );
+    whole_log(&graph).await;
+}
+
+/// A run that stops after writing the history and before deleting the commits it
+/// covers leaves every commit object in place: the log, the head and writers are as
+/// before, and the next run deletes them, the history unchanged.
+#[tokio::test]
+async fn a_cleanup_stopped_between_the_history_and_the_deletions_is_finished_by_the_next() {
+    let (graph, test) = long_log(Backend::Memory).await;
+    let objects_before = commit_objects(&test, "main").await;
+    let armed = failpoints::arm(failpoints::CLEANUP_AFTER_HISTORY, "return");
+    let stopped = armed
+        .run(omnigraph_tests::later_by(
+            Duration::from_secs(120),
+            graph
+                .maintenance()
+                .cleanup(&omnigraph_tests::keep_with_minimum_grace(1)),
+        ))
+        .await
+        .unwrap();
+    drop(armed);
+    let log = &stopped.logs[0];
+    assert!(log.error.is_some(), "{log:?}");
+    assert_eq!(log.commits_removed, 0);
+    assert_ne!(stopped.exit_code(), 0);
+    let history_dir = layout::history_dir("main");
+    let history: Vec<_> = test.root.list_with_meta(&history_dir).await.unwrap();
+    assert_eq!(history.len(), 1);
+    // Nothing was deleted: every commit object is there, with the record's.
+    let head = graph.head().await.unwrap();
+    let mut expected = objects_before.clone();
+    expected.insert(head.seq);
+    assert_eq!(commit_objects(&test, "main").await, expected);
+    assert_eq!(whole_log(&graph).await.len() as u64, head.seq + 1);
+    let cold = Omnigraph::open(&test.uri).await.unwrap();
+    assert_eq!(cold.head().await.unwrap(), head);
+    graph
+        .insert_json("Person", objects(json!([{"id": "p9", "name": "N"}])))
+        .await
+        .unwrap();
+    // The next run deletes what the first covered, and writes no history again.
+    let finished = cleanup_keeping_one(&graph).await;
+    assert!(finished.logs[0].error.is_none(), "{:?}", finished.logs);
+    assert!(finished.totals.commits_removed >= log.floor - 1);
+    let after: Vec<_> = test.root.list_with_meta(&history_dir).await.unwrap();
+    assert_eq!(after[0], history[0], "the first chunk is unchanged");
+    let entries = whole_log(&graph).await;
+    assert_eq!(entries.len() as u64, graph.head().await.unwrap().seq + 1);
+    assert!(commit_objects(&test, "main").await.len() <= 4);
+}
