@@ -155,7 +155,7 @@ async fn a_log_with_a_reclaimed_floor_lists_everything_and_refuses_what_is_gone(
 fn a_writer_on_a_reclaimed_base_publishes_at_the_head_never_below_the_floor() {
     // A debug build's frames for a publication that goes on from the head outgrow a
     // test thread's stack.
-    omnigraph_tests::on_a_big_stack(|| writer_on_a_reclaimed_base());
+    omnigraph_tests::on_a_big_stack(writer_on_a_reclaimed_base);
 }
 
 async fn writer_on_a_reclaimed_base() {
