@@ -150,6 +150,9 @@ fn failed_outcome(error: &OmniError) -> UnitOutcome {
 pub struct OptimizeReport {
     /// One entry per table, in schema order.
     pub tables: Vec<TableOptimize>,
+    /// The most units that were staging or publishing at once: never more than the
+    /// budget's unit concurrency.
+    pub units_at_once_max: usize,
 }
 
 impl OptimizeReport {
@@ -244,9 +247,11 @@ pub(crate) async fn run_units(
     };
     progress::report(progress, figures.clone());
     let (compaction, full_text) = (budget.compaction, budget.full_text);
+    let at_once = UnitsAtOnce::default();
     let mut units = futures::stream::iter(types)
-        .map(|type_name| async move {
+        .map(|type_name| async {
             let started = std::time::Instant::now();
+            let running = at_once.start();
             let outcome = run_unit(graph, &type_name, &compaction, &full_text, runner, token).await;
             let outcome = match outcome {
                 Ran::Done { mut table, staged } => {
@@ -258,11 +263,13 @@ pub(crate) async fn run_units(
                 }
                 other => other,
             };
+            drop(running);
             (type_name, outcome)
         })
         .buffered(budget.unit_concurrency);
     let mut report = OptimizeReport::default();
     while let Some((type_name, outcome)) = units.next().await {
+        report.units_at_once_max = at_once.most();
         figures.tables_done += 1;
         figures.done += rows_of(&type_name);
         progress::report(progress, figures.clone());
@@ -286,6 +293,36 @@ pub(crate) async fn run_units(
         return Err(cancelled(Evidence::BeforeEffect));
     }
     Ok(report)
+}
+
+/// The units of a run in flight, and the most at once.
+#[derive(Default)]
+struct UnitsAtOnce {
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl UnitsAtOnce {
+    /// A unit starts; it ends when the guard drops.
+    fn start(&self) -> UnitRunning<'_> {
+        use std::sync::atomic::Ordering;
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        UnitRunning(self)
+    }
+
+    fn most(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A unit in flight.
+struct UnitRunning<'a>(&'a UnitsAtOnce);
+
+impl Drop for UnitRunning<'_> {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// How one unit's run ended.

@@ -731,3 +731,66 @@ async fn index_builds_optimize_and_cleanup_report_progress_up_to_their_totals() 
     assert_eq!((deleted.done, deleted.total), (removed, removed));
     assert_eq!(deleted.tables_done, deleted.tables_total);
 }
+
+/// A run with a budget other than the default honours it: it stages at most its unit
+/// concurrency of tables at once (counted), and every compaction and full-text build
+/// hands Lance the budget's buffer, scan batch, fragment size, memory and workers
+/// (observed where the adapter calls Lance), with the outcome a fragment size shows.
+#[tokio::test]
+async fn a_run_honours_a_budget_other_than_the_default() {
+    use omnigraph_core::adapter::observed::{
+        CompactionSeen, FullTextSeen, compactions_of, full_text_builds_of,
+    };
+    let budget = MaintenanceBudget {
+        unit_concurrency: 2,
+        compaction: omnigraph_core::adapter::CompactionBudget {
+            io_buffer_bytes: 3 << 20,
+            batch_rows: 100,
+            target_rows_per_fragment: 4,
+        },
+        full_text: omnigraph_core::adapter::FullTextBudget {
+            memory_mib: 48,
+            workers: 1,
+        },
+    };
+    for units in [2, 1] {
+        let budget = budget.with_unit_concurrency(units);
+        let (graph, _test) = fragmented(Backend::Local, 10).await;
+        let head = graph.head().await.unwrap();
+        let person = head.pin_of_type("Person").unwrap().path.clone();
+        let company = head.pin_of_type("Company").unwrap().path.clone();
+        let report = graph
+            .maintenance()
+            .with_maintenance_budget(budget)
+            .optimize()
+            .await
+            .unwrap();
+        assert!(report.table("Person").unwrap().published());
+        assert!(report.table("Company").unwrap().published());
+        // Both tables had work: the run staged as many at once as it may, no more.
+        assert_eq!(report.units_at_once_max, units, "{units} at once");
+        let expected = CompactionSeen {
+            io_buffer_bytes: 3 << 20,
+            batch_rows: 100,
+            target_rows_per_fragment: 4,
+        };
+        for table in [&person, &company] {
+            let seen = compactions_of(table);
+            assert!(!seen.is_empty(), "{table} was compacted");
+            assert!(seen.iter().all(|seen| *seen == expected), "{seen:?}");
+        }
+        // The declared full-text index was built by the run, within its budget.
+        assert_eq!(
+            full_text_builds_of(&person),
+            vec![FullTextSeen {
+                memory_mib: 48,
+                workers: 1
+            }]
+        );
+        // What the fragment size did: Lance bins fragments up to 4 rows, so the ten
+        // one-row fragments become a few (the default's million-row target makes one).
+        let table = omnigraph_tests::head_table(&graph, "Person").await;
+        let fragments = table.manifest().fragments.len();
+        assert!((2..10).contains(&fragments), "{fragments} fragments");
+    }
+}

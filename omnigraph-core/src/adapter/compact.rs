@@ -55,6 +55,18 @@ pub fn compaction_options(budget: &CompactionBudget) -> CompactionOptions {
     }
 }
 
+/// Notes the budget-bound options a compaction of `base` hands Lance (test builds).
+pub(crate) fn note_options(base: &Dataset, options: &CompactionOptions) {
+    super::observed::note_compaction(
+        base.uri(),
+        super::observed::CompactionSeen {
+            io_buffer_bytes: options.io_buffer_size.unwrap_or(0),
+            batch_rows: options.batch_size.unwrap_or(0),
+            target_rows_per_fragment: options.target_rows_per_fragment,
+        },
+    );
+}
+
 /// Plans compaction on `base` and, when there is work, executes the tasks one at a time
 /// and stages one detached Rewrite. Returns `None` when the plan is empty.
 pub async fn stage_compaction(
@@ -63,6 +75,7 @@ pub async fn stage_compaction(
     origin: &LinkOrigin,
 ) -> Result<Option<StagedLink>> {
     let options = compaction_options(budget);
+    note_options(base, &options);
     let plan = plan_compaction(base, &options)
         .await
         .map_err(|error| read_error("plan compaction", error))?;

@@ -115,6 +115,15 @@ pub async fn stage_index_within(
     let mut dataset = (**base).clone();
     let columns = [build.column.as_str()];
     let scalar = ScalarIndexParams::default();
+    if matches!(build.kind, IndexBuildKind::FullText) {
+        super::observed::note_full_text(
+            base.uri(),
+            super::observed::FullTextSeen {
+                memory_mib: full_text.memory_mib,
+                workers: full_text.workers,
+            },
+        );
+    }
     let full_text = full_text_params(full_text);
     let vector;
     let (index_type, params): (IndexType, &dyn lance_index::IndexParams) = match build.kind {

@@ -13,6 +13,7 @@ mod compact;
 mod evolve;
 mod in_fragments;
 mod index;
+pub mod observed;
 mod rebase;
 pub mod registry;
 mod stage;

@@ -106,6 +106,7 @@ pub async fn restage_compaction(
         .await
         .map_err(|error| read_error("list indexes", error))?;
     let options = compaction_options(budget);
+    super::compact::note_options(tip, &options);
     let mut kept = Vec::with_capacity(groups.len());
     // Per kept group, the rows of each new fragment to mark deleted (empty for a group
     // compacted again, whose new fragments hold only live rows).

@@ -42,4 +42,9 @@ pub const ENTRY_POINTS: &[&str] = &[
     "baseline_write",
     "baseline_index",
     "baseline_compact_and_optimize_indices",
+    "note_options",
+    "note_compaction",
+    "note_full_text",
+    "compactions_of",
+    "full_text_builds_of",
 ];
