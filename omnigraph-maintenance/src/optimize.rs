@@ -602,7 +602,7 @@ async fn stage_index_work(
                 }
             }
             IndexKind::FullText => {
-                pending_indexes.push(pending("full-text indexes are not folded; new rows are searched once the index is rebuilt (Omnigraph::rebuild_index)".into()));
+                pending_indexes.push(pending("full-text indexes are not folded; new rows are searched once the index is rebuilt (`omnigraph rebuild-index`, Maintenance::rebuild_index)".into()));
                 continue;
             }
         };

@@ -9,13 +9,12 @@
 
 use super::trace::Trace;
 use super::{DELETE_FAN_OUT, TableError, table_error};
-use crate::budget::REQUEST_FAN_OUT;
 use crate::lane::CancelToken;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{OmniError, Result, failpoints};
 use omnigraph_publish::history::{self, History, HistoryEntry};
-use omnigraph_publish::{CommitLog, GraphCommit, layout};
+use omnigraph_publish::{GraphCommit, layout};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -150,15 +149,7 @@ async fn reclaimed_entries(
     from: u64,
     to: u64,
 ) -> Result<Vec<HistoryEntry>> {
-    let log = CommitLog::new(root.clone(), branch)?;
-    let commits: Vec<GraphCommit> = futures::stream::iter(from..to)
-        .map(|seq| {
-            let log = log.clone();
-            async move { log.require(seq).await }
-        })
-        .buffered(REQUEST_FAN_OUT)
-        .try_collect()
-        .await?;
+    let commits = super::trace::read_commits(root, branch, from..to).await?;
     for pair in commits.windows(2) {
         if pair[1].parent_commit_id.as_deref() != Some(pair[0].commit_id.as_str()) {
             return Err(OmniError::corrupt(

@@ -79,17 +79,27 @@ async fn commits_from(
     from: u64,
     head: &GraphCommit,
 ) -> Result<Vec<GraphCommit>> {
+    let mut commits = read_commits(root, branch, from..head.seq).await?;
+    commits.push(head.clone());
+    Ok(commits)
+}
+
+/// The commits `seqs` of `branch`, in order, [`REQUEST_FAN_OUT`] reads at a time; a
+/// missing one is `not_found`.
+pub(super) async fn read_commits(
+    root: &Arc<StorageRoot>,
+    branch: &str,
+    seqs: std::ops::Range<u64>,
+) -> Result<Vec<GraphCommit>> {
     let log = CommitLog::new(root.clone(), branch)?;
-    let mut commits: Vec<GraphCommit> = futures::stream::iter(from..head.seq)
+    futures::stream::iter(seqs)
         .map(|seq| {
             let log = log.clone();
             async move { log.require(seq).await }
         })
         .buffered(REQUEST_FAN_OUT)
         .try_collect()
-        .await?;
-    commits.push(head.clone());
-    Ok(commits)
+        .await
 }
 
 /// Each branch's head seq (one head read per branch).

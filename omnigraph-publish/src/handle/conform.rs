@@ -176,6 +176,16 @@ fn shown(array: &ArrayRef, row: usize) -> String {
     }
 }
 
+/// Each row's `start..end` in its list's values, from the list's offsets.
+fn bounds_of<O: omnigraph_core::arrow_array::OffsetSizeTrait>(
+    offsets: &[O],
+) -> Vec<(usize, usize)> {
+    offsets
+        .windows(2)
+        .map(|pair| (pair[0].as_usize(), pair[1].as_usize()))
+        .collect()
+}
+
 /// A list column as `Vector(size)` of `item`s: every vector holds exactly `size`
 /// numbers, each of which its item type can hold.
 fn vector(
@@ -188,21 +198,11 @@ fn vector(
     let (values, bounds): (ArrayRef, Vec<(usize, usize)>) = match array.data_type() {
         DataType::List(_) => {
             let list = array.as_list::<i32>();
-            let bounds = list
-                .value_offsets()
-                .windows(2)
-                .map(|pair| (pair[0] as usize, pair[1] as usize))
-                .collect();
-            (list.values().clone(), bounds)
+            (list.values().clone(), bounds_of(list.value_offsets()))
         }
         DataType::LargeList(_) => {
             let list = array.as_list::<i64>();
-            let bounds = list
-                .value_offsets()
-                .windows(2)
-                .map(|pair| (pair[0] as usize, pair[1] as usize))
-                .collect();
-            (list.values().clone(), bounds)
+            (list.values().clone(), bounds_of(list.value_offsets()))
         }
         DataType::FixedSizeList(_, given) => {
             let list = array.as_fixed_size_list();

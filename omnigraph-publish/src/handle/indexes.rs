@@ -175,13 +175,7 @@ impl Omnigraph {
         setup(&mut staging);
         staging.seed(&pin.table_id, self.table_at(&base, &pin.table_id).await?)?;
         let tip = staging.chain(&pin.table_id).await?.tip().clone();
-        let built = tip
-            .load_indices()
-            .await
-            .map_err(|error| OmniError::from_lance("list indexes", error))?
-            .iter()
-            .any(|index| index.name == index_name);
-        if !built {
+        if !is_built(&tip, index_name).await? {
             return Err(OmniError::not_found(format!(
                 "built index {index_name} on {type_name} (`omnigraph build-indexes` builds it)"
             )));
@@ -398,4 +392,14 @@ pub async fn built_partitions(table: &Dataset, index_name: &str) -> Result<Optio
         .as_u64()
         .or_else(|| value["indices"][0]["num_partitions"].as_u64());
     Ok(partitions.map(|count| count as usize))
+}
+
+/// Whether `table` holds a built index named `index_name`.
+pub(crate) async fn is_built(table: &Dataset, index_name: &str) -> Result<bool> {
+    Ok(table
+        .load_indices()
+        .await
+        .map_err(|error| OmniError::from_lance("list indexes", error))?
+        .iter()
+        .any(|index| index.name == index_name))
 }

@@ -10,7 +10,6 @@ use crate::rows::batches_to_json;
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::{Float32Array, RecordBatch};
 use omnigraph_core::lance::Dataset;
-use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::lance_index::scalar::FullTextSearchQuery;
 use omnigraph_core::schema::{DeclKind, IndexKind, PropertyType, TypeDef};
 use omnigraph_core::{InputLocation, OmniError, Result};
@@ -224,15 +223,9 @@ impl Omnigraph {
             ));
         }
         let table = self.table_of_type(&commit, type_name).await?;
-        let built = table
-            .load_indices()
-            .await
-            .map_err(|error| OmniError::from_lance("list indexes", error))?
-            .iter()
-            .any(|index| index.name == index_name);
-        if !built {
+        if !crate::indexes::is_built(&table, &index_name).await? {
             return Err(OmniError::not_found(format!(
-                "full-text index {index_name} on {type_name}.{property} at commit {}: build it with `omnigraph build-indexes` (Omnigraph::build_indexes)",
+                "full-text index {index_name} on {type_name}.{property} at commit {}: build it with `omnigraph build-indexes` (Maintenance::build_indexes)",
                 commit.seq
             )));
         }

@@ -278,13 +278,7 @@ async fn publish_on_log(
                 *seen = Some(head.clone());
                 check_read_set(&base, &head, publication)
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
-                rebases += 1;
-                if rebases > PUBLISH_REBASES_MAX {
-                    return Err(OmniError::ContentionExhausted {
-                        attempts: rebases,
-                        evidence: failure_evidence,
-                    });
-                }
+                rebases = next_rebase(rebases, &failure_evidence)?;
                 base = head;
             }
             Decided::Ours => {
@@ -309,17 +303,24 @@ async fn publish_on_log(
                 let head = Box::pin(follow(&log, &base, *winner, publication, seen))
                     .await
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
-                rebases += 1;
-                if rebases > PUBLISH_REBASES_MAX {
-                    return Err(OmniError::ContentionExhausted {
-                        attempts: rebases,
-                        evidence: failure_evidence,
-                    });
-                }
+                rebases = next_rebase(rebases, &failure_evidence)?;
                 base = head;
             }
         }
     }
+}
+
+/// The count of a publication's moves onto a newer head after one more; past
+/// [`PUBLISH_REBASES_MAX`] it gives up with `contention_exhausted`.
+fn next_rebase(rebases: u32, evidence: &Evidence) -> Result<u32> {
+    let rebases = rebases + 1;
+    if rebases > PUBLISH_REBASES_MAX {
+        return Err(OmniError::ContentionExhausted {
+            attempts: rebases,
+            evidence: evidence.clone(),
+        });
+    }
+    Ok(rebases)
 }
 
 /// A publication's waits for other writers' reservations (`docs/format.md` §7.7).
