@@ -1098,6 +1098,54 @@ async fn a_cancel_while_cleanup_plans_records_and_deletes_nothing() {
     assert_eq!(report.recorded, vec!["retention:main".to_string()]);
 }
 
+/// A cancel that comes while cleanup publishes its first branch's record stops it
+/// before the next branch's: the record in progress lands, the run ends cancelled with
+/// that record as its evidence, and nothing is deleted.
+#[tokio::test]
+async fn a_cancel_between_two_branches_records_stops_before_the_second() {
+    let (graph, _test) = busy_graph(Backend::Memory).await;
+    // Records go in branch-name order: `alpha` before `main`.
+    graph
+        .create_branch("alpha", &CommitRef::Head)
+        .await
+        .unwrap();
+    let main_before = graph.head().await.unwrap();
+    let clock = seams::Simulation::new(5, seams::now_micros() + 120_000_000, 0);
+    let outcome = seams::simulate(clock.clone(), async {
+        let (maintenance, options) = (graph.maintenance(), keep(1));
+        let mut cleaning = Box::pin(maintenance.cleanup(&options));
+        let ticket = omnigraph_tests::parked_at(
+            &clock,
+            &mut cleaning,
+            failpoints::PUBLISH_BEFORE_GATE,
+            "alpha's record",
+        )
+        .await;
+        graph.cancel_maintenance();
+        clock.windows().release(ticket);
+        cleaning.await
+    })
+    .await;
+    let error = outcome.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::MaintenanceCancelled, "{error}");
+    assert_eq!(
+        error.evidence(),
+        &Evidence::PartlyPublished {
+            published_units: vec!["retention:alpha".into()]
+        }
+    );
+    assert_eq!(
+        graph.head().await.unwrap(),
+        main_before,
+        "no record on main"
+    );
+    let alpha = omnigraph_tests::on_branch(&graph, "alpha").await;
+    assert_eq!(
+        alpha.head().await.unwrap().operation.kind,
+        retention::RECORD_OPERATION
+    );
+}
+
 #[tokio::test]
 async fn a_head_that_moves_while_cleanup_plans_is_traced_again() {
     let (graph, _test) = busy_graph(Backend::Local).await;
