@@ -164,26 +164,9 @@ impl Since {
         }
     }
 
-    /// A moment known only by its time on the clock seam (another process's, say).
-    pub fn at_micros(wall_micros: i64) -> Since {
-        Since {
-            wall_micros,
-            monotonic: None,
-        }
-    }
-
     /// The moment's time on the clock seam.
     pub fn wall_micros(&self) -> i64 {
         self.wall_micros
-    }
-
-    /// The earlier of two moments (the one with the larger age).
-    pub fn earlier(self, other: Since) -> Since {
-        if other.elapsed_micros() > self.elapsed_micros() {
-            other
-        } else {
-            self
-        }
     }
 
     /// Microseconds since the moment: the larger of the clock seam's reading and, when
@@ -264,10 +247,6 @@ mod tests {
             since
         });
         assert_eq!(simulated.wall_micros(), 5_000_000);
-        assert_eq!(
-            Since::at_micros(1).earlier(Since::at_micros(5)),
-            Since::at_micros(1)
-        );
     }
 
     #[test]

@@ -34,12 +34,34 @@ pub struct LogCleanup {
 }
 
 /// Reclaims the commit objects of every branch in `heads` below its floor, as `trace`
-/// (the run's final trace, after its record) says; a cancel stops before the next
-/// history write or deletion. One branch's failure is its row's error.
+/// (the run's final trace, after its fenced record) says; a cancel stops before the
+/// next history write or deletion. One branch's failure is its row's error.
 pub(crate) async fn reclaim(
     root: &Arc<StorageRoot>,
     heads: &BTreeMap<String, GraphCommit>,
     trace: &Trace,
+    token: &CancelToken,
+) -> Vec<LogCleanup> {
+    reclaim_below(root, heads, Some(trace), token).await
+}
+
+/// Deletes only the leftovers below each branch's recorded floor (a run that stopped
+/// between a history write and its deletions): for a run whose floors stay, which
+/// published no fence.
+pub(crate) async fn delete_leftovers(
+    root: &Arc<StorageRoot>,
+    heads: &BTreeMap<String, GraphCommit>,
+    token: &CancelToken,
+) -> Vec<LogCleanup> {
+    reclaim_below(root, heads, None, token).await
+}
+
+/// With `trace`, floors move to where it says; without, they stay where the history
+/// puts them.
+async fn reclaim_below(
+    root: &Arc<StorageRoot>,
+    heads: &BTreeMap<String, GraphCommit>,
+    trace: Option<&Trace>,
     token: &CancelToken,
 ) -> Vec<LogCleanup> {
     let mut logs = Vec::with_capacity(heads.len());
@@ -59,6 +81,22 @@ pub(crate) async fn reclaim(
     logs
 }
 
+/// Whether any branch's floor would move (one LIST of each branch's history): a run
+/// that reclaims commits publishes its record and traces the heads again first, as one
+/// that deletes table files does, so a branch created from a commit meanwhile keeps it.
+pub(crate) async fn floors_move(
+    root: &Arc<StorageRoot>,
+    heads: &BTreeMap<String, GraphCommit>,
+    trace: &Trace,
+) -> Result<bool> {
+    for (branch, head) in heads {
+        if floor_of(branch, head, trace) > History::read(root, branch).await?.floor() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// The floor `branch` may move to: its oldest retained commit, below any commit a root
 /// was read from, never past its head.
 fn floor_of(branch: &str, head: &GraphCommit, trace: &Trace) -> u64 {
@@ -75,12 +113,12 @@ async fn reclaim_branch(
     root: &Arc<StorageRoot>,
     branch: &str,
     head: &GraphCommit,
-    trace: &Trace,
+    trace: Option<&Trace>,
     token: &CancelToken,
     row: &mut LogCleanup,
 ) -> Result<()> {
     let history = History::read(root, branch).await?;
-    let target = floor_of(branch, head, trace);
+    let target = trace.map_or(history.floor(), |trace| floor_of(branch, head, trace));
     row.floor = history.floor().max(target);
     if target > history.floor() {
         let entries = reclaimed_entries(root, branch, history.floor(), target).await?;

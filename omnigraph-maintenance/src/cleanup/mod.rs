@@ -292,10 +292,11 @@ pub(crate) async fn run(
     // staging against it, and one whose commit landed before it is traced below. So
     // nothing the plan judged old can still be published once the record is in. A plan
     // that deletes nothing stays so when traced again (that only adds roots), so such
-    // a run needs neither a fence nor the trace after it.
+    // a run needs neither a fence nor the trace after it. Reclaiming commit objects is
+    // deleting too (`commits::floors_move`).
     let deletes = rows.iter().any(|(row, plan)| {
         row.error.is_none() && !(plan.manifests.is_empty() && plan.files.is_empty())
-    });
+    }) || commits::floors_move(root, &logs.heads, &logs.traced).await?;
     let recorded = record(root, &mut logs, options, actor, deletes, token).await?;
     let after_record = |error: OmniError| {
         if recorded.is_empty() {
@@ -314,9 +315,13 @@ pub(crate) async fn run(
     let mut planned = Planned::of(&logs, rows);
     delete_planned(root, &mut planned, token, progress).await;
     // Then the commit objects below each branch's floor, after their history (and the
-    // leftovers of a run that stopped between the two).
+    // leftovers of a run that stopped between the two). Floors move only behind the
+    // fence; leftovers below a recorded floor go in any run.
     if !token.is_cancelled() {
-        planned.logs = commits::reclaim(root, &logs.heads, &logs.traced, token).await;
+        planned.logs = match deletes {
+            true => commits::reclaim(root, &logs.heads, &logs.traced, token).await,
+            false => commits::delete_leftovers(root, &logs.heads, token).await,
+        };
     }
     if token.is_cancelled() {
         // Older commits read as reclaimed once the record landed, whether or not their

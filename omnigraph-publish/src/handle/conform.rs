@@ -176,14 +176,19 @@ fn shown(array: &ArrayRef, row: usize) -> String {
     }
 }
 
-/// Each row's `start..end` in its list's values, from the list's offsets.
-fn bounds_of<O: omnigraph_core::arrow_array::OffsetSizeTrait>(
+/// A list's own values (a sliced list keeps the whole child array, and offsets into
+/// it), and each row's `start..end` in them.
+fn own_values<O: omnigraph_core::arrow_array::OffsetSizeTrait>(
+    values: &ArrayRef,
     offsets: &[O],
-) -> Vec<(usize, usize)> {
-    offsets
+) -> (ArrayRef, Vec<(usize, usize)>) {
+    let first = offsets.first().map_or(0, |offset| offset.as_usize());
+    let last = offsets.last().map_or(0, |offset| offset.as_usize());
+    let bounds = offsets
         .windows(2)
-        .map(|pair| (pair[0].as_usize(), pair[1].as_usize()))
-        .collect()
+        .map(|pair| (pair[0].as_usize() - first, pair[1].as_usize() - first))
+        .collect();
+    (values.slice(first, last - first), bounds)
 }
 
 /// A list column as `Vector(size)` of `item`s: every vector holds exactly `size`
@@ -198,11 +203,11 @@ fn vector(
     let (values, bounds): (ArrayRef, Vec<(usize, usize)>) = match array.data_type() {
         DataType::List(_) => {
             let list = array.as_list::<i32>();
-            (list.values().clone(), bounds_of(list.value_offsets()))
+            own_values(list.values(), list.value_offsets())
         }
         DataType::LargeList(_) => {
             let list = array.as_list::<i64>();
-            (list.values().clone(), bounds_of(list.value_offsets()))
+            own_values(list.values(), list.value_offsets())
         }
         DataType::FixedSizeList(_, given) => {
             let list = array.as_fixed_size_list();
@@ -319,6 +324,33 @@ mod tests {
         let huge: ArrayRef = Arc::new(Float64Array::from(vec![0.0, 1e300]));
         assert!(matches!(
             conform(&huge, &DataType::Float32),
+            Err(Refused::Value { row: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn a_sliced_list_conforms_its_own_rows_only() {
+        use omnigraph_core::arrow_array::builder::{Float64Builder, ListBuilder};
+        let mut builder = ListBuilder::new(Float64Builder::new());
+        for row in [vec![1e300, 0.0], vec![1.0, 2.0], vec![3.0, 4.0], vec![5.0]] {
+            builder.values().append_slice(&row);
+            builder.append(true);
+        }
+        let whole: ArrayRef = Arc::new(builder.finish());
+        // Rows 1 and 2 only: the huge value and the short vector are not theirs.
+        let sliced = whole.slice(1, 2);
+        let item = Arc::new(omnigraph_core::arrow_schema::Field::new(
+            "item",
+            DataType::Float32,
+            true,
+        ));
+        let vectors = conform(&sliced, &DataType::FixedSizeList(item.clone(), 2)).unwrap();
+        let values = vectors.as_fixed_size_list().values().clone();
+        let values = values.as_primitive::<Float32Type>();
+        assert_eq!(values.values().to_vec(), vec![1.0, 2.0, 3.0, 4.0]);
+        // A slice names its own row at fault.
+        assert!(matches!(
+            conform(&whole.slice(2, 2), &DataType::FixedSizeList(item, 2)),
             Err(Refused::Value { row: 1, .. })
         ));
     }

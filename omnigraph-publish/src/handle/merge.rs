@@ -371,7 +371,8 @@ impl Omnigraph {
         holding: Option<String>,
     ) -> Result<MergeReport> {
         // The source's pins are published as they are: cleanup keeps them as a head's
-        // for its grace period, so the commit lands within half of it from this read.
+        // for its grace period, so the commit lands soon after they were seen at the
+        // source's head (`FOREIGN_PINS_AGE_MAX`).
         let read = omnigraph_core::seams::Since::now();
         let plan = self.plan_merge(from, target).await?;
         if !plan.report.conflicts.is_empty() {
@@ -429,6 +430,12 @@ impl Omnigraph {
                 rows.len()
             ),
         };
+        // A plan that took a while: the pins it takes are seen again at the source's
+        // head, so they are as fresh as this read (else the plan's read stands).
+        let read = match fast_forward.is_empty() {
+            true => None,
+            false => Some(self.seen_again(from, &fast_forward).await.unwrap_or(read)),
+        };
         let mut publication = staging
             .publication(ReadSet::Strict, operation, self.actor())
             .await?;
@@ -437,7 +444,7 @@ impl Omnigraph {
         publication.dropped_tables = dropped;
         publication.merged_from = Some(merged_from);
         publication.holding = holding;
-        publication.pins_read = Some(read);
+        publication.pins_read = read;
         let commit = self.publish_as_handle(&publication, &staging).await?;
         for table in &report.tables {
             if table.action != TableMergeAction::Keep {
@@ -446,6 +453,24 @@ impl Omnigraph {
         }
         report.commit = Some(commit);
         Ok(report)
+    }
+
+    /// When `pins` were seen at the head of branch `from`: now, when its head still pins
+    /// each at its version (the head is read after this moment is taken); `None` when
+    /// it does not, or cannot be read.
+    async fn seen_again(
+        &self,
+        from: &str,
+        pins: &[TablePin],
+    ) -> Option<omnigraph_core::seams::Since> {
+        let before_the_read = omnigraph_core::seams::Since::now();
+        let head = self.graph().commit(from, &CommitRef::Head).await.ok()?;
+        pins.iter()
+            .all(|pin| {
+                head.pin(&pin.table_id)
+                    .is_some_and(|now| now.version == pin.version)
+            })
+            .then_some(before_the_read)
     }
 
     /// What [`Omnigraph::merge`] would do, conflicts included, without an effect.

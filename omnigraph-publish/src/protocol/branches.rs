@@ -152,11 +152,30 @@ pub async fn create_branch(
             });
         }
     }
-    if *at != CommitRef::Head || !retention::read_within_half_the_grace(&source, &read) {
+    let landed_below_the_floor = match &previous {
+        Some(previous) => {
+            publisher::landed_below_the_floor(graph.root(), previous.created_at, &first)
+                .await
+                .map_err(|_| OmniError::PublishInDoubt {
+                    commit_id: first.commit_id.clone(),
+                    evidence: Evidence::InDoubt,
+                })?
+        }
+        None => false,
+    };
+    if landed_below_the_floor {
+        // The deletion it followed was reclaimed long ago, with the lives after it: the
+        // put found the slot free where no reader looks. The name lives again already.
+        return Err(OmniError::BranchExists {
+            branch: name.to_string(),
+            evidence: Evidence::Unpublished,
+        });
+    }
+    if *at != CommitRef::Head || retention::check_foreign_pins_age(&read).is_err() {
         // Cleanup lists branches again before it deletes anything, so a branch it
         // missed was created after its record: the source's head then says whether the
         // fork's tables may be gone. (A source read as its branch's head, and published
-        // within half the grace period of that read, needs no check: cleanup keeps the
+        // within `FOREIGN_PINS_AGE_MAX` of that read, needs no check: cleanup keeps the
         // pins of every commit that was a head within its grace, deleted branches'
         // too.) What cannot be checked counts as refused: the new branch goes again.
         let checked = match graph.log(from)?.newest().await {

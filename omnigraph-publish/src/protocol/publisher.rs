@@ -94,9 +94,10 @@ pub struct Publication {
     /// tables in a commit that changes none): it waits for others' reservations of
     /// those tables, as a change to them does, and is dropped when room is short.
     pub reserving: Option<Reservation>,
-    /// When the writer read the heads whose pins it publishes without staging them (a
-    /// merge's source): cleanup keeps the pins of a commit that was a head within its
-    /// grace period, so such pins are published within half of it, like staging.
+    /// When the writer last saw, at a branch's head, the pins it publishes without
+    /// staging them (a merge's source): cleanup keeps the pins of a commit that was a
+    /// head within its grace period, so such pins are published within
+    /// [`crate::retention::FOREIGN_PINS_AGE_MAX`] of that.
     pub pins_read: Option<seams::Since>,
 }
 
@@ -239,14 +240,12 @@ async fn publish_on_log(
         }
         // The base is the head this commit follows: its record is the grace period in
         // force, whatever cleanup recorded before it.
-        let oldest_read = publication
-            .staged
-            .then_some(publication.staging_started)
-            .into_iter()
-            .chain(publication.pins_read)
-            .reduce(seams::Since::earlier);
-        if let Some(oldest_read) = oldest_read {
-            crate::retention::check_staging_age(&base, &oldest_read)
+        if publication.staged {
+            crate::retention::check_staging_age(&base, &publication.staging_started)
+                .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
+        }
+        if let Some(read) = &publication.pins_read {
+            crate::retention::check_foreign_pins_age(read)
                 .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         }
         failpoints::reach(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
@@ -257,7 +256,7 @@ async fn publish_on_log(
             .map_err(|error| error.with_evidence(failure_evidence.clone()))?
         {
             Decided::Ours
-                if landed_below_the_floor(root, &base, &candidate)
+                if landed_below_the_floor(root, base.created_at, &candidate)
                     .await
                     // Published, or a leftover below the floor: which, it cannot tell.
                     .map_err(|_| OmniError::PublishInDoubt {
@@ -405,17 +404,17 @@ async fn follow(
 /// the floor, whatever the clocks' skew within it.
 const FLOOR_CHECK_AGE_MICROS: i64 = crate::retention::GRACE_MIN.as_micros() as i64 / 2;
 
-/// Whether `candidate`, which landed on `base`, is below the branch's floor: the base
-/// was a head long ago, cleanup reclaimed the commit after it, and the put found the
-/// slot free (`docs/format.md` §8.4). Checked only for a base older than
-/// [`FLOOR_CHECK_AGE_MICROS`] (one LIST of the branch's history); a young base costs
-/// nothing.
-async fn landed_below_the_floor(
+/// Whether `candidate`, which landed on a base created at `base_created_at`, is below
+/// the branch's floor: the base was a head long ago, cleanup reclaimed the commit after
+/// it, and the put found the slot free (`docs/format.md` §8.4). Checked only for a base
+/// older than [`FLOOR_CHECK_AGE_MICROS`] (one LIST of the branch's history); a young
+/// base costs nothing.
+pub(crate) async fn landed_below_the_floor(
     root: &StorageRoot,
-    base: &GraphCommit,
+    base_created_at: i64,
     candidate: &GraphCommit,
 ) -> Result<bool> {
-    if seams::now_micros().saturating_sub(base.created_at) <= FLOOR_CHECK_AGE_MICROS {
+    if seams::now_micros().saturating_sub(base_created_at) <= FLOOR_CHECK_AGE_MICROS {
         return Ok(false);
     }
     let floor = crate::history::History::read(root, &candidate.branch)

@@ -97,11 +97,27 @@ pub(crate) async fn refuse_reclaimed_by_the_head(
     refuse_reclaimed(&head, seq)
 }
 
-/// Whether a commit that read `head` (then its branch's head) at `read` is still
-/// within half the grace period `head` records of that read: cleanup keeps the pins of a
-/// commit that was a head within its grace period, so such a writer may publish them.
-pub(crate) fn read_within_half_the_grace(head: &GraphCommit, read: &seams::Since) -> bool {
-    check_staging_age(head, read).is_ok()
+/// The longest a writer may take from reading a branch's head to publishing the pins
+/// it read there without staging them (a merge's source, a new branch's first commit):
+/// cleanup keeps the pins of every commit that was a head within its grace period,
+/// never less than [`GRACE_MIN`], whatever grace a branch records, so half of that
+/// leaves room for the clocks' skew.
+pub const FOREIGN_PINS_AGE_MAX: Duration = Duration::from_secs(GRACE_MIN.as_secs() / 2);
+
+/// Refuses to publish pins read at `read` from a head once that is longer ago than
+/// [`FOREIGN_PINS_AGE_MAX`]: cleanup may have reclaimed them (`StagingExpired`, with
+/// the caller's evidence).
+pub(crate) fn check_foreign_pins_age(read: &seams::Since) -> Result<()> {
+    let age = read.elapsed_micros();
+    let limit = micros_of(FOREIGN_PINS_AGE_MAX);
+    if age > limit {
+        return Err(OmniError::StagingExpired {
+            age_secs: u64::try_from(age / 1_000_000).unwrap_or(0),
+            limit_secs: FOREIGN_PINS_AGE_MAX.as_secs(),
+            evidence: Evidence::BeforeEffect,
+        });
+    }
+    Ok(())
 }
 
 /// Refuses to publish (or re-commit) staging that began at `started` on `base` (or, for
