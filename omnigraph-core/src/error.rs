@@ -681,9 +681,9 @@ impl ReadSetMember {
                 "the write plans again on the new head, up to 8 times (then `contention_exhausted`), and from its third lost attempt reserves every table of the branch (`docs/format.md` §7.7); a commit that changed nothing the writer read (cleanup's record, a reservation) is followed instead",
             ),
             ReadSetMember::Schema { .. } => (
-                "insert, load, update, delete, index builds, optimize",
+                "insert, load, update, delete, index builds, optimize, schema apply",
                 "another writer applied a schema",
-                "an insert or load on a warm handle that checked its rows on the handle's last head runs once more, on the branch head, by itself; update and delete plan again on the new head; otherwise nothing published (optimize reports the unit `pin_moved`), and a rerun on the same handle checks against the new schema",
+                "an insert or load on a warm handle that checked its rows on the handle's last head runs once more, on the branch head, by itself; update and delete plan again on the new head; a schema apply stops (planning again would undo the other schema: read it with `schema show`, then apply yours again), unless the schema in force is the one it applies; otherwise nothing published (optimize reports the unit `pin_moved`), and a rerun on the same handle checks against the new schema",
             ),
             ReadSetMember::Pin { .. } => (
                 "insert, load, update, delete, index builds, optimize",

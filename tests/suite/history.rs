@@ -228,7 +228,22 @@ async fn writer_on_a_reclaimed_base() {
 async fn a_cleanup_stopped_between_the_history_and_the_deletions_is_finished_by_the_next() {
     let (graph, test) = long_log(Backend::Memory).await;
     let objects_before = commit_objects(&test, "main").await;
+    // A `HEAD` that lags far behind (its writers' copies failed): it names commit 5.
+    let stale = graph
+        .graph()
+        .commit("main", &CommitRef::Seq(5))
+        .await
+        .unwrap();
+    test.root
+        .put(
+            &layout::head_path("main"),
+            serde_json::to_vec(&stale).unwrap().into(),
+        )
+        .await
+        .unwrap();
     let armed = failpoints::arm(failpoints::CLEANUP_AFTER_HISTORY, "return");
+    // The record's own copy fails too, as copies may: `HEAD` still lags.
+    armed.also(failpoints::PUBLISH_AFTER_COMMIT_PUT, "return");
     let stopped = armed
         .run(omnigraph_tests::later_by(
             Duration::from_secs(120),
@@ -252,6 +267,40 @@ async fn a_cleanup_stopped_between_the_history_and_the_deletions_is_finished_by_
     expected.insert(head.seq);
     assert_eq!(commit_objects(&test, "main").await, expected);
     assert_eq!(whole_log(&graph).await.len() as u64, head.seq + 1);
+    // Deletions cut short leave any leftovers: here commit 5 without its successors.
+    // The run lifted `HEAD` before it moved the floor, so no reader follows it there.
+    for seq in [6, 7] {
+        test.root
+            .delete(&layout::commit_path("main", seq))
+            .await
+            .unwrap();
+    }
+    let cold = Omnigraph::open(&test.uri).await.unwrap();
+    assert_eq!(cold.head().await.unwrap(), head);
+    // The walk of the commits stops at the floor: the leftovers below it are not the
+    // log, and neither is a commit a writer landed there (another id at a reclaimed
+    // seq): the history names what was published.
+    let commits = |graph: &Omnigraph| {
+        let log = graph.graph().log("main").unwrap();
+        async move {
+            log.log(omnigraph_publish::log::LOG_PAGE_MAX, None)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(commits(&graph).await.last().unwrap().seq, log.floor);
+    let reclaimed = layout::commit_path("main", log.floor - 1);
+    let mut ghost: GraphCommit =
+        serde_json::from_slice(&test.root.get(&reclaimed).await.unwrap().unwrap()).unwrap();
+    let published_id = ghost.commit_id.clone();
+    ghost.commit_id = omnigraph_core::seams::new_id();
+    test.root
+        .put(&reclaimed, serde_json::to_vec(&ghost).unwrap().into())
+        .await
+        .unwrap();
+    let entries = whole_log(&graph).await;
+    let at_reclaimed = entries.iter().find(|entry| entry.seq == log.floor - 1);
+    assert_eq!(at_reclaimed.unwrap().commit_id, published_id);
     let cold = Omnigraph::open(&test.uri).await.unwrap();
     assert_eq!(cold.head().await.unwrap(), head);
     graph
@@ -261,7 +310,10 @@ async fn a_cleanup_stopped_between_the_history_and_the_deletions_is_finished_by_
     // The next run deletes what the first covered, and writes no history again.
     let finished = cleanup_keeping_one(&graph).await;
     assert!(finished.logs[0].error.is_none(), "{:?}", finished.logs);
-    assert!(finished.totals.commits_removed >= log.floor - 1);
+    assert!(
+        finished.totals.commits_removed >= log.floor - 3,
+        "all but genesis and the two deleted by hand"
+    );
     let after: Vec<_> = test.root.list_with_meta(&history_dir).await.unwrap();
     assert_eq!(after[0], history[0], "the first chunk is unchanged");
     let entries = whole_log(&graph).await;

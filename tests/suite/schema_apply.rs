@@ -228,14 +228,17 @@ async fn an_apply_plans_again_after_a_write_and_stops_after_another_apply() {
     let with_phone_and_email = with_person(", phone: String?, email: String?");
     let with_phone = with_person(", phone: String?");
     let with_fax = with_person(", phone: String?, fax: String?");
-    for (rival, stops) in [("write", false), ("apply", true)] {
+    let with_pager = with_person(", phone: String?, fax: String?, pager: String?");
+    // What the rival does while the apply waits at its publication, what the apply
+    // applies, and what the rival applies (if it does).
+    let cases = [
+        ("a write", &with_phone, None),
+        ("another schema", &with_phone_and_email, Some(&with_fax)),
+        ("the same schema", &with_pager, Some(&with_pager)),
+    ];
+    for (rival, target, rival_schema) in cases {
         let clock = seams::Simulation::new(3, seams::now_micros(), 1);
         let applied = seams::simulate(clock.clone(), async {
-            let target = if stops {
-                &with_phone_and_email
-            } else {
-                &with_phone
-            };
             let mut applying = Box::pin(graph.apply_schema(target, false));
             let ticket = omnigraph_tests::parked_at(
                 &clock,
@@ -244,15 +247,15 @@ async fn an_apply_plans_again_after_a_write_and_stops_after_another_apply() {
                 "the apply's publication",
             )
             .await;
-            match rival {
-                "write" => {
+            match rival_schema {
+                None => {
                     other
                         .insert_json("Person", objects(json!([{"id": "w1", "name": "W"}])))
                         .await
                         .unwrap();
                 }
-                _ => {
-                    other.apply_schema(&with_fax, false).await.unwrap();
+                Some(schema) => {
+                    other.apply_schema(schema, false).await.unwrap();
                 }
             }
             clock.windows().release(ticket);
@@ -260,30 +263,42 @@ async fn an_apply_plans_again_after_a_write_and_stops_after_another_apply() {
         })
         .await;
         let head = graph.head().await.unwrap();
-        if stops {
-            let error = applied.unwrap_err();
-            assert!(
-                matches!(
-                    &error,
-                    OmniError::ReadSetChanged {
-                        member: omnigraph_core::ReadSetMember::Schema { .. },
-                        ..
-                    }
-                ),
-                "{error}"
-            );
-            assert_eq!(error.evidence(), &Evidence::Unpublished, "it staged");
-            let catalog = graph.catalog_at(&head).await.unwrap();
-            let person = catalog.require("Person").unwrap();
-            assert!(person.properties().iter().any(|p| p.name == "fax"));
-            assert!(!person.properties().iter().any(|p| p.name == "email"));
-        } else {
-            let report = applied.unwrap();
-            assert_eq!(
-                report.commit.unwrap().seq,
-                head.seq,
-                "it landed after the write"
-            );
+        let catalog = graph.catalog_at(&head).await.unwrap();
+        let person = catalog.require("Person").unwrap();
+        let has = |name: &str| person.properties().iter().any(|p| p.name == name);
+        match rival {
+            "another schema" => {
+                let error = applied.unwrap_err();
+                assert!(
+                    matches!(
+                        &error,
+                        OmniError::ReadSetChanged {
+                            member: omnigraph_core::ReadSetMember::Schema { .. },
+                            ..
+                        }
+                    ),
+                    "{error}"
+                );
+                assert_eq!(error.evidence(), &Evidence::Unpublished, "it staged");
+                assert!(has("fax"));
+                assert!(!has("email"));
+            }
+            "the same schema" => {
+                // The schema it applies is in force: nothing to do, nothing undone.
+                let report = applied.unwrap();
+                assert_eq!(report.commit, None, "{rival}");
+                assert!(report.changes.is_empty());
+                assert_eq!(head.operation.kind, "schema_apply");
+                assert!(has("pager") && has("fax"));
+            }
+            _ => {
+                let report = applied.unwrap();
+                assert_eq!(
+                    report.commit.unwrap().seq,
+                    head.seq,
+                    "it landed after the write"
+                );
+            }
         }
     }
 }

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 /// Links one walk reports at most: enough to name the problem.
 pub(crate) const LINKS_REPORTED_MAX: usize = 16;
-/// Folders one walk reads at most: a tree deeper than a graph's tables ever are is
-/// reported as it is found, not walked for ever.
+/// Folders one walk reads at most: a tree larger than a graph's tables ever are is
+/// refused (its links unknown), not walked for ever.
 pub(crate) const WALK_FOLDERS_MAX: usize = 100_000;
 
 /// The symbolic links among the components of `relative` under `root` (the root itself
@@ -37,8 +37,13 @@ pub(crate) fn links_on_the_way(root: &Path, relative: &str) -> std::io::Result<V
 }
 
 /// The symbolic links on the way to `relative` under `root` and anywhere below it, as
-/// root-relative paths (at most [`LINKS_REPORTED_MAX`]). Never enters a link.
+/// root-relative paths (at most [`LINKS_REPORTED_MAX`]). Never enters a link; a tree of
+/// more than [`WALK_FOLDERS_MAX`] folders is an error, as its links are not known.
 pub(crate) fn links_at_or_under(root: &Path, relative: &str) -> std::io::Result<Vec<String>> {
+    links_within(root, relative, WALK_FOLDERS_MAX)
+}
+
+fn links_within(root: &Path, relative: &str, folders_max: usize) -> std::io::Result<Vec<String>> {
     let on_the_way = links_on_the_way(root, relative)?;
     if !on_the_way.is_empty() {
         return Ok(on_the_way);
@@ -48,8 +53,14 @@ pub(crate) fn links_at_or_under(root: &Path, relative: &str) -> std::io::Result<
     let mut folders: Vec<(PathBuf, String)> = vec![(root.join(relative), relative.to_string())];
     let mut read = 0usize;
     while let Some((folder, name)) = folders.pop() {
-        if links.len() >= LINKS_REPORTED_MAX || read >= WALK_FOLDERS_MAX {
+        if links.len() >= LINKS_REPORTED_MAX {
             break;
+        }
+        if read >= folders_max {
+            return Err(std::io::Error::other(format!(
+                "{relative} holds more than {folders_max} folders: not walked to its end, \
+                 so whether it holds a symbolic link is not known"
+            )));
         }
         read += 1;
         let entries = match std::fs::read_dir(&folder) {
@@ -123,5 +134,16 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_tree_past_the_folder_bound_is_refused_not_passed() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("tables/a/data")).unwrap();
+        std::fs::create_dir_all(root.path().join("tables/b/data")).unwrap();
+        // tables, tables/a, tables/a/data, tables/b, tables/b/data: five folders.
+        assert!(links_within(root.path(), "tables", 5).unwrap().is_empty());
+        let error = links_within(root.path(), "tables", 4).unwrap_err();
+        assert!(error.to_string().contains("more than 4 folders"), "{error}");
     }
 }

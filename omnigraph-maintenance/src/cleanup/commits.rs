@@ -121,6 +121,10 @@ async fn reclaim_branch(
     let target = trace.map_or(history.floor(), |trace| floor_of(branch, head, trace));
     row.floor = history.floor().max(target);
     if target > history.floor() {
+        // Before the floor moves: a run stopped from here on leaves leftovers below it.
+        omnigraph_publish::log::CommitLog::new(root.clone(), branch)?
+            .lift_head_hint(target, head)
+            .await?;
         let entries = reclaimed_entries(root, branch, history.floor(), target).await?;
         if let Some(first) = entries.first()
             && history.floor() > 0
@@ -145,8 +149,12 @@ async fn reclaim_branch(
         if token.is_cancelled() {
             return Ok(());
         }
-        history::write(root, branch, &entries).await?;
-        row.history_written = entries.len() as u64;
+        let written = entries.len() as u64;
+        history::extend(root, &history, entries).await?;
+        row.history_written = written;
+    } else {
+        // Chunks a run that stopped wrote again longer and did not delete yet.
+        history::drop_covered(root, &history).await?;
     }
     failpoints::reach(failpoints::CLEANUP_AFTER_HISTORY).await?;
     // Every commit object below the floor goes, whoever wrote it: reclaimed commits,

@@ -103,12 +103,16 @@ pub(crate) fn conform(array: &ArrayRef, to: &DataType) -> Result<ArrayRef, Refus
     Ok(converted)
 }
 
-/// A CSV column (text) parsed into `to`: numbers, booleans (`true`/`false`, any case)
-/// and timestamps as arrow's CSV reader parses them; a value that does not parse is
-/// refused at its row. An empty field is null.
+/// A CSV column (text) parsed into `to`: numbers and timestamps as arrow's CSV reader
+/// parses them, booleans as `true` or `false` in any case (arrow's cast would also
+/// take `t`, `yes`, `on`, `1` and their prefixes: a typo there must not load as a
+/// value); a value that does not parse is refused at its row. An empty field is null.
 pub(crate) fn parse_text(array: &ArrayRef, to: &DataType) -> Result<ArrayRef, Refused> {
     if matches!(to, DataType::Utf8) {
         return Ok(array.clone());
+    }
+    if let (DataType::Boolean, Some(text)) = (to, array.as_string_opt::<i32>()) {
+        return boolean(array, text);
     }
     // Floats are parsed wide, then narrowed as any float column is: a value too large
     // for Float32 is refused rather than made infinite.
@@ -124,6 +128,33 @@ pub(crate) fn parse_text(array: &ArrayRef, to: &DataType) -> Result<ArrayRef, Re
         });
     }
     conform(&parsed, to)
+}
+
+fn boolean(
+    array: &ArrayRef,
+    text: &omnigraph_core::arrow_array::StringArray,
+) -> Result<ArrayRef, Refused> {
+    let mut values = Vec::with_capacity(text.len());
+    for (row, value) in text.iter().enumerate() {
+        values.push(match value {
+            None => None,
+            Some(value) if value.eq_ignore_ascii_case("true") => Some(true),
+            Some(value) if value.eq_ignore_ascii_case("false") => Some(false),
+            Some(_) => {
+                return Err(Refused::Value {
+                    row,
+                    message: format!(
+                        "expected {}, found {}",
+                        describe(&DataType::Boolean),
+                        shown(array, row)
+                    ),
+                });
+            }
+        });
+    }
+    Ok(std::sync::Arc::new(
+        omnigraph_core::arrow_array::BooleanArray::from(values),
+    ))
 }
 
 /// What a value of `to` is, for a refusal.
@@ -368,5 +399,32 @@ mod tests {
         let fine: ArrayRef = Arc::new(StringArray::from(vec![Some("2"), None]));
         let parsed = parse_text(&fine, &DataType::Int64).unwrap();
         assert_eq!(parsed.null_count(), 1);
+    }
+
+    #[test]
+    fn csv_booleans_are_true_or_false_in_any_case_and_nothing_else() {
+        let text: ArrayRef = Arc::new(StringArray::from(vec![
+            Some("true"),
+            Some("FALSE"),
+            None,
+            Some("True"),
+        ]));
+        let parsed = parse_text(&text, &DataType::Boolean).unwrap();
+        let parsed = parsed.as_boolean();
+        assert_eq!(
+            parsed.iter().collect::<Vec<_>>(),
+            vec![Some(true), Some(false), None, Some(true)]
+        );
+        for typo in ["t", "yes", "on", "1", "fals", " true"] {
+            let text: ArrayRef = Arc::new(StringArray::from(vec![Some("false"), Some(typo)]));
+            assert_eq!(
+                parse_text(&text, &DataType::Boolean),
+                Err(Refused::Value {
+                    row: 1,
+                    message: format!("expected true or false, found {typo:?}"),
+                }),
+                "{typo}"
+            );
+        }
     }
 }

@@ -43,14 +43,19 @@ impl Attempted for SchemaApplyReport {
 
 /// What a replanned write does when another writer changed the schema since its first
 /// attempt read the head.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum OnSchemaChange {
     /// Plan again on the new schema (update, delete, merge: what they change is
     /// checked against it anew).
     PlanAgain,
     /// Stop with `read_set_changed` on the schema: a schema apply planned again would
-    /// silently undo the other writer's schema (the caller decides).
-    Stop,
+    /// silently undo the other writer's schema (the caller decides). Unless the schema
+    /// in force is the one `applying` (its hash): the apply then plans again and finds
+    /// nothing to do.
+    Stop {
+        /// The hash of the schema the write applies.
+        applying: String,
+    },
 }
 
 /// Whether losing over `member` is contention that a reservation can end: a table the
@@ -104,7 +109,13 @@ impl Omnigraph {
                 }
             };
             let first = first_schema.get_or_insert_with(|| base.schema.clone());
-            if on_schema_change == OnSchemaChange::Stop && *first != base.schema {
+            let stops = match &on_schema_change {
+                OnSchemaChange::Stop { applying } => {
+                    *first != base.schema && *applying != base.schema
+                }
+                OnSchemaChange::PlanAgain => false,
+            };
+            if stops {
                 let moved = OmniError::ReadSetChanged {
                     member: ReadSetMember::Schema {
                         branch: base.branch.clone(),

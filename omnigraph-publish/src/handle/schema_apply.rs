@@ -107,7 +107,9 @@ impl Omnigraph {
         let next = omnigraph_core::schema::parse("schema", schema_text)?;
         let next = &next;
         self.replanning(
-            crate::replanning::OnSchemaChange::Stop,
+            crate::replanning::OnSchemaChange::Stop {
+                applying: next.hash().to_string(),
+            },
             || self.every_table(),
             |base, holding| async move { self.apply_schema_on(base, next, force, holding).await },
         )

@@ -24,6 +24,9 @@ pub const HISTORY_CHUNK_BYTES_MAX: usize = 4 << 20;
 pub(crate) const HISTORY_LINES_BYTES_MAX: usize = 16 << 20;
 /// The most chunks a branch's history folder may hold.
 pub const HISTORY_CHUNKS_MAX: usize = 100_000;
+/// How many times a reader lists the history again when a chunk it listed is gone (a
+/// cleanup wrote a longer one that covers it, then deleted it).
+const HISTORY_RELISTS_MAX: usize = 4;
 // A chunk's lines at their longest (ids, actor, kind and a summary, with JSON framing)
 // fit what a reader decompresses.
 const _: () = assert!(HISTORY_CHUNK_COMMITS_MAX as usize * 1_024 <= HISTORY_LINES_BYTES_MAX);
@@ -142,6 +145,23 @@ impl History {
         from: u64,
         to: u64,
     ) -> Result<Vec<HistoryEntry>> {
+        let mut history = self.clone();
+        for _ in 0..HISTORY_RELISTS_MAX {
+            if let Some(entries) = history.entries_listed(root, from, to).await? {
+                return Ok(entries);
+            }
+            history = History::read(root, &self.branch).await?;
+        }
+        Err(history.chunks_keep_going())
+    }
+
+    /// [`History::entries`] from the chunks as listed; `None` when one is gone.
+    async fn entries_listed(
+        &self,
+        root: &StorageRoot,
+        from: u64,
+        to: u64,
+    ) -> Result<Option<Vec<HistoryEntry>>> {
         let to = to.min(self.floor);
         let mut entries: Vec<HistoryEntry> = Vec::new();
         let mut next = from;
@@ -158,7 +178,9 @@ impl History {
                     format!("no history chunk holds reclaimed commit {next}"),
                 ));
             };
-            let chunk = read_chunk(root, &self.branch, chunk_from, chunk_to).await?;
+            let Some(chunk) = read_chunk(root, &self.branch, chunk_from, chunk_to).await? else {
+                return Ok(None);
+            };
             for entry in chunk {
                 if entry.seq >= next && entry.seq < to {
                     entries.push(entry);
@@ -177,34 +199,115 @@ impl History {
                 ));
             }
         }
-        Ok(entries)
+        Ok(Some(entries))
     }
 
     /// The reclaimed commit with `commit_id`, if the history holds it.
     pub async fn find(&self, root: &StorageRoot, commit_id: &str) -> Result<Option<HistoryEntry>> {
-        for (from, to) in &self.chunks {
-            if let Some(found) = read_chunk(root, &self.branch, *from, *to)
-                .await?
-                .into_iter()
-                .find(|entry| entry.commit_id == commit_id)
-            {
-                return Ok(Some(found));
+        let mut history = self.clone();
+        'listing: for _ in 0..HISTORY_RELISTS_MAX {
+            for (from, to) in &history.chunks {
+                let Some(chunk) = read_chunk(root, &history.branch, *from, *to).await? else {
+                    history = History::read(root, &self.branch).await?;
+                    continue 'listing;
+                };
+                if let Some(found) = chunk.into_iter().find(|entry| entry.commit_id == commit_id) {
+                    return Ok(Some(found));
+                }
             }
+            return Ok(None);
         }
-        Ok(None)
+        Err(history.chunks_keep_going())
+    }
+
+    /// A reader that found chunks gone on every listing: cleanups keep rewriting them
+    /// faster than it reads (or one was deleted by hand).
+    fn chunks_keep_going(&self) -> OmniError {
+        OmniError::corrupt(
+            layout::history_dir(&self.branch),
+            format!(
+                "history chunks listed were gone when read, {HISTORY_RELISTS_MAX} listings \
+                 in a row"
+            ),
+        )
+    }
+
+    /// The chunk that ends at the floor, when it holds fewer than
+    /// [`HISTORY_CHUNK_COMMITS_MAX`] commits: the next history is written with its
+    /// commits, so that frequent cleanups do not leave a chunk each.
+    fn short_last_chunk(&self) -> Option<(u64, u64)> {
+        self.chunks
+            .iter()
+            .filter(|(from, to)| *to == self.floor && *from < *to)
+            .min_by_key(|(from, _)| *from)
+            .filter(|(from, to)| to - from < HISTORY_CHUNK_COMMITS_MAX)
+            .copied()
+    }
+
+    /// Chunks that another chunk holds every commit of (a short chunk written again
+    /// longer, or a chunk of a run that raced another).
+    fn covered_chunks(&self) -> Vec<(u64, u64)> {
+        self.chunks
+            .iter()
+            .filter(|(from, to)| {
+                self.chunks.iter().any(|(other_from, other_to)| {
+                    (other_from, other_to) != (from, to) && other_from <= from && to <= other_to
+                })
+            })
+            .copied()
+            .collect()
     }
 }
 
-/// Reads and checks the chunk of `branch` holding `from..to`.
+/// Extends the history of `branch` (as `history` listed it) with the reclaimed commits
+/// `entries`, which go on from its floor: a short last chunk is written again with
+/// them, and then every chunk another holds is deleted. Returns the new history.
+pub async fn extend(
+    root: &StorageRoot,
+    history: &History,
+    entries: Vec<HistoryEntry>,
+) -> Result<History> {
+    assert!(
+        entries
+            .first()
+            .is_none_or(|first| first.seq == history.floor),
+        "a history goes on from its floor"
+    );
+    let entries = match history.short_last_chunk() {
+        Some((from, _)) => {
+            let mut merged = history.entries(root, from, history.floor).await?;
+            merged.extend(entries);
+            merged
+        }
+        None => entries,
+    };
+    write(root, &history.branch, &entries).await?;
+    let mut extended = History::read(root, &history.branch).await?;
+    drop_covered(root, &extended).await?;
+    let covered = extended.covered_chunks();
+    extended.chunks.retain(|chunk| !covered.contains(chunk));
+    Ok(extended)
+}
+
+/// Deletes the chunks of `history` that another chunk holds.
+pub async fn drop_covered(root: &StorageRoot, history: &History) -> Result<()> {
+    for (from, to) in history.covered_chunks() {
+        root.delete(&layout::history_chunk_path(&history.branch, from, to))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Reads and checks the chunk of `branch` holding `from..to`; `None` when it is gone.
 async fn read_chunk(
     root: &StorageRoot,
     branch: &str,
     from: u64,
     to: u64,
-) -> Result<Vec<HistoryEntry>> {
+) -> Result<Option<Vec<HistoryEntry>>> {
     let path = layout::history_chunk_path(branch, from, to);
     let Some(bytes) = root.get_capped(&path, HISTORY_CHUNK_BYTES_MAX).await? else {
-        return Err(OmniError::corrupt(&path, "listed but not readable"));
+        return Ok(None);
     };
     let mut text = String::new();
     flate2::read::GzDecoder::new(&bytes[..])
@@ -233,7 +336,7 @@ async fn read_chunk(
             format!("{} lines for {} commits", entries.len(), to - from),
         ));
     }
-    Ok(entries)
+    Ok(Some(entries))
 }
 
 /// Writes the history of the reclaimed commits `entries` (consecutive seqs, each
@@ -336,5 +439,56 @@ mod tests {
         }
         write(&root, "main", &more[20_000..]).await.unwrap();
         assert_eq!(History::read(&root, "main").await.unwrap().floor(), 25_010);
+    }
+
+    #[tokio::test]
+    async fn frequent_short_extensions_keep_one_chunk_and_a_reader_lists_again() {
+        let root = StorageRoot::open(&format!(
+            "memory://history-{}",
+            omnigraph_core::seams::new_id().to_lowercase()
+        ))
+        .await
+        .unwrap();
+        let mut entries = vec![entry(0, None)];
+        for seq in 1..10_005 {
+            let parent = entries[seq as usize - 1].commit_id.clone();
+            entries.push(entry(seq, Some(&parent)));
+        }
+        let mut history = History::read(&root, "main").await.unwrap();
+        let listed_early = {
+            history = extend(&root, &history, entries[..3].to_vec())
+                .await
+                .unwrap();
+            history.clone()
+        };
+        // A cleanup every few commits: one chunk, rewritten longer each time.
+        for window in [3..7, 7..8, 8..20] {
+            history = extend(&root, &history, entries[window].to_vec())
+                .await
+                .unwrap();
+            assert_eq!(history.chunks, vec![(0, history.floor())]);
+        }
+        // A reader that listed the chunk a cleanup since replaced reads the new one.
+        assert_eq!(
+            listed_early.entries(&root, 0, 3).await.unwrap(),
+            entries[..3]
+        );
+        assert_eq!(
+            listed_early
+                .find(&root, &entries[2].commit_id)
+                .await
+                .unwrap(),
+            Some(entries[2].clone())
+        );
+        // Past the chunk size, a full chunk stays as it is and the rest starts another.
+        history = extend(&root, &history, entries[20..10_003].to_vec())
+            .await
+            .unwrap();
+        assert_eq!(history.chunks, vec![(0, 10_000), (10_000, 10_003)]);
+        history = extend(&root, &history, entries[10_003..].to_vec())
+            .await
+            .unwrap();
+        assert_eq!(history.chunks, vec![(0, 10_000), (10_000, 10_005)]);
+        assert_eq!(history.entries(&root, 0, 10_005).await.unwrap(), entries);
     }
 }

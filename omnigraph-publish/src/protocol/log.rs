@@ -378,8 +378,14 @@ impl CommitLog {
             Some(seq) => seq - 1,
             None => self.head().await?.seq,
         };
+        // Read once: a commit object below the floor is a leftover (or one a writer
+        // landed where no reader looks, `docs/format.md` §8.4), never the log.
+        let floor = History::read(&self.root, &self.branch).await?.floor();
         let mut seq = start;
         while commits.len() < limit {
+            if seq < floor {
+                return Ok(commits);
+            }
             let Some(commit) = self.read(seq).await? else {
                 // Below the floor the log goes on in the history ([`CommitLog::entries`]).
                 if self.below_the_floor(seq).await? {
@@ -409,6 +415,14 @@ impl CommitLog {
                     ),
                 ));
             };
+            if let Some(newer) = commits.last()
+                && newer.parent_commit_id.as_deref() != Some(commit.commit_id.as_str())
+            {
+                return Err(OmniError::corrupt(
+                    layout::commit_path(&self.branch, newer.seq),
+                    format!("its parent is not commit {seq} of the log",),
+                ));
+            }
             commits.push(commit);
             if seq == 0 {
                 break;
@@ -507,6 +521,24 @@ impl CommitLog {
             "commit {commit_id} among the newest {FIND_WALK_MAX} commits of branch {} (name an older commit by its seq)",
             self.branch
         )))
+    }
+
+    /// Makes `HEAD` name `head` when it names a commit below `floor`: cleanup does so
+    /// before it writes the history that moves the floor there. A reader follows the
+    /// hint to the commit object at its seq and probes past it; were that object a
+    /// leftover of a run stopped before its deletions, with its successors deleted, the
+    /// reader would take it for the head. One GET, and a PUT when the hint is stale.
+    pub async fn lift_head_hint(&self, floor: u64, head: &GraphCommit) -> Result<()> {
+        assert!(
+            head.branch == self.branch && head.seq >= floor,
+            "a branch's head is never below its floor"
+        );
+        if self.head_hint().await?.is_some_and(|seq| seq < floor) {
+            self.root
+                .put(&layout::head_path(&self.branch), head.to_bytes()?)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Writes the best-effort `HEAD` copy. Failures are ignored: `HEAD` is never
