@@ -24,6 +24,7 @@ pub struct FullTextSeen {
 }
 
 /// Records kept per table at most (the newest stay).
+#[cfg(feature = "failpoints")]
 const SEEN_PER_TABLE_MAX: usize = 64;
 
 #[cfg(feature = "failpoints")]
