@@ -320,3 +320,110 @@ async fn a_cleanup_stopped_between_the_history_and_the_deletions_is_finished_by_
     assert_eq!(entries.len() as u64, graph.head().await.unwrap().seq + 1);
     assert!(commit_objects(&test, "main").await.len() <= 4);
 }
+
+/// A leftover of an earlier life below a branch's floor, and a `HEAD` that lags to it
+/// (its successors reclaimed): a creation of the name, now free, that takes the leftover
+/// for the newest commit lands below the floor, and goes again after the newest commit
+/// a listing finds, instead of calling the name taken.
+#[tokio::test]
+async fn a_creation_that_lands_below_the_floor_goes_again_after_the_listed_newest() {
+    let test = TestRoot::new(Backend::Memory).await;
+    let main = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    main.create_branch("b", &CommitRef::Head).await.unwrap();
+    let first_end = main.delete_branch("b").await.unwrap();
+    let leftover_bytes = test
+        .root
+        .get(&layout::commit_path("b", first_end.seq))
+        .await
+        .unwrap()
+        .unwrap();
+    main.create_branch("b", &CommitRef::Head).await.unwrap();
+    let b = omnigraph_tests::on_branch(&main, "b").await;
+    for round in 0..6 {
+        b.insert_json(
+            "Person",
+            objects(json!([{"id": format!("p{round}"), "name": "N"}])),
+        )
+        .await
+        .unwrap();
+    }
+    // The branch's new life records the default grace (its source had no record):
+    // the run lowers it on purpose.
+    let report = omnigraph_tests::later_by(
+        Duration::from_secs(120),
+        main.maintenance()
+            .cleanup(&omnigraph_tests::keep_with_minimum_grace(1).lowering_grace()),
+    )
+    .await
+    .unwrap();
+    let floor = report
+        .logs
+        .iter()
+        .find(|log| log.branch == "b")
+        .unwrap()
+        .floor;
+    assert!(floor > first_end.seq + 2, "{report:?}");
+    let second_end = main.delete_branch("b").await.unwrap();
+    // The leftover, and a `HEAD` naming it; the commits after it are reclaimed.
+    test.root
+        .put(
+            &layout::commit_path("b", first_end.seq),
+            leftover_bytes.clone(),
+        )
+        .await
+        .unwrap();
+    test.root
+        .put(&layout::head_path("b"), leftover_bytes)
+        .await
+        .unwrap();
+    assert!(
+        !commit_objects(&test, "b")
+            .await
+            .contains(&(first_end.seq + 1))
+    );
+    let created = omnigraph_tests::later_by(
+        Duration::from_secs(120),
+        main.create_branch("b", &CommitRef::Head),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.seq, second_end.seq + 1);
+    assert_eq!(
+        created.parent_commit_id.as_deref(),
+        Some(second_end.commit_id.as_str())
+    );
+    let b = omnigraph_tests::on_branch(&main, "b").await;
+    assert_eq!(b.head().await.unwrap(), created);
+    assert!(
+        ids_at(&b, "Person", &CommitRef::Head).await.is_empty(),
+        "a new life from main"
+    );
+}
+
+/// Above the floor, the log's walk checks that each commit is the parent of the one
+/// above it: an object replaced under the log is corruption named at the commit whose
+/// parent it no longer is, never a page that silently mixes two histories.
+#[tokio::test]
+async fn a_log_walk_refuses_a_commit_that_is_not_its_successors_parent() {
+    let (graph, test) = long_log(Backend::Memory).await;
+    let path = layout::commit_path("main", 10);
+    let mut replaced: GraphCommit =
+        serde_json::from_slice(&test.root.get(&path).await.unwrap().unwrap()).unwrap();
+    replaced.commit_id = omnigraph_core::seams::new_id();
+    test.root
+        .put(&path, serde_json::to_vec(&replaced).unwrap().into())
+        .await
+        .unwrap();
+    let error = graph
+        .graph()
+        .log("main")
+        .unwrap()
+        .log(omnigraph_publish::log::LOG_PAGE_MAX, None)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    assert!(
+        error.to_string().contains(&layout::commit_path("main", 11)),
+        "{error}"
+    );
+}

@@ -10,7 +10,6 @@
 use super::trace::Trace;
 use super::{DELETE_FAN_OUT, TableError, table_error};
 use crate::lane::CancelToken;
-use futures::StreamExt;
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{OmniError, Result, failpoints};
 use omnigraph_publish::history::{self, History, HistoryEntry};
@@ -88,13 +87,18 @@ pub(crate) async fn floors_move(
     root: &Arc<StorageRoot>,
     heads: &BTreeMap<String, GraphCommit>,
     trace: &Trace,
-) -> Result<bool> {
+) -> bool {
     for (branch, head) in heads {
-        if floor_of(branch, head, trace) > History::read(root, branch).await?.floor() {
-            return Ok(true);
+        // A history that cannot be read counts as moving: the run fences, and the
+        // branch's reclaim reports the failure in its own row.
+        let moves = History::read(root, branch)
+            .await
+            .is_ok_and(|history| floor_of(branch, head, trace) <= history.floor());
+        if !moves {
+            return true;
         }
     }
-    Ok(false)
+    false
 }
 
 /// The floor `branch` may move to: its oldest retained commit, below any commit a root
@@ -169,20 +173,33 @@ async fn reclaim_branch(
                 .is_some_and(|seq| seq < floor && !(branch == layout::MAIN_BRANCH && seq == 0))
         })
         .collect();
-    let removed: Vec<Result<bool>> = futures::stream::iter(below)
-        .map(|path| async move {
-            if token.is_cancelled() {
-                return Ok(false);
-            }
-            let seq = layout::seq_of_commit_path(&path).expect("filtered to commit paths");
+    if below.is_empty() {
+        return Ok(());
+    }
+    if trace.is_none() {
+        // Leftovers of a run that stopped: its lift of `HEAD` may have been undone by
+        // a writer's copy that landed late.
+        omnigraph_publish::log::CommitLog::new(root.clone(), branch)?
+            .lift_head_hint(floor, head)
+            .await?;
+    }
+    // Oldest first, a batch at a time: a run stopped here leaves the newest of them,
+    // each (but within the last batch) with its successors, so a reader that follows a
+    // lagging hint to one walks on up to the head.
+    for batch in below.chunks(DELETE_FAN_OUT) {
+        if token.is_cancelled() {
+            break;
+        }
+        let deleted = futures::future::join_all(batch.iter().map(|path| async move {
+            let seq = layout::seq_of_commit_path(path).expect("filtered to commit paths");
             assert!(seq < floor, "only commits below the floor are deleted");
-            root.delete(&path).await.map(|()| true)
-        })
-        .buffer_unordered(DELETE_FAN_OUT)
-        .collect()
+            root.delete(path).await
+        }))
         .await;
-    for outcome in removed {
-        row.commits_removed += u64::from(outcome?);
+        for outcome in deleted {
+            outcome?;
+            row.commits_removed += 1;
+        }
     }
     Ok(())
 }

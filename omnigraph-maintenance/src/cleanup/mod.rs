@@ -296,7 +296,7 @@ pub(crate) async fn run(
     // deleting too (`commits::floors_move`).
     let deletes = rows.iter().any(|(row, plan)| {
         row.error.is_none() && !(plan.manifests.is_empty() && plan.files.is_empty())
-    }) || commits::floors_move(root, &logs.heads, &logs.traced).await?;
+    }) || commits::floors_move(root, &logs.heads, &logs.traced).await;
     let recorded = record(root, &mut logs, options, actor, deletes, token).await?;
     let after_record = |error: OmniError| {
         if recorded.is_empty() {

@@ -260,7 +260,7 @@ async fn add_merge_bases(
 /// keeps readable) that was its branch's head at or after `cutoff`: the last heads of
 /// lives that ended within the grace period (a deletion, maybe followed by a new life,
 /// records everything before it reclaimed at once). A merge or a branch creation that
-/// read such a head may still publish its pins for half the grace period; readers of
+/// read such a head may still publish its pins for `FOREIGN_PINS_AGE_MAX`; readers of
 /// the log are refused them all the same. Nothing is read when `first` itself was
 /// created before `cutoff`: every commit below it was superseded earlier still.
 async fn add_heads_of_ended_lives(

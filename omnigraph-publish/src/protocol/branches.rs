@@ -87,90 +87,103 @@ pub async fn create_branch(
     let read = seams::Since::now();
     let source = graph.commit(from, at).await?;
     let log = graph.log(name)?;
-    let previous = log.newest().await?;
-    if let Some(previous) = &previous
-        && !previous.deleted
-    {
-        return Err(OmniError::BranchExists {
-            branch: name.to_string(),
-            evidence: Evidence::BeforeEffect,
-        });
-    }
-    let seq = previous.as_ref().map_or(0, |deleted| deleted.seq + 1);
-    let created_at = seams::now_micros();
-    let first = GraphCommit {
-        seq,
-        commit_id: seams::new_id(),
-        parent_commit_id: previous.as_ref().map(|deleted| deleted.commit_id.clone()),
-        branch: name.to_string(),
-        created_at,
-        actor: actor.to_string(),
-        operation: CommitOperation {
-            kind: CREATE_OPERATION.to_string(),
-            summary: format!("from {from} at commit {}", source.seq),
-        },
-        schema: source.schema.clone(),
-        pins: source.pins.clone(),
-        // Writers on the branch learn the grace period from its head; a new life
-        // retains nothing of the one before.
-        retention: match (source.retention, seq) {
-            (None, 0) => None,
-            (recorded, _) => Some(Retention {
-                grace_micros: recorded
-                    .map_or(retention::micros_of(retention::GRACE_DEFAULT), |recorded| {
-                        recorded.grace_micros
-                    }),
-                oldest_retained: seq,
-            }),
-        },
-        fork: Some(ForkPoint {
-            branch: from.to_string(),
-            seq: source.seq,
-            commit_id: source.commit_id.clone(),
-            created_at,
-        }),
-        deleted: false,
-        merged_from: Vec::new(),
-        // A new life holds no table of the branch it came from.
-        reservations: Vec::new(),
-    };
-    first.validate().map_err(|message| {
-        OmniError::internal(format!("refusing to create branch {name}: {message}"))
-    })?;
-    let path = layout::commit_path(name, seq);
-    let bytes = first.to_bytes()?;
-    // The publisher's windows: creation has written nothing before its commit PUT.
-    failpoints::reach(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
-        .await
-        .map_err(|error| error.with_evidence(Evidence::BeforeEffect))?;
-    match publisher::put_and_decide(graph.root(), &log, &path, &first, bytes).await? {
-        Decided::Ours => {}
-        Decided::Theirs { .. } => {
+    // Where the new life goes: after the newest commit `HEAD` leads to, or, once a put
+    // landed below the floor (a leftover taken for the newest), the newest a listing
+    // finds, which ignores what lies below the floor.
+    let mut previous = log.newest().await?;
+    let mut left = Evidence::BeforeEffect;
+    let mut listed = false;
+    let first = loop {
+        if let Some(previous) = &previous
+            && !previous.deleted
+        {
             return Err(OmniError::BranchExists {
                 branch: name.to_string(),
-                evidence: Evidence::BeforeEffect,
+                evidence: left,
             });
         }
-    }
-    let landed_below_the_floor = match &previous {
-        Some(previous) => {
-            publisher::landed_below_the_floor(graph.root(), previous.created_at, &first)
-                .await
-                .map_err(|_| OmniError::PublishInDoubt {
-                    commit_id: first.commit_id.clone(),
-                    evidence: Evidence::InDoubt,
-                })?
-        }
-        None => false,
-    };
-    if landed_below_the_floor {
-        // The deletion it followed was reclaimed long ago, with the lives after it: the
-        // put found the slot free where no reader looks. The name lives again already.
-        return Err(OmniError::BranchExists {
+        let seq = previous.as_ref().map_or(0, |deleted| deleted.seq + 1);
+        let created_at = seams::now_micros();
+        let first = GraphCommit {
+            seq,
+            commit_id: seams::new_id(),
+            parent_commit_id: previous.as_ref().map(|deleted| deleted.commit_id.clone()),
             branch: name.to_string(),
-            evidence: Evidence::Unpublished,
-        });
-    }
+            created_at,
+            actor: actor.to_string(),
+            operation: CommitOperation {
+                kind: CREATE_OPERATION.to_string(),
+                summary: format!("from {from} at commit {}", source.seq),
+            },
+            schema: source.schema.clone(),
+            pins: source.pins.clone(),
+            // Writers on the branch learn the grace period from its head; a new life
+            // retains nothing of the one before.
+            retention: match (source.retention, seq) {
+                (None, 0) => None,
+                (recorded, _) => Some(Retention {
+                    grace_micros: recorded
+                        .map_or(retention::micros_of(retention::GRACE_DEFAULT), |recorded| {
+                            recorded.grace_micros
+                        }),
+                    oldest_retained: seq,
+                }),
+            },
+            fork: Some(ForkPoint {
+                branch: from.to_string(),
+                seq: source.seq,
+                commit_id: source.commit_id.clone(),
+                created_at,
+            }),
+            deleted: false,
+            merged_from: Vec::new(),
+            // A new life holds no table of the branch it came from.
+            reservations: Vec::new(),
+        };
+        first.validate().map_err(|message| {
+            OmniError::internal(format!("refusing to create branch {name}: {message}"))
+        })?;
+        let path = layout::commit_path(name, seq);
+        let bytes = first.to_bytes()?;
+        // The publisher's windows: creation has written nothing before its commit PUT.
+        failpoints::reach(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
+            .await
+            .map_err(|error| error.with_evidence(left.clone()))?;
+        match publisher::put_and_decide(graph.root(), &log, &path, &first, bytes).await? {
+            Decided::Ours => {}
+            Decided::Theirs { .. } => {
+                return Err(OmniError::BranchExists {
+                    branch: name.to_string(),
+                    evidence: left,
+                });
+            }
+        }
+        let landed_below_the_floor = match &previous {
+            Some(previous) => {
+                publisher::landed_below_the_floor(graph.root(), previous.created_at, &first)
+                    .await
+                    .map_err(|_| OmniError::PublishInDoubt {
+                        commit_id: first.commit_id.clone(),
+                        evidence: Evidence::InDoubt,
+                    })?
+            }
+            None => false,
+        };
+        if !landed_below_the_floor {
+            break first;
+        }
+        // The put found the slot free where no reader looks: no commit (a leftover for
+        // cleanup), and nothing published.
+        left = Evidence::Unpublished;
+        if listed {
+            return Err(OmniError::corrupt(
+                layout::commit_path(name, first.seq),
+                "the newest commit a listing found is below the floor",
+            ));
+        }
+        previous = log.newest_listed().await?;
+        listed = true;
+    };
     if *at != CommitRef::Head || retention::check_foreign_pins_age(&read).is_err() {
         // Cleanup lists branches again before it deletes anything, so a branch it
         // missed was created after its record: the source's head then says whether the

@@ -27,6 +27,11 @@ pub const HISTORY_CHUNKS_MAX: usize = 100_000;
 /// How many times a reader lists the history again when a chunk it listed is gone (a
 /// cleanup wrote a longer one that covers it, then deleted it).
 const HISTORY_RELISTS_MAX: usize = 4;
+/// How old a chunk must be before a chunk it covers is deleted: a listing is not
+/// atomic (a folder walk, pages of a LIST), and one that missed the new chunk (begun
+/// before it was written) must not also miss the one it replaces, or it would see the
+/// floor fall. No listing runs for this long.
+pub const HISTORY_COVER_AGE_MIN: std::time::Duration = crate::retention::GRACE_MIN;
 // A chunk's lines at their longest (ids, actor, kind and a summary, with JSON framing)
 // fit what a reader decompresses.
 const _: () = assert!(HISTORY_CHUNK_COMMITS_MAX as usize * 1_024 <= HISTORY_LINES_BYTES_MAX);
@@ -95,13 +100,15 @@ pub struct History {
     branch: String,
     /// Each chunk's seqs, `from..to`, sorted by `from`.
     chunks: Vec<(u64, u64)>,
+    /// When each chunk was written (the engine's clock), by its seqs.
+    written: std::collections::BTreeMap<(u64, u64), i64>,
     floor: u64,
 }
 
 impl History {
     /// Lists the history of `branch`.
     pub async fn read(root: &StorageRoot, branch: &str) -> Result<History> {
-        let names = root.list(&layout::history_dir(branch)).await?;
+        let names = root.list_with_meta(&layout::history_dir(branch)).await?;
         if names.len() > HISTORY_CHUNKS_MAX {
             return Err(OmniError::corrupt(
                 layout::history_dir(branch),
@@ -111,11 +118,17 @@ impl History {
                 ),
             ));
         }
-        let mut chunks: Vec<(u64, u64)> = names
+        // Only a chunk at its own path: a file in a subfolder that merely ends like one
+        // is none (a reader would never find it, and it must cover nothing).
+        let written: std::collections::BTreeMap<(u64, u64), i64> = names
             .iter()
-            .filter_map(|name| layout::history_chunk_range(name))
+            .filter_map(|object| {
+                let (from, to) = layout::history_chunk_range(&object.path)?;
+                (object.path == layout::history_chunk_path(branch, from, to))
+                    .then_some(((from, to), object.modified_micros))
+            })
             .collect();
-        chunks.sort_unstable();
+        let chunks: Vec<(u64, u64)> = written.keys().copied().collect();
         // Chunks may overlap (two runs that reclaimed at once): the floor is where the
         // run that starts at genesis ends.
         let mut floor = 0;
@@ -128,6 +141,7 @@ impl History {
         Ok(History {
             branch: branch.to_string(),
             chunks,
+            written,
             floor,
         })
     }
@@ -145,12 +159,23 @@ impl History {
         from: u64,
         to: u64,
     ) -> Result<Vec<HistoryEntry>> {
+        let to = to.min(self.floor);
         let mut history = self.clone();
         for _ in 0..HISTORY_RELISTS_MAX {
             if let Some(entries) = history.entries_listed(root, from, to).await? {
                 return Ok(entries);
             }
             history = History::read(root, &self.branch).await?;
+            if history.floor < to {
+                // A floor never moves down: chunks were deleted that nothing covers.
+                return Err(OmniError::corrupt(
+                    layout::history_dir(&self.branch),
+                    format!(
+                        "the history held commits up to {to}, and now only up to {}",
+                        history.floor
+                    ),
+                ));
+            }
         }
         Err(history.chunks_keep_going())
     }
@@ -220,16 +245,13 @@ impl History {
         Err(history.chunks_keep_going())
     }
 
-    /// A reader that found chunks gone on every listing: cleanups keep rewriting them
-    /// faster than it reads (or one was deleted by hand).
+    /// A reader that found chunks gone on every listing: cleanups rewrote them faster
+    /// than it read. Transient: a retry reads them.
     fn chunks_keep_going(&self) -> OmniError {
-        OmniError::corrupt(
-            layout::history_dir(&self.branch),
-            format!(
-                "history chunks listed were gone when read, {HISTORY_RELISTS_MAX} listings \
-                 in a row"
-            ),
-        )
+        OmniError::ContentionExhausted {
+            attempts: HISTORY_RELISTS_MAX as u32,
+            evidence: omnigraph_core::Evidence::BeforeEffect,
+        }
     }
 
     /// The chunk that ends at the floor, when it holds fewer than
@@ -244,14 +266,22 @@ impl History {
             .copied()
     }
 
-    /// Chunks that another chunk holds every commit of (a short chunk written again
-    /// longer, or a chunk of a run that raced another).
+    /// Chunks that another chunk, written at least [`HISTORY_COVER_AGE_MIN`] ago,
+    /// holds every commit of (a short chunk written again longer, or a chunk of a run
+    /// that raced another).
     fn covered_chunks(&self) -> Vec<(u64, u64)> {
+        let cutoff = omnigraph_core::seams::now_micros()
+            .saturating_sub(HISTORY_COVER_AGE_MIN.as_micros() as i64);
+        let old_enough =
+            |chunk: &(u64, u64)| self.written.get(chunk).is_some_and(|at| *at < cutoff);
         self.chunks
             .iter()
             .filter(|(from, to)| {
-                self.chunks.iter().any(|(other_from, other_to)| {
-                    (other_from, other_to) != (from, to) && other_from <= from && to <= other_to
+                self.chunks.iter().any(|cover| {
+                    *cover != (*from, *to)
+                        && cover.0 <= *from
+                        && *to <= cover.1
+                        && old_enough(cover)
                 })
             })
             .copied()
@@ -261,12 +291,13 @@ impl History {
 
 /// Extends the history of `branch` (as `history` listed it) with the reclaimed commits
 /// `entries`, which go on from its floor: a short last chunk is written again with
-/// them, and then every chunk another holds is deleted. Returns the new history.
+/// them, and then the chunks that others written long enough ago hold are deleted
+/// ([`drop_covered`]).
 pub async fn extend(
     root: &StorageRoot,
     history: &History,
     entries: Vec<HistoryEntry>,
-) -> Result<History> {
+) -> Result<()> {
     assert!(
         entries
             .first()
@@ -276,20 +307,28 @@ pub async fn extend(
     let entries = match history.short_last_chunk() {
         Some((from, _)) => {
             let mut merged = history.entries(root, from, history.floor).await?;
+            // Read back from storage: checked to be the seqs up to the floor.
+            let follows = merged
+                .iter()
+                .zip(from..)
+                .all(|(entry, seq)| entry.seq == seq);
+            if !follows || merged.len() as u64 != history.floor - from {
+                return Err(OmniError::corrupt(
+                    layout::history_chunk_path(&history.branch, from, history.floor),
+                    "the history does not hold every commit from here up to the floor",
+                ));
+            }
             merged.extend(entries);
             merged
         }
         None => entries,
     };
     write(root, &history.branch, &entries).await?;
-    let mut extended = History::read(root, &history.branch).await?;
-    drop_covered(root, &extended).await?;
-    let covered = extended.covered_chunks();
-    extended.chunks.retain(|chunk| !covered.contains(chunk));
-    Ok(extended)
+    drop_covered(root, &History::read(root, &history.branch).await?).await
 }
 
-/// Deletes the chunks of `history` that another chunk holds.
+/// Deletes the chunks of `history` that another chunk, written at least
+/// [`HISTORY_COVER_AGE_MIN`] ago, holds.
 pub async fn drop_covered(root: &StorageRoot, history: &History) -> Result<()> {
     for (from, to) in history.covered_chunks() {
         root.delete(&layout::history_chunk_path(&history.branch, from, to))
@@ -442,10 +481,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn frequent_short_extensions_keep_one_chunk_and_a_reader_lists_again() {
+    async fn frequent_short_extensions_keep_few_chunks_and_a_reader_lists_again() {
+        use omnigraph_core::seams;
         let root = StorageRoot::open(&format!(
             "memory://history-{}",
-            omnigraph_core::seams::new_id().to_lowercase()
+            seams::new_id().to_lowercase()
         ))
         .await
         .unwrap();
@@ -454,21 +494,36 @@ mod tests {
             let parent = entries[seq as usize - 1].commit_id.clone();
             entries.push(entry(seq, Some(&parent)));
         }
-        let mut history = History::read(&root, "main").await.unwrap();
-        let listed_early = {
-            history = extend(&root, &history, entries[..3].to_vec())
+        let listed = || async { History::read(&root, "main").await.unwrap() };
+        extend(&root, &listed().await, entries[..3].to_vec())
+            .await
+            .unwrap();
+        let listed_early = listed().await;
+        // A cleanup every few seconds: the last chunk is written again longer, and the
+        // one it replaces stays while a listing may still miss the new one.
+        for window in [3..7, 7..8] {
+            extend(&root, &listed().await, entries[window].to_vec())
                 .await
                 .unwrap();
-            history.clone()
-        };
-        // A cleanup every few commits: one chunk, rewritten longer each time.
-        for window in [3..7, 7..8, 8..20] {
-            history = extend(&root, &history, entries[window].to_vec())
-                .await
-                .unwrap();
-            assert_eq!(history.chunks, vec![(0, history.floor())]);
         }
-        // A reader that listed the chunk a cleanup since replaced reads the new one.
+        assert_eq!(listed().await.chunks, vec![(0, 3), (0, 7), (0, 8)]);
+        // A minute on (the memory store dates objects by the system clock: all of them
+        // are a minute old on this clock), the next run deletes what is covered.
+        let a_minute_on = seams::Simulation::new(
+            1,
+            seams::now_micros() + HISTORY_COVER_AGE_MIN.as_micros() as i64 + 1_000_000,
+            0,
+        );
+        seams::simulate(
+            a_minute_on.clone(),
+            extend(&root, &listed().await, entries[8..20].to_vec()),
+        )
+        .await
+        .unwrap();
+        let folder = root.list("_graph/branches/main/history").await.unwrap();
+        assert_eq!(folder, vec![layout::history_chunk_path("main", 0, 20)]);
+        // A reader that listed a chunk since deleted lists again and reads the new one.
+        assert_eq!(listed_early.chunks, vec![(0, 3)]);
         assert_eq!(
             listed_early.entries(&root, 0, 3).await.unwrap(),
             entries[..3]
@@ -481,14 +536,33 @@ mod tests {
             Some(entries[2].clone())
         );
         // Past the chunk size, a full chunk stays as it is and the rest starts another.
-        history = extend(&root, &history, entries[20..10_003].to_vec())
+        seams::simulate(
+            a_minute_on.clone(),
+            extend(&root, &listed().await, entries[20..10_003].to_vec()),
+        )
+        .await
+        .unwrap();
+        seams::simulate(
+            a_minute_on.clone(),
+            extend(&root, &listed().await, entries[10_003..].to_vec()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(listed().await.chunks, vec![(0, 10_000), (10_000, 10_005)]);
+        assert_eq!(
+            listed().await.entries(&root, 0, 10_005).await.unwrap(),
+            entries
+        );
+        // A file in a subfolder named like a chunk is none: it covers nothing.
+        root.put(
+            "_graph/branches/main/history/copy/00000000000000000000-00000000000000010005.jsonl.gz",
+            bytes::Bytes::from_static(b"x"),
+        )
+        .await
+        .unwrap();
+        seams::simulate(a_minute_on.clone(), drop_covered(&root, &listed().await))
             .await
             .unwrap();
-        assert_eq!(history.chunks, vec![(0, 10_000), (10_000, 10_003)]);
-        history = extend(&root, &history, entries[10_003..].to_vec())
-            .await
-            .unwrap();
-        assert_eq!(history.chunks, vec![(0, 10_000), (10_000, 10_005)]);
-        assert_eq!(history.entries(&root, 0, 10_005).await.unwrap(), entries);
+        assert_eq!(listed().await.chunks, vec![(0, 10_000), (10_000, 10_005)]);
     }
 }

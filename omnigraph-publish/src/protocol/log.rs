@@ -317,6 +317,12 @@ impl CommitLog {
         Ok(seq < History::read(&self.root, &self.branch).await?.floor())
     }
 
+    /// The newest commit by listing the commits folder, ignoring what lies below the
+    /// floor, whatever `HEAD` says.
+    pub(crate) async fn newest_listed(&self) -> Result<Option<GraphCommit>> {
+        self.newest_by_listing().await
+    }
+
     /// The newest commit found by listing the commits folder: the fallback when `HEAD`
     /// is gone; `None` when there is none. The commits from the floor (0 until cleanup
     /// reclaimed commits, `docs/format.md` §8.4) to the newest must all be there; a
@@ -381,6 +387,12 @@ impl CommitLog {
         // Read once: a commit object below the floor is a leftover (or one a writer
         // landed where no reader looks, `docs/format.md` §8.4), never the log.
         let floor = History::read(&self.root, &self.branch).await?.floor();
+        if before.is_none() && start < floor {
+            return Err(OmniError::corrupt(
+                layout::history_dir(&self.branch),
+                format!("the history reclaims every commit below {floor}, but the head is {start}"),
+            ));
+        }
         let mut seq = start;
         while commits.len() < limit {
             if seq < floor {
@@ -418,6 +430,11 @@ impl CommitLog {
             if let Some(newer) = commits.last()
                 && newer.parent_commit_id.as_deref() != Some(commit.commit_id.as_str())
             {
+                // A floor that moved since it was read: this is a writer's put that
+                // landed below it, and the log goes on in the history.
+                if self.below_the_floor(seq).await? {
+                    return Ok(commits);
+                }
                 return Err(OmniError::corrupt(
                     layout::commit_path(&self.branch, newer.seq),
                     format!("its parent is not commit {seq} of the log",),
@@ -529,10 +546,17 @@ impl CommitLog {
     /// leftover of a run stopped before its deletions, with its successors deleted, the
     /// reader would take it for the head. One GET, and a PUT when the hint is stale.
     pub async fn lift_head_hint(&self, floor: u64, head: &GraphCommit) -> Result<()> {
-        assert!(
-            head.branch == self.branch && head.seq >= floor,
-            "a branch's head is never below its floor"
-        );
+        assert_eq!(head.branch, self.branch, "a head of this branch");
+        if head.seq < floor {
+            // The floor comes from the history's chunk names, read from storage.
+            return Err(OmniError::corrupt(
+                layout::history_dir(&self.branch),
+                format!(
+                    "the history's floor {floor} is above the head (seq {})",
+                    head.seq
+                ),
+            ));
+        }
         if self.head_hint().await?.is_some_and(|seq| seq < floor) {
             self.root
                 .put(&layout::head_path(&self.branch), head.to_bytes()?)
