@@ -441,7 +441,10 @@ async fn maintenance_bench(dir: &std::path::Path, rows: usize) -> Value {
             .rebuild_index("Item", "text_fts")
             .await
             .expect("full-text rebuild");
-        assert_eq!(rebuilt.built, [("Item".to_string(), "text_fts".to_string())]);
+        assert_eq!(
+            rebuilt.built,
+            [("Item".to_string(), "text_fts".to_string())]
+        );
         let fts_seconds = started.elapsed().as_secs_f64();
         let fts_peak = peak_mib();
         results.insert(
