@@ -931,38 +931,27 @@ pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
     let graph = open(root).await?;
     let log = graph.graph().log(graph.branch())?;
     let applied = limit.min(omnigraph_publish::log::LOG_PAGE_MAX);
-    let commits = log.log(applied, None).await?;
     // Below the floor, what cleanup kept of the commits it reclaimed.
-    let reclaimed = match commits.last() {
-        Some(oldest) if commits.len() < applied && oldest.seq > 0 => {
-            log.entries(applied - commits.len(), Some(oldest.seq))
-                .await?
-        }
-        _ => Vec::new(),
-    };
-    let mut rows: Vec<Vec<String>> = commits
+    let (commits, reclaimed) = log.page(applied, None).await?;
+    let rows: Vec<Vec<String>> = commits
         .iter()
-        .map(|commit| {
+        .map(omnigraph_publish::log::LogEntry::of_commit)
+        .chain(reclaimed.iter().cloned())
+        .map(|entry| {
+            let kind = match entry.reclaimed {
+                true => format!("{} (reclaimed)", entry.operation.kind),
+                false => entry.operation.kind,
+            };
             vec![
-                commit.seq.to_string(),
-                crate::view::rfc3339_micros(commit.created_at),
-                commit.actor.clone(),
-                commit.operation.kind.clone(),
-                commit.operation.summary.clone(),
-                commit.commit_id.clone(),
+                entry.seq.to_string(),
+                crate::view::rfc3339_micros(entry.created_at),
+                entry.actor,
+                kind,
+                entry.operation.summary,
+                entry.commit_id,
             ]
         })
         .collect();
-    rows.extend(reclaimed.iter().map(|entry| {
-        vec![
-            entry.seq.to_string(),
-            crate::view::rfc3339_micros(entry.created_at),
-            entry.actor.clone(),
-            format!("{} (reclaimed)", entry.operation.kind),
-            entry.operation.summary.clone(),
-            entry.commit_id.clone(),
-        ]
-    }));
     // The log reads at most one page: the JSON gives the limit applied, and whether
     // older commits were left out (their count is the oldest shown seq).
     let shown = commits.len() + reclaimed.len();

@@ -4,7 +4,7 @@
 
 use crate::budget::MaintenanceBudget;
 use crate::cleanup::{self, CleanupOptions, CleanupReport};
-use crate::lane::{self, Lane, MaintenanceActivity, cancelled};
+use crate::lane::{self, CancelToken, Lane, MaintenanceActivity, cancelled};
 use crate::optimize::{OptimizeReport, run_units};
 use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use crate::repair::RepairReport;
@@ -112,16 +112,8 @@ impl<'a> Maintenance<'a> {
     /// builds where they stand; once the publication starts it finishes.
     pub async fn build_indexes(&self) -> Result<IndexBuildReport> {
         let admitted = self.lane().admit("build_indexes").await?;
-        let token = admitted.token();
-        let prepared = tokio::select! {
-            prepared = self.prepare_build_indexes() => prepared?,
-            // Builds in progress leave index files: unreachable staging.
-            () = token.cancelled() => return Err(cancelled(Evidence::Unpublished)),
-        };
-        if token.is_cancelled() {
-            return Err(cancelled(prepared.evidence()));
-        }
-        prepared.publish(self.graph).await
+        self.publish_built(admitted.token(), self.prepare_build_indexes())
+            .await
     }
 
     /// Rebuilds one built index whole under its name, in one commit: a full-text index,
@@ -134,20 +126,16 @@ impl<'a> Maintenance<'a> {
         index_name: &str,
     ) -> Result<IndexBuildReport> {
         let admitted = self.lane().admit("rebuild_index").await?;
-        let token = admitted.token();
-        let tables_total = 1;
-        self.report_index_progress("rebuild_index", 0, tables_total);
-        let setup = self.staging_setup();
-        let prepared = tokio::select! {
-            prepared = self.graph.prepare_rebuild_index_with(type_name, index_name, setup) => prepared?,
-            // A build in progress leaves index files: unreachable staging.
-            () = token.cancelled() => return Err(cancelled(Evidence::Unpublished)),
+        let report = |done| {
+            let progress = index_progress("rebuild_index", done, 1, done, 1);
+            progress::report(self.progress.as_ref(), progress);
         };
-        if token.is_cancelled() {
-            return Err(cancelled(prepared.evidence()));
-        }
-        let published = prepared.publish(self.graph).await?;
-        self.report_index_progress("rebuild_index", 1, tables_total);
+        report(0);
+        let prepared =
+            self.graph
+                .prepare_rebuild_index_with(type_name, index_name, self.staging_setup());
+        let published = self.publish_built(admitted.token(), prepared).await?;
+        report(1);
         Ok(published)
     }
 
@@ -197,20 +185,22 @@ impl Maintenance<'_> {
         }
     }
 
-    /// Reports an index run of one index per table as it goes.
-    fn report_index_progress(&self, operation: &'static str, done: u64, total: u64) {
-        progress::report(
-            self.progress.as_ref(),
-            MaintenanceProgress {
-                operation,
-                stage: ProgressStage::Working,
-                tables_done: done,
-                tables_total: total,
-                done,
-                total,
-                items: ProgressItems::Indexes,
-            },
-        );
+    /// Publishes the index builds `prepare` stages, unless a cancel comes first: it
+    /// drops them where they stand (their files are unreachable staging); once the
+    /// publication starts it finishes.
+    async fn publish_built(
+        &self,
+        token: &CancelToken,
+        prepare: impl std::future::Future<Output = Result<omnigraph_publish::PreparedIndexBuild>>,
+    ) -> Result<IndexBuildReport> {
+        let prepared = tokio::select! {
+            prepared = prepare => prepared?,
+            () = token.cancelled() => return Err(cancelled(Evidence::Unpublished)),
+        };
+        if token.is_cancelled() {
+            return Err(cancelled(prepared.evidence()));
+        }
+        prepared.publish(self.graph).await
     }
 
     async fn prepare_build_indexes(&self) -> Result<omnigraph_publish::PreparedIndexBuild> {
@@ -219,21 +209,37 @@ impl Maintenance<'_> {
             .prepare_build_indexes_with(
                 self.staging_setup(),
                 move |built: &omnigraph_publish::IndexBuildProgress| {
-                    progress::report(
-                        sink.as_ref(),
-                        MaintenanceProgress {
-                            operation: "build_indexes",
-                            stage: ProgressStage::Working,
-                            tables_done: built.tables_done,
-                            tables_total: built.tables_total,
-                            done: built.indexes_done,
-                            total: built.indexes_total,
-                            items: ProgressItems::Indexes,
-                        },
-                    )
+                    let progress = index_progress(
+                        "build_indexes",
+                        built.tables_done,
+                        built.tables_total,
+                        built.indexes_done,
+                        built.indexes_total,
+                    );
+                    progress::report(sink.as_ref(), progress)
                 },
             )
             .await
+    }
+}
+
+/// Where an index run stands: `done` of `total` indexes, over `tables_done` of
+/// `tables_total` tables.
+fn index_progress(
+    operation: &'static str,
+    tables_done: u64,
+    tables_total: u64,
+    done: u64,
+    total: u64,
+) -> MaintenanceProgress {
+    MaintenanceProgress {
+        operation,
+        stage: ProgressStage::Working,
+        tables_done,
+        tables_total,
+        done,
+        total,
+        items: ProgressItems::Indexes,
     }
 }
 

@@ -269,7 +269,6 @@ pub(crate) async fn run_units(
         .buffered(budget.unit_concurrency);
     let mut report = OptimizeReport::default();
     while let Some((type_name, outcome)) = units.next().await {
-        report.units_at_once_max = at_once.most();
         figures.tables_done += 1;
         figures.done += rows_of(&type_name);
         progress::report(progress, figures.clone());
@@ -289,6 +288,7 @@ pub(crate) async fn run_units(
             }
         }
     }
+    report.units_at_once_max = at_once.most();
     if token.is_cancelled() {
         return Err(cancelled(Evidence::BeforeEffect));
     }

@@ -101,7 +101,7 @@ pub(crate) async fn report(root: &Arc<StorageRoot>) -> Result<RepairReport> {
         }
     }
     table_ids.sort();
-    let mut tables: Vec<(TableRepair, Vec<u64>)> = futures::stream::iter(table_ids)
+    let drafts: Vec<Drafted> = futures::stream::iter(table_ids)
         .map(|table_id| {
             let traced = &traced;
             async move { table_report(root, &table_id, traced).await }
@@ -109,57 +109,88 @@ pub(crate) async fn report(root: &Arc<StorageRoot>) -> Result<RepairReport> {
         .buffered(REQUEST_FAN_OUT)
         .try_collect()
         .await?;
-    if tables
-        .iter()
-        .any(|(table, _)| table.status == TableRepairStatus::MissingPin)
-    {
-        // A cleanup beside this report may have reclaimed those versions since it read
-        // the heads: it records that in the log before it deletes anything. Versions
-        // the heads read now no longer retain are not missing.
-        let branch_names = omnigraph_publish::branches::branch_names(root).await?;
-        let now = heads(root, &branch_names).await?;
-        let moved = now.len() != current.len()
-            || now.iter().any(|(branch, head)| {
-                current
-                    .get(branch)
-                    .is_none_or(|before| before.commit_id != head.commit_id)
-            });
-        if moved {
-            let retraced = crate::cleanup::trace_every_readable_commit(root, &now).await?;
-            for (table, versions) in &mut tables {
-                let retained = retraced.retained.get(&table.table_id);
-                let mut kept = versions.iter();
-                table.missing.retain(|_| {
-                    let version = kept.next().expect("a version per missing entry");
-                    retained.is_some_and(|retained| retained.contains(version))
-                });
-                if table.status == TableRepairStatus::MissingPin && table.missing.is_empty() {
-                    table.status = if table.foreign_versions > 0 {
-                        TableRepairStatus::ForeignDrift
-                    } else {
-                        TableRepairStatus::NoDrift
-                    };
-                    table.advice = advice(table.status, table.staging_versions).to_string();
-                }
-            }
-        }
+    if !drafts.iter().any(|draft| !draft.missing.is_empty()) {
+        return Ok(RepairReport {
+            tables: drafts
+                .into_iter()
+                .map(|draft| draft.finish(|_| true))
+                .collect(),
+        });
     }
+    // A cleanup beside this report may have reclaimed those versions since it read the
+    // heads: it records that in the log before it deletes anything. Versions the heads
+    // read now no longer retain are not missing.
+    let branch_names = omnigraph_publish::branches::branch_names(root).await?;
+    let now = heads(root, &branch_names).await?;
+    let moved = now.len() != current.len()
+        || now.iter().any(|(branch, head)| {
+            current
+                .get(branch)
+                .is_none_or(|before| before.commit_id != head.commit_id)
+        });
+    if !moved {
+        return Ok(RepairReport {
+            tables: drafts
+                .into_iter()
+                .map(|draft| draft.finish(|_| true))
+                .collect(),
+        });
+    }
+    let retraced = crate::cleanup::trace_every_readable_commit(root, &now).await?;
     Ok(RepairReport {
-        tables: tables.into_iter().map(|(table, _)| table).collect(),
+        tables: drafts
+            .into_iter()
+            .map(|draft| {
+                let retained = retraced.retained.get(&draft.row.table_id);
+                let retained = |version: u64| retained.is_some_and(|kept| kept.contains(&version));
+                draft.finish(retained)
+            })
+            .collect(),
     })
 }
 
-/// One table's row, with the version of each `missing` entry.
+/// One table's row before it is final: each missing entry with the version it names.
+struct Drafted {
+    row: TableRepair,
+    missing: Vec<(u64, String)>,
+}
+
+impl Drafted {
+    /// The row, with the missing entries of the versions `retained` keeps, and the
+    /// status and advice they make.
+    fn finish(mut self, retained: impl Fn(u64) -> bool) -> TableRepair {
+        self.missing.retain(|(version, _)| retained(*version));
+        if self.row.status != TableRepairStatus::Symlinked {
+            self.row.status = drift_status(self.missing.len(), self.row.foreign_versions);
+            self.row.advice = advice(self.row.status, self.row.staging_versions).to_string();
+        }
+        self.row.missing = self.missing.into_iter().map(|(_, entry)| entry).collect();
+        self.row
+    }
+}
+
+/// A table's status from its missing entries and foreign versions.
+fn drift_status(missing: usize, foreign_versions: u64) -> TableRepairStatus {
+    if missing > 0 {
+        TableRepairStatus::MissingPin
+    } else if foreign_versions > 0 {
+        TableRepairStatus::ForeignDrift
+    } else {
+        TableRepairStatus::NoDrift
+    }
+}
+
+/// One table's row, drafted.
 async fn table_report(
     root: &StorageRoot,
     table_id: &str,
     traced: &crate::cleanup::Traced,
-) -> Result<(TableRepair, Vec<u64>)> {
+) -> Result<Drafted> {
     let folder = layout::table_path(table_id);
     let symlinks = root.symlinks_under(&folder).await?;
     if !symlinks.is_empty() {
-        return Ok((
-            TableRepair {
+        return Ok(Drafted {
+            row: TableRepair {
                 table_id: table_id.to_string(),
                 type_name: traced.type_names.get(table_id).cloned(),
                 status: TableRepairStatus::Symlinked,
@@ -170,8 +201,8 @@ async fn table_report(
                 staging_bytes: 0,
                 advice: advice(TableRepairStatus::Symlinked, 0).to_string(),
             },
-            Vec::new(),
-        ));
+            missing: Vec::new(),
+        });
     }
     let listing = list_table(root, table_id).await?;
     let sizes = listing.sizes();
@@ -189,22 +220,19 @@ async fn table_report(
         .map(|(name, object)| (name.version(), object.object.as_str()))
         .collect();
 
-    let mut missing = Vec::new();
-    let mut missing_versions = Vec::new();
+    let mut missing: Vec<(u64, String)> = Vec::new();
     let mut marked: HashSet<String> = HashSet::new();
     let mut versions: Vec<u64> = retained.iter().copied().collect();
     versions.sort_unstable();
     for version in versions {
         if !manifests.contains_key(&version) {
-            missing.push(format!("version {version}: its manifest is gone"));
-            missing_versions.push(version);
+            missing.push((version, format!("version {version}: its manifest is gone")));
             continue;
         }
         let dataset = match adapter::open_table_at(root, &folder, version).await {
             Ok(dataset) => dataset,
             Err(error) if is_gone(&error) => {
-                missing.push(format!("version {version}: {error}"));
-                missing_versions.push(version);
+                missing.push((version, format!("version {version}: {error}")));
                 continue;
             }
             Err(error) => return Err(error),
@@ -212,15 +240,16 @@ async fn table_report(
         let references = adapter::version_references(&dataset).await?;
         for file in references.files() {
             if !present.contains(file.as_str()) {
-                missing.push(format!("version {version}: {file} is gone"));
-                missing_versions.push(version);
+                missing.push((version, format!("version {version}: {file} is gone")));
             }
             marked.insert(file.clone());
         }
         for index_folder in &references.index_folders {
             if !index_present(index_folder) {
-                missing.push(format!("version {version}: {index_folder}/ is gone"));
-                missing_versions.push(version);
+                missing.push((
+                    version,
+                    format!("version {version}: {index_folder}/ is gone"),
+                ));
             }
         }
     }
@@ -245,27 +274,23 @@ async fn table_report(
         }
     }
 
+    // Status, advice and entries come with `Drafted::finish`.
     let foreign_versions = listing.foreign_versions();
-    let status = if !missing.is_empty() {
-        TableRepairStatus::MissingPin
-    } else if foreign_versions > 0 {
-        TableRepairStatus::ForeignDrift
-    } else {
-        TableRepairStatus::NoDrift
-    };
-    let row = TableRepair {
-        table_id: table_id.to_string(),
-        type_name: traced.type_names.get(table_id).cloned(),
-        status,
-        foreign_versions,
+    let status = drift_status(missing.len(), foreign_versions);
+    Ok(Drafted {
+        row: TableRepair {
+            table_id: table_id.to_string(),
+            type_name: traced.type_names.get(table_id).cloned(),
+            status,
+            foreign_versions,
+            missing: Vec::new(),
+            symlinks: Vec::new(),
+            staging_versions,
+            staging_bytes,
+            advice: advice(status, staging_versions).to_string(),
+        },
         missing,
-        symlinks: Vec::new(),
-        staging_versions,
-        staging_bytes,
-        advice: advice(status, staging_versions).to_string(),
-    };
-    assert_eq!(row.missing.len(), missing_versions.len());
-    Ok((row, missing_versions))
+    })
 }
 
 /// What an operator can do about a table in `status`.

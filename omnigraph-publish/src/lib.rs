@@ -22,7 +22,8 @@
 //! - [`endpoint_cache`]: a warm handle's edge endpoints per edge table, so a node delete
 //!   reads only the edge fragments that can hold its edges.
 //! - [`ingest`]: insert and load: validated batches, staged and published in one commit.
-//! - [`mutate`]: update and delete, strict writers; deletes cascade to incident edges.
+//! - [`mutate`]: update and delete, which plan again when the tables they read move;
+//!   deletes cascade to incident edges.
 //! - [`schema_apply`]: moving a graph to a new schema, refusing data loss unless forced.
 //! - [`rows`]: JSON objects to validated Arrow rows of one type.
 //! - [`graph`]: create and open a graph; snapshots and time travel.

@@ -390,6 +390,17 @@ pub async fn cleanup_keeping_one_after(
     .expect("cleanup")
 }
 
+/// The names of the live branches of `graph`'s root, as it lists them.
+pub async fn branch_names(graph: &omnigraph_publish::Omnigraph) -> Vec<String> {
+    graph
+        .list_branches()
+        .await
+        .expect("list branches")
+        .into_iter()
+        .map(|branch| branch.name)
+        .collect()
+}
+
 /// A new handle on `graph`'s root, on `branch`.
 pub async fn on_branch(
     graph: &omnigraph_publish::Omnigraph,

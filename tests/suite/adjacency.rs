@@ -501,14 +501,7 @@ async fn cleanup_reclaims_the_artifacts_of_unretained_versions() {
     let root = graph.graph().root().clone();
     let folder = format!("tables/{}/_adjacency", first.table_id);
     assert_eq!(root.list(&folder).await.unwrap().len(), 2);
-    let report = omnigraph_tests::later_by(
-        Duration::from_secs(120),
-        graph
-            .maintenance()
-            .cleanup(&omnigraph_tests::keep_with_minimum_grace(1)),
-    )
-    .await
-    .unwrap();
+    let report = omnigraph_tests::cleanup_keeping_one_after(&graph, Duration::from_secs(120)).await;
     assert_eq!(report.exit_code(), 0, "{report:?}");
     assert_eq!(
         root.list(&folder).await.unwrap(),

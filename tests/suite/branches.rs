@@ -246,13 +246,7 @@ async fn a_live_name_is_refused_and_of_two_creators_exactly_one_wins() {
     assert!(holds.iter().all(|hold| hold.fired() > 0));
     let lost = first.err().or(second.err()).unwrap();
     assert_eq!(lost.kind(), ErrorKind::BranchExists, "{lost}");
-    let names: Vec<String> = main
-        .list_branches()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|branch| branch.name)
-        .collect();
+    let names = omnigraph_tests::branch_names(&main).await;
     assert_eq!(names, ["main", "raced", "taken"]);
 }
 
@@ -533,13 +527,7 @@ async fn creating_a_branch_under_commit_put_faults_says_what_it_left() {
         .unwrap_err();
     assert_eq!(fault.fired(), 1);
     assert_eq!(error.evidence(), &Evidence::BeforeEffect, "{error}");
-    let listed: Vec<String> = main
-        .list_branches()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|branch| branch.name)
-        .collect();
+    let listed = omnigraph_tests::branch_names(&main).await;
     assert!(!listed.contains(&"refused".to_string()), "{listed:?}");
     main.create_branch("refused", &CommitRef::Head)
         .await
@@ -569,16 +557,6 @@ async fn create_while_put_is_held<F: std::future::Future<Output = ()>>(
         meanwhile.await;
     });
     created
-}
-
-async fn listed(graph: &Omnigraph) -> Vec<String> {
-    graph
-        .list_branches()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|branch| branch.name)
-        .collect()
 }
 
 /// A branch created from the head of a branch deleted a moment later lives: cleanup
@@ -629,7 +607,11 @@ async fn a_branch_created_from_a_branch_deleted_a_moment_later() {
     assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
     assert!(error.to_string().contains("deleted"), "{error}");
     assert_eq!(error.evidence(), &Evidence::Unpublished);
-    assert!(!listed(&main).await.contains(&"b".to_string()));
+    assert!(
+        !omnigraph_tests::branch_names(&main)
+            .await
+            .contains(&"b".to_string())
+    );
 }
 
 /// A creation whose check of the source's head fails after its commit landed deletes
@@ -656,5 +638,9 @@ async fn a_creation_whose_check_fails_after_its_commit_landed_goes_again() {
     .unwrap_err();
     drop(unreadable);
     assert_eq!(error.evidence(), &Evidence::Unpublished, "{error}");
-    assert!(!listed(&main).await.contains(&"b".to_string()));
+    assert!(
+        !omnigraph_tests::branch_names(&main)
+            .await
+            .contains(&"b".to_string())
+    );
 }

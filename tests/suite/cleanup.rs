@@ -9,7 +9,7 @@
 
 use futures::TryStreamExt;
 use omnigraph_core::seams;
-use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, StorageRoot};
+use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, RequestProbe, StorageRoot};
 use omnigraph_core::{ErrorKind, Evidence, StorageKind, adapter, failpoints};
 use omnigraph_maintenance::repair::TableRepairStatus;
 use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceExt};
@@ -30,6 +30,22 @@ fn keep(n: u64) -> CleanupOptions {
 /// Runs `future` on a clock `minutes` ahead of the wall clock.
 async fn minutes_later<F: std::future::Future>(minutes: u64, future: F) -> F::Output {
     omnigraph_tests::later_by(Duration::from_secs(60 * minutes), future).await
+}
+
+/// Waits until `probe` saw a `kind` request, to exactly `path` when one is given.
+async fn until_requested(probe: &RequestProbe, kind: RequestKind, path: Option<&str>) {
+    const ROUNDS_MAX: usize = 4_000;
+    for _ in 0..ROUNDS_MAX {
+        let seen = probe
+            .requests()
+            .iter()
+            .any(|request| request.kind == kind && path.is_none_or(|path| request.path == path));
+        if seen {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("no {kind:?} request to {path:?} in {ROUNDS_MAX} rounds");
 }
 
 async fn cleanup_later(graph: &Omnigraph, options: CleanupOptions) -> CleanupReport {
@@ -991,9 +1007,7 @@ async fn a_cancel_stops_before_the_next_deletion_and_says_what_it_left() {
     let canceller = {
         let graph = graph.clone();
         tokio::spawn(async move {
-            while probe.counts().get(RequestKind::Delete) == 0 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            until_requested(&probe, RequestKind::Delete, None).await;
             graph.cancel_maintenance();
             probe
         })
@@ -1067,13 +1081,7 @@ async fn a_cancel_while_cleanup_plans_records_and_deletes_nothing() {
     let canceller = {
         let graph = graph.clone();
         tokio::spawn(async move {
-            while !probe
-                .requests()
-                .iter()
-                .any(|request| request.kind == RequestKind::List && request.path == listing)
-            {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            until_requested(&probe, RequestKind::List, Some(&listing)).await;
             graph.cancel_maintenance();
             probe
         })
@@ -1164,13 +1172,7 @@ async fn a_head_that_moves_while_cleanup_plans_is_traced_again() {
         let graph = graph.clone();
         tokio::spawn(async move {
             // Once cleanup is listing Person, it has read the heads it plans on.
-            while !probe
-                .requests()
-                .iter()
-                .any(|request| request.kind == RequestKind::List && request.path == listing)
-            {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            until_requested(&probe, RequestKind::List, Some(&listing)).await;
             graph
                 .insert_json("Person", objects(json!([{"id": "p9", "name": "n"}])))
                 .await

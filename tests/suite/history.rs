@@ -54,6 +54,20 @@ async fn commit_objects(test: &TestRoot, branch: &str) -> BTreeSet<u64> {
         .collect()
 }
 
+/// Writes commit `seq` of `main` again under another id (a commit a writer put there,
+/// as the log sees it); returns the id it had.
+async fn with_another_id(test: &TestRoot, seq: u64) -> String {
+    let path = layout::commit_path("main", seq);
+    let mut commit: GraphCommit =
+        serde_json::from_slice(&test.root.get(&path).await.unwrap().unwrap()).unwrap();
+    let had = std::mem::replace(&mut commit.commit_id, omnigraph_core::seams::new_id());
+    test.root
+        .put(&path, serde_json::to_vec(&commit).unwrap().into())
+        .await
+        .unwrap();
+    had
+}
+
 async fn cleanup_keeping_one(graph: &Omnigraph) -> omnigraph_maintenance::CleanupReport {
     omnigraph_tests::cleanup_keeping_one_after(graph, Duration::from_secs(120)).await
 }
@@ -244,15 +258,7 @@ async fn a_cleanup_stopped_between_the_history_and_the_deletions_is_finished_by_
     let armed = failpoints::arm(failpoints::CLEANUP_AFTER_HISTORY, "return");
     // The record's own copy fails too, as copies may: `HEAD` still lags.
     armed.also(failpoints::PUBLISH_AFTER_COMMIT_PUT, "return");
-    let stopped = armed
-        .run(omnigraph_tests::later_by(
-            Duration::from_secs(120),
-            graph
-                .maintenance()
-                .cleanup(&omnigraph_tests::keep_with_minimum_grace(1)),
-        ))
-        .await
-        .unwrap();
+    let stopped = armed.run(cleanup_keeping_one(&graph)).await;
     drop(armed);
     let log = &stopped.logs[0];
     assert!(log.error.is_some(), "{log:?}");
@@ -289,15 +295,7 @@ async fn a_cleanup_stopped_between_the_history_and_the_deletions_is_finished_by_
         }
     };
     assert_eq!(commits(&graph).await.last().unwrap().seq, log.floor);
-    let reclaimed = layout::commit_path("main", log.floor - 1);
-    let mut ghost: GraphCommit =
-        serde_json::from_slice(&test.root.get(&reclaimed).await.unwrap().unwrap()).unwrap();
-    let published_id = ghost.commit_id.clone();
-    ghost.commit_id = omnigraph_core::seams::new_id();
-    test.root
-        .put(&reclaimed, serde_json::to_vec(&ghost).unwrap().into())
-        .await
-        .unwrap();
+    let published_id = with_another_id(&test, log.floor - 1).await;
     let entries = whole_log(&graph).await;
     let at_reclaimed = entries.iter().find(|entry| entry.seq == log.floor - 1);
     assert_eq!(at_reclaimed.unwrap().commit_id, published_id);
@@ -406,14 +404,7 @@ async fn a_creation_that_lands_below_the_floor_goes_again_after_the_listed_newes
 #[tokio::test]
 async fn a_log_walk_refuses_a_commit_that_is_not_its_successors_parent() {
     let (graph, test) = long_log(Backend::Memory).await;
-    let path = layout::commit_path("main", 10);
-    let mut replaced: GraphCommit =
-        serde_json::from_slice(&test.root.get(&path).await.unwrap().unwrap()).unwrap();
-    replaced.commit_id = omnigraph_core::seams::new_id();
-    test.root
-        .put(&path, serde_json::to_vec(&replaced).unwrap().into())
-        .await
-        .unwrap();
+    with_another_id(&test, 10).await;
     let error = graph
         .graph()
         .log("main")

@@ -57,6 +57,36 @@ fn spawn_optimize(
     tokio::spawn(async move { graph.maintenance().optimize().await })
 }
 
+/// An optimize run on `graph` that holds the root's lane, every write under
+/// `tables/<table>/<folder>/` held for `delay` until the fault is dropped.
+async fn optimize_holding_the_lane(
+    graph: &Arc<Omnigraph>,
+    table: &str,
+    folder: &str,
+    delay: Duration,
+) -> (
+    FaultHandle,
+    tokio::task::JoinHandle<omnigraph_core::Result<omnigraph_maintenance::OptimizeReport>>,
+) {
+    let slow = slow_writes(graph.graph().root(), table, folder, delay);
+    let run = spawn_optimize(graph);
+    until_running(graph).await;
+    (slow, run)
+}
+
+/// A rebuild of Person's full-text index on `graph`, in a task of its own.
+fn spawn_rebuild(
+    graph: &Arc<Omnigraph>,
+) -> tokio::task::JoinHandle<omnigraph_core::Result<omnigraph_publish::IndexBuildReport>> {
+    let graph = graph.clone();
+    tokio::spawn(async move {
+        graph
+            .maintenance()
+            .rebuild_index("Person", "name_fts")
+            .await
+    })
+}
+
 /// Waits until some handle's run holds the root's lane.
 async fn until_running(graph: &Omnigraph) {
     for _ in 0..200 {
@@ -72,14 +102,8 @@ async fn until_running(graph: &Omnigraph) {
 async fn one_lane_per_root_shared_by_handles_in_arrival_order() {
     let (graph, test) = fragmented(Backend::Memory, 4).await;
     let person = table_of(&graph.head().await.unwrap(), "Person");
-    let _slow = slow_writes(
-        graph.graph().root(),
-        &person,
-        "data",
-        Duration::from_millis(600),
-    );
-    let first = spawn_optimize(&graph);
-    until_running(&graph).await;
+    let (_slow, first) =
+        optimize_holding_the_lane(&graph, &person, "data", Duration::from_millis(600)).await;
     // Another handle on the same root sees the run and waits behind it.
     let other = Arc::new(Omnigraph::open(&test.uri).await.unwrap());
     let activity = other
@@ -104,14 +128,8 @@ async fn a_cancel_while_staging_stops_the_run_and_publishes_nothing() {
     let (graph, _test) = fragmented(Backend::Memory, 4).await;
     let before = graph.head().await.unwrap();
     let person = table_of(&before, "Person");
-    let slow = slow_writes(
-        graph.graph().root(),
-        &person,
-        "data",
-        Duration::from_secs(2),
-    );
-    let run = spawn_optimize(&graph);
-    until_running(&graph).await;
+    let (slow, run) =
+        optimize_holding_the_lane(&graph, &person, "data", Duration::from_secs(2)).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     graph.cancel_maintenance();
     let error = run.await.unwrap().unwrap_err();
@@ -146,14 +164,8 @@ async fn a_cancel_after_a_tables_first_link_is_unpublished() {
     let before = graph.head().await.unwrap();
     let person = table_of(&before, "Person");
     // The compaction link lands; the fold's index files are slow.
-    let slow = slow_writes(
-        graph.graph().root(),
-        &person,
-        "_indices",
-        Duration::from_secs(2),
-    );
-    let run = spawn_optimize(&graph);
-    until_running(&graph).await;
+    let (slow, run) =
+        optimize_holding_the_lane(&graph, &person, "_indices", Duration::from_secs(2)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     graph.cancel_maintenance();
     let error = run.await.unwrap().unwrap_err();
@@ -174,23 +186,9 @@ async fn an_index_rebuild_waits_in_the_lane_and_a_cancel_drops_it() {
     let before = graph.head().await.unwrap();
     let person = table_of(&before, "Person");
     // An optimize holds the lane, slowed down at its index files.
-    let slow = slow_writes(
-        graph.graph().root(),
-        &person,
-        "_indices",
-        Duration::from_millis(300),
-    );
-    let optimizing = spawn_optimize(&graph);
-    until_running(&graph).await;
-    let rebuilding = {
-        let graph = graph.clone();
-        tokio::spawn(async move {
-            graph
-                .maintenance()
-                .rebuild_index("Person", "name_fts")
-                .await
-        })
-    };
+    let (slow, optimizing) =
+        optimize_holding_the_lane(&graph, &person, "_indices", Duration::from_millis(300)).await;
+    let rebuilding = spawn_rebuild(&graph);
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
         graph.maintenance_in_progress().unwrap().operation,
@@ -204,15 +202,7 @@ async fn an_index_rebuild_waits_in_the_lane_and_a_cancel_drops_it() {
     assert!(commit.seq > before.seq + 1, "after optimize's commits");
     // A cancel while it builds: nothing published, the build's files unreachable.
     let head = graph.head().await.unwrap();
-    let rebuilding = {
-        let graph = graph.clone();
-        tokio::spawn(async move {
-            graph
-                .maintenance()
-                .rebuild_index("Person", "name_fts")
-                .await
-        })
-    };
+    let rebuilding = spawn_rebuild(&graph);
     until_running(&graph).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     graph.cancel_maintenance();
@@ -227,14 +217,8 @@ async fn an_index_rebuild_waits_in_the_lane_and_a_cancel_drops_it() {
 async fn a_cancel_ends_waiting_runs_but_never_a_later_one() {
     let (graph, _test) = fragmented(Backend::Memory, 3).await;
     let person = table_of(&graph.head().await.unwrap(), "Person");
-    let slow = slow_writes(
-        graph.graph().root(),
-        &person,
-        "data",
-        Duration::from_secs(2),
-    );
-    let holder = spawn_optimize(&graph);
-    until_running(&graph).await;
+    let (slow, holder) =
+        optimize_holding_the_lane(&graph, &person, "data", Duration::from_secs(2)).await;
     let waiter = {
         let graph = graph.clone();
         tokio::spawn(async move { graph.maintenance().build_indexes().await })

@@ -389,19 +389,7 @@ async fn a_unit_lands_after_a_writer_moved_its_table_during_many_restages() {
         .await
         .unwrap();
     assert!(unit.has_work());
-    let insert = |n: usize| {
-        let other = &other;
-        async move {
-            other
-                .insert_json(
-                    "Person",
-                    objects(json!([{"id": format!("late{n}"), "name": "late", "age": 25}])),
-                )
-                .await
-                .unwrap();
-        }
-    };
-    insert(0).await;
+    insert_late(&other, 0).await;
     let clock = omnigraph_core::seams::Simulation::new(7, omnigraph_core::seams::now_micros(), 1);
     let mut publishing = Box::pin(omnigraph_core::seams::simulate(
         clock.clone(),
@@ -417,7 +405,7 @@ async fn a_unit_lands_after_a_writer_moved_its_table_during_many_restages() {
             &format!("restage {n}"),
         )
         .await;
-        insert(n).await;
+        insert_late(&other, n).await;
         clock.windows().release(ticket);
     }
     let person = publishing.await.unwrap();
@@ -910,7 +898,7 @@ async fn a_unit_waits_through_a_cleanup() {
 }
 
 /// An optimize through the lane, on a clock of its own whose windows the test parks it
-/// at; `other` is a second handle that moves Person while the run is parked.
+/// at.
 struct ParkedOptimize<'a> {
     clock: std::sync::Arc<omnigraph_core::seams::Simulation>,
     run: std::pin::Pin<
@@ -966,6 +954,7 @@ impl<'a> ParkedOptimize<'a> {
     }
 }
 
+/// Inserts the Person `late{n}` through `other`.
 async fn insert_late(other: &Omnigraph, n: usize) {
     other
         .insert_json(

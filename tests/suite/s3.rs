@@ -172,14 +172,9 @@ async fn s3_every_writer_reader_and_maintenance_run_on_a_bucket() {
     assert!(built.commit.is_some(), "{built:?}");
     let optimized = graph.maintenance().optimize().await.unwrap();
     assert_eq!(optimized.exit_code(), 0, "{optimized:?}");
-    let cleaned = omnigraph_tests::later_by(
-        std::time::Duration::from_secs(120),
-        graph
-            .maintenance()
-            .cleanup(&omnigraph_tests::keep_with_minimum_grace(1)),
-    )
-    .await
-    .unwrap();
+    let cleaned =
+        omnigraph_tests::cleanup_keeping_one_after(&graph, std::time::Duration::from_secs(120))
+            .await;
     assert!(cleaned.totals.files_removed + cleaned.totals.manifests_removed > 0);
     assert_eq!(cleaned.totals.tables_failed, 0);
     // A fresh handle reads the head; the reclaimed commit is a typed error.

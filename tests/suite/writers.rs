@@ -1033,22 +1033,9 @@ async fn arrow_rows_are_checked_and_gathered_like_json_rows() {
 /// handle had inserted since. Input is refused only on the branch head.
 #[tokio::test]
 async fn a_warm_handle_never_refuses_input_that_is_valid_at_the_head() {
-    let (writer, test) = new_graph(Backend::Memory).await;
-    let other = Omnigraph::open(&test.uri).await.unwrap();
-    // The other handle is warm: it has seen a head and the tables' keys.
-    other
-        .insert_json("Company", objects(json!([{"id": "c1", "name": "Acme"}])))
-        .await
-        .unwrap();
-    other
-        .insert_json("Person", objects(json!([{"id": "p1", "name": "Ann"}])))
-        .await
-        .unwrap();
-    // Meanwhile: a person is inserted and another deleted, by another handle.
-    writer
-        .insert_json("Person", objects(json!([{"id": "p2", "name": "Bo"}])))
-        .await
-        .unwrap();
+    // The other handle is warm: it has seen a head and the tables' keys. Meanwhile a
+    // person is inserted and another deleted, by another handle.
+    let (writer, other, _test, _) = stale_warm_handle().await;
     writer.delete("Person", "id = 'p1'").await.unwrap().unwrap();
     // An edge to the new person, and the deleted key used again: both valid now.
     other

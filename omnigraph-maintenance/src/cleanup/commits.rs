@@ -11,9 +11,10 @@ use super::trace::Trace;
 use super::{DELETE_FAN_OUT, TableError, table_error};
 use crate::lane::CancelToken;
 use omnigraph_core::storage::StorageRoot;
-use omnigraph_core::{OmniError, Result, failpoints};
+use omnigraph_core::{Result, failpoints};
+use omnigraph_publish::GraphCommit;
 use omnigraph_publish::history::{self, History, HistoryEntry};
-use omnigraph_publish::{GraphCommit, layout};
+use omnigraph_publish::log::CommitLog;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -124,32 +125,11 @@ async fn reclaim_branch(
     let history = History::read(root, branch).await?;
     let target = trace.map_or(history.floor(), |trace| floor_of(branch, head, trace));
     row.floor = history.floor().max(target);
+    let log = CommitLog::new(root.clone(), branch)?;
     if target > history.floor() {
         // Before the floor moves: a run stopped from here on leaves leftovers below it.
-        omnigraph_publish::log::CommitLog::new(root.clone(), branch)?
-            .lift_head_hint(target, head)
-            .await?;
+        log.lift_head_hint(target, head).await?;
         let entries = reclaimed_entries(root, branch, history.floor(), target).await?;
-        if let Some(first) = entries.first()
-            && history.floor() > 0
-        {
-            // The new history goes on from the old: its first commit's parent is the
-            // last the history holds.
-            let last = history
-                .entries(root, history.floor() - 1, history.floor())
-                .await?;
-            if last.first().map(|entry| entry.commit_id.as_str())
-                != first.parent_commit_id.as_deref()
-            {
-                return Err(OmniError::corrupt(
-                    layout::commit_path(branch, first.seq),
-                    format!(
-                        "its parent is not the last commit the history holds ({})",
-                        history.floor() - 1
-                    ),
-                ));
-            }
-        }
         if token.is_cancelled() {
             return Ok(());
         }
@@ -164,24 +144,14 @@ async fn reclaim_branch(
     // Every commit object below the floor goes, whoever wrote it: reclaimed commits,
     // leftovers of a run that stopped here, a writer's that landed below the floor.
     let floor = row.floor;
-    let below: Vec<String> = root
-        .list(&layout::commits_dir(branch))
-        .await?
-        .into_iter()
-        .filter(|path| {
-            layout::seq_of_commit_path(path)
-                .is_some_and(|seq| seq < floor && !(branch == layout::MAIN_BRANCH && seq == 0))
-        })
-        .collect();
+    let below = log.objects_below(floor).await?;
     if below.is_empty() {
         return Ok(());
     }
     if trace.is_none() {
         // Leftovers of a run that stopped: its lift of `HEAD` may have been undone by
         // a writer's copy that landed late.
-        omnigraph_publish::log::CommitLog::new(root.clone(), branch)?
-            .lift_head_hint(floor, head)
-            .await?;
+        log.lift_head_hint(floor, head).await?;
     }
     // Oldest first, a batch at a time: a run stopped here leaves the newest of them,
     // each (but within the last batch) with its successors, so a reader that follows a
@@ -190,9 +160,8 @@ async fn reclaim_branch(
         if token.is_cancelled() {
             break;
         }
-        let deleted = futures::future::join_all(batch.iter().map(|path| async move {
-            let seq = layout::seq_of_commit_path(path).expect("filtered to commit paths");
-            assert!(seq < floor, "only commits below the floor are deleted");
+        let deleted = futures::future::join_all(batch.iter().map(|(seq, path)| async move {
+            assert!(*seq < floor, "only commits below the floor are deleted");
             root.delete(path).await
         }))
         .await;
@@ -204,8 +173,8 @@ async fn reclaim_branch(
     Ok(())
 }
 
-/// The history of commits `from..to` of `branch`, read from their objects and checked
-/// to follow each other.
+/// The history of commits `from..to` of `branch`, read from their objects (the history
+/// checks that each follows the one before when it is written).
 async fn reclaimed_entries(
     root: &Arc<StorageRoot>,
     branch: &str,
@@ -213,13 +182,5 @@ async fn reclaimed_entries(
     to: u64,
 ) -> Result<Vec<HistoryEntry>> {
     let commits = super::trace::read_commits(root, branch, from..to).await?;
-    for pair in commits.windows(2) {
-        if pair[1].parent_commit_id.as_deref() != Some(pair[0].commit_id.as_str()) {
-            return Err(OmniError::corrupt(
-                layout::commit_path(branch, pair[1].seq),
-                format!("it does not follow commit {}", pair[0].seq),
-            ));
-        }
-    }
     Ok(commits.iter().map(HistoryEntry::of).collect())
 }

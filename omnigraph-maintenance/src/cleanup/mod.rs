@@ -298,15 +298,7 @@ pub(crate) async fn run(
         row.error.is_none() && !(plan.manifests.is_empty() && plan.files.is_empty())
     }) || commits::floors_move(root, &logs.heads, &logs.traced).await;
     let recorded = record(root, &mut logs, options, actor, deletes, token).await?;
-    let after_record = |error: OmniError| {
-        if recorded.is_empty() {
-            error
-        } else {
-            error.with_evidence(Evidence::PartlyPublished {
-                published_units: recorded.clone(),
-            })
-        }
-    };
+    let after_record = |error: OmniError| after_recording(error, &recorded);
     if deletes {
         retrace(root, &mut logs, &mut rows, token, Grace::LargestRecorded)
             .await
@@ -406,6 +398,17 @@ impl Logs {
     }
 }
 
+/// `error`, after the records `recorded` landed: with them as `PartlyPublished`
+/// evidence (older commits read as reclaimed from then on), or as it is when none did.
+fn after_recording(error: OmniError, recorded: &[String]) -> OmniError {
+    if recorded.is_empty() {
+        return error;
+    }
+    error.with_evidence(Evidence::PartlyPublished {
+        published_units: recorded.to_vec(),
+    })
+}
+
 /// Publishes, on each branch whose record changes (on every branch when the run will
 /// delete: the record fences writers), a commit that pins what its head pins and
 /// records the grace period and the oldest retained commit. Returns the units
@@ -426,39 +429,35 @@ async fn record(
         }
         // The cancel point before each publication.
         if token.is_cancelled() {
-            let evidence = if recorded.is_empty() {
-                Evidence::BeforeEffect
-            } else {
-                Evidence::PartlyPublished {
-                    published_units: recorded.clone(),
-                }
-            };
-            return Err(cancelled(evidence));
+            return Err(after_recording(
+                cancelled(Evidence::BeforeEffect),
+                &recorded,
+            ));
         }
         let oldest = logs.traced.oldest_retained[branch];
-        let own = retention::record(logs.grace, oldest);
-        let retention = match options.lower_grace {
-            true => own.lowering_grace_after(head.retention),
-            false => own.after(head.retention),
-        };
-        if head.retention == Some(retention) && !fence {
-            continue;
-        }
         let mut publication = Publication::changing_no_table(
             head.clone(),
             ReadSet::Nothing,
             CommitOperation {
                 kind: retention::RECORD_OPERATION.to_string(),
-                summary: format!(
-                    "retains commits from {}; grace {} s",
-                    retention.oldest_retained,
-                    retention.grace().as_secs()
-                ),
+                summary: String::new(),
             },
             actor,
         );
-        publication.retention = Some(retention);
+        publication.retention = Some(retention::record(logs.grace, oldest));
         publication.lowers_grace = options.lower_grace;
+        // What the commit would record, as the publisher derives it from the head's.
+        let retention = publication
+            .retention_on(head)
+            .expect("a publication that records a retention carries one");
+        if head.retention == Some(retention) && !fence {
+            continue;
+        }
+        publication.operation.summary = format!(
+            "retains commits from {}; grace {} s",
+            retention.oldest_retained,
+            retention.grace().as_secs()
+        );
         let published = omnigraph_publish::publish(root, &publication).await;
         if let Err(error) = &published
             && error.kind() == ErrorKind::NotFound
@@ -468,15 +467,7 @@ async fn record(
             // retains only itself, and a new life is traced as a new root.
             continue;
         }
-        let landed = published.map_err(|error| {
-            if recorded.is_empty() {
-                error
-            } else {
-                error.with_evidence(Evidence::PartlyPublished {
-                    published_units: recorded.clone(),
-                })
-            }
-        })?;
+        let landed = published.map_err(|error| after_recording(error, &recorded))?;
         // What the log now says (another run may have recorded a newer one), as the
         // report gives it. The retrace that follows reads from the traced head on, so
         // the commits others published before the record join the roots.

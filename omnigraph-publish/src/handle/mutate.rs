@@ -9,7 +9,7 @@
 //! move of a table they read stops them: `ReadSetChanged { member: "pin:<table>" }`,
 //! nothing published.
 //! [`Omnigraph::update`] and [`Omnigraph::delete`] then plan again on the new head, up
-//! to [`WRITE_ATTEMPTS_MAX`] times; a prepared write does not. Deleting
+//! to [`crate::replanning::WRITE_ATTEMPTS_MAX`] times; a prepared write does not. Deleting
 //! nodes deletes their incident edges in the same commit. An update changes neither a
 //! key nor an edge's endpoints.
 
@@ -24,8 +24,6 @@ use omnigraph_core::lance::table::format::Fragment;
 use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
 use serde_json::Value;
-
-pub use crate::replanning::WRITE_ATTEMPTS_MAX;
 
 /// An update or delete staged on a captured head, ready to publish.
 #[derive(Debug)]

@@ -14,7 +14,6 @@ use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
 use crate::staging::Staging;
 use omnigraph_core::adapter;
-use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::schema::{Catalog, TypeDef};
 use omnigraph_core::{Evidence, OmniError, Result};
 
@@ -255,13 +254,7 @@ impl Omnigraph {
                 SchemaChange::DropIndex { type_name, index } => {
                     let table_id = base.require_pin_of_type(type_name)?.table_id.clone();
                     let tip = staging.chain(&table_id).await?.tip().clone();
-                    let built = tip
-                        .load_indices()
-                        .await
-                        .map_err(|error| OmniError::from_lance("list indexes", error))?
-                        .iter()
-                        .any(|built| &built.name == index);
-                    if built {
+                    if crate::indexes::is_built(&tip, index).await? {
                         let name = index.clone();
                         staging
                             .stage(&table_id, |tip, origin| async move {

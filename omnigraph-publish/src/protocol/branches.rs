@@ -160,12 +160,7 @@ pub async fn create_branch(
         }
         let landed_below_the_floor = match &previous {
             Some(previous) => {
-                publisher::landed_below_the_floor(graph.root(), previous.created_at, &first)
-                    .await
-                    .map_err(|_| OmniError::PublishInDoubt {
-                        commit_id: first.commit_id.clone(),
-                        evidence: Evidence::InDoubt,
-                    })?
+                publisher::landed_below_the_floor(&log, previous.created_at, &first).await?
             }
             None => false,
         };
@@ -181,7 +176,7 @@ pub async fn create_branch(
                 "the newest commit a listing found is below the floor",
             ));
         }
-        previous = log.newest_listed().await?;
+        previous = log.newest_by_listing().await?;
         listed = true;
     };
     if *at != CommitRef::Head || retention::check_foreign_pins_age(&read).is_err() {

@@ -98,9 +98,7 @@ impl HistoryEntry {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct History {
     branch: String,
-    /// Each chunk's seqs, `from..to`, sorted by `from`.
-    chunks: Vec<(u64, u64)>,
-    /// When each chunk was written (the engine's clock), by its seqs.
+    /// When each chunk was written (the engine's clock), by its seqs `from..to`.
     written: std::collections::BTreeMap<(u64, u64), i64>,
     floor: u64,
 }
@@ -128,11 +126,10 @@ impl History {
                     .then_some(((from, to), object.modified_micros))
             })
             .collect();
-        let chunks: Vec<(u64, u64)> = written.keys().copied().collect();
         // Chunks may overlap (two runs that reclaimed at once): the floor is where the
         // run that starts at genesis ends.
         let mut floor = 0;
-        for (from, to) in &chunks {
+        for (from, to) in written.keys() {
             if *from > floor {
                 break;
             }
@@ -140,10 +137,14 @@ impl History {
         }
         Ok(History {
             branch: branch.to_string(),
-            chunks,
             written,
             floor,
         })
+    }
+
+    /// Each chunk's seqs, `from..to`, sorted by `from`.
+    fn chunks(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.written.keys().copied()
     }
 
     /// Every commit below this seq is reclaimed, its object gone or a leftover.
@@ -160,24 +161,43 @@ impl History {
         to: u64,
     ) -> Result<Vec<HistoryEntry>> {
         let to = to.min(self.floor);
+        self.relisting(root, |history| async move {
+            history.entries_listed(root, from, to).await
+        })
+        .await
+    }
+
+    /// Runs `read` on this listing, and on a new one each time a chunk it listed is
+    /// gone (a cleanup wrote a longer one that covers it, then deleted it), at most
+    /// [`HISTORY_RELISTS_MAX`] times.
+    async fn relisting<T, F, Fut>(&self, root: &StorageRoot, read: F) -> Result<T>
+    where
+        F: Fn(History) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<T>>>,
+    {
         let mut history = self.clone();
         for _ in 0..HISTORY_RELISTS_MAX {
-            if let Some(entries) = history.entries_listed(root, from, to).await? {
-                return Ok(entries);
+            if let Some(found) = read(history).await? {
+                return Ok(found);
             }
             history = History::read(root, &self.branch).await?;
-            if history.floor < to {
+            if history.floor < self.floor {
                 // A floor never moves down: chunks were deleted that nothing covers.
                 return Err(OmniError::corrupt(
                     layout::history_dir(&self.branch),
                     format!(
-                        "the history held commits up to {to}, and now only up to {}",
-                        history.floor
+                        "the history held commits up to {}, and now only up to {}",
+                        self.floor, history.floor
                     ),
                 ));
             }
         }
-        Err(history.chunks_keep_going())
+        // Cleanups rewrote the chunks faster than this read them. Transient: a retry
+        // reads them.
+        Err(OmniError::ContentionExhausted {
+            attempts: HISTORY_RELISTS_MAX as u32,
+            evidence: omnigraph_core::Evidence::BeforeEffect,
+        })
     }
 
     /// [`History::entries`] from the chunks as listed; `None` when one is gone.
@@ -192,9 +212,8 @@ impl History {
         let mut next = from;
         while next < to {
             // The chunk that holds `next` and reaches furthest.
-            let Some(&(chunk_from, chunk_to)) = self
-                .chunks
-                .iter()
+            let Some((chunk_from, chunk_to)) = self
+                .chunks()
                 .filter(|(start, end)| *start <= next && next < *end)
                 .max_by_key(|(_, end)| *end)
             else {
@@ -229,41 +248,28 @@ impl History {
 
     /// The reclaimed commit with `commit_id`, if the history holds it.
     pub async fn find(&self, root: &StorageRoot, commit_id: &str) -> Result<Option<HistoryEntry>> {
-        let mut history = self.clone();
-        'listing: for _ in 0..HISTORY_RELISTS_MAX {
-            for (from, to) in &history.chunks {
-                let Some(chunk) = read_chunk(root, &history.branch, *from, *to).await? else {
-                    history = History::read(root, &self.branch).await?;
-                    continue 'listing;
+        self.relisting(root, |history| async move {
+            for (from, to) in history.chunks() {
+                let Some(chunk) = read_chunk(root, &history.branch, from, to).await? else {
+                    return Ok(None);
                 };
                 if let Some(found) = chunk.into_iter().find(|entry| entry.commit_id == commit_id) {
-                    return Ok(Some(found));
+                    return Ok(Some(Some(found)));
                 }
             }
-            return Ok(None);
-        }
-        Err(history.chunks_keep_going())
-    }
-
-    /// A reader that found chunks gone on every listing: cleanups rewrote them faster
-    /// than it read. Transient: a retry reads them.
-    fn chunks_keep_going(&self) -> OmniError {
-        OmniError::ContentionExhausted {
-            attempts: HISTORY_RELISTS_MAX as u32,
-            evidence: omnigraph_core::Evidence::BeforeEffect,
-        }
+            Ok(Some(None))
+        })
+        .await
     }
 
     /// The chunk that ends at the floor, when it holds fewer than
     /// [`HISTORY_CHUNK_COMMITS_MAX`] commits: the next history is written with its
     /// commits, so that frequent cleanups do not leave a chunk each.
     fn short_last_chunk(&self) -> Option<(u64, u64)> {
-        self.chunks
-            .iter()
+        self.chunks()
             .filter(|(from, to)| *to == self.floor && *from < *to)
             .min_by_key(|(from, _)| *from)
             .filter(|(from, to)| to - from < HISTORY_CHUNK_COMMITS_MAX)
-            .copied()
     }
 
     /// Chunks that another chunk, written at least [`HISTORY_COVER_AGE_MIN`] ago,
@@ -274,25 +280,24 @@ impl History {
             .saturating_sub(HISTORY_COVER_AGE_MIN.as_micros() as i64);
         let old_enough =
             |chunk: &(u64, u64)| self.written.get(chunk).is_some_and(|at| *at < cutoff);
-        self.chunks
-            .iter()
+        self.chunks()
             .filter(|(from, to)| {
-                self.chunks.iter().any(|cover| {
-                    *cover != (*from, *to)
+                self.chunks().any(|cover| {
+                    cover != (*from, *to)
                         && cover.0 <= *from
                         && *to <= cover.1
-                        && old_enough(cover)
+                        && old_enough(&cover)
                 })
             })
-            .copied()
             .collect()
     }
 }
 
 /// Extends the history of `branch` (as `history` listed it) with the reclaimed commits
-/// `entries`, which go on from its floor: a short last chunk is written again with
-/// them, and then the chunks that others written long enough ago hold are deleted
-/// ([`drop_covered`]).
+/// `entries`, which go on from its floor, the first on the last commit it holds: a
+/// short last chunk is written again with them, and then the chunks that others
+/// written long enough ago hold are deleted ([`drop_covered`], on the history listed
+/// again).
 pub async fn extend(
     root: &StorageRoot,
     history: &History,
@@ -304,23 +309,35 @@ pub async fn extend(
             .is_none_or(|first| first.seq == history.floor),
         "a history goes on from its floor"
     );
-    let entries = match history.short_last_chunk() {
-        Some((from, _)) => {
-            let mut merged = history.entries(root, from, history.floor).await?;
-            // Read back from storage: checked to be the seqs up to the floor.
-            let follows = merged
-                .iter()
-                .zip(from..)
-                .all(|(entry, seq)| entry.seq == seq);
-            if !follows || merged.len() as u64 != history.floor - from {
-                return Err(OmniError::corrupt(
-                    layout::history_chunk_path(&history.branch, from, history.floor),
-                    "the history does not hold every commit from here up to the floor",
-                ));
-            }
-            merged.extend(entries);
-            merged
-        }
+    // What the history holds up to its floor that this write needs: a short last
+    // chunk's commits, to write again, or else the last commit, to go on from.
+    let rewritten = history.short_last_chunk().map(|(from, _)| from);
+    let from = rewritten.unwrap_or(history.floor.saturating_sub(1));
+    let held = history.entries(root, from, history.floor).await?;
+    // Read back from storage: checked to be the seqs up to the floor.
+    let follows = held.iter().zip(from..).all(|(entry, seq)| entry.seq == seq);
+    if !follows || held.len() as u64 != history.floor - from {
+        return Err(OmniError::corrupt(
+            layout::history_dir(&history.branch),
+            format!(
+                "the history does not hold every commit from {from} up to its floor {}",
+                history.floor
+            ),
+        ));
+    }
+    if let (Some(last), Some(first)) = (held.last(), entries.first())
+        && first.parent_commit_id.as_deref() != Some(last.commit_id.as_str())
+    {
+        return Err(OmniError::corrupt(
+            layout::commit_path(&history.branch, first.seq),
+            format!(
+                "its parent is not the last commit the history holds ({})",
+                last.seq
+            ),
+        ));
+    }
+    let entries = match rewritten {
+        Some(_) => held.into_iter().chain(entries).collect(),
         None => entries,
     };
     write(root, &history.branch, &entries).await?;
@@ -378,17 +395,20 @@ async fn read_chunk(
     Ok(Some(entries))
 }
 
-/// Writes the history of the reclaimed commits `entries` (consecutive seqs, each
-/// following the one before) of `branch`, in chunks of at most
-/// [`HISTORY_CHUNK_COMMITS_MAX`]. A chunk is immutable and its bytes are a function of
-/// its commits: one another run wrote already is the same.
-pub async fn write(root: &StorageRoot, branch: &str, entries: &[HistoryEntry]) -> Result<()> {
+/// Writes the history of the reclaimed commits `entries` of `branch`, in chunks of at
+/// most [`HISTORY_CHUNK_COMMITS_MAX`]; refused unless each is the commit after the one
+/// before, on it (they were read from storage). A chunk is immutable and its bytes are
+/// a function of its commits: one another run wrote already is the same.
+async fn write(root: &StorageRoot, branch: &str, entries: &[HistoryEntry]) -> Result<()> {
     for pair in entries.windows(2) {
-        assert!(
-            pair[1].seq == pair[0].seq + 1
-                && pair[1].parent_commit_id.as_deref() == Some(pair[0].commit_id.as_str()),
-            "history is written for consecutive commits, each on the one before"
-        );
+        if pair[1].seq != pair[0].seq + 1
+            || pair[1].parent_commit_id.as_deref() != Some(pair[0].commit_id.as_str())
+        {
+            return Err(OmniError::corrupt(
+                layout::commit_path(branch, pair[1].seq),
+                format!("it does not follow commit {}", pair[0].seq),
+            ));
+        }
     }
     for chunk in entries.chunks(HISTORY_CHUNK_COMMITS_MAX as usize) {
         let (from, to) = (chunk[0].seq, chunk[chunk.len() - 1].seq + 1);
@@ -453,7 +473,7 @@ mod tests {
         write(&root, "main", &entries).await.unwrap();
         let history = History::read(&root, "main").await.unwrap();
         assert_eq!(history.floor(), 25_000);
-        assert_eq!(history.chunks.len(), 3, "chunks of at most 10,000");
+        assert_eq!(history.chunks().count(), 3, "chunks of at most 10,000");
         let back = history.entries(&root, 9_990, 10_020).await.unwrap();
         assert_eq!(back, entries[9_990..10_020]);
         assert_eq!(
@@ -506,7 +526,10 @@ mod tests {
                 .await
                 .unwrap();
         }
-        assert_eq!(listed().await.chunks, vec![(0, 3), (0, 7), (0, 8)]);
+        assert_eq!(
+            listed().await.chunks().collect::<Vec<_>>(),
+            vec![(0, 3), (0, 7), (0, 8)]
+        );
         // A minute on (the memory store dates objects by the system clock: all of them
         // are a minute old on this clock), the next run deletes what is covered.
         let a_minute_on = seams::Simulation::new(
@@ -523,7 +546,7 @@ mod tests {
         let folder = root.list("_graph/branches/main/history").await.unwrap();
         assert_eq!(folder, vec![layout::history_chunk_path("main", 0, 20)]);
         // A reader that listed a chunk since deleted lists again and reads the new one.
-        assert_eq!(listed_early.chunks, vec![(0, 3)]);
+        assert_eq!(listed_early.chunks().collect::<Vec<_>>(), vec![(0, 3)]);
         assert_eq!(
             listed_early.entries(&root, 0, 3).await.unwrap(),
             entries[..3]
@@ -548,7 +571,10 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(listed().await.chunks, vec![(0, 10_000), (10_000, 10_005)]);
+        assert_eq!(
+            listed().await.chunks().collect::<Vec<_>>(),
+            vec![(0, 10_000), (10_000, 10_005)]
+        );
         assert_eq!(
             listed().await.entries(&root, 0, 10_005).await.unwrap(),
             entries
@@ -563,6 +589,9 @@ mod tests {
         seams::simulate(a_minute_on.clone(), drop_covered(&root, &listed().await))
             .await
             .unwrap();
-        assert_eq!(listed().await.chunks, vec![(0, 10_000), (10_000, 10_005)]);
+        assert_eq!(
+            listed().await.chunks().collect::<Vec<_>>(),
+            vec![(0, 10_000), (10_000, 10_005)]
+        );
     }
 }

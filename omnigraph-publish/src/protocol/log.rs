@@ -44,7 +44,8 @@ pub struct LogEntry {
 }
 
 impl LogEntry {
-    fn of_commit(commit: &GraphCommit) -> LogEntry {
+    /// What the log shows of `commit`.
+    pub fn of_commit(commit: &GraphCommit) -> LogEntry {
         LogEntry {
             seq: commit.seq,
             commit_id: commit.commit_id.clone(),
@@ -311,23 +312,36 @@ impl CommitLog {
         (hint.branch == self.branch).then_some(hint.seq)
     }
 
-    /// Whether `seq` is below the branch's floor: cleanup reclaimed it and wrote its
-    /// history (one LIST of the history folder).
-    async fn below_the_floor(&self, seq: u64) -> Result<bool> {
-        Ok(seq < History::read(&self.root, &self.branch).await?.floor())
+    /// The commit objects of the branch below `floor`, as seq and path, oldest first:
+    /// what cleanup deletes once the history holds them (one LIST). `main`'s genesis
+    /// is never among them: it marks the root as holding a graph.
+    pub async fn objects_below(&self, floor: u64) -> Result<Vec<(u64, String)>> {
+        let mut below: Vec<(u64, String)> = self
+            .root
+            .list(&layout::commits_dir(&self.branch))
+            .await?
+            .into_iter()
+            .filter_map(|path| {
+                let seq = layout::seq_of_commit_path(&path)?;
+                let genesis = self.branch == layout::MAIN_BRANCH && seq == 0;
+                (seq < floor && !genesis).then_some((seq, path))
+            })
+            .collect();
+        below.sort_unstable();
+        Ok(below)
     }
 
-    /// The newest commit by listing the commits folder, ignoring what lies below the
-    /// floor, whatever `HEAD` says.
-    pub(crate) async fn newest_listed(&self) -> Result<Option<GraphCommit>> {
-        self.newest_by_listing().await
+    /// Whether `seq` is below the branch's floor: cleanup reclaimed it and wrote its
+    /// history (one LIST of the history folder).
+    pub(crate) async fn below_the_floor(&self, seq: u64) -> Result<bool> {
+        Ok(seq < History::read(&self.root, &self.branch).await?.floor())
     }
 
     /// The newest commit found by listing the commits folder: the fallback when `HEAD`
     /// is gone; `None` when there is none. The commits from the floor (0 until cleanup
     /// reclaimed commits, `docs/format.md` §8.4) to the newest must all be there; a
     /// commit below the floor is a leftover, ignored.
-    async fn newest_by_listing(&self) -> Result<Option<GraphCommit>> {
+    pub(crate) async fn newest_by_listing(&self) -> Result<Option<GraphCommit>> {
         let names = self.root.list(&layout::commits_dir(&self.branch)).await?;
         let mut seqs: Vec<u64> = names
             .iter()
@@ -377,16 +391,27 @@ impl CommitLog {
     /// head. A cursor past the head is bad input; a missing commit inside the range is a
     /// gap: a typed error naming it.
     pub async fn log(&self, limit: usize, before: Option<u64>) -> Result<Vec<GraphCommit>> {
+        Ok(self.walk(limit, before).await?.0)
+    }
+
+    /// [`CommitLog::log`], and the history as the walk last listed it (`None` when it
+    /// read nothing).
+    async fn walk(
+        &self,
+        limit: usize,
+        before: Option<u64>,
+    ) -> Result<(Vec<GraphCommit>, Option<History>)> {
         let limit = limit.min(LOG_PAGE_MAX);
         let mut commits = Vec::with_capacity(limit);
         let start = match before {
-            Some(0) => return Ok(commits),
+            Some(0) => return Ok((commits, None)),
             Some(seq) => seq - 1,
             None => self.head().await?.seq,
         };
         // Read once: a commit object below the floor is a leftover (or one a writer
         // landed where no reader looks, `docs/format.md` §8.4), never the log.
-        let floor = History::read(&self.root, &self.branch).await?.floor();
+        let history = History::read(&self.root, &self.branch).await?;
+        let floor = history.floor();
         if before.is_none() && start < floor {
             return Err(OmniError::corrupt(
                 layout::history_dir(&self.branch),
@@ -396,12 +421,13 @@ impl CommitLog {
         let mut seq = start;
         while commits.len() < limit {
             if seq < floor {
-                return Ok(commits);
+                return Ok((commits, Some(history)));
             }
             let Some(commit) = self.read(seq).await? else {
-                // Below the floor the log goes on in the history ([`CommitLog::entries`]).
-                if self.below_the_floor(seq).await? {
-                    return Ok(commits);
+                // Below the floor the log goes on in the history ([`CommitLog::page`]).
+                let fresh = History::read(&self.root, &self.branch).await?;
+                if seq < fresh.floor() {
+                    return Ok((commits, Some(fresh)));
                 }
                 if seq == start
                     && let Some(cursor) = before
@@ -432,8 +458,9 @@ impl CommitLog {
             {
                 // A floor that moved since it was read: this is a writer's put that
                 // landed below it, and the log goes on in the history.
-                if self.below_the_floor(seq).await? {
-                    return Ok(commits);
+                let fresh = History::read(&self.root, &self.branch).await?;
+                if seq < fresh.floor() {
+                    return Ok((commits, Some(fresh)));
                 }
                 return Err(OmniError::corrupt(
                     layout::commit_path(&self.branch, newer.seq),
@@ -446,29 +473,42 @@ impl CommitLog {
             }
             seq -= 1;
         }
-        Ok(commits)
+        Ok((commits, Some(history)))
     }
 
     /// Up to `limit` entries of the log, newest first, starting below `before` (a seq)
     /// or at the head: the commits from the floor up, then the history of the reclaimed
     /// ones (`docs/format.md` §8.4), each on the one before.
     pub async fn entries(&self, limit: usize, before: Option<u64>) -> Result<Vec<LogEntry>> {
+        let (commits, reclaimed) = self.page(limit, before).await?;
+        Ok(commits
+            .iter()
+            .map(LogEntry::of_commit)
+            .chain(reclaimed)
+            .collect())
+    }
+
+    /// [`CommitLog::entries`] with the commits whole: the commits from the floor up,
+    /// and the entries of the reclaimed ones below them, up to `limit` in all.
+    pub async fn page(
+        &self,
+        limit: usize,
+        before: Option<u64>,
+    ) -> Result<(Vec<GraphCommit>, Vec<LogEntry>)> {
         let limit = limit.min(LOG_PAGE_MAX);
-        let commits = self.log(limit, before).await?;
-        let mut entries: Vec<LogEntry> = commits.iter().map(LogEntry::of_commit).collect();
-        let next = match (entries.last(), before) {
+        let (commits, history) = self.walk(limit, before).await?;
+        let next = match (commits.last(), before) {
             (Some(oldest), _) => oldest.seq,
             (None, Some(cursor)) => cursor,
-            (None, None) => return Ok(entries),
+            (None, None) => return Ok((commits, Vec::new())),
         };
-        if entries.len() >= limit || next == 0 {
-            return Ok(entries);
-        }
-        let history = History::read(&self.root, &self.branch).await?;
+        let Some(history) = history.filter(|_| commits.len() < limit && next > 0) else {
+            return Ok((commits, Vec::new()));
+        };
         let to = next.min(history.floor());
-        let from = to.saturating_sub((limit - entries.len()) as u64);
+        let from = to.saturating_sub((limit - commits.len()) as u64);
         let reclaimed = history.entries(&self.root, from, to).await?;
-        if let (Some(older), Some(newer)) = (reclaimed.last(), entries.last())
+        if let (Some(older), Some(newer)) = (reclaimed.last(), commits.last())
             && newer.parent_commit_id.as_deref() != Some(older.commit_id.as_str())
         {
             return Err(OmniError::corrupt(
@@ -479,8 +519,8 @@ impl CommitLog {
                 ),
             ));
         }
-        entries.extend(reclaimed.iter().rev().map(LogEntry::of_history));
-        Ok(entries)
+        let reclaimed = reclaimed.iter().rev().map(LogEntry::of_history).collect();
+        Ok((commits, reclaimed))
     }
 
     /// The commit with `commit_id`, walking back from the head at most
@@ -508,11 +548,14 @@ impl CommitLog {
                     self.branch
                 )));
             }
-            current = match self.read(current.seq - 1).await? {
-                Some(commit) => commit,
+            let older = match self.read(current.seq - 1).await? {
+                Some(commit) => Ok(commit),
+                None => History::read(&self.root, &self.branch).await.map(Err)?,
+            };
+            current = match older {
+                Ok(commit) => commit,
                 // Reclaimed: the history names it, if it is there at all.
-                None if self.below_the_floor(current.seq - 1).await? => {
-                    let history = History::read(&self.root, &self.branch).await?;
+                Err(history) if current.seq - 1 < history.floor() => {
                     return match history.find(&self.root, commit_id).await? {
                         Some(found) => Err(OmniError::CommitReclaimed {
                             branch: self.branch.clone(),
@@ -526,7 +569,7 @@ impl CommitLog {
                         ))),
                     };
                 }
-                None => {
+                Err(_) => {
                     return Err(OmniError::corrupt(
                         layout::commit_path(&self.branch, current.seq - 1),
                         format!("the log of branch {} has a gap", self.branch),

@@ -130,6 +130,19 @@ impl Publication {
         }
     }
 
+    /// The retention record the commit on `base` carries: the one it records, after
+    /// the base's ([`Retention::after`], or [`Retention::lowering_grace_after`] when it
+    /// lowers the grace), or else the base's, carried forward.
+    pub fn retention_on(&self, base: &GraphCommit) -> Option<Retention> {
+        match self.retention {
+            Some(recorded) if self.lowers_grace => {
+                Some(recorded.lowering_grace_after(base.retention))
+            }
+            Some(recorded) => Some(recorded.after(base.retention)),
+            None => base.retention,
+        }
+    }
+
     /// The tables the commit changes or reserves: the ones another writer's
     /// reservation holds it off. None for a strict writer (schema apply, merge): the
     /// holder's commit would change the head it read, so waiting for it could only end
@@ -255,27 +268,14 @@ async fn publish_on_log(
             .await
             .map_err(|error| error.with_evidence(failure_evidence.clone()))?
         {
-            Decided::Ours
-                if landed_below_the_floor(root, base.created_at, &candidate)
-                    .await
-                    // Published, or a leftover below the floor: which, it cannot tell.
-                    .map_err(|_| OmniError::PublishInDoubt {
-                        commit_id: candidate.commit_id.clone(),
-                        evidence: Evidence::InDoubt,
-                    })? =>
-            {
+            Decided::Ours if landed_below_the_floor(&log, base.created_at, &candidate).await? => {
                 // The put landed where cleanup had reclaimed the commit that followed
                 // the base: no reader looks there (it is a leftover the next cleanup
                 // deletes). The writer goes on from the head, as after a lost race.
                 let head = log
                     .head()
                     .await
-                    .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
-                if !head.continues_life_of(&base) {
-                    return Err(branch_deleted(&head).with_evidence(failure_evidence));
-                }
-                *seen = Some(head.clone());
-                check_read_set(&base, &head, publication)
+                    .and_then(|head| adopt(&base, head, publication, seen))
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
                 rebases = next_rebase(rebases, &failure_evidence)?;
                 base = head;
@@ -390,6 +390,18 @@ async fn follow(
     seen: &mut Option<GraphCommit>,
 ) -> Result<GraphCommit> {
     let head = log.newest_after(base, next).await?;
+    adopt(base, head, publication, seen)
+}
+
+/// Takes `head`, read after `base` lost its slot, as the publication's new base: notes
+/// it in `seen` and checks the read set there. A head of another life of the branch
+/// ends the publication.
+fn adopt(
+    base: &GraphCommit,
+    head: GraphCommit,
+    publication: &Publication,
+    seen: &mut Option<GraphCommit>,
+) -> Result<GraphCommit> {
     if !head.continues_life_of(base) {
         return Err(branch_deleted(&head));
     }
@@ -404,23 +416,27 @@ async fn follow(
 /// the floor, whatever the clocks' skew within it.
 const FLOOR_CHECK_AGE_MICROS: i64 = crate::retention::GRACE_MIN.as_micros() as i64 / 2;
 
-/// Whether `candidate`, which landed on a base created at `base_created_at`, is below
-/// the branch's floor: the base was a head long ago, cleanup reclaimed the commit after
-/// it, and the put found the slot free (`docs/format.md` §8.4). Checked only for a base
-/// older than [`FLOOR_CHECK_AGE_MICROS`] (one LIST of the branch's history); a young
-/// base costs nothing.
+/// Whether `candidate`, whose put on `log` landed on a base created at
+/// `base_created_at`, is below the branch's floor: the base was a head long ago,
+/// cleanup reclaimed the commit after it, and the put found the slot free
+/// (`docs/format.md` §8.4). Checked only for a base older than
+/// [`FLOOR_CHECK_AGE_MICROS`] (one LIST of the branch's history); a young base costs
+/// nothing. A check that fails leaves the put in doubt: published, or a leftover below
+/// the floor.
 pub(crate) async fn landed_below_the_floor(
-    root: &StorageRoot,
+    log: &CommitLog,
     base_created_at: i64,
     candidate: &GraphCommit,
 ) -> Result<bool> {
     if seams::now_micros().saturating_sub(base_created_at) <= FLOOR_CHECK_AGE_MICROS {
         return Ok(false);
     }
-    let floor = crate::history::History::read(root, &candidate.branch)
-        .await?
-        .floor();
-    Ok(candidate.seq < floor)
+    log.below_the_floor(candidate.seq)
+        .await
+        .map_err(|_| OmniError::PublishInDoubt {
+            commit_id: candidate.commit_id.clone(),
+            evidence: Evidence::InDoubt,
+        })
 }
 
 /// How recently before a write began a commit that beat it counts as another writer's
@@ -557,13 +573,7 @@ fn next_commit(
             .clone()
             .unwrap_or_else(|| base.schema.clone()),
         pins,
-        retention: match publication.retention {
-            Some(recorded) if publication.lowers_grace => {
-                Some(recorded.lowering_grace_after(base.retention))
-            }
-            Some(recorded) => Some(recorded.after(base.retention)),
-            None => base.retention,
-        },
+        retention: publication.retention_on(base),
         fork: base.fork.clone(),
         deleted: false,
         merged_from: publication

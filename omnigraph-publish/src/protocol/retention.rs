@@ -108,36 +108,29 @@ pub const FOREIGN_PINS_AGE_MAX: Duration = Duration::from_secs(GRACE_MIN.as_secs
 /// [`FOREIGN_PINS_AGE_MAX`]: cleanup may have reclaimed them (`StagingExpired`, with
 /// the caller's evidence).
 pub(crate) fn check_foreign_pins_age(read: &seams::Since) -> Result<()> {
-    let age = read.elapsed_micros();
-    let limit = micros_of(FOREIGN_PINS_AGE_MAX);
-    if age > limit {
-        return Err(OmniError::StagingExpired {
-            age_secs: u64::try_from(age / 1_000_000).unwrap_or(0),
-            limit_secs: FOREIGN_PINS_AGE_MAX.as_secs(),
-            evidence: Evidence::BeforeEffect,
-        });
-    }
-    Ok(())
+    refuse_older_than(read, micros_of(FOREIGN_PINS_AGE_MAX))
 }
 
-/// Refuses to publish (or re-commit) staging that began at `started` on `base` (or, for
-/// a merge, pins read then)
-/// once it is older than half the grace period `base` records (24 h when cleanup never
-/// ran): its files may be removed.
+/// Refuses to publish (or re-commit) staging that began at `started` on `base` once it
+/// is older than half the grace period `base` records (24 h when cleanup never ran):
+/// its files may be removed.
 pub(crate) fn check_staging_age(base: &GraphCommit, started: &seams::Since) -> Result<()> {
-    // Measured on the monotonic clock too: a wall clock that stepped back never lets
-    // old staging through.
-    let age = started.elapsed_micros();
     let grace = base
         .retention
         .map_or(micros_of(GRACE_DEFAULT), |retention| retention.grace_micros);
-    let limit = grace / 2;
-    if age > limit {
+    refuse_older_than(started, grace / 2)
+}
+
+/// `StagingExpired` once `since` is more than `limit_micros` ago, measured on the
+/// monotonic clock too: a wall clock that stepped back never lets old work through.
+/// The caller's evidence joins it: staging left is `Unpublished`; a writer that staged
+/// nothing leaves nothing.
+fn refuse_older_than(since: &seams::Since, limit_micros: i64) -> Result<()> {
+    let age = since.elapsed_micros();
+    if age > limit_micros {
         return Err(OmniError::StagingExpired {
             age_secs: u64::try_from(age / 1_000_000).unwrap_or(0),
-            limit_secs: u64::try_from(limit / 1_000_000).unwrap_or(0),
-            // The caller's evidence joins it: staging left is `Unpublished`; a merge
-            // that staged nothing leaves nothing.
+            limit_secs: u64::try_from(limit_micros / 1_000_000).unwrap_or(0),
             evidence: Evidence::BeforeEffect,
         });
     }
