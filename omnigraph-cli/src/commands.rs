@@ -5,13 +5,13 @@ use crate::{DirectionArg, ModeArg};
 use omnigraph_core::schema::{self, Catalog, PropertyType};
 use omnigraph_core::storage::{StorageOptions, StorageRoot};
 use omnigraph_core::{InputLocation, OmniError, Result};
+use omnigraph_graph::{
+    Direction, InputFormat, LoadMode, Omnigraph, ScanRequest, Step, StepDirection, default_actor,
+};
 use omnigraph_maintenance::{
     CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceBudget, MaintenanceExt, UnitOutcome,
 };
-use omnigraph_publish::{
-    CommitRef, Direction, GraphCommit, InputFormat, LoadMode, Omnigraph, ScanRequest, Step,
-    StepDirection, default_actor,
-};
+use omnigraph_publish::{CommitRef, GraphCommit};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -188,7 +188,7 @@ pub async fn load(
 /// Prints a load's report.
 fn emit_load(
     out: &Output,
-    report: &omnigraph_publish::ingest::IngestReport,
+    report: &omnigraph_graph::ingest::IngestReport,
     elapsed: f64,
 ) -> Result<()> {
     out.emit(
@@ -355,7 +355,7 @@ pub async fn query(
         limit: Some(limit.saturating_add(1)),
     };
     let batches = graph.scan(type_name, &request, &at).await?;
-    let mut rows = omnigraph_publish::rows::batches_to_json(&batches);
+    let mut rows = omnigraph_graph::rows::batches_to_json(&batches);
     let truncated = rows.len() > limit;
     rows.truncate(limit);
     // Counted only when the rows were cut short: otherwise they are all there.
@@ -401,7 +401,7 @@ pub async fn neighbors(
     // one call reads, which a larger --limit is refused for).
     let asked = limit
         .saturating_add(1)
-        .min(omnigraph_publish::reads::READ_LIMIT_MAX.max(limit));
+        .min(omnigraph_graph::reads::READ_LIMIT_MAX.max(limit));
     let at = pinned(&graph, at).await?;
     let mut rows = graph
         .neighbors(type_name, &key, edge, direction, asked, &at)
@@ -526,7 +526,7 @@ pub async fn traverse(
 }
 
 /// `p1 -[w1]- c1 -[w2]- p2`: the keys and edge ids of a path.
-fn path_text(path: &omnigraph_publish::TraversalPath) -> String {
+fn path_text(path: &omnigraph_graph::TraversalPath) -> String {
     let text = |value: &Value| match value {
         Value::String(text) => text.clone(),
         other => other.to_string(),
@@ -565,7 +565,7 @@ pub async fn search(
     // then known.
     let asked = k
         .saturating_add(1)
-        .min(omnigraph_publish::reads::K_MAX.max(k));
+        .min(omnigraph_graph::reads::K_MAX.max(k));
     let mut rows = match (query.text, query.vector) {
         (Some(text), None) => {
             graph
@@ -1164,7 +1164,7 @@ fn print_catalog(catalog: &Catalog) {
 /// Moves a load's bar to the bytes read, with the rows and rows per second.
 fn show_load_progress(
     bar: Option<&indicatif::ProgressBar>,
-    progress: &omnigraph_publish::LoadProgress,
+    progress: &omnigraph_graph::LoadProgress,
     started: std::time::Instant,
 ) {
     if let Some(bar) = bar {
@@ -1260,7 +1260,7 @@ pub async fn branch_delete(out: &Output, root: &str, name: &str, confirm: bool) 
 }
 
 /// A merge's report as JSON, through the commit's view type.
-fn merge_json(report: &omnigraph_publish::MergeReport, dry_run: bool) -> Value {
+fn merge_json(report: &omnigraph_graph::MergeReport, dry_run: bool) -> Value {
     json!({
         "from": report.from_branch,
         "into": report.into_branch,
@@ -1274,7 +1274,7 @@ fn merge_json(report: &omnigraph_publish::MergeReport, dry_run: bool) -> Value {
     })
 }
 
-fn print_merge(report: &omnigraph_publish::MergeReport) {
+fn print_merge(report: &omnigraph_graph::MergeReport) {
     println!(
         "merge {} (commit {}) into {} (commit {}), base {} commit {}",
         report.from_branch,

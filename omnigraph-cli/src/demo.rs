@@ -5,8 +5,9 @@
 
 use crate::output::{Output, print_rows};
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
+use omnigraph_graph::{Direction, LoadMode, Omnigraph};
 use omnigraph_maintenance::MaintenanceExt;
-use omnigraph_publish::{CommitRef, Direction, LoadMode, Omnigraph};
+use omnigraph_publish::CommitRef;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
 use std::io::Write;

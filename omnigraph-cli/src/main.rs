@@ -460,11 +460,11 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
             type_name,
         } => {
             let format = match format {
-                Some(FormatArg::Jsonl) => omnigraph_publish::InputFormat::Jsonl,
-                Some(FormatArg::Csv) => omnigraph_publish::InputFormat::Csv,
-                Some(FormatArg::Arrow) => omnigraph_publish::InputFormat::ArrowIpc,
-                Some(FormatArg::Parquet) => omnigraph_publish::InputFormat::Parquet,
-                None => omnigraph_publish::InputFormat::of_path(&file),
+                Some(FormatArg::Jsonl) => omnigraph_graph::InputFormat::Jsonl,
+                Some(FormatArg::Csv) => omnigraph_graph::InputFormat::Csv,
+                Some(FormatArg::Arrow) => omnigraph_graph::InputFormat::ArrowIpc,
+                Some(FormatArg::Parquet) => omnigraph_graph::InputFormat::Parquet,
+                None => omnigraph_graph::InputFormat::of_path(&file),
             };
             commands::load(&out, &root, &file, mode, format, type_name.as_deref()).await
         }

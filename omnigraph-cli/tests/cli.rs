@@ -739,7 +739,7 @@ fn docs_cli_lists_every_command_and_its_flags() {
 
 #[test]
 fn docs_cli_states_the_load_bounds_the_code_has() {
-    use omnigraph_publish::handle::{ingest, spill};
+    use omnigraph_graph::{ingest, spill};
     let doc = std::fs::read_to_string(in_this_checkout("../docs/cli.md")).unwrap();
     let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
     for stated in [

@@ -7,6 +7,8 @@
 //! - [`storage`]: a root (local folder, `memory://`, `s3://`) and the counting,
 //!   fault-injecting wrapper every request in it passes through.
 //! - [`adapter`]: the only module that calls Lance write APIs; it stages detached links.
+//! - [`keys`]: a row's key rendered as text, and an Arrow cell as JSON, as every layer
+//!   renders them.
 //! - [`failpoints`]: the registry of failpoint names.
 //! - [`seams`]: the clock and id seams for deterministic simulation.
 //!
@@ -24,6 +26,7 @@ pub mod error;
 pub mod failpoints;
 pub mod filter;
 pub mod fragments;
+pub mod keys;
 pub mod schema;
 pub mod seams;
 pub mod storage;

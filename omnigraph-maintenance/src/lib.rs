@@ -1,17 +1,24 @@
 //! OmniGraph maintenance: work that keeps a graph fast without changing what it holds.
 //!
-//! - [`Maintenance`] (and [`MaintenanceExt`] on a graph handle): every maintenance run
+//! It depends on `omnigraph_publish` and `omnigraph_core` only: a run publishes
+//! through a [`omnigraph_publish::BranchWriter`] (the graph handle is one), never the
+//! graph crate.
+//!
+//! - [`Maintenance`] (and [`MaintenanceExt`] on a branch writer): every maintenance run
 //!   goes through the root's lane, within a [`MaintenanceBudget`], can be cancelled,
 //!   and classifies its failures' evidence from what it has done.
 //! - [`optimize`]: per table, a staged compaction, index folds and deferred index
 //!   builds, published by exact CAS on the pin the table was planned from.
+//! - [`indexes`]: index builds: every declared index a table lacks, and the rebuild of
+//!   one index whole.
+//! - [`adjacency`]: the adjacency artifact's build.
 //! - `lane`: one run at a time per root in a process, in arrival order.
 //! - [`budget`]: the knobs, and `OMNIGRAPH_MAINTENANCE_CONCURRENCY`.
 //! - [`cleanup`]: the tracing collector that reclaims what no retained commit needs.
 //! - [`repair`]: the read-only report of drift, missing pins and dead staging.
 //! - [`progress`]: what a run reports as it goes ([`Maintenance::with_progress`]).
 //!
-//! **Supported API.** [`MaintenanceExt`] on a graph handle (or [`Maintenance::of`]):
+//! **Supported API.** [`MaintenanceExt`] on a branch writer (or [`Maintenance::of`]):
 //! `optimize`, `build_indexes`, `cleanup`, `preview_cleanup`, `repair_report`,
 //! `cancel_maintenance`, with [`MaintenanceBudget`] and [`CleanupOptions`], and the
 //! reports they return.
@@ -19,8 +26,10 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod adjacency;
 pub mod budget;
 pub mod cleanup;
+pub mod indexes;
 mod lane;
 mod maintenance;
 pub mod optimize;
@@ -29,11 +38,12 @@ pub mod repair;
 mod run;
 pub mod runtime;
 
+pub use adjacency::AdjacencyOutcome;
 pub use budget::MaintenanceBudget;
 pub use cleanup::{CleanupOptions, CleanupPolicy, CleanupReport, LogCleanup, TableCleanup};
+pub use indexes::{IndexBuildProgress, IndexBuildReport, PendingIndex, PreparedIndexBuild};
 pub use lane::MaintenanceActivity;
 pub use maintenance::{Maintenance, MaintenanceExt};
-pub use omnigraph_publish::AdjacencyOutcome;
 pub use optimize::{OptimizeReport, TableOptimize, UnitOutcome, optimize};
 pub use progress::{MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 pub use repair::{RepairReport, TableRepair, TableRepairStatus};

@@ -1,22 +1,24 @@
-//! The maintenance handle: every maintenance writer of one graph handle, run through
+//! The maintenance handle: every maintenance writer on one branch writer, run through
 //! the root's lane, within a budget, cancellable, with evidence classified from the
 //! run's record.
 
 use crate::budget::MaintenanceBudget;
 use crate::cleanup::{self, CleanupOptions, CleanupReport};
+use crate::indexes::{self, IndexBuildProgress, IndexBuildReport, PreparedIndexBuild};
 use crate::lane::{self, CancelToken, Lane, MaintenanceActivity, cancelled};
 use crate::optimize::{OptimizeReport, run_units};
 use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use crate::repair::RepairReport;
 use crate::run::RunRecord;
 use omnigraph_core::{Evidence, Result};
-use omnigraph_publish::{IndexBuildReport, Omnigraph};
+use omnigraph_publish::BranchWriter;
 use std::sync::Arc;
 
-/// Maintenance on one graph handle.
+/// Maintenance through one branch writer (a graph handle, or a plain
+/// [`omnigraph_publish::writer::Branch`]).
 #[derive(Clone)]
 pub struct Maintenance<'a> {
-    graph: &'a Omnigraph,
+    graph: &'a dyn BranchWriter,
     budget: MaintenanceBudget,
     /// Whether Lance's work stays on the caller's runtime (for comparisons only).
     on_callers_runtime: bool,
@@ -37,7 +39,7 @@ impl std::fmt::Debug for Maintenance<'_> {
 
 impl<'a> Maintenance<'a> {
     /// Maintenance on `graph` with the default budget.
-    pub fn of(graph: &'a Omnigraph) -> Maintenance<'a> {
+    pub fn of(graph: &'a dyn BranchWriter) -> Maintenance<'a> {
         Maintenance {
             graph,
             budget: MaintenanceBudget::default(),
@@ -131,9 +133,12 @@ impl<'a> Maintenance<'a> {
             progress::report(self.progress.as_ref(), progress);
         };
         report(0);
-        let prepared =
-            self.graph
-                .prepare_rebuild_index_with(type_name, index_name, self.staging_setup());
+        let prepared = indexes::prepare_rebuild_index_with(
+            self.graph,
+            type_name,
+            index_name,
+            self.staging_setup(),
+        );
         let published = self.publish_built(admitted.token(), prepared).await?;
         report(1);
         Ok(published)
@@ -191,7 +196,7 @@ impl Maintenance<'_> {
     async fn publish_built(
         &self,
         token: &CancelToken,
-        prepare: impl std::future::Future<Output = Result<omnigraph_publish::PreparedIndexBuild>>,
+        prepare: impl std::future::Future<Output = Result<PreparedIndexBuild>>,
     ) -> Result<IndexBuildReport> {
         let prepared = tokio::select! {
             prepared = prepare => prepared?,
@@ -203,23 +208,23 @@ impl Maintenance<'_> {
         prepared.publish(self.graph).await
     }
 
-    async fn prepare_build_indexes(&self) -> Result<omnigraph_publish::PreparedIndexBuild> {
+    async fn prepare_build_indexes(&self) -> Result<PreparedIndexBuild> {
         let sink = self.progress.clone();
-        self.graph
-            .prepare_build_indexes_with(
-                self.staging_setup(),
-                move |built: &omnigraph_publish::IndexBuildProgress| {
-                    let progress = index_progress(
-                        "build_indexes",
-                        built.tables_done,
-                        built.tables_total,
-                        built.indexes_done,
-                        built.indexes_total,
-                    );
-                    progress::report(sink.as_ref(), progress)
-                },
-            )
-            .await
+        indexes::prepare_build_indexes_with(
+            self.graph,
+            self.staging_setup(),
+            move |built: &IndexBuildProgress| {
+                let progress = index_progress(
+                    "build_indexes",
+                    built.tables_done,
+                    built.tables_total,
+                    built.indexes_done,
+                    built.indexes_total,
+                );
+                progress::report(sink.as_ref(), progress)
+            },
+        )
+        .await
     }
 }
 
@@ -243,7 +248,8 @@ fn index_progress(
     }
 }
 
-/// Maintenance calls on a graph handle.
+/// Maintenance calls on a branch writer: a graph handle (`omnigraph_graph::Omnigraph`)
+/// or a plain [`omnigraph_publish::writer::Branch`].
 pub trait MaintenanceExt {
     /// Maintenance on this handle with the default budget.
     fn maintenance(&self) -> Maintenance<'_>;
@@ -253,7 +259,7 @@ pub trait MaintenanceExt {
     fn cancel_maintenance(&self);
 }
 
-impl MaintenanceExt for Omnigraph {
+impl<W: BranchWriter> MaintenanceExt for W {
     fn maintenance(&self) -> Maintenance<'_> {
         Maintenance::of(self)
     }

@@ -13,18 +13,21 @@
 //!
 //! An edge table's unit that published, or had nothing to do, then builds the adjacency
 //! artifact of the version the head pins unless it has one
-//! ([`omnigraph_publish::adjacency`]). The artifact is best effort: its failure is
+//! ([`crate::adjacency`]). The artifact is best effort: its failure is
 //! reported beside the unit's outcome and never changes it, and a cancel skips it.
 //!
 //! Runs go through the root's maintenance lane ([`crate::Maintenance`]); every unit
 //! ends with a typed [`UnitOutcome`], and a cancel stops the run at the next cancel
 //! point (staging is dropped where it stands; a publication in progress finishes).
 
+use crate::adjacency::AdjacencyOutcome;
 use crate::budget::MaintenanceBudget;
+use crate::indexes::{PendingIndex, stage_create_indices, vector_training_rows};
 use crate::lane::{CancelToken, cancelled};
 use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use crate::run::RunRecord;
 use futures::StreamExt;
+use omnigraph_core::adapter::built_partitions;
 use omnigraph_core::adapter::{
     self, BaseDrift, CompactionBudget, FullTextBudget, IndexBuildKind, LinkKind,
 };
@@ -32,10 +35,7 @@ use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::schema::IndexKind;
 use omnigraph_core::{ErrorKind, Evidence, OmniError, Result};
-use omnigraph_publish::indexes::{
-    PendingIndex, built_partitions, stage_create_indices, vector_training_rows,
-};
-use omnigraph_publish::{AdjacencyOutcome, CommitOperation, LinkRunner, Omnigraph, Staging};
+use omnigraph_publish::{BranchWriter, CommitOperation, LinkRunner, Staging};
 use std::sync::Arc;
 
 /// How one unit (table) of a run ended.
@@ -198,7 +198,10 @@ fn exit_severity(code: i32) -> u8 {
 
 /// Optimizes every table of the graph through the root's maintenance lane, within
 /// `budget`. See [`crate::Maintenance::optimize`].
-pub async fn optimize(graph: &Omnigraph, budget: &MaintenanceBudget) -> Result<OptimizeReport> {
+pub async fn optimize(
+    graph: &dyn BranchWriter,
+    budget: &MaintenanceBudget,
+) -> Result<OptimizeReport> {
     crate::Maintenance::of(graph)
         .with_maintenance_budget(*budget)
         .optimize()
@@ -209,7 +212,7 @@ pub async fn optimize(graph: &Omnigraph, budget: &MaintenanceBudget) -> Result<O
 /// unit ends with an outcome; a cancel stops the run once the units in flight have
 /// stopped at their cancel points (a publication in progress finishes).
 pub(crate) async fn run_units(
-    graph: &Omnigraph,
+    graph: &dyn BranchWriter,
     budget: &MaintenanceBudget,
     runner: Option<&LinkRunner>,
     token: &CancelToken,
@@ -339,7 +342,7 @@ enum Ran {
 /// `table`'s unit, with its edge table's adjacency artifact built when the unit
 /// published or had nothing to do. A cancel, before or while it builds, skips it.
 async fn with_adjacency(
-    graph: &Omnigraph,
+    graph: &dyn BranchWriter,
     table: TableOptimize,
     token: &CancelToken,
 ) -> TableOptimize {
@@ -354,7 +357,7 @@ async fn with_adjacency(
     } else {
         // Dropped where it stands on a cancel: the artifact is one object, put whole.
         tokio::select! {
-            built = graph.build_adjacency(&table.type_key) => match built {
+            built = crate::adjacency::build_adjacency(graph, &table.type_key) => match built {
                 Ok(built) => built,
                 Err(error) => AdjacencyOutcome::Failed {
                     code: error.code().code.to_string(),
@@ -371,7 +374,7 @@ async fn with_adjacency(
 }
 
 async fn run_unit(
-    graph: &Omnigraph,
+    graph: &dyn BranchWriter,
     type_name: &str,
     budget: &CompactionBudget,
     full_text: &FullTextBudget,
@@ -447,7 +450,7 @@ impl PlannedUnit {
 
 /// Plans and stages the unit of `type_name` on the current head.
 pub async fn plan_unit(
-    graph: &Omnigraph,
+    graph: &dyn BranchWriter,
     type_name: &str,
     budget: &CompactionBudget,
 ) -> Result<PlannedUnit> {
@@ -464,7 +467,7 @@ pub async fn plan_unit(
 /// [`plan_unit`], with the links' Lance work run by `runner` (the caller's task when
 /// `None`).
 async fn plan_unit_on(
-    graph: &Omnigraph,
+    graph: &dyn BranchWriter,
     type_name: &str,
     budget: &CompactionBudget,
     full_text: &FullTextBudget,
@@ -495,7 +498,7 @@ async fn plan_unit_on(
 
 /// Stages the unit's chain on `staging`: compaction, folds, deferred builds.
 async fn plan_chain(
-    graph: &Omnigraph,
+    graph: &dyn BranchWriter,
     staging: &mut Staging,
     type_def: &omnigraph_core::schema::TypeDef,
     pin: &omnigraph_publish::TablePin,
@@ -541,7 +544,7 @@ struct IndexWork {
 /// coverage lags, then builds of declared indexes that are missing. `table` is the
 /// table at the unit's base (a fold keeps its vector index's partition count there).
 async fn stage_index_work(
-    graph: &Omnigraph,
+    graph: &dyn BranchWriter,
     staging: &mut Staging,
     type_def: &omnigraph_core::schema::TypeDef,
     table_id: &str,
@@ -629,7 +632,7 @@ async fn stage_index_work(
 /// cannot follow, or still loses after that, ends `pin_moved` with nothing published,
 /// as does one that a schema apply overtook (its member is the schema).
 /// Other failures are errors with at least `Unpublished` evidence.
-pub async fn publish_unit(graph: &Omnigraph, unit: PlannedUnit) -> Result<TableOptimize> {
+pub async fn publish_unit(graph: &dyn BranchWriter, unit: PlannedUnit) -> Result<TableOptimize> {
     publish_unit_until(graph, unit, None)
         .await
         .map(|run| run.table)
@@ -655,7 +658,7 @@ async fn cancel_of(token: Option<&CancelToken>) {
 /// (dropped where it stands). A cancel there is `MaintenanceCancelled` with
 /// `Unpublished` evidence: the unit's staging is unreachable, and cleanup reclaims it.
 async fn publish_unit_until(
-    graph: &Omnigraph,
+    graph: &dyn BranchWriter,
     unit: PlannedUnit,
     token: Option<&CancelToken>,
 ) -> Result<UnitRun> {
@@ -774,7 +777,7 @@ pub const RESTAGES_MAX: usize = 12;
 /// happens here: index work that does not land (it fails, loses its pin again, or the
 /// run is cancelled first) is reported pending, for the next run.
 async fn index_work_after(
-    graph: &Omnigraph,
+    graph: &dyn BranchWriter,
     mut staging: Staging,
     mut report: TableOptimize,
     compacted: omnigraph_publish::GraphCommit,
@@ -944,7 +947,7 @@ struct Restaged {
 /// never landed beside busy writers. Index work alone is re-committed as it is when
 /// the table only gained or lost rows, and staged again otherwise.
 async fn restage_unit(
-    graph: &Omnigraph,
+    graph: &dyn BranchWriter,
     staging: &mut Staging,
     report: &mut TableOptimize,
     planned: &Arc<Dataset>,

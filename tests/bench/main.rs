@@ -60,8 +60,9 @@
 #![recursion_limit = "256"]
 
 use omnigraph_core::adapter;
+use omnigraph_graph::{Direction, LoadMode, Omnigraph};
 use omnigraph_maintenance::MaintenanceExt;
-use omnigraph_publish::{CommitRef, Direction, LoadMode, Omnigraph};
+use omnigraph_publish::CommitRef;
 use omnigraph_tests::SOCIAL_SCHEMA;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Map, Value, json};
@@ -242,7 +243,7 @@ fn item_batch(
 /// OmniGraph's optimize against Lance's linear compaction on identical tables.
 async fn optimize_bench(dir: &std::path::Path, rows: usize) -> Value {
     let per_append = rows.div_ceil(OPTIMIZE_APPENDS);
-    let partitions = omnigraph_publish::indexes::first_partition_count(per_append as u64);
+    let partitions = omnigraph_maintenance::indexes::first_partition_count(per_append as u64);
     let mut rng = StdRng::seed_from_u64(99);
     let batches: Vec<_> = (0..OPTIMIZE_APPENDS)
         .map(|i| item_batch(i * per_append, per_append, &mut rng))
@@ -708,7 +709,7 @@ fn skewed(rng: &mut StdRng, nodes: usize) -> usize {
 async fn traverse_latencies(
     graph: &Omnigraph,
     starts: &[String],
-    steps: &[omnigraph_publish::Step],
+    steps: &[omnigraph_graph::Step],
 ) -> (f64, f64, Vec<Vec<Value>>) {
     let mut times = Vec::with_capacity(starts.len());
     let mut reached = Vec::with_capacity(starts.len());
@@ -736,7 +737,7 @@ async fn traverse_latencies(
 async fn traverse_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Value {
     use omnigraph_core::arrow_array::{RecordBatch, StringArray};
     use omnigraph_core::arrow_schema::{DataType, Field, Schema};
-    use omnigraph_publish::{Step, StepDirection};
+    use omnigraph_graph::{Step, StepDirection};
     let node_schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Utf8, false),
         Field::new("name", DataType::Utf8, false),
@@ -811,7 +812,7 @@ async fn traverse_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Va
         graph
             .load_columnar(
                 file,
-                omnigraph_publish::InputFormat::Parquet,
+                omnigraph_graph::InputFormat::Parquet,
                 type_name,
                 LoadMode::Append,
             )
@@ -879,7 +880,7 @@ async fn traverse_bench(dir: &std::path::Path, nodes: usize, edges: usize) -> Va
     let first_read_ms = started.elapsed().as_secs_f64() * 1_000.0;
     assert_eq!(
         first.steps[0].via,
-        Some(omnigraph_publish::StepVia::Adjacency),
+        Some(omnigraph_graph::StepVia::Adjacency),
         "{:?}",
         first.steps[0].adjacency_passed
     );
@@ -1047,7 +1048,7 @@ async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize, keys: No
             std::fs::File::open(file).expect("open parquet"),
         )
         .expect("parquet reader")
-        .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
+        .with_batch_size(omnigraph_graph::ingest::INGEST_BATCH_ROWS)
         .build()
         .expect("parquet reader");
         let schema = omnigraph_core::arrow_array::RecordBatchReader::schema(&reader);
@@ -1072,7 +1073,7 @@ async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize, keys: No
     let loaded_nodes = graph
         .load_columnar(
             &people,
-            omnigraph_publish::InputFormat::Parquet,
+            omnigraph_graph::InputFormat::Parquet,
             "Person",
             LoadMode::Append,
         )
@@ -1082,7 +1083,7 @@ async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize, keys: No
     let loaded_edges = graph
         .load_columnar(
             &knows,
-            omnigraph_publish::InputFormat::Parquet,
+            omnigraph_graph::InputFormat::Parquet,
             "Knows",
             LoadMode::Append,
         )
@@ -1142,7 +1143,7 @@ async fn merge_bench(
     let uri = dir.join("merge-graph").display().to_string();
     // As many passes as the rows per pass need.
     let passes = (rows + 1).div_ceil(pass_rows_max);
-    let budget = omnigraph_publish::MergeBudget {
+    let budget = omnigraph_graph::MergeBudget {
         pass_rows_max: pass_rows_max as u64,
         passes_max: passes as u64,
         ..Default::default()
@@ -1154,7 +1155,7 @@ async fn merge_bench(
         .expect("a merge budget");
     main.load_columnar(
         &people,
-        omnigraph_publish::InputFormat::Parquet,
+        omnigraph_graph::InputFormat::Parquet,
         "Person",
         LoadMode::Append,
     )
@@ -1207,7 +1208,7 @@ async fn merge_bench(
     let changed_now = main
         .scan(
             "Person",
-            &omnigraph_publish::ScanRequest {
+            &omnigraph_graph::ScanRequest {
                 filter: Some("name = 'changed'".into()),
                 columns: vec!["id".into()],
                 limit: Some(rows),
@@ -1262,7 +1263,7 @@ async fn main() {
                 argument(
                     &args,
                     "--pass-rows",
-                    omnigraph_publish::merge::MERGE_PASS_ROWS_MAX as usize,
+                    omnigraph_graph::merge::MERGE_PASS_ROWS_MAX as usize,
                 ),
             )
             .await,
@@ -1342,7 +1343,7 @@ async fn main() {
     let parquet_path = dir.path().join("people.parquet");
     {
         let decoded = arrow::json::ReaderBuilder::new(schema.clone())
-            .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
+            .with_batch_size(omnigraph_graph::ingest::INGEST_BATCH_ROWS)
             .build(std::io::BufReader::new(
                 std::fs::File::open(&path).expect("open jsonl"),
             ))
@@ -1364,7 +1365,7 @@ async fn main() {
         let started = Instant::now();
         let decoded: Vec<arrow::record_batch::RecordBatch> =
             arrow::json::ReaderBuilder::new(schema.clone())
-                .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
+                .with_batch_size(omnigraph_graph::ingest::INGEST_BATCH_ROWS)
                 .build(std::io::BufReader::new(
                     std::fs::File::open(&path).expect("open jsonl"),
                 ))
@@ -1403,7 +1404,7 @@ async fn main() {
                 std::fs::File::open(&parquet_path).expect("open parquet"),
             )
             .expect("parquet reader")
-            .with_batch_size(omnigraph_publish::ingest::INGEST_BATCH_ROWS)
+            .with_batch_size(omnigraph_graph::ingest::INGEST_BATCH_ROWS)
             .build()
             .expect("parquet reader")
             .collect::<Result<_, _>>()
@@ -1432,7 +1433,7 @@ async fn main() {
         let report = parquet_graph
             .load_columnar(
                 &parquet_path,
-                omnigraph_publish::InputFormat::Parquet,
+                omnigraph_graph::InputFormat::Parquet,
                 "Person",
                 LoadMode::Append,
             )

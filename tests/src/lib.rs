@@ -334,7 +334,7 @@ pub fn objects(values: serde_json::Value) -> Vec<serde_json::Map<String, serde_j
 }
 
 /// The table of `type_name` at the head of `graph`'s main branch.
-pub async fn head_table(graph: &omnigraph_publish::Omnigraph, type_name: &str) -> Arc<Dataset> {
+pub async fn head_table(graph: &omnigraph_graph::Omnigraph, type_name: &str) -> Arc<Dataset> {
     graph
         .graph()
         .snapshot("main", &omnigraph_publish::CommitRef::Head)
@@ -378,7 +378,7 @@ pub fn keep_with_minimum_grace(n: u64) -> omnigraph_maintenance::CleanupOptions 
 /// Cleanup keeping the newest commit of each branch, at the smallest grace period, on
 /// a clock `later` ahead (so what was written before is older than the grace period).
 pub async fn cleanup_keeping_one_after(
-    graph: &omnigraph_publish::Omnigraph,
+    graph: &omnigraph_graph::Omnigraph,
     later: std::time::Duration,
 ) -> omnigraph_maintenance::CleanupReport {
     use omnigraph_maintenance::MaintenanceExt;
@@ -391,7 +391,7 @@ pub async fn cleanup_keeping_one_after(
 }
 
 /// The names of the live branches of `graph`'s root, as it lists them.
-pub async fn branch_names(graph: &omnigraph_publish::Omnigraph) -> Vec<String> {
+pub async fn branch_names(graph: &omnigraph_graph::Omnigraph) -> Vec<String> {
     graph
         .list_branches()
         .await
@@ -403,10 +403,10 @@ pub async fn branch_names(graph: &omnigraph_publish::Omnigraph) -> Vec<String> {
 
 /// A new handle on `graph`'s root, on `branch`.
 pub async fn on_branch(
-    graph: &omnigraph_publish::Omnigraph,
+    graph: &omnigraph_graph::Omnigraph,
     branch: &str,
-) -> omnigraph_publish::Omnigraph {
-    omnigraph_publish::Omnigraph::open_root(graph.graph().root().clone())
+) -> omnigraph_graph::Omnigraph {
+    omnigraph_graph::Omnigraph::open_root(graph.graph().root().clone())
         .await
         .expect("open the root")
         .with_branch(branch)
@@ -414,7 +414,7 @@ pub async fn on_branch(
 }
 
 /// The table id of `type_name` at `graph`'s head.
-pub async fn head_table_id(graph: &omnigraph_publish::Omnigraph, type_name: &str) -> String {
+pub async fn head_table_id(graph: &omnigraph_graph::Omnigraph, type_name: &str) -> String {
     graph
         .head()
         .await
@@ -427,11 +427,11 @@ pub async fn head_table_id(graph: &omnigraph_publish::Omnigraph, type_name: &str
 
 /// The ids of `type_name` at `at`, sorted.
 pub async fn ids_at(
-    graph: &omnigraph_publish::Omnigraph,
+    graph: &omnigraph_graph::Omnigraph,
     type_name: &str,
     at: &omnigraph_publish::CommitRef,
 ) -> Vec<String> {
-    let request = omnigraph_publish::ScanRequest {
+    let request = omnigraph_graph::ScanRequest {
         filter: None,
         columns: vec!["id".into()],
         limit: Some(1_000_000),
@@ -440,7 +440,7 @@ pub async fn ids_at(
         .scan(type_name, &request, at)
         .await
         .unwrap_or_else(|error| panic!("scan {type_name} at {at:?}: {error}"));
-    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+    let mut ids: Vec<String> = omnigraph_graph::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| row["id"].as_str().expect("a string id").to_string())
         .collect();
@@ -456,7 +456,7 @@ pub async fn text_ids_and_row_ids(table: &Dataset) -> Vec<(String, u64)> {
 /// [`text_ids_and_row_ids`], or what went wrong reading them.
 pub async fn try_text_ids_and_row_ids(table: &Dataset) -> Result<Vec<(String, u64)>, String> {
     let batches = try_id_and_row_id_batches(table).await?;
-    let mut out: Vec<(String, u64)> = omnigraph_publish::rows::batches_to_json(&batches)
+    let mut out: Vec<(String, u64)> = omnigraph_graph::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| {
             (
@@ -540,8 +540,9 @@ pub fn units_not_in_head(
 }
 
 /// `(id, age)` of every Person of `graph` at the head, sorted (every person has an age).
-pub async fn people_and_ages(graph: &omnigraph_publish::Omnigraph) -> Vec<(String, i64)> {
-    use omnigraph_publish::{CommitRef, ScanRequest};
+pub async fn people_and_ages(graph: &omnigraph_graph::Omnigraph) -> Vec<(String, i64)> {
+    use omnigraph_graph::ScanRequest;
+    use omnigraph_publish::CommitRef;
     let people = graph.count("Person", None, &CommitRef::Head).await.unwrap();
     let every = ScanRequest {
         limit: Some(people.max(1) as usize),
@@ -551,7 +552,7 @@ pub async fn people_and_ages(graph: &omnigraph_publish::Omnigraph) -> Vec<(Strin
         .scan("Person", &every, &CommitRef::Head)
         .await
         .unwrap();
-    let mut rows: Vec<(String, i64)> = omnigraph_publish::rows::batches_to_json(&batches)
+    let mut rows: Vec<(String, i64)> = omnigraph_graph::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| {
             (

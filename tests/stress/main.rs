@@ -41,8 +41,9 @@
 
 use omnigraph_core::storage::{FaultAction, FaultHandle, FaultRule, RequestKind, RequestProbe};
 use omnigraph_core::{ErrorKind, OmniError};
+use omnigraph_graph::{LoadMode, Omnigraph, ScanRequest};
 use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, MaintenanceExt};
-use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
+use omnigraph_publish::CommitRef;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
@@ -590,7 +591,7 @@ async fn someone_elses_person(graph: &Omnigraph, id: usize, rng: &mut StdRng) ->
         .scan("Person", &request, &CommitRef::Head)
         .await
         .ok()?;
-    let theirs: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+    let theirs: Vec<String> = omnigraph_graph::rows::batches_to_json(&batches)
         .into_iter()
         .filter_map(|row| row["id"].as_str().map(str::to_string))
         .filter(|key| !key.starts_with(&own))
@@ -1076,7 +1077,7 @@ async fn check(root: &str, workers: &[Value], maintainers: &[Value]) -> Vec<Stri
                 limit: Some(CHECK_ROWS_MAX),
             };
             let batches = graph.scan(type_name, &request, &CommitRef::Head).await;
-            batches.map(|batches| omnigraph_publish::rows::batches_to_json(&batches))
+            batches.map(|batches| omnigraph_graph::rows::batches_to_json(&batches))
         }
     };
     let (Ok(found_persons), Ok(found_companies), Ok(found_edges)) = (

@@ -8,9 +8,10 @@
 use bytes::Bytes;
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
 use omnigraph_core::{ErrorKind, StorageKind};
+use omnigraph_graph::{Omnigraph, Step, StepDirection, StepVia, Traversal};
 use omnigraph_maintenance::{AdjacencyOutcome, MaintenanceExt, OptimizeReport, UnitOutcome};
+use omnigraph_publish::CommitRef;
 use omnigraph_publish::layout;
-use omnigraph_publish::{CommitRef, Omnigraph, Step, StepDirection, StepVia, Traversal};
 use omnigraph_tests::{Backend, TestRoot, objects};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};

@@ -4,8 +4,9 @@
 
 use omnigraph_core::storage::{RequestKind, StorageRoot};
 use omnigraph_core::{ErrorKind, Evidence};
+use omnigraph_graph::Omnigraph;
 use omnigraph_maintenance::MaintenanceExt;
-use omnigraph_publish::{CommitRef, Omnigraph};
+use omnigraph_publish::CommitRef;
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects};
 use serde_json::json;
 use std::collections::BTreeMap;

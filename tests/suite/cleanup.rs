@@ -11,13 +11,12 @@ use futures::TryStreamExt;
 use omnigraph_core::seams;
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, RequestProbe, StorageRoot};
 use omnigraph_core::{ErrorKind, Evidence, StorageKind, adapter, failpoints};
+use omnigraph_graph::{Omnigraph, ScanRequest};
 use omnigraph_maintenance::repair::TableRepairStatus;
 use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceExt};
 use omnigraph_publish::commit::Retention;
 use omnigraph_publish::retention::{self, GRACE_MIN};
-use omnigraph_publish::{
-    CommitRef, GraphCommit, Omnigraph, Publication, ReadSet, ScanRequest, publish,
-};
+use omnigraph_publish::{CommitRef, GraphCommit, Publication, ReadSet, publish};
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects, people};
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -873,7 +872,7 @@ async fn foreign_drift_is_reported_and_never_adopted_or_deleted() {
     let foreign = adapter::open_table_at(&test.root, &folder, 2)
         .await
         .unwrap();
-    let mut foreign_ids: Vec<String> = omnigraph_publish::rows::batches_to_json(
+    let mut foreign_ids: Vec<String> = omnigraph_graph::rows::batches_to_json(
         &foreign
             .scan()
             .try_into_stream()

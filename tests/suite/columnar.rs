@@ -7,7 +7,8 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema};
 use omnigraph_core::{ErrorKind, OmniError};
-use omnigraph_publish::{CommitRef, InputFormat, LoadMode, Omnigraph};
+use omnigraph_graph::{InputFormat, LoadMode, Omnigraph};
+use omnigraph_publish::CommitRef;
 use omnigraph_tests::{Backend, TestRoot, objects};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -161,7 +162,7 @@ async fn every_columnar_format_loads_a_good_file_and_keeps_nan() {
         let scores = graph
             .scan(
                 "Person",
-                &omnigraph_publish::ScanRequest {
+                &omnigraph_graph::ScanRequest {
                     filter: Some("id = 'p1'".into()),
                     columns: vec!["score".into()],
                     limit: None,
@@ -354,7 +355,7 @@ async fn a_columnar_load_reports_bytes_and_rows_as_it_reads() {
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), "many", format, &batch(people(&ids)));
         let size = std::fs::metadata(&path).unwrap().len();
-        let mut seen: Vec<omnigraph_publish::LoadProgress> = Vec::new();
+        let mut seen: Vec<omnigraph_graph::LoadProgress> = Vec::new();
         graph
             .load_columnar_with_progress(&path, format, "Person", LoadMode::Append, |progress| {
                 seen.push(*progress)
@@ -422,7 +423,7 @@ async fn a_minted_edge_id_is_a_key_like_any_other_for_the_next_writer() {
     let rows = graph
         .scan(
             "WorksAt",
-            &omnigraph_publish::ScanRequest {
+            &omnigraph_graph::ScanRequest {
                 filter: None,
                 columns: vec!["id".into()],
                 limit: None,
@@ -431,7 +432,7 @@ async fn a_minted_edge_id_is_a_key_like_any_other_for_the_next_writer() {
         )
         .await
         .unwrap();
-    let ids: Vec<serde_json::Value> = omnigraph_publish::rows::batches_to_json(&rows)
+    let ids: Vec<serde_json::Value> = omnigraph_graph::rows::batches_to_json(&rows)
         .into_iter()
         .map(|row| row["id"].clone())
         .collect();

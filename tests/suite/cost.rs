@@ -110,7 +110,7 @@ async fn measure() -> BTreeMap<String, String> {
     costs.insert("publish.one_row_append_warm".into(), line(&probe.counts()));
 
     // A branch from main's head: two log reads of the source, the new log, the commit.
-    let handle = omnigraph_publish::Omnigraph::open(&shallow.uri)
+    let handle = omnigraph_graph::Omnigraph::open(&shallow.uri)
         .await
         .unwrap();
     let branching = handle.graph().root().probe();
@@ -126,7 +126,7 @@ async fn measure() -> BTreeMap<String, String> {
     // A single-row insert on a warm handle, into a table that has rows (so the key is
     // checked against them).
     let test = TestRoot::new(Backend::Local).await;
-    let graph = omnigraph_publish::Omnigraph::create(&test.uri, omnigraph_tests::SOCIAL_SCHEMA)
+    let graph = omnigraph_graph::Omnigraph::create(&test.uri, omnigraph_tests::SOCIAL_SCHEMA)
         .await
         .unwrap();
     let warm_rows =
@@ -192,7 +192,7 @@ async fn measure() -> BTreeMap<String, String> {
         "maintenance.cleanup_record.graph_objects".into(),
         line(&own_counts),
     );
-    let cold = omnigraph_publish::Omnigraph::open(&test.uri).await.unwrap();
+    let cold = omnigraph_graph::Omnigraph::open(&test.uri).await.unwrap();
     let sweep = cold.graph().root().probe();
     let report = omnigraph_tests::later_by(later, cold.maintenance().cleanup(&options))
         .await
@@ -221,8 +221,8 @@ async fn measure() -> BTreeMap<String, String> {
 }
 
 /// Every other writer, warm: each runs once to warm the handle, then once measured.
-async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap<String, String>) {
-    use omnigraph_publish::LoadMode;
+async fn writer_costs(graph: &omnigraph_graph::Omnigraph, costs: &mut BTreeMap<String, String>) {
+    use omnigraph_graph::LoadMode;
     use serde_json::json;
     let rows = |value: serde_json::Value| omnigraph_tests::objects(value);
     graph
@@ -302,7 +302,7 @@ async fn writer_costs(graph: &omnigraph_publish::Omnigraph, costs: &mut BTreeMap
     });
     // A warm handle one commit behind: another handle moved Person after this one's
     // last write, so the write loses `n+1`, reads the head once and follows it.
-    let other = omnigraph_publish::Omnigraph::open(&graph.graph().root().canonical())
+    let other = omnigraph_graph::Omnigraph::open(&graph.graph().root().canonical())
         .await
         .unwrap();
     // The other handle moves Person: an insert of one person.

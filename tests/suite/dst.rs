@@ -26,8 +26,9 @@
 
 use omnigraph_core::storage::{FaultAction, FaultHandle, FaultRule, RequestKind};
 use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind, failpoints, seams};
+use omnigraph_graph::{LoadMode, Omnigraph, PreparedWrite, ScanRequest};
 use omnigraph_maintenance::MaintenanceExt;
-use omnigraph_publish::{CommitRef, GraphCommit, LoadMode, Omnigraph, PreparedWrite, ScanRequest};
+use omnigraph_publish::{CommitRef, GraphCommit};
 use omnigraph_tests::{Backend, TestRoot, objects};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -1926,7 +1927,7 @@ async fn scan(
     };
     let batches = graph.scan(type_name, &request, at).await?;
     let mut rows = BTreeMap::new();
-    for row in omnigraph_publish::rows::batches_to_json(&batches) {
+    for row in omnigraph_graph::rows::batches_to_json(&batches) {
         let key = row["id"].as_str().unwrap_or_default().to_string();
         if rows.insert(key.clone(), row).is_some() {
             return Err(OmniError::internal(format!("{type_name}: key {key} twice")));

@@ -1,11 +1,13 @@
 //! The index writer and the read side on real Lance tables: each index kind, pending
 //! vector indexes, coverage, and each read compared with a brute-force answer.
 
+use omnigraph_core::adapter::built_partitions;
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::{ErrorKind, OmniError};
+use omnigraph_graph::{Direction, Omnigraph};
 use omnigraph_maintenance::MaintenanceExt;
-use omnigraph_publish::indexes::{built_partitions, first_partition_count};
-use omnigraph_publish::{CommitRef, Direction, Omnigraph};
+use omnigraph_maintenance::indexes::first_partition_count;
+use omnigraph_publish::CommitRef;
 use omnigraph_tests::{Backend, TestRoot, head_table, objects};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Map, Value, json};

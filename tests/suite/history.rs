@@ -7,8 +7,9 @@
 //! finishes.
 
 use omnigraph_core::{ErrorKind, failpoints};
+use omnigraph_graph::Omnigraph;
 use omnigraph_maintenance::MaintenanceExt;
-use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, layout};
+use omnigraph_publish::{CommitRef, GraphCommit, layout};
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects};
 use serde_json::json;
 use std::collections::BTreeSet;

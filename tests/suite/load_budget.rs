@@ -5,7 +5,8 @@
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use omnigraph_core::OmniError;
-use omnigraph_publish::{CommitRef, InputFormat, LoadBudget, LoadMode, Omnigraph};
+use omnigraph_graph::{InputFormat, LoadBudget, LoadMode, Omnigraph};
+use omnigraph_publish::CommitRef;
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, objects};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ fn tiny_budget(dir: &Path) -> LoadBudget {
 
 /// Where and why a load was refused as bad input.
 fn refused(
-    loaded: Result<omnigraph_publish::IngestReport, OmniError>,
+    loaded: Result<omnigraph_graph::IngestReport, OmniError>,
 ) -> (omnigraph_core::InputLocation, String) {
     match loaded {
         Err(OmniError::BadInput {
@@ -73,7 +74,7 @@ async fn load_watching_runs(
     graph: &Omnigraph,
     path: &Path,
     spill: &Path,
-) -> (Result<omnigraph_publish::IngestReport, OmniError>, usize) {
+) -> (Result<omnigraph_graph::IngestReport, OmniError>, usize) {
     let mut runs_seen = 0;
     let loaded = graph
         .load_with_progress(path, LoadMode::Append, |_| {

@@ -3,11 +3,12 @@
 
 use omnigraph_core::storage::{FaultAction, FaultHandle, FaultRule, RequestKind, StorageRoot};
 use omnigraph_core::{ErrorKind, Evidence, StorageKind};
+use omnigraph_graph::Omnigraph;
 use omnigraph_maintenance::{
     Maintenance, MaintenanceBudget, MaintenanceExt, MaintenanceProgress, ProgressItems,
     ProgressStage, UnitOutcome,
 };
-use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph};
+use omnigraph_publish::{CommitRef, GraphCommit};
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, objects};
 use serde_json::json;
 use std::sync::Arc;
@@ -77,7 +78,7 @@ async fn optimize_holding_the_lane(
 /// A rebuild of Person's full-text index on `graph`, in a task of its own.
 fn spawn_rebuild(
     graph: &Arc<Omnigraph>,
-) -> tokio::task::JoinHandle<omnigraph_core::Result<omnigraph_publish::IndexBuildReport>> {
+) -> tokio::task::JoinHandle<omnigraph_core::Result<omnigraph_maintenance::IndexBuildReport>> {
     let graph = graph.clone();
     tokio::spawn(async move {
         graph

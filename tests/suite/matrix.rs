@@ -17,8 +17,9 @@
 
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
 use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind, failpoints};
+use omnigraph_graph::{LoadMode, Omnigraph, ScanRequest};
 use omnigraph_maintenance::{MaintenanceExt, UnitOutcome};
-use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
+use omnigraph_publish::CommitRef;
 use omnigraph_tests::{Backend, TestRoot, objects};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,7 +52,7 @@ const CREATED_BRANCH: &str = "fresh";
 const DELETED_BRANCH: &str = "gone";
 
 /// People in a load cell: more than one batch of the loader's.
-const LOAD_PEOPLE: usize = omnigraph_publish::ingest::INGEST_BATCH_ROWS + 100;
+const LOAD_PEOPLE: usize = omnigraph_graph::ingest::INGEST_BATCH_ROWS + 100;
 
 /// The types, in the order the checks read them.
 const TYPES: [&str; 3] = ["Person", "Company", "WorksAt"];
@@ -838,7 +839,7 @@ async fn rows_at_head(
             .await
             .unwrap_or_else(|error| panic!("scan {type_name}: {error}"));
         let mut rows = BTreeMap::new();
-        for row in omnigraph_publish::rows::batches_to_json(&batches) {
+        for row in omnigraph_graph::rows::batches_to_json(&batches) {
             let key = row["id"].as_str().unwrap().to_string();
             assert!(
                 rows.insert(key.clone(), row).is_none(),

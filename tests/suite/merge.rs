@@ -5,8 +5,9 @@
 
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
 use omnigraph_core::{ErrorKind, Evidence, MergeConflictKind, OmniError, failpoints, seams};
+use omnigraph_graph::{Omnigraph, TableMergeAction};
 use omnigraph_maintenance::MaintenanceExt;
-use omnigraph_publish::{CommitRef, Omnigraph, TableMergeAction};
+use omnigraph_publish::CommitRef;
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects, on_branch};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -55,7 +56,7 @@ async fn age(graph: &Omnigraph, id: &str) -> Option<Value> {
         .map(|row| row["age"].clone())
 }
 
-fn action(report: &omnigraph_publish::MergeReport, type_name: &str) -> TableMergeAction {
+fn action(report: &omnigraph_graph::MergeReport, type_name: &str) -> TableMergeAction {
     report
         .tables
         .iter()
@@ -663,7 +664,7 @@ async fn a_row_merge_in_many_passes_plans_what_one_pass_plans() {
     .await;
     // One row per pass: Person takes 34 passes, and Company, whose lost keys are read
     // for that edge, two.
-    let tiny = omnigraph_publish::MergeBudget {
+    let tiny = omnigraph_graph::MergeBudget {
         pass_rows_max: 1,
         passes_max: 64,
         ..Default::default()
@@ -717,13 +718,13 @@ async fn a_merge_over_its_budget_fails_before_any_effect() {
     let objects_before = omnigraph_tests::all_objects(&test.root).await;
     let budgets = [
         // 34 rows in passes of 4: 9 passes.
-        omnigraph_publish::MergeBudget {
+        omnigraph_graph::MergeBudget {
             pass_rows_max: 4,
             passes_max: 8,
             ..Default::default()
         },
         // f1 taken, p3 deleted, p1 in conflict: more than one changed row.
-        omnigraph_publish::MergeBudget {
+        omnigraph_graph::MergeBudget {
             changed_rows_max: 1,
             ..Default::default()
         },
@@ -752,7 +753,7 @@ async fn a_merge_over_its_budget_fails_before_any_effect() {
         "nothing written"
     );
     // A limit of 0 is refused when the budget is set.
-    let zero = omnigraph_publish::MergeBudget {
+    let zero = omnigraph_graph::MergeBudget {
         passes_max: 0,
         ..Default::default()
     };
@@ -896,7 +897,7 @@ async fn merge_beside_cleanup(
     stalled: i64,
 ) -> (
     Omnigraph,
-    Result<omnigraph_publish::MergeReport, OmniError>,
+    Result<omnigraph_graph::MergeReport, OmniError>,
     TestRoot,
 ) {
     let (main, feature, test) = forked(Backend::Local).await;
@@ -1051,7 +1052,7 @@ async fn a_merge_beside_a_steady_stream_of_inserts_lands() {
         .unwrap();
     assert!(
         log.iter()
-            .any(|commit| commit.operation.kind == omnigraph_publish::reserving::RESERVE_OPERATION),
+            .any(|commit| commit.operation.kind == omnigraph_graph::reserving::RESERVE_OPERATION),
         "a starved merge reserves"
     );
     assert_eq!(

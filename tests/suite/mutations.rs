@@ -2,8 +2,9 @@
 
 use omnigraph_core::storage::FaultAction;
 use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind};
+use omnigraph_graph::{Omnigraph, ScanRequest};
 use omnigraph_maintenance::MaintenanceExt;
-use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, ScanRequest};
+use omnigraph_publish::{CommitRef, GraphCommit};
 use omnigraph_tests::{
     BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, fault_commit_puts, objects,
 };
@@ -425,7 +426,7 @@ async fn an_update_follows_a_concurrent_index_build_and_the_index_answers_right(
                     )
                     .await
                     .unwrap();
-                omnigraph_publish::rows::batches_to_json(&batches)
+                omnigraph_graph::rows::batches_to_json(&batches)
                     .into_iter()
                     .map(|row| row["id"].as_str().unwrap().to_string())
                     .collect::<Vec<_>>()

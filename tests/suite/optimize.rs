@@ -2,14 +2,15 @@
 //! folds and deferred builds, per-table publication beside concurrent writers, failure
 //! evidence, and convergence over runs.
 
+use omnigraph_core::adapter::built_partitions;
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::storage::{FaultAction, RequestKind};
 use omnigraph_core::{Evidence, OmniError, StorageKind, failpoints};
+use omnigraph_graph::Omnigraph;
 use omnigraph_maintenance::MaintenanceExt;
 use omnigraph_maintenance::optimize as run_optimize;
 use omnigraph_maintenance::optimize::{plan_unit, publish_unit};
-use omnigraph_publish::indexes::built_partitions;
-use omnigraph_publish::{CommitRef, Omnigraph};
+use omnigraph_publish::CommitRef;
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, fault_commit_puts, head_table, objects};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
@@ -131,7 +132,7 @@ async fn scalar_ids(graph: &Omnigraph) -> Vec<String> {
     let batches = graph
         .scan(
             "Person",
-            &omnigraph_publish::ScanRequest {
+            &omnigraph_graph::ScanRequest {
                 filter: Some("age >= 20 AND age < 30".into()),
                 columns: vec!["id".into()],
                 limit: Some(100),
@@ -140,7 +141,7 @@ async fn scalar_ids(graph: &Omnigraph) -> Vec<String> {
         )
         .await
         .unwrap();
-    let mut ids: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+    let mut ids: Vec<String> = omnigraph_graph::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| row["id"].as_str().unwrap().to_string())
         .collect();
@@ -196,7 +197,7 @@ async fn a_four_partition_ivf_index_keeps_four_partitions_after_a_fold() {
             .unwrap();
     }
     // Stored vectors as queries: each finds itself first, before and after the fold.
-    let request = omnigraph_publish::ScanRequest {
+    let request = omnigraph_graph::ScanRequest {
         filter: Some("id IN ('v7', 'v1234', 'v3999', 'v4003')".into()),
         columns: vec!["id".into(), "embedding".into()],
         limit: Some(10),
@@ -205,7 +206,7 @@ async fn a_four_partition_ivf_index_keeps_four_partitions_after_a_fold() {
         .scan("Person", &request, &CommitRef::Head)
         .await
         .unwrap();
-    let probes: Vec<(String, Vec<f32>)> = omnigraph_publish::rows::batches_to_json(&stored)
+    let probes: Vec<(String, Vec<f32>)> = omnigraph_graph::rows::batches_to_json(&stored)
         .into_iter()
         .map(|row| {
             let vector = row["embedding"]

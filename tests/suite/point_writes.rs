@@ -4,8 +4,9 @@
 
 use omnigraph_core::OmniError;
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
+use omnigraph_graph::{Omnigraph, ScanRequest};
 use omnigraph_maintenance::MaintenanceExt;
-use omnigraph_publish::{CommitRef, GraphCommit, Omnigraph, ScanRequest};
+use omnigraph_publish::{CommitRef, GraphCommit};
 use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, objects};
 use serde_json::json;
 
@@ -238,7 +239,7 @@ async fn a_point_update_keeps_the_row_id_and_the_key_index_finds_the_new_row() {
             )
             .await
             .unwrap();
-        let rows = omnigraph_publish::rows::batches_to_json(&batches);
+        let rows = omnigraph_graph::rows::batches_to_json(&batches);
         assert_eq!(rows.len(), 1, "{filter}");
         assert_eq!(rows[0]["age"], 55, "{filter}");
     }
@@ -516,7 +517,7 @@ edge Next: Item -> Item
         .scan("Next", &ScanRequest::default(), &CommitRef::Head)
         .await
         .unwrap();
-    let left: Vec<String> = omnigraph_publish::rows::batches_to_json(&batches)
+    let left: Vec<String> = omnigraph_graph::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| row["id"].as_str().unwrap().to_string())
         .collect();
@@ -530,7 +531,7 @@ async fn item_names(graph: &Omnigraph) -> Vec<(i64, String)> {
         .scan("Item", &ScanRequest::default(), &CommitRef::Head)
         .await
         .unwrap();
-    let mut rows: Vec<(i64, String)> = omnigraph_publish::rows::batches_to_json(&batches)
+    let mut rows: Vec<(i64, String)> = omnigraph_graph::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| {
             (

@@ -6,10 +6,8 @@
 use bytes::Bytes;
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, StorageRoot};
 use omnigraph_core::{ErrorKind, Evidence, OmniError, StorageKind, failpoints};
-use omnigraph_publish::{
-    CommitRef, Graph, GraphCommit, LoadMode, Omnigraph, Publication, ReadSet, ScanRequest, layout,
-    publish,
-};
+use omnigraph_graph::{LoadMode, Omnigraph, ScanRequest};
+use omnigraph_publish::{CommitRef, Graph, GraphCommit, Publication, ReadSet, layout, publish};
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, all_objects, fault_commit_puts, objects};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashSet};
@@ -69,7 +67,7 @@ async fn column_values(graph: &Omnigraph, type_name: &str, column: &str) -> Vec<
         )
         .await
         .unwrap();
-    omnigraph_publish::rows::batches_to_json(&batches)
+    omnigraph_graph::rows::batches_to_json(&batches)
         .into_iter()
         .map(|row| row[column].as_str().unwrap().to_string())
         .collect()
@@ -453,7 +451,7 @@ async fn a_bad_line_after_checked_batches_wrote_nothing_and_says_so() {
     let (graph, test) = new_graph(Backend::Memory).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("people.jsonl");
-    let good = 3 * omnigraph_publish::ingest::INGEST_BATCH_ROWS;
+    let good = 3 * omnigraph_graph::ingest::INGEST_BATCH_ROWS;
     let mut text = String::with_capacity(good * 48);
     for index in 0..good {
         text.push_str(
@@ -848,7 +846,7 @@ async fn the_jsonl_line_limit_holds_while_reading() {
             .unwrap();
         // One byte over the limit, no newline, and the pipe stays open: a reader that
         // waits for the end of the line before checking its length never returns.
-        let line = vec![b'a'; omnigraph_publish::ingest::JSONL_LINE_BYTES_MAX + 1];
+        let line = vec![b'a'; omnigraph_graph::ingest::JSONL_LINE_BYTES_MAX + 1];
         let _ = pipe.write_all(&line);
         let _ = stopped.recv_timeout(Duration::from_secs(30));
     });
@@ -869,9 +867,9 @@ async fn a_line_at_the_limit_loads() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("long.jsonl");
     let frame = json!({"type": "Person", "id": "p1", "name": ""}).to_string();
-    let name = "n".repeat(omnigraph_publish::ingest::JSONL_LINE_BYTES_MAX - frame.len());
+    let name = "n".repeat(omnigraph_graph::ingest::JSONL_LINE_BYTES_MAX - frame.len());
     let line = json!({"type": "Person", "id": "p1", "name": name}).to_string();
-    assert_eq!(line.len(), omnigraph_publish::ingest::JSONL_LINE_BYTES_MAX);
+    assert_eq!(line.len(), omnigraph_graph::ingest::JSONL_LINE_BYTES_MAX);
     std::fs::write(&path, line + "\n").unwrap();
     let report = graph.load(&path, LoadMode::Append).await.unwrap();
     assert_eq!(report.rows["Person"], 1);
@@ -903,7 +901,7 @@ async fn merge_after_a_lost_race(rows: usize, name_bytes: usize) -> omnigraph_co
 
 #[tokio::test]
 async fn the_merge_retention_cap_counts_bytes() {
-    let cap = omnigraph_publish::ingest::MERGE_RETAINED_BYTES_MAX;
+    let cap = omnigraph_graph::ingest::MERGE_RETAINED_BYTES_MAX;
     let name_bytes = 1_000_000;
     // Names alone just over the cap: the rows are not kept, so the load cannot merge
     // again after losing the race.
@@ -1186,7 +1184,7 @@ async fn create_refuses_a_root_with_genesis_whatever_else_is_missing() {
 fn long_rows(dir: &std::path::Path) -> (std::path::PathBuf, usize) {
     let path = dir.join("long.jsonl");
     let name = "n".repeat(1_000_000);
-    let rows = omnigraph_publish::ingest::INGEST_BATCH_BYTES_MAX / 1_000_000 + 2;
+    let rows = omnigraph_graph::ingest::INGEST_BATCH_BYTES_MAX / 1_000_000 + 2;
     let mut text = String::new();
     for index in 0..rows {
         text.push_str(

@@ -6,11 +6,10 @@
 use bytes::Bytes;
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, RequestProbe, StorageRoot};
 use omnigraph_core::{ErrorKind, seams};
+use omnigraph_graph::reserving::{RESERVE_AFTER_ATTEMPTS, RESERVE_AFTER_LOSSES};
+use omnigraph_graph::{Omnigraph, ScanRequest};
 use omnigraph_publish::reservation::Reservation;
-use omnigraph_publish::reserving::{RESERVE_AFTER_ATTEMPTS, RESERVE_AFTER_LOSSES};
-use omnigraph_publish::{
-    CommitRef, Graph, GraphCommit, Omnigraph, ReadSet, ScanRequest, layout, publish,
-};
+use omnigraph_publish::{CommitRef, Graph, GraphCommit, ReadSet, layout, publish};
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, objects};
 use serde_json::json;
 use std::time::Duration;

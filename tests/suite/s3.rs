@@ -9,8 +9,9 @@ use omnigraph_core::storage::{
     FaultAction, FaultRule, PutIfAbsentCheck, PutOutcome, RequestKind, StorageOptions, StorageRoot,
 };
 use omnigraph_core::{ErrorKind, Evidence, StorageKind};
+use omnigraph_graph::{LoadMode, Omnigraph, ScanRequest};
 use omnigraph_maintenance::{MaintenanceExt, TableRepairStatus};
-use omnigraph_publish::{CommitRef, Graph, LoadMode, Omnigraph, ReadSet, ScanRequest, Staging};
+use omnigraph_publish::{CommitRef, Graph, ReadSet, Staging};
 use omnigraph_tests::{
     SOCIAL_SCHEMA, fault_commit_puts, ids_at, new_table, objects, origin, people, rows,
 };

@@ -2,7 +2,8 @@
 //! of data loss, and forced changes.
 
 use omnigraph_core::{ErrorKind, Evidence, OmniError};
-use omnigraph_publish::{CommitRef, Omnigraph, SchemaChange};
+use omnigraph_graph::{Omnigraph, SchemaChange};
+use omnigraph_publish::CommitRef;
 use omnigraph_tests::{BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, objects};
 use serde_json::{Value, json};
 

@@ -3,7 +3,8 @@
 
 use omnigraph_core::storage::RequestKind;
 use omnigraph_core::{ErrorKind, Evidence, OmniError};
-use omnigraph_publish::{CommitRef, LoadMode, Omnigraph, ScanRequest};
+use omnigraph_graph::{LoadMode, Omnigraph, ScanRequest};
+use omnigraph_publish::CommitRef;
 use omnigraph_tests::{
     BACKENDS, Backend, SOCIAL_SCHEMA, TestRoot, all_objects, head_table, ids_at, objects,
 };
@@ -66,7 +67,7 @@ async fn insert_then_get_and_scan() {
             )
             .await
             .unwrap();
-        let rows = omnigraph_publish::rows::batches_to_json(&batches);
+        let rows = omnigraph_graph::rows::batches_to_json(&batches);
         let mut ids: Vec<&str> = rows.iter().map(|row| row["id"].as_str().unwrap()).collect();
         ids.sort();
         assert_eq!(ids, ["p1", "p2"]);
@@ -452,7 +453,7 @@ async fn a_merge_load_changes_only_the_rows_it_names() {
 async fn a_large_load_is_checked_in_bounded_batches_staged_as_one_append_and_published_once() {
     let (graph, _test) = new_graph(Backend::Local).await;
     let dir = tempfile::tempdir().unwrap();
-    let count = omnigraph_publish::ingest::INGEST_BATCH_ROWS * 2 + 17;
+    let count = omnigraph_graph::ingest::INGEST_BATCH_ROWS * 2 + 17;
     let lines: Vec<Value> = (0..count)
         .map(|i| json!({"type": "Person", "id": format!("p{i}"), "name": "x", "age": (i % 90) as i32}))
         .collect();
@@ -556,7 +557,7 @@ async fn arrow_batches_insert_with_the_same_checks() {
         .scan("WorksAt", &ScanRequest::default(), &CommitRef::Head)
         .await
         .unwrap();
-    let found = omnigraph_publish::rows::batches_to_json(&found);
+    let found = omnigraph_graph::rows::batches_to_json(&found);
     assert_eq!(found.len(), 2);
     assert!(
         found
@@ -859,7 +860,7 @@ async fn an_arrow_ipc_file_loads_as_one_type_in_one_commit() {
     let report = graph
         .load_columnar(
             &path,
-            omnigraph_publish::InputFormat::ArrowIpc,
+            omnigraph_graph::InputFormat::ArrowIpc,
             "Person",
             LoadMode::Append,
         )
@@ -877,7 +878,7 @@ async fn an_arrow_ipc_file_loads_as_one_type_in_one_commit() {
     let error = graph
         .load_columnar(
             &path,
-            omnigraph_publish::InputFormat::ArrowIpc,
+            omnigraph_graph::InputFormat::ArrowIpc,
             "Person",
             LoadMode::Append,
         )
@@ -907,7 +908,7 @@ async fn a_parquet_file_loads_as_one_type_and_a_column_the_type_lacks_is_refused
     let report = graph
         .load_columnar(
             &path,
-            omnigraph_publish::InputFormat::Parquet,
+            omnigraph_graph::InputFormat::Parquet,
             "Person",
             LoadMode::Append,
         )
@@ -926,7 +927,7 @@ async fn a_parquet_file_loads_as_one_type_and_a_column_the_type_lacks_is_refused
     let error = graph
         .load_columnar(
             &path,
-            omnigraph_publish::InputFormat::Parquet,
+            omnigraph_graph::InputFormat::Parquet,
             "Company",
             LoadMode::Append,
         )
@@ -984,7 +985,7 @@ async fn arrow_rows_are_checked_and_gathered_like_json_rows() {
     let error = graph
         .load_columnar(
             &path,
-            omnigraph_publish::InputFormat::ArrowIpc,
+            omnigraph_graph::InputFormat::ArrowIpc,
             "WorksAt",
             LoadMode::Merge,
         )
@@ -1329,7 +1330,7 @@ async fn load_once_input(
     graph: &Omnigraph,
     kind: OnceInput,
     text: &'static str,
-) -> Result<omnigraph_publish::IngestReport, OmniError> {
+) -> Result<omnigraph_graph::IngestReport, OmniError> {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let deadline = Duration::from_secs(20);
@@ -1395,9 +1396,9 @@ async fn a_refused_load_from_a_pipe_runs_again_from_what_it_read() {
 #[tokio::test]
 async fn a_refused_load_from_a_pipe_longer_than_the_spool_keeps_its_refusal() {
     let (writer, other, _test, line) = stale_warm_handle().await;
-    let other = other.with_load_budget(omnigraph_publish::LoadBudget {
+    let other = other.with_load_budget(omnigraph_graph::LoadBudget {
         input_spool_bytes_max: 8,
-        ..omnigraph_publish::LoadBudget::default()
+        ..omnigraph_graph::LoadBudget::default()
     });
     let head = writer.head().await.unwrap();
     let error = load_once_input(&other, OnceInput::Pipe, line)

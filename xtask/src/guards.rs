@@ -7,8 +7,14 @@
 //!    in its registered list
 //!    (`ENTRY_POINTS` in `adapter/registry.rs`), and every listed name exists.
 //! 3. Failpoint call sites name a constant from the registry, never a string literal.
-//! 4. The publication protocol (`omnigraph-publish/src/protocol/`) never imports the
-//!    graph built on it (`handle/` and its modules).
+//! 4. The crates keep their layers ([`LAYERS`]): a crate names, in its `Cargo.toml`
+//!    and in its code, only the crates the map lets it use. The protocol
+//!    (`omnigraph-publish`) sees only the core; the graph and maintenance see the
+//!    protocol and the core, never each other; the CLI sees all four.
+//!
+//! 5. `ARCHITECTURE.md` has a line for every module: each `.rs` file under a crate's
+//!    `src/` is named there as `- \`path\`: ...`, and every such line names a file that
+//!    exists.
 //!
 //! Comment lines are skipped, so documentation may name the APIs it forbids.
 
@@ -23,25 +29,39 @@ pub const ADAPTER_DIR: &str = "omnigraph-core/src/adapter";
 pub const ADAPTER_REGISTRY: &str = "omnigraph-core/src/adapter/registry.rs";
 /// The failpoint registry: the only place failpoint names are spelled.
 pub const FAILPOINT_REGISTRY: &str = "omnigraph-core/src/failpoints.rs";
-/// The publication protocol's folder: it may not import the handle half.
-pub const PROTOCOL_DIR: &str = "omnigraph-publish/src/protocol";
-/// The modules of `omnigraph-publish` that are the graph on the protocol.
-const HANDLE_MODULES: &[&str] = &[
-    "handle",
-    "omnigraph",
-    "ingest",
-    "rows",
-    "jsonl",
-    "key_cache",
-    "mutate",
-    "schema_apply",
-    "indexes",
-    "reads",
-    "columnar",
-    "spill",
-    "traverse",
-    "adjacency",
+/// The layer map: each crate of the workspace (its folder), and the OmniGraph crates it
+/// may use. Every arrow points down; the graph and maintenance are siblings.
+pub const LAYERS: &[(&str, &[&str])] = &[
+    ("omnigraph-core", &[]),
+    ("omnigraph-publish", &["omnigraph-core"]),
+    ("omnigraph-graph", &["omnigraph-core", "omnigraph-publish"]),
+    (
+        "omnigraph-maintenance",
+        &["omnigraph-core", "omnigraph-publish"],
+    ),
+    (
+        "omnigraph-cli",
+        &[
+            "omnigraph-core",
+            "omnigraph-publish",
+            "omnigraph-graph",
+            "omnigraph-maintenance",
+        ],
+    ),
+    (
+        "tests",
+        &[
+            "omnigraph-tests",
+            "omnigraph-core",
+            "omnigraph-publish",
+            "omnigraph-graph",
+            "omnigraph-maintenance",
+        ],
+    ),
+    ("xtask", &[]),
 ];
+/// The map of the code: one line per module.
+pub const ARCHITECTURE: &str = "ARCHITECTURE.md";
 /// Files allowed to call Lance's cleanup: the surface test that pins the hazard.
 pub const CLEANUP_HAZARD_PROOFS: &[&str] = &["tests/suite/lance_surface/cleanup_hazard.rs"];
 
@@ -71,7 +91,7 @@ const LANCE_CLEANUP_NAMES: &[&str] = &["cleanup_old_versions", "cleanup_with_pol
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
     /// The rule: `lance-write-outside-adapter`, `lance-cleanup`, `adapter-unregistered`,
-    /// `adapter-registry-stale`, `failpoint-literal`.
+    /// `adapter-registry-stale`, `failpoint-literal`, `layer-import`, `layer-dependency`.
     pub rule: &'static str,
     /// The file, relative to the root.
     pub path: PathBuf,
@@ -119,7 +139,7 @@ pub fn check_tree(root: &Path) -> std::io::Result<Report> {
         report.files_scanned += 1;
         let in_adapter = relative.starts_with(ADAPTER_DIR);
         let in_failpoint_registry = relative == Path::new(FAILPOINT_REGISTRY);
-        let in_protocol = relative.starts_with(PROTOCOL_DIR);
+        let layer = layer_of(relative);
         let may_clean = CLEANUP_HAZARD_PROOFS
             .iter()
             .any(|allowed| relative == Path::new(allowed));
@@ -151,14 +171,16 @@ pub fn check_tree(root: &Path) -> std::io::Result<Report> {
             } else if let Some(captures) = rules.public_fn.captures(code) {
                 adapter_public.push((relative.clone(), index + 1, captures[1].to_string()));
             }
-            if in_protocol && let Some(found) = rules.handle_import.find(code) {
-                report.violations.push(at(
-                    "protocol-imports-handle",
-                    format!(
-                        "`{}` in the protocol: the protocol never depends on the graph built on it",
-                        found.as_str()
-                    ),
-                ));
+            if let Some((name, allowed)) = layer {
+                for found in rules.crate_path.captures_iter(code) {
+                    let used = found[1].replace('_', "-");
+                    if used != name && !allowed.contains(&used.as_str()) {
+                        report.violations.push(at(
+                            "layer-import",
+                            format!("`{}::` in {name}, which may use only {allowed:?} (xtask/src/guards.rs LAYERS)", &found[1]),
+                        ));
+                    }
+                }
             }
             if !in_failpoint_registry && rules.failpoint_literal.is_match(code) {
                 report.violations.push(at(
@@ -169,6 +191,8 @@ pub fn check_tree(root: &Path) -> std::io::Result<Report> {
         }
     }
     check_registry(root, &rules, &adapter_public, &mut report)?;
+    check_manifests(root, &mut report)?;
+    check_architecture(root, &files, &mut report)?;
     report
         .violations
         .sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
@@ -238,6 +262,99 @@ fn check_registry(
     Ok(())
 }
 
+/// The layer a file is in (its crate's folder and what that crate may use), when it is
+/// in one of the workspace's crates.
+fn layer_of(relative: &Path) -> Option<(&'static str, &'static [&'static str])> {
+    LAYERS
+        .iter()
+        .find(|(folder, _)| relative.starts_with(folder))
+        .copied()
+}
+
+/// Checks each crate's `Cargo.toml`: every OmniGraph crate it depends on (normal, dev
+/// or build) is one the layer map lets it use.
+fn check_manifests(root: &Path, report: &mut Report) -> std::io::Result<()> {
+    for (folder, allowed) in LAYERS {
+        let relative = Path::new(folder).join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(root.join(&relative)) else {
+            continue;
+        };
+        let mut in_dependencies = false;
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.starts_with('[') {
+                in_dependencies = line.ends_with("dependencies]");
+                continue;
+            }
+            if !in_dependencies || !line.starts_with("omnigraph-") {
+                continue;
+            }
+            let name: String = line
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            if name != *folder && !allowed.contains(&name.as_str()) {
+                report.violations.push(Violation {
+                    rule: "layer-dependency",
+                    path: relative.clone(),
+                    line: index + 1,
+                    message: format!(
+                        "{folder} depends on {name}; it may use only {allowed:?} (xtask/src/guards.rs LAYERS)"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that [`ARCHITECTURE`] names every module of the crates in [`LAYERS`] (a
+/// `.rs` file under a crate's `src/`), and that every module line names a file that
+/// exists. A tree without the file (a planted tree in a test) has nothing to check.
+fn check_architecture(root: &Path, files: &[PathBuf], report: &mut Report) -> std::io::Result<()> {
+    let Ok(text) = std::fs::read_to_string(root.join(ARCHITECTURE)) else {
+        return Ok(());
+    };
+    let mut named = BTreeSet::new();
+    for (index, line) in text.lines().enumerate() {
+        let Some(rest) = line.strip_prefix("- `") else {
+            continue;
+        };
+        let Some((path, _)) = rest.split_once("`:") else {
+            continue;
+        };
+        if !path.ends_with(".rs") {
+            continue;
+        }
+        if !root.join(path).is_file() {
+            report.violations.push(Violation {
+                rule: "architecture-stale",
+                path: PathBuf::from(ARCHITECTURE),
+                line: index + 1,
+                message: format!("`{path}` is named as a module but there is no such file"),
+            });
+        }
+        named.insert(PathBuf::from(path));
+    }
+    for relative in files {
+        let in_a_crate = LAYERS
+            .iter()
+            .any(|(folder, _)| relative.starts_with(Path::new(folder).join("src")));
+        if in_a_crate && !named.contains(relative) {
+            report.violations.push(Violation {
+                rule: "architecture-missing",
+                path: relative.clone(),
+                line: 0,
+                message: format!(
+                    "a module with no line in {ARCHITECTURE}: add `- `{}`: what it owns`",
+                    relative.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 struct Rules {
     write_names: Regex,
     write_methods: Regex,
@@ -245,7 +362,7 @@ struct Rules {
     cleanup: Regex,
     public_fn: Regex,
     failpoint_literal: Regex,
-    handle_import: Regex,
+    crate_path: Regex,
     registry_list: Regex,
     quoted: Regex,
 }
@@ -262,11 +379,7 @@ impl Rules {
             cleanup: Regex::new(&words(LANCE_CLEANUP_NAMES)).expect("static regex"),
             public_fn: Regex::new(r"^pub(?:\(crate\))?\s+(?:async\s+)?fn\s+([A-Za-z_][A-Za-z0-9_]*)")
                 .expect("static regex"),
-            handle_import: Regex::new(&format!(
-                r"\b(crate|omnigraph_publish)::({})\b",
-                HANDLE_MODULES.join("|")
-            ))
-            .expect("static regex"),
+            crate_path: Regex::new(r"\b(omnigraph_[a-z]+)::").expect("static regex"),
             failpoint_literal: Regex::new(
                 r#"(fail_point!\s*\(\s*"|fail::(cfg|remove|cfg_callback)\s*\(\s*"|failpoints::(arm|disarm|arm_with)\s*\(\s*")"#,
             )
@@ -572,19 +685,84 @@ mod tests {
     }
 
     #[test]
-    fn the_protocol_may_not_import_the_handle_half() {
-        let tree = tempfile::tempdir().unwrap();
+    fn a_crate_may_not_use_one_beside_or_above_it() {
+        let tree = clean_tree();
+        // Maintenance may use the protocol, never the graph beside it.
         write(
             tree.path(),
-            "omnigraph-publish/src/protocol/staging.rs",
-            "use crate::ingest::IngestReport;\nuse crate::layout;\n",
+            "omnigraph-maintenance/src/optimize.rs",
+            "use omnigraph_publish::Staging;\nuse omnigraph_graph::Omnigraph;\n/// omnigraph_graph::Omnigraph in a doc comment is fine.\n",
+        );
+        // The protocol may use the core, never the graph above it.
+        write(
+            tree.path(),
+            "omnigraph-publish/src/staging.rs",
+            "use omnigraph_core::Result;\nfn f() { omnigraph_graph::ingest::run(); }\n",
         );
         write(
             tree.path(),
-            "omnigraph-publish/src/handle/ingest.rs",
-            "use crate::staging::Staging;\nuse crate::rows;\n",
+            "omnigraph-publish/Cargo.toml",
+            "[package]\nname = \"omnigraph-publish\"\n\n[features]\ns3 = [\"omnigraph-core/s3\"]\n\n[dependencies]\nomnigraph-core.workspace = true\n\n[dev-dependencies]\nomnigraph-graph = { path = \"../omnigraph-graph\" }\n",
         );
-        assert_eq!(rules_broken(tree.path()), ["protocol-imports-handle"]);
+        // The CLI may use every layer.
+        write(
+            tree.path(),
+            "omnigraph-cli/src/main.rs",
+            "use omnigraph_graph::Omnigraph;\nuse omnigraph_maintenance::MaintenanceExt;\n",
+        );
+        let report = check_tree(tree.path()).unwrap();
+        let found: Vec<(&str, String, usize)> = report
+            .violations
+            .iter()
+            .map(|v| (v.rule, v.path.display().to_string(), v.line))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "layer-import",
+                    "omnigraph-maintenance/src/optimize.rs".into(),
+                    2
+                ),
+                (
+                    "layer-dependency",
+                    "omnigraph-publish/Cargo.toml".into(),
+                    11
+                ),
+                ("layer-import", "omnigraph-publish/src/staging.rs".into(), 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_module_without_its_line_in_the_map_fails() {
+        let tree = clean_tree();
+        write(
+            tree.path(),
+            "ARCHITECTURE.md",
+            "## Modules\n\
+             - `omnigraph-core/src/adapter/mod.rs`: the adapter.\n\
+             - `omnigraph-core/src/adapter/registry.rs`: its entry points.\n\
+             - `omnigraph-core/src/failpoints.rs`: failpoint names.\n\
+             - `omnigraph-publish/src/writer.rs`: the writer.\n",
+        );
+        assert!(rules_broken(tree.path()).is_empty());
+        // A new module with no line, and a line whose module is gone.
+        write(tree.path(), "omnigraph-publish/src/gate.rs", "fn gate() {}\n");
+        write(
+            tree.path(),
+            "ARCHITECTURE.md",
+            "## Modules\n\
+             - `omnigraph-core/src/adapter/mod.rs`: the adapter.\n\
+             - `omnigraph-core/src/adapter/registry.rs`: its entry points.\n\
+             - `omnigraph-core/src/failpoints.rs`: failpoint names.\n\
+             - `omnigraph-publish/src/writer.rs`: the writer.\n\
+             - `omnigraph-publish/src/gone.rs`: removed long ago.\n",
+        );
+        assert_eq!(
+            rules_broken(tree.path()),
+            ["architecture-stale", "architecture-missing"]
+        );
     }
 
     #[test]

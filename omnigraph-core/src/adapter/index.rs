@@ -164,3 +164,28 @@ pub async fn stage_index_within(
     .build();
     commit_link(base, transaction, origin, LinkKind::CreateIndex, 0).await
 }
+
+/// The partition count of a built IVF index, from Lance's own statistics.
+pub async fn built_partitions(table: &Dataset, index_name: &str) -> Result<Option<usize>> {
+    let statistics = match table.index_statistics(index_name).await {
+        Ok(text) => text,
+        Err(_) => return Ok(None),
+    };
+    let value: serde_json::Value = serde_json::from_str(&statistics).map_err(|error| {
+        crate::error::OmniError::internal(format!("index statistics of {index_name}: {error}"))
+    })?;
+    let partitions = value["num_partitions"]
+        .as_u64()
+        .or_else(|| value["indices"][0]["num_partitions"].as_u64());
+    Ok(partitions.map(|count| count as usize))
+}
+
+/// Whether `table` holds a built index named `index_name`.
+pub async fn is_built(table: &Dataset, index_name: &str) -> Result<bool> {
+    Ok(table
+        .load_indices()
+        .await
+        .map_err(|error| crate::error::OmniError::from_lance("list indexes", error))?
+        .iter()
+        .any(|index| index.name == index_name))
+}

@@ -31,6 +31,8 @@ pub const ENTRY_POINTS: &[&str] = &[
     "full_text_params",
     "stage_index",
     "stage_index_within",
+    "built_partitions",
+    "is_built",
     "stage_add_null_columns",
     "stage_drop_columns",
     "stage_drop_index",

@@ -2,9 +2,9 @@
 //! longer than the limit is refused as soon as the limit is passed, never buffered
 //! whole), each an object naming its type, pushed into an ingest.
 
-use crate::handle::jsonl_rows::{self, LineTypeError};
-use crate::handle::read_ahead::ReadAhead;
 use crate::ingest::{Ingest, JSONL_LINE_BYTES_MAX, JSONL_READ_BUFFER_BYTES};
+use crate::jsonl_rows::{self, LineTypeError};
+use crate::read_ahead::ReadAhead;
 use crate::rows::{self, RowSource};
 use omnigraph_core::{InputLocation, OmniError, Result};
 

@@ -1,10 +1,10 @@
 //! Loads from columnar files: CSV, Parquet and Arrow IPC, one type per file, read by arrow's own
 //! readers in bounded batches and staged as Arrow ([`crate::rows::rows_from_batch`]),
-//! never through JSON. JSONL stays in [`crate::handle::jsonl`].
+//! never through JSON. JSONL stays in [`crate::jsonl`].
 
-use crate::handle::read_ahead::ReadAhead;
 use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::omnigraph::{LoadProgress, Omnigraph};
+use crate::read_ahead::ReadAhead;
 use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::arrow_schema::{Field, Schema};
 use omnigraph_core::schema::TypeDef;
@@ -85,7 +85,7 @@ impl Omnigraph {
         let base = self.head().await?;
         let catalog = self.catalog_at(&base).await?;
         let type_def = catalog.require(type_name)?.clone();
-        let file = crate::handle::read_ahead::open_input(path)
+        let file = crate::read_ahead::open_input(path)
             .await
             .map_err(|error| bad(format!("cannot open: {error}")))?;
         let total_bytes = file
@@ -341,17 +341,15 @@ fn parsed(
     let mut columns = Vec::with_capacity(batch.num_columns());
     for (text, field) in batch.columns().iter().zip(typed.fields()) {
         let column =
-            crate::handle::conform::parse_text(text, field.data_type()).map_err(|refused| {
-                match refused {
-                    crate::handle::conform::Refused::Value { row, message } => ReadFailure {
+            crate::conform::parse_text(text, field.data_type()).map_err(
+                |refused| match refused {
+                    crate::conform::Refused::Value { row, message } => ReadFailure {
                         message,
                         at: Some((row, field.name().clone())),
                     },
-                    crate::handle::conform::Refused::Type(message) => {
-                        ReadFailure { message, at: None }
-                    }
-                }
-            })?;
+                    crate::conform::Refused::Type(message) => ReadFailure { message, at: None },
+                },
+            )?;
         columns.push(column);
     }
     RecordBatch::try_new(typed.clone(), columns).map_err(ReadFailure::of)

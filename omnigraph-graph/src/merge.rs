@@ -1339,8 +1339,28 @@ mod tests {
     use super::*;
     use crate::commit::ForkPoint;
 
+    /// A commit of `branch` at `seq` that pins nothing: its id is the branch and seq,
+    /// its parent the one before.
     fn commit(branch: &str, seq: u64) -> GraphCommit {
-        crate::commit::test_commit(branch, seq)
+        GraphCommit {
+            seq,
+            commit_id: format!("{branch}{seq}"),
+            parent_commit_id: (seq > 0).then(|| format!("{branch}{}", seq - 1)),
+            branch: branch.into(),
+            created_at: 0,
+            actor: "test".into(),
+            operation: crate::commit::CommitOperation {
+                kind: "test".into(),
+                summary: String::new(),
+            },
+            schema: "0".repeat(64),
+            pins: Vec::new(),
+            retention: None,
+            fork: None,
+            deleted: false,
+            merged_from: Vec::new(),
+            reservations: Vec::new(),
+        }
     }
 
     fn merged(mut commit: GraphCommit, branch: &str, seq: u64) -> GraphCommit {

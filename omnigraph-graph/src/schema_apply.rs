@@ -254,7 +254,7 @@ impl Omnigraph {
                 SchemaChange::DropIndex { type_name, index } => {
                     let table_id = base.require_pin_of_type(type_name)?.table_id.clone();
                     let tip = staging.chain(&table_id).await?.tip().clone();
-                    if crate::indexes::is_built(&tip, index).await? {
+                    if omnigraph_core::adapter::is_built(&tip, index).await? {
                         let name = index.clone();
                         staging
                             .stage(&table_id, |tip, origin| async move {

@@ -1,32 +1,19 @@
-//! The adjacency artifact (`docs/format.md` §6.4): the edges of one version of an edge
-//! table as two compressed sparse rows, by source and by destination, over dense
-//! positions of the endpoint keys those edges name. Optimize builds it after an edge
-//! table's unit ([`Omnigraph::build_adjacency`]); a traversal step uses it only when it
-//! was built from the very version the commit it reads pins, and otherwise reads the
-//! edge table, with the same result. It is never part of correctness: an artifact that
-//! is missing, unreadable or fails its checks is passed by, and the step says why.
+//! The adjacency artifact's format (`docs/format.md` §6.4): the edges of one version of
+//! an edge table as two compressed sparse rows, by source and by destination, over
+//! dense positions of the endpoint keys those edges name. Maintenance builds it
+//! (`omnigraph_maintenance::adjacency`) and the graph's traversals read it
+//! (`omnigraph_graph::adjacency`); both take the format from here, the lowest crate
+//! both use. An artifact is never part of correctness: one that is missing, unreadable
+//! or fails the checks of [`Adjacency::decode`] is passed by.
 //!
 //! It is keyed by the edge table's version alone. A step's result depends on the edge
 //! table only: every writer checks an edge's endpoints and a node delete deletes its
 //! edges in the same commit, so an edge never names a missing node, and a node with no
 //! edge reaches nothing either way. Writes to the node tables leave it current.
 
-use crate::commit::{GraphCommit, TablePin};
-use crate::graph::CommitRef;
-use crate::layout;
-use crate::omnigraph::Omnigraph;
-use crate::rows::{self, RowKey};
-use futures::TryStreamExt;
-use omnigraph_core::arrow_array::cast::AsArray;
-use omnigraph_core::arrow_array::{Array, RecordBatch};
-use omnigraph_core::arrow_schema::DataType;
-use omnigraph_core::lance::Dataset;
-use omnigraph_core::schema::{EDGE_DST_COLUMN, EDGE_SRC_COLUMN};
-use omnigraph_core::storage::PutOutcome;
-use omnigraph_core::{OmniError, Result};
+use crate::commit::TablePin;
+use omnigraph_core::keys::{self, RowKey};
 use serde_json::Value;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// The artifact format this build writes and reads.
 pub const ADJACENCY_FORMAT: u32 = 1;
@@ -40,18 +27,6 @@ pub const ADJACENCY_EDGES_MAX: u64 = 50_000_000;
 pub const ADJACENCY_BYTES_MAX: u64 = 4 << 30;
 /// The longest endpoint key an artifact holds, in bytes, as rendered.
 pub const ADJACENCY_KEY_BYTES_MAX: usize = 64 << 10;
-/// The artifacts a handle keeps in memory (one version per table: a newer one read
-/// replaces it).
-pub(crate) const ADJACENCY_CACHED_MAX: usize = 8;
-/// The memory the artifacts a handle keeps may take, in bytes; past it the least
-/// recently used go.
-pub(crate) const ADJACENCY_CACHED_BYTES_MAX: u64 = 2 << 30;
-/// How long a handle trusts that a version has no usable artifact (none, or one that
-/// failed its checks) before it looks again: an optimize may build or replace it.
-pub(crate) const ADJACENCY_MISS_RECHECK: Duration = Duration::from_secs(5);
-/// The misses a handle remembers.
-const ADJACENCY_MISSES_MAX: usize = 64;
-
 const MAGIC: [u8; 8] = *b"OGADJ\0\0\0";
 /// Magic, format, table id length, version, edges, nodes, key bytes.
 const HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8;
@@ -137,7 +112,7 @@ impl Adjacency {
     }
 
     /// The memory it takes, in bytes.
-    fn memory_bytes(&self) -> u64 {
+    pub fn memory_bytes(&self) -> u64 {
         (self.keys.len() + 8 * 3 * self.key_offsets.len() + 8 * self.out.ends.len()) as u64
     }
 
@@ -316,7 +291,7 @@ impl Adjacency {
             }
             // Exactly as the engine renders a key: a reader compares keys by this text.
             let rendered = match serde_json::from_str::<Value>(key) {
-                Ok(value @ (Value::String(_) | Value::Number(_))) => rows::render_key(&value),
+                Ok(value @ (Value::String(_) | Value::Number(_))) => keys::render_key(&value),
                 _ => String::new(),
             };
             if rendered != key {
@@ -400,174 +375,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Endpoint keys to dense ids, in the order first seen, each interned once: a text key
-/// by its text (no rendering per row), any other by its rendered form. The keys sit in
-/// one buffer and each index entry holds its key's hash and place there, so a lookup
-/// touches the key's bytes only on a hash match and growing the index never re-hashes.
-#[derive(Default)]
-struct Interner {
-    hasher: foldhash::fast::RandomState,
-    /// Per distinct key: its hash, id, and its tagged bytes' start and length in `raw`.
-    index: hashbrown::HashTable<(u64, u32, u32, usize)>,
-    /// Each id's key as interned: a tag (text or rendered), then its bytes.
-    raw: Vec<u8>,
-    rendered: Vec<RowKey>,
-}
-
-const TEXT_KEY: u8 = 0;
-const RENDERED_KEY: u8 = 1;
-
-impl Interner {
-    /// Appends the id of each row of `column` to `ids`.
-    fn intern_column(
-        &mut self,
-        column: &dyn Array,
-        ids: &mut Vec<u32>,
-    ) -> std::result::Result<(), String> {
-        if column.null_count() > 0 {
-            let row = (0..column.len()).find(|row| column.is_null(*row));
-            return Err(format!(
-                "an edge has no {} at row {}",
-                column.data_type(),
-                row.unwrap_or_default()
-            ));
-        }
-        if let DataType::Utf8 = column.data_type() {
-            for text in column.as_string::<i32>().iter().flatten() {
-                ids.push(self.intern(TEXT_KEY, text.as_bytes(), || rows::render_text_key(text))?);
-            }
-            return Ok(());
-        }
-        for row in 0..column.len() {
-            let rendered = rows::render_array_key(column, row);
-            ids.push(self.intern(RENDERED_KEY, rendered.as_bytes(), || rendered.clone())?);
-        }
-        Ok(())
-    }
-
-    fn intern(
-        &mut self,
-        tag: u8,
-        bytes: &[u8],
-        render: impl FnOnce() -> RowKey,
-    ) -> std::result::Result<u32, String> {
-        let hash = std::hash::BuildHasher::hash_one(&self.hasher, (tag, bytes));
-        let raw = &self.raw;
-        let same = |len: u32, start: usize| {
-            let stored = &raw[start..start + len as usize];
-            stored[0] == tag && &stored[1..] == bytes
-        };
-        if let Some((_, id, _, _)) = self
-            .index
-            .find(hash, |(h, _, len, start)| *h == hash && same(*len, *start))
-        {
-            return Ok(*id);
-        }
-        let rendered = render();
-        if rendered.len() > ADJACENCY_KEY_BYTES_MAX {
-            return Err(format!(
-                "a key of {} bytes is longer than an artifact holds ({ADJACENCY_KEY_BYTES_MAX})",
-                rendered.len()
-            ));
-        }
-        let id = u32::try_from(self.rendered.len()).map_err(|_| "too many keys")?;
-        // A key is at most ADJACENCY_KEY_BYTES_MAX rendered, and never longer raw.
-        let len = u32::try_from(bytes.len() + 1).map_err(|_| "a key too long")?;
-        let start = self.raw.len();
-        self.rendered.push(rendered);
-        self.raw.push(tag);
-        self.raw.extend_from_slice(bytes);
-        self.index
-            .insert_unique(hash, (hash, id, len, start), |(h, _, _, _)| *h);
-        Ok(id)
-    }
-}
-
-/// The endpoint columns queued for one interning worker while the scan reads ahead.
-const ADJACENCY_COLUMNS_QUEUED_MAX: usize = 4;
-
-/// One endpoint column's keys interned by a worker thread: the ids of its rows in scan
-/// order, and each id's rendered key.
-type InternedColumn = (Vec<u32>, Vec<RowKey>);
-
-/// Interns the columns sent on `columns` on a blocking thread, until the sender is
-/// dropped.
-fn interning_worker(
-    capacity: usize,
-    mut columns: tokio::sync::mpsc::Receiver<Arc<dyn Array>>,
-) -> tokio::task::JoinHandle<std::result::Result<InternedColumn, String>> {
-    tokio::task::spawn_blocking(move || {
-        let mut interner = Interner::default();
-        let mut ids = Vec::with_capacity(capacity);
-        while let Some(column) = columns.blocking_recv() {
-            interner.intern_column(column.as_ref(), &mut ids)?;
-        }
-        Ok((ids, interner.rendered))
-    })
-}
-
-/// Builds the artifact of `table`, the version `pin` names, from its `src` and `dst`
-/// columns: the scan runs on the runtime while one thread per column interns its keys.
-pub(crate) async fn build(table: &Dataset, pin: &TablePin) -> Result<Adjacency> {
-    let failed = |message: String| {
-        OmniError::internal(format!(
-            "build the adjacency of {} version {}: {message}",
-            pin.table_id, pin.version
-        ))
-    };
-    let mut scanner = table.scan();
-    scanner
-        .project(&[EDGE_SRC_COLUMN, EDGE_DST_COLUMN])
-        .map_err(|error| OmniError::from_lance("read edges", error))?;
-    let mut stream = scanner
-        .try_into_stream()
-        .await
-        .map_err(|error| OmniError::from_lance("read edges", error))?;
-    let capacity = pin.row_count.min(ADJACENCY_EDGES_MAX) as usize;
-    let (to_sources, sources) = tokio::sync::mpsc::channel(ADJACENCY_COLUMNS_QUEUED_MAX);
-    let (to_destinations, destinations) = tokio::sync::mpsc::channel(ADJACENCY_COLUMNS_QUEUED_MAX);
-    let sources = interning_worker(capacity, sources);
-    let destinations = interning_worker(capacity, destinations);
-    let mut read = 0u64;
-    while let Some(batch) = stream
-        .try_next()
-        .await
-        .map_err(|error| OmniError::from_lance("read edges", error))?
-    {
-        let batch: RecordBatch = batch;
-        read += batch.num_rows() as u64;
-        if read > ADJACENCY_EDGES_MAX {
-            return Err(failed(format!("more than {ADJACENCY_EDGES_MAX} edges")));
-        }
-        // A worker that stopped on a bad key closed its queue; its error is below.
-        if to_sources.send(batch.column(0).clone()).await.is_err()
-            || to_destinations.send(batch.column(1).clone()).await.is_err()
-        {
-            break;
-        }
-    }
-    drop((to_sources, to_destinations));
-    let joined = |outcome: std::result::Result<_, tokio::task::JoinError>| {
-        outcome.map_err(|error| failed(format!("an interning thread failed: {error}")))
-    };
-    let (sources, destinations) = tokio::join!(sources, destinations);
-    let (mut sources, near_keys) = joined(sources)?.map_err(failed)?;
-    let (mut destinations, far_keys) = joined(destinations)?.map_err(failed)?;
-    if sources.len() as u64 != pin.row_count || destinations.len() as u64 != pin.row_count {
-        return Err(failed(format!(
-            "read {} edges; the pin says {}",
-            sources.len(),
-            pin.row_count
-        )));
-    }
-    Ok(from_pairs(
-        pin,
-        [near_keys, far_keys],
-        &mut sources,
-        &mut destinations,
-    ))
-}
-
 /// The first eight bytes of a rendered key, zero-padded: rendered keys hold no zero
 /// byte, so these order keys as their text does wherever they differ.
 fn key_prefix(key: &str) -> u64 {
@@ -580,7 +387,7 @@ fn key_prefix(key: &str) -> u64 {
 /// The artifact of edges `sources[i] -> destinations[i]`, where source ids name keys of
 /// `rendered[0]` and destination ids keys of `rendered[1]` (each list distinct, the two
 /// overlapping): ids become positions in key order.
-fn from_pairs(
+pub fn from_pairs(
     pin: &TablePin,
     rendered: [Vec<RowKey>; 2],
     sources: &mut [u32],
@@ -635,296 +442,6 @@ fn from_pairs(
         keys,
         out,
         into,
-    }
-}
-
-/// What became of an edge table's adjacency artifact. [`Omnigraph::build_adjacency`]
-/// returns `Built`, `Current` or `Skipped`; optimize records `Failed` and `Cancelled`
-/// when a build does not finish. Never part of a unit's outcome: traversals read the
-/// edge table when there is no artifact.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum AdjacencyOutcome {
-    /// Built and written.
-    Built {
-        /// The edge table version it was built from.
-        version: u64,
-        /// Edges it holds.
-        edges: u64,
-        /// Distinct endpoint keys it holds.
-        nodes: u64,
-        /// Its size.
-        bytes: u64,
-        /// How long reading the table, building and writing took.
-        millis: u64,
-    },
-    /// The version the head pins has one already.
-    Current {
-        /// The edge table version.
-        version: u64,
-    },
-    /// Not built: the table has more edges, or the artifact more bytes, than an
-    /// artifact holds.
-    Skipped {
-        /// The edge table version.
-        version: u64,
-        /// Why.
-        reason: String,
-    },
-    /// Building or writing it failed. An artifact is one object, put whole.
-    Failed {
-        /// The error's stable code.
-        code: String,
-        /// The error's message.
-        message: String,
-    },
-    /// A cancel came first: not built.
-    Cancelled,
-}
-
-/// An edge type's artifacts, as `status` reports them.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct AdjacencyStatus {
-    /// The edge type.
-    pub edge_type: String,
-    /// Its table.
-    pub table_id: String,
-    /// The version the commit pins.
-    pub version: u64,
-    /// Whether an artifact built from that version exists: traversals at the commit
-    /// use it. Writes to the edge type since the last optimize make it stale.
-    pub current: bool,
-    /// Artifacts in the table's folder (older ones wait for cleanup).
-    pub artifacts: usize,
-    /// Their bytes.
-    pub bytes: u64,
-}
-
-/// The artifacts a handle holds, and the versions it found none usable for (and why).
-/// Loads are one at a time, so two traversals never read one artifact twice.
-#[derive(Debug, Default)]
-pub(crate) struct AdjacencyCache {
-    state: parking_lot::Mutex<CacheState>,
-    loading: tokio::sync::Mutex<()>,
-}
-
-#[derive(Debug, Default)]
-struct CacheState {
-    /// Newest use last.
-    held: Vec<Arc<Adjacency>>,
-    missed: Vec<Missed>,
-}
-
-#[derive(Debug)]
-struct Missed {
-    table_id: String,
-    version: u64,
-    at: Instant,
-    why: String,
-}
-
-impl CacheState {
-    /// The held artifact of `(table_id, version)`, or why there is none to use when the
-    /// handle looked lately.
-    fn find(
-        &mut self,
-        table_id: &str,
-        version: u64,
-    ) -> Option<std::result::Result<Arc<Adjacency>, String>> {
-        if let Some(index) = self
-            .held
-            .iter()
-            .position(|held| held.table_id == table_id && held.version == version)
-        {
-            let held = self.held.remove(index);
-            self.held.push(held.clone());
-            return Some(Ok(held));
-        }
-        self.missed
-            .retain(|missed| missed.at.elapsed() < ADJACENCY_MISS_RECHECK);
-        self.missed
-            .iter()
-            .find(|missed| missed.table_id == table_id && missed.version == version)
-            .map(|missed| Err(missed.why.clone()))
-    }
-
-    fn hold(&mut self, adjacency: Arc<Adjacency>) {
-        self.held.retain(|held| held.table_id != adjacency.table_id);
-        self.held.push(adjacency);
-        while self.held.len() > ADJACENCY_CACHED_MAX
-            || self
-                .held
-                .iter()
-                .map(|held| held.memory_bytes())
-                .sum::<u64>()
-                > ADJACENCY_CACHED_BYTES_MAX
-        {
-            self.held.remove(0);
-        }
-    }
-
-    fn miss(&mut self, table_id: &str, version: u64, why: String) {
-        if self.missed.len() >= ADJACENCY_MISSES_MAX {
-            self.missed.remove(0);
-        }
-        self.missed.push(Missed {
-            table_id: table_id.to_string(),
-            version,
-            at: Instant::now(),
-            why,
-        });
-    }
-
-    fn forget(&mut self, table_id: &str, version: u64) {
-        self.missed
-            .retain(|missed| missed.table_id != table_id || missed.version != version);
-    }
-}
-
-impl Omnigraph {
-    /// Builds the adjacency artifact of `edge_type` at the newest head the handle knows
-    /// (the branch head when it knows none), unless that
-    /// version has one, and writes it under the table's folder (put-if-absent: an
-    /// artifact never changes once written).
-    pub async fn build_adjacency(&self, edge_type: &str) -> Result<AdjacencyOutcome> {
-        let started = Instant::now();
-        // The newest head the handle knows (after optimize's unit, the one it
-        // published): a newer one only means a newer version to build next time.
-        let head = self.base().await?;
-        let catalog = self.catalog_at(&head).await?;
-        if catalog.require(edge_type)?.is_node() {
-            return Err(OmniError::bad_input(
-                omnigraph_core::InputLocation::in_source("adjacency").field("type"),
-                format!("{edge_type} is a node type: only edge types have an adjacency"),
-            ));
-        }
-        let pin = head.require_pin_of_type(edge_type)?.clone();
-        let version = pin.version;
-        let path = layout::adjacency_path(&pin.table_id, version);
-        let root = self.graph().root();
-        // One that exists must pass a reader's checks to count: a damaged one is
-        // replaced (put-if-absent could never), or traversals would pass it by forever.
-        let damaged = match root.get_capped(&path, ADJACENCY_BYTES_MAX as usize).await {
-            Ok(None) => false,
-            Ok(Some(bytes)) => match Adjacency::decode(&bytes, &pin) {
-                Ok(_) => return Ok(AdjacencyOutcome::Current { version }),
-                Err(_) => true,
-            },
-            Err(error) if error.kind() == omnigraph_core::ErrorKind::Corrupt => true,
-            Err(error) => return Err(error),
-        };
-        if pin.row_count > ADJACENCY_EDGES_MAX {
-            return Ok(AdjacencyOutcome::Skipped {
-                version,
-                reason: format!(
-                    "{} edges are more than an artifact holds ({ADJACENCY_EDGES_MAX})",
-                    pin.row_count
-                ),
-            });
-        }
-        let table = self.table_at(&head, &pin.table_id).await?;
-        let adjacency = build(&table, &pin).await?;
-        let size = adjacency.encoded_size() as u64;
-        if size > ADJACENCY_BYTES_MAX {
-            return Ok(AdjacencyOutcome::Skipped {
-                version,
-                reason: format!(
-                    "its {size} bytes are more than a reader accepts ({ADJACENCY_BYTES_MAX})"
-                ),
-            });
-        }
-        let bytes = bytes::Bytes::from(adjacency.encode());
-        if damaged {
-            root.put(&path, bytes).await?;
-        } else {
-            // Two builders of one version write the same bytes: either may land.
-            match root.put_if_absent(&path, bytes).await? {
-                PutOutcome::Created | PutOutcome::AlreadyExists => {}
-            }
-        }
-        self.adjacency_cache()
-            .state
-            .lock()
-            .forget(&pin.table_id, version);
-        Ok(AdjacencyOutcome::Built {
-            version,
-            edges: adjacency.edges(),
-            nodes: adjacency.nodes(),
-            bytes: size,
-            millis: started.elapsed().as_millis() as u64,
-        })
-    }
-
-    /// Each edge type's artifacts at `at`: whether the version it pins has one (one
-    /// LIST per edge type).
-    pub async fn adjacency_status(&self, at: &CommitRef) -> Result<Vec<AdjacencyStatus>> {
-        let commit = self.graph().commit(self.branch(), at).await?;
-        let mut status = Vec::new();
-        for pin in commit
-            .pins
-            .iter()
-            .filter(|pin| pin.kind == crate::commit::TableKind::Edge)
-        {
-            // The table id is checked when a commit is read; its stored path is not used.
-            let folder = format!(
-                "{}/{}",
-                layout::table_path(&pin.table_id),
-                omnigraph_core::adapter::ADJACENCY_FOLDER
-            );
-            let listed = self.graph().root().list_with_meta(&folder).await?;
-            let current_path = layout::adjacency_path(&pin.table_id, pin.version);
-            status.push(AdjacencyStatus {
-                edge_type: pin.type_name.clone(),
-                table_id: pin.table_id.clone(),
-                version: pin.version,
-                current: listed.iter().any(|object| object.path == current_path),
-                artifacts: listed.len(),
-                bytes: listed.iter().map(|object| object.size).sum(),
-            });
-        }
-        Ok(status)
-    }
-
-    /// The artifact of `edge_type` built from the version `commit` pins, or why there
-    /// is none to use: none was built, or the one found failed its checks (it is then
-    /// passed by, never trusted).
-    pub(crate) async fn adjacency_at(
-        &self,
-        commit: &GraphCommit,
-        edge_type: &str,
-    ) -> std::result::Result<Arc<Adjacency>, String> {
-        let pin = commit
-            .require_pin_of_type(edge_type)
-            .map_err(|error| error.to_string())?;
-        let (table_id, version) = (pin.table_id.as_str(), pin.version);
-        let cache = self.adjacency_cache();
-        if let Some(found) = cache.state.lock().find(table_id, version) {
-            return found;
-        }
-        let _loading = cache.loading.lock().await;
-        // Another traversal may have loaded it while this one waited.
-        if let Some(found) = cache.state.lock().find(table_id, version) {
-            return found;
-        }
-        let path = layout::adjacency_path(table_id, version);
-        let read = self
-            .graph()
-            .root()
-            .get_capped(&path, ADJACENCY_BYTES_MAX as usize)
-            .await;
-        let loaded = match read {
-            Ok(Some(bytes)) => Adjacency::decode(&bytes, pin)
-                .map(Arc::new)
-                .map_err(|why| format!("{path}: {why}")),
-            Ok(None) => Err(format!("no artifact of version {version}")),
-            Err(error) => Err(format!("{path}: {error}")),
-        };
-        let mut state = cache.state.lock();
-        match &loaded {
-            Ok(adjacency) => state.hold(adjacency.clone()),
-            Err(why) => state.miss(table_id, version, why.clone()),
-        }
-        loaded
     }
 }
 

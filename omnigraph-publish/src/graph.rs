@@ -321,11 +321,7 @@ async fn write_format(root: &StorageRoot) -> Result<FormatDoc> {
 
 /// Writes a content-addressed object once: an object already there with the same
 /// bytes (this call's own after a lost acknowledgement) is success.
-pub(crate) async fn put_immutable(
-    root: &StorageRoot,
-    path: &str,
-    bytes: bytes::Bytes,
-) -> Result<()> {
+pub async fn put_immutable(root: &StorageRoot, path: &str, bytes: bytes::Bytes) -> Result<()> {
     let written = root.put_if_absent(path, bytes.clone()).await;
     if let Ok(PutOutcome::Created) = written {
         return Ok(());

@@ -6,11 +6,11 @@ use crate::adjacency::AdjacencyCache;
 use crate::commit::GraphCommit;
 use crate::endpoint_cache::EdgeEndpoints;
 use crate::graph::{CommitRef, Graph};
-use crate::handle::read_ahead::FileIdentity;
 use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::key_cache::TableKeys;
 use crate::layout;
 use crate::merge::MergeBudget;
+use crate::read_ahead::FileIdentity;
 use crate::rows::{self, RowSource, batches_to_json, json_value};
 use crate::spill::LoadBudget;
 use crate::staging::{Staging, open_pinned};
@@ -356,8 +356,7 @@ impl Omnigraph {
         let mut ingest = Ingest::start(self, LoadMode::Append).await?;
         // Owned, as a read-ahead's input is; a batch's clone shares its buffers.
         let given: Vec<RecordBatch> = batches.to_vec();
-        let given =
-            crate::handle::read_ahead::ReadAhead::inline(Box::new(given.into_iter().map(Ok)));
+        let given = crate::read_ahead::ReadAhead::inline(Box::new(given.into_iter().map(Ok)));
         ingest
             .push_batches(type_name, "batch", given, |_| {})
             .await?;
@@ -393,7 +392,7 @@ impl Omnigraph {
                 format!("cannot open: {error}"),
             )
         };
-        let file = crate::handle::read_ahead::open_input(path)
+        let file = crate::read_ahead::open_input(path)
             .await
             .map_err(cannot_open)?;
         let meta = file.metadata().ok().filter(std::fs::Metadata::is_file);
@@ -407,7 +406,7 @@ impl Omnigraph {
         let identity = meta.as_ref().map(FileIdentity::of);
         let warm = self.known_head.lock().is_some();
         let spool = (warm && identity.is_none()).then(|| {
-            Arc::new(crate::handle::jsonl::Spool::new(
+            Arc::new(crate::jsonl::Spool::new(
                 self.load_budget.input_spool_bytes_max,
             ))
         });
@@ -456,13 +455,13 @@ impl Omnigraph {
         name: &str,
         input: Result<Box<dyn std::io::Read + Send>>,
         total_bytes: Option<u64>,
-        spool: Option<Arc<crate::handle::jsonl::Spool>>,
+        spool: Option<Arc<crate::jsonl::Spool>>,
         mode: LoadMode,
         mut progress: impl FnMut(&LoadProgress),
     ) -> Result<IngestReport> {
         let input = input?;
         let mut ingest = Ingest::start(self, mode).await?;
-        let read = crate::handle::jsonl::push_jsonl(
+        let read = crate::jsonl::push_jsonl(
             &mut ingest,
             name,
             input,

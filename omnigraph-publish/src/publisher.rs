@@ -176,7 +176,7 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
 
 /// [`publish`], noting in `seen` the newest head it read after losing a race: a writer
 /// whose read set then changed follows that head without reading it again.
-pub(crate) async fn publish_seeing(
+pub async fn publish_seeing(
     root: &Arc<StorageRoot>,
     publication: &Publication,
     seen: &mut Option<GraphCommit>,

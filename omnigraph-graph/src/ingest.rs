@@ -14,13 +14,13 @@
 //! edge never lands after its endpoint was deleted. Evidence comes from one place: a
 //! failure is `Unpublished` exactly when the call's staging holds links.
 
+use crate::byte_channel;
 use crate::columnar::ReadFailure;
 use crate::commit::{CommitOperation, GraphCommit};
-use crate::handle::byte_channel;
-use crate::handle::jsonl_rows::LineRows;
-use crate::handle::read_ahead::ReadAhead;
+use crate::jsonl_rows::LineRows;
 use crate::omnigraph::Omnigraph;
 use crate::publisher::ReadSet;
+use crate::read_ahead::ReadAhead;
 use crate::reserving::RESERVE_AFTER_LOSSES;
 use crate::rows::{
     self, BatchSources, KeyColumn, KeySet, RowKey, RowSource, SourcedObject, TypedRows,

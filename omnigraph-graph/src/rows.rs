@@ -102,8 +102,10 @@ pub(crate) const TYPE_FIELD: &str = "type";
 /// A JSON object with where it came from: the input of [`rows_from_json`].
 pub type SourcedObject = (RowSource, Map<String, Value>);
 
-/// One row's key, rendered for messages and lookups.
-pub type RowKey = String;
+pub use omnigraph_core::keys::RowKey;
+pub(crate) use omnigraph_core::keys::{
+    json_value, push_text_key, render_array_key, render_key, render_text_key,
+};
 
 /// A set of keys, hashed with a seeded fast hash: a load hashes each key several times,
 /// and SipHash was a tenth of a Parquet load's time.
@@ -337,7 +339,7 @@ pub fn rows_from_batch(
         })?;
         // A column whose values the property can hold (see `conform`); each value is
         // checked below.
-        if !crate::handle::conform::conformable(field.data_type(), expected.data_type()) {
+        if !crate::conform::conformable(field.data_type(), expected.data_type()) {
             return Err(OmniError::bad_input(
                 at(0, field.name()),
                 format!(
@@ -363,13 +365,13 @@ pub fn rows_from_batch(
         let name = field.name().as_str();
         let given = batch
             .column_by_name(name)
-            .map(|given| crate::handle::conform::conform(given, field.data_type()))
+            .map(|given| crate::conform::conform(given, field.data_type()))
             .transpose()
             .map_err(|refused| match refused {
-                crate::handle::conform::Refused::Type(message) => {
+                crate::conform::Refused::Type(message) => {
                     OmniError::bad_input(at(0, name), message)
                 }
-                crate::handle::conform::Refused::Value { row, message } => {
+                crate::conform::Refused::Value { row, message } => {
                     OmniError::bad_input(at(row, name), message)
                 }
             })?;
@@ -467,55 +469,6 @@ fn bad_vector_row(array: &dyn Array) -> Option<usize> {
             && (row * size..(row + 1) * size)
                 .any(|at| values.is_null(at) || values.value(at).is_nan())
     })
-}
-
-/// A key as text: strings quoted, numbers bare, so `"1"` and `1` differ.
-pub(crate) fn render_key(value: &Value) -> RowKey {
-    value.to_string()
-}
-
-/// A text key rendered as [`render_key`] renders the JSON string: quoted, escaped as
-/// serde_json escapes. Sized to fit: serde_json's writer starts at 128 bytes, which a
-/// load paid once per row and kept for as long as it kept the key.
-pub(crate) fn render_text_key(text: &str) -> RowKey {
-    let mut key = String::with_capacity(text.len() + 2);
-    push_text_key(&mut key, text);
-    key.shrink_to_fit();
-    key
-}
-
-/// Appends `text` rendered as [`render_text_key`] renders it.
-pub(crate) fn push_text_key(out: &mut String, text: &str) {
-    // serde_json escapes exactly these bytes; any other text is quoted as it is.
-    if text
-        .bytes()
-        .any(|byte| byte < 0x20 || byte == b'"' || byte == b'\\')
-    {
-        out.push_str(
-            &serde_json::to_string(text).unwrap_or_else(|_| render_key(&Value::from(text))),
-        );
-        return;
-    }
-    out.push('"');
-    out.push_str(text);
-    out.push('"');
-}
-
-/// The key in `column` at `row`, rendered as [`render_key`] renders its JSON value,
-/// without making that value: a load renders one per row.
-pub(crate) fn render_array_key(column: &dyn Array, row: usize) -> RowKey {
-    use omnigraph_core::arrow_array::cast::AsArray;
-    use omnigraph_core::arrow_array::types::{Int32Type, Int64Type};
-    use omnigraph_core::arrow_schema::DataType;
-    if column.is_null(row) {
-        return "null".into();
-    }
-    match column.data_type() {
-        DataType::Utf8 => render_text_key(column.as_string::<i32>().value(row)),
-        DataType::Int32 => column.as_primitive::<Int32Type>().value(row).to_string(),
-        DataType::Int64 => column.as_primitive::<Int64Type>().value(row).to_string(),
-        _ => render_key(&json_value(column, row)),
-    }
 }
 
 /// The SQL literal of a caller's key for `type_def`'s key column, checked against the
@@ -822,43 +775,6 @@ pub fn batches_to_json(batches: &[RecordBatch]) -> Vec<Map<String, Value>> {
         }
     }
     out
-}
-
-/// One cell as JSON.
-pub(crate) fn json_value(column: &dyn Array, row: usize) -> Value {
-    use omnigraph_core::arrow_array::cast::AsArray;
-    use omnigraph_core::arrow_array::types::{
-        Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType, UInt32Type,
-        UInt64Type,
-    };
-    use omnigraph_core::arrow_schema::DataType;
-    if column.is_null(row) {
-        return Value::Null;
-    }
-    match column.data_type() {
-        DataType::Utf8 => Value::from(column.as_string::<i32>().value(row)),
-        DataType::Boolean => Value::from(column.as_boolean().value(row)),
-        DataType::Int32 => Value::from(column.as_primitive::<Int32Type>().value(row)),
-        DataType::Int64 => Value::from(column.as_primitive::<Int64Type>().value(row)),
-        DataType::UInt32 => Value::from(column.as_primitive::<UInt32Type>().value(row)),
-        DataType::UInt64 => Value::from(column.as_primitive::<UInt64Type>().value(row)),
-        DataType::Float32 => Value::from(column.as_primitive::<Float32Type>().value(row) as f64),
-        DataType::Float64 => Value::from(column.as_primitive::<Float64Type>().value(row)),
-        DataType::Timestamp(_, _) => {
-            Value::from(column.as_primitive::<TimestampMicrosecondType>().value(row))
-        }
-        DataType::FixedSizeList(_, _) => {
-            let list = column.as_fixed_size_list().value(row);
-            let values = list.as_primitive::<Float32Type>();
-            Value::from(
-                values
-                    .iter()
-                    .map(|v| v.map_or(Value::Null, |f| Value::from(f as f64)))
-                    .collect::<Vec<_>>(),
-            )
-        }
-        other => Value::from(format!("<{other}>")),
-    }
 }
 
 #[cfg(test)]

@@ -175,7 +175,7 @@ impl Omnigraph {
         }
         let table = self.table_of_type(&commit, type_name).await?;
         let index_name = format!("{property}_{}", IndexKind::Vector.suffix());
-        let partitions = crate::indexes::built_partitions(&table, &index_name).await?;
+        let partitions = omnigraph_core::adapter::built_partitions(&table, &index_name).await?;
         let query = Float32Array::from(query.to_vec());
         let mut scanner = table.scan();
         scanner
@@ -223,7 +223,7 @@ impl Omnigraph {
             ));
         }
         let table = self.table_of_type(&commit, type_name).await?;
-        if !crate::indexes::is_built(&table, &index_name).await? {
+        if !omnigraph_core::adapter::is_built(&table, &index_name).await? {
             return Err(OmniError::not_found(format!(
                 "full-text index {index_name} on {type_name}.{property} at commit {}: build it with `omnigraph build-indexes` (Maintenance::build_indexes)",
                 commit.seq

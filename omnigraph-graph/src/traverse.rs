@@ -9,7 +9,6 @@
 //! which is said, never silent. Edges never dangle (every writer checks their
 //! endpoints), so a step without a node filter reads no node rows until the last.
 
-use crate::adjacency::{Adjacency, AdjacencyWay};
 use crate::graph::CommitRef;
 use crate::layout;
 use crate::omnigraph::{KEY_LOOKUP_CHUNK, Omnigraph};
@@ -19,6 +18,7 @@ use omnigraph_core::schema::{
     Catalog, DeclKind, EDGE_DST_COLUMN, EDGE_ID_COLUMN, EDGE_SRC_COLUMN, TypeDef,
 };
 use omnigraph_core::{InputLocation, OmniError, Result};
+use omnigraph_publish::adjacency::{Adjacency, AdjacencyWay};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -135,17 +135,17 @@ impl Staging {
     }
 
     /// Whether a chain for `table_id` has been started.
-    pub(crate) fn has_chain(&self, table_id: &str) -> bool {
+    pub fn has_chain(&self, table_id: &str) -> bool {
         self.chains.contains_key(table_id)
     }
 
     /// The ids of the tables with a chain, in order.
-    pub(crate) fn chain_ids(&self) -> Vec<String> {
+    pub fn chain_ids(&self) -> Vec<String> {
         self.chains.keys().cloned().collect()
     }
 
     /// The links staged on `table_id` (none if it has no chain).
-    pub(crate) fn links_of(&self, table_id: &str) -> &[StagedLink] {
+    pub fn links_of(&self, table_id: &str) -> &[StagedLink] {
         self.chains
             .get(table_id)
             .map_or(&[], |chain| chain.links.as_slice())
@@ -271,7 +271,7 @@ impl Staging {
     /// Refuses to re-commit or build on this staging once it is older than half the
     /// grace period `head` records: its files may be removed (`StagingExpired`,
     /// `Unpublished`).
-    pub(crate) fn check_age_on(&self, head: &GraphCommit) -> Result<()> {
+    pub fn check_age_on(&self, head: &GraphCommit) -> Result<()> {
         crate::retention::check_staging_age(head, &self.started)
             .map_err(|error| error.with_evidence(Evidence::Unpublished))
     }
@@ -520,7 +520,7 @@ impl Staging {
     }
 
     /// `(table_id, base version)` of every table with a chain.
-    pub(crate) fn base_pins(&self) -> Vec<(String, u64)> {
+    pub fn base_pins(&self) -> Vec<(String, u64)> {
         self.chains
             .values()
             .map(|chain| (chain.pin.table_id.clone(), chain.pin.version))

@@ -214,7 +214,7 @@ impl GraphCommit {
     }
 
     /// The pin of a table by id, or a typed `NotFound` naming this commit.
-    pub(crate) fn require_pin(&self, table_id: &str) -> Result<&TablePin> {
+    pub fn require_pin(&self, table_id: &str) -> Result<&TablePin> {
         self.pin(table_id)
             .ok_or_else(|| OmniError::not_found(format!("table {table_id} in commit {}", self.seq)))
     }

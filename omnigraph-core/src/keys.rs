@@ -1,0 +1,97 @@
+//! A row's key rendered as text, and one Arrow cell as JSON: the one form that key
+//! checks, key caches, messages and the adjacency artifact share. A reader of an
+//! artifact compares keys by this text, so its writer and reader must render alike;
+//! both sit above this crate.
+
+use crate::arrow_array::Array;
+use serde_json::Value;
+
+/// One row's key, rendered for messages and lookups.
+pub type RowKey = String;
+
+/// A key as text: strings quoted, numbers bare, so `"1"` and `1` differ.
+pub fn render_key(value: &Value) -> RowKey {
+    value.to_string()
+}
+
+/// A text key rendered as [`render_key`] renders the JSON string: quoted, escaped as
+/// serde_json escapes. Sized to fit: serde_json's writer starts at 128 bytes, which a
+/// load paid once per row and kept for as long as it kept the key.
+pub fn render_text_key(text: &str) -> RowKey {
+    let mut key = String::with_capacity(text.len() + 2);
+    push_text_key(&mut key, text);
+    key.shrink_to_fit();
+    key
+}
+
+/// Appends `text` rendered as [`render_text_key`] renders it.
+pub fn push_text_key(out: &mut String, text: &str) {
+    // serde_json escapes exactly these bytes; any other text is quoted as it is.
+    if text
+        .bytes()
+        .any(|byte| byte < 0x20 || byte == b'"' || byte == b'\\')
+    {
+        out.push_str(
+            &serde_json::to_string(text).unwrap_or_else(|_| render_key(&Value::from(text))),
+        );
+        return;
+    }
+    out.push('"');
+    out.push_str(text);
+    out.push('"');
+}
+
+/// The key in `column` at `row`, rendered as [`render_key`] renders its JSON value,
+/// without making that value: a load renders one per row.
+pub fn render_array_key(column: &dyn Array, row: usize) -> RowKey {
+    use crate::arrow_array::cast::AsArray;
+    use crate::arrow_array::types::{Int32Type, Int64Type};
+    use crate::arrow_schema::DataType;
+    if column.is_null(row) {
+        return "null".into();
+    }
+    match column.data_type() {
+        DataType::Utf8 => render_text_key(column.as_string::<i32>().value(row)),
+        DataType::Int32 => column.as_primitive::<Int32Type>().value(row).to_string(),
+        DataType::Int64 => column.as_primitive::<Int64Type>().value(row).to_string(),
+        _ => render_key(&json_value(column, row)),
+    }
+}
+
+/// One cell as JSON: numbers as numbers, a timestamp as its microseconds, a vector as
+/// an array.
+pub fn json_value(column: &dyn Array, row: usize) -> Value {
+    use crate::arrow_array::cast::AsArray;
+    use crate::arrow_array::types::{
+        Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType, UInt32Type,
+        UInt64Type,
+    };
+    use crate::arrow_schema::DataType;
+    if column.is_null(row) {
+        return Value::Null;
+    }
+    match column.data_type() {
+        DataType::Utf8 => Value::from(column.as_string::<i32>().value(row)),
+        DataType::Boolean => Value::from(column.as_boolean().value(row)),
+        DataType::Int32 => Value::from(column.as_primitive::<Int32Type>().value(row)),
+        DataType::Int64 => Value::from(column.as_primitive::<Int64Type>().value(row)),
+        DataType::UInt32 => Value::from(column.as_primitive::<UInt32Type>().value(row)),
+        DataType::UInt64 => Value::from(column.as_primitive::<UInt64Type>().value(row)),
+        DataType::Float32 => Value::from(column.as_primitive::<Float32Type>().value(row) as f64),
+        DataType::Float64 => Value::from(column.as_primitive::<Float64Type>().value(row)),
+        DataType::Timestamp(_, _) => {
+            Value::from(column.as_primitive::<TimestampMicrosecondType>().value(row))
+        }
+        DataType::FixedSizeList(_, _) => {
+            let list = column.as_fixed_size_list().value(row);
+            let values = list.as_primitive::<Float32Type>();
+            Value::from(
+                values
+                    .iter()
+                    .map(|v| v.map_or(Value::Null, |f| Value::from(f as f64)))
+                    .collect::<Vec<_>>(),
+            )
+        }
+        other => Value::from(format!("<{other}>")),
+    }
+}

@@ -1,0 +1,90 @@
+//! OmniGraph graph: the typed property graph on the publication protocol. The
+//! [`Omnigraph`] handle on one branch, its writers (insert and load, update and delete,
+//! schema apply, branches and merge) and its reads (get, scan, neighbours, nearest,
+//! full-text search, multi-hop traversal), with a warm handle's key, endpoint and
+//! adjacency caches. Everything it publishes goes through `omnigraph_publish`; every
+//! Lance write through `omnigraph_core::adapter`. Maintenance (`omnigraph_maintenance`)
+//! sits beside it, not above or below: it publishes through the handle as a
+//! [`BranchWriter`] and never sees the rest of it.
+//!
+//! **Supported API.** [`Omnigraph`] and the reports its calls return.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use omnigraph_graph::Omnigraph;
+//! use omnigraph_publish::CommitRef;
+//! let graph = Omnigraph::create("memory://tour", "node Person { id: String @key, age: Int32? }")
+//!     .await
+//!     .unwrap();
+//! let rows = vec![serde_json::json!({"id": "ada", "age": 36}).as_object().unwrap().clone()];
+//! graph.insert_json("Person", rows).await.unwrap();
+//! let ada = graph.get("Person", &"ada".into(), &CommitRef::Head).await.unwrap();
+//! assert_eq!(ada.unwrap()["age"], 36);
+//! # });
+//! ```
+//!
+//! - [`omnigraph`]: the handle users call: writers and reads on one branch.
+//! - [`rows`]: JSON objects to validated Arrow rows of one type, and back.
+//! - [`ingest`]: insert and load: validated batches, staged and published in one commit.
+//! - [`jsonl`](crate::ingest) and [`columnar`]: JSONL, CSV, Parquet and Arrow IPC input.
+//! - [`mutate`]: update and delete, which plan again when the tables they read move;
+//!   deletes cascade to incident edges.
+//! - [`replanning`] and [`reserving`]: the loop update, delete, merge and schema apply
+//!   share, and the reservation a starved writer takes.
+//! - [`schema_apply`]: moving a graph to a new schema, refusing data loss unless forced.
+//! - [`branching`] and [`merge`]: branches, and row merges by key.
+//! - [`reads`]: neighbours, nearest vectors and full-text search.
+//! - [`traverse`]: multi-hop traversal, one batched lookup per step.
+//! - [`adjacency`]: the adjacency artifacts a handle reads and holds.
+//! - [`indexes`]: index coverage at a commit.
+//! - [`key_cache`] and [`endpoint_cache`]: a warm handle's keys per table and edge
+//!   endpoints per edge table.
+//! - [`spill`]: a load's key sets, in memory up to a budget and spilled past it.
+
+#![warn(missing_docs)]
+// A write awaits deep futures (ingest -> staging -> publisher -> Lance); computing their
+// layout exceeds the default query depth of 128.
+#![recursion_limit = "256"]
+#![warn(unreachable_pub)]
+
+// The protocol modules this crate builds on, by their own paths (`crate::commit` is
+// `omnigraph_publish::commit`): imported, never re-exported.
+use omnigraph_publish::{branches, commit, graph, layout, publisher, reservation, staging};
+
+pub mod adjacency;
+pub mod branching;
+pub(crate) mod byte_channel;
+pub mod columnar;
+pub(crate) mod conform;
+pub mod endpoint_cache;
+pub(crate) mod hash_slots;
+pub mod indexes;
+pub mod ingest;
+pub(crate) mod jsonl;
+pub(crate) mod jsonl_rows;
+pub mod key_cache;
+pub mod merge;
+pub mod mutate;
+pub mod omnigraph;
+pub(crate) mod read_ahead;
+pub mod reads;
+pub mod replanning;
+pub mod reserving;
+pub mod rows;
+pub mod schema_apply;
+pub mod spill;
+pub mod traverse;
+mod writer;
+
+pub use adjacency::AdjacencyStatus;
+pub use columnar::InputFormat;
+pub use indexes::IndexCoverage;
+pub use ingest::{IngestReport, LoadMode};
+pub use merge::{MergeBudget, MergeReport, TableMerge, TableMergeAction};
+pub use mutate::PreparedWrite;
+pub use omnigraph::{LoadProgress, Omnigraph, ScanRequest, default_actor};
+pub use omnigraph_publish::BranchWriter;
+pub use reads::Direction;
+pub use schema_apply::{SchemaApplyReport, SchemaChange};
+pub use spill::LoadBudget;
+pub use traverse::{Step, StepDirection, StepReport, StepVia, Traversal, TraversalPath};

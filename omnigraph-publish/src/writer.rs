@@ -1,0 +1,181 @@
+//! What a writer on one branch offers the layers that publish through it without being
+//! it: maintenance stages compactions, index builds and artifacts, and publishes them
+//! through a [`BranchWriter`], so it needs neither the graph handle nor its caches.
+//! `omnigraph_graph::Omnigraph` implements it (a run then warms the handle that asked
+//! for it); [`Branch`] is the plain writer for a crate that takes no graph handle.
+
+use crate::commit::{CommitOperation, GraphCommit};
+use crate::graph::{CommitRef, Graph};
+use crate::publisher::ReadSet;
+use crate::staging::{Staging, open_pinned};
+use omnigraph_core::Result;
+use omnigraph_core::lance::Dataset;
+use omnigraph_core::schema::Catalog;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// A writer on one branch of a graph: its head, the catalog and tables a commit pins,
+/// and the exact-CAS publication of what it staged.
+#[async_trait::async_trait]
+pub trait BranchWriter: Send + Sync {
+    /// The graph.
+    fn graph(&self) -> &Graph;
+    /// The branch it writes.
+    fn branch(&self) -> &str;
+    /// Who it publishes as.
+    fn actor(&self) -> &str;
+    /// Reads the branch head (and remembers it).
+    async fn head(&self) -> Result<GraphCommit>;
+    /// The newest head it knows: the last it read or published, or the branch head when
+    /// it knows none.
+    async fn newest_known_head(&self) -> Result<GraphCommit>;
+    /// The catalog in force at `commit`.
+    async fn catalog_at(&self, commit: &GraphCommit) -> Result<Arc<Catalog>>;
+    /// The table `table_id` at the version `commit` pins.
+    async fn table_at(&self, commit: &GraphCommit, table_id: &str) -> Result<Arc<Dataset>>;
+    /// Publishes `staging` with `read_set` as one commit (the exact CAS of
+    /// [`crate::publisher`]); on success the writer remembers the new head.
+    async fn publish_staged(
+        &self,
+        staging: &Staging,
+        read_set: ReadSet,
+        operation: CommitOperation,
+    ) -> Result<GraphCommit>;
+    /// An artifact of `table_id` at `version` was written: a writer that remembered
+    /// finding none there looks again.
+    fn artifact_written(&self, _table_id: &str, _version: u64) {}
+}
+
+/// The plain [`BranchWriter`]: a branch of a graph, the newest head it read or
+/// published, and the catalog it last read. It holds no table or key caches.
+#[derive(Debug)]
+pub struct Branch {
+    graph: Graph,
+    branch: String,
+    actor: String,
+    known_head: Mutex<Option<GraphCommit>>,
+    catalog: Mutex<Option<Arc<Catalog>>>,
+}
+
+impl Branch {
+    /// A writer on `branch` of `graph`, publishing as `actor`.
+    pub fn new(graph: Graph, branch: &str, actor: &str) -> Branch {
+        Branch {
+            graph,
+            branch: branch.to_string(),
+            actor: actor.to_string(),
+            known_head: Mutex::new(None),
+            catalog: Mutex::new(None),
+        }
+    }
+
+    fn note_head(&self, head: &GraphCommit) {
+        let mut known = self.known_head.lock();
+        if known.as_ref().is_none_or(|newest| newest.seq < head.seq) {
+            *known = Some(head.clone());
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl BranchWriter for Branch {
+    fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    fn actor(&self) -> &str {
+        &self.actor
+    }
+
+    async fn head(&self) -> Result<GraphCommit> {
+        let head = self.graph.commit(&self.branch, &CommitRef::Head).await?;
+        *self.known_head.lock() = Some(head.clone());
+        Ok(head)
+    }
+
+    async fn newest_known_head(&self) -> Result<GraphCommit> {
+        let known = self.known_head.lock().clone();
+        match known {
+            Some(head) => Ok(head),
+            None => self.head().await,
+        }
+    }
+
+    async fn catalog_at(&self, commit: &GraphCommit) -> Result<Arc<Catalog>> {
+        if let Some(catalog) = self.catalog.lock().clone()
+            && catalog.hash() == commit.schema
+        {
+            return Ok(catalog);
+        }
+        let catalog = Arc::new(self.graph.catalog(commit).await?);
+        *self.catalog.lock() = Some(catalog.clone());
+        Ok(catalog)
+    }
+
+    async fn table_at(&self, commit: &GraphCommit, table_id: &str) -> Result<Arc<Dataset>> {
+        open_pinned(self.graph.root(), commit, commit.require_pin(table_id)?).await
+    }
+
+    async fn publish_staged(
+        &self,
+        staging: &Staging,
+        read_set: ReadSet,
+        operation: CommitOperation,
+    ) -> Result<GraphCommit> {
+        let publication = staging
+            .publication(read_set, operation, &self.actor)
+            .await?;
+        let commit = crate::publisher::publish(self.graph.root(), &publication).await?;
+        self.note_head(&commit);
+        Ok(commit)
+    }
+}
+
+/// A shared writer is a writer: a server holds its handles in an `Arc`.
+#[async_trait::async_trait]
+impl<W: BranchWriter + ?Sized> BranchWriter for Arc<W> {
+    fn graph(&self) -> &Graph {
+        (**self).graph()
+    }
+
+    fn branch(&self) -> &str {
+        (**self).branch()
+    }
+
+    fn actor(&self) -> &str {
+        (**self).actor()
+    }
+
+    async fn head(&self) -> Result<GraphCommit> {
+        (**self).head().await
+    }
+
+    async fn newest_known_head(&self) -> Result<GraphCommit> {
+        (**self).newest_known_head().await
+    }
+
+    async fn catalog_at(&self, commit: &GraphCommit) -> Result<Arc<Catalog>> {
+        (**self).catalog_at(commit).await
+    }
+
+    async fn table_at(&self, commit: &GraphCommit, table_id: &str) -> Result<Arc<Dataset>> {
+        (**self).table_at(commit, table_id).await
+    }
+
+    async fn publish_staged(
+        &self,
+        staging: &Staging,
+        read_set: ReadSet,
+        operation: CommitOperation,
+    ) -> Result<GraphCommit> {
+        (**self).publish_staged(staging, read_set, operation).await
+    }
+
+    fn artifact_written(&self, table_id: &str, version: u64) {
+        (**self).artifact_written(table_id, version)
+    }
+}
