@@ -455,7 +455,7 @@ pub enum OmniError {
 pub type Result<T, E = OmniError> = std::result::Result<T, E>;
 
 /// The kind of an [`OmniError`], with storage failures split by [`StorageKind`]: the key
-/// of the [`ERROR_TABLE`].
+/// of the `ERROR_TABLE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     /// [`OmniError::BadInput`].
@@ -771,7 +771,7 @@ pub fn generated_doc_tables() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// The error table of `docs/errors.md`, rendered from [`ERROR_TABLE`].
+/// The error table of `docs/errors.md`, rendered from `ERROR_TABLE`.
 pub fn error_table_markdown() -> String {
     let mut out = String::from("| code | exit | HTTP | meaning |\n|---|---|---|---|\n");
     for (kind, row) in ERROR_TABLE {
@@ -797,7 +797,7 @@ pub(crate) fn error_code(kind: ErrorKind) -> ErrorCode {
 }
 
 impl OmniError {
-    /// This error's kind, the key of the [`ERROR_TABLE`].
+    /// This error's kind, the key of the `ERROR_TABLE`.
     pub fn kind(&self) -> ErrorKind {
         match self {
             OmniError::BadInput { .. } => ErrorKind::BadInput,

@@ -16,7 +16,20 @@
 //! [`storage::StorageRoot`], the [`adapter`] entry points (each is listed in
 //! `adapter::registry::ENTRY_POINTS`) and [`OmniError`]. `seams` and `failpoints` are
 //! test seams: stable, but meant for tests and simulations.
-
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use omnigraph_core::storage::{PutOutcome, StorageRoot};
+//! // Put-if-absent is the one fence the layers above build on.
+//! let root = StorageRoot::open("memory://core-tour").await.unwrap();
+//! let first = root.put_if_absent("a/object", "one".into()).await.unwrap();
+//! let second = root.put_if_absent("a/object", "two".into()).await.unwrap();
+//! assert_eq!((first, second), (PutOutcome::Created, PutOutcome::AlreadyExists));
+//! // A schema is checked whole before anything uses it.
+//! let catalog = omnigraph_core::schema::parse("people.pg", "node Person { id: String @key }");
+//! assert_eq!(catalog.unwrap().types().len(), 1);
+//! # });
+//! ```
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 

@@ -1,6 +1,6 @@
 //! Loads from columnar files: CSV, Parquet and Arrow IPC, one type per file, read by arrow's own
 //! readers in bounded batches and staged as Arrow ([`crate::rows::rows_from_batch`]),
-//! never through JSON. JSONL stays in [`crate::jsonl`].
+//! never through JSON. JSONL stays in `crate::jsonl`.
 
 use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::omnigraph::{LoadProgress, Omnigraph};

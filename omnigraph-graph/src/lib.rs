@@ -10,6 +10,7 @@
 //! **Supported API.** [`Omnigraph`] and the reports its calls return.
 //!
 //! ```
+//! # #![recursion_limit = "256"] // a write awaits deep futures
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! use omnigraph_graph::Omnigraph;
 //! use omnigraph_publish::CommitRef;

@@ -69,7 +69,7 @@ pub struct ScanRequest {
     pub filter: Option<String>,
     /// The columns to return; all when empty.
     pub columns: Vec<String>,
-    /// The most rows to return ([`SCAN_LIMIT_DEFAULT`] when `None`).
+    /// The most rows to return (`SCAN_LIMIT_DEFAULT` when `None`).
     pub limit: Option<usize>,
 }
 

@@ -1,7 +1,7 @@
 //! The keys a load keeps, within a memory budget whatever the size of its input.
 //!
 //! A load must find a key given twice, and an edge whose endpoint is neither in the call
-//! nor in the table, which means keeping every key it has seen. A [`SpillKeys`] keeps
+//! nor in the table, which means keeping every key it has seen. A `SpillKeys` keeps
 //! them compactly: the bytes of all keys in one buffer, a hash table of positions into
 //! it, and each key's row. Past its budget it writes its keys, sorted, as one run to a
 //! file in the spill directory and starts again empty. A repeat within memory is found

@@ -1,6 +1,6 @@
 //! Multi-hop traversal at one commit. Each step follows one edge type from the whole
 //! frontier at once: the frontier's keys go to Lance in `IN` filters of
-//! [`KEY_LOOKUP_CHUNK`] keys each (with the step's edge filter pushed down beside them),
+//! `KEY_LOOKUP_CHUNK` keys each (with the step's edge filter pushed down beside them),
 //! never one query per node; or, when optimize built the edge table's adjacency artifact
 //! from the very version the commit pins, from that artifact, with no query
 //! ([`crate::adjacency`]). The nodes a step reaches are deduplicated, filtered by the
@@ -497,7 +497,7 @@ impl Omnigraph {
     }
 
     /// The `columns` (all when empty) of the nodes of `node` with `keys` (rendered)
-    /// where `filter` holds, read in chunks of [`KEY_LOOKUP_CHUNK`] keys.
+    /// where `filter` holds, read in chunks of `KEY_LOOKUP_CHUNK` keys.
     async fn node_rows(
         &self,
         commit: &crate::commit::GraphCommit,

@@ -7,7 +7,7 @@
 //! - [`Maintenance`] (and [`MaintenanceExt`] on a branch writer): every maintenance run
 //!   goes through the root's lane, within a [`MaintenanceBudget`], can be cancelled,
 //!   and classifies its failures' evidence from what it has done.
-//! - [`optimize`]: per table, a staged compaction, index folds and deferred index
+//! - [`optimize`](mod@optimize): per table, a staged compaction, index folds and deferred index
 //!   builds, published by exact CAS on the pin the table was planned from.
 //! - [`indexes`]: index builds: every declared index a table lacks, and the rebuild of
 //!   one index whole.
@@ -22,7 +22,23 @@
 //! `optimize`, `build_indexes`, `cleanup`, `preview_cleanup`, `repair_report`,
 //! `cancel_maintenance`, with [`MaintenanceBudget`] and [`CleanupOptions`], and the
 //! reports they return.
-
+//!
+//! ```
+//! # #![recursion_limit = "256"] // a write awaits deep futures
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use omnigraph_maintenance::MaintenanceExt;
+//! use omnigraph_publish::{Graph, writer::Branch};
+//! let catalog = omnigraph_core::schema::parse("people.pg", "node Person { id: String @key }")
+//!     .unwrap();
+//! let (graph, _) = Graph::create("memory://maintenance-tour", &catalog, "me").await.unwrap();
+//! // Maintenance publishes through any branch writer: a graph handle, or this plain one.
+//! let writer = Branch::new(graph, "main", "maintainer");
+//! let optimized = writer.maintenance().optimize().await.unwrap();
+//! assert_eq!(optimized.exit_code(), 0);
+//! let repair = writer.maintenance().repair_report().await.unwrap();
+//! assert_eq!(repair.exit_code(), 0);
+//! # });
+//! ```
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 

@@ -92,7 +92,7 @@ impl<'a> Maintenance<'a> {
         self.lane().cancel();
     }
 
-    /// Optimizes every table (see [`crate::optimize`]): one unit per table, up to the
+    /// Optimizes every table (see [`crate::optimize`](mod@crate::optimize)): one unit per table, up to the
     /// budget's unit concurrency at once, each ending with a typed outcome.
     pub async fn optimize(&self) -> Result<OptimizeReport> {
         let admitted = self.lane().admit("optimize").await?;

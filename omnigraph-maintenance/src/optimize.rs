@@ -628,7 +628,7 @@ async fn stage_index_work(
 
 /// Publishes a planned unit with an exact CAS on the pin it was planned from. When
 /// another writer moved the pin first, the unit is staged again on the new pin (see
-/// [`restage_unit`]) and published again, at most [`RESTAGES_MAX`] times; a unit that
+/// `restage_unit`) and published again, at most [`RESTAGES_MAX`] times; a unit that
 /// cannot follow, or still loses after that, ends `pin_moved` with nothing published,
 /// as does one that a schema apply overtook (its member is the schema).
 /// Other failures are errors with at least `Unpublished` evidence.

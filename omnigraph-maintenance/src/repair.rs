@@ -73,7 +73,7 @@ impl RepairReport {
         self.tables.iter().find(|table| table.table_id == table_id)
     }
 
-    /// 0 when every table is clean, [`EXIT_DRIFT`] when any drifted or lost a pin.
+    /// 0 when every table is clean, `EXIT_DRIFT` when any drifted or lost a pin.
     pub fn exit_code(&self) -> i32 {
         if self
             .tables

@@ -12,7 +12,7 @@ pub(crate) const COMMIT_ID_LEN_MAX: usize = 64;
 /// The longest actor a commit may name, in bytes.
 pub(crate) const ACTOR_LEN_MAX: usize = 1_024;
 /// The longest operation summary a writer publishes, in bytes: writers quote their input
-/// in it (an update's predicate), so the publisher shortens it ([`shortened_summary`]).
+/// in it (an update's predicate), so the publisher shortens it (`shortened_summary`).
 /// Readers accept any summary within the commit's size limit, as earlier builds wrote.
 pub const SUMMARY_LEN_MAX: usize = 1_024;
 /// The longest operation kind, in bytes.

@@ -20,7 +20,7 @@ pub(crate) const FORMAT_NAME: &str = "omnigraph";
 /// The content of `_graph/FORMAT`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FormatDoc {
-    /// Always [`FORMAT_NAME`].
+    /// Always `FORMAT_NAME`.
     pub format: String,
     /// The layout version.
     pub format_version: u32,

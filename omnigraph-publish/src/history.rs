@@ -347,7 +347,16 @@ pub async fn extend(
 /// Deletes the chunks of `history` that another chunk, written at least
 /// [`HISTORY_COVER_AGE_MIN`] ago, holds.
 pub async fn drop_covered(root: &StorageRoot, history: &History) -> Result<()> {
-    for (from, to) in history.covered_chunks() {
+    let covered = history.covered_chunks();
+    for &(from, to) in &covered {
+        // What makes it safe: every commit it holds is in a chunk that stays.
+        assert!(
+            history
+                .chunks()
+                .any(|cover| !covered.contains(&cover) && cover.0 <= from && to <= cover.1),
+            "history chunk {from}-{to} of {} is deleted only while a chunk that stays holds it",
+            history.branch
+        );
         root.delete(&layout::history_chunk_path(&history.branch, from, to))
             .await?;
     }

@@ -147,7 +147,7 @@ pub(crate) fn is_pinnable_version(version: u64) -> bool {
 }
 
 /// Checks a branch name: ASCII letters, digits, `-` and `_`, at most
-/// [`BRANCH_LEN_MAX`] bytes.
+/// `BRANCH_LEN_MAX` bytes.
 pub fn check_branch(branch: &str) -> Result<()> {
     let valid = !branch.is_empty()
         && branch.len() <= BRANCH_LEN_MAX

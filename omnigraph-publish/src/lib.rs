@@ -22,7 +22,21 @@
 //!   branch.
 //! - [`adjacency`]: the adjacency artifact's format, which optimize writes and
 //!   traversals read.
-
+//!
+//! ```
+//! # #![recursion_limit = "256"] // a write awaits deep futures
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use omnigraph_publish::{CommitRef, Graph};
+//! let catalog = omnigraph_core::schema::parse("people.pg", "node Person { id: String @key }")
+//!     .unwrap();
+//! let (graph, genesis) = Graph::create("memory://publish-tour", &catalog, "me").await.unwrap();
+//! // The head of `main` is the genesis commit: one table per type, each pinned at an
+//! // exact version that readers open and nothing else.
+//! let head = graph.commit("main", &CommitRef::Head).await.unwrap();
+//! assert_eq!(head.commit_id, genesis.commit_id);
+//! assert_eq!(head.pins.len(), 1);
+//! # });
+//! ```
 #![warn(missing_docs)]
 #![recursion_limit = "256"]
 #![warn(unreachable_pub)]

@@ -29,5 +29,6 @@ mod reservations;
 mod s3;
 mod schema_apply;
 mod storage_root;
+mod tour;
 mod traverse;
 mod writers;

@@ -748,7 +748,11 @@ mod tests {
         );
         assert!(rules_broken(tree.path()).is_empty());
         // A new module with no line, and a line whose module is gone.
-        write(tree.path(), "omnigraph-publish/src/gate.rs", "fn gate() {}\n");
+        write(
+            tree.path(),
+            "omnigraph-publish/src/gate.rs",
+            "fn gate() {}\n",
+        );
         write(
             tree.path(),
             "ARCHITECTURE.md",

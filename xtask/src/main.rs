@@ -1,6 +1,7 @@
 //! `cargo xtask`: every project task in one place.
 //!
-//! - `cargo xtask ci`: format check, clippy with `-D warnings`, the guards, the tests.
+//! - `cargo xtask ci`: format check, clippy with `-D warnings`, the guards, the tests,
+//!   the rustdoc of every crate (warning-free) and its examples.
 //! - `cargo xtask guards [--root DIR]`: the tidy rules that keep Lance write calls in the
 //!   adapter and failpoint names in their registry (see `guards.rs`).
 //! - `cargo xtask interop`: the format's interop check (`tools/interop/`): a Python
@@ -393,12 +394,24 @@ fn ci() -> Result<(), String> {
     )?;
     println!("== guards");
     run_guards(&[])?;
-    // Library, binary and integration tests; the workspace has no doc tests, and
-    // compiling them would link Lance once per snippet.
+    // Library, binary and integration tests.
     let (passed, failed) = test_step(
         &root,
         &["test", "--workspace", "--lib", "--bins", "--tests"],
     )?;
+    // The rustdoc of every crate, warning-free, and its examples run: each crate's
+    // entry points have one (edition 2024 builds a crate's examples as one binary, so
+    // Lance is linked once per crate).
+    println!("== docs: cargo doc --no-deps --workspace (RUSTDOCFLAGS=-D warnings)");
+    let documented = cargo(&root, &["doc", "--no-deps", "--workspace"])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .status()
+        .map_err(|error| format!("docs: could not run cargo: {error}"))?;
+    if !documented.success() {
+        return Err(format!("docs failed ({documented})"));
+    }
+    let (doc_passed, doc_failed) = test_step(&root, &["test", "--workspace", "--doc"])?;
+    let (passed, failed) = (passed + doc_passed, failed + doc_failed);
     println!("tests: {passed} passed, {failed} failed");
     println!("xtask ci: all green");
     Ok(())

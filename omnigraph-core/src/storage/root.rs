@@ -177,7 +177,7 @@ pub struct ObjectInfo {
     /// Size in bytes.
     pub size: u64,
     /// Last modified, in microseconds since the epoch on the engine's clock
-    /// ([`crate::seams::stored_time_micros`]).
+    /// (`crate::seams::stored_time_micros`).
     pub modified_micros: i64,
 }
 

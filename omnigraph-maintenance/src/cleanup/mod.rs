@@ -741,7 +741,10 @@ async fn delete_planned(
             } else {
                 &plan.files
             };
-            work.extend(objects.iter().map(|o| (index, manifests_first, o.clone())));
+            for object in objects {
+                plan.assert_deletable(&row.table_id, object);
+                work.push((index, manifests_first, object.clone()));
+            }
         }
         let outcomes: Vec<(usize, bool, TableObject, Option<Result<()>>)> =
             futures::stream::iter(work)
