@@ -19,7 +19,7 @@ use crate::columnar::ReadFailure;
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::jsonl_rows::LineRows;
 use crate::omnigraph::Omnigraph;
-use crate::publisher::ReadSet;
+use crate::publication::ReadSet;
 use crate::read_ahead::ReadAhead;
 use crate::reserving::RESERVE_AFTER_LOSSES;
 use crate::rows::{

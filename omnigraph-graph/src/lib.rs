@@ -50,7 +50,9 @@
 
 // The protocol modules this crate builds on, by their own paths (`crate::commit` is
 // `omnigraph_publish::commit`): imported, never re-exported.
-use omnigraph_publish::{branches, commit, graph, layout, publisher, reservation, staging};
+use omnigraph_publish::{
+    branches, commit, graph, layout, publication, publisher, reservation, staging,
+};
 
 pub mod adjacency;
 pub mod branching;

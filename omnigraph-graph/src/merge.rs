@@ -16,7 +16,7 @@
 use crate::commit::{CommitOperation, GraphCommit, MERGED_FROM_MAX, MergedFrom, TablePin};
 use crate::graph::CommitRef;
 use crate::omnigraph::{KEY_LOOKUP_CHUNK, Omnigraph};
-use crate::publisher::ReadSet;
+use crate::publication::{Change, Publication, ReadSet, Requirements};
 use crate::reads::collect;
 use crate::rows;
 use crate::staging::{Staging, open_pinned};
@@ -436,15 +436,20 @@ impl Omnigraph {
             true => None,
             false => Some(self.seen_again(from, &fast_forward).await.unwrap_or(read)),
         };
-        let mut publication = staging
-            .publication(ReadSet::Strict, operation, self.actor())
-            .await?;
-        publication.pins.extend(fast_forward);
-        publication.schema = schema;
-        publication.dropped_tables = dropped;
-        publication.merged_from = Some(merged_from);
-        publication.holding = holding;
-        publication.pins_read = read;
+        let mut pins = staging.tip_pins().await?;
+        pins.extend(fast_forward);
+        let requires = Requirements {
+            foreign_pins_read: read,
+            ..staging.requirements(ReadSet::Strict).holding(holding)
+        };
+        let change = Change::Merge {
+            pins,
+            dropped,
+            schema,
+            merged_from,
+        };
+        let base = staging.base().clone();
+        let publication = Publication::new(base, requires, change, operation, self.actor());
         let commit = self.publish_as_handle(&publication, &staging).await?;
         for table in &report.tables {
             if table.action != TableMergeAction::Keep {

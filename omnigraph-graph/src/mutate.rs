@@ -15,7 +15,7 @@
 
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::omnigraph::{Omnigraph, input_or_storage};
-use crate::publisher::ReadSet;
+use crate::publication::ReadSet;
 use crate::replanning::OnSchemaChange;
 use crate::rows::{self, RowKey};
 use crate::staging::Staging;

@@ -586,7 +586,7 @@ impl Omnigraph {
     pub async fn publish_staged(
         &self,
         staging: &Staging,
-        read_set: crate::publisher::ReadSet,
+        read_set: crate::publication::ReadSet,
         operation: crate::commit::CommitOperation,
     ) -> Result<GraphCommit> {
         self.publish_staged_holding(staging, read_set, operation, None)
@@ -598,14 +598,16 @@ impl Omnigraph {
     pub(crate) async fn publish_staged_holding(
         &self,
         staging: &Staging,
-        read_set: crate::publisher::ReadSet,
+        read_set: crate::publication::ReadSet,
         operation: crate::commit::CommitOperation,
         holding: Option<&str>,
     ) -> Result<GraphCommit> {
-        let mut publication = staging
-            .publication(read_set, operation, &self.actor)
+        let requires = staging
+            .requirements(read_set)
+            .holding(holding.map(str::to_string));
+        let publication = staging
+            .publication(requires, operation, &self.actor)
             .await?;
-        publication.holding = holding.map(str::to_string);
         self.publish_as_handle(&publication, staging).await
     }
 
@@ -613,7 +615,7 @@ impl Omnigraph {
     /// [`Omnigraph::publish_staged`].
     pub(crate) async fn publish_as_handle(
         &self,
-        publication: &crate::publisher::Publication,
+        publication: &crate::publication::Publication,
         staging: &Staging,
     ) -> Result<GraphCommit> {
         let mut seen = None;

@@ -9,7 +9,7 @@
 
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::omnigraph::Omnigraph;
-use crate::publisher::{Publication, ReadSet};
+use crate::publication::{Change, Publication};
 use crate::reservation::{RESERVED_TABLES_MAX, Reservation};
 use omnigraph_core::{ErrorKind, OmniError, seams};
 
@@ -65,16 +65,16 @@ impl Omnigraph {
             .join(", ");
         let reservation = Reservation::new(tables);
         let holder = reservation.holder.clone();
-        let mut publication = Publication::changing_no_table(
+        let publication = Publication::record(
             base,
-            ReadSet::Nothing,
+            Change::Reserve(reservation),
+            None,
             CommitOperation {
                 kind: RESERVE_OPERATION.into(),
                 summary,
             },
             self.actor(),
         );
-        publication.reserving = Some(reservation);
         let commit = self.publish_record(&publication).await?;
         commit
             .reservations
@@ -121,16 +121,16 @@ impl Omnigraph {
         if !base.reservations.iter().any(|r| r.holder == holder) {
             return;
         }
-        let mut publication = Publication::changing_no_table(
+        let publication = Publication::record(
             base,
-            ReadSet::Nothing,
+            Change::Nothing,
+            Some(holder),
             CommitOperation {
                 kind: RELEASE_OPERATION.into(),
                 summary: String::new(),
             },
             self.actor(),
         );
-        publication.holding = Some(holder);
         self.publish_record(&publication).await;
     }
 }

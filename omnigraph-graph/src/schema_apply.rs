@@ -11,7 +11,7 @@
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::layout;
 use crate::omnigraph::Omnigraph;
-use crate::publisher::ReadSet;
+use crate::publication::{Change, Publication, ReadSet, Requirements};
 use crate::staging::Staging;
 use omnigraph_core::adapter;
 use omnigraph_core::schema::{Catalog, TypeDef};
@@ -147,21 +147,28 @@ impl Omnigraph {
         let dropped_tables = staged.map_err(|error| error.with_evidence(staging.evidence()))?;
         let unpublished = |error: OmniError| error.with_evidence(Evidence::Unpublished);
         let summary = format!("{} changes", changes.len());
-        let mut publication = staging
-            .publication(
-                ReadSet::Strict,
-                CommitOperation {
-                    kind: "schema_apply".into(),
-                    summary,
-                },
-                self.actor(),
-            )
-            .await
-            .map_err(unpublished)?;
-        publication.dropped_tables = dropped_tables;
-        publication.schema = Some(next.hash().to_string());
-        publication.staged = true;
-        publication.holding = holding;
+        // Staged even when no link was: a schema apply publishes only what it staged
+        // on its base, however little.
+        let requires = Requirements {
+            staged_since: Some(staging.started()),
+            ..Requirements::reading(ReadSet::Strict).holding(holding)
+        };
+        let change = Change::Tables {
+            pins: staging.tip_pins().await.map_err(unpublished)?,
+            dropped: dropped_tables,
+            schema: Some(next.hash().to_string()),
+        };
+        let operation = CommitOperation {
+            kind: "schema_apply".into(),
+            summary,
+        };
+        let publication = Publication::new(
+            staging.base().clone(),
+            requires,
+            change,
+            operation,
+            self.actor(),
+        );
         let commit = self.publish_as_handle(&publication, &staging).await?;
         Ok(SchemaApplyReport {
             commit: Some(commit),

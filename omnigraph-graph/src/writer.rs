@@ -5,7 +5,7 @@
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::graph::Graph;
 use crate::omnigraph::Omnigraph;
-use crate::publisher::ReadSet;
+use crate::publication::ReadSet;
 use crate::staging::Staging;
 use omnigraph_core::Result;
 use omnigraph_core::lance::Dataset;

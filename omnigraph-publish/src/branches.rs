@@ -9,7 +9,8 @@
 use crate::commit::{CommitOperation, ForkPoint, GraphCommit, Retention};
 use crate::graph::{CommitRef, Graph};
 use crate::layout;
-use crate::publisher::{self, Decided, Publication, ReadSet};
+use crate::publication::{Change, Publication};
+use crate::publisher::{self, Decided};
 use crate::retention;
 use futures::{StreamExt, TryStreamExt};
 use omnigraph_core::storage::StorageRoot;
@@ -251,16 +252,16 @@ async fn delete_on(
     actor: &str,
 ) -> Result<GraphCommit> {
     // A delete follows any head: whatever was published, the branch goes.
-    let mut publication = Publication::changing_no_table(
+    let publication = Publication::record(
         head.clone(),
-        ReadSet::Nothing,
+        Change::DeleteBranch,
+        None,
         CommitOperation {
             kind: DELETE_OPERATION.to_string(),
             summary: format!("deleted at commit {}", head.seq),
         },
         actor,
     );
-    publication.deletes_branch = true;
     publisher::publish(root, &publication).await
 }
 

@@ -10,6 +10,8 @@
 //! - [`layout`]: where every object lives under the root.
 //! - [`commit`]: the immutable graph commit and its table pins.
 //! - [`log`]: a branch's commit log, head discovery at constant cost, history pages.
+//! - [`publication`]: what a commit asserts about the head and what it changes, checked
+//!   in one place.
 //! - [`publisher`]: the exact compare-and-swap that makes staged versions visible.
 //! - [`gate`]: one publisher per (root, branch) in a process.
 //! - [`reservation`]: a short lease on tables, carried in the log.
@@ -49,6 +51,7 @@ pub mod graph;
 pub mod history;
 pub mod layout;
 pub mod log;
+pub mod publication;
 pub mod publisher;
 pub mod reservation;
 pub mod retention;
@@ -59,6 +62,7 @@ pub use branches::BranchInfo;
 pub use commit::{CommitOperation, ForkPoint, GraphCommit, MergedFrom, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
 pub use log::CommitLog;
-pub use publisher::{Publication, ReadSet, publish};
+pub use publication::{Change, Publication, ReadSet, Requirements};
+pub use publisher::publish;
 pub use staging::{LinkRunner, Staging, TableChain};
 pub use writer::{Branch, BranchWriter};

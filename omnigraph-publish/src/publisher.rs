@@ -9,11 +9,12 @@
 //! validate moved, and otherwise publishes its pins on the new head. Only a publication
 //! that cannot be decided after re-issuing the identical PUT is `PublishInDoubt`.
 
-use crate::commit::{self, CommitOperation, GraphCommit, MergedFrom, Retention, TablePin};
+use crate::commit::{self, CommitOperation, GraphCommit, Retention};
 use crate::gate;
 use crate::layout;
 use crate::log::CommitLog;
-use crate::reservation::{self, Reservation};
+use crate::publication::{Change, Publication, ReadSet};
+use crate::reservation;
 use omnigraph_core::storage::{PutOutcome, StorageRoot};
 use omnigraph_core::{
     ErrorKind, Evidence, OmniError, ReadSetMember, Result, StorageKind, failpoints, seams,
@@ -23,143 +24,6 @@ use std::time::Duration;
 
 /// How many times a pin-based publication moves onto a newer head before giving up.
 pub(crate) const PUBLISH_REBASES_MAX: u32 = 32;
-
-/// What a writer read, and so what must not have changed when it publishes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReadSet {
-    /// The whole branch head (update, delete, schema apply).
-    Strict,
-    /// Pins, as `(table_id, version)`; tables in neither list may move.
-    Pins {
-        /// The pins of the tables the writer staged on.
-        staged: Vec<(String, u64)>,
-        /// The pins of the tables the writer only read to validate its write (the
-        /// node tables behind endpoint checks): a conflict there is re-checked.
-        checked: Vec<(String, u64)>,
-    },
-    /// Nothing: the publication changes no table (cleanup's retention record), so it
-    /// follows any head.
-    Nothing,
-}
-
-impl ReadSet {
-    /// The read set of a writer that read only the tables it staged on.
-    pub fn staged(pins: Vec<(String, u64)>) -> ReadSet {
-        ReadSet::Pins {
-            staged: pins,
-            checked: Vec::new(),
-        }
-    }
-}
-
-/// One publication request.
-#[derive(Clone, Debug)]
-pub struct Publication {
-    /// The head the writer captured.
-    pub base: GraphCommit,
-    /// What must not have changed.
-    pub read_set: ReadSet,
-    /// New pins for the tables the writer changed (a new table id adds a table).
-    pub pins: Vec<TablePin>,
-    /// Tables the commit drops (by id).
-    pub dropped_tables: Vec<String>,
-    /// The schema hash the commit puts in force; `None` keeps the base's.
-    pub schema: Option<String>,
-    /// What the commit did.
-    pub operation: CommitOperation,
-    /// Who publishes.
-    pub actor: String,
-    /// Whether staged files exist: a failure is then `Unpublished`, not `BeforeEffect`.
-    pub staged: bool,
-    /// When staging began: staged files are never older. Staging older than half the
-    /// cleanup grace period is never published.
-    pub staging_started: seams::Since,
-    /// Cleanup's new record for the branch; `None` carries the base's forward. It
-    /// never shortens the grace period the base records, unless `lowers_grace`.
-    pub retention: Option<Retention>,
-    /// Whether `retention` may shorten the recorded grace period (an operator's
-    /// explicit `cleanup --lower-grace`).
-    pub lowers_grace: bool,
-    /// Whether the commit deletes the branch: it then pins nothing and retains only
-    /// itself, whatever `pins` and `retention` say.
-    pub deletes_branch: bool,
-    /// A merge's record of the branches merged into this one (the base's, with the
-    /// merged commit in its branch's place); `None` carries the base's forward. Only a
-    /// strict writer sets it: it lands on the very base it was computed from.
-    pub merged_from: Option<Vec<MergedFrom>>,
-    /// The reservation this writer holds (its holder id): it does not wait for it, and
-    /// the commit releases it.
-    pub holding: Option<String>,
-    /// A reservation the commit adds (a writer that keeps losing its slot reserves its
-    /// tables in a commit that changes none): it waits for others' reservations of
-    /// those tables, as a change to them does, and is dropped when room is short.
-    pub reserving: Option<Reservation>,
-    /// When the writer last saw, at a branch's head, the pins it publishes without
-    /// staging them (a merge's source): cleanup keeps the pins of a commit that was a
-    /// head within its grace period, so such pins are published within
-    /// [`crate::retention::FOREIGN_PINS_AGE_MAX`] of that.
-    pub pins_read: Option<seams::Since>,
-}
-
-impl Publication {
-    /// A publication on `base` that changes no table and staged nothing: a record in
-    /// the log (cleanup's retention record, a branch's deletion), which callers mark.
-    pub fn changing_no_table(
-        base: GraphCommit,
-        read_set: ReadSet,
-        operation: CommitOperation,
-        actor: &str,
-    ) -> Publication {
-        Publication {
-            base,
-            read_set,
-            pins: Vec::new(),
-            dropped_tables: Vec::new(),
-            schema: None,
-            operation,
-            actor: actor.to_string(),
-            staged: false,
-            staging_started: seams::Since::now(),
-            retention: None,
-            lowers_grace: false,
-            deletes_branch: false,
-            merged_from: None,
-            holding: None,
-            reserving: None,
-            pins_read: None,
-        }
-    }
-
-    /// The retention record the commit on `base` carries: the one it records, after
-    /// the base's ([`Retention::after`], or [`Retention::lowering_grace_after`] when it
-    /// lowers the grace), or else the base's, carried forward.
-    pub fn retention_on(&self, base: &GraphCommit) -> Option<Retention> {
-        match self.retention {
-            Some(recorded) if self.lowers_grace => {
-                Some(recorded.lowering_grace_after(base.retention))
-            }
-            Some(recorded) => Some(recorded.after(base.retention)),
-            None => base.retention,
-        }
-    }
-
-    /// The tables the commit changes or reserves: the ones another writer's
-    /// reservation holds it off. None for a strict writer (schema apply, merge): the
-    /// holder's commit would change the head it read, so waiting for it could only end
-    /// in `read_set_changed`; it races as before.
-    fn claimed_tables(&self) -> Vec<&str> {
-        if self.read_set == ReadSet::Strict {
-            return Vec::new();
-        }
-        let changed = self.pins.iter().map(|pin| pin.table_id.as_str());
-        let dropped = self.dropped_tables.iter().map(String::as_str);
-        let reserved = self
-            .reserving
-            .iter()
-            .flat_map(|reservation| reservation.tables.iter().map(String::as_str));
-        changed.chain(dropped).chain(reserved).collect()
-    }
-}
 
 /// Whose commit is at the path a publication wrote.
 pub(crate) enum Decided {
@@ -191,8 +55,8 @@ async fn publish_on_log(
     publication: &Publication,
     seen: &mut Option<GraphCommit>,
 ) -> Result<GraphCommit> {
-    let log = CommitLog::new(root.clone(), &publication.base.branch)?;
-    let failure_evidence = if publication.staged {
+    let log = CommitLog::new(root.clone(), &publication.base().branch)?;
+    let failure_evidence = if publication.staged() {
         Evidence::Unpublished
     } else {
         Evidence::BeforeEffect
@@ -201,17 +65,16 @@ async fn publish_on_log(
     // A winner created while this write ran, or just before it began, comes from a
     // writer still writing: the wait spreads the two. One created earlier beat only a
     // stale cached head (a handle idle since), and waiting would help nobody.
-    let racing_since = if publication.staged {
-        publication.staging_started.wall_micros().min(began)
-    } else {
-        began
+    let racing_since = match &publication.requires().staged_since {
+        Some(staged_since) => staged_since.wall_micros().min(began),
+        None => began,
     }
     .saturating_sub(CONTENDER_RECENT_MICROS);
     failpoints::reach(failpoints::PUBLISH_BEFORE_GATE)
         .await
         .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
     let mut held = Some(gate::acquire(&root.canonical(), log.branch()).await);
-    let mut base = publication.base.clone();
+    let mut base = publication.base().clone();
     let mut rebases = 0u32;
     let mut waits = Waits::default();
     loop {
@@ -253,11 +116,11 @@ async fn publish_on_log(
         }
         // The base is the head this commit follows: its record is the grace period in
         // force, whatever cleanup recorded before it.
-        if publication.staged {
-            crate::retention::check_staging_age(&base, &publication.staging_started)
+        if let Some(staged_since) = &publication.requires().staged_since {
+            crate::retention::check_staging_age(&base, staged_since)
                 .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         }
-        if let Some(read) = &publication.pins_read {
+        if let Some(read) = &publication.requires().foreign_pins_read {
             crate::retention::check_foreign_pins_age(read)
                 .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         }
@@ -350,7 +213,7 @@ impl Waits {
         let Some(holding) = reservation::blocking(
             base,
             &publication.claimed_tables(),
-            publication.holding.as_deref(),
+            publication.requires().holding.as_deref(),
             &self.waited_out,
             seams::now_micros(),
         )
@@ -544,64 +407,72 @@ fn next_commit(
     waited_out: &[String],
 ) -> GraphCommit {
     assert!(!base.deleted, "nothing is published on a deleted branch");
-    let mut pins: Vec<TablePin> = base
-        .pins
-        .iter()
-        .filter(|pin| !publication.dropped_tables.contains(&pin.table_id))
-        .cloned()
-        .collect();
-    for update in &publication.pins {
-        match pins.iter_mut().find(|pin| pin.table_id == update.table_id) {
-            Some(pin) => *pin = update.clone(),
-            None => pins.push(update.clone()),
-        }
-    }
     let created_at = seams::now_micros();
+    let requires = publication.requires();
+    let change = publication.change();
+    let reserving = match change {
+        Change::Reserve(reservation) => Some(reservation),
+        _ => None,
+    };
     let mut commit = GraphCommit {
         seq: base.seq + 1,
         commit_id: seams::new_id(),
         parent_commit_id: Some(base.commit_id.clone()),
         branch: base.branch.clone(),
         created_at,
-        actor: publication.actor.clone(),
+        actor: publication.actor().to_string(),
         operation: CommitOperation {
-            kind: publication.operation.kind.clone(),
-            summary: commit::shortened_summary(&publication.operation.summary),
+            kind: publication.operation().kind.clone(),
+            summary: commit::shortened_summary(&publication.operation().summary),
         },
-        schema: publication
-            .schema
-            .clone()
-            .unwrap_or_else(|| base.schema.clone()),
-        pins,
+        schema: base.schema.clone(),
+        pins: base.pins.clone(),
         retention: publication.retention_on(base),
         fork: base.fork.clone(),
         deleted: false,
-        merged_from: publication
-            .merged_from
-            .clone()
-            .unwrap_or_else(|| base.merged_from.clone()),
+        merged_from: base.merged_from.clone(),
         reservations: reservation::carried(
             base,
-            publication.holding.as_deref(),
+            requires.holding.as_deref(),
             waited_out,
-            publication.reserving.as_ref(),
+            reserving,
             created_at,
         ),
     };
-    if publication.deletes_branch {
-        // The life ends: it pins nothing, and every earlier commit of it is reclaimed
-        // at once (its tables are no longer this branch's to keep).
-        commit.pins.clear();
-        commit.merged_from.clear();
-        commit.reservations.clear();
-        commit.deleted = true;
-        commit.retention = Some(Retention {
-            grace_micros: base.retention.map_or(
-                crate::retention::micros_of(crate::retention::GRACE_DEFAULT),
-                |retention| retention.grace_micros,
-            ),
-            oldest_retained: commit.seq,
-        });
+    if let Some((pins, dropped, schema)) = change.of_tables() {
+        commit.pins.retain(|pin| !dropped.contains(&pin.table_id));
+        for update in pins {
+            match commit
+                .pins
+                .iter_mut()
+                .find(|pin| pin.table_id == update.table_id)
+            {
+                Some(pin) => *pin = update.clone(),
+                None => commit.pins.push(update.clone()),
+            }
+        }
+        if let Some(schema) = schema {
+            commit.schema = schema.to_string();
+        }
+    }
+    match change {
+        Change::Merge { merged_from, .. } => commit.merged_from = merged_from.clone(),
+        Change::DeleteBranch => {
+            // The life ends: it pins nothing, and every earlier commit of it is
+            // reclaimed at once (its tables are no longer this branch's to keep).
+            commit.pins.clear();
+            commit.merged_from.clear();
+            commit.reservations.clear();
+            commit.deleted = true;
+            commit.retention = Some(Retention {
+                grace_micros: base.retention.map_or(
+                    crate::retention::micros_of(crate::retention::GRACE_DEFAULT),
+                    |retention| retention.grace_micros,
+                ),
+                oldest_retained: commit.seq,
+            });
+        }
+        _ => {}
     }
     commit
 }
@@ -609,7 +480,7 @@ fn next_commit(
 /// After losing `n+1` to another writer, may this publication move onto `head`?
 fn check_read_set(base: &GraphCommit, head: &GraphCommit, publication: &Publication) -> Result<()> {
     let describe = |commit: &GraphCommit| format!("seq {} ({})", commit.seq, commit.commit_id);
-    match &publication.read_set {
+    match &publication.requires().read_set {
         ReadSet::Nothing => Ok(()),
         // A head that changed no table and no schema (cleanup's record) changed nothing
         // a strict writer read.

@@ -4,7 +4,8 @@
 //! every link is unreachable staging.
 
 use crate::commit::{CommitOperation, GraphCommit, TablePin};
-use crate::publisher::{self, Publication, ReadSet};
+use crate::publication::{Change, Publication, ReadSet, Requirements};
+use crate::publisher;
 use futures::future::BoxFuture;
 use omnigraph_core::adapter::{self, LinkOrigin, StagedLink};
 use omnigraph_core::storage::StorageRoot;
@@ -460,7 +461,7 @@ impl Staging {
     }
 
     /// The new pins: every chain with links, at its tip, and every created table.
-    pub(crate) async fn tip_pins(&self) -> Result<Vec<TablePin>> {
+    pub async fn tip_pins(&self) -> Result<Vec<TablePin>> {
         let mut pins = self.created.clone();
         for chain in self.chains.values().filter(|chain| !chain.links.is_empty()) {
             let row_count = chain.tip.count_rows(None).await.map_err(|error| {
@@ -476,31 +477,35 @@ impl Staging {
         Ok(pins)
     }
 
-    /// The publication of every chain's tip (and every created table) in one commit.
+    /// What a commit of this staging asserts: `read_set`, and when staging began, if
+    /// it staged anything.
+    pub fn requirements(&self, read_set: ReadSet) -> Requirements {
+        Requirements {
+            staged_since: self.has_staged().then_some(self.started),
+            ..Requirements::reading(read_set)
+        }
+    }
+
+    /// When staging began: staged files are never older.
+    pub fn started(&self) -> seams::Since {
+        self.started
+    }
+
+    /// The publication of every chain's tip (and every created table) in one commit,
+    /// asserting `requires`.
     pub async fn publication(
         &self,
-        read_set: ReadSet,
+        requires: Requirements,
         operation: CommitOperation,
         actor: &str,
     ) -> Result<Publication> {
-        Ok(Publication {
-            base: self.base.clone(),
-            read_set,
-            pins: self.tip_pins().await?,
-            dropped_tables: Vec::new(),
-            schema: None,
+        Ok(Publication::new(
+            self.base.clone(),
+            requires,
+            Change::tables(self.tip_pins().await?),
             operation,
-            actor: actor.to_string(),
-            staged: self.has_staged(),
-            staging_started: self.started,
-            retention: None,
-            lowers_grace: false,
-            deletes_branch: false,
-            merged_from: None,
-            holding: None,
-            reserving: None,
-            pins_read: None,
-        })
+            actor,
+        ))
     }
 
     /// Publishes every chain's tip in one commit.
@@ -510,7 +515,8 @@ impl Staging {
         operation: CommitOperation,
         actor: &str,
     ) -> Result<GraphCommit> {
-        let publication = self.publication(read_set, operation, actor).await?;
+        let requires = self.requirements(read_set);
+        let publication = self.publication(requires, operation, actor).await?;
         publisher::publish(&self.root, &publication).await
     }
 

@@ -6,7 +6,7 @@
 
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::graph::{CommitRef, Graph};
-use crate::publisher::ReadSet;
+use crate::publication::ReadSet;
 use crate::staging::{Staging, open_pinned};
 use omnigraph_core::Result;
 use omnigraph_core::lance::Dataset;
@@ -126,8 +126,9 @@ impl BranchWriter for Branch {
         read_set: ReadSet,
         operation: CommitOperation,
     ) -> Result<GraphCommit> {
+        let requires = staging.requirements(read_set);
         let publication = staging
-            .publication(read_set, operation, &self.actor)
+            .publication(requires, operation, &self.actor)
             .await?;
         let commit = crate::publisher::publish(self.graph.root(), &publication).await?;
         self.note_head(&commit);

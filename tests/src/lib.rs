@@ -498,21 +498,34 @@ where
         .expect("the big-stack thread ran")
 }
 
-/// A publication on `base` that changes no table (as actor `test`, kind `test`).
+/// A publication on `base` that changes no table (as actor `test`, kind `test`): a
+/// record when it reads nothing, else a table change of no table that read `read_set`.
 pub fn publication_changing_nothing(
     base: omnigraph_publish::GraphCommit,
     read_set: omnigraph_publish::ReadSet,
     summary: &str,
 ) -> omnigraph_publish::Publication {
-    omnigraph_publish::Publication::changing_no_table(
-        base,
-        read_set,
-        omnigraph_publish::CommitOperation {
-            kind: "test".into(),
-            summary: summary.into(),
-        },
-        "test",
-    )
+    publication_changing(base, read_set, Vec::new(), summary)
+}
+
+/// A publication on `base` that pins `pins` (as actor `test`, kind `test`), having read
+/// `read_set` (a record that changes nothing when it reads nothing and pins nothing).
+pub fn publication_changing(
+    base: omnigraph_publish::GraphCommit,
+    read_set: omnigraph_publish::ReadSet,
+    pins: Vec<omnigraph_publish::TablePin>,
+    summary: &str,
+) -> omnigraph_publish::Publication {
+    use omnigraph_publish::{Change, CommitOperation, Publication, ReadSet, Requirements};
+    let operation = CommitOperation {
+        kind: "test".into(),
+        summary: summary.into(),
+    };
+    if read_set == ReadSet::Nothing && pins.is_empty() {
+        return Publication::record(base, Change::Nothing, None, operation, "test");
+    }
+    let requires = Requirements::reading(read_set);
+    Publication::new(base, requires, Change::tables(pins), operation, "test")
 }
 
 /// Every unit a `PartlyPublished` lists that is not in `after`, the head after the run

@@ -16,7 +16,9 @@ use omnigraph_maintenance::repair::TableRepairStatus;
 use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceExt};
 use omnigraph_publish::commit::Retention;
 use omnigraph_publish::retention::{self, GRACE_MIN};
-use omnigraph_publish::{CommitRef, GraphCommit, Publication, ReadSet, publish};
+use omnigraph_publish::{
+    Change, CommitOperation, CommitRef, GraphCommit, Publication, ReadSet, publish,
+};
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, ids_at, objects, people};
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -453,10 +455,30 @@ fn publication_on(
     read_set: ReadSet,
     retention: Option<Retention>,
 ) -> Publication {
-    let mut publication = omnigraph_tests::publication_changing_nothing(base, read_set, "test");
-    publication.operation.kind = retention::RECORD_OPERATION.into();
-    publication.retention = retention;
-    publication
+    let operation = CommitOperation {
+        kind: retention::RECORD_OPERATION.into(),
+        summary: "test".into(),
+    };
+    match retention {
+        Some(record) => {
+            assert_eq!(read_set, ReadSet::Nothing, "a record reads nothing");
+            let change = Change::Retention {
+                record,
+                lowers_grace: false,
+            };
+            Publication::record(base, change, None, operation, "test")
+        }
+        None => {
+            let requires = omnigraph_publish::Requirements::reading(read_set);
+            Publication::new(
+                base,
+                requires,
+                Change::tables(Vec::new()),
+                operation,
+                "test",
+            )
+        }
+    }
 }
 
 #[tokio::test]

@@ -590,10 +590,10 @@ async fn a_crafted_table_id_or_schema_hash_is_refused_on_read_and_on_write() {
     assert_eq!(error.kind(), ErrorKind::Corrupt);
 
     // The publisher refuses to write a commit that would not validate.
-    let mut publication = empty_publication(head.clone(), ReadSet::Strict, "crafted");
     let mut pin = head.pins[0].clone();
     pin.table_id = "../../etc".into();
-    publication.pins.push(pin);
+    let publication =
+        omnigraph_tests::publication_changing(head.clone(), ReadSet::Strict, vec![pin], "crafted");
     let error = publish(graph.graph().root(), &publication)
         .await
         .unwrap_err();

@@ -9,7 +9,9 @@ use omnigraph_core::{ErrorKind, seams};
 use omnigraph_graph::reserving::{RESERVE_AFTER_ATTEMPTS, RESERVE_AFTER_LOSSES};
 use omnigraph_graph::{Omnigraph, ScanRequest};
 use omnigraph_publish::reservation::Reservation;
-use omnigraph_publish::{CommitRef, Graph, GraphCommit, ReadSet, layout, publish};
+use omnigraph_publish::{
+    Change, CommitOperation, CommitRef, Graph, GraphCommit, Publication, layout, publish,
+};
 use omnigraph_tests::{Backend, SOCIAL_SCHEMA, TestRoot, objects};
 use serde_json::json;
 use std::time::Duration;
@@ -40,12 +42,23 @@ fn table_of(head: &GraphCommit, type_name: &str) -> String {
     head.pin_of_type(type_name).unwrap().table_id.clone()
 }
 
+fn test_operation(summary: &str) -> CommitOperation {
+    CommitOperation {
+        kind: "test".into(),
+        summary: summary.into(),
+    }
+}
+
 /// Publishes a commit that changes no table and reserves `reservation`'s tables.
 async fn reserve(graph: &Omnigraph, reservation: Reservation) -> GraphCommit {
     let head = graph.head().await.unwrap();
-    let mut publication =
-        omnigraph_tests::publication_changing_nothing(head, ReadSet::Nothing, "reserve");
-    publication.reserving = Some(reservation.clone());
+    let publication = Publication::record(
+        head,
+        Change::Reserve(reservation.clone()),
+        None,
+        test_operation("reserve"),
+        "test",
+    );
     let reserved = publish(graph.graph().root(), &publication).await.unwrap();
     let [held] = reserved.reservations.as_slice() else {
         panic!("one reservation: {:?}", reserved.reservations);
@@ -144,9 +157,13 @@ async fn a_reservation_holds_writers_of_its_tables_until_its_holder_releases_it(
     assert_eq!(graph.head().await.unwrap().seq, company.seq);
 
     // The holder's publication releases it (here one that changes nothing).
-    let mut release =
-        omnigraph_tests::publication_changing_nothing(company.clone(), ReadSet::Nothing, "release");
-    release.holding = Some(reservation.holder.clone());
+    let release = Publication::record(
+        company.clone(),
+        Change::Nothing,
+        Some(reservation.holder.clone()),
+        test_operation("release"),
+        "test",
+    );
     let released = publish(graph.graph().root(), &release).await.unwrap();
     assert_eq!(released.seq, company.seq + 1);
     assert!(

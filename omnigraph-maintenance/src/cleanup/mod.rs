@@ -41,7 +41,7 @@ use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{ErrorKind, Evidence, InputLocation, OmniError, Result, adapter, seams};
 use omnigraph_publish::branches::branch_names;
 use omnigraph_publish::retention::{self, GRACE_DEFAULT, GRACE_MIN, micros_of};
-use omnigraph_publish::{CommitOperation, Publication, ReadSet, layout};
+use omnigraph_publish::{Change, CommitOperation, Publication, layout};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -435,28 +435,30 @@ async fn record(
             ));
         }
         let oldest = logs.traced.oldest_retained[branch];
-        let mut publication = Publication::changing_no_table(
-            head.clone(),
-            ReadSet::Nothing,
-            CommitOperation {
-                kind: retention::RECORD_OPERATION.to_string(),
-                summary: String::new(),
-            },
-            actor,
-        );
-        publication.retention = Some(retention::record(logs.grace, oldest));
-        publication.lowers_grace = options.lower_grace;
+        let change = Change::Retention {
+            record: retention::record(logs.grace, oldest),
+            lowers_grace: options.lower_grace,
+        };
         // What the commit would record, as the publisher derives it from the head's.
-        let retention = publication
+        let retention = change
             .retention_on(head)
-            .expect("a publication that records a retention carries one");
+            .expect("a change that records a retention carries one");
         if head.retention == Some(retention) && !fence {
             continue;
         }
-        publication.operation.summary = format!(
-            "retains commits from {}; grace {} s",
-            retention.oldest_retained,
-            retention.grace().as_secs()
+        let publication = Publication::record(
+            head.clone(),
+            change,
+            None,
+            CommitOperation {
+                kind: retention::RECORD_OPERATION.to_string(),
+                summary: format!(
+                    "retains commits from {}; grace {} s",
+                    retention.oldest_retained,
+                    retention.grace().as_secs()
+                ),
+            },
+            actor,
         );
         let published = omnigraph_publish::publish(root, &publication).await;
         if let Err(error) = &published
