@@ -32,14 +32,10 @@ use omnigraph_core::adapter::{self, StagedLink};
 use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::schema::{Catalog, DeclKind, EDGE_ID_COLUMN, TypeDef};
 use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result, seams};
+use omnigraph_publish::CommitAttempts;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// How many times a write re-commits its staged rows on a newer head before it gives up
-/// with `ContentionExhausted`. A re-commit of an append costs a manifest and the key and
-/// endpoint checks of what other writers added meanwhile; under 8 writers on one root,
-/// a load of two tables lost 8 races in a row about once in 6 loads.
-pub(crate) const INGEST_ATTEMPTS_MAX: u32 = 16;
 /// Rows of one type validated and staged together.
 pub const INGEST_BATCH_ROWS: usize = 8_192;
 /// Input bytes of one type buffered before they are validated and staged: with long
@@ -972,7 +968,9 @@ impl<'a> Ingest<'a> {
             kind: operation_kind.to_string(),
             summary,
         };
-        let mut attempts = 1u32;
+        // The call's one bound on commit PUTs, and how many of its re-commits lost.
+        let attempts = CommitAttempts::new();
+        let mut losses = 0u32;
         // The reservation this call holds once it kept losing (`docs/format.md` §7.7).
         let mut holding: Option<String> = None;
         loop {
@@ -983,6 +981,7 @@ impl<'a> Ingest<'a> {
                     self.read_set(),
                     operation.clone(),
                     holding.as_deref(),
+                    &attempts,
                 )
                 .await
             {
@@ -992,22 +991,18 @@ impl<'a> Ingest<'a> {
                     return Ok(Some(commit));
                 }
                 Err(OmniError::ReadSetChanged { member, .. }) if member.is_table() => {
-                    if attempts >= INGEST_ATTEMPTS_MAX {
-                        let exhausted = OmniError::ContentionExhausted {
-                            attempts,
-                            evidence: Evidence::Unpublished,
-                        };
+                    losses += 1;
+                    if let Err(exhausted) = attempts.try_again(&Evidence::Unpublished) {
                         Box::pin(self.handle.release_after(holding, &exhausted)).await;
                         return Err(exhausted);
                     }
                     // Lost again: every table it read is held for this call before it
                     // stages again, so the short writers beside it stop taking every
                     // slot (a node table too, when node writers are what moves).
-                    if attempts >= RESERVE_AFTER_LOSSES {
+                    if losses >= RESERVE_AFTER_LOSSES {
                         let tables = self.read_tables();
                         holding = Box::pin(self.handle.keep_reserved(holding, tables)).await;
                     }
-                    attempts += 1;
                     if let Err(error) = self.move_onto_head().await {
                         Box::pin(self.handle.release_after(holding, &error)).await;
                         return Err(error);

@@ -27,6 +27,7 @@ use omnigraph_core::schema::{
     Catalog, DeclKind, EDGE_DST_COLUMN, EDGE_ID_COLUMN, EDGE_SRC_COLUMN, TypeDef,
 };
 use omnigraph_core::{InputLocation, MergeConflict, MergeConflictKind, OmniError, Result};
+use omnigraph_publish::CommitAttempts;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -348,8 +349,8 @@ fn schema_conflict(type_name: &str) -> MergeConflict {
 impl Omnigraph {
     /// Merges branch `from` into this handle's branch: one commit, published with an
     /// exact CAS on this branch's head. A writer that moved the head first makes the
-    /// merge plan again on the new head, up to
-    /// [`crate::replanning::WRITE_ATTEMPTS_MAX`] times; a merge that keeps losing
+    /// merge plan again on the new head, within the write's commit attempts
+    /// ([`omnigraph_publish::attempts::COMMIT_PUTS_MAX`]); a merge that keeps losing
     /// reserves every table of the branch for its next attempt (`docs/format.md` §7.7).
     /// Conflicts publish nothing and fail with `MergeConflict`, listing every one.
     /// `commit` is `None` when this branch holds everything `from` changed already.
@@ -357,7 +358,9 @@ impl Omnigraph {
         self.replanning(
             crate::replanning::OnSchemaChange::PlanAgain,
             || self.every_table(),
-            |target, holding| async move { self.merge_on(from, target, holding).await },
+            |target, holding, attempts| async move {
+                self.merge_on(from, target, holding, &attempts).await
+            },
         )
         .await
     }
@@ -369,6 +372,7 @@ impl Omnigraph {
         from: &str,
         target: GraphCommit,
         holding: Option<String>,
+        attempts: &CommitAttempts,
     ) -> Result<MergeReport> {
         // The source's pins are published as they are: cleanup keeps them as a head's
         // for its grace period, so the commit lands soon after they were seen at the
@@ -450,7 +454,9 @@ impl Omnigraph {
         };
         let base = staging.base().clone();
         let publication = Publication::new(base, requires, change, operation, self.actor());
-        let commit = self.publish_as_handle(&publication, &staging).await?;
+        let commit = self
+            .publish_as_handle(&publication, &staging, attempts)
+            .await?;
         for table in &report.tables {
             if table.action != TableMergeAction::Keep {
                 self.forget_keys(&table.table_id).await;

@@ -8,8 +8,9 @@
 //! staged links are re-committed on the new pin ([`PreparedWrite::publish`]). Any other
 //! move of a table they read stops them: `ReadSetChanged { member: "pin:<table>" }`,
 //! nothing published.
-//! [`Omnigraph::update`] and [`Omnigraph::delete`] then plan again on the new head, up
-//! to [`crate::replanning::WRITE_ATTEMPTS_MAX`] times; a prepared write does not. Deleting
+//! [`Omnigraph::update`] and [`Omnigraph::delete`] then plan again on the new head,
+//! within the write's commit attempts
+//! ([`omnigraph_publish::attempts::COMMIT_PUTS_MAX`]); a prepared write does not. Deleting
 //! nodes deletes their incident edges in the same commit. An update changes neither a
 //! key nor an edge's endpoints.
 
@@ -23,6 +24,7 @@ use omnigraph_core::adapter;
 use omnigraph_core::lance::table::format::Fragment;
 use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
+use omnigraph_publish::CommitAttempts;
 use serde_json::Value;
 
 /// An update or delete staged on a captured head, ready to publish.
@@ -60,14 +62,17 @@ impl PreparedWrite {
     /// table). Any other move is `ReadSetChanged`, nothing published. Returns `None`
     /// when the write changes nothing (and so publishes nothing).
     pub async fn publish(self, handle: &Omnigraph) -> Result<Option<GraphCommit>> {
-        self.publish_holding(handle, None).await
+        self.publish_within(handle, None, &CommitAttempts::new())
+            .await
     }
 
-    /// [`PreparedWrite::publish`] by a write that holds the reservation `holding`.
-    pub(crate) async fn publish_holding(
+    /// [`PreparedWrite::publish`] by a write that holds the reservation `holding`, its
+    /// commit PUTs counted in the write's `attempts`.
+    pub(crate) async fn publish_within(
         mut self,
         handle: &Omnigraph,
         holding: Option<&str>,
+        attempts: &CommitAttempts,
     ) -> Result<Option<GraphCommit>> {
         if !self.staging.has_staged() {
             return Ok(None);
@@ -75,13 +80,15 @@ impl PreparedWrite {
         let mut follows = 0;
         loop {
             let read_set = ReadSet::staged(self.read.clone());
+            let operation = self.operation.clone();
             match handle
-                .publish_staged_holding(&self.staging, read_set, self.operation.clone(), holding)
+                .publish_staged_holding(&self.staging, read_set, operation, holding, attempts)
                 .await
             {
                 Ok(commit) => return Ok(Some(commit)),
                 Err(lost @ OmniError::ReadSetChanged { .. }) if follows < FOLLOWS_MAX => {
                     follows += 1;
+                    attempts.try_again(&Evidence::Unpublished)?;
                     let followed = self
                         .follow_moved_tables(handle)
                         .await
@@ -200,7 +207,9 @@ impl PreparedWrite {
 }
 
 /// How many times one prepared write follows rows added to the tables it read before
-/// it publishes or gives up.
+/// it gives up, so that an update or delete plans again (and, once starved, reserves
+/// its tables) rather than chase a table that keeps moving. Its PUTs count in the
+/// write's one bound ([`omnigraph_publish::attempts::COMMIT_PUTS_MAX`]).
 pub const FOLLOWS_MAX: u32 = 4;
 
 impl Omnigraph {
@@ -219,10 +228,10 @@ impl Omnigraph {
         self.replanning(
             OnSchemaChange::PlanAgain,
             tables,
-            |base, holding| async move {
+            |base, holding, attempts| async move {
                 self.prepare_update_on(base, type_name, predicate, assignments)
                     .await?
-                    .publish_holding(self, holding.as_deref())
+                    .publish_within(self, holding.as_deref(), &attempts)
                     .await
             },
         )
@@ -321,10 +330,10 @@ impl Omnigraph {
         self.replanning(
             OnSchemaChange::PlanAgain,
             tables,
-            |base, holding| async move {
+            |base, holding, attempts| async move {
                 self.prepare_delete_on(base, type_name, predicate)
                     .await?
-                    .publish_holding(self, holding.as_deref())
+                    .publish_within(self, holding.as_deref(), &attempts)
                     .await
             },
         )

@@ -24,6 +24,7 @@ use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{
     ErrorKind, Evidence, InputLocation, OmniError, ReadSetMember, Result, StorageKind,
 };
+use omnigraph_publish::CommitAttempts;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -589,18 +590,21 @@ impl Omnigraph {
         read_set: crate::publication::ReadSet,
         operation: crate::commit::CommitOperation,
     ) -> Result<GraphCommit> {
-        self.publish_staged_holding(staging, read_set, operation, None)
+        let attempts = CommitAttempts::new();
+        self.publish_staged_holding(staging, read_set, operation, None, &attempts)
             .await
     }
 
     /// [`Omnigraph::publish_staged`] by a write that holds the reservation `holding`
     /// (`docs/format.md` §7.7): it does not wait for it, and its commit releases it.
+    /// Its commit PUTs count in the write's `attempts`.
     pub(crate) async fn publish_staged_holding(
         &self,
         staging: &Staging,
         read_set: crate::publication::ReadSet,
         operation: crate::commit::CommitOperation,
         holding: Option<&str>,
+        attempts: &CommitAttempts,
     ) -> Result<GraphCommit> {
         let requires = staging
             .requirements(read_set)
@@ -608,7 +612,8 @@ impl Omnigraph {
         let publication = staging
             .publication(requires, operation, &self.actor)
             .await?;
-        self.publish_as_handle(&publication, staging).await
+        self.publish_as_handle(&publication, staging, attempts)
+            .await
     }
 
     /// Publishes `publication` (staged in `staging`) as this handle; see
@@ -617,9 +622,11 @@ impl Omnigraph {
         &self,
         publication: &crate::publication::Publication,
         staging: &Staging,
+        attempts: &CommitAttempts,
     ) -> Result<GraphCommit> {
         let mut seen = None;
-        match crate::publisher::publish_seeing(self.graph.root(), publication, &mut seen).await {
+        let root = self.graph.root();
+        match crate::publisher::publish_seeing(root, publication, attempts, &mut seen).await {
             Ok(commit) => {
                 self.remember(&commit, staging);
                 Ok(commit)

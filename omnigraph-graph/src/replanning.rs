@@ -1,9 +1,10 @@
 //! Writes that plan again when what they read moved: update and delete (pin-based on
 //! the tables they read), merge and schema apply (strict on the whole head). Each
 //! attempt plans on a head, stages and publishes; one that lost its slot to a change of
-//! what it read plans again on the head the loss read, up to [`WRITE_ATTEMPTS_MAX`]
-//! times, and a starved one reserves its tables for the next attempt
-//! (`docs/format.md` §7.7).
+//! what it read plans again on the head the loss read, within the write's one bound on
+//! commit PUTs ([`omnigraph_publish::attempts::COMMIT_PUTS_MAX`], shared with the
+//! publisher's moves onto newer heads), and a starved one reserves its tables for the
+//! next attempt (`docs/format.md` §7.7).
 
 use crate::commit::GraphCommit;
 use crate::merge::MergeReport;
@@ -11,11 +12,7 @@ use crate::omnigraph::Omnigraph;
 use crate::reserving::RESERVE_AFTER_ATTEMPTS;
 use crate::schema_apply::SchemaApplyReport;
 use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result};
-
-/// How many times [`Omnigraph::update`], [`Omnigraph::delete`], [`Omnigraph::merge`]
-/// and [`Omnigraph::apply_schema`] plan their write when what they read keeps moving;
-/// then `ContentionExhausted`.
-pub const WRITE_ATTEMPTS_MAX: u32 = 8;
+use omnigraph_publish::CommitAttempts;
 
 /// What one attempt of a replanned write returns: whether it published a commit.
 pub(crate) trait Attempted {
@@ -66,8 +63,9 @@ fn reservable(member: &ReadSetMember) -> bool {
 }
 
 impl Omnigraph {
-    /// Runs `write` (plan and publish) until what it read did not move under it, at
-    /// most [`WRITE_ATTEMPTS_MAX`] times; a schema another writer applied meanwhile
+    /// Runs `write` (plan and publish) until what it read did not move under it,
+    /// within the write's commit attempts (handed to every attempt, which publishes
+    /// with them); a schema another writer applied meanwhile
     /// stops it when `on_schema_change` says so. Each lost attempt may leave unpublished
     /// staging, so once one has, a later failure says so even if its own attempt staged
     /// nothing. From the [`RESERVE_AFTER_ATTEMPTS`]-th attempt lost to a move of what it
@@ -82,7 +80,7 @@ impl Omnigraph {
         &self,
         on_schema_change: OnSchemaChange,
         tables: impl Fn() -> T,
-        write: impl Fn(GraphCommit, Option<String>) -> F,
+        write: impl Fn(GraphCommit, Option<String>, CommitAttempts) -> F,
     ) -> Result<R>
     where
         T: std::future::Future<Output = Result<Vec<String>>>,
@@ -92,7 +90,8 @@ impl Omnigraph {
         let mut left = Evidence::BeforeEffect;
         let mut holding: Option<String> = None;
         let mut first_schema: Option<String> = None;
-        for attempt in 1..=WRITE_ATTEMPTS_MAX {
+        let attempts = CommitAttempts::new();
+        for attempt in 1.. {
             // On the heap, as the plan and its publication below: each holds much
             // across its awaits, and every caller's future would carry it on its stack.
             let base = if attempt == 1 {
@@ -127,17 +126,13 @@ impl Omnigraph {
                 Box::pin(self.release_after(holding, &moved)).await;
                 return Err(moved);
             }
-            let written = Box::pin(write(base, holding.clone())).await;
+            let written = Box::pin(write(base, holding.clone(), attempts.clone())).await;
             match written {
                 Err(lost @ OmniError::ReadSetChanged { .. }) => {
                     if lost.evidence() != &Evidence::BeforeEffect {
                         left = Evidence::Unpublished;
                     }
-                    if attempt == WRITE_ATTEMPTS_MAX {
-                        let exhausted = OmniError::ContentionExhausted {
-                            attempts: attempt,
-                            evidence: left,
-                        };
+                    if let Err(exhausted) = attempts.try_again(&left) {
                         Box::pin(self.release_after(holding, &exhausted)).await;
                         return Err(exhausted);
                     }
@@ -163,7 +158,7 @@ impl Omnigraph {
                 }
             }
         }
-        unreachable!("the last attempt returns")
+        unreachable!("the attempts end with the write's commit attempts")
     }
 
     /// Every table of the head the handle knows: what a strict writer (merge, schema

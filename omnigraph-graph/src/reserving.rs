@@ -12,6 +12,7 @@ use crate::omnigraph::Omnigraph;
 use crate::publication::{Change, Publication};
 use crate::reservation::{RESERVED_TABLES_MAX, Reservation};
 use omnigraph_core::{ErrorKind, OmniError, seams};
+use omnigraph_publish::CommitAttempts;
 
 /// How many times an insert or load loses its slot to a change of the tables it read
 /// before it reserves them. Each reservation is a commit that costs every other writer
@@ -20,7 +21,7 @@ use omnigraph_core::{ErrorKind, OmniError, seams};
 /// half the commits and cut the commit rate; after 6, about one in twenty.
 pub const RESERVE_AFTER_LOSSES: u32 = 6;
 /// How many attempts of an update or delete lose (each after following its tables up
-/// to `FOLLOWS_MAX` times) before it reserves them for the next.
+/// to `crate::mutate::FOLLOWS_MAX` times) before it reserves them for the next.
 pub const RESERVE_AFTER_ATTEMPTS: u32 = 3;
 /// The operation kind of a commit that reserves tables.
 pub const RESERVE_OPERATION: &str = "reserve";
@@ -87,9 +88,12 @@ impl Omnigraph {
     /// failure is left to the lease.
     async fn publish_record(&self, publication: &Publication) -> Option<GraphCommit> {
         let mut seen = None;
+        // A record of its own: a release still lands after the write used up its
+        // attempts.
         let published = Box::pin(crate::publisher::publish_seeing(
             self.graph().root(),
             publication,
+            &CommitAttempts::new(),
             &mut seen,
         ))
         .await;

@@ -16,6 +16,7 @@ use crate::staging::Staging;
 use omnigraph_core::adapter;
 use omnigraph_core::schema::{Catalog, TypeDef};
 use omnigraph_core::{Evidence, OmniError, Result};
+use omnigraph_publish::CommitAttempts;
 
 /// One change between two schemas.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -99,8 +100,9 @@ pub struct SchemaApplyReport {
 
 impl Omnigraph {
     /// Moves the graph to the schema in `schema_text`. See the module documentation. A
-    /// writer that moved the head first makes the apply plan again on the new head, up
-    /// to [`crate::replanning::WRITE_ATTEMPTS_MAX`] times; one that keeps losing
+    /// writer that moved the head first makes the apply plan again on the new head,
+    /// within the write's commit attempts
+    /// ([`omnigraph_publish::attempts::COMMIT_PUTS_MAX`]); one that keeps losing
     /// reserves every table of the branch for its next attempt (`docs/format.md` §7.7).
     pub async fn apply_schema(&self, schema_text: &str, force: bool) -> Result<SchemaApplyReport> {
         let next = omnigraph_core::schema::parse("schema", schema_text)?;
@@ -110,7 +112,10 @@ impl Omnigraph {
                 applying: next.hash().to_string(),
             },
             || self.every_table(),
-            |base, holding| async move { self.apply_schema_on(base, next, force, holding).await },
+            |base, holding, attempts| async move {
+                self.apply_schema_on(base, next, force, holding, &attempts)
+                    .await
+            },
         )
         .await
     }
@@ -123,6 +128,7 @@ impl Omnigraph {
         next: &Catalog,
         force: bool,
         holding: Option<String>,
+        attempts: &CommitAttempts,
     ) -> Result<SchemaApplyReport> {
         let current = self.catalog_at(&base).await?;
         if next.hash() == current.hash() {
@@ -169,7 +175,9 @@ impl Omnigraph {
             operation,
             self.actor(),
         );
-        let commit = self.publish_as_handle(&publication, &staging).await?;
+        let commit = self
+            .publish_as_handle(&publication, &staging, attempts)
+            .await?;
         Ok(SchemaApplyReport {
             commit: Some(commit),
             changes,

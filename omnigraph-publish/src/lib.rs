@@ -13,6 +13,7 @@
 //! - [`publication`]: what a commit asserts about the head and what it changes, checked
 //!   in one place.
 //! - [`publisher`]: the exact compare-and-swap that makes staged versions visible.
+//! - [`attempts`]: the one bound on a write's commit PUTs, and the one backoff.
 //! - [`gate`]: one publisher per (root, branch) in a process.
 //! - [`reservation`]: a short lease on tables, carried in the log.
 //! - [`staging`]: detached staging chains per table, published in one commit.
@@ -44,6 +45,7 @@
 #![warn(unreachable_pub)]
 
 pub mod adjacency;
+pub mod attempts;
 pub mod branches;
 pub mod commit;
 pub mod gate;
@@ -58,6 +60,7 @@ pub mod retention;
 pub mod staging;
 pub mod writer;
 
+pub use attempts::CommitAttempts;
 pub use branches::BranchInfo;
 pub use commit::{CommitOperation, ForkPoint, GraphCommit, MergedFrom, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};

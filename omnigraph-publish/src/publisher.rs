@@ -9,6 +9,7 @@
 //! validate moved, and otherwise publishes its pins on the new head. Only a publication
 //! that cannot be decided after re-issuing the identical PUT is `PublishInDoubt`.
 
+use crate::attempts::CommitAttempts;
 use crate::commit::{self, CommitOperation, GraphCommit, Retention};
 use crate::gate;
 use crate::layout;
@@ -20,10 +21,6 @@ use omnigraph_core::{
     ErrorKind, Evidence, OmniError, ReadSetMember, Result, StorageKind, failpoints, seams,
 };
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How many times a pin-based publication moves onto a newer head before giving up.
-pub(crate) const PUBLISH_REBASES_MAX: u32 = 32;
 
 /// Whose commit is at the path a publication wrote.
 pub(crate) enum Decided {
@@ -35,24 +32,28 @@ pub(crate) enum Decided {
 
 /// Publishes `publication` on its base's branch in `root`.
 pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Result<GraphCommit> {
-    publish_seeing(root, publication, &mut None).await
+    publish_seeing(root, publication, &CommitAttempts::new(), &mut None).await
 }
 
-/// [`publish`], noting in `seen` the newest head it read after losing a race: a writer
-/// whose read set then changed follows that head without reading it again.
+/// [`publish`] as one publication of a write that counts its commit PUTs in
+/// `attempts` (the write's one bound, [`crate::attempts::COMMIT_PUTS_MAX`]), noting in
+/// `seen` the newest head it read after losing a race: a writer whose read set then
+/// changed follows that head without reading it again.
 pub async fn publish_seeing(
     root: &Arc<StorageRoot>,
     publication: &Publication,
+    attempts: &CommitAttempts,
     seen: &mut Option<GraphCommit>,
 ) -> Result<GraphCommit> {
     // On the heap: every writer awaits the publisher deep inside its own future, and a
     // publication that waits for reservations holds more state across its awaits.
-    Box::pin(publish_on_log(root, publication, seen)).await
+    Box::pin(publish_on_log(root, publication, attempts, seen)).await
 }
 
 async fn publish_on_log(
     root: &Arc<StorageRoot>,
     publication: &Publication,
+    attempts: &CommitAttempts,
     seen: &mut Option<GraphCommit>,
 ) -> Result<GraphCommit> {
     let log = CommitLog::new(root.clone(), &publication.base().branch)?;
@@ -75,7 +76,6 @@ async fn publish_on_log(
         .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
     let mut held = Some(gate::acquire(&root.canonical(), log.branch()).await);
     let mut base = publication.base().clone();
-    let mut rebases = 0u32;
     let mut waits = Waits::default();
     loop {
         if base.deleted {
@@ -124,6 +124,7 @@ async fn publish_on_log(
             crate::retention::check_foreign_pins_age(read)
                 .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         }
+        attempts.take_put(&failure_evidence)?;
         failpoints::reach(failpoints::PUBLISH_BEFORE_COMMIT_PUT)
             .await
             .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
@@ -140,7 +141,6 @@ async fn publish_on_log(
                     .await
                     .and_then(|head| adopt(&base, head, publication, seen))
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
-                rebases = next_rebase(rebases, &failure_evidence)?;
                 base = head;
             }
             Decided::Ours => {
@@ -159,30 +159,17 @@ async fn publish_on_log(
                     // Not holding the gate: writers of this process never race each
                     // other, and one that waits must not hold the others up.
                     drop(held.take());
-                    lost_race_backoff(rebases, &candidate.commit_id).await;
+                    attempts.back_off(&candidate.commit_id).await;
                     held = Some(gate::acquire(&root.canonical(), log.branch()).await);
                 }
+                attempts.note_lost();
                 let head = Box::pin(follow(&log, &base, *winner, publication, seen))
                     .await
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;
-                rebases = next_rebase(rebases, &failure_evidence)?;
                 base = head;
             }
         }
     }
-}
-
-/// The count of a publication's moves onto a newer head after one more; past
-/// [`PUBLISH_REBASES_MAX`] it gives up with `contention_exhausted`.
-fn next_rebase(rebases: u32, evidence: &Evidence) -> Result<u32> {
-    let rebases = rebases + 1;
-    if rebases > PUBLISH_REBASES_MAX {
-        return Err(OmniError::ContentionExhausted {
-            attempts: rebases,
-            evidence: evidence.clone(),
-        });
-    }
-    Ok(rebases)
 }
 
 /// A publication's waits for other writers' reservations (`docs/format.md` §7.7).
@@ -303,39 +290,8 @@ pub(crate) async fn landed_below_the_floor(
 }
 
 /// How recently before a write began a commit that beat it counts as another writer's
-/// that is still writing (see [`lost_race_wait`]).
+/// that is still writing (see [`crate::attempts::lost_race_wait`]).
 const CONTENDER_RECENT_MICROS: i64 = 1_000_000;
-/// The longest a writer waits after losing `n+1` before it reads the new head.
-const LOST_RACE_BACKOFF_MAX: Duration = Duration::from_millis(16);
-
-/// Waits [`lost_race_wait`] after losing a race, outside a deterministic simulation
-/// (whose schedule is the harness's).
-async fn lost_race_backoff(rebases: u32, commit_id: &str) {
-    if !seams::in_simulation() {
-        tokio::time::sleep(lost_race_wait(rebases, commit_id)).await;
-    }
-}
-
-/// How long a writer waits after losing the `rebases`-th race for a slot (0 for the
-/// first): a jittered while that doubles from 4 ms up to [`LOST_RACE_BACKOFF_MAX`].
-/// Writers that lost together then follow one after another rather than all racing
-/// for the next slot at once, which on a loaded machine wastes the CPU the winner needs
-/// (each lost race costs a head read and, for a writer whose table moved, a follow).
-/// The jitter comes from the losing candidate's id, so it needs no random source.
-fn lost_race_wait(rebases: u32, commit_id: &str) -> Duration {
-    let window = Duration::from_millis(4)
-        .saturating_mul(1 << rebases.min(5))
-        .min(LOST_RACE_BACKOFF_MAX);
-    // FNV-1a over the id: its random tail spreads the writers over the window.
-    let hash = commit_id
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        });
-    let micros = u64::try_from(window.as_micros()).unwrap_or(u64::MAX).max(1);
-    Duration::from_micros(hash % micros)
-}
-
 /// Puts `candidate` at `path` if absent and decides whose commit is there. A transport
 /// error is resolved by reading back, then by re-issuing the identical PUT (the first
 /// may still be in flight); what still cannot be decided is `PublishInDoubt`.
@@ -562,30 +518,4 @@ async fn read_back(log: &CommitLog, candidate: &GraphCommit) -> Result<ReadBack>
         }
     }
     Ok(ReadBack::Unreadable)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_lost_race_waits_a_spread_bounded_while_that_grows() {
-        let ids: Vec<String> = (0..64).map(|_| seams::new_id()).collect();
-        for rebases in [0, 1, 3, 40] {
-            let waits: std::collections::BTreeSet<Duration> =
-                ids.iter().map(|id| lost_race_wait(rebases, id)).collect();
-            assert!(
-                waits.len() > 32,
-                "writers spread over the window: {waits:?}"
-            );
-            assert!(waits.iter().all(|wait| *wait < LOST_RACE_BACKOFF_MAX));
-            let window = Duration::from_millis(4 << rebases.min(2));
-            assert!(
-                waits.iter().all(|wait| *wait < window),
-                "race {rebases}: {waits:?}"
-            );
-        }
-        let longest = |rebases| ids.iter().map(|id| lost_race_wait(rebases, id)).max();
-        assert!(longest(0) < longest(2), "the window grows");
-    }
 }
