@@ -401,7 +401,7 @@ pub async fn neighbors(
     // one call reads, which a larger --limit is refused for).
     let asked = limit
         .saturating_add(1)
-        .min(omnigraph_graph::reads::READ_LIMIT_MAX.max(limit));
+        .min(omnigraph_graph::limits::READ_LIMIT_MAX.max(limit));
     let at = pinned(&graph, at).await?;
     let mut rows = graph
         .neighbors(type_name, &key, edge, direction, asked, &at)
@@ -565,7 +565,7 @@ pub async fn search(
     // then known.
     let asked = k
         .saturating_add(1)
-        .min(omnigraph_graph::reads::K_MAX.max(k));
+        .min(omnigraph_graph::limits::K_MAX.max(k));
     let mut rows = match (query.text, query.vector) {
         (Some(text), None) => {
             graph
@@ -930,7 +930,7 @@ fn adjacency_line(adjacency: &omnigraph_maintenance::AdjacencyOutcome) -> String
 pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
     let graph = open(root).await?;
     let log = graph.graph().log(graph.branch())?;
-    let applied = limit.min(omnigraph_publish::log::LOG_PAGE_MAX);
+    let applied = limit.min(omnigraph_publish::limits::LOG_PAGE_MAX);
     // Below the floor, what cleanup kept of the commits it reclaimed.
     let (commits, reclaimed) = log.page(applied, None).await?;
     let rows: Vec<Vec<String>> = commits

@@ -739,22 +739,22 @@ fn docs_cli_lists_every_command_and_its_flags() {
 
 #[test]
 fn docs_cli_states_the_load_bounds_the_code_has() {
-    use omnigraph_graph::{ingest, spill};
+    use omnigraph_graph::limits;
     let doc = std::fs::read_to_string(in_this_checkout("../docs/cli.md")).unwrap();
     let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
     for stated in [
         format!(
             "up to {} MiB (`APPEND_STREAM_BYTES_MAX`, and at most {} batches;",
-            ingest::APPEND_STREAM_BYTES_MAX >> 20,
-            ingest::APPEND_STREAM_BATCHES_MAX
+            limits::APPEND_STREAM_BYTES_MAX >> 20,
+            limits::APPEND_STREAM_BATCHES_MAX
         ),
         format!(
             "up to {} MiB per key set (`KEY_SET_MEMORY_BYTES_MAX`",
-            spill::KEY_SET_MEMORY_BYTES_MAX >> 20
+            limits::KEY_SET_MEMORY_BYTES_MAX >> 20
         ),
         format!(
             "spills at most {} runs (`SPILL_RUNS_MAX`",
-            spill::SPILL_RUNS_MAX
+            limits::SPILL_RUNS_MAX
         ),
     ] {
         assert!(doc.contains(&stated), "docs/cli.md does not say: {stated}");

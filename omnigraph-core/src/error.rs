@@ -6,6 +6,7 @@
 //! can only be raised later (`with_evidence`) by a layer that knows more (a publisher that
 //! has already staged files turns a `BeforeEffect` storage failure into `Unpublished`).
 
+use crate::limits::MERGE_CONFLICTS_SHOWN_MAX;
 use std::fmt;
 
 /// What a failed call left behind in durable storage.
@@ -228,9 +229,6 @@ impl serde::Serialize for ReadSetMember {
 
 /// The source of a storage failure, kept for its message and chain.
 pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// The conflicts a merge message names per type; the error holds them all.
-pub const MERGE_CONFLICTS_SHOWN_MAX: usize = 10;
 
 /// Why a merge cannot take a key (or a type) from both sides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

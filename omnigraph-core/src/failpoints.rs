@@ -11,6 +11,7 @@
 //! failpoint scope (a task-local set by [`Armed::run`]); everywhere else a failpoint is a
 //! no-op. Tests arm through [`arm`], which also holds the `fail` crate's scenario lock so
 //! that tests arming failpoints run one at a time, and disarms everything on drop.
+use crate::limits::PARKED_MAX;
 
 /// A failpoint name from this registry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -121,9 +122,6 @@ pub async fn reach(point: Failpoint) -> crate::Result<()> {
 tokio::task_local! {
     static FAILPOINT_SCOPE: ();
 }
-
-/// How many tasks one simulation holds parked at once, at most.
-pub const PARKED_MAX: usize = 64;
 
 /// The named windows of one deterministic simulation. The harness arms a failpoint;
 /// the next simulated task to reach it parks there, and the harness sees it parked

@@ -40,6 +40,7 @@ pub mod failpoints;
 pub mod filter;
 pub mod fragments;
 pub mod keys;
+pub mod limits;
 pub mod schema;
 pub mod seams;
 pub mod storage;
@@ -55,6 +56,6 @@ pub use lance_index;
 
 pub use error::{
     EXIT_CONFLICT, EXIT_FAILURE, EXIT_SUCCESS, EXIT_TEMPORARY, EXIT_USAGE, ErrorCode, ErrorKind,
-    Evidence, InputLocation, MERGE_CONFLICTS_SHOWN_MAX, MergeConflict, MergeConflictKind,
-    OmniError, ReadSetMember, Result, StorageKind,
+    Evidence, InputLocation, MergeConflict, MergeConflictKind, OmniError, ReadSetMember, Result,
+    StorageKind,
 };

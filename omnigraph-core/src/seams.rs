@@ -5,6 +5,7 @@
 //! The seam is task-local (tokio), so simulated tasks and real ones can share a process
 //! and a runtime without seeing each other's time.
 
+use crate::limits::CLOCK_SCALE_FACTOR_MAX;
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::future::Future;
@@ -99,8 +100,6 @@ pub(crate) fn stored_time_micros(system_micros: i64) -> i64 {
 /// one-minute grace period in seconds. Only builds with the `failpoints` feature (test
 /// builds) read it.
 pub const CLOCK_SCALE_ENV: &str = "OMNIGRAPH_TEST_CLOCK_SCALE";
-/// The largest clock factor accepted.
-pub(crate) const CLOCK_SCALE_FACTOR_MAX: i64 = 1_000;
 
 // Read only in builds with test seams (the `failpoints` feature), like the failpoints:
 // a production binary never runs on a scaled clock.

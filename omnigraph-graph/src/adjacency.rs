@@ -7,23 +7,17 @@
 use crate::commit::{GraphCommit, TableKind};
 use crate::graph::CommitRef;
 use crate::layout;
+use crate::limits::{ADJACENCY_CACHED_BYTES_MAX, ADJACENCY_CACHED_MAX, ADJACENCY_MISSES_MAX};
 use crate::omnigraph::Omnigraph;
 use omnigraph_core::Result;
-use omnigraph_publish::adjacency::{ADJACENCY_BYTES_MAX, Adjacency};
+use omnigraph_publish::adjacency::Adjacency;
+use omnigraph_publish::limits::ADJACENCY_BYTES_MAX;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The artifacts a handle keeps in memory (one version per table: a newer one read
-/// replaces it).
-pub(crate) const ADJACENCY_CACHED_MAX: usize = 8;
-/// The memory the artifacts a handle keeps may take, in bytes; past it the least
-/// recently used go.
-pub(crate) const ADJACENCY_CACHED_BYTES_MAX: u64 = 2 << 30;
 /// How long a handle trusts that a version has no usable artifact (none, or one that
 /// failed its checks) before it looks again: an optimize may build or replace it.
 pub(crate) const ADJACENCY_MISS_RECHECK: Duration = Duration::from_secs(5);
-/// The misses a handle remembers.
-const ADJACENCY_MISSES_MAX: usize = 64;
 
 /// An edge type's artifacts, as `status` reports them.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

@@ -3,6 +3,7 @@
 //! never through JSON. JSONL stays in `crate::jsonl`.
 
 use crate::ingest::{Ingest, IngestReport, LoadMode};
+use crate::limits::CSV_HEADER_BYTES_MAX;
 use crate::omnigraph::{LoadProgress, Omnigraph};
 use crate::read_ahead::ReadAhead;
 use omnigraph_core::arrow_array::RecordBatch;
@@ -15,8 +16,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Rows per batch read from a columnar file (the ingest batch size).
 pub(crate) const COLUMNAR_BATCH_ROWS: usize = crate::ingest::INGEST_BATCH_ROWS;
-/// The longest CSV header line read, in bytes.
-pub(crate) const CSV_HEADER_BYTES_MAX: usize = 64 << 10;
 
 /// The format of a file to load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

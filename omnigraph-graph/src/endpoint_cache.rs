@@ -10,6 +10,7 @@
 //! gone or rewritten is passed over by every lookup (and read again if rewritten). Once
 //! the rows passed over outnumber the rows held, the cache starts again.
 
+use crate::limits::CACHED_EDGES_PER_TABLE_MAX;
 use crate::rows::{self, KeyMap};
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::RecordBatch;
@@ -21,9 +22,6 @@ use omnigraph_core::lance::table::format::Fragment;
 use omnigraph_core::schema::{EDGE_DST_COLUMN, EDGE_SRC_COLUMN};
 use omnigraph_core::{OmniError, Result};
 use std::collections::HashMap;
-
-/// The most edges whose endpoints are cached per table; a larger table is read whole.
-const CACHED_EDGES_PER_TABLE_MAX: u64 = 5_000_000;
 
 /// The endpoints of one edge table, each with the fragments that named it when read.
 #[derive(Debug, Default)]

@@ -6,6 +6,7 @@
 //! probe touches one cache line where a table with separate control bytes touches two,
 //! and a batch's slots can be read ahead ([`HashSlots::touch`]) before its keys go in,
 //! so the misses overlap instead of coming one after another. Probing is linear.
+use crate::limits::{ENTRIES_MAX, SLOTS_MIN};
 
 /// A slot: the hash in the high half, the entry number plus one in the low half, zero
 /// when empty (so a new table is zeroed memory the system gives lazily).
@@ -16,13 +17,6 @@ const EMPTY: Slot = 0;
 /// table's runs grow long.
 const LOAD_NUMERATOR: usize = 3;
 const LOAD_DENOMINATOR: usize = 4;
-/// The fewest slots a table has.
-const SLOTS_MIN: usize = 16;
-/// The bytes of table one key may take at most: a table of n keys has fewer than
-/// 8/3·n slots (a power of two at most three quarters full) of 8 bytes.
-pub(crate) const BYTES_PER_KEY_MAX: usize = 22;
-/// The most entries a table numbers: the low half of a slot holds the number plus one.
-pub(crate) const ENTRIES_MAX: usize = u32::MAX as usize - 1;
 
 /// Entry numbers by the 32-bit hashes of their keys; the caller compares keys.
 pub(crate) struct HashSlots {
@@ -191,6 +185,7 @@ fn entry_of(slot: Slot) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::BYTES_PER_KEY_MAX;
 
     #[test]
     fn entries_are_found_by_hash_and_key_through_growth_and_collisions() {

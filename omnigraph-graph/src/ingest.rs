@@ -18,6 +18,10 @@ use crate::byte_channel;
 use crate::columnar::ReadFailure;
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::jsonl_rows::LineRows;
+use crate::limits::{
+    APPEND_GATHER_BYTES_MAX, APPEND_STREAM_BATCHES_MAX, APPEND_STREAM_BYTES_MAX,
+    INGEST_BATCH_BYTES_MAX, KEY_CACHE_EXTEND_KEYS_MAX, MERGE_RETAINED_BYTES_MAX,
+};
 use crate::omnigraph::Omnigraph;
 use crate::publication::ReadSet;
 use crate::read_ahead::ReadAhead;
@@ -38,43 +42,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Rows of one type validated and staged together.
 pub const INGEST_BATCH_ROWS: usize = 8_192;
-/// Input bytes of one type buffered before they are validated and staged: with long
-/// rows, a batch is staged before it reaches [`INGEST_BATCH_ROWS`].
-pub const INGEST_BATCH_BYTES_MAX: usize = 64 << 20;
-/// The longest JSONL line accepted, in bytes.
-pub const JSONL_LINE_BYTES_MAX: usize = 1 << 20;
 /// The read buffer of a JSONL file, read on the thread that splits it into lines: few
 /// system calls per line.
 pub const JSONL_READ_BUFFER_BYTES: usize = 1 << 20;
-/// The most a warm handle keeps of a JSONL input it cannot read twice (a pipe, a FIFO),
-/// by default: a load refused on a stale head runs again on the branch head from these
-/// bytes; a longer input's refusal is final (see [`crate::spill::LoadBudget`]).
-pub const INPUT_SPOOL_BYTES_MAX: usize = 64 << 20;
-/// Checked rows of one table gathered (Arrow bytes) before they are staged as one
-/// append: one Lance write, one fragment, per this much. Outside a simulation, an
-/// append this large is streamed long before ([`APPEND_STREAM_START_BYTES`]).
-pub const APPEND_GATHER_BYTES_MAX: usize = 64 << 20;
 /// Checked rows of one table gathered (Arrow bytes) before they go to Lance as a
 /// stream written beside the checks of the rows that follow. A smaller load is written
 /// in one call once every row is checked, so a bad row in it writes nothing.
 pub const APPEND_STREAM_START_BYTES: usize = 8 << 20;
-/// Checked batches waiting for a streamed append's writer, at most: with
-/// [`APPEND_STREAM_BYTES_MAX`], how far the checks may run ahead of Lance.
-pub const APPEND_STREAM_BATCHES_MAX: usize = 128;
-/// Arrow bytes of checked batches waiting for a streamed append's writer, at most:
-/// room for the rows checked while Lance encodes a burst of pages, so the checks and
-/// the writer run side by side.
-pub const APPEND_STREAM_BYTES_MAX: usize = 32 << 20;
-
-/// The most keys one append adds to the handle's key cache after it publishes; a larger
-/// one leaves the cache to read its fragments when next needed.
-pub(crate) const KEY_CACHE_EXTEND_KEYS_MAX: usize = 65_536;
-
-/// A merge keeps up to this many bytes of its rows (their Arrow buffers) in memory so
-/// that it can merge them again on a newer head when another writer moved a table
-/// first; a larger merge that loses the race fails with `ReadSetChanged` (nothing
-/// published) and is rerun by the caller.
-pub const MERGE_RETAINED_BYTES_MAX: usize = 64 << 20;
 
 /// How loaded rows meet existing rows with the same key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,8 +2,10 @@
 //! longer than the limit is refused as soon as the limit is passed, never buffered
 //! whole), each an object naming its type, pushed into an ingest.
 
-use crate::ingest::{Ingest, JSONL_LINE_BYTES_MAX, JSONL_READ_BUFFER_BYTES};
+use crate::ingest::{Ingest, JSONL_READ_BUFFER_BYTES};
 use crate::jsonl_rows::{self, LineTypeError};
+use crate::limits::CHUNK_LINES_MAX;
+use crate::limits::JSONL_LINE_BYTES_MAX;
 use crate::read_ahead::ReadAhead;
 use crate::rows::{self, RowSource};
 use omnigraph_core::{InputLocation, OmniError, Result};
@@ -71,8 +73,6 @@ pub(crate) fn next_line<R: std::io::BufRead>(
 
 /// Bytes of lines a splitter hands over at once.
 const CHUNK_BYTES: usize = 1 << 20;
-/// Lines a splitter hands over at once.
-const CHUNK_LINES_MAX: usize = 8_192;
 
 /// Lines split from the input with the type each names, handed over together.
 struct LineChunk {

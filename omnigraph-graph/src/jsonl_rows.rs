@@ -8,6 +8,7 @@
 //! `1.5` to `1`, where a load must refuse both.
 
 use crate::ingest::LoadMode;
+use crate::limits::ITEMS_PREALLOCATED_MAX;
 use crate::rows::{
     ColumnBuilder, Found, KeyColumn, RowSource, TYPE_FIELD, TypedRows, describe_found,
 };
@@ -492,9 +493,6 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Ok(Read::Object)
     }
 }
-
-/// Items reserved for an array before it is read (its length is not trusted).
-const ITEMS_PREALLOCATED_MAX: usize = 4_096;
 
 /// One array item, as a vector column reads it: a number, or `None` for anything else.
 struct ItemSeed;

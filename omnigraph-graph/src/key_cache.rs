@@ -17,6 +17,7 @@
 //! not the table's keys. After its own append the handle extends the cache with the
 //! keys it wrote, so the next insert reads nothing.
 
+use crate::limits::{CACHED_KEYS_PER_TABLE_MAX, DELETION_READS_IN_FLIGHT_MAX};
 use crate::rows::{self, KeyMap, RowKey};
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::RecordBatch;
@@ -30,15 +31,9 @@ use omnigraph_core::{OmniError, Result};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// The most keys cached per table; a larger table is checked through queries instead.
-pub(crate) const CACHED_KEYS_PER_TABLE_MAX: usize = 5_000_000;
-
 /// The offset a key whose row's place is not known has (its fragment was written by
 /// this handle, not read): such a fragment is read again when it loses rows.
 const OFFSET_UNKNOWN: u64 = u32::MAX as u64;
-
-/// How many deletion files one refresh reads at once.
-const DELETION_READS_IN_FLIGHT_MAX: usize = 16;
 
 /// A fragment as the cache knows it.
 #[derive(Debug)]

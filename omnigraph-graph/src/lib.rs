@@ -66,6 +66,7 @@ pub mod ingest;
 pub(crate) mod jsonl;
 pub(crate) mod jsonl_rows;
 pub mod key_cache;
+pub mod limits;
 pub mod merge;
 pub mod mutate;
 pub mod omnigraph;

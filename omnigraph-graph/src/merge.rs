@@ -13,8 +13,11 @@
 //! the other side did not write them. A row merge streams its versions in passes, each
 //! holding the keys of one hash partition, within a [`MergeBudget`].
 
-use crate::commit::{CommitOperation, GraphCommit, MERGED_FROM_MAX, MergedFrom, TablePin};
+use crate::commit::{CommitOperation, GraphCommit, MergedFrom, TablePin};
 use crate::graph::CommitRef;
+use crate::limits::{
+    MERGE_CHANGED_ROWS_MAX, MERGE_KEYS_PER_DELETE_MAX, MERGE_PASS_ROWS_MAX, MERGE_PASSES_MAX,
+};
 use crate::omnigraph::{KEY_LOOKUP_CHUNK, Omnigraph};
 use crate::publication::{Change, Publication, ReadSet, Requirements};
 use crate::reads::collect;
@@ -28,22 +31,10 @@ use omnigraph_core::schema::{
 };
 use omnigraph_core::{InputLocation, MergeConflict, MergeConflictKind, OmniError, Result};
 use omnigraph_publish::CommitAttempts;
+use omnigraph_publish::limits::MERGED_FROM_MAX;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-/// Rows of each of the three versions one pass of a row merge holds in memory, by
-/// default (in Arrow's row format, with their batches): a larger table is merged in
-/// more passes, each over the keys of one hash partition.
-pub const MERGE_PASS_ROWS_MAX: u64 = 1_000_000;
-/// Passes a row merge makes over its table at most, by default; a table too large for
-/// them fails before any effect.
-pub const MERGE_PASSES_MAX: u64 = 16;
-/// Rows a merge holds as its result, by default, over all its tables: rows taken from
-/// the source, keys to delete, conflicts and keys one side loses. A merge that changes
-/// more fails before any effect.
-pub const MERGE_CHANGED_ROWS_MAX: u64 = 1_000_000;
-/// Keys one staged delete of a row merge names.
-const MERGE_KEYS_PER_DELETE_MAX: usize = 10_000;
 /// The seed of the hash that puts each key in one pass: fixed, so the three versions'
 /// reads agree.
 const MERGE_PASS_SEED: u64 = 0x6f6d_6e69_6772_6170;
@@ -350,7 +341,7 @@ impl Omnigraph {
     /// Merges branch `from` into this handle's branch: one commit, published with an
     /// exact CAS on this branch's head. A writer that moved the head first makes the
     /// merge plan again on the new head, within the write's commit attempts
-    /// ([`omnigraph_publish::attempts::COMMIT_PUTS_MAX`]); a merge that keeps losing
+    /// ([`omnigraph_publish::limits::COMMIT_PUTS_MAX`]); a merge that keeps losing
     /// reserves every table of the branch for its next attempt (`docs/format.md` §7.7).
     /// Conflicts publish nothing and fail with `MergeConflict`, listing every one.
     /// `commit` is `None` when this branch holds everything `from` changed already.

@@ -10,11 +10,12 @@
 //! nothing published.
 //! [`Omnigraph::update`] and [`Omnigraph::delete`] then plan again on the new head,
 //! within the write's commit attempts
-//! ([`omnigraph_publish::attempts::COMMIT_PUTS_MAX`]); a prepared write does not. Deleting
+//! ([`omnigraph_publish::limits::COMMIT_PUTS_MAX`]); a prepared write does not. Deleting
 //! nodes deletes their incident edges in the same commit. An update changes neither a
 //! key nor an edge's endpoints.
 
 use crate::commit::{CommitOperation, GraphCommit};
+use crate::limits::{FOLLOWS_MAX, POINT_WRITE_COLD_ROWS_MAX};
 use crate::omnigraph::{Omnigraph, input_or_storage};
 use crate::publication::ReadSet;
 use crate::replanning::OnSchemaChange;
@@ -205,12 +206,6 @@ impl PreparedWrite {
         Ok(true)
     }
 }
-
-/// How many times one prepared write follows rows added to the tables it read before
-/// it gives up, so that an update or delete plans again (and, once starved, reserves
-/// its tables) rather than chase a table that keeps moving. Its PUTs count in the
-/// write's one bound ([`omnigraph_publish::attempts::COMMIT_PUTS_MAX`]).
-pub const FOLLOWS_MAX: u32 = 4;
 
 impl Omnigraph {
     /// Sets properties on the rows of `type_name` where `predicate` (SQL) holds, and
@@ -498,11 +493,6 @@ impl Omnigraph {
         Ok((deleted_keys, rows, guards))
     }
 }
-
-/// Above this many rows, a table whose keys a handle does not hold yet is read whole by
-/// an update or delete rather than having its keys read first: for one write, reading
-/// every key of a large indexed table costs more than the write.
-const POINT_WRITE_COLD_ROWS_MAX: u64 = 65_536;
 
 /// The rows `table`'s fragments store, deleted ones included.
 fn stored_rows_of(table: &omnigraph_core::lance::Dataset) -> u64 {

@@ -9,6 +9,7 @@ use crate::graph::{CommitRef, Graph};
 use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::key_cache::TableKeys;
 use crate::layout;
+use crate::limits::GET_KEYS_TO_READ_MAX;
 use crate::merge::MergeBudget;
 use crate::read_ahead::FileIdentity;
 use crate::rows::{self, RowSource, batches_to_json, json_value};
@@ -823,11 +824,6 @@ impl Omnigraph {
         scan_table(&table, request).await
     }
 }
-
-/// The most keys a `get` reads to bring a handle's key cache to the head before it
-/// reads only the fragment that holds its key; a cache further behind is left to the
-/// next write, and the `get` scans.
-const GET_KEYS_TO_READ_MAX: u64 = 65_536;
 
 async fn scan_table(
     table: &omnigraph_core::lance::Dataset,

@@ -2,6 +2,7 @@
 //! decoding a file (Parquet, CSV, splitting JSONL into lines) then runs beside the checks
 //! of what came before, on a core the checks leave free.
 
+use crate::limits::READ_AHEAD_ITEMS_MAX;
 use omnigraph_core::{OmniError, Result};
 
 /// Opens an input file off the runtime's threads (a FIFO's open waits for its writer);
@@ -36,9 +37,6 @@ impl FileIdentity {
         }
     }
 }
-
-/// Items a reader produces ahead of its consumer.
-pub(crate) const READ_AHEAD_ITEMS_MAX: usize = 2;
 
 /// The items of an iterator, produced on a thread of their own at most
 /// [`READ_AHEAD_ITEMS_MAX`] ahead and awaited by the consumer, so a runtime thread never

@@ -4,6 +4,7 @@
 //! and says how to build it when it is missing, rather than scanning slowly.
 
 use crate::graph::CommitRef;
+use crate::limits::{K_MAX, READ_LIMIT_MAX};
 use crate::omnigraph::Omnigraph;
 use crate::rows;
 use crate::rows::batches_to_json;
@@ -15,10 +16,6 @@ use omnigraph_core::schema::{DeclKind, IndexKind, PropertyType, TypeDef};
 use omnigraph_core::{InputLocation, OmniError, Result};
 use serde_json::{Map, Value};
 
-/// The most rows a graph read returns.
-pub const READ_LIMIT_MAX: usize = 10_000;
-/// The largest k of a nearest or text query.
-pub const K_MAX: usize = 1_000;
 /// A nearest query probes one IVF partition in this many. Measured on 20,000 uniform
 /// random 16-dimensional vectors in 20 partitions: a quarter gave recall@10 of 0.88,
 /// a half stays above 0.9.

@@ -2,7 +2,7 @@
 //! the tables they read), merge and schema apply (strict on the whole head). Each
 //! attempt plans on a head, stages and publishes; one that lost its slot to a change of
 //! what it read plans again on the head the loss read, within the write's one bound on
-//! commit PUTs ([`omnigraph_publish::attempts::COMMIT_PUTS_MAX`], shared with the
+//! commit PUTs ([`omnigraph_publish::limits::COMMIT_PUTS_MAX`], shared with the
 //! publisher's moves onto newer heads), and a starved one reserves its tables for the
 //! next attempt (`docs/format.md` §7.7).
 

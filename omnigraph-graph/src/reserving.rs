@@ -10,9 +10,10 @@
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::omnigraph::Omnigraph;
 use crate::publication::{Change, Publication};
-use crate::reservation::{RESERVED_TABLES_MAX, Reservation};
+use crate::reservation::Reservation;
 use omnigraph_core::{ErrorKind, OmniError, seams};
 use omnigraph_publish::CommitAttempts;
+use omnigraph_publish::limits::RESERVED_TABLES_MAX;
 
 /// How many times an insert or load loses its slot to a change of the tables it read
 /// before it reserves them. Each reservation is a commit that costs every other writer
@@ -21,7 +22,7 @@ use omnigraph_publish::CommitAttempts;
 /// half the commits and cut the commit rate; after 6, about one in twenty.
 pub const RESERVE_AFTER_LOSSES: u32 = 6;
 /// How many attempts of an update or delete lose (each after following its tables up
-/// to `crate::mutate::FOLLOWS_MAX` times) before it reserves them for the next.
+/// to `crate::limits::FOLLOWS_MAX` times) before it reserves them for the next.
 pub const RESERVE_AFTER_ATTEMPTS: u32 = 3;
 /// The operation kind of a commit that reserves tables.
 pub const RESERVE_OPERATION: &str = "reserve";

@@ -102,6 +102,7 @@ pub(crate) const TYPE_FIELD: &str = "type";
 /// A JSON object with where it came from: the input of [`rows_from_json`].
 pub type SourcedObject = (RowSource, Map<String, Value>);
 
+use crate::limits::QUOTED_BYTES_MAX;
 pub use omnigraph_core::keys::RowKey;
 pub(crate) use omnigraph_core::keys::{
     json_value, push_text_key, render_array_key, render_key, render_text_key,
@@ -546,9 +547,6 @@ impl<'a> Found<'a> {
         }
     }
 }
-
-/// The longest part of a string a message quotes, in bytes.
-const QUOTED_BYTES_MAX: usize = 40;
 
 pub(crate) fn describe_found(found: &Found<'_>) -> String {
     match found {

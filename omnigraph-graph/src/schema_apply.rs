@@ -102,7 +102,7 @@ impl Omnigraph {
     /// Moves the graph to the schema in `schema_text`. See the module documentation. A
     /// writer that moved the head first makes the apply plan again on the new head,
     /// within the write's commit attempts
-    /// ([`omnigraph_publish::attempts::COMMIT_PUTS_MAX`]); one that keeps losing
+    /// ([`omnigraph_publish::limits::COMMIT_PUTS_MAX`]); one that keeps losing
     /// reserves every table of the branch for its next attempt (`docs/format.md` §7.7).
     pub async fn apply_schema(&self, schema_text: &str, force: bool) -> Result<SchemaApplyReport> {
         let next = omnigraph_core::schema::parse("schema", schema_text)?;

@@ -9,7 +9,8 @@
 //! found by merging the sorted runs once the input is read. Run files are removed when
 //! the set is dropped.
 
-use super::hash_slots::{self, HashSlots};
+use super::hash_slots::HashSlots;
+use crate::limits::{KEY_SET_MEMORY_BYTES_MAX, SPILL_RUNS_MAX};
 use omnigraph_core::{OmniError, Result, StorageKind};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -17,13 +18,6 @@ use std::hash::BuildHasher;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-/// The memory one key set of a load holds before it spills a sorted run to disk.
-pub const KEY_SET_MEMORY_BYTES_MAX: usize = 64 << 20;
-/// Runs one key set may spill; past them the load fails and publishes nothing. With
-/// the default budget that is about 350 million short keys (16 GiB of keys in memory's
-/// accounting, some 48 bytes each). It also bounds the files one merge holds open: a
-/// check merges at most two sets at once, well within a process's usual 1,024 files.
-pub const SPILL_RUNS_MAX: usize = 256;
 /// The read buffer of each run while runs are merged.
 const RUN_READ_BUFFER_BYTES: usize = 64 << 10;
 /// Bytes of one record after its key: source, tag, line, row.
@@ -38,7 +32,7 @@ pub struct LoadBudget {
     /// The directory of spilled runs; the system's temporary directory by default.
     pub spill_dir: PathBuf,
     /// What a warm handle keeps of a JSONL input it cannot read twice (see
-    /// [`crate::ingest::INPUT_SPOOL_BYTES_MAX`]).
+    /// [`crate::limits::INPUT_SPOOL_BYTES_MAX`]).
     pub input_spool_bytes_max: usize,
 }
 
@@ -47,7 +41,7 @@ impl Default for LoadBudget {
         LoadBudget {
             key_set_memory_bytes_max: KEY_SET_MEMORY_BYTES_MAX,
             spill_dir: std::env::temp_dir(),
-            input_spool_bytes_max: crate::ingest::INPUT_SPOOL_BYTES_MAX,
+            input_spool_bytes_max: crate::limits::INPUT_SPOOL_BYTES_MAX,
         }
     }
 }
@@ -220,7 +214,7 @@ impl SpillKeys {
         let len =
             u32::try_from(key.len()).map_err(|_| OmniError::internal("a key of 4 GiB or more"))?;
         if u32::try_from(self.bytes.len() + key.len()).is_err()
-            || self.entries.len() > hash_slots::ENTRIES_MAX
+            || self.entries.len() > crate::limits::ENTRIES_MAX
         {
             // Positions and entry numbers are 32-bit: a budget near 4 GiB spills before
             // they overflow.
@@ -259,7 +253,8 @@ impl SpillKeys {
         assert!(self.entries.is_empty(), "room is made before the first key");
         // A table made for n keys takes at most BYTES_PER_KEY_MAX bytes a key, past its
         // least size of 16 slots.
-        let per_key = std::mem::size_of::<Entry>() + hash_slots::BYTES_PER_KEY_MAX + key_bytes_each;
+        let per_key =
+            std::mem::size_of::<Entry>() + crate::limits::BYTES_PER_KEY_MAX + key_bytes_each;
         let keys = keys.min(self.budget.key_set_memory_bytes_max / per_key);
         self.entries.reserve_exact(keys);
         self.bytes.reserve_exact(keys * key_bytes_each);

@@ -11,8 +11,10 @@
 
 use crate::graph::CommitRef;
 use crate::layout;
+use crate::limits::READ_LIMIT_MAX;
+use crate::limits::{TRAVERSE_EDGES_PER_STEP_MAX, TRAVERSE_STARTS_MAX, TRAVERSE_STEPS_MAX};
 use crate::omnigraph::{KEY_LOOKUP_CHUNK, Omnigraph};
-use crate::reads::{READ_LIMIT_MAX, collect};
+use crate::reads::collect;
 use crate::rows;
 use omnigraph_core::schema::{
     Catalog, DeclKind, EDGE_DST_COLUMN, EDGE_ID_COLUMN, EDGE_SRC_COLUMN, TypeDef,
@@ -22,14 +24,6 @@ use omnigraph_publish::adjacency::{Adjacency, AdjacencyWay};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// The most steps one traversal takes.
-pub const TRAVERSE_STEPS_MAX: usize = 8;
-/// The most start keys one traversal takes.
-pub const TRAVERSE_STARTS_MAX: usize = READ_LIMIT_MAX;
-/// The most edges one step reads: a step that would read more fails, naming it, before
-/// it holds them (narrow it with a filter or a smaller limit on the step before).
-pub const TRAVERSE_EDGES_PER_STEP_MAX: usize = 1_000_000;
 
 /// Which way a step follows its edge type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -4,6 +4,7 @@
 //! the table's folder (`omnigraph_publish::adjacency` has the format). Best effort: a
 //! failure is reported in optimize's report and traversals read the edge table.
 
+use crate::limits::ADJACENCY_COLUMNS_QUEUED_MAX;
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::cast::AsArray;
 use omnigraph_core::arrow_array::{Array, RecordBatch};
@@ -13,8 +14,9 @@ use omnigraph_core::lance::Dataset;
 use omnigraph_core::schema::{EDGE_DST_COLUMN, EDGE_SRC_COLUMN};
 use omnigraph_core::storage::PutOutcome;
 use omnigraph_core::{OmniError, Result};
-use omnigraph_publish::adjacency::{
-    ADJACENCY_BYTES_MAX, ADJACENCY_EDGES_MAX, ADJACENCY_KEY_BYTES_MAX, Adjacency, from_pairs,
+use omnigraph_publish::adjacency::{Adjacency, from_pairs};
+use omnigraph_publish::limits::{
+    ADJACENCY_BYTES_MAX, ADJACENCY_EDGES_MAX, ADJACENCY_KEY_BYTES_MAX,
 };
 use omnigraph_publish::{BranchWriter, TablePin, layout};
 use std::sync::Arc;
@@ -102,9 +104,6 @@ impl Interner {
         Ok(id)
     }
 }
-
-/// The endpoint columns queued for one interning worker while the scan reads ahead.
-const ADJACENCY_COLUMNS_QUEUED_MAX: usize = 4;
 
 /// One endpoint column's keys interned by a worker thread: the ids of its rows in scan
 /// order, and each id's rendered key.

@@ -1,12 +1,11 @@
 //! The maintenance budget: the knobs that bound what a maintenance run may use.
 
+use crate::limits::UNIT_CONCURRENCY_MAX;
 use omnigraph_core::adapter::{CompactionBudget, FullTextBudget};
 use omnigraph_core::{OmniError, Result, StorageKind};
 
 /// The environment variable that sets [`MaintenanceBudget::unit_concurrency`].
 pub(crate) const CONCURRENCY_VAR: &str = "OMNIGRAPH_MAINTENANCE_CONCURRENCY";
-/// The most units (tables) a run stages at once: each holds a compaction's buffers.
-pub(crate) const UNIT_CONCURRENCY_MAX: usize = 2;
 /// Units staged at once by default.
 pub(crate) const UNIT_CONCURRENCY_DEFAULT: usize = 1;
 /// Fan-out of request-bound work (planning reads, cleanup's sweep).

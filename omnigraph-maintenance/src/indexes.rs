@@ -8,6 +8,7 @@
 //! an untrained PQ index on too few rows and fails IVF_FLAT on all-null vectors): an
 //! untrainable column is reported under `pending_indexes` with its reason.
 
+use crate::limits::{IVF_PARTITIONS_MAX, VECTOR_TRAINING_ROWS_MIN};
 use omnigraph_core::adapter::IndexBuildKind;
 use omnigraph_core::adapter::{built_partitions, is_built};
 use omnigraph_core::lance::Dataset;
@@ -17,12 +18,8 @@ use omnigraph_core::{OmniError, Result};
 use omnigraph_publish::{BranchWriter, CommitOperation, GraphCommit, Staging};
 use std::sync::Arc;
 
-/// Fewest non-null vectors an IVF index is trained on.
-pub(crate) const VECTOR_TRAINING_ROWS_MIN: u64 = 256;
 /// Vectors per IVF partition aimed for when a first build chooses the partition count.
 pub(crate) const VECTORS_PER_PARTITION: u64 = 1_000;
-/// The most IVF partitions a first build chooses.
-pub(crate) const IVF_PARTITIONS_MAX: u64 = 256;
 
 /// A declared index that could not be built yet, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

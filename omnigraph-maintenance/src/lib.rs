@@ -47,6 +47,7 @@ pub mod budget;
 pub mod cleanup;
 pub mod indexes;
 mod lane;
+pub mod limits;
 mod maintenance;
 pub mod optimize;
 pub mod progress;

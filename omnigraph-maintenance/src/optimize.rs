@@ -24,6 +24,7 @@ use crate::adjacency::AdjacencyOutcome;
 use crate::budget::MaintenanceBudget;
 use crate::indexes::{PendingIndex, stage_create_indices, vector_training_rows};
 use crate::lane::{CancelToken, cancelled};
+use crate::limits::RESTAGES_MAX;
 use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use crate::run::RunRecord;
 use futures::StreamExt;
@@ -763,13 +764,6 @@ async fn publish_unit_until(
         }
     }
 }
-
-/// How many times one unit is staged again on a moved pin before it ends `pin_moved`.
-/// A restage only carries deletions over (small files), but four writers committing
-/// about 100 times a second moved the table again during most restages: at 3, the
-/// busiest table's unit lost every run, its fragments piled up, and every update and
-/// delete scanned more of them (`cargo xtask stress --procs 4`).
-pub const RESTAGES_MAX: usize = 12;
 
 /// The index work of a unit whose compaction published alone: staged on the commit
 /// that published it, and published as a unit of its own (re-committed as it is when

@@ -12,21 +12,12 @@
 //! edge reaches nothing either way. Writes to the node tables leave it current.
 
 use crate::commit::TablePin;
+use crate::limits::{ADJACENCY_BYTES_MAX, ADJACENCY_EDGES_MAX};
 use omnigraph_core::keys::{self, RowKey};
 use serde_json::Value;
 
 /// The artifact format this build writes and reads.
 pub const ADJACENCY_FORMAT: u32 = 1;
-/// The most edges one artifact holds. Building holds about 32 bytes per edge, and per
-/// distinct endpoint key about 80 bytes plus three copies of its rendered text, beside
-/// the artifact's own bytes; a larger table is skipped (said in optimize's report) and
-/// read through its index.
-pub const ADJACENCY_EDGES_MAX: u64 = 50_000_000;
-/// The largest artifact a reader accepts, in bytes (checked from the GET's size before
-/// the body is read); a builder skips one that would be larger.
-pub const ADJACENCY_BYTES_MAX: u64 = 4 << 30;
-/// The longest endpoint key an artifact holds, in bytes, as rendered.
-pub const ADJACENCY_KEY_BYTES_MAX: usize = 64 << 10;
 const MAGIC: [u8; 8] = *b"OGADJ\0\0\0";
 /// Magic, format, table id length, version, edges, nodes, key bytes.
 const HEADER_BYTES: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8;

@@ -6,23 +6,11 @@
 //! before it reads the new head: the one backoff, growing with the races the write has
 //! lost so far.
 
+use crate::limits::{COMMIT_PUTS_MAX, LOST_RACE_BACKOFF_MAX, LOST_RACE_BACKOFF_MIN};
 use omnigraph_core::{Evidence, OmniError, Result, seams};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-
-/// The most commit PUTs one write makes, over every plan and every move onto a newer
-/// head. Under 8 writers on one root, a load of two tables lost 8 races in a row about
-/// once in 6 loads; 64 leaves room for that many losses several times over.
-pub const COMMIT_PUTS_MAX: u32 = 64;
-/// The longest a writer waits after a lost race before it reads the new head.
-pub const LOST_RACE_BACKOFF_MAX: Duration = Duration::from_millis(16);
-/// The first window of the backoff, doubled per race lost up to
-/// [`LOST_RACE_BACKOFF_MAX`].
-pub const LOST_RACE_BACKOFF_MIN: Duration = Duration::from_millis(4);
-
-const _: () = assert!(COMMIT_PUTS_MAX >= 16, "room for a load's usual losses");
-const _: () = assert!(LOST_RACE_BACKOFF_MIN.as_micros() <= LOST_RACE_BACKOFF_MAX.as_micros());
 
 /// The commit PUTs one write has made, and the races it lost; shared by every
 /// publication the write makes (a clone counts into the same figures).

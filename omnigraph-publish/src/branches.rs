@@ -9,6 +9,7 @@
 use crate::commit::{CommitOperation, ForkPoint, GraphCommit, Retention};
 use crate::graph::{CommitRef, Graph};
 use crate::layout;
+use crate::limits::{BRANCHES_MAX, HEAD_READS_IN_FLIGHT_MAX};
 use crate::publication::{Change, Publication};
 use crate::publisher::{self, Decided};
 use crate::retention;
@@ -21,10 +22,6 @@ use std::sync::Arc;
 pub const CREATE_OPERATION: &str = "create_branch";
 /// The operation kind of the commit that deletes a branch.
 pub const DELETE_OPERATION: &str = "delete_branch";
-/// The most branches a root holds: listing reads each one's head.
-pub const BRANCHES_MAX: usize = 4_096;
-/// Branch heads read at once when listing.
-const HEAD_READS_IN_FLIGHT_MAX: usize = 8;
 
 /// One live branch, as [`list_branches`] reports it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

@@ -2,40 +2,12 @@
 //! is one commit; reading it is one GET.
 
 use crate::layout;
+use crate::limits::{
+    ACTOR_LEN_MAX, COMMIT_ID_LEN_MAX, MERGED_FROM_MAX, OPERATION_KIND_LEN_MAX, SUMMARY_LEN_MAX,
+};
 use crate::reservation::{self, Reservation};
 use omnigraph_core::{OmniError, Result};
 use std::collections::HashSet;
-
-/// The longest commit id (and parent id) a commit may hold; ids from the id seam are
-/// 26-character ULIDs.
-pub(crate) const COMMIT_ID_LEN_MAX: usize = 64;
-/// The longest actor a commit may name, in bytes.
-pub(crate) const ACTOR_LEN_MAX: usize = 1_024;
-/// The longest operation summary a writer publishes, in bytes: writers quote their input
-/// in it (an update's predicate), so the publisher shortens it (`shortened_summary`).
-/// Readers accept any summary within the commit's size limit, as earlier builds wrote.
-pub const SUMMARY_LEN_MAX: usize = 1_024;
-/// The longest operation kind, in bytes.
-pub(crate) const OPERATION_KIND_LEN_MAX: usize = 64;
-
-/// The largest pin in JSON, in bytes: its ids, names and path at their limits, two
-/// 20-digit numbers and the field names.
-const PIN_JSON_BYTES_MAX: usize =
-    3 * layout::TABLE_ID_LEN_MAX + omnigraph_core::schema::NAME_LEN_MAX + 2 * 20 + 256;
-
-// A commit at every limit (every type pinned, the longest actor, ids and operation)
-// still fits what a reader accepts, so a valid commit is never refused as too large.
-const _: () = assert!(
-    omnigraph_core::schema::TYPES_MAX * PIN_JSON_BYTES_MAX
-        + ACTOR_LEN_MAX
-        + 2 * COMMIT_ID_LEN_MAX
-        + OPERATION_KIND_LEN_MAX
-        + SUMMARY_LEN_MAX
-        + reservation::RESERVATIONS_MAX * (COMMIT_ID_LEN_MAX + 64)
-        + reservation::RESERVED_TABLES_MAX * (layout::TABLE_ID_LEN_MAX + 4)
-        + 64 * 1024
-        < layout::COMMIT_BYTES_MAX
-);
 
 /// Whether a pinned table holds a node type or an edge type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -116,13 +88,10 @@ pub struct GraphCommit {
     pub merged_from: Vec<MergedFrom>,
     /// The tables writers hold for a short lease (`docs/format.md` §7.7), carried
     /// forward by every commit while they hold, up to
-    /// [`crate::reservation::RESERVATIONS_MAX`].
+    /// [`crate::limits::RESERVATIONS_MAX`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reservations: Vec<Reservation>,
 }
-
-/// The most branches a commit remembers merging from.
-pub const MERGED_FROM_MAX: usize = 64;
 
 /// A commit of another branch whose tables a merge took.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -328,15 +297,15 @@ impl GraphCommit {
             return Err(format!("operation kind {kind:?} is not a snake_case word"));
         }
         reservation::validate(&self.reservations)?;
-        if self.pins.len() > omnigraph_core::schema::TYPES_MAX {
+        if self.pins.len() > omnigraph_core::limits::TYPES_MAX {
             return Err(format!(
                 "{} pins; a schema has at most {} types",
                 self.pins.len(),
-                omnigraph_core::schema::TYPES_MAX
+                omnigraph_core::limits::TYPES_MAX
             ));
         }
         if let Some(retention) = &self.retention {
-            let floor = crate::retention::micros_of(crate::retention::GRACE_MIN);
+            let floor = crate::retention::micros_of(crate::limits::GRACE_MIN);
             if retention.grace_micros < floor {
                 return Err(format!(
                     "the recorded grace period of {} µs is below the floor of {floor} µs",
@@ -451,7 +420,7 @@ mod tests {
     fn a_retention_record_past_its_commit_or_below_the_grace_floor_is_refused() {
         let mut commit = genesis();
         assert_eq!(commit.validate(), Ok(()));
-        let grace_micros = crate::retention::micros_of(crate::retention::GRACE_MIN);
+        let grace_micros = crate::retention::micros_of(crate::limits::GRACE_MIN);
         commit.retention = Some(Retention {
             grace_micros,
             oldest_retained: 0,

@@ -231,7 +231,7 @@ impl Graph {
         let path = layout::schema_path(&commit.schema);
         let bytes = self
             .root
-            .get_capped(&path, layout::SCHEMA_DOCUMENT_BYTES_MAX)
+            .get_capped(&path, crate::limits::SCHEMA_DOCUMENT_BYTES_MAX)
             .await?
             .ok_or_else(|| {
                 OmniError::corrupt(
@@ -274,7 +274,7 @@ impl Graph {
 /// The format object, validated; `None` when the root has none.
 async fn read_format(root: &StorageRoot) -> Result<Option<FormatDoc>> {
     let Some(bytes) = root
-        .get_capped(layout::FORMAT, layout::FORMAT_BYTES_MAX)
+        .get_capped(layout::FORMAT, crate::limits::FORMAT_BYTES_MAX)
         .await?
     else {
         return Ok(None);

@@ -9,32 +9,13 @@
 
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::layout;
+use crate::limits::{
+    HISTORY_CHUNK_BYTES_MAX, HISTORY_CHUNK_COMMITS_MAX, HISTORY_CHUNKS_MAX, HISTORY_COVER_AGE_MIN,
+    HISTORY_LINES_BYTES_MAX, HISTORY_RELISTS_MAX, HISTORY_SUMMARY_CHARS_MAX,
+};
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{OmniError, Result};
 use std::io::{Read, Write};
-
-/// The most commits one history chunk holds; a longer reclaimed range is written in
-/// several.
-pub const HISTORY_CHUNK_COMMITS_MAX: u64 = 10_000;
-/// The most characters of an operation's summary the history keeps.
-pub const HISTORY_SUMMARY_CHARS_MAX: usize = 80;
-/// The largest chunk a reader accepts, compressed, in bytes.
-pub const HISTORY_CHUNK_BYTES_MAX: usize = 4 << 20;
-/// The largest chunk a reader decompresses, in bytes: a chunk's lines at their longest.
-pub(crate) const HISTORY_LINES_BYTES_MAX: usize = 16 << 20;
-/// The most chunks a branch's history folder may hold.
-pub const HISTORY_CHUNKS_MAX: usize = 100_000;
-/// How many times a reader lists the history again when a chunk it listed is gone (a
-/// cleanup wrote a longer one that covers it, then deleted it).
-const HISTORY_RELISTS_MAX: usize = 4;
-/// How old a chunk must be before a chunk it covers is deleted: a listing is not
-/// atomic (a folder walk, pages of a LIST), and one that missed the new chunk (begun
-/// before it was written) must not also miss the one it replaces, or it would see the
-/// floor fall. No listing runs for this long.
-pub const HISTORY_COVER_AGE_MIN: std::time::Duration = crate::retention::GRACE_MIN;
-// A chunk's lines at their longest (ids, actor, kind and a summary, with JSON framing)
-// fit what a reader decompresses.
-const _: () = assert!(HISTORY_CHUNK_COMMITS_MAX as usize * 1_024 <= HISTORY_LINES_BYTES_MAX);
 
 /// What the history keeps of one reclaimed commit.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -1,15 +1,11 @@
 //! Where the graph's own objects live under the root (`docs/format.md` §2). Every path is built
 //! here from validated parts: no type or table name ever becomes part of a path.
 
+use crate::limits::{BRANCH_LEN_MAX, TABLE_ID_LEN_MAX};
 use omnigraph_core::{InputLocation, OmniError, Result};
 
 /// The format object: written once, put-if-absent.
 pub const FORMAT: &str = "_graph/FORMAT";
-/// The largest branch name, in bytes.
-pub(crate) const BRANCH_LEN_MAX: usize = 64;
-/// The largest commit object a reader accepts, in bytes. A commit holds one pin per
-/// type, so even [`omnigraph_core::schema::TYPES_MAX`] pins stay far below it.
-pub const COMMIT_BYTES_MAX: usize = 4 << 20;
 /// The branch every graph starts with.
 pub const MAIN_BRANCH: &str = "main";
 
@@ -103,18 +99,6 @@ pub fn adjacency_version(object: &str) -> Option<u64> {
 }
 
 const ADJACENCY_SUFFIX: &str = ".ogadj";
-
-/// The largest format object a reader accepts, in bytes.
-pub(crate) const FORMAT_BYTES_MAX: usize = 64 << 10;
-/// The largest schema document a reader accepts, in bytes: the largest schema source
-/// with room for its JSON framing.
-pub(crate) const SCHEMA_DOCUMENT_BYTES_MAX: usize = 4 * omnigraph_core::schema::SCHEMA_BYTES_MAX;
-const _: () = assert!(SCHEMA_DOCUMENT_BYTES_MAX > omnigraph_core::schema::SCHEMA_BYTES_MAX);
-// A table id is part of a path inside a table pin; the root URI bounds the rest.
-const _: () =
-    assert!(TABLE_ID_LEN_MAX + BRANCH_LEN_MAX < omnigraph_core::storage::ROOT_URI_LEN_MAX);
-/// The longest table id, in bytes (minted ids are `t` and a 26-character ULID).
-pub(crate) const TABLE_ID_LEN_MAX: usize = 64;
 
 /// Whether `hash` is a schema hash: 64 lowercase hex digits (SHA-256).
 pub(crate) fn is_schema_hash(hash: &str) -> bool {

@@ -52,6 +52,7 @@ pub mod gate;
 pub mod graph;
 pub mod history;
 pub mod layout;
+pub mod limits;
 pub mod log;
 pub mod publication;
 pub mod publisher;

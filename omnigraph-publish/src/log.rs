@@ -11,18 +11,10 @@
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::history::{History, HistoryEntry};
 use crate::layout;
+use crate::limits::{FIND_WALK_MAX, HEAD_PROBE_MAX, LOG_PAGE_MAX};
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{InputLocation, OmniError, Result};
 use std::sync::Arc;
-
-/// The most commits head discovery probes forward from `HEAD` before it lists the
-/// commits folder instead: a `HEAD` that lags further is stale, not a hint.
-pub const HEAD_PROBE_MAX: usize = 64;
-/// The most commits `find` walks back from the head looking for a commit id; older
-/// commits are named by seq.
-pub const FIND_WALK_MAX: usize = 1_000;
-/// The most commits one `log` call returns.
-pub const LOG_PAGE_MAX: usize = 1_000;
 
 /// One entry of a branch's log: a commit, or what the history keeps of a reclaimed one.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -103,7 +95,7 @@ impl CommitLog {
         let path = layout::commit_path(&self.branch, seq);
         match self
             .root
-            .get_capped(&path, layout::COMMIT_BYTES_MAX)
+            .get_capped(&path, crate::limits::COMMIT_BYTES_MAX)
             .await?
         {
             Some(bytes) => GraphCommit::parse(&path, &bytes, &self.branch, seq).map(Some),
@@ -292,7 +284,10 @@ impl CommitLog {
     /// decides).
     async fn head_bytes(&self) -> Result<Option<bytes::Bytes>> {
         self.root
-            .get_capped(&layout::head_path(&self.branch), layout::COMMIT_BYTES_MAX)
+            .get_capped(
+                &layout::head_path(&self.branch),
+                crate::limits::COMMIT_BYTES_MAX,
+            )
             .await
             .or_else(|error| match error {
                 OmniError::Corrupt { .. } => Ok(None),

@@ -50,7 +50,7 @@ pub struct Requirements {
     /// When the writer last saw, at a branch's head, the pins it publishes without
     /// staging them (a merge's source): cleanup keeps the pins of a commit that was a
     /// head within its grace period, so such pins are published within
-    /// [`crate::retention::FOREIGN_PINS_AGE_MAX`] of that.
+    /// [`crate::limits::FOREIGN_PINS_AGE_MAX`] of that.
     pub foreign_pins_read: Option<seams::Since>,
     /// The reservation this writer holds (its holder id): it does not wait for it, and
     /// the commit releases it.

@@ -13,6 +13,7 @@ use crate::attempts::CommitAttempts;
 use crate::commit::{self, CommitOperation, GraphCommit, Retention};
 use crate::gate;
 use crate::layout;
+use crate::limits::READ_BACK_ATTEMPTS_MAX;
 use crate::log::CommitLog;
 use crate::publication::{Change, Publication, ReadSet};
 use crate::reservation;
@@ -36,7 +37,7 @@ pub async fn publish(root: &Arc<StorageRoot>, publication: &Publication) -> Resu
 }
 
 /// [`publish`] as one publication of a write that counts its commit PUTs in
-/// `attempts` (the write's one bound, [`crate::attempts::COMMIT_PUTS_MAX`]), noting in
+/// `attempts` (the write's one bound, [`crate::limits::COMMIT_PUTS_MAX`]), noting in
 /// `seen` the newest head it read after losing a race: a writer whose read set then
 /// changed follows that head without reading it again.
 pub async fn publish_seeing(
@@ -105,12 +106,12 @@ async fn publish_on_log(
             .with_evidence(failure_evidence.clone())
         })?;
         let bytes = candidate.to_bytes()?;
-        if bytes.len() > layout::COMMIT_BYTES_MAX {
+        if bytes.len() > crate::limits::COMMIT_BYTES_MAX {
             return Err(OmniError::internal(format!(
                 "refusing to publish commit {}: {} bytes, more than a reader accepts ({})",
                 candidate.seq,
                 bytes.len(),
-                layout::COMMIT_BYTES_MAX
+                crate::limits::COMMIT_BYTES_MAX
             ))
             .with_evidence(failure_evidence));
         }
@@ -264,7 +265,7 @@ fn adopt(
 /// cleanup reclaims a commit only once the commit that followed it is older than its
 /// grace period (at least a minute), so a base younger than half that is never below
 /// the floor, whatever the clocks' skew within it.
-const FLOOR_CHECK_AGE_MICROS: i64 = crate::retention::GRACE_MIN.as_micros() as i64 / 2;
+const FLOOR_CHECK_AGE_MICROS: i64 = crate::limits::GRACE_MIN.as_micros() as i64 / 2;
 
 /// Whether `candidate`, whose put on `log` landed on a base created at
 /// `base_created_at`, is below the branch's floor: the base was a head long ago,
@@ -496,10 +497,6 @@ enum ReadBack {
     Absent,
     Unreadable,
 }
-
-/// How many times a read-back is tried before the outcome is called unreadable: the
-/// failure that hit the PUT often hits the GET right after it.
-const READ_BACK_ATTEMPTS_MAX: u32 = 3;
 
 /// Whose commit, if any, is at the candidate's path? A commit there that does not
 /// validate is certainly not ours: corrupt state, not doubt.

@@ -12,6 +12,9 @@
 
 use crate::commit::GraphCommit;
 use crate::layout;
+use crate::limits::{
+    RESERVATION_POLL_MAX, RESERVATION_POLLS_MAX, RESERVATIONS_MAX, RESERVED_TABLES_MAX,
+};
 use crate::log::CommitLog;
 use omnigraph_core::{Result, seams};
 use std::time::Duration;
@@ -19,15 +22,6 @@ use std::time::Duration;
 /// How long a reservation holds: long enough for its holder to stage a delete or a load
 /// again on a slow store, short enough that a holder that died holds nobody up for long.
 pub const RESERVATION_LEASE: Duration = Duration::from_secs(2);
-/// The most reservations one commit carries.
-pub const RESERVATIONS_MAX: usize = 16;
-/// The most tables the reservations of one commit name in all; a write of more tables
-/// never reserves.
-pub const RESERVED_TABLES_MAX: usize = 64;
-/// The most times one publication reads the log while it waits for reserved tables.
-pub(crate) const RESERVATION_POLLS_MAX: u32 = 256;
-/// The longest wait between two reads of the log while a publication waits.
-const RESERVATION_POLL_MAX: Duration = Duration::from_millis(25);
 
 /// One writer's claim on tables until its lease ends.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

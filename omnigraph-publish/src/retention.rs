@@ -10,6 +10,7 @@
 //!   that lost `n+1` to cleanup's commit learns the new grace before it tries again.
 
 use crate::commit::{GraphCommit, Retention};
+use crate::limits::FOREIGN_PINS_AGE_MAX;
 use crate::log::CommitLog;
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{Evidence, OmniError, Result, seams};
@@ -18,8 +19,6 @@ use std::time::Duration;
 
 /// The grace period when none is given: a commit or file younger than it is kept.
 pub const GRACE_DEFAULT: Duration = Duration::from_secs(24 * 60 * 60);
-/// The smallest grace period cleanup accepts (a floor for tests).
-pub const GRACE_MIN: Duration = Duration::from_secs(60);
 
 /// The operation kind of cleanup's commits: they pin what their parent pins and
 /// change only the record.
@@ -96,13 +95,6 @@ pub(crate) async fn refuse_reclaimed_by_the_head(
     let head = CommitLog::new(root.clone(), branch)?.head().await?;
     refuse_reclaimed(&head, seq)
 }
-
-/// The longest a writer may take from reading a branch's head to publishing the pins
-/// it read there without staging them (a merge's source, a new branch's first commit):
-/// cleanup keeps the pins of every commit that was a head within its grace period,
-/// never less than [`GRACE_MIN`], whatever grace a branch records, so half of that
-/// leaves room for the clocks' skew.
-pub const FOREIGN_PINS_AGE_MAX: Duration = Duration::from_secs(GRACE_MIN.as_secs() / 2);
 
 /// Refuses to publish pins read at `read` from a head once that is longer ago than
 /// [`FOREIGN_PINS_AGE_MAX`]: cleanup may have reclaimed them (`StagingExpired`, with

@@ -1263,7 +1263,7 @@ async fn main() {
                 argument(
                     &args,
                     "--pass-rows",
-                    omnigraph_graph::merge::MERGE_PASS_ROWS_MAX as usize,
+                    omnigraph_graph::limits::MERGE_PASS_ROWS_MAX as usize,
                 ),
             )
             .await,

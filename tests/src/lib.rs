@@ -371,7 +371,7 @@ pub fn keep_with_minimum_grace(n: u64) -> omnigraph_maintenance::CleanupOptions 
     omnigraph_maintenance::CleanupOptions::new(
         omnigraph_maintenance::CleanupPolicy::keep_commits(n).expect("keep at least one"),
     )
-    .with_grace(omnigraph_publish::retention::GRACE_MIN)
+    .with_grace(omnigraph_publish::limits::GRACE_MIN)
     .expect("the minimum grace")
 }
 

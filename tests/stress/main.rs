@@ -707,7 +707,7 @@ async fn maintain(
     let (every, name) = (kind.every(), kind.name());
     // The smallest grace period: a run longer than it reclaims while writers write.
     let options = CleanupOptions::new(CleanupPolicy::keep_commits(5).expect("a policy"))
-        .with_grace(omnigraph_publish::retention::GRACE_MIN)
+        .with_grace(omnigraph_publish::limits::GRACE_MIN)
         .expect("the minimum grace");
     let mut violations = Vec::new();
     loop {
@@ -998,9 +998,9 @@ async fn commits_by_kind(root: &str) -> BTreeMap<String, u64> {
     };
     let mut before = None;
     // A bounded walk: one page per LOG_PAGE_MAX commits of the largest run.
-    for _ in 0..=(PROCS_MAX * OPS_MAX) / omnigraph_publish::log::LOG_PAGE_MAX + 1 {
+    for _ in 0..=(PROCS_MAX * OPS_MAX) / omnigraph_publish::limits::LOG_PAGE_MAX + 1 {
         let Ok(page) = log
-            .entries(omnigraph_publish::log::LOG_PAGE_MAX, before)
+            .entries(omnigraph_publish::limits::LOG_PAGE_MAX, before)
             .await
         else {
             break;
@@ -1201,7 +1201,7 @@ async fn check_log(graph: &Omnigraph) -> Vec<String> {
     let mut before = None;
     while seqs.len() as u64 <= head.seq {
         match log
-            .entries(omnigraph_publish::log::LOG_PAGE_MAX, before)
+            .entries(omnigraph_publish::limits::LOG_PAGE_MAX, before)
             .await
         {
             Ok(page) if page.is_empty() => break,

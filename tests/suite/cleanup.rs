@@ -15,7 +15,8 @@ use omnigraph_graph::{Omnigraph, ScanRequest};
 use omnigraph_maintenance::repair::TableRepairStatus;
 use omnigraph_maintenance::{CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceExt};
 use omnigraph_publish::commit::Retention;
-use omnigraph_publish::retention::{self, GRACE_MIN};
+use omnigraph_publish::limits::GRACE_MIN;
+use omnigraph_publish::retention;
 use omnigraph_publish::{
     Change, CommitOperation, CommitRef, GraphCommit, Publication, ReadSet, publish,
 };

@@ -1505,7 +1505,7 @@ impl Universe {
             .graph()
             .log("main")
             .unwrap()
-            .entries(omnigraph_publish::log::LOG_PAGE_MAX, None)
+            .entries(omnigraph_publish::limits::LOG_PAGE_MAX, None)
             .await;
         match log {
             Ok(commits) => {

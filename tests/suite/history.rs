@@ -80,7 +80,7 @@ async fn whole_log(graph: &Omnigraph) -> Vec<omnigraph_publish::log::LogEntry> {
         .graph()
         .log("main")
         .unwrap()
-        .entries(omnigraph_publish::log::LOG_PAGE_MAX, None)
+        .entries(omnigraph_publish::limits::LOG_PAGE_MAX, None)
         .await
         .unwrap();
     for pair in entries.windows(2) {
@@ -290,7 +290,7 @@ async fn a_cleanup_stopped_between_the_history_and_the_deletions_is_finished_by_
     let commits = |graph: &Omnigraph| {
         let log = graph.graph().log("main").unwrap();
         async move {
-            log.log(omnigraph_publish::log::LOG_PAGE_MAX, None)
+            log.log(omnigraph_publish::limits::LOG_PAGE_MAX, None)
                 .await
                 .unwrap()
         }
@@ -410,7 +410,7 @@ async fn a_log_walk_refuses_a_commit_that_is_not_its_successors_parent() {
         .graph()
         .log("main")
         .unwrap()
-        .log(omnigraph_publish::log::LOG_PAGE_MAX, None)
+        .log(omnigraph_publish::limits::LOG_PAGE_MAX, None)
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");

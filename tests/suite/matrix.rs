@@ -935,7 +935,7 @@ async fn check_cleanup(
     let options = omnigraph_maintenance::CleanupOptions::new(
         omnigraph_maintenance::CleanupPolicy::keep_commits(10_000).unwrap(),
     )
-    .with_grace(omnigraph_publish::retention::GRACE_MIN)
+    .with_grace(omnigraph_publish::limits::GRACE_MIN)
     .unwrap();
     let cleaned = omnigraph_tests::later_by(
         Duration::from_secs(120),

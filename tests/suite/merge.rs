@@ -431,7 +431,7 @@ async fn a_merge_never_takes_its_base_from_an_earlier_life_of_a_branch() {
 #[tokio::test]
 async fn a_full_record_of_merges_drops_only_ended_branches_and_refuses_otherwise() {
     let (main, feature, _test) = forked(Backend::Memory).await;
-    let max = omnigraph_publish::commit::MERGED_FROM_MAX;
+    let max = omnigraph_publish::limits::MERGED_FROM_MAX;
     insert(&feature, "Person", json!([{"id": "f", "name": "n"}])).await;
     // `feature`, then b0 .. b62, each add a person and are merged.
     main.merge("feature").await.unwrap();

@@ -628,7 +628,7 @@ async fn an_oversized_commit_is_refused_without_being_read() {
     let (graph, test) = new_graph(Backend::Memory).await;
     let head = graph.head().await.unwrap();
     let mut huge = successor(&head, "01HUGECOMMIT00000000000000");
-    let limit = omnigraph_publish::layout::COMMIT_BYTES_MAX;
+    let limit = omnigraph_publish::limits::COMMIT_BYTES_MAX;
     huge.operation.summary = String::new();
     let base_len = serde_json::to_vec(&huge).unwrap().len();
     // Valid JSON, one byte over the limit.
@@ -780,7 +780,7 @@ async fn a_stale_head_copy_costs_a_bounded_probe() {
     let root = graph.graph().root();
     let genesis_bytes = root.get(&layout::head_path("main")).await.unwrap().unwrap();
     let mut head = genesis;
-    let depth = omnigraph_publish::log::HEAD_PROBE_MAX as u64 + 20;
+    let depth = omnigraph_publish::limits::HEAD_PROBE_MAX as u64 + 20;
     while head.seq < depth {
         head = publish(root, &empty_publication(head, ReadSet::Strict, "grow"))
             .await
@@ -795,7 +795,7 @@ async fn a_stale_head_copy_costs_a_bounded_probe() {
     assert_eq!(reader.commit("main", &CommitRef::Head).await.unwrap(), head);
     let counts = probe.counts();
     assert!(
-        counts.get(RequestKind::Get) <= omnigraph_publish::log::HEAD_PROBE_MAX as u64 + 6,
+        counts.get(RequestKind::Get) <= omnigraph_publish::limits::HEAD_PROBE_MAX as u64 + 6,
         "{counts}"
     );
     assert_eq!(counts.get(RequestKind::List), 1, "{counts}");
@@ -807,7 +807,7 @@ async fn finding_a_commit_by_id_walks_a_bounded_distance() {
     let genesis = graph.head().await.unwrap();
     let root = graph.graph().root();
     let mut head = genesis.clone();
-    let depth = omnigraph_publish::log::FIND_WALK_MAX as u64 + 5;
+    let depth = omnigraph_publish::limits::FIND_WALK_MAX as u64 + 5;
     while head.seq < depth {
         head = publish(root, &empty_publication(head, ReadSet::Strict, "grow"))
             .await
@@ -846,7 +846,7 @@ async fn the_jsonl_line_limit_holds_while_reading() {
             .unwrap();
         // One byte over the limit, no newline, and the pipe stays open: a reader that
         // waits for the end of the line before checking its length never returns.
-        let line = vec![b'a'; omnigraph_graph::ingest::JSONL_LINE_BYTES_MAX + 1];
+        let line = vec![b'a'; omnigraph_graph::limits::JSONL_LINE_BYTES_MAX + 1];
         let _ = pipe.write_all(&line);
         let _ = stopped.recv_timeout(Duration::from_secs(30));
     });
@@ -867,9 +867,9 @@ async fn a_line_at_the_limit_loads() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("long.jsonl");
     let frame = json!({"type": "Person", "id": "p1", "name": ""}).to_string();
-    let name = "n".repeat(omnigraph_graph::ingest::JSONL_LINE_BYTES_MAX - frame.len());
+    let name = "n".repeat(omnigraph_graph::limits::JSONL_LINE_BYTES_MAX - frame.len());
     let line = json!({"type": "Person", "id": "p1", "name": name}).to_string();
-    assert_eq!(line.len(), omnigraph_graph::ingest::JSONL_LINE_BYTES_MAX);
+    assert_eq!(line.len(), omnigraph_graph::limits::JSONL_LINE_BYTES_MAX);
     std::fs::write(&path, line + "\n").unwrap();
     let report = graph.load(&path, LoadMode::Append).await.unwrap();
     assert_eq!(report.rows["Person"], 1);
@@ -901,7 +901,7 @@ async fn merge_after_a_lost_race(rows: usize, name_bytes: usize) -> omnigraph_co
 
 #[tokio::test]
 async fn the_merge_retention_cap_counts_bytes() {
-    let cap = omnigraph_graph::ingest::MERGE_RETAINED_BYTES_MAX;
+    let cap = omnigraph_graph::limits::MERGE_RETAINED_BYTES_MAX;
     let name_bytes = 1_000_000;
     // Names alone just over the cap: the rows are not kept, so the load cannot merge
     // again after losing the race.
@@ -1184,7 +1184,7 @@ async fn create_refuses_a_root_with_genesis_whatever_else_is_missing() {
 fn long_rows(dir: &std::path::Path) -> (std::path::PathBuf, usize) {
     let path = dir.join("long.jsonl");
     let name = "n".repeat(1_000_000);
-    let rows = omnigraph_graph::ingest::INGEST_BATCH_BYTES_MAX / 1_000_000 + 2;
+    let rows = omnigraph_graph::limits::INGEST_BATCH_BYTES_MAX / 1_000_000 + 2;
     let mut text = String::new();
     for index in 0..rows {
         text.push_str(
@@ -1349,7 +1349,7 @@ async fn a_huge_predicate_never_makes_an_unreadable_commit() {
         .unwrap();
     let reader = Omnigraph::open(&test.uri).await.unwrap();
     let head = reader.head().await.unwrap();
-    assert!(head.operation.summary.len() <= omnigraph_publish::commit::SUMMARY_LEN_MAX);
+    assert!(head.operation.summary.len() <= omnigraph_publish::limits::SUMMARY_LEN_MAX);
     assert!(
         head.operation
             .summary

@@ -249,7 +249,7 @@ async fn bad_input_names_the_step_and_the_field() {
     let (field, message) = refused(vec![step("Knows", Out); 9]).await;
     assert_eq!(field, "steps", "{message}");
     let mut huge = step("Knows", Out);
-    huge.limit = omnigraph_graph::reads::READ_LIMIT_MAX + 1;
+    huge.limit = omnigraph_graph::limits::READ_LIMIT_MAX + 1;
     let (field, _) = refused(vec![huge]).await;
     assert_eq!(field, "steps[0].limit");
     let mut broken = step("Knows", Out);
@@ -544,7 +544,7 @@ async fn traversals_match_a_brute_force_walk_on_random_graphs_after_deletes_and_
 async fn self_loops_never_use_up_the_read_limit_of_a_both_ways_step() {
     use omnigraph_core::arrow_array::{RecordBatch, StringArray};
     let (graph, _test) = small_graph().await;
-    let loops = omnigraph_graph::traverse::TRAVERSE_EDGES_PER_STEP_MAX * 3 / 5;
+    let loops = omnigraph_graph::limits::TRAVERSE_EDGES_PER_STEP_MAX * 3 / 5;
     let table = omnigraph_tests::head_table(&graph, "Knows").await;
     let schema: omnigraph_core::arrow_schema::Schema = table.schema().into();
     let schema = std::sync::Arc::new(schema.project(&[0, 1, 2]).unwrap());

@@ -15,6 +15,8 @@
 //! 5. `ARCHITECTURE.md` has a line for every module: each `.rs` file under a crate's
 //!    `src/` is named there as `- \`path\`: ...`, and every such line names a file that
 //!    exists.
+//! 6. Each library crate keeps its limits in one module: a constant named `*_MAX` or
+//!    `*_MIN` at the top level of a file under its `src/` is defined in `limits.rs`.
 //!
 //! Comment lines are skipped, so documentation may name the APIs it forbids.
 
@@ -60,6 +62,13 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("xtask", &[]),
 ];
+/// The library crates whose limits live in their `src/limits.rs`.
+pub const LIMITED_CRATES: &[&str] = &[
+    "omnigraph-core",
+    "omnigraph-publish",
+    "omnigraph-graph",
+    "omnigraph-maintenance",
+];
 /// The map of the code: one line per module.
 pub const ARCHITECTURE: &str = "ARCHITECTURE.md";
 /// Files allowed to call Lance's cleanup: the surface test that pins the hazard.
@@ -91,7 +100,8 @@ const LANCE_CLEANUP_NAMES: &[&str] = &["cleanup_old_versions", "cleanup_with_pol
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
     /// The rule: `lance-write-outside-adapter`, `lance-cleanup`, `adapter-unregistered`,
-    /// `adapter-registry-stale`, `failpoint-literal`, `layer-import`, `layer-dependency`.
+    /// `adapter-registry-stale`, `failpoint-literal`, `layer-import`, `layer-dependency`,
+    /// `architecture-stale`, `architecture-missing`, `limit-outside-limits`.
     pub rule: &'static str,
     /// The file, relative to the root.
     pub path: PathBuf,
@@ -140,6 +150,10 @@ pub fn check_tree(root: &Path) -> std::io::Result<Report> {
         let in_adapter = relative.starts_with(ADAPTER_DIR);
         let in_failpoint_registry = relative == Path::new(FAILPOINT_REGISTRY);
         let layer = layer_of(relative);
+        let limits_elsewhere = LIMITED_CRATES.iter().any(|folder| {
+            relative.starts_with(Path::new(folder).join("src"))
+                && !relative.ends_with("src/limits.rs")
+        });
         let may_clean = CLEANUP_HAZARD_PROOFS
             .iter()
             .any(|allowed| relative == Path::new(allowed));
@@ -170,6 +184,15 @@ pub fn check_tree(root: &Path) -> std::io::Result<Report> {
                 }
             } else if let Some(captures) = rules.public_fn.captures(code) {
                 adapter_public.push((relative.clone(), index + 1, captures[1].to_string()));
+            }
+            if limits_elsewhere && let Some(found) = rules.limit.captures(line) {
+                report.violations.push(at(
+                    "limit-outside-limits",
+                    format!(
+                        "the limit `{}` is defined outside the crate's limits.rs",
+                        &found[1]
+                    ),
+                ));
             }
             if let Some((name, allowed)) = layer {
                 for found in rules.crate_path.captures_iter(code) {
@@ -363,6 +386,7 @@ struct Rules {
     public_fn: Regex,
     failpoint_literal: Regex,
     crate_path: Regex,
+    limit: Regex,
     registry_list: Regex,
     quoted: Regex,
 }
@@ -380,6 +404,8 @@ impl Rules {
             public_fn: Regex::new(r"^pub(?:\(crate\))?\s+(?:async\s+)?fn\s+([A-Za-z_][A-Za-z0-9_]*)")
                 .expect("static regex"),
             crate_path: Regex::new(r"\b(omnigraph_[a-z]+)::").expect("static regex"),
+            limit: Regex::new(r"^(?:pub(?:\([a-z]+\))? )?const ([A-Z0-9_]+_(?:MAX|MIN))\s*:")
+                .expect("static regex"),
             failpoint_literal: Regex::new(
                 r#"(fail_point!\s*\(\s*"|fail::(cfg|remove|cfg_callback)\s*\(\s*"|failpoints::(arm|disarm|arm_with)\s*\(\s*")"#,
             )
@@ -767,6 +793,28 @@ mod tests {
             rules_broken(tree.path()),
             ["architecture-stale", "architecture-missing"]
         );
+    }
+
+    #[test]
+    fn a_limit_outside_its_crates_limits_module_fails() {
+        let tree = clean_tree();
+        write(
+            tree.path(),
+            "omnigraph-publish/src/limits.rs",
+            "pub const COMMIT_BYTES_MAX: usize = 4 << 20;\n",
+        );
+        // A limit in a test module (indented) or in the CLI is not the crate's.
+        write(
+            tree.path(),
+            "omnigraph-publish/src/log.rs",
+            "pub const HEAD_PROBE_MAX: usize = 64;\n#[cfg(test)]\nmod tests {\n    const ROWS_MAX: usize = 3;\n}\n",
+        );
+        write(
+            tree.path(),
+            "omnigraph-cli/src/demo.rs",
+            "pub const DEMO_PEOPLE_MAX: usize = 1_000_000;\n",
+        );
+        assert_eq!(rules_broken(tree.path()), ["limit-outside-limits"]);
     }
 
     #[test]

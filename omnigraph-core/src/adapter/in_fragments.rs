@@ -9,6 +9,7 @@ use super::stage::{cast_to, classify_predicate_error, update_projection};
 use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, staged, write_error};
 use crate::error::{OmniError, Result};
 use crate::fragments::{ROW_ADDRESS_COLUMN, by_id, split_row_address};
+use crate::limits::DELETION_WRITES_IN_FLIGHT_MAX;
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
 use arrow_array::{Array, RecordBatch};
@@ -252,9 +253,6 @@ fn addresses(batches: &[RecordBatch], within: &[Fragment]) -> Result<BTreeMap<u6
     }
     Ok(doomed)
 }
-
-/// How many deletion files one write writes at once.
-const DELETION_WRITES_IN_FLIGHT_MAX: usize = 16;
 
 /// Marks `doomed` rows deleted in their fragments (new deletion files): the fragments
 /// that keep rows, and the ids of those left with none.

@@ -8,6 +8,7 @@
 
 use super::{LinkKind, LinkOrigin, StagedLink, commit_link, read_error, write_error};
 use crate::error::Result;
+use crate::limits::PQ_ITERATIONS_MAX;
 use lance::Dataset;
 use lance::dataset::transaction::{Operation, TransactionBuilder};
 use lance::index::DatasetIndexExt;
@@ -21,8 +22,6 @@ use std::sync::Arc;
 pub const FULL_TEXT_MEMORY_MIB: u64 = 512;
 /// Full-text build workers.
 pub const FULL_TEXT_WORKERS: usize = 2;
-/// k-means iterations for a PQ codebook.
-pub(crate) const PQ_ITERATIONS_MAX: usize = 50;
 
 /// The kind of index to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

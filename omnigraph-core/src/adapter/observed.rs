@@ -23,10 +23,6 @@ pub struct FullTextSeen {
     pub workers: usize,
 }
 
-/// Records kept per table at most (the newest stay).
-#[cfg(feature = "failpoints")]
-const SEEN_PER_TABLE_MAX: usize = 64;
-
 #[cfg(feature = "failpoints")]
 type Ledger<T> = parking_lot::Mutex<std::collections::HashMap<String, Vec<T>>>;
 
@@ -36,6 +32,9 @@ static COMPACTIONS: std::sync::LazyLock<Ledger<CompactionSeen>> =
 #[cfg(feature = "failpoints")]
 static FULL_TEXT: std::sync::LazyLock<Ledger<FullTextSeen>> =
     std::sync::LazyLock::new(Default::default);
+
+#[cfg(feature = "failpoints")]
+use crate::limits::SEEN_PER_TABLE_MAX;
 
 #[cfg(feature = "failpoints")]
 fn note<T>(ledger: &Ledger<T>, table_uri: &str, seen: T) {

@@ -17,21 +17,14 @@ mod parser;
 #[cfg(test)]
 mod tests;
 
+use crate::limits::{
+    NAME_LEN_MAX, PROPERTIES_MAX, SCHEMA_BYTES_MAX, TYPES_MAX, VECTOR_DIMENSION_MAX,
+};
 pub use catalog::{
     Catalog, Column, DeclaredIndex, EDGE_DST_COLUMN, EDGE_ID_COLUMN, EDGE_SRC_COLUMN, TypeDef,
 };
 pub use parser::parse;
 
-/// The largest schema source accepted, in bytes.
-pub const SCHEMA_BYTES_MAX: usize = 1 << 20;
-/// The most types (node and edge) in one schema.
-pub const TYPES_MAX: usize = 1024;
-/// The most properties on one type.
-pub(crate) const PROPERTIES_MAX: usize = 512;
-/// The longest type or property name, in bytes.
-pub const NAME_LEN_MAX: usize = 64;
-/// The largest vector dimension.
-pub(crate) const VECTOR_DIMENSION_MAX: u32 = 16_384;
 /// The version of the schema document format this build writes and reads.
 pub(crate) const SCHEMA_DOCUMENT_VERSION: u32 = 1;
 

@@ -9,13 +9,8 @@
 //! directory entry's own type). A link made between the check and the request is not
 //! seen; closing that window would need the store to open each path component itself.
 
+use crate::limits::{LINKS_REPORTED_MAX, WALK_FOLDERS_MAX};
 use std::path::{Path, PathBuf};
-
-/// Links one walk reports at most: enough to name the problem.
-pub(crate) const LINKS_REPORTED_MAX: usize = 16;
-/// Folders one walk reads at most: a tree larger than a graph's tables ever are is
-/// refused (its links unknown), not walked for ever.
-pub(crate) const WALK_FOLDERS_MAX: usize = 100_000;
 
 /// The symbolic links among the components of `relative` under `root` (the root itself
 /// is the operator's choice and may be a link), as root-relative paths: the first one

@@ -7,10 +7,8 @@ mod root;
 mod s3;
 mod wrapper;
 
-pub use options::{STORAGE_OPTION_LEN_MAX, STORAGE_OPTIONS_MAX, StorageOptions};
-pub use root::{
-    ObjectInfo, PutIfAbsentCheck, PutOutcome, ROOT_URI_LEN_MAX, RootLocation, StorageRoot,
-};
+pub use options::StorageOptions;
+pub use root::{ObjectInfo, PutIfAbsentCheck, PutOutcome, RootLocation, StorageRoot};
 pub use wrapper::{
     FaultAction, FaultHandle, FaultRule, Request, RequestCounts, RequestKind, RequestProbe,
 };

@@ -2,12 +2,8 @@
 //! S3, the endpoint, region, credentials and the like (`--storage-option KEY=VALUE`).
 
 use crate::error::{InputLocation, OmniError, Result};
+use crate::limits::{STORAGE_OPTION_LEN_MAX, STORAGE_OPTIONS_MAX};
 use std::collections::BTreeMap;
-
-/// The most storage options one root takes.
-pub const STORAGE_OPTIONS_MAX: usize = 64;
-/// The longest storage option value accepted, in bytes.
-pub const STORAGE_OPTION_LEN_MAX: usize = 4096;
 
 /// A root's storage options, by key. Empty by default: the environment decides.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

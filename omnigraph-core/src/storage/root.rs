@@ -4,6 +4,7 @@
 use super::options::StorageOptions;
 use super::wrapper::{FaultHandle, FaultRule, RequestProbe, StoreWrapper};
 use crate::error::{InputLocation, OmniError, Result, StorageKind};
+use crate::limits::ROOT_URI_LEN_MAX;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use lance::io::{ObjectStore as LanceStore, ObjectStoreParams};
@@ -34,9 +35,6 @@ const PROBE_FOLDER: &str = "_graph/probe";
 /// The roots this process has checked for atomic put-if-absent.
 static PROBED_ROOTS: std::sync::LazyLock<parking_lot::Mutex<std::collections::BTreeSet<String>>> =
     std::sync::LazyLock::new(Default::default);
-
-/// The longest root URI accepted.
-pub const ROOT_URI_LEN_MAX: usize = 4096;
 
 /// Where a root's objects live.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,6 +16,7 @@
 //! that block to the read that follows (see [`ManifestTail`]).
 
 use crate::error::StorageKind;
+use crate::limits::{LOCAL_WRITE_BYTES_MAX, MANIFEST_TAILS_MAX};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -239,17 +240,6 @@ impl Drop for FaultHandle {
     }
 }
 
-/// The most bytes a local folder's store is handed as one piece of a write: it writes
-/// each piece with one `write_all`, and Linux sizes the page-cache folios a buffered
-/// write allocates by the write's length (ext4 with large folios). On a VM whose free
-/// memory goes back to the host, a large folio can take tens of milliseconds to
-/// allocate: on this project's 2-core 6.18 VM, 15 MiB written in 5 MiB calls (the part
-/// Lance hands a multipart upload) took 110-310 ms, and in 2 MiB, 1 MiB, 512 KiB and
-/// 256 KiB calls each grew as slow once the page cache had grown by some hundred MiB;
-/// in 128 KiB calls it stayed at 4-6 ms. The price is one syscall per 128 KiB instead
-/// of one per part.
-const LOCAL_WRITE_BYTES_MAX: usize = 128 << 10;
-
 #[derive(Debug)]
 struct WrapperState {
     /// The root's path inside the store, stripped from every recorded path.
@@ -265,9 +255,6 @@ struct WrapperState {
     tails: Mutex<VecDeque<ManifestTail>>,
 }
 
-/// The most manifest tails the wrapper keeps: one per table open in flight; the oldest
-/// is dropped first (its open then reads the block from the store, as before).
-const MANIFEST_TAILS_MAX: usize = 32;
 /// How long a kept tail answers a read (microseconds, clock seam). Lance reads right
 /// after its HEAD; a tail that waited longer (a HEAD no read followed) is dropped, so
 /// it never stands in for an object deleted since by another process.

@@ -35,12 +35,14 @@ pub(crate) async fn trace_every_readable_commit(
 
 use crate::budget::REQUEST_FAN_OUT;
 use crate::lane::{CancelToken, cancelled};
+use crate::limits::{RETRACE_MAX, TABLES_MAX};
 use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use futures::StreamExt;
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{ErrorKind, Evidence, InputLocation, OmniError, Result, adapter, seams};
 use omnigraph_publish::branches::branch_names;
-use omnigraph_publish::retention::{self, GRACE_DEFAULT, GRACE_MIN, micros_of};
+use omnigraph_publish::limits::GRACE_MIN;
+use omnigraph_publish::retention::{self, GRACE_DEFAULT, micros_of};
 use omnigraph_publish::{Change, CommitOperation, Publication, layout};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,10 +52,6 @@ use sweep::{TableObject, TablePlan};
 
 /// Deletions in flight at once.
 pub const DELETE_FAN_OUT: usize = 8;
-/// How many times a run traces heads that moved while it planned.
-pub(crate) const RETRACE_MAX: usize = 4;
-/// The most tables one run sweeps.
-pub(crate) const TABLES_MAX: usize = 100_000;
 
 /// Which commits stay readable. At least one part is required; a commit either part
 /// retains is retained. Each branch's head, and every commit younger than the grace

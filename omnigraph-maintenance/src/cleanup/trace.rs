@@ -162,7 +162,7 @@ pub(crate) async fn trace_readable(
     now_micros: i64,
 ) -> Result<Trace> {
     let everything = CleanupPolicy::keep_commits(u64::MAX)?;
-    let grace = omnigraph_publish::retention::GRACE_MIN;
+    let grace = omnigraph_publish::limits::GRACE_MIN;
     trace_below(root, heads, &everything, grace, now_micros, Below::Nothing).await
 }
 

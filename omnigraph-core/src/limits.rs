@@ -1,0 +1,86 @@
+//! Every limit of this crate in one place: sizes, counts and waits that bound a
+//! loop, a queue, a read or a write, each named `*_MAX` (or `*_MIN`), with the
+//! relations between them checked when the crate compiles. The module that uses a
+//! limit imports it from here; its doc says why the figure is what it is.
+
+// adapter/in_fragments.rs
+/// How many deletion files one write writes at once.
+pub(crate) const DELETION_WRITES_IN_FLIGHT_MAX: usize = 16;
+
+// adapter/index.rs
+/// k-means iterations for a PQ codebook.
+pub(crate) const PQ_ITERATIONS_MAX: usize = 50;
+
+// adapter/observed.rs
+/// Records a test build keeps per table at most (the newest stay).
+#[cfg(feature = "failpoints")]
+pub(crate) const SEEN_PER_TABLE_MAX: usize = 64;
+
+// error.rs
+/// The conflicts a merge message names per type; the error holds them all.
+pub const MERGE_CONFLICTS_SHOWN_MAX: usize = 10;
+
+// failpoints.rs
+/// How many tasks one simulation holds parked at once, at most.
+pub const PARKED_MAX: usize = 64;
+
+// schema.rs
+/// The largest schema source accepted, in bytes.
+pub const SCHEMA_BYTES_MAX: usize = 1 << 20;
+
+/// The most types (node and edge) in one schema.
+pub const TYPES_MAX: usize = 1024;
+
+/// The most properties on one type.
+pub(crate) const PROPERTIES_MAX: usize = 512;
+
+/// The longest type or property name, in bytes.
+pub const NAME_LEN_MAX: usize = 64;
+
+/// The largest vector dimension.
+pub(crate) const VECTOR_DIMENSION_MAX: u32 = 16_384;
+
+// seams.rs
+/// The largest clock factor accepted.
+pub(crate) const CLOCK_SCALE_FACTOR_MAX: i64 = 1_000;
+
+// storage/local_links.rs
+/// Links one walk reports at most: enough to name the problem.
+pub(crate) const LINKS_REPORTED_MAX: usize = 16;
+
+/// Folders one walk reads at most: a tree larger than a graph's tables ever are is
+/// refused (its links unknown), not walked for ever.
+pub(crate) const WALK_FOLDERS_MAX: usize = 100_000;
+
+// storage/options.rs
+/// The most storage options one root takes.
+pub const STORAGE_OPTIONS_MAX: usize = 64;
+
+/// The longest storage option value accepted, in bytes.
+pub const STORAGE_OPTION_LEN_MAX: usize = 4096;
+
+// storage/root.rs
+/// The longest root URI accepted.
+pub const ROOT_URI_LEN_MAX: usize = 4096;
+
+// storage/wrapper.rs
+/// The most bytes a local folder's store is handed as one piece of a write: it writes
+/// each piece with one `write_all`, and Linux sizes the page-cache folios a buffered
+/// write allocates by the write's length (ext4 with large folios). On a VM whose free
+/// memory goes back to the host, a large folio can take tens of milliseconds to
+/// allocate: on this project's 2-core 6.18 VM, 15 MiB written in 5 MiB calls (the part
+/// Lance hands a multipart upload) took 110-310 ms, and in 2 MiB, 1 MiB, 512 KiB and
+/// 256 KiB calls each grew as slow once the page cache had grown by some hundred MiB;
+/// in 128 KiB calls it stayed at 4-6 ms. The price is one syscall per 128 KiB instead
+/// of one per part.
+pub(crate) const LOCAL_WRITE_BYTES_MAX: usize = 128 << 10;
+
+/// The most manifest tails the wrapper keeps: one per table open in flight; the oldest
+/// is dropped first (its open then reads the block from the store, as before).
+pub(crate) const MANIFEST_TAILS_MAX: usize = 32;
+
+// Relations
+/// A schema at its limits fits its source: every type named at the longest name.
+const _: () = assert!(TYPES_MAX * NAME_LEN_MAX <= SCHEMA_BYTES_MAX);
+/// A local write in pieces still makes progress, and a manifest's tail fits one.
+const _: () = assert!(LOCAL_WRITE_BYTES_MAX >= 4 << 10);

@@ -1,0 +1,43 @@
+//! Every limit of this crate in one place: sizes, counts and waits that bound a
+//! loop, a queue, a read or a write, each named `*_MAX` (or `*_MIN`), with the
+//! relations between them checked when the crate compiles. The module that uses a
+//! limit imports it from here; its doc says why the figure is what it is.
+
+// adjacency.rs
+/// The endpoint columns queued for one interning worker while the scan reads ahead.
+pub(crate) const ADJACENCY_COLUMNS_QUEUED_MAX: usize = 4;
+
+// budget.rs
+/// The most units (tables) a run stages at once: each holds a compaction's buffers.
+pub(crate) const UNIT_CONCURRENCY_MAX: usize = 2;
+
+// cleanup.rs
+/// How many times a run traces heads that moved while it planned.
+pub(crate) const RETRACE_MAX: usize = 4;
+
+/// The most tables one run sweeps.
+pub(crate) const TABLES_MAX: usize = 100_000;
+
+// indexes.rs
+/// Fewest non-null vectors an IVF index is trained on.
+pub(crate) const VECTOR_TRAINING_ROWS_MIN: u64 = 256;
+
+/// The most IVF partitions a first build chooses.
+pub(crate) const IVF_PARTITIONS_MAX: u64 = 256;
+
+// optimize.rs
+/// How many times one unit is staged again on a moved pin before it ends `pin_moved`.
+/// A restage only carries deletions over (small files), but four writers committing
+/// about 100 times a second moved the table again during most restages: at 3, the
+/// busiest table's unit lost every run, its fragments piled up, and every update and
+/// delete scanned more of them (`cargo xtask stress --procs 4`).
+pub const RESTAGES_MAX: usize = 12;
+
+// Relations
+/// k-means never trains more centroids than it has rows: a first build's partitions
+/// are at most the fewest rows it trains on.
+const _: () = assert!(IVF_PARTITIONS_MAX <= VECTOR_TRAINING_ROWS_MIN);
+/// At least one unit runs, and a moved head is traced again at least once.
+const _: () = assert!(UNIT_CONCURRENCY_MAX >= 1 && RETRACE_MAX >= 1);
+/// A unit's restages publish within one write's commit attempts.
+const _: () = assert!(RESTAGES_MAX as u32 <= omnigraph_publish::limits::COMMIT_PUTS_MAX);
