@@ -344,7 +344,8 @@ pub enum OmniError {
     /// A retrying writer lost the race to publish too many times.
     #[error("contention: gave up after {attempts} publication attempts")]
     ContentionExhausted {
-        /// How many attempts were made.
+        /// How many commit PUTs the write made (at most `COMMIT_PUTS_MAX` of
+        /// `omnigraph_publish`).
         attempts: u32,
         /// What the failed call left behind.
         evidence: Evidence,
@@ -676,7 +677,7 @@ impl ReadSetMember {
             ReadSetMember::GraphHead { .. } => (
                 "merge, schema apply (the strict writers)",
                 "a commit that changed a table or the schema was published on the branch since the writer read its head",
-                "the write plans again on the new head, up to 8 times (then `contention_exhausted`), and from its third lost attempt reserves every table of the branch (`docs/format.md` §7.7); a commit that changed nothing the writer read (cleanup's record, a reservation) is followed instead",
+                "the write plans again on the new head, up to 8 times (`REPLANS_MAX`) and within the write's 64 commit PUTs (`COMMIT_PUTS_MAX`; then `contention_exhausted`, whose `attempts` counts the PUTs), and from its third lost attempt reserves every table of the branch (`docs/format.md` §7.7); a commit that changed nothing the writer read (cleanup's record, a reservation) is followed instead",
             ),
             ReadSetMember::Schema { .. } => (
                 "insert, load, update, delete, index builds, optimize, schema apply",
@@ -686,7 +687,7 @@ impl ReadSetMember {
             ReadSetMember::Pin { .. } => (
                 "insert, load, update, delete, index builds, optimize",
                 "a table the writer staged on moved (for update and delete: a table it read, a delete's incident edge tables included)",
-                "insert and load re-check their keys and endpoints on the new head and re-commit their staged files; update and delete plan again on the new head (each a bounded number of times, then `contention_exhausted`); a write whose tables moved under it again first reserves them for a short lease, so other writers of those tables wait for it (`docs/format.md` §7.7); optimize stages its unit again on the new pin (up to 12 times, then `pin_moved`); a prepared update or delete, a load merge too large to keep in memory and index builds report it and publish nothing",
+                "insert and load re-check their keys and endpoints on the new head and re-commit their staged files; update and delete plan again on the new head (at most `REPLANS_MAX` = 8 plans and, over everything a write does, `COMMIT_PUTS_MAX` = 64 commit PUTs, then `contention_exhausted`); a write whose tables moved under it again first reserves them for a short lease, so other writers of those tables wait for it (`docs/format.md` §7.7); optimize stages its unit again on the new pin (up to 12 times, then `pin_moved`); a prepared update or delete, a load merge too large to keep in memory and index builds report it and publish nothing",
             ),
             ReadSetMember::ReadPin { .. } => (
                 "insert, load of edges",

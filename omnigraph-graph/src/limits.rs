@@ -104,6 +104,13 @@ pub const MERGE_CHANGED_ROWS_MAX: u64 = 1_000_000;
 /// Keys one staged delete of a row merge names.
 pub(crate) const MERGE_KEYS_PER_DELETE_MAX: usize = 10_000;
 
+// replanning.rs
+/// The most plans one update, delete, merge or schema apply makes when what it read
+/// keeps moving; then `contention_exhausted`. A plan is work (a merge's passes over its
+/// rows, a schema apply's new tables), not only a commit PUT: its PUTs count in the
+/// write's one bound, `omnigraph_publish::limits::COMMIT_PUTS_MAX`, and its plans here.
+pub const REPLANS_MAX: u32 = 8;
+
 // mutate.rs
 /// How many times one prepared write follows rows added to the tables it read before
 /// it gives up, so that an update or delete plans again (and, once starved, reserves
@@ -171,7 +178,5 @@ const _: () = assert!(POINT_WRITE_COLD_ROWS_MAX as usize <= CACHED_KEYS_PER_TABL
 const _: () = assert!(GET_KEYS_TO_READ_MAX as usize <= CACHED_KEYS_PER_TABLE_MAX);
 /// A merge's passes cover the most rows it changes.
 const _: () = assert!(MERGE_PASS_ROWS_MAX * MERGE_PASSES_MAX >= MERGE_CHANGED_ROWS_MAX);
-/// A traversal starts from no more nodes than a read returns.
-const _: () = assert!(TRAVERSE_STARTS_MAX <= READ_LIMIT_MAX);
 /// A load's key set ids fit 32 bits with one to spare.
 const _: () = assert!(ENTRIES_MAX < u32::MAX as usize);

@@ -89,7 +89,6 @@ impl PreparedWrite {
                 Ok(commit) => return Ok(Some(commit)),
                 Err(lost @ OmniError::ReadSetChanged { .. }) if follows < FOLLOWS_MAX => {
                     follows += 1;
-                    attempts.try_again(&Evidence::Unpublished)?;
                     let followed = self
                         .follow_moved_tables(handle)
                         .await
@@ -97,6 +96,9 @@ impl PreparedWrite {
                     if !followed {
                         return Err(lost);
                     }
+                    // Followed: one more try of the write's (its plan, on losing, is
+                    // charged by the replanning loop instead).
+                    attempts.try_again(&Evidence::Unpublished)?;
                 }
                 Err(error) => return Err(error),
             }

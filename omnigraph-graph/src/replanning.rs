@@ -7,6 +7,7 @@
 //! next attempt (`docs/format.md` §7.7).
 
 use crate::commit::GraphCommit;
+use crate::limits::REPLANS_MAX;
 use crate::merge::MergeReport;
 use crate::omnigraph::Omnigraph;
 use crate::reserving::RESERVE_AFTER_ATTEMPTS;
@@ -63,9 +64,9 @@ fn reservable(member: &ReadSetMember) -> bool {
 }
 
 impl Omnigraph {
-    /// Runs `write` (plan and publish) until what it read did not move under it,
-    /// within the write's commit attempts (handed to every attempt, which publishes
-    /// with them); a schema another writer applied meanwhile
+    /// Runs `write` (plan and publish) until what it read did not move under it, at
+    /// most [`REPLANS_MAX`] plans and within the write's commit attempts (handed to
+    /// every attempt, which publishes with them); a schema another writer applied meanwhile
     /// stops it when `on_schema_change` says so. Each lost attempt may leave unpublished
     /// staging, so once one has, a later failure says so even if its own attempt staged
     /// nothing. From the [`RESERVE_AFTER_ATTEMPTS`]-th attempt lost to a move of what it
@@ -132,7 +133,11 @@ impl Omnigraph {
                     if lost.evidence() != &Evidence::BeforeEffect {
                         left = Evidence::Unpublished;
                     }
-                    if let Err(exhausted) = attempts.try_again(&left) {
+                    let tried = match attempt < REPLANS_MAX {
+                        true => attempts.try_again(&left),
+                        false => Err(attempts.exhausted(left.clone())),
+                    };
+                    if let Err(exhausted) = tried {
                         Box::pin(self.release_after(holding, &exhausted)).await;
                         return Err(exhausted);
                     }

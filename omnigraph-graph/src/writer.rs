@@ -10,7 +10,7 @@ use crate::staging::Staging;
 use omnigraph_core::Result;
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::schema::Catalog;
-use omnigraph_publish::BranchWriter;
+use omnigraph_publish::{BranchWriter, CommitAttempts};
 use std::sync::Arc;
 
 #[async_trait::async_trait]
@@ -43,13 +43,15 @@ impl BranchWriter for Omnigraph {
         Omnigraph::table_at(self, commit, table_id).await
     }
 
-    async fn publish_staged(
+    async fn publish_staged_within(
         &self,
         staging: &Staging,
         read_set: ReadSet,
         operation: CommitOperation,
+        attempts: &CommitAttempts,
     ) -> Result<GraphCommit> {
-        Omnigraph::publish_staged(self, staging, read_set, operation).await
+        self.publish_staged_holding(staging, read_set, operation, None, attempts)
+            .await
     }
 
     fn artifact_written(&self, table_id: &str, version: u64) {

@@ -36,7 +36,7 @@ use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::schema::IndexKind;
 use omnigraph_core::{ErrorKind, Evidence, OmniError, Result};
-use omnigraph_publish::{BranchWriter, CommitOperation, LinkRunner, Staging};
+use omnigraph_publish::{BranchWriter, CommitAttempts, CommitOperation, LinkRunner, Staging};
 use std::sync::Arc;
 
 /// How one unit (table) of a run ended.
@@ -407,7 +407,7 @@ async fn run_unit(
         return Ran::Cancelled { staged };
     }
     let planned = unit.report.clone();
-    match publish_unit_until(graph, unit, Some(token)).await {
+    match publish_unit_until(graph, unit, Some(token), &CommitAttempts::new()).await {
         Ok(UnitRun {
             table,
             left_staging,
@@ -634,7 +634,7 @@ async fn stage_index_work(
 /// as does one that a schema apply overtook (its member is the schema).
 /// Other failures are errors with at least `Unpublished` evidence.
 pub async fn publish_unit(graph: &dyn BranchWriter, unit: PlannedUnit) -> Result<TableOptimize> {
-    publish_unit_until(graph, unit, None)
+    publish_unit_until(graph, unit, None, &CommitAttempts::new())
         .await
         .map(|run| run.table)
 }
@@ -658,10 +658,13 @@ async fn cancel_of(token: Option<&CancelToken>) {
 /// after the first (whose cancel point is the caller's), and while a restage stages
 /// (dropped where it stands). A cancel there is `MaintenanceCancelled` with
 /// `Unpublished` evidence: the unit's staging is unreachable, and cleanup reclaims it.
+/// Every commit PUT of the unit, its restages' and its index work's included, counts in
+/// `attempts`: one write's bound.
 async fn publish_unit_until(
     graph: &dyn BranchWriter,
     unit: PlannedUnit,
     token: Option<&CancelToken>,
+    attempts: &CommitAttempts,
 ) -> Result<UnitRun> {
     let PlannedUnit {
         mut staging,
@@ -701,31 +704,33 @@ async fn publish_unit_until(
         };
         // Published through the handle, which remembers the new head: nothing is read
         // after the commit lands, so a landed unit is never reported as failed.
-        let (member, expected, actual) =
-            match graph.publish_staged(&staging, read_set, operation).await {
-                Ok(commit) => {
-                    report.outcome = UnitOutcome::Published {
-                        commit_seq: commit.seq,
-                    };
-                    if indexes_deferred {
-                        return Ok(Box::pin(index_work_after(
-                            graph, staging, report, commit, budget, token,
-                        ))
-                        .await);
-                    }
-                    return Ok(UnitRun {
-                        table: report,
-                        left_staging: false,
-                    });
+        let (member, expected, actual) = match graph
+            .publish_staged_within(&staging, read_set, operation, attempts)
+            .await
+        {
+            Ok(commit) => {
+                report.outcome = UnitOutcome::Published {
+                    commit_seq: commit.seq,
+                };
+                if indexes_deferred {
+                    return Ok(Box::pin(index_work_after(
+                        graph, staging, report, commit, budget, token, attempts,
+                    ))
+                    .await);
                 }
-                Err(OmniError::ReadSetChanged {
-                    member,
-                    expected,
-                    actual,
-                    ..
-                }) => (member, expected, actual),
-                Err(other) => return Err(other.with_evidence(Evidence::Unpublished)),
-            };
+                return Ok(UnitRun {
+                    table: report,
+                    left_staging: false,
+                });
+            }
+            Err(OmniError::ReadSetChanged {
+                member,
+                expected,
+                actual,
+                ..
+            }) => (member, expected, actual),
+            Err(other) => return Err(other.with_evidence(Evidence::Unpublished)),
+        };
         let pin_moved = UnitOutcome::PinMoved {
             member: member.to_string(),
             expected,
@@ -777,6 +782,7 @@ async fn index_work_after(
     compacted: omnigraph_publish::GraphCommit,
     budget: CompactionBudget,
     token: Option<&CancelToken>,
+    attempts: &CommitAttempts,
 ) -> UnitRun {
     let published = report.outcome.clone();
     let catalog = graph.catalog_at(&compacted).await.ok();
@@ -898,7 +904,7 @@ async fn index_work_after(
             left_staging: true,
         };
     }
-    match publish_unit_until(graph, unit, token).await {
+    match publish_unit_until(graph, unit, token, attempts).await {
         Ok(mut run) if run.table.published() => {
             restore(&mut run.table);
             run

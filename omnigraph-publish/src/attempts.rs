@@ -3,8 +3,8 @@
 //! by the publisher's moves onto newer heads and the writer's own plans again, so one
 //! write makes at most [`COMMIT_PUTS_MAX`] of them however it loses, and then fails
 //! with `contention_exhausted`. A writer that loses a race waits [`lost_race_wait`]
-//! before it reads the new head: the one backoff, growing with the races the write has
-//! lost so far.
+//! before it reads the new head: the one backoff, growing with the races the
+//! publication has lost so far.
 
 use crate::limits::{COMMIT_PUTS_MAX, LOST_RACE_BACKOFF_MAX, LOST_RACE_BACKOFF_MIN};
 use omnigraph_core::{Evidence, OmniError, Result, seams};
@@ -84,12 +84,15 @@ impl CommitAttempts {
         }
     }
 
-    /// Waits [`lost_race_wait`] after a lost race (`commit_id` the losing
-    /// candidate's), outside a deterministic simulation (whose schedule is the
-    /// harness's).
-    pub async fn back_off(&self, commit_id: &str) {
+    /// Waits [`lost_race_wait`] after the `lost`-th race one publication lost
+    /// (`commit_id` the losing candidate's), outside a deterministic simulation (whose
+    /// schedule is the harness's). The window grows within a publication only: a
+    /// write that starts a publication again (a new plan, a re-commit) waits as little
+    /// as a writer that just arrived, so the most starved writer is not the one made to
+    /// wait longest.
+    pub async fn back_off(&self, lost: u32, commit_id: &str) {
         if !seams::in_simulation() {
-            tokio::time::sleep(lost_race_wait(self.lost(), commit_id)).await;
+            tokio::time::sleep(lost_race_wait(lost, commit_id)).await;
         }
     }
 }

@@ -329,13 +329,19 @@ pub async fn extend(
 /// [`HISTORY_COVER_AGE_MIN`] ago, holds.
 pub async fn drop_covered(root: &StorageRoot, history: &History) -> Result<()> {
     let covered = history.covered_chunks();
+    let deleted: std::collections::HashSet<(u64, u64)> = covered.iter().copied().collect();
+    let cutoff = omnigraph_core::seams::now_micros()
+        .saturating_sub(HISTORY_COVER_AGE_MIN.as_micros() as i64);
+    let old = |chunk: &(u64, u64)| history.written.get(chunk).is_some_and(|at| *at < cutoff);
     for &(from, to) in &covered {
-        // What makes it safe: every commit it holds is in a chunk that stays.
+        // What makes it safe: every commit it holds is in a chunk that stays, written
+        // long enough ago that no listing misses both.
         assert!(
-            history
-                .chunks()
-                .any(|cover| !covered.contains(&cover) && cover.0 <= from && to <= cover.1),
-            "history chunk {from}-{to} of {} is deleted only while a chunk that stays holds it",
+            history.chunks().any(|cover| cover.0 <= from
+                && to <= cover.1
+                && !deleted.contains(&cover)
+                && old(&cover)),
+            "history chunk {from}-{to} of {} is deleted only while an old chunk that stays holds it",
             history.branch
         );
         root.delete(&layout::history_chunk_path(&history.branch, from, to))

@@ -173,8 +173,7 @@ const _: () = assert!(TABLE_ID_LEN_MAX + BRANCH_LEN_MAX < omnigraph_core::limits
 const _: () = assert!(COMMIT_PUTS_MAX >= 16, "room for a load's usual losses");
 const _: () = assert!(LOST_RACE_BACKOFF_MIN.as_micros() <= LOST_RACE_BACKOFF_MAX.as_micros());
 /// Foreign pins are published within half the shortest grace, so cleanup still keeps
-/// them; a chunk's cover is as old as that grace before it is trusted.
+/// them.
 const _: () = assert!(2 * FOREIGN_PINS_AGE_MAX.as_secs() <= GRACE_MIN.as_secs());
-const _: () = assert!(HISTORY_COVER_AGE_MIN.as_secs() >= GRACE_MIN.as_secs());
 /// A chunk's compressed bytes are bounded below its lines' bytes.
 const _: () = assert!(HISTORY_CHUNK_BYTES_MAX <= HISTORY_LINES_BYTES_MAX);

@@ -78,6 +78,8 @@ async fn publish_on_log(
     let mut held = Some(gate::acquire(&root.canonical(), log.branch()).await);
     let mut base = publication.base().clone();
     let mut waits = Waits::default();
+    // Races this publication lost: the backoff's window grows with them.
+    let mut lost = 0u32;
     loop {
         if base.deleted {
             return Err(branch_deleted(&base).with_evidence(failure_evidence));
@@ -160,9 +162,10 @@ async fn publish_on_log(
                     // Not holding the gate: writers of this process never race each
                     // other, and one that waits must not hold the others up.
                     drop(held.take());
-                    attempts.back_off(&candidate.commit_id).await;
+                    attempts.back_off(lost, &candidate.commit_id).await;
                     held = Some(gate::acquire(&root.canonical(), log.branch()).await);
                 }
+                lost += 1;
                 attempts.note_lost();
                 let head = Box::pin(follow(&log, &base, *winner, publication, seen))
                     .await

@@ -4,13 +4,15 @@
 //! `omnigraph_graph::Omnigraph` implements it (a run then warms the handle that asked
 //! for it); [`Branch`] is the plain writer for a crate that takes no graph handle.
 
+use crate::attempts::CommitAttempts;
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::graph::{CommitRef, Graph};
 use crate::publication::ReadSet;
+use crate::publisher::publish_seeing;
 use crate::staging::{Staging, open_pinned};
-use omnigraph_core::Result;
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::schema::Catalog;
+use omnigraph_core::{ErrorKind, Result};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -34,13 +36,26 @@ pub trait BranchWriter: Send + Sync {
     /// The table `table_id` at the version `commit` pins.
     async fn table_at(&self, commit: &GraphCommit, table_id: &str) -> Result<Arc<Dataset>>;
     /// Publishes `staging` with `read_set` as one commit (the exact CAS of
-    /// [`crate::publisher`]); on success the writer remembers the new head.
+    /// [`crate::publisher`]), its commit PUTs counted in `attempts` (the write's one
+    /// bound); on success the writer remembers the new head, and after a lost race the
+    /// head it read.
+    async fn publish_staged_within(
+        &self,
+        staging: &Staging,
+        read_set: ReadSet,
+        operation: CommitOperation,
+        attempts: &CommitAttempts,
+    ) -> Result<GraphCommit>;
+    /// [`BranchWriter::publish_staged_within`] as a write of its own.
     async fn publish_staged(
         &self,
         staging: &Staging,
         read_set: ReadSet,
         operation: CommitOperation,
-    ) -> Result<GraphCommit>;
+    ) -> Result<GraphCommit> {
+        self.publish_staged_within(staging, read_set, operation, &CommitAttempts::new())
+            .await
+    }
     /// An artifact of `table_id` at `version` was written: a writer that remembered
     /// finding none there looks again.
     fn artifact_written(&self, _table_id: &str, _version: u64) {}
@@ -120,19 +135,38 @@ impl BranchWriter for Branch {
         open_pinned(self.graph.root(), commit, commit.require_pin(table_id)?).await
     }
 
-    async fn publish_staged(
+    async fn publish_staged_within(
         &self,
         staging: &Staging,
         read_set: ReadSet,
         operation: CommitOperation,
+        attempts: &CommitAttempts,
     ) -> Result<GraphCommit> {
         let requires = staging.requirements(read_set);
         let publication = staging
             .publication(requires, operation, &self.actor)
             .await?;
-        let commit = crate::publisher::publish(self.graph.root(), &publication).await?;
-        self.note_head(&commit);
-        Ok(commit)
+        let mut seen = None;
+        let root = self.graph.root();
+        let published = publish_seeing(root, &publication, attempts, &mut seen).await;
+        match (&published, seen) {
+            (Ok(commit), _) => self.note_head(commit),
+            // The head the lost race read: the next write (or artifact) follows it
+            // without reading the log again.
+            (Err(error), Some(head)) if error.kind() == ErrorKind::ReadSetChanged => {
+                self.note_head(&head)
+            }
+            (Err(error), _)
+                if matches!(
+                    error.kind(),
+                    ErrorKind::ReadSetChanged | ErrorKind::ContentionExhausted
+                ) =>
+            {
+                *self.known_head.lock() = None;
+            }
+            _ => {}
+        }
+        published
     }
 }
 
@@ -167,13 +201,16 @@ impl<W: BranchWriter + ?Sized> BranchWriter for Arc<W> {
         (**self).table_at(commit, table_id).await
     }
 
-    async fn publish_staged(
+    async fn publish_staged_within(
         &self,
         staging: &Staging,
         read_set: ReadSet,
         operation: CommitOperation,
+        attempts: &CommitAttempts,
     ) -> Result<GraphCommit> {
-        (**self).publish_staged(staging, read_set, operation).await
+        (**self)
+            .publish_staged_within(staging, read_set, operation, attempts)
+            .await
     }
 
     fn artifact_written(&self, table_id: &str, version: u64) {

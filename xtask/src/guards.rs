@@ -200,7 +200,7 @@ pub fn check_tree(root: &Path) -> std::io::Result<Report> {
                     if used != name && !allowed.contains(&used.as_str()) {
                         report.violations.push(at(
                             "layer-import",
-                            format!("`{}::` in {name}, which may use only {allowed:?} (xtask/src/guards.rs LAYERS)", &found[1]),
+                            format!("`{}` named in {name}, which may use only {allowed:?} (xtask/src/guards.rs LAYERS)", &found[1]),
                         ));
                     }
                 }
@@ -302,21 +302,25 @@ fn check_manifests(root: &Path, report: &mut Report) -> std::io::Result<()> {
         let Ok(text) = std::fs::read_to_string(root.join(&relative)) else {
             continue;
         };
-        let mut in_dependencies = false;
+        // Every section but the package's own: a dependency under any table form
+        // (`[dependencies.omnigraph-graph]`, a renamed `package = "omnigraph-graph"`, a
+        // target's dependencies) or a feature that turns one on names the crate.
+        let mut in_package = false;
         for (index, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.starts_with('[') {
-                in_dependencies = line.ends_with("dependencies]");
+                in_package = line == "[package]";
+            }
+            if in_package || line.starts_with('#') {
                 continue;
             }
-            if !in_dependencies || !line.starts_with("omnigraph-") {
-                continue;
-            }
-            let name: String = line
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-                .collect();
-            if name != *folder && !allowed.contains(&name.as_str()) {
+            // A path names a folder, not a dependency: the key or `package` does.
+            let line = manifest_path_value().replace_all(line, "");
+            let disallowed = workspace_crate_names()
+                .find_iter(&line)
+                .map(|found| found.as_str().to_string())
+                .find(|name| name != folder && !allowed.contains(&name.as_str()));
+            if let Some(name) = disallowed {
                 report.violations.push(Violation {
                     rule: "layer-dependency",
                     path: relative.clone(),
@@ -329,6 +333,16 @@ fn check_manifests(root: &Path, report: &mut Report) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A `path = "..."` value in a manifest line.
+fn manifest_path_value() -> Regex {
+    Regex::new(r#"path\s*=\s*"[^"]*""#).expect("static regex")
+}
+
+/// The workspace's crates as a manifest names them.
+fn workspace_crate_names() -> Regex {
+    Regex::new(r"\bomnigraph-(?:core|publish|graph|maintenance|cli|tests)\b").expect("static regex")
 }
 
 /// Checks that [`ARCHITECTURE`] names every module of the crates in [`LAYERS`] (a
@@ -403,7 +417,10 @@ impl Rules {
             cleanup: Regex::new(&words(LANCE_CLEANUP_NAMES)).expect("static regex"),
             public_fn: Regex::new(r"^pub(?:\(crate\))?\s+(?:async\s+)?fn\s+([A-Za-z_][A-Za-z0-9_]*)")
                 .expect("static regex"),
-            crate_path: Regex::new(r"\b(omnigraph_[a-z]+)::").expect("static regex"),
+            // A crate named anywhere in code: a path, `use omnigraph_graph as g`, or
+            // `extern crate`.
+            crate_path: Regex::new(r"\b(omnigraph_(?:core|publish|graph|maintenance|cli|tests))\b")
+                .expect("static regex"),
             limit: Regex::new(r"^(?:pub(?:\([a-z]+\))? )?const ([A-Z0-9_]+_(?:MAX|MIN))\s*:")
                 .expect("static regex"),
             failpoint_literal: Regex::new(
@@ -730,6 +747,17 @@ mod tests {
             "omnigraph-publish/Cargo.toml",
             "[package]\nname = \"omnigraph-publish\"\n\n[features]\ns3 = [\"omnigraph-core/s3\"]\n\n[dependencies]\nomnigraph-core.workspace = true\n\n[dev-dependencies]\nomnigraph-graph = { path = \"../omnigraph-graph\" }\n",
         );
+        // Evasions: a dependency table and a renamed dependency; an aliased import.
+        write(
+            tree.path(),
+            "omnigraph-maintenance/Cargo.toml",
+            "[package]\nname = \"omnigraph-maintenance\"\n\n[dependencies.omnigraph-graph]\npath = \"../omnigraph-graph\"\n\n[dependencies]\ng = { package = \"omnigraph-graph\", path = \"x\" }\n",
+        );
+        write(
+            tree.path(),
+            "omnigraph-maintenance/src/lane.rs",
+            "use omnigraph_graph as g;\n",
+        );
         // The CLI may use every layer.
         write(
             tree.path(),
@@ -745,6 +773,21 @@ mod tests {
         assert_eq!(
             found,
             [
+                (
+                    "layer-dependency",
+                    "omnigraph-maintenance/Cargo.toml".into(),
+                    4
+                ),
+                (
+                    "layer-dependency",
+                    "omnigraph-maintenance/Cargo.toml".into(),
+                    8
+                ),
+                (
+                    "layer-import",
+                    "omnigraph-maintenance/src/lane.rs".into(),
+                    1
+                ),
                 (
                     "layer-import",
                     "omnigraph-maintenance/src/optimize.rs".into(),

@@ -303,7 +303,8 @@ pub(crate) async fn run(
             .map_err(after_record)?;
     }
     let mut planned = Planned::of(&logs, rows);
-    delete_planned(root, &mut planned, token, progress).await;
+    let cutoff = logs.grace_cutoff();
+    delete_planned(root, &mut planned, &logs.traced, cutoff, token, progress).await;
     // Then the commit objects below each branch's floor, after their history (and the
     // leftovers of a run that stopped between the two). Floors move only behind the
     // fence; leftovers below a recorded floor go in any run.
@@ -704,10 +705,13 @@ fn table_error(error: &OmniError) -> TableError {
     }
 }
 
-/// Deletes every plan, manifests first.
+/// Deletes every plan, manifests first, each object once [`sweep::assert_deletable`]
+/// holds under the run's latest `trace` and `grace_cutoff`.
 async fn delete_planned(
     root: &Arc<StorageRoot>,
     planned: &mut Planned,
+    trace: &trace::Trace,
+    grace_cutoff: i64,
     token: &CancelToken,
     progress: Option<&ProgressSink>,
 ) {
@@ -742,7 +746,7 @@ async fn delete_planned(
                 &plan.files
             };
             for object in objects {
-                plan.assert_deletable(&row.table_id, object);
+                sweep::assert_deletable(trace, grace_cutoff, &row.table_id, object);
                 work.push((index, manifests_first, object.clone()));
             }
         }

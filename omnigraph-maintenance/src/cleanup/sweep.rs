@@ -97,55 +97,46 @@ pub(crate) struct TablePlan {
     pub(crate) unpublished_bytes: u64,
     /// Linear versions above the creation.
     pub(crate) foreign_versions: u64,
-    /// What the plan was made under, so that each delete asserts it again.
-    pub(crate) rule: DeleteRule,
 }
 
-/// What made a plan's deletions safe when it was made: each delete asserts it again
-/// ([`TablePlan::assert_deletable`]), so a change to planning that breaks it stops the
-/// run before an object goes, not after.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct DeleteRule {
-    /// Whether a retained commit pins the table.
-    pinned: bool,
-    /// The versions of the table retained commits pin.
-    retained: HashSet<u64>,
-    /// Objects modified at or after this (microseconds) are younger than the grace
-    /// period: they hold every staging that can still publish.
+/// Asserts, just before `object` of `table_id` is deleted, what makes that safe under
+/// the run's latest trace (`trace`, every root the run knows, after its record and its
+/// last read of the heads) and grace cutoff: the object is older than the grace period
+/// (no staging that can still publish is), and in a table a retained commit pins it is
+/// neither a linear manifest, nor the manifest of a version a retained commit pins, nor
+/// the adjacency artifact built from one. The path itself is checked where it is
+/// deleted (`adapter::delete_table_object`: a plain path in a swept folder).
+pub(crate) fn assert_deletable(
+    trace: &Trace,
     grace_cutoff_micros: i64,
-}
-
-impl TablePlan {
-    /// Asserts what makes deleting `object` safe: it is older than the grace period
-    /// (no staging that can still publish is), and in a table a retained commit pins
-    /// it is neither a linear manifest, nor the manifest of a version a retained commit
-    /// pins, nor the adjacency artifact built from one. The path itself is checked
-    /// where it is deleted (`adapter::delete_table_object`: a plain path in a swept
-    /// folder of the table).
-    pub(crate) fn assert_deletable(&self, table_id: &str, object: &TableObject) {
-        let rule = &self.rule;
+    table_id: &str,
+    object: &TableObject,
+) {
+    assert!(
+        object.modified_micros < grace_cutoff_micros,
+        "cleanup would delete {table_id}/{}, younger than the grace period",
+        object.object
+    );
+    if !trace.is_retained_table(table_id) {
+        return;
+    }
+    let version = match adapter::manifest_name(&object.object) {
+        Some(ManifestName::Detached(version)) => Some(version),
+        Some(ManifestName::Linear(version)) => {
+            panic!("cleanup would delete linear manifest {version} of {table_id}, a pinned table")
+        }
+        None => layout::adjacency_version(&object.object),
+    };
+    if let Some(version) = version {
+        let retained = trace
+            .retained
+            .get(table_id)
+            .is_some_and(|versions| versions.contains(&version));
         assert!(
-            object.modified_micros < rule.grace_cutoff_micros,
-            "cleanup would delete {table_id}/{}, younger than the grace period",
+            !retained,
+            "cleanup would delete {table_id}/{}, of version {version}, which a retained commit pins",
             object.object
         );
-        if !rule.pinned {
-            return;
-        }
-        let version = match adapter::manifest_name(&object.object) {
-            Some(ManifestName::Detached(version)) => Some(version),
-            Some(ManifestName::Linear(version)) => panic!(
-                "cleanup would delete linear manifest {version} of {table_id}, a pinned table"
-            ),
-            None => layout::adjacency_version(&object.object),
-        };
-        if let Some(version) = version {
-            assert!(
-                !rule.retained.contains(&version),
-                "cleanup would delete {table_id}/{}, of version {version}, which a retained commit pins",
-                object.object
-            );
-        }
     }
 }
 
@@ -205,15 +196,6 @@ pub(crate) async fn plan_table(
 
     let mut plan = TablePlan {
         foreign_versions: listing.foreign_versions(),
-        rule: DeleteRule {
-            pinned,
-            retained: if pinned {
-                retained.clone()
-            } else {
-                HashSet::new()
-            },
-            grace_cutoff_micros,
-        },
         ..TablePlan::default()
     };
     let removed_manifests: HashSet<&str> = removed
