@@ -92,7 +92,7 @@ impl Omnigraph {
         let mut holding: Option<String> = None;
         let mut first_schema: Option<String> = None;
         let attempts = CommitAttempts::new();
-        for attempt in 1.. {
+        for attempt in 1..=REPLANS_MAX {
             // On the heap, as the plan and its publication below: each holds much
             // across its awaits, and every caller's future would carry it on its stack.
             let base = if attempt == 1 {
@@ -163,7 +163,7 @@ impl Omnigraph {
                 }
             }
         }
-        unreachable!("the attempts end with the write's commit attempts")
+        unreachable!("the last plan returns")
     }
 
     /// Every table of the head the handle knows: what a strict writer (merge, schema
