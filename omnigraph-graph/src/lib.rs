@@ -5,7 +5,7 @@
 //! adjacency caches. Everything it publishes goes through `omnigraph_publish`; every
 //! Lance write through `omnigraph_core::adapter`. Maintenance (`omnigraph_maintenance`)
 //! sits beside it, not above or below: it publishes through the handle as a
-//! [`BranchWriter`] and never sees the rest of it.
+//! [`omnigraph_publish::BranchWriter`] and never sees the rest of it.
 //!
 //! **Supported API.** [`Omnigraph`] and the reports its calls return.
 //!
@@ -87,7 +87,6 @@ pub use ingest::{IngestReport, LoadMode};
 pub use merge::{MergeBudget, MergeReport, TableMerge, TableMergeAction};
 pub use mutate::PreparedWrite;
 pub use omnigraph::{LoadProgress, Omnigraph, ScanRequest, default_actor};
-pub use omnigraph_publish::BranchWriter;
 pub use reads::Direction;
 pub use schema_apply::{SchemaApplyReport, SchemaChange};
 pub use spill::LoadBudget;

@@ -25,7 +25,9 @@ use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{
     ErrorKind, Evidence, InputLocation, OmniError, ReadSetMember, Result, StorageKind,
 };
+use omnigraph_publish::BranchWriter;
 use omnigraph_publish::CommitAttempts;
+use omnigraph_publish::writer::Branch;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -39,13 +41,10 @@ pub(crate) const SCAN_LIMIT_DEFAULT: usize = 10_000;
 /// A handle on one branch of a graph.
 #[derive(Debug)]
 pub struct Omnigraph {
-    graph: Graph,
-    branch: String,
-    actor: String,
-    /// The newest head this handle has seen; writers start from it and the CAS
-    /// catches a stale one, so a warm handle does not read the head before a write.
-    known_head: Mutex<Option<GraphCommit>>,
-    catalog: Mutex<Option<Arc<Catalog>>>,
+    /// The branch it writes, the newest head it has seen (writers start from it and
+    /// the CAS catches a stale one, so a warm handle does not read the head before a
+    /// write) and the catalog it last read.
+    writer: Branch,
     /// The newest open handle per table id: a pinned version opens once per handle.
     tables: Mutex<HashMap<String, Arc<Dataset>>>,
     /// The keys of each table this handle has checked keys against, each behind its
@@ -95,9 +94,8 @@ impl Omnigraph {
         let catalog = omnigraph_core::schema::parse("schema", schema_text)?;
         let (graph, genesis) = Graph::create_in_root(root, &catalog, actor).await?;
         let mut handle = Omnigraph::on(graph, layout::MAIN_BRANCH)?;
-        handle.actor = actor.to_string();
-        *handle.known_head.lock() = Some(genesis);
-        *handle.catalog.lock() = Some(Arc::new(catalog));
+        handle.writer = Branch::new(handle.graph().clone(), layout::MAIN_BRANCH, actor)
+            .knowing(genesis, Arc::new(catalog));
         Ok(handle)
     }
 
@@ -114,11 +112,7 @@ impl Omnigraph {
     fn on(graph: Graph, branch: &str) -> Result<Omnigraph> {
         layout::check_branch(branch)?;
         Ok(Omnigraph {
-            graph,
-            branch: branch.to_string(),
-            actor: default_actor(),
-            known_head: Mutex::new(None),
-            catalog: Mutex::new(None),
+            writer: Branch::new(graph, branch, &default_actor()),
             tables: Mutex::new(HashMap::new()),
             key_caches: Mutex::new(HashMap::new()),
             endpoint_caches: Mutex::new(HashMap::new()),
@@ -134,10 +128,8 @@ impl Omnigraph {
     /// first read or write.
     pub fn with_branch(mut self, branch: &str) -> Result<Omnigraph> {
         layout::check_branch(branch)?;
-        self.branch = branch.to_string();
         // The head and the schema are the branch's own.
-        *self.known_head.get_mut() = None;
-        *self.catalog.get_mut() = None;
+        self.writer = Branch::new(self.graph().clone(), branch, self.actor());
         Ok(self)
     }
 
@@ -185,45 +177,30 @@ impl Omnigraph {
 
     /// The graph underneath (log, snapshots, root).
     pub fn graph(&self) -> &Graph {
-        &self.graph
+        self.writer.graph()
     }
 
-    /// Reads the branch head (and remembers it).
+    /// Reads the branch head (and remembers it). A fresh read of the log is the truth,
+    /// even when the handle knew a higher seq (a root restored from a backup): writing
+    /// on from that would leave a gap.
     pub async fn head(&self) -> Result<GraphCommit> {
-        let head = self.graph.commit(&self.branch, &CommitRef::Head).await?;
-        // A fresh read of the log is the truth, even when the handle knew a higher seq
-        // (a root restored from a backup): writing on from that would leave a gap.
-        *self.known_head.lock() = Some(head.clone());
-        Ok(head)
+        self.writer.head().await
     }
 
     /// Remembers a head this handle published or read after losing a race, unless it
-    /// already knows a newer one: tasks sharing the handle finish in any order.
+    /// already knows a newer one ([`Branch::note_head`]).
     pub(crate) fn note_head(&self, head: &GraphCommit) {
-        let mut known = self.known_head.lock();
-        if known.as_ref().is_none_or(|newest| newest.seq < head.seq) {
-            *known = Some(head.clone());
-        }
+        self.writer.note_head(head);
     }
 
+    /// The newest head the handle knows, or the branch head when it knows none.
     pub(crate) async fn base(&self) -> Result<GraphCommit> {
-        let known = self.known_head.lock().clone();
-        match known {
-            Some(head) => Ok(head),
-            None => self.head().await,
-        }
+        self.writer.newest_known_head().await
     }
 
     /// The catalog in force at `commit`.
     pub async fn catalog_at(&self, commit: &GraphCommit) -> Result<Arc<Catalog>> {
-        if let Some(catalog) = self.catalog.lock().clone()
-            && catalog.hash() == commit.schema
-        {
-            return Ok(catalog);
-        }
-        let catalog = Arc::new(self.graph.catalog(commit).await?);
-        *self.catalog.lock() = Some(catalog.clone());
-        Ok(catalog)
+        self.writer.catalog_at(commit).await
     }
 
     /// Inserts JSON objects as rows of `type_name`. Every row is checked first; a bad
@@ -236,7 +213,7 @@ impl Omnigraph {
     ) -> Result<GraphCommit> {
         // A cold handle reads the branch head itself: it never runs a call twice, so
         // its rows are not copied.
-        if self.known_head.lock().is_none() {
+        if self.writer.known_head().is_none() {
             return self.insert_json_once(type_name, objects).await;
         }
         self.refused_only_at_the_head(|| self.insert_json_once(type_name, objects.clone()))
@@ -270,7 +247,7 @@ impl Omnigraph {
     where
         F: std::future::Future<Output = Result<T>>,
     {
-        let seen = self.known_head.lock().clone();
+        let seen = self.writer.known_head();
         let first = call().await;
         let (Err(error), Some(seen)) = (&first, seen) else {
             return first;
@@ -406,7 +383,7 @@ impl Omnigraph {
         // what the first run kept of it, when it read it whole within the budget. A
         // cold handle never runs twice and keeps nothing.
         let identity = meta.as_ref().map(FileIdentity::of);
-        let warm = self.known_head.lock().is_some();
+        let warm = self.writer.known_head().is_some();
         let spool = (warm && identity.is_none()).then(|| {
             Arc::new(crate::jsonl::Spool::new(
                 self.load_budget.input_spool_bytes_max,
@@ -573,12 +550,12 @@ impl Omnigraph {
 
     /// The branch this handle reads and writes.
     pub fn branch(&self) -> &str {
-        &self.branch
+        self.writer.branch()
     }
 
     /// Who this handle publishes as.
     pub fn actor(&self) -> &str {
-        &self.actor
+        self.writer.actor()
     }
 
     /// Publishes `staging` as this handle: on success the handle remembers the new head
@@ -611,60 +588,39 @@ impl Omnigraph {
             .requirements(read_set)
             .holding(holding.map(str::to_string));
         let publication = staging
-            .publication(requires, operation, &self.actor)
+            .publication(requires, operation, self.actor())
             .await?;
         self.publish_as_handle(&publication, staging, attempts)
             .await
     }
 
-    /// Publishes `publication` (staged in `staging`) as this handle; see
-    /// [`Omnigraph::publish_staged`].
+    /// Publishes `publication` (staged in `staging`) as this handle: the branch
+    /// writer follows the head ([`Branch::publish`]), and the handle keeps the tables
+    /// it staged; see [`Omnigraph::publish_staged`].
     pub(crate) async fn publish_as_handle(
         &self,
         publication: &crate::publication::Publication,
         staging: &Staging,
         attempts: &CommitAttempts,
     ) -> Result<GraphCommit> {
-        let mut seen = None;
-        let root = self.graph.root();
-        match crate::publisher::publish_seeing(root, publication, attempts, &mut seen).await {
-            Ok(commit) => {
-                self.remember(&commit, staging);
-                Ok(commit)
-            }
-            Err(error) => {
-                match (error.kind(), seen) {
-                    // The head the lost race read is newer than the one that beat it:
-                    // a writer that follows it (see `Omnigraph::base`) needs no read.
-                    (omnigraph_core::ErrorKind::ReadSetChanged, Some(head)) => {
-                        self.note_head(&head);
-                    }
-                    (
-                        omnigraph_core::ErrorKind::ReadSetChanged
-                        | omnigraph_core::ErrorKind::ContentionExhausted,
-                        _,
-                    ) => self.forget_head(),
-                    _ => {}
-                }
-                Err(error)
-            }
-        }
+        let commit = self.writer.publish(publication, attempts).await?;
+        self.keep_staged_tables(staging);
+        Ok(commit)
     }
 
-    /// After a publication: the new head, and the chain tips as the open tables of
-    /// their new pins, so the next write on this handle reads neither again.
-    pub(crate) fn remember(&self, commit: &GraphCommit, staging: &Staging) {
+    /// After a publication: the chain tips as the open tables of their new pins, so the
+    /// next write on this handle reads none of them again.
+    fn keep_staged_tables(&self, staging: &Staging) {
         for table_id in staging.chain_ids() {
             if let Some(link) = staging.links_of(&table_id).last() {
                 self.tables.lock().insert(table_id, link.dataset.clone());
             }
         }
-        self.note_head(commit);
     }
 
     /// Forgets the cached head: the next write reads the branch head first.
     pub(crate) fn forget_head(&self) {
-        *self.known_head.lock() = None;
+        self.writer.forget_head();
     }
 
     /// The table `table_id` at the version `commit` pins, from the handle's cache when
@@ -680,7 +636,7 @@ impl Omnigraph {
         {
             return Ok(table.clone());
         }
-        let table = open_pinned(self.graph.root(), commit, pin).await?;
+        let table = open_pinned(self.graph().root(), commit, pin).await?;
         self.tables
             .lock()
             .insert(table_id.to_string(), table.clone());
@@ -708,7 +664,7 @@ impl Omnigraph {
         key: &Value,
         at: &CommitRef,
     ) -> Result<Option<Map<String, Value>>> {
-        let commit = self.graph.commit(&self.branch, at).await?;
+        let commit = self.graph().commit(self.branch(), at).await?;
         let catalog = self.catalog_at(&commit).await?;
         let type_def = catalog.require(type_name)?;
         let filter = format!(
@@ -790,7 +746,7 @@ impl Omnigraph {
         filter: Option<&str>,
         at: &CommitRef,
     ) -> Result<u64> {
-        let commit = self.graph.commit(&self.branch, at).await?;
+        let commit = self.graph().commit(self.branch(), at).await?;
         if let Some(filter) = filter {
             let catalog = self.catalog_at(&commit).await?;
             omnigraph_core::filter::check_on_type(catalog.require(type_name)?, filter, "count")?;
@@ -813,7 +769,7 @@ impl Omnigraph {
         request: &ScanRequest,
         at: &CommitRef,
     ) -> Result<Vec<RecordBatch>> {
-        let commit = self.graph.commit(&self.branch, at).await?;
+        let commit = self.graph().commit(self.branch(), at).await?;
         if let Some(filter) = &request.filter {
             // Checked against the type's own columns first: the error then names the
             // user's filter and properties, never Lance's internals.

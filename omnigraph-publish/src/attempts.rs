@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-/// The commit PUTs one write has made, and the races it lost; shared by every
-/// publication the write makes (a clone counts into the same figures).
+/// The commit PUTs one write has made; shared by every publication the write makes
+/// (a clone counts into the same figures).
 #[derive(Clone, Debug, Default)]
 pub struct CommitAttempts {
     counts: Arc<Counts>,
@@ -22,7 +22,6 @@ pub struct CommitAttempts {
 #[derive(Debug, Default)]
 struct Counts {
     puts: AtomicU32,
-    lost: AtomicU32,
     /// The PUTs made when the current try began.
     puts_at_try: AtomicU32,
 }
@@ -38,11 +37,6 @@ impl CommitAttempts {
         self.counts.puts.load(Ordering::Relaxed)
     }
 
-    /// Races lost so far (another writer's commit took the slot).
-    pub fn lost(&self) -> u32 {
-        self.counts.lost.load(Ordering::Relaxed)
-    }
-
     /// Takes one commit PUT; past [`COMMIT_PUTS_MAX`] the write gives up with
     /// `contention_exhausted` and `evidence`.
     pub fn take_put(&self, evidence: &Evidence) -> Result<()> {
@@ -52,11 +46,6 @@ impl CommitAttempts {
             return Err(self.exhausted(evidence.clone()));
         }
         Ok(())
-    }
-
-    /// Notes a race lost.
-    pub fn note_lost(&self) {
-        self.counts.lost.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A writer tries again after losing (plans again, or follows the tables that
@@ -83,17 +72,16 @@ impl CommitAttempts {
             evidence,
         }
     }
+}
 
-    /// Waits [`lost_race_wait`] after the `lost`-th race one publication lost
-    /// (`commit_id` the losing candidate's), outside a deterministic simulation (whose
-    /// schedule is the harness's). The window grows within a publication only: a
-    /// write that starts a publication again (a new plan, a re-commit) waits as little
-    /// as a writer that just arrived, so the most starved writer is not the one made to
-    /// wait longest.
-    pub async fn back_off(&self, lost: u32, commit_id: &str) {
-        if !seams::in_simulation() {
-            tokio::time::sleep(lost_race_wait(lost, commit_id)).await;
-        }
+/// Waits [`lost_race_wait`] after the `lost`-th race one publication lost (`commit_id`
+/// the losing candidate's), outside a deterministic simulation (whose schedule is the
+/// harness's). The window grows within a publication only: a write that starts a
+/// publication again (a new plan, a re-commit) waits as little as a writer that just
+/// arrived, so the most starved writer is not the one made to wait longest.
+pub async fn back_off(lost: u32, commit_id: &str) {
+    if !seams::in_simulation() {
+        tokio::time::sleep(lost_race_wait(lost, commit_id)).await;
     }
 }
 

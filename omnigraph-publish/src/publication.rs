@@ -352,14 +352,12 @@ mod tests {
     }
 
     fn new(read_set: ReadSet, change: Change) -> Publication {
-        let requires = Requirements::reading(read_set);
-        Publication::new(
-            test_commit("main", 3),
-            requires,
-            change,
-            operation(),
-            "test",
-        )
+        requiring(Requirements::reading(read_set), change)
+    }
+
+    fn requiring(requires: Requirements, change: Change) -> Publication {
+        let base = test_commit("main", 3);
+        Publication::new(base, requires, change, operation(), "test")
     }
 
     #[test]
@@ -430,14 +428,7 @@ mod tests {
             foreign_pins_read: Some(seams::Since::now()),
             ..Requirements::reading(ReadSet::Strict)
         };
-        let change = Change::tables(vec![pin("t1")]);
-        Publication::new(
-            test_commit("main", 3),
-            requires,
-            change,
-            operation(),
-            "test",
-        );
+        requiring(requires, Change::tables(vec![pin("t1")]));
     }
 
     #[test]

@@ -162,11 +162,10 @@ async fn publish_on_log(
                     // Not holding the gate: writers of this process never race each
                     // other, and one that waits must not hold the others up.
                     drop(held.take());
-                    attempts.back_off(lost, &candidate.commit_id).await;
+                    crate::attempts::back_off(lost, &candidate.commit_id).await;
                     held = Some(gate::acquire(&root.canonical(), log.branch()).await);
                 }
                 lost += 1;
-                attempts.note_lost();
                 let head = Box::pin(follow(&log, &base, *winner, publication, seen))
                     .await
                     .map_err(|e| e.with_evidence(failure_evidence.clone()))?;

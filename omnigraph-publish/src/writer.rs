@@ -7,7 +7,7 @@
 use crate::attempts::CommitAttempts;
 use crate::commit::{CommitOperation, GraphCommit};
 use crate::graph::{CommitRef, Graph};
-use crate::publication::ReadSet;
+use crate::publication::{Publication, ReadSet};
 use crate::publisher::publish_seeing;
 use crate::staging::{Staging, open_pinned};
 use omnigraph_core::lance::Dataset;
@@ -84,11 +84,61 @@ impl Branch {
         }
     }
 
-    fn note_head(&self, head: &GraphCommit) {
+    /// The same, knowing `head` and the catalog in force there (a graph it just
+    /// created), so its first write reads neither.
+    pub fn knowing(self, head: GraphCommit, catalog: Arc<Catalog>) -> Branch {
+        *self.known_head.lock() = Some(head);
+        *self.catalog.lock() = Some(catalog);
+        self
+    }
+
+    /// The newest head it knows, if any.
+    pub fn known_head(&self) -> Option<GraphCommit> {
+        self.known_head.lock().clone()
+    }
+
+    /// Remembers a head it published or read after losing a race, unless it already
+    /// knows a newer one: tasks sharing the writer finish in any order.
+    pub fn note_head(&self, head: &GraphCommit) {
         let mut known = self.known_head.lock();
         if known.as_ref().is_none_or(|newest| newest.seq < head.seq) {
             *known = Some(head.clone());
         }
+    }
+
+    /// Forgets the head it knows: the next write reads the branch head first.
+    pub fn forget_head(&self) {
+        *self.known_head.lock() = None;
+    }
+
+    /// Publishes `publication` on this branch, its commit PUTs counted in `attempts`:
+    /// on success it remembers the new head; on a read-set conflict the head the lost
+    /// race read (or, when none was read, it forgets its head), so the next write
+    /// starts from a head at least as new as the one that beat it, never the same
+    /// stale one.
+    pub async fn publish(
+        &self,
+        publication: &Publication,
+        attempts: &CommitAttempts,
+    ) -> Result<GraphCommit> {
+        let mut seen = None;
+        let published = publish_seeing(self.graph.root(), publication, attempts, &mut seen).await;
+        match (&published, seen) {
+            (Ok(commit), _) => self.note_head(commit),
+            (Err(error), Some(head)) if error.kind() == ErrorKind::ReadSetChanged => {
+                self.note_head(&head)
+            }
+            (Err(error), _)
+                if matches!(
+                    error.kind(),
+                    ErrorKind::ReadSetChanged | ErrorKind::ContentionExhausted
+                ) =>
+            {
+                self.forget_head()
+            }
+            _ => {}
+        }
+        published
     }
 }
 
@@ -146,74 +196,6 @@ impl BranchWriter for Branch {
         let publication = staging
             .publication(requires, operation, &self.actor)
             .await?;
-        let mut seen = None;
-        let root = self.graph.root();
-        let published = publish_seeing(root, &publication, attempts, &mut seen).await;
-        match (&published, seen) {
-            (Ok(commit), _) => self.note_head(commit),
-            // The head the lost race read: the next write (or artifact) follows it
-            // without reading the log again.
-            (Err(error), Some(head)) if error.kind() == ErrorKind::ReadSetChanged => {
-                self.note_head(&head)
-            }
-            (Err(error), _)
-                if matches!(
-                    error.kind(),
-                    ErrorKind::ReadSetChanged | ErrorKind::ContentionExhausted
-                ) =>
-            {
-                *self.known_head.lock() = None;
-            }
-            _ => {}
-        }
-        published
-    }
-}
-
-/// A shared writer is a writer: a server holds its handles in an `Arc`.
-#[async_trait::async_trait]
-impl<W: BranchWriter + ?Sized> BranchWriter for Arc<W> {
-    fn graph(&self) -> &Graph {
-        (**self).graph()
-    }
-
-    fn branch(&self) -> &str {
-        (**self).branch()
-    }
-
-    fn actor(&self) -> &str {
-        (**self).actor()
-    }
-
-    async fn head(&self) -> Result<GraphCommit> {
-        (**self).head().await
-    }
-
-    async fn newest_known_head(&self) -> Result<GraphCommit> {
-        (**self).newest_known_head().await
-    }
-
-    async fn catalog_at(&self, commit: &GraphCommit) -> Result<Arc<Catalog>> {
-        (**self).catalog_at(commit).await
-    }
-
-    async fn table_at(&self, commit: &GraphCommit, table_id: &str) -> Result<Arc<Dataset>> {
-        (**self).table_at(commit, table_id).await
-    }
-
-    async fn publish_staged_within(
-        &self,
-        staging: &Staging,
-        read_set: ReadSet,
-        operation: CommitOperation,
-        attempts: &CommitAttempts,
-    ) -> Result<GraphCommit> {
-        (**self)
-            .publish_staged_within(staging, read_set, operation, attempts)
-            .await
-    }
-
-    fn artifact_written(&self, table_id: &str, version: u64) {
-        (**self).artifact_written(table_id, version)
+        self.publish(&publication, attempts).await
     }
 }

@@ -346,7 +346,7 @@ async fn two_units_at_once_reach_the_same_result() {
     for units in [1, 2] {
         let (graph, _test) = fragmented(Backend::Memory, 5).await;
         let budget = MaintenanceBudget::default().with_unit_concurrency(units);
-        let report = Maintenance::of(&graph)
+        let report = Maintenance::of(&*graph)
             .with_maintenance_budget(budget)
             .optimize()
             .await

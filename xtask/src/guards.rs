@@ -297,6 +297,7 @@ fn layer_of(relative: &Path) -> Option<(&'static str, &'static [&'static str])> 
 /// Checks each crate's `Cargo.toml`: every OmniGraph crate it depends on (normal, dev
 /// or build) is one the layer map lets it use.
 fn check_manifests(root: &Path, report: &mut Report) -> std::io::Result<()> {
+    let (path_value, crate_names) = (manifest_path_value(), workspace_crate_names());
     for (folder, allowed) in LAYERS {
         let relative = Path::new(folder).join("Cargo.toml");
         let Ok(text) = std::fs::read_to_string(root.join(&relative)) else {
@@ -315,8 +316,8 @@ fn check_manifests(root: &Path, report: &mut Report) -> std::io::Result<()> {
                 continue;
             }
             // A path names a folder, not a dependency: the key or `package` does.
-            let line = manifest_path_value().replace_all(line, "");
-            let disallowed = workspace_crate_names()
+            let line = path_value.replace_all(line, "");
+            let disallowed = crate_names
                 .find_iter(&line)
                 .map(|found| found.as_str().to_string())
                 .find(|name| name != folder && !allowed.contains(&name.as_str()));
@@ -806,15 +807,12 @@ mod tests {
     #[test]
     fn a_module_without_its_line_in_the_map_fails() {
         let tree = clean_tree();
-        write(
-            tree.path(),
-            "ARCHITECTURE.md",
-            "## Modules\n\
+        let map = "## Modules\n\
              - `omnigraph-core/src/adapter/mod.rs`: the adapter.\n\
              - `omnigraph-core/src/adapter/registry.rs`: its entry points.\n\
              - `omnigraph-core/src/failpoints.rs`: failpoint names.\n\
-             - `omnigraph-publish/src/writer.rs`: the writer.\n",
-        );
+             - `omnigraph-publish/src/writer.rs`: the writer.\n";
+        write(tree.path(), "ARCHITECTURE.md", map);
         assert!(rules_broken(tree.path()).is_empty());
         // A new module with no line, and a line whose module is gone.
         write(
@@ -822,16 +820,8 @@ mod tests {
             "omnigraph-publish/src/gate.rs",
             "fn gate() {}\n",
         );
-        write(
-            tree.path(),
-            "ARCHITECTURE.md",
-            "## Modules\n\
-             - `omnigraph-core/src/adapter/mod.rs`: the adapter.\n\
-             - `omnigraph-core/src/adapter/registry.rs`: its entry points.\n\
-             - `omnigraph-core/src/failpoints.rs`: failpoint names.\n\
-             - `omnigraph-publish/src/writer.rs`: the writer.\n\
-             - `omnigraph-publish/src/gone.rs`: removed long ago.\n",
-        );
+        let stale = format!("{map}- `omnigraph-publish/src/gone.rs`: removed long ago.\n");
+        write(tree.path(), "ARCHITECTURE.md", &stale);
         assert_eq!(
             rules_broken(tree.path()),
             ["architecture-stale", "architecture-missing"]
