@@ -186,11 +186,7 @@ pub async fn load(
 }
 
 /// Prints a load's report.
-fn emit_load(
-    out: &Output,
-    report: &omnigraph_graph::ingest::IngestReport,
-    elapsed: f64,
-) -> Result<()> {
+fn emit_load(out: &Output, report: &omnigraph_graph::IngestReport, elapsed: f64) -> Result<()> {
     out.emit(
         json!({"commit": report.commit.as_ref().map(commit_json), "rows": report.rows, "seconds": elapsed}),
         |_| {
@@ -355,7 +351,7 @@ pub async fn query(
         limit: Some(limit.saturating_add(1)),
     };
     let batches = graph.scan(type_name, &request, &at).await?;
-    let mut rows = omnigraph_graph::rows::batches_to_json(&batches);
+    let mut rows = omnigraph_graph::batches_to_json(&batches);
     let truncated = rows.len() > limit;
     rows.truncate(limit);
     // Counted only when the rows were cut short: otherwise they are all there.

@@ -8,8 +8,8 @@
 //!
 //! The `fail` crate's registry is process-global, but tests run in parallel: a failpoint
 //! armed for one test must not fire in another. So a failpoint fires only inside a
-//! failpoint scope (a task-local set by [`Armed::run`]); everywhere else a failpoint is a
-//! no-op. Tests arm through [`arm`], which also holds the `fail` crate's scenario lock so
+//! failpoint scope (a task-local set by `Armed::run`); everywhere else a failpoint is a
+//! no-op. Tests arm through `arm`, which also holds the `fail` crate's scenario lock so
 //! that tests arming failpoints run one at a time, and disarms everything on drop.
 use crate::limits::PARKED_MAX;
 

@@ -2,12 +2,12 @@
 //!
 //! - [`error`]: [`OmniError`], the [`Evidence`] every error carries, and the table from
 //!   each error to its stable code, CLI exit code and HTTP status.
-//! - [`classify`]: storage failures from `object_store` and Lance, classified by type.
+//! - `classify`: storage failures from `object_store` and Lance, classified by type.
 //! - [`schema`]: the `.pg` schema language and the checked [`schema::Catalog`].
 //! - [`storage`]: a root (local folder, `memory://`, `s3://`) and the counting,
 //!   fault-injecting wrapper every request in it passes through.
 //! - [`adapter`]: the only module that calls Lance write APIs; it stages detached links.
-//! - [`keys`]: a row's key rendered as text, and an Arrow cell as JSON, as every layer
+//! - `keys`: a row's key rendered as text, and an Arrow cell as JSON, as every layer
 //!   renders them.
 //! - [`failpoints`]: the registry of failpoint names.
 //! - [`seams`]: the clock and id seams for deterministic simulation.
@@ -32,18 +32,40 @@
 //! ```
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
+// Built without `internal-api` (as `cargo xtask ci` checks each library crate), the
+// supported API must not name a type it does not export.
+#![cfg_attr(
+    not(feature = "internal-api"),
+    deny(private_interfaces, private_bounds, unnameable_types)
+)]
+// Without `internal-api`, what only the crates above use is dead here.
+#![cfg_attr(not(feature = "internal-api"), allow(dead_code, unreachable_pub))]
 
 pub mod adapter;
-pub mod classify;
 pub mod error;
 pub mod failpoints;
-pub mod filter;
-pub mod fragments;
-pub mod keys;
 pub mod limits;
 pub mod schema;
 pub mod seams;
 pub mod storage;
+
+// Outside the supported API: public with `internal-api` (ARCHITECTURE.md).
+#[cfg(feature = "internal-api")]
+pub mod classify;
+#[cfg(not(feature = "internal-api"))]
+mod classify;
+#[cfg(feature = "internal-api")]
+pub mod filter;
+#[cfg(not(feature = "internal-api"))]
+mod filter;
+#[cfg(feature = "internal-api")]
+pub mod fragments;
+#[cfg(not(feature = "internal-api"))]
+mod fragments;
+#[cfg(feature = "internal-api")]
+pub mod keys;
+#[cfg(not(feature = "internal-api"))]
+mod keys;
 
 /// Arrow arrays, re-exported so the layers above use Lance's exact arrow version.
 pub use arrow_array;

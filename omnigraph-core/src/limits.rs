@@ -79,6 +79,11 @@ pub(crate) const LOCAL_WRITE_BYTES_MAX: usize = 128 << 10;
 /// is dropped first (its open then reads the block from the store, as before).
 pub(crate) const MANIFEST_TAILS_MAX: usize = 32;
 
+/// How long a kept tail answers a read (microseconds, clock seam). Lance reads right
+/// after its HEAD; a tail that waited longer (a HEAD no read followed) is dropped, so
+/// it never stands in for an object deleted since by another process.
+pub(crate) const MANIFEST_TAIL_AGE_MICROS_MAX: i64 = 1_000_000;
+
 // Relations
 /// A schema at its limits fits its source: every type named at the longest name.
 const _: () = assert!(TYPES_MAX * NAME_LEN_MAX <= SCHEMA_BYTES_MAX);

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Rows per batch read from a columnar file (the ingest batch size).
-pub(crate) const COLUMNAR_BATCH_ROWS: usize = crate::ingest::INGEST_BATCH_ROWS;
+pub(crate) const COLUMNAR_BATCH_ROWS: usize = crate::limits::INGEST_BATCH_ROWS_MAX;
 
 /// The format of a file to load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

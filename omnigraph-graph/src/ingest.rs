@@ -20,12 +20,12 @@ use crate::commit::{CommitOperation, GraphCommit};
 use crate::jsonl_rows::LineRows;
 use crate::limits::{
     APPEND_GATHER_BYTES_MAX, APPEND_STREAM_BATCHES_MAX, APPEND_STREAM_BYTES_MAX,
-    INGEST_BATCH_BYTES_MAX, KEY_CACHE_EXTEND_KEYS_MAX, MERGE_RETAINED_BYTES_MAX,
+    INGEST_BATCH_BYTES_MAX, INGEST_BATCH_ROWS_MAX, KEY_CACHE_EXTEND_KEYS_MAX, KEY_RECHECK_KEYS_MAX,
+    LOSSES_BEFORE_RESERVING_MAX, MERGE_RETAINED_BYTES_MAX,
 };
 use crate::omnigraph::Omnigraph;
 use crate::publication::ReadSet;
 use crate::read_ahead::ReadAhead;
-use crate::reserving::RESERVE_AFTER_LOSSES;
 use crate::rows::{
     self, BatchSources, KeyColumn, KeySet, RowKey, RowSource, SourcedObject, TypedRows,
 };
@@ -40,8 +40,6 @@ use omnigraph_publish::CommitAttempts;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// Rows of one type validated and staged together.
-pub const INGEST_BATCH_ROWS: usize = 8_192;
 /// The read buffer of a JSONL file, read on the thread that splits it into lines: few
 /// system calls per line.
 pub const JSONL_READ_BUFFER_BYTES: usize = 1 << 20;
@@ -67,10 +65,6 @@ pub struct IngestReport {
     /// Rows written per type.
     pub rows: BTreeMap<String, u64>,
 }
-
-/// Keys looked up in the table per query while a call's keys or pending endpoints are
-/// read back in order: what one step holds, whatever the size of the call.
-const KEY_RECHECK_CHUNK: usize = 65_536;
 
 /// The roles of an edge's endpoints, by the bit a pending endpoint's tag keeps.
 const ROLES: [&str; 2] = ["src", "dst"];
@@ -248,7 +242,7 @@ impl<'a> Ingest<'a> {
             .entry(type_name.to_string())
             .or_default();
         *bytes += input_bytes;
-        if rows >= INGEST_BATCH_ROWS || *bytes >= INGEST_BATCH_BYTES_MAX {
+        if rows >= INGEST_BATCH_ROWS_MAX || *bytes >= INGEST_BATCH_BYTES_MAX {
             self.flush(type_name).await?;
         }
         Ok(())
@@ -275,7 +269,7 @@ impl<'a> Ingest<'a> {
         if !self.lines.contains_key(type_name) {
             // The type's buffer is made once: most lines find it by name alone.
             let type_def = type_named(&self.catalog, type_name, &source)?;
-            let buffer = LineRows::new(type_def, self.mode, INGEST_BATCH_ROWS);
+            let buffer = LineRows::new(type_def, self.mode, INGEST_BATCH_ROWS_MAX);
             self.lines.insert(type_name.to_string(), buffer);
         }
         let buffer = self
@@ -284,7 +278,7 @@ impl<'a> Ingest<'a> {
             .ok_or_else(|| OmniError::internal("a type's line buffer vanished"))?;
         buffer.push_line(line, source)?;
         buffer.bytes += line.len();
-        if buffer.len() >= INGEST_BATCH_ROWS || buffer.bytes >= INGEST_BATCH_BYTES_MAX {
+        if buffer.len() >= INGEST_BATCH_ROWS_MAX || buffer.bytes >= INGEST_BATCH_BYTES_MAX {
             self.flush_lines(type_name).await?;
         }
         Ok(())
@@ -354,7 +348,7 @@ impl<'a> Ingest<'a> {
     }
 
     /// Adds the Arrow rows `batches` yields (`read` sees each as it comes), gathered into
-    /// batches of at most [`INGEST_BATCH_ROWS`] rows (consecutive batches of one schema
+    /// batches of at most [`INGEST_BATCH_ROWS_MAX`] rows (consecutive batches of one schema
     /// are joined, larger ones cut), so many small input batches stage as few links. A batch the input
     /// cannot give is bad input naming `source` and the row where reading stopped.
     pub(crate) async fn push_batches(
@@ -396,7 +390,7 @@ impl<'a> Ingest<'a> {
             })?;
             let mut offset = 0;
             while offset < batch.num_rows() {
-                let room = INGEST_BATCH_ROWS - pending_rows;
+                let room = INGEST_BATCH_ROWS_MAX - pending_rows;
                 let piece = batch.slice(offset, room.min(batch.num_rows() - offset));
                 offset += piece.num_rows();
                 if pending
@@ -410,7 +404,7 @@ impl<'a> Ingest<'a> {
                 }
                 pending_rows += piece.num_rows();
                 pending.push(piece);
-                if pending_rows >= INGEST_BATCH_ROWS {
+                if pending_rows >= INGEST_BATCH_ROWS_MAX {
                     first_row += self
                         .push_pending(type_name, source, &mut pending, first_row)
                         .await?;
@@ -829,7 +823,7 @@ impl<'a> Ingest<'a> {
                 Some(keys) if keys.has_spilled() => Some(keys.sorted()?.peekable()),
                 _ => None,
             };
-            for chunk in wanted.distinct_chunks(KEY_RECHECK_CHUNK)? {
+            for chunk in wanted.distinct_chunks(KEY_RECHECK_KEYS_MAX)? {
                 let mut not_given = Vec::new();
                 for (key, at) in chunk? {
                     let given = match (&mut spilled, in_call) {
@@ -973,7 +967,7 @@ impl<'a> Ingest<'a> {
                     // Lost again: every table it read is held for this call before it
                     // stages again, so the short writers beside it stop taking every
                     // slot (a node table too, when node writers are what moves).
-                    if losses >= RESERVE_AFTER_LOSSES {
+                    if losses >= LOSSES_BEFORE_RESERVING_MAX {
                         let tables = self.read_tables();
                         holding = Box::pin(self.handle.keep_reserved(holding, tables)).await;
                     }
@@ -1068,7 +1062,7 @@ impl<'a> Ingest<'a> {
         let mut first = Earliest::default();
         for (type_name, keys) in &self.keys {
             let type_def = self.catalog.require(type_name)?;
-            for chunk in keys.distinct_chunks(KEY_RECHECK_CHUNK)? {
+            for chunk in keys.distinct_chunks(KEY_RECHECK_KEYS_MAX)? {
                 let chunk = chunk?;
                 let held = self.held_at(head, type_def, &chunk).await?;
                 for (key, at) in chunk {

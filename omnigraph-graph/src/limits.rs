@@ -36,7 +36,7 @@ pub(crate) const ENTRIES_MAX: usize = u32::MAX as usize - 1;
 
 // ingest.rs
 /// Input bytes of one type buffered before they are validated and staged: with long
-/// rows, a batch is staged before it reaches [`INGEST_BATCH_ROWS`](crate::ingest::INGEST_BATCH_ROWS).
+/// rows, a batch is staged before it reaches [`INGEST_BATCH_ROWS_MAX`].
 pub const INGEST_BATCH_BYTES_MAX: usize = 64 << 20;
 
 /// The longest JSONL line accepted, in bytes.
@@ -49,7 +49,7 @@ pub const INPUT_SPOOL_BYTES_MAX: usize = 64 << 20;
 
 /// Checked rows of one table gathered (Arrow bytes) before they are staged as one
 /// append: one Lance write, one fragment, per this much. Outside a simulation, an
-/// append this large is streamed long before ([`APPEND_STREAM_START_BYTES`](crate::ingest::APPEND_STREAM_START_BYTES)).
+/// append this large is streamed long before (`APPEND_STREAM_START_BYTES`).
 pub const APPEND_GATHER_BYTES_MAX: usize = 64 << 20;
 
 /// Checked batches waiting for a streamed append's writer, at most: with
@@ -70,6 +70,13 @@ pub(crate) const KEY_CACHE_EXTEND_KEYS_MAX: usize = 65_536;
 /// first; a larger merge that loses the race fails with `ReadSetChanged` (nothing
 /// published) and is rerun by the caller.
 pub const MERGE_RETAINED_BYTES_MAX: usize = 64 << 20;
+
+/// Rows of one type validated and staged together.
+pub const INGEST_BATCH_ROWS_MAX: usize = 8_192;
+
+/// Keys looked up in the table per query while a call's keys or pending endpoints are
+/// read back in order: what one step holds, whatever the size of the call.
+pub(crate) const KEY_RECHECK_KEYS_MAX: usize = 65_536;
 
 // jsonl.rs
 /// Lines a splitter hands over at once.
@@ -129,6 +136,9 @@ pub(crate) const POINT_WRITE_COLD_ROWS_MAX: u64 = 65_536;
 /// next write, and the `get` scans.
 pub(crate) const GET_KEYS_TO_READ_MAX: u64 = 65_536;
 
+/// Keys looked up per existence query.
+pub(crate) const KEY_LOOKUP_KEYS_MAX: usize = 1_000;
+
 // read_ahead.rs
 /// Items a reader produces ahead of its consumer.
 pub(crate) const READ_AHEAD_ITEMS_MAX: usize = 2;
@@ -164,6 +174,18 @@ pub const TRAVERSE_STARTS_MAX: usize = READ_LIMIT_MAX;
 /// The most edges one step reads: a step that would read more fails, naming it, before
 /// it holds them (narrow it with a filter or a smaller limit on the step before).
 pub const TRAVERSE_EDGES_PER_STEP_MAX: usize = 1_000_000;
+
+// reserving.rs
+/// How many times an insert or load loses its slot to a change of the tables it read
+/// before it reserves them. Each reservation is a commit that costs every other writer
+/// of those tables its slot and a wait, so only a starved write takes one: with 4
+/// processes on the local S3 server, reserving after 2 losses put a reservation in
+/// half the commits and cut the commit rate; after 6, about one in twenty.
+pub const LOSSES_BEFORE_RESERVING_MAX: u32 = 6;
+
+/// How many attempts of an update or delete lose (each after following its tables up
+/// to `crate::limits::FOLLOWS_MAX` times) before it reserves them for the next.
+pub const ATTEMPTS_BEFORE_RESERVING_MAX: u32 = 3;
 
 // Relations
 /// A batch holds at least one line of the longest kind, and so does a spooled input.

@@ -16,9 +16,10 @@
 use crate::commit::{CommitOperation, GraphCommit, MergedFrom, TablePin};
 use crate::graph::CommitRef;
 use crate::limits::{
-    MERGE_CHANGED_ROWS_MAX, MERGE_KEYS_PER_DELETE_MAX, MERGE_PASS_ROWS_MAX, MERGE_PASSES_MAX,
+    KEY_LOOKUP_KEYS_MAX, MERGE_CHANGED_ROWS_MAX, MERGE_KEYS_PER_DELETE_MAX, MERGE_PASS_ROWS_MAX,
+    MERGE_PASSES_MAX,
 };
-use crate::omnigraph::{KEY_LOOKUP_CHUNK, Omnigraph};
+use crate::omnigraph::Omnigraph;
 use crate::publication::{Change, Publication, ReadSet, Requirements};
 use crate::reads::collect;
 use crate::rows;
@@ -1060,7 +1061,7 @@ impl Omnigraph {
         ] {
             let key_type = catalog.require(node)?.key_type();
             let keys: Vec<&String> = keys.iter().collect();
-            for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
+            for chunk in keys.chunks(KEY_LOOKUP_KEYS_MAX) {
                 let filter =
                     rows::key_in_filter(column, chunk.iter().map(|key| key.as_str()), key_type);
                 let before = ids.len();

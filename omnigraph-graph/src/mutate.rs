@@ -434,7 +434,7 @@ impl Omnigraph {
                 }
                 let edge_pin = base.require_pin_of_type(edge.name())?.clone();
                 let edge_predicates: Vec<String> = deleted_keys
-                    .chunks(crate::omnigraph::KEY_LOOKUP_CHUNK)
+                    .chunks(crate::limits::KEY_LOOKUP_KEYS_MAX)
                     .map(|chunk| {
                         let literals: Vec<String> = chunk
                             .iter()

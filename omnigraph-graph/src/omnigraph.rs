@@ -9,7 +9,7 @@ use crate::graph::{CommitRef, Graph};
 use crate::ingest::{Ingest, IngestReport, LoadMode};
 use crate::key_cache::TableKeys;
 use crate::layout;
-use crate::limits::GET_KEYS_TO_READ_MAX;
+use crate::limits::{GET_KEYS_TO_READ_MAX, KEY_LOOKUP_KEYS_MAX};
 use crate::merge::MergeBudget;
 use crate::read_ahead::FileIdentity;
 use crate::rows::{self, RowSource, batches_to_json, json_value};
@@ -33,8 +33,6 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Keys looked up per existence query.
-pub(crate) const KEY_LOOKUP_CHUNK: usize = 1_000;
 /// The most rows a `scan` returns when no limit is given.
 pub(crate) const SCAN_LIMIT_DEFAULT: usize = 10_000;
 
@@ -487,7 +485,7 @@ impl Omnigraph {
             }
         }
         let mut found = Vec::new();
-        for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
+        for chunk in keys.chunks(KEY_LOOKUP_KEYS_MAX) {
             let filter = rows::key_in_filter(key_column, chunk.iter().map(AsRef::as_ref), key_type);
             let batches = scan_table(
                 &table,

@@ -7,10 +7,9 @@
 //! next attempt (`docs/format.md` §7.7).
 
 use crate::commit::GraphCommit;
-use crate::limits::REPLANS_MAX;
+use crate::limits::{ATTEMPTS_BEFORE_RESERVING_MAX, REPLANS_MAX};
 use crate::merge::MergeReport;
 use crate::omnigraph::Omnigraph;
-use crate::reserving::RESERVE_AFTER_ATTEMPTS;
 use crate::schema_apply::SchemaApplyReport;
 use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result};
 use omnigraph_publish::CommitAttempts;
@@ -69,7 +68,7 @@ impl Omnigraph {
     /// every attempt, which publishes with them); a schema another writer applied meanwhile
     /// stops it when `on_schema_change` says so. Each lost attempt may leave unpublished
     /// staging, so once one has, a later failure says so even if its own attempt staged
-    /// nothing. From the [`RESERVE_AFTER_ATTEMPTS`]-th attempt lost to a move of what it
+    /// nothing. From the [`ATTEMPTS_BEFORE_RESERVING_MAX`]-th attempt lost to a move of what it
     /// read, it reserves `tables` for the next (`docs/format.md` §7.7): `write` is given
     /// the reservation it holds, and its commit releases it.
     ///
@@ -142,7 +141,7 @@ impl Omnigraph {
                         return Err(exhausted);
                     }
                     if let OmniError::ReadSetChanged { member, .. } = &lost
-                        && attempt >= RESERVE_AFTER_ATTEMPTS
+                        && attempt >= ATTEMPTS_BEFORE_RESERVING_MAX
                         && reservable(member)
                         && let Ok(tables) = Box::pin(tables()).await
                     {

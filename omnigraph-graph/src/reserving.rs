@@ -15,15 +15,6 @@ use omnigraph_core::{ErrorKind, OmniError, seams};
 use omnigraph_publish::CommitAttempts;
 use omnigraph_publish::limits::RESERVED_TABLES_MAX;
 
-/// How many times an insert or load loses its slot to a change of the tables it read
-/// before it reserves them. Each reservation is a commit that costs every other writer
-/// of those tables its slot and a wait, so only a starved write takes one: with 4
-/// processes on the local S3 server, reserving after 2 losses put a reservation in
-/// half the commits and cut the commit rate; after 6, about one in twenty.
-pub const RESERVE_AFTER_LOSSES: u32 = 6;
-/// How many attempts of an update or delete lose (each after following its tables up
-/// to `crate::limits::FOLLOWS_MAX` times) before it reserves them for the next.
-pub const RESERVE_AFTER_ATTEMPTS: u32 = 3;
 /// The operation kind of a commit that reserves tables.
 pub const RESERVE_OPERATION: &str = "reserve";
 /// The operation kind of a commit that releases a reservation its write gave up.

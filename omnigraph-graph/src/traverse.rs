@@ -1,6 +1,6 @@
 //! Multi-hop traversal at one commit. Each step follows one edge type from the whole
 //! frontier at once: the frontier's keys go to Lance in `IN` filters of
-//! `KEY_LOOKUP_CHUNK` keys each (with the step's edge filter pushed down beside them),
+//! `KEY_LOOKUP_KEYS_MAX` keys each (with the step's edge filter pushed down beside them),
 //! never one query per node; or, when optimize built the edge table's adjacency artifact
 //! from the very version the commit pins, from that artifact, with no query
 //! ([`crate::adjacency`]). The nodes a step reaches are deduplicated, filtered by the
@@ -11,9 +11,11 @@
 
 use crate::graph::CommitRef;
 use crate::layout;
-use crate::limits::READ_LIMIT_MAX;
-use crate::limits::{TRAVERSE_EDGES_PER_STEP_MAX, TRAVERSE_STARTS_MAX, TRAVERSE_STEPS_MAX};
-use crate::omnigraph::{KEY_LOOKUP_CHUNK, Omnigraph};
+use crate::limits::{
+    KEY_LOOKUP_KEYS_MAX, READ_LIMIT_MAX, TRAVERSE_EDGES_PER_STEP_MAX, TRAVERSE_STARTS_MAX,
+    TRAVERSE_STEPS_MAX,
+};
+use crate::omnigraph::Omnigraph;
 use crate::reads::collect;
 use crate::rows;
 use omnigraph_core::schema::{
@@ -326,7 +328,7 @@ impl Omnigraph {
                 &step.ways[..]
             };
             for (way, (near_column, far_column)) in lookups.iter().enumerate() {
-                for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
+                for chunk in keys.chunks(KEY_LOOKUP_KEYS_MAX) {
                     let keyed = in_filter(near_column, chunk, near_type.key_type());
                     // Both ways: a self-loop is found from either end and counts once.
                     // The second way leaves it out in the query, so the read limit
@@ -491,7 +493,7 @@ impl Omnigraph {
     }
 
     /// The `columns` (all when empty) of the nodes of `node` with `keys` (rendered)
-    /// where `filter` holds, read in chunks of `KEY_LOOKUP_CHUNK` keys.
+    /// where `filter` holds, read in chunks of `KEY_LOOKUP_KEYS_MAX` keys.
     async fn node_rows(
         &self,
         commit: &crate::commit::GraphCommit,
@@ -502,7 +504,7 @@ impl Omnigraph {
     ) -> Result<Vec<Map<String, Value>>> {
         let table = self.table_of_type(commit, node.name()).await?;
         let mut found = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(KEY_LOOKUP_CHUNK) {
+        for chunk in keys.chunks(KEY_LOOKUP_KEYS_MAX) {
             let keyed = in_filter(node.key_column(), chunk, node.key_type());
             let filter = and(keyed, filter);
             found.extend(collect(&table, Some(&filter), columns, Some(chunk.len())).await?);

@@ -187,7 +187,7 @@ pub(crate) async fn build(table: &Dataset, pin: &TablePin) -> Result<Adjacency> 
     ))
 }
 
-/// What became of an edge table's adjacency artifact. [`build_adjacency`]
+/// What became of an edge table's adjacency artifact. `build_adjacency`
 /// returns `Built`, `Current` or `Skipped`; optimize records `Failed` and `Cancelled`
 /// when a build does not finish. Never part of a unit's outcome: traversals read the
 /// edge table when there is no artifact.

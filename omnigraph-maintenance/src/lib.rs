@@ -7,16 +7,16 @@
 //! - [`Maintenance`] (and [`MaintenanceExt`] on a branch writer): every maintenance run
 //!   goes through the root's lane, within a [`MaintenanceBudget`], can be cancelled,
 //!   and classifies its failures' evidence from what it has done.
-//! - [`optimize`](mod@optimize): per table, a staged compaction, index folds and deferred index
+//! - `optimize`: per table, a staged compaction, index folds and deferred index
 //!   builds, published by exact CAS on the pin the table was planned from.
-//! - [`indexes`]: index builds: every declared index a table lacks, and the rebuild of
+//! - `indexes`: index builds: every declared index a table lacks, and the rebuild of
 //!   one index whole.
-//! - [`adjacency`]: the adjacency artifact's build.
+//! - `adjacency`: the adjacency artifact's build.
 //! - `lane`: one run at a time per root in a process, in arrival order.
-//! - [`budget`]: the knobs, and `OMNIGRAPH_MAINTENANCE_CONCURRENCY`.
-//! - [`cleanup`]: the tracing collector that reclaims what no retained commit needs.
-//! - [`repair`]: the read-only report of drift, missing pins and dead staging.
-//! - [`progress`]: what a run reports as it goes ([`Maintenance::with_progress`]).
+//! - `budget`: the knobs, and `OMNIGRAPH_MAINTENANCE_CONCURRENCY`.
+//! - `cleanup`: the tracing collector that reclaims what no retained commit needs.
+//! - `repair`: the read-only report of drift, missing pins and dead staging.
+//! - `progress`: what a run reports as it goes ([`Maintenance::with_progress`]).
 //!
 //! **Supported API.** [`MaintenanceExt`] on a branch writer (or [`Maintenance::of`]):
 //! `optimize`, `build_indexes`, `cleanup`, `preview_cleanup`, `repair_report`,
@@ -41,23 +41,58 @@
 //! ```
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
+#![cfg_attr(
+    not(feature = "internal-api"),
+    deny(private_interfaces, private_bounds, unnameable_types)
+)]
+// Without `internal-api`, what only the crates above use is dead here.
+#![cfg_attr(not(feature = "internal-api"), allow(dead_code, unreachable_pub))]
 
-pub mod adjacency;
-pub mod budget;
-pub mod cleanup;
-pub mod indexes;
 mod lane;
 pub mod limits;
 mod maintenance;
-pub mod optimize;
-pub mod progress;
-pub mod repair;
 mod run;
+
+// Outside the supported API: public with `internal-api` (ARCHITECTURE.md).
+#[cfg(feature = "internal-api")]
+pub mod adjacency;
+#[cfg(not(feature = "internal-api"))]
+mod adjacency;
+#[cfg(feature = "internal-api")]
+pub mod budget;
+#[cfg(not(feature = "internal-api"))]
+mod budget;
+#[cfg(feature = "internal-api")]
+pub mod cleanup;
+#[cfg(not(feature = "internal-api"))]
+mod cleanup;
+#[cfg(feature = "internal-api")]
+pub mod indexes;
+#[cfg(not(feature = "internal-api"))]
+mod indexes;
+#[cfg(feature = "internal-api")]
+pub mod optimize;
+#[cfg(not(feature = "internal-api"))]
+mod optimize;
+#[cfg(feature = "internal-api")]
+pub mod progress;
+#[cfg(not(feature = "internal-api"))]
+mod progress;
+#[cfg(feature = "internal-api")]
+pub mod repair;
+#[cfg(not(feature = "internal-api"))]
+mod repair;
+#[cfg(feature = "internal-api")]
 pub mod runtime;
+#[cfg(not(feature = "internal-api"))]
+mod runtime;
 
 pub use adjacency::AdjacencyOutcome;
 pub use budget::MaintenanceBudget;
-pub use cleanup::{CleanupOptions, CleanupPolicy, CleanupReport, LogCleanup, TableCleanup};
+pub use cleanup::{
+    CleanupOptions, CleanupPolicy, CleanupReport, CleanupTableError, CleanupTotals, LogCleanup,
+    TableCleanup,
+};
 pub use indexes::{IndexBuildProgress, IndexBuildReport, PendingIndex, PreparedIndexBuild};
 pub use lane::MaintenanceActivity;
 pub use maintenance::{Maintenance, MaintenanceExt};

@@ -33,6 +33,10 @@ pub(crate) const IVF_PARTITIONS_MAX: u64 = 256;
 /// delete scanned more of them (`cargo xtask stress --procs 4`).
 pub const RESTAGES_MAX: usize = 12;
 
+// cleanup/mod.rs
+/// Deletions in flight at once.
+pub const DELETES_IN_FLIGHT_MAX: usize = 8;
+
 // Relations
 /// k-means never trains more centroids than it has rows: a first build's partitions
 /// are at most the fewest rows it trains on.

@@ -48,7 +48,7 @@ impl<'a> Maintenance<'a> {
         }
     }
 
-    /// The same, reporting each run's progress to `sink` (see [`crate::progress`]).
+    /// The same, reporting each run's progress to `sink` (see `crate::progress`).
     pub fn with_progress(mut self, sink: ProgressSink) -> Maintenance<'a> {
         self.progress = Some(sink);
         self
@@ -92,7 +92,7 @@ impl<'a> Maintenance<'a> {
         self.lane().cancel();
     }
 
-    /// Optimizes every table (see [`crate::optimize`](mod@crate::optimize)): one unit per table, up to the
+    /// Optimizes every table (see `crate::optimize`): one unit per table, up to the
     /// budget's unit concurrency at once, each ending with a typed outcome.
     pub async fn optimize(&self) -> Result<OptimizeReport> {
         let admitted = self.lane().admit("optimize").await?;
@@ -157,7 +157,7 @@ impl<'a> Maintenance<'a> {
         .await
     }
 
-    /// Runs cleanup with `options` (see [`crate::cleanup`]).
+    /// Runs cleanup with `options` (see `crate::cleanup`).
     pub async fn cleanup(&self, options: &CleanupOptions) -> Result<CleanupReport> {
         let admitted = self.lane().admit("cleanup").await?;
         cleanup::run(

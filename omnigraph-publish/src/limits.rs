@@ -125,6 +125,10 @@ pub const LOG_PAGE_MAX: usize = 1_000;
 /// failure that hit the PUT often hits the GET right after it.
 pub(crate) const READ_BACK_ATTEMPTS_MAX: u32 = 3;
 
+/// How recently before a write began a commit that beat it counts as another writer's
+/// that is still writing (see [`crate::attempts::lost_race_wait`]).
+pub(crate) const CONTENDER_AGE_MICROS_MAX: i64 = 1_000_000;
+
 // reservation.rs
 /// The most reservations one commit carries.
 pub const RESERVATIONS_MAX: usize = 16;

@@ -13,7 +13,7 @@ use crate::attempts::CommitAttempts;
 use crate::commit::{self, CommitOperation, GraphCommit, Retention};
 use crate::gate;
 use crate::layout;
-use crate::limits::READ_BACK_ATTEMPTS_MAX;
+use crate::limits::{CONTENDER_AGE_MICROS_MAX, READ_BACK_ATTEMPTS_MAX};
 use crate::log::CommitLog;
 use crate::publication::{Change, Publication, ReadSet};
 use crate::reservation;
@@ -71,7 +71,7 @@ async fn publish_on_log(
         Some(staged_since) => staged_since.wall_micros().min(began),
         None => began,
     }
-    .saturating_sub(CONTENDER_RECENT_MICROS);
+    .saturating_sub(CONTENDER_AGE_MICROS_MAX);
     failpoints::reach(failpoints::PUBLISH_BEFORE_GATE)
         .await
         .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
@@ -292,9 +292,6 @@ pub(crate) async fn landed_below_the_floor(
         })
 }
 
-/// How recently before a write began a commit that beat it counts as another writer's
-/// that is still writing (see [`crate::attempts::lost_race_wait`]).
-const CONTENDER_RECENT_MICROS: i64 = 1_000_000;
 /// Puts `candidate` at `path` if absent and decides whose commit is there. A transport
 /// error is resolved by reading back, then by re-issuing the identical PUT (the first
 /// may still be in flight); what still cannot be decided is `PublishInDoubt`.

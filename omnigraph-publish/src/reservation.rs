@@ -36,7 +36,7 @@ pub struct Reservation {
 }
 
 impl Reservation {
-    /// A new reservation of `tables` for [`RESERVATION_LEASE`], held by a new id (the
+    /// A new reservation of `tables` for `RESERVATION_LEASE`, held by a new id (the
     /// commit that takes it stamps the lease again from its own time).
     pub fn new(tables: Vec<String>) -> Reservation {
         assert!(!tables.is_empty(), "a reservation holds a table");

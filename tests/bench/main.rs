@@ -574,7 +574,7 @@ async fn delete_times(
                 .await
                 .expect("delete")
         })
-        .buffer_unordered(omnigraph_maintenance::cleanup::DELETE_FAN_OUT)
+        .buffer_unordered(omnigraph_maintenance::limits::DELETES_IN_FLIGHT_MAX)
         .collect::<Vec<()>>()
         .await;
     let fanned = started.elapsed().as_secs_f64();
@@ -653,7 +653,7 @@ async fn cleanup_bench(dir: &std::path::Path, updates: usize, garbage: usize) ->
         "garbage_files": garbage,
         "serial_deletes_per_second": garbage as f64 / serial_secs,
         "fanned_deletes_per_second": garbage as f64 / fanned_secs,
-        "fan_out": omnigraph_maintenance::cleanup::DELETE_FAN_OUT,
+        "fan_out": omnigraph_maintenance::limits::DELETES_IN_FLIGHT_MAX,
         "fan_out_speedup": serial_secs / fanned_secs,
         "latency_5ms_files": latency_files,
         "latency_5ms_fan_out_speedup": serial_latency / fanned_latency,
@@ -1048,7 +1048,7 @@ async fn graph_bench(dir: &std::path::Path, nodes: usize, edges: usize, keys: No
             std::fs::File::open(file).expect("open parquet"),
         )
         .expect("parquet reader")
-        .with_batch_size(omnigraph_graph::ingest::INGEST_BATCH_ROWS)
+        .with_batch_size(omnigraph_graph::limits::INGEST_BATCH_ROWS_MAX)
         .build()
         .expect("parquet reader");
         let schema = omnigraph_core::arrow_array::RecordBatchReader::schema(&reader);
@@ -1343,7 +1343,7 @@ async fn main() {
     let parquet_path = dir.path().join("people.parquet");
     {
         let decoded = arrow::json::ReaderBuilder::new(schema.clone())
-            .with_batch_size(omnigraph_graph::ingest::INGEST_BATCH_ROWS)
+            .with_batch_size(omnigraph_graph::limits::INGEST_BATCH_ROWS_MAX)
             .build(std::io::BufReader::new(
                 std::fs::File::open(&path).expect("open jsonl"),
             ))
@@ -1365,7 +1365,7 @@ async fn main() {
         let started = Instant::now();
         let decoded: Vec<arrow::record_batch::RecordBatch> =
             arrow::json::ReaderBuilder::new(schema.clone())
-                .with_batch_size(omnigraph_graph::ingest::INGEST_BATCH_ROWS)
+                .with_batch_size(omnigraph_graph::limits::INGEST_BATCH_ROWS_MAX)
                 .build(std::io::BufReader::new(
                     std::fs::File::open(&path).expect("open jsonl"),
                 ))
@@ -1404,7 +1404,7 @@ async fn main() {
                 std::fs::File::open(&parquet_path).expect("open parquet"),
             )
             .expect("parquet reader")
-            .with_batch_size(omnigraph_graph::ingest::INGEST_BATCH_ROWS)
+            .with_batch_size(omnigraph_graph::limits::INGEST_BATCH_ROWS_MAX)
             .build()
             .expect("parquet reader")
             .collect::<Result<_, _>>()

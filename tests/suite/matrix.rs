@@ -52,7 +52,7 @@ const CREATED_BRANCH: &str = "fresh";
 const DELETED_BRANCH: &str = "gone";
 
 /// People in a load cell: more than one batch of the loader's.
-const LOAD_PEOPLE: usize = omnigraph_graph::ingest::INGEST_BATCH_ROWS + 100;
+const LOAD_PEOPLE: usize = omnigraph_graph::limits::INGEST_BATCH_ROWS_MAX + 100;
 
 /// The types, in the order the checks read them.
 const TYPES: [&str; 3] = ["Person", "Company", "WorksAt"];

@@ -451,7 +451,7 @@ async fn a_bad_line_after_checked_batches_wrote_nothing_and_says_so() {
     let (graph, test) = new_graph(Backend::Memory).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("people.jsonl");
-    let good = 3 * omnigraph_graph::ingest::INGEST_BATCH_ROWS;
+    let good = 3 * omnigraph_graph::limits::INGEST_BATCH_ROWS_MAX;
     let mut text = String::with_capacity(good * 48);
     for index in 0..good {
         text.push_str(

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, RequestProbe, StorageRoot};
 use omnigraph_core::{ErrorKind, seams};
-use omnigraph_graph::reserving::{RESERVE_AFTER_ATTEMPTS, RESERVE_AFTER_LOSSES};
+use omnigraph_graph::limits::{ATTEMPTS_BEFORE_RESERVING_MAX, LOSSES_BEFORE_RESERVING_MAX};
 use omnigraph_graph::{Omnigraph, ScanRequest};
 use omnigraph_publish::reservation::Reservation;
 use omnigraph_publish::{
@@ -248,7 +248,7 @@ async fn a_delete_that_lost_reserves_its_tables_and_lands_before_a_waiting_edge_
     // takes the publish gate, so the edge writer's writes come in between.
     let person_files = format!("tables/{}/_deletions/", table_of(&head, "Person"));
     let probe = deleter.graph().root().probe();
-    let mut holds = vec![1_000; RESERVE_AFTER_ATTEMPTS as usize];
+    let mut holds = vec![1_000; ATTEMPTS_BEFORE_RESERVING_MAX as usize];
     holds.push(900);
     let _held = hold_writes(deleter.graph().root(), &person_files, &holds);
     let writes = [RequestKind::Put, RequestKind::PutIfAbsent];
@@ -260,7 +260,7 @@ async fn a_delete_that_lost_reserves_its_tables_and_lands_before_a_waiting_edge_
     // guard on WorksAt matches it, so it cannot follow, and plans again; after the
     // last of them, it reserves first.
     let mut edges = Vec::new();
-    for held in 1..=RESERVE_AFTER_ATTEMPTS as usize {
+    for held in 1..=ATTEMPTS_BEFORE_RESERVING_MAX as usize {
         requests_seen(&probe, &writes, &person_files, held).await;
         let edge = objects(json!([{"src": "p1", "dst": "c1", "since": 2000 + held}]));
         edges.push(edge_writer.insert_json("WorksAt", edge).await.unwrap());
@@ -360,7 +360,7 @@ async fn a_starved_insert_reserves_its_table_and_lands_before_a_waiting_insert()
     // between.
     let manifests = format!("tables/{}/_versions/", table_of(&head, "Person"));
     let probe = inserter.graph().root().probe();
-    let mut holds = vec![800; RESERVE_AFTER_LOSSES as usize];
+    let mut holds = vec![800; LOSSES_BEFORE_RESERVING_MAX as usize];
     holds.push(900);
     let _held = hold_writes(inserter.graph().root(), &manifests, &holds);
     let writes = [RequestKind::Put, RequestKind::PutIfAbsent];
@@ -371,7 +371,7 @@ async fn a_starved_insert_reserves_its_table_and_lands_before_a_waiting_insert()
         (inserted, inserter)
     });
     let mut others = Vec::new();
-    for held in 1..=RESERVE_AFTER_LOSSES as usize {
+    for held in 1..=LOSSES_BEFORE_RESERVING_MAX as usize {
         requests_seen(&probe, &writes, &manifests, held).await;
         let id = format!("o{held}");
         let row = objects(json!([{"id": id, "name": id}]));

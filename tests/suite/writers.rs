@@ -453,7 +453,7 @@ async fn a_merge_load_changes_only_the_rows_it_names() {
 async fn a_large_load_is_checked_in_bounded_batches_staged_as_one_append_and_published_once() {
     let (graph, _test) = new_graph(Backend::Local).await;
     let dir = tempfile::tempdir().unwrap();
-    let count = omnigraph_graph::ingest::INGEST_BATCH_ROWS * 2 + 17;
+    let count = omnigraph_graph::limits::INGEST_BATCH_ROWS_MAX * 2 + 17;
     let lines: Vec<Value> = (0..count)
         .map(|i| json!({"type": "Person", "id": format!("p{i}"), "name": "x", "age": (i % 90) as i32}))
         .collect();

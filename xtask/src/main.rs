@@ -392,6 +392,7 @@ fn ci() -> Result<(), String> {
         "clippy (the CLI as the README builds it)",
         &["clippy", "-p", "omnigraph-cli", "--", "-D", "warnings"],
     )?;
+    supported_apis(&root)?;
     println!("== guards");
     run_guards(&[])?;
     // Library, binary and integration tests.
@@ -414,6 +415,46 @@ fn ci() -> Result<(), String> {
     let (passed, failed) = (passed + doc_passed, failed + doc_failed);
     println!("tests: {passed} passed, {failed} failed");
     println!("xtask ci: all green");
+    Ok(())
+}
+
+/// The library crates checked alone, without `internal-api`: one group per cargo run, as
+/// a crate in a group would turn on `internal-api` of a crate below it in the same run.
+const SUPPORTED_API_GROUPS: [&[&str]; 3] = [
+    &["omnigraph-core"],
+    &["omnigraph-publish"],
+    &["omnigraph-graph", "omnigraph-maintenance"],
+];
+
+/// Each library crate's supported API alone: it compiles without `internal-api`, names
+/// every type it hands out (`unnameable_types` is denied there), and its rustdoc links to
+/// nothing it hides. The crates' dependencies keep the workspace's features (see
+/// `omnigraph-core/Cargo.toml`), so only our crates are checked again.
+fn supported_apis(root: &Path) -> Result<(), String> {
+    for group in SUPPORTED_API_GROUPS {
+        let packages: Vec<&str> = group.iter().flat_map(|name| ["-p", *name]).collect();
+        let mut clippy = vec!["clippy"];
+        clippy.extend(&packages);
+        clippy.extend(["--", "-D", "warnings"]);
+        step(
+            root,
+            &format!("supported API alone: {}", group.join(", ")),
+            &clippy,
+        )?;
+        let mut doc = vec!["doc", "--no-deps"];
+        doc.extend(&packages);
+        println!("== supported API docs alone: {}", group.join(", "));
+        let documented = cargo(root, &doc)
+            .env("RUSTDOCFLAGS", "-D warnings")
+            .status()
+            .map_err(|error| format!("docs: could not run cargo: {error}"))?;
+        if !documented.success() {
+            return Err(format!(
+                "docs of {} failed ({documented})",
+                group.join(", ")
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -609,5 +650,36 @@ mod tests {
             Some((3, 2))
         );
         assert_eq!(super::parse_test_result("running 3 tests"), None);
+    }
+
+    /// Every product library crate of the layer map is checked alone once, and no group holds a
+    /// crate with one it depends on (which would turn that one's `internal-api` on).
+    #[test]
+    fn every_library_crate_has_its_supported_api_checked_alone() {
+        let root = super::workspace_root();
+        let grouped: Vec<&str> = super::SUPPORTED_API_GROUPS.concat();
+        for (name, _) in super::guards::LAYERS {
+            // The test crate's library is test support, not an API.
+            let library =
+                name.starts_with("omnigraph-") && root.join(name).join("src/lib.rs").exists();
+            let times = grouped.iter().filter(|grouped| *grouped == name).count();
+            assert_eq!(
+                times,
+                usize::from(library),
+                "{name}: checked alone {times} times"
+            );
+        }
+        for group in super::SUPPORTED_API_GROUPS {
+            for name in group {
+                let (_, below) = super::guards::LAYERS
+                    .iter()
+                    .find(|(layer, _)| layer == name)
+                    .expect("a grouped crate is in the layer map");
+                assert!(
+                    group.iter().all(|other| !below.contains(other)),
+                    "{name} is grouped with a crate below it"
+                );
+            }
+        }
     }
 }

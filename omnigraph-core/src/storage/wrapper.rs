@@ -16,7 +16,7 @@
 //! that block to the read that follows (see [`ManifestTail`]).
 
 use crate::error::StorageKind;
-use crate::limits::{LOCAL_WRITE_BYTES_MAX, MANIFEST_TAILS_MAX};
+use crate::limits::{LOCAL_WRITE_BYTES_MAX, MANIFEST_TAIL_AGE_MICROS_MAX, MANIFEST_TAILS_MAX};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -255,11 +255,6 @@ struct WrapperState {
     tails: Mutex<VecDeque<ManifestTail>>,
 }
 
-/// How long a kept tail answers a read (microseconds, clock seam). Lance reads right
-/// after its HEAD; a tail that waited longer (a HEAD no read followed) is dropped, so
-/// it never stands in for an object deleted since by another process.
-const MANIFEST_TAIL_AGE_MAX_MICROS: i64 = 1_000_000;
-
 /// The last block of a table manifest, read in place of the HEAD that asked its size.
 ///
 /// A manifest (`tables/<id>/_versions/<version>.manifest`) is written once, by a
@@ -309,7 +304,7 @@ impl WrapperState {
 
     /// The kept tail of `path` that holds `range`, taken out: it answers one read.
     fn take_tail(&self, path: &Path, range: &Range<u64>) -> Option<ManifestTail> {
-        let oldest = crate::seams::now_micros().saturating_sub(MANIFEST_TAIL_AGE_MAX_MICROS);
+        let oldest = crate::seams::now_micros().saturating_sub(MANIFEST_TAIL_AGE_MICROS_MAX);
         let mut tails = self.tails.lock();
         tails.retain(|tail| tail.read_at_micros >= oldest);
         let at = tails.iter().position(|tail| {
@@ -1231,7 +1226,8 @@ mod tests {
             .unwrap();
         store.head(&path).await.unwrap();
         let kept = wrapper.state.tails.lock()[0].read_at_micros;
-        wrapper.state.tails.lock()[0].read_at_micros = kept - MANIFEST_TAIL_AGE_MAX_MICROS - 1;
+        wrapper.state.tails.lock()[0].read_at_micros =
+            kept - crate::limits::MANIFEST_TAIL_AGE_MICROS_MAX - 1;
         let probe = wrapper.probe();
         store.get_range(&path, 0..8).await.unwrap();
         assert_eq!(probe.total(), 1, "the read went to the store");

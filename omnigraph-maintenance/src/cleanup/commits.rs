@@ -8,8 +8,9 @@
 //! stays: it marks the root as holding a graph.
 
 use super::trace::Trace;
-use super::{DELETE_FAN_OUT, TableError, table_error};
+use super::{CleanupTableError, table_error};
 use crate::lane::CancelToken;
+use crate::limits::DELETES_IN_FLIGHT_MAX;
 use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{Result, failpoints};
 use omnigraph_publish::GraphCommit;
@@ -30,7 +31,7 @@ pub struct LogCleanup {
     /// Commit objects this run deleted (leftovers of an earlier run included).
     pub commits_removed: u64,
     /// Why the log was not reclaimed completely.
-    pub error: Option<TableError>,
+    pub error: Option<CleanupTableError>,
 }
 
 /// Reclaims the commit objects of every branch in `heads` below its floor, as `trace`
@@ -156,7 +157,7 @@ async fn reclaim_branch(
     // Oldest first, a batch at a time: a run stopped here leaves the newest of them,
     // each (but within the last batch) with its successors, so a reader that follows a
     // lagging hint to one walks on up to the head.
-    for batch in below.chunks(DELETE_FAN_OUT) {
+    for batch in below.chunks(DELETES_IN_FLIGHT_MAX) {
         if token.is_cancelled() {
             break;
         }

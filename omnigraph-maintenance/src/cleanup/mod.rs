@@ -11,7 +11,7 @@
 //! it. **Sweep** deletes what is unmarked and older than the grace period, once the
 //! heads, read again, hold still; a head that moved is traced again.
 //!
-//! Deletes run [`DELETE_FAN_OUT`] at a time, manifests before the files they
+//! Deletes run [`DELETES_IN_FLIGHT_MAX`] at a time, manifests before the files they
 //! reference. One table's failure is an error row; the others go on. A cancel stops
 //! before the next deletion; deletions in progress finish.
 
@@ -35,7 +35,7 @@ pub(crate) async fn trace_every_readable_commit(
 
 use crate::budget::REQUEST_FAN_OUT;
 use crate::lane::{CancelToken, cancelled};
-use crate::limits::{RETRACE_MAX, TABLES_MAX};
+use crate::limits::{DELETES_IN_FLIGHT_MAX, RETRACE_MAX, TABLES_MAX};
 use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use futures::StreamExt;
 use omnigraph_core::storage::StorageRoot;
@@ -49,9 +49,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use sweep::{TableObject, TablePlan};
-
-/// Deletions in flight at once.
-pub const DELETE_FAN_OUT: usize = 8;
 
 /// Which commits stay readable. At least one part is required; a commit either part
 /// retains is retained. Each branch's head, and every commit younger than the grace
@@ -150,7 +147,7 @@ impl CleanupOptions {
 
 /// A table's failure in a run.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct TableError {
+pub struct CleanupTableError {
     /// The error's stable code.
     pub code: String,
     /// The error's process exit code.
@@ -179,7 +176,7 @@ pub struct TableCleanup {
     /// Versions on the table's linear lineage above its creation (see repair).
     pub foreign_versions: u64,
     /// Why the table was not swept completely.
-    pub error: Option<TableError>,
+    pub error: Option<CleanupTableError>,
 }
 
 /// Sums over every table.
@@ -697,8 +694,8 @@ async fn table_ids(root: &StorageRoot) -> Result<Vec<String>> {
     Ok(ids)
 }
 
-fn table_error(error: &OmniError) -> TableError {
-    TableError {
+fn table_error(error: &OmniError) -> CleanupTableError {
+    CleanupTableError {
         code: error.code().code.to_string(),
         exit_code: error.code().exit_code,
         message: error.to_string(),
@@ -771,7 +768,7 @@ async fn delete_planned(
                         (index, is_manifest, object, Some(outcome))
                     }
                 })
-                .buffer_unordered(DELETE_FAN_OUT)
+                .buffer_unordered(DELETES_IN_FLIGHT_MAX)
                 .collect()
                 .await;
         for (index, is_manifest, object, outcome) in outcomes {
