@@ -37,6 +37,7 @@ use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::schema::{Catalog, DeclKind, EDGE_ID_COLUMN, TypeDef};
 use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result, seams};
 use omnigraph_publish::CommitAttempts;
+use omnigraph_publish::writer::WriteStart;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -119,9 +120,11 @@ pub(crate) struct Ingest<'a> {
 
 impl<'a> Ingest<'a> {
     pub(crate) async fn start(handle: &'a Omnigraph, mode: LoadMode) -> Result<Ingest<'a>> {
-        let base = handle.base().await?;
-        let catalog = handle.catalog_at(&base).await?;
-        let staging = Staging::new(handle.graph().root().clone(), base.clone());
+        let WriteStart {
+            base,
+            catalog,
+            staging,
+        } = handle.begin().await?;
         Ok(Ingest {
             handle,
             catalog,

@@ -23,7 +23,7 @@ use crate::omnigraph::Omnigraph;
 use crate::publication::{Change, Publication, ReadSet, Requirements};
 use crate::reads::collect;
 use crate::rows;
-use crate::staging::{Staging, open_pinned};
+use crate::staging::open_pinned;
 use futures::TryStreamExt;
 use omnigraph_core::arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use omnigraph_core::lance::Dataset;
@@ -31,6 +31,7 @@ use omnigraph_core::schema::{
     Catalog, DeclKind, EDGE_DST_COLUMN, EDGE_ID_COLUMN, EDGE_SRC_COLUMN, TypeDef,
 };
 use omnigraph_core::{InputLocation, MergeConflict, MergeConflictKind, OmniError, Result};
+use omnigraph_publish::BranchWriter;
 use omnigraph_publish::CommitAttempts;
 use omnigraph_publish::limits::MERGED_FROM_MAX;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -399,7 +400,7 @@ impl Omnigraph {
         } = plan;
         // Only a merge that publishes records itself (a dry run never refuses over it).
         let merged_from = self.merged_from_after(&target, merged).await?;
-        let mut staging = Staging::new(self.graph().root().clone(), target);
+        let mut staging = self.staging_on(&target);
         for merge in &rows {
             let key_type = merge.type_def.key_type();
             for chunk in merge.delete.chunks(MERGE_KEYS_PER_DELETE_MAX) {

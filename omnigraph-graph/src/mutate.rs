@@ -25,6 +25,7 @@ use omnigraph_core::adapter;
 use omnigraph_core::lance::table::format::Fragment;
 use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
 use omnigraph_core::{Evidence, InputLocation, OmniError, Result};
+use omnigraph_publish::BranchWriter;
 use omnigraph_publish::CommitAttempts;
 use serde_json::Value;
 
@@ -273,7 +274,7 @@ impl Omnigraph {
             ));
         }
         let pin = base.require_pin_of_type(type_name)?.clone();
-        let mut staging = Staging::new(self.graph().root().clone(), base.clone());
+        let mut staging = self.staging_on(&base);
         let table = self.table_at(&base, &pin.table_id).await?;
         let within = self
             .fragments_pinned_by(&pin.table_id, &table, type_def, predicate)
@@ -353,7 +354,7 @@ impl Omnigraph {
         let catalog = self.catalog_at(&base).await?;
         let type_def = catalog.require(type_name)?;
         omnigraph_core::filter::check_on_type(type_def, predicate, "delete")?;
-        let mut staging = Staging::new(self.graph().root().clone(), base.clone());
+        let mut staging = self.staging_on(&base);
         let staged = self
             .stage_delete_cascade(&mut staging, &base, &catalog, type_def, predicate)
             .await;

@@ -27,7 +27,7 @@ use omnigraph_core::{
 };
 use omnigraph_publish::BranchWriter;
 use omnigraph_publish::CommitAttempts;
-use omnigraph_publish::writer::Branch;
+use omnigraph_publish::writer::{Branch, WriteStart};
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -194,6 +194,12 @@ impl Omnigraph {
     /// The newest head the handle knows, or the branch head when it knows none.
     pub(crate) async fn base(&self) -> Result<GraphCommit> {
         self.writer.newest_known_head().await
+    }
+
+    /// What a write starts from: the newest head the handle knows, its catalog and a
+    /// staging area on it.
+    pub(crate) async fn begin(&self) -> Result<WriteStart> {
+        self.writer.begin().await
     }
 
     /// The catalog in force at `commit`.

@@ -16,6 +16,7 @@ use crate::staging::Staging;
 use omnigraph_core::adapter;
 use omnigraph_core::schema::{Catalog, TypeDef};
 use omnigraph_core::{Evidence, OmniError, Result};
+use omnigraph_publish::BranchWriter;
 use omnigraph_publish::CommitAttempts;
 
 /// One change between two schemas.
@@ -145,7 +146,7 @@ impl Omnigraph {
                 "would lose data; apply with force to proceed",
             ));
         }
-        let mut staging = Staging::new(self.graph().root().clone(), base.clone());
+        let mut staging = self.staging_on(&base);
         // Evidence comes from one place: whatever the staging holds when a step fails.
         let staged = self
             .stage_schema_changes(&mut staging, &base, next, &changes)

@@ -111,7 +111,7 @@ pub async fn prepare_build_indexes_with(
 ) -> Result<PreparedIndexBuild> {
     let base = writer.head().await?;
     let catalog = writer.catalog_at(&base).await?;
-    let mut staging = Staging::new(writer.graph().root().clone(), base.clone());
+    let mut staging = writer.staging_on(&base);
     setup(&mut staging);
     let staged =
         stage_create_indices_reporting(writer, &mut staging, catalog.types(), &mut progress).await;
@@ -149,7 +149,7 @@ pub async fn prepare_rebuild_index_with(
         .ok_or_else(|| OmniError::not_found(format!("index {index_name} declared on {type_name}")))?
         .clone();
     let pin = base.require_pin_of_type(type_name)?.clone();
-    let mut staging = Staging::new(writer.graph().root().clone(), base.clone());
+    let mut staging = writer.staging_on(&base);
     setup(&mut staging);
     staging.seed(&pin.table_id, writer.table_at(&base, &pin.table_id).await?)?;
     let tip = staging.chain(&pin.table_id).await?.tip().clone();

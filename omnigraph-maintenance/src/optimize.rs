@@ -480,7 +480,7 @@ async fn plan_unit_on(
     let pin = base.require_pin_of_type(type_name)?.clone();
     let snapshot = graph.graph().snapshot_of(base.clone());
     let table = snapshot.table(type_name).await?;
-    let mut staging = Staging::new(graph.graph().root().clone(), base.clone());
+    let mut staging = graph.staging_on(&base);
     if let Some(runner) = runner {
         staging.run_links_with(runner);
     }

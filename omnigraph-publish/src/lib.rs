@@ -96,4 +96,4 @@ pub use publication::{Change, Publication, ReadSet, Requirements};
 pub use publisher::publish;
 pub use reservation::Reservation;
 pub use staging::{LinkRunner, Staging, TableChain};
-pub use writer::{Branch, BranchWriter};
+pub use writer::{Branch, BranchWriter, WriteStart};

@@ -171,11 +171,12 @@ impl Change {
 /// on, and what it changes there.
 #[derive(Clone, Debug)]
 pub struct Publication {
-    base: GraphCommit,
-    requires: Requirements,
-    change: Change,
-    operation: CommitOperation,
-    actor: String,
+    // Read in place by the publisher; built only by `new`, which checks them.
+    pub(crate) base: GraphCommit,
+    pub(crate) requires: Requirements,
+    pub(crate) change: Change,
+    pub(crate) operation: CommitOperation,
+    pub(crate) actor: String,
 }
 
 impl Publication {

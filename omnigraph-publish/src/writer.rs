@@ -59,6 +59,22 @@ pub trait BranchWriter: Send + Sync {
     /// An artifact of `table_id` at `version` was written: a writer that remembered
     /// finding none there looks again.
     fn artifact_written(&self, _table_id: &str, _version: u64) {}
+    /// An empty staging area on `base`, in this writer's root.
+    fn staging_on(&self, base: &GraphCommit) -> Staging {
+        Staging::new(self.graph().root().clone(), base.clone())
+    }
+}
+
+/// What a write starts from, read in one call: the newest head its writer knows, the
+/// catalog in force there, and an empty staging area on that head.
+#[derive(Debug)]
+pub struct WriteStart {
+    /// The head the write is planned on.
+    pub base: GraphCommit,
+    /// The catalog in force at `base`.
+    pub catalog: Arc<Catalog>,
+    /// Where the write stages its tables, on `base`.
+    pub staging: Staging,
 }
 
 /// The plain [`BranchWriter`]: a branch of a graph, the newest head it read or
@@ -104,6 +120,18 @@ impl Branch {
         if known.as_ref().is_none_or(|newest| newest.seq < head.seq) {
             *known = Some(head.clone());
         }
+    }
+
+    /// What a write starts from ([`WriteStart`]).
+    pub async fn begin(&self) -> Result<WriteStart> {
+        let base = self.newest_known_head().await?;
+        let catalog = self.catalog_at(&base).await?;
+        let staging = self.staging_on(&base);
+        Ok(WriteStart {
+            base,
+            catalog,
+            staging,
+        })
     }
 
     /// Forgets the head it knows: the next write reads the branch head first.
