@@ -27,14 +27,18 @@ pub fn commit_path(branch: &str, seq: u64) -> String {
     format!("_graph/branches/{branch}/commits/{seq:020}.json")
 }
 
-/// The seq a commit path names, if it is one.
-pub fn seq_of_commit_path(path: &str) -> Option<u64> {
-    let name = path.rsplit('/').next()?;
+/// The seq of the commit of `branch` at `path`, if the path is one: exactly
+/// [`commit_path`] of that seq, so an object in a folder below the commits folder (a
+/// tool's copy) is never taken for a commit, found as the head or deleted as one.
+pub fn seq_of_commit_path(branch: &str, path: &str) -> Option<u64> {
+    let name = path.strip_prefix(&commits_dir(branch))?.strip_prefix('/')?;
     let digits = name.strip_suffix(".json")?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    let seq = digits.parse().ok()?;
+    debug_assert_eq!(commit_path(branch, seq), path);
+    Some(seq)
 }
 
 /// The folder of a branch's history of reclaimed commits.
@@ -161,12 +165,22 @@ mod tests {
             "_graph/branches/main/commits/00000000000000000007.json"
         );
         assert!(commit_path("main", 10) > commit_path("main", 9));
-        assert_eq!(seq_of_commit_path(&commit_path("main", 12345)), Some(12345));
         assert_eq!(
-            seq_of_commit_path("_graph/branches/main/commits/7.json"),
-            None
+            seq_of_commit_path("main", &commit_path("main", 12345)),
+            Some(12345)
         );
-        assert_eq!(seq_of_commit_path("_graph/branches/main/HEAD"), None);
+        for not_a_commit in [
+            "_graph/branches/main/commits/7.json",
+            "_graph/branches/main/HEAD",
+            "_graph/branches/main/commits/copy/00000000000000000007.json",
+            "_graph/branches/other/commits/00000000000000000007.json",
+        ] {
+            assert_eq!(
+                seq_of_commit_path("main", not_a_commit),
+                None,
+                "{not_a_commit}"
+            );
+        }
     }
 
     #[test]

@@ -317,7 +317,7 @@ impl CommitLog {
             .await?
             .into_iter()
             .filter_map(|path| {
-                let seq = layout::seq_of_commit_path(&path)?;
+                let seq = layout::seq_of_commit_path(&self.branch, &path)?;
                 let genesis = self.branch == layout::MAIN_BRANCH && seq == 0;
                 (seq < floor && !genesis).then_some((seq, path))
             })
@@ -340,7 +340,7 @@ impl CommitLog {
         let names = self.root.list(&layout::commits_dir(&self.branch)).await?;
         let mut seqs: Vec<u64> = names
             .iter()
-            .filter_map(|name| layout::seq_of_commit_path(name))
+            .filter_map(|name| layout::seq_of_commit_path(&self.branch, name))
             .collect();
         seqs.sort_unstable();
         let Some(&newest) = seqs.last() else {

@@ -51,7 +51,7 @@ async fn commit_objects(test: &TestRoot, branch: &str) -> BTreeSet<u64> {
         .await
         .unwrap()
         .iter()
-        .filter_map(|path| layout::seq_of_commit_path(path))
+        .filter_map(|path| layout::seq_of_commit_path(branch, path))
         .collect()
 }
 

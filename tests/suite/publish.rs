@@ -529,6 +529,90 @@ async fn bad_storage_state_is_a_typed_error_naming_the_object() {
     );
 }
 
+/// A manifest that holds another version than its name says (copied over, a restore
+/// gone wrong) is refused as corrupt, naming the table and the version: it is never
+/// read as the version the commit pins. (Lance compares the two; the adapter asserts
+/// it after every open.)
+#[tokio::test]
+async fn a_manifest_holding_another_version_is_refused() {
+    let test = TestGraph::new(omnigraph_tests::Backend::Local).await;
+    let root = test.graph.root().clone();
+    let person = test.table_id("Person");
+    let first = insert_people(&test.graph, test.genesis.clone(), &person, 0, 10)
+        .await
+        .unwrap();
+    let second = insert_people(&test.graph, first.clone(), &person, 10, 10)
+        .await
+        .unwrap();
+    let older = first.require_pin(&person).unwrap().version;
+    let newer = second.require_pin(&person).unwrap().version;
+    let manifest = |version| {
+        format!(
+            "{}/{}",
+            layout::table_path(&person),
+            omnigraph_core::adapter::detached_manifest_object(version)
+        )
+    };
+    let older_bytes = root.get(&manifest(older)).await.unwrap().unwrap();
+    root.put(&manifest(newer), older_bytes).await.unwrap();
+    // A fresh process's view: nothing cached from the writes above.
+    let graph = Graph::open(&test.uri).await.unwrap();
+    let snapshot = graph.snapshot("main", &CommitRef::Head).await.unwrap();
+    assert_eq!(snapshot.commit().commit_id, second.commit_id);
+    let error = snapshot.table("Person").await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains(&person) && message.contains(&newer.to_string()),
+        "{message}"
+    );
+}
+
+/// Only a branch's own commit objects are its commits: an object in a folder below
+/// `commits/` (a tool's backup copy) is neither taken for the head when `HEAD` is gone
+/// nor listed for cleanup to delete.
+#[tokio::test]
+async fn an_object_below_the_commits_folder_is_not_a_commit() {
+    let test = TestGraph::new(omnigraph_tests::Backend::Local).await;
+    let root = test.graph.root().clone();
+    let person = test.table_id("Person");
+    let mut head = test.genesis.clone();
+    for start in 0..3 {
+        head = insert_people(&test.graph, head, &person, start * 10, 10)
+            .await
+            .unwrap();
+    }
+    let copy = root
+        .get(&layout::commit_path("main", 1))
+        .await
+        .unwrap()
+        .unwrap();
+    for seq in [1u64, 9] {
+        let stray = format!("{}/backup/{seq:020}.json", layout::commits_dir("main"));
+        root.put(&stray, copy.clone()).await.unwrap();
+    }
+    root.delete(&layout::head_path("main")).await.unwrap();
+    assert_eq!(
+        test.graph.commit("main", &CommitRef::Head).await.unwrap(),
+        head,
+        "the head found by listing"
+    );
+    let below = test
+        .graph
+        .log("main")
+        .unwrap()
+        .objects_below(3)
+        .await
+        .unwrap();
+    assert_eq!(
+        below,
+        vec![
+            (1, layout::commit_path("main", 1)),
+            (2, layout::commit_path("main", 2))
+        ]
+    );
+}
+
 /// Publishes `count` empty commits from `writer`, retrying at the caller on conflict.
 async fn publish_many(uri: &str, writer: &str, count: usize) {
     let graph = Graph::open(uri).await.unwrap();

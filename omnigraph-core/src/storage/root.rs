@@ -541,20 +541,17 @@ impl StorageRoot {
     /// Lists the objects under a prefix (recursively), as root-relative paths, sorted.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>> {
         self.refuse_links_under(prefix).await?;
-        let base = self.base_path.as_ref().to_string();
-        let mut names: Vec<String> = self
+        let listed: Vec<String> = self
             .inner()
             .list(Some(&self.path(prefix)))
-            .map_ok(|meta| {
-                let full = meta.location.as_ref().to_string();
-                full.strip_prefix(base.as_str())
-                    .unwrap_or(&full)
-                    .trim_start_matches('/')
-                    .to_string()
-            })
+            .map_ok(|meta| meta.location.as_ref().to_string())
             .try_collect()
             .await
             .map_err(|error| OmniError::from_object_store(format!("list {prefix}"), error))?;
+        let mut names = listed
+            .iter()
+            .map(|full| self.relative_of(prefix, full))
+            .collect::<Result<Vec<String>>>()?;
         names.sort();
         Ok(names)
     }
@@ -563,20 +560,24 @@ impl StorageRoot {
     /// root-relative paths, sorted.
     pub async fn list_with_meta(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
         self.refuse_links_under(prefix).await?;
-        let base = self.base_path.as_ref().to_string();
-        let mut objects: Vec<ObjectInfo> = self
+        let listed: Vec<object_store::ObjectMeta> = self
             .inner()
             .list(Some(&self.path(prefix)))
-            .map_ok(|meta| ObjectInfo {
-                path: self.relative_of(&base, meta.location.as_ref()),
-                size: meta.size,
-                modified_micros: crate::seams::stored_time_micros(
-                    meta.last_modified.timestamp_micros(),
-                ),
-            })
             .try_collect()
             .await
             .map_err(|error| OmniError::from_object_store(format!("list {prefix}"), error))?;
+        let mut objects = listed
+            .iter()
+            .map(|meta| {
+                Ok(ObjectInfo {
+                    path: self.relative_of(prefix, meta.location.as_ref())?,
+                    size: meta.size,
+                    modified_micros: crate::seams::stored_time_micros(
+                        meta.last_modified.timestamp_micros(),
+                    ),
+                })
+            })
+            .collect::<Result<Vec<ObjectInfo>>>()?;
         objects.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(objects)
     }
@@ -600,11 +601,33 @@ impl StorageRoot {
         Ok(names)
     }
 
-    fn relative_of(&self, base: &str, full: &str) -> String {
-        full.strip_prefix(base)
-            .unwrap_or(full)
-            .trim_start_matches('/')
-            .to_string()
+    /// The root-relative path of an object a LIST under `prefix` returned: a location
+    /// outside it (a store that answered for another prefix) is refused, never passed
+    /// on as a path to read or delete.
+    fn relative_of(&self, prefix: &str, full: &str) -> Result<String> {
+        let base = self.base_path.as_ref();
+        let relative = if base.is_empty() {
+            Some(full)
+        } else {
+            full.strip_prefix(base)
+                .and_then(|rest| rest.strip_prefix('/'))
+        };
+        let prefix = prefix.trim_matches('/');
+        match relative {
+            Some(relative)
+                if prefix.is_empty()
+                    || relative == prefix
+                    || relative
+                        .strip_prefix(prefix)
+                        .is_some_and(|rest| rest.starts_with('/')) =>
+            {
+                Ok(relative.to_string())
+            }
+            _ => Err(OmniError::corrupt(
+                prefix,
+                format!("the store listed {full:?}, which is not under {prefix:?}"),
+            )),
+        }
     }
 
     /// Deletes an object; deleting a missing object is not an error.
