@@ -290,6 +290,8 @@ impl Adjacency {
             }
             previous = Some(key);
         }
+        // The artifact is the pinned table's, as checked: a reader trusts its offsets.
+        assert!(adjacency.table_id() == pin.table_id && adjacency.version() == pin.version);
         Ok(adjacency)
     }
 }

@@ -58,6 +58,7 @@ pub async fn branch_names(root: &StorageRoot) -> Result<Vec<String>> {
             )
         })?;
     }
+    assert!(names.len() <= BRANCHES_MAX);
     Ok(names)
 }
 

@@ -221,6 +221,17 @@ impl GraphCommit {
         commit
             .validate()
             .map_err(|message| OmniError::corrupt(object, message))?;
+        // What every reader relies on, as checked: the object is the commit its path
+        // names, and every pin is its table's folder at a version a commit may pin.
+        assert!(commit.seq == seq && commit.branch == branch);
+        assert!(layout::is_schema_hash(&commit.schema));
+        assert!(
+            commit
+                .pins
+                .iter()
+                .all(|pin| pin.path == layout::table_path(&pin.table_id)
+                    && layout::is_pinnable_version(pin.version))
+        );
         Ok(commit)
     }
 

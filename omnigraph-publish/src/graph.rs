@@ -207,6 +207,7 @@ impl Graph {
         if commit.deleted {
             return Err(crate::publisher::branch_deleted(&commit));
         }
+        assert!(commit.branch == branch && !commit.deleted);
         Ok(commit)
     }
 
@@ -267,6 +268,11 @@ impl Graph {
                 ),
             ));
         }
+        assert_eq!(
+            catalog.hash(),
+            commit.schema,
+            "the catalog is the one its commit names"
+        );
         Ok(catalog)
     }
 }
@@ -291,6 +297,7 @@ async fn read_format(root: &StorageRoot) -> Result<Option<FormatDoc>> {
             ),
         ));
     }
+    assert!(format.format == FORMAT_NAME && format.format_version == FORMAT_VERSION);
     Ok(Some(format))
 }
 

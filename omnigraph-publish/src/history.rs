@@ -116,6 +116,8 @@ impl History {
             }
             floor = floor.max(*to);
         }
+        assert!(written.len() <= HISTORY_CHUNKS_MAX && written.keys().all(|(from, to)| from < to));
+        assert!(floor == 0 || written.keys().any(|(_, to)| *to == floor));
         Ok(History {
             branch: branch.to_string(),
             written,
@@ -388,6 +390,12 @@ async fn read_chunk(
             format!("{} lines for {} commits", entries.len(), to - from),
         ));
     }
+    assert!(
+        entries
+            .iter()
+            .zip(from..to)
+            .all(|(entry, seq)| entry.seq == seq)
+    );
     Ok(Some(entries))
 }
 

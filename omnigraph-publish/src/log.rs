@@ -224,6 +224,11 @@ impl CommitLog {
                 }
             };
             self.check_follows(&commit, &newest)?;
+            assert_eq!(
+                commit.seq,
+                newest.seq + 1,
+                "a read commit is the one asked for"
+            );
             newest = commit;
             next = after;
             after = self.read(newest.seq + 2).await?;
@@ -323,6 +328,11 @@ impl CommitLog {
             })
             .collect();
         below.sort_unstable();
+        // Each listed path is exactly the branch's commit below the floor: cleanup
+        // deletes them.
+        assert!(below.iter().all(|(seq, path)| *seq < floor
+            && *path == layout::commit_path(&self.branch, *seq)
+            && (self.branch != layout::MAIN_BRANCH || *seq > 0)));
         Ok(below)
     }
 
@@ -468,6 +478,11 @@ impl CommitLog {
             }
             seq -= 1;
         }
+        // Newest first, each the parent of the one before: as checked above.
+        assert!(commits.windows(2).all(|pair| {
+            pair[0].seq == pair[1].seq + 1
+                && pair[0].parent_commit_id.as_deref() == Some(pair[1].commit_id.as_str())
+        }));
         Ok((commits, Some(history)))
     }
 

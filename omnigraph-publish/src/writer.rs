@@ -205,6 +205,7 @@ impl BranchWriter for Branch {
             return Ok(catalog);
         }
         let catalog = Arc::new(self.graph.catalog(commit).await?);
+        assert_eq!(catalog.hash(), commit.schema);
         *self.catalog.lock() = Some(catalog.clone());
         Ok(catalog)
     }

@@ -65,6 +65,9 @@ pub async fn open_table_at(
         .map_err(|error| {
             read_error(format!("open table {relative} at version {version}"), error)
         })?;
+    // Lance refuses a manifest that holds another version than the one asked for
+    // (`a_manifest_holding_another_version_is_refused`); every pinned read relies on it.
+    assert_eq!(super::version_of(&dataset), version);
     Ok(Arc::new(dataset))
 }
 

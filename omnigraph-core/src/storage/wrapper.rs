@@ -586,7 +586,10 @@ impl WrappedStore {
             .await?;
         // What the store returned is checked before it answers anything: the last
         // bytes of the object, as many as the range says.
-        let whole = range.end == meta.size && meta.size - range.start <= block;
+        // Compared before subtracting: a store's reply is untrusted, and a range that
+        // starts past its end would underflow.
+        let whole =
+            range.start <= range.end && range.end == meta.size && range.end - range.start <= block;
         if !whole || bytes.len() as u64 != range.end - range.start {
             return Err(object_store::Error::Generic {
                 store: "omnigraph-wrapper",
@@ -605,6 +608,7 @@ impl WrappedStore {
             attributes: attributes.clone(),
             extensions: Default::default(),
         };
+        assert!(range.end == meta.size && bytes.len() as u64 == range.end - range.start);
         self.state.keep_tail(ManifestTail {
             path: location.clone(),
             read_at_micros: crate::seams::now_micros(),

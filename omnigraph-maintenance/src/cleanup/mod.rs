@@ -691,6 +691,7 @@ async fn table_ids(root: &StorageRoot) -> Result<Vec<String>> {
         layout::check_table_id(id)
             .map_err(|message| OmniError::corrupt(format!("tables/{id}"), message))?;
     }
+    assert!(ids.len() <= TABLES_MAX && ids.iter().all(|id| layout::check_table_id(id).is_ok()));
     Ok(ids)
 }
 

@@ -71,6 +71,16 @@ pub(crate) async fn list_table(root: &StorageRoot, table_id: &str) -> Result<Tab
         }
         listing.objects.push(object);
     }
+    // Table-relative objects only, as listed under the table's folder: a sweep joins
+    // them to it and deletes them.
+    assert!(
+        listing
+            .objects
+            .iter()
+            .all(|object| !object.object.is_empty()
+                && !object.object.starts_with('/')
+                && !object.object.split('/').any(|segment| segment == ".."))
+    );
     Ok(listing)
 }
 
