@@ -63,6 +63,12 @@ pub const STORAGE_OPTION_LEN_MAX: usize = 4096;
 /// The longest root URI accepted.
 pub const ROOT_URI_LEN_MAX: usize = 4096;
 
+/// Lance index cache per root session (bytes). Explicit: Lance's default is 6 GiB.
+pub(crate) const INDEX_CACHE_BYTES_MAX: usize = 256 << 20;
+
+/// Lance metadata cache per root session (bytes).
+pub(crate) const METADATA_CACHE_BYTES_MAX: usize = 64 << 20;
+
 // storage/wrapper.rs
 /// The most bytes a local folder's store is handed as one piece of a write: it writes
 /// each piece with one `write_all`, and Linux sizes the page-cache folios a buffered

@@ -4,8 +4,8 @@
 
 use crate::ingest::{Ingest, JSONL_READ_BUFFER_BYTES};
 use crate::jsonl_rows::{self, LineTypeError};
-use crate::limits::CHUNK_LINES_MAX;
 use crate::limits::JSONL_LINE_BYTES_MAX;
+use crate::limits::{CHUNK_BYTES_MAX, CHUNK_LINES_MAX};
 use crate::read_ahead::ReadAhead;
 use crate::rows::{self, RowSource};
 use omnigraph_core::{InputLocation, OmniError, Result};
@@ -71,9 +71,6 @@ pub(crate) fn next_line<R: std::io::BufRead>(
     }
 }
 
-/// Bytes of lines a splitter hands over at once.
-const CHUNK_BYTES: usize = 1 << 20;
-
 /// Lines split from the input with the type each names, handed over together.
 struct LineChunk {
     /// The lines' bytes, one after another.
@@ -126,12 +123,12 @@ impl<R: std::io::BufRead> LineSplitter<R> {
             return None;
         }
         let mut chunk = LineChunk {
-            bytes: Vec::with_capacity(CHUNK_BYTES),
+            bytes: Vec::with_capacity(CHUNK_BYTES_MAX),
             names: Vec::new(),
             lines: Vec::with_capacity(CHUNK_LINES_MAX),
             consumed: 0,
         };
-        while chunk.bytes.len() < CHUNK_BYTES && chunk.lines.len() < CHUNK_LINES_MAX {
+        while chunk.bytes.len() < CHUNK_BYTES_MAX && chunk.lines.len() < CHUNK_LINES_MAX {
             self.number += 1;
             let failed = match next_line(&mut self.reader, &mut self.line, JSONL_LINE_BYTES_MAX) {
                 Err(error) => Some(LineFailure::Read(error.to_string())),

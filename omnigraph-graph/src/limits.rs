@@ -82,6 +82,9 @@ pub(crate) const KEY_RECHECK_KEYS_MAX: usize = 65_536;
 /// Lines a splitter hands over at once.
 pub(crate) const CHUNK_LINES_MAX: usize = 8_192;
 
+/// Bytes of lines a splitter hands over at once.
+pub(crate) const CHUNK_BYTES_MAX: usize = 1 << 20;
+
 // jsonl_rows.rs
 /// Items reserved for an array before it is read (its length is not trusted).
 pub(crate) const ITEMS_PREALLOCATED_MAX: usize = 4_096;

@@ -4,7 +4,7 @@
 use super::options::StorageOptions;
 use super::wrapper::{FaultHandle, FaultRule, RequestProbe, StoreWrapper};
 use crate::error::{InputLocation, OmniError, Result, StorageKind};
-use crate::limits::ROOT_URI_LEN_MAX;
+use crate::limits::{INDEX_CACHE_BYTES_MAX, METADATA_CACHE_BYTES_MAX, ROOT_URI_LEN_MAX};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use lance::io::{ObjectStore as LanceStore, ObjectStoreParams};
@@ -13,10 +13,6 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use std::sync::Arc;
 
-/// Lance index cache per root session (bytes). Explicit: Lance's default is 6 GiB.
-pub(crate) const INDEX_CACHE_BYTES: usize = 256 << 20;
-/// Lance metadata cache per root session (bytes).
-pub(crate) const METADATA_CACHE_BYTES: usize = 64 << 20;
 /// The block Lance reads a file's tail in, on every store: the size it uses for S3
 /// (see [`StorageRoot::open`] for what else it sets).
 pub(crate) const LANCE_BLOCK_BYTES: usize = 64 << 10;
@@ -234,8 +230,8 @@ impl StorageRoot {
         }
         let lance_base = location.lance_base();
         let session = Arc::new(Session::new(
-            INDEX_CACHE_BYTES,
-            METADATA_CACHE_BYTES,
+            INDEX_CACHE_BYTES_MAX,
+            METADATA_CACHE_BYTES_MAX,
             registry,
         ));
         // The wrapper strips the root's own path so patterns and probes see
