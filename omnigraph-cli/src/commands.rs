@@ -81,7 +81,7 @@ static BRANCH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Sets the branch every command of this run reads and writes (checked).
 pub fn use_branch(branch: &str) -> Result<()> {
-    omnigraph_publish::layout::check_branch(branch)?;
+    omnigraph_publish::check_branch(branch)?;
     let _ = BRANCH.set(branch.to_string());
     Ok(())
 }
@@ -89,7 +89,7 @@ pub fn use_branch(branch: &str) -> Result<()> {
 fn branch() -> &'static str {
     BRANCH
         .get()
-        .map_or(omnigraph_publish::layout::MAIN_BRANCH, String::as_str)
+        .map_or(omnigraph_publish::MAIN_BRANCH, String::as_str)
 }
 
 /// `at` pinned to the seq it names now, so every read of one command sees one commit.
@@ -106,7 +106,7 @@ async fn open(root: &str) -> Result<Omnigraph> {
 }
 
 pub async fn init(out: &Output, root: &str, schema_file: &Path) -> Result<()> {
-    if branch() != omnigraph_publish::layout::MAIN_BRANCH {
+    if branch() != omnigraph_publish::MAIN_BRANCH {
         return Err(OmniError::bad_input(
             InputLocation::in_source("--branch").field(branch()),
             "a graph is created on main; create other branches with `omnigraph branch create`",

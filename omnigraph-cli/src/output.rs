@@ -218,6 +218,17 @@ pub fn report_error(error: &OmniError, json: bool) -> ExitCode {
                 "exit_code": code.exit_code,
             }
         });
+        if let OmniError::BadQuery {
+            refusal,
+            line,
+            column,
+            ..
+        } = error
+        {
+            // Where the query goes wrong and why, for a tool to point at.
+            document["error"]["query"] =
+                serde_json::json!({"refusal": refusal.name(), "line": line, "column": column});
+        }
         if let OmniError::MergeConflict { conflicts, .. } = error {
             // The message names the first few per type; the document, every one.
             document["error"]["conflicts"] = serde_json::json!(conflicts);

@@ -291,6 +291,21 @@ pub enum OmniError {
         /// What the failed call left behind.
         evidence: Evidence,
     },
+    /// A query the engine refuses before it reads anything: its syntax, a name the
+    /// schema does not have, a clause it does not run.
+    #[error("bad query at line {line}, column {column} ({refusal}): {message}")]
+    BadQuery {
+        /// What kind of refusal it is.
+        refusal: QueryRefusal,
+        /// One-based line of the query text.
+        line: u64,
+        /// One-based column (in characters) of the query text.
+        column: u64,
+        /// What is wrong, naming the clause, label, property or function.
+        message: String,
+        /// What the failed call left behind: always [`Evidence::BeforeEffect`].
+        evidence: Evidence,
+    },
     /// A named thing (root, type, key, commit, index) does not exist.
     #[error("not found: {what}")]
     NotFound {
@@ -453,12 +468,61 @@ pub enum OmniError {
 /// The result type of the engine.
 pub type Result<T, E = OmniError> = std::result::Result<T, E>;
 
+/// Why a query is refused ([`OmniError::BadQuery`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueryRefusal {
+    /// The text is not a query of the language.
+    Syntax,
+    /// A label that is no node type of the schema.
+    UnknownLabel,
+    /// A relationship type that is no edge type of the schema, or one whose
+    /// endpoints do not fit the pattern.
+    UnknownRelationshipType,
+    /// A property the label or type does not have.
+    UnknownProperty,
+    /// A variable that no earlier clause binds.
+    UnknownVariable,
+    /// A value of the wrong type for its property or operator.
+    WrongType,
+    /// A variable-length pattern without an upper bound, or past the engine's.
+    UnboundedLength,
+    /// A clause that writes (`CREATE`, `MERGE`, `SET`, `DELETE`, ...): queries read.
+    WritingClause,
+    /// A clause, function or form of the language the engine does not run.
+    Unsupported,
+}
+
+impl QueryRefusal {
+    /// The stable name of the refusal, as `--json` and the docs give it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            QueryRefusal::Syntax => "syntax",
+            QueryRefusal::UnknownLabel => "unknown_label",
+            QueryRefusal::UnknownRelationshipType => "unknown_relationship_type",
+            QueryRefusal::UnknownProperty => "unknown_property",
+            QueryRefusal::UnknownVariable => "unknown_variable",
+            QueryRefusal::WrongType => "wrong_type",
+            QueryRefusal::UnboundedLength => "unbounded_length",
+            QueryRefusal::WritingClause => "writing_clause",
+            QueryRefusal::Unsupported => "unsupported",
+        }
+    }
+}
+
+impl fmt::Display for QueryRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The kind of an [`OmniError`], with storage failures split by [`StorageKind`]: the key
 /// of the `ERROR_TABLE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     /// [`OmniError::BadInput`].
     BadInput,
+    /// [`OmniError::BadQuery`].
+    BadQuery,
     /// [`OmniError::NotFound`].
     NotFound,
     /// [`OmniError::SchemaViolation`].
@@ -527,6 +591,7 @@ const fn code(code: &'static str, exit_code: i32, http_status: u16) -> ErrorCode
 /// first publication landed would insert twice, so the caller must read the head first.
 pub(crate) const ERROR_TABLE: &[(ErrorKind, ErrorCode)] = &[
     (ErrorKind::BadInput, code("bad_input", EXIT_USAGE, 400)),
+    (ErrorKind::BadQuery, code("bad_query", EXIT_USAGE, 400)),
     (ErrorKind::NotFound, code("not_found", EXIT_FAILURE, 404)),
     (
         ErrorKind::SchemaViolation,
@@ -607,6 +672,9 @@ impl ErrorKind {
         match self {
             ErrorKind::BadInput => {
                 "malformed input; names the source, line, column, row, type and field it knows"
+            }
+            ErrorKind::BadQuery => {
+                "a query refused before it reads anything; names the line, column and what it refuses (see `docs/query.md`)"
             }
             ErrorKind::NotFound => "a root, type, key, commit or index that does not exist",
             ErrorKind::SchemaViolation => {
@@ -800,6 +868,7 @@ impl OmniError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             OmniError::BadInput { .. } => ErrorKind::BadInput,
+            OmniError::BadQuery { .. } => ErrorKind::BadQuery,
             OmniError::NotFound { .. } => ErrorKind::NotFound,
             OmniError::SchemaViolation { .. } => ErrorKind::SchemaViolation,
             OmniError::KeyConflict { .. } => ErrorKind::KeyConflict,
@@ -827,6 +896,7 @@ impl OmniError {
     pub fn evidence(&self) -> &Evidence {
         match self {
             OmniError::BadInput { evidence, .. }
+            | OmniError::BadQuery { evidence, .. }
             | OmniError::NotFound { evidence, .. }
             | OmniError::SchemaViolation { evidence, .. }
             | OmniError::KeyConflict { evidence, .. }
@@ -848,6 +918,7 @@ impl OmniError {
     fn evidence_mut(&mut self) -> &mut Evidence {
         match self {
             OmniError::BadInput { evidence, .. }
+            | OmniError::BadQuery { evidence, .. }
             | OmniError::NotFound { evidence, .. }
             | OmniError::SchemaViolation { evidence, .. }
             | OmniError::KeyConflict { evidence, .. }
@@ -881,6 +952,22 @@ impl OmniError {
     pub fn bad_input(location: InputLocation, message: impl Into<String>) -> Self {
         OmniError::BadInput {
             location: Box::new(location),
+            message: message.into(),
+            evidence: Evidence::BeforeEffect,
+        }
+    }
+
+    /// A refused query at a line and column, before any effect.
+    pub fn bad_query(
+        refusal: QueryRefusal,
+        line: u64,
+        column: u64,
+        message: impl Into<String>,
+    ) -> Self {
+        OmniError::BadQuery {
+            refusal,
+            line,
+            column,
             message: message.into(),
             evidence: Evidence::BeforeEffect,
         }
@@ -954,6 +1041,7 @@ mod tests {
     fn every_kind() -> Vec<ErrorKind> {
         let mut kinds = vec![
             ErrorKind::BadInput,
+            ErrorKind::BadQuery,
             ErrorKind::NotFound,
             ErrorKind::SchemaViolation,
             ErrorKind::KeyConflict,

@@ -82,7 +82,8 @@ pub(crate) const KEY_RECHECK_KEYS_MAX: usize = 65_536;
 /// Lines a splitter hands over at once.
 pub(crate) const CHUNK_LINES_MAX: usize = 8_192;
 
-/// Bytes of lines a splitter hands over at once.
+/// Bytes of lines after which a splitter hands a chunk over: it adds no line to a chunk
+/// this full, so a chunk holds at most this plus one line.
 pub(crate) const CHUNK_BYTES_MAX: usize = 1 << 20;
 
 // jsonl_rows.rs

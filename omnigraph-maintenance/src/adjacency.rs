@@ -187,8 +187,8 @@ pub(crate) async fn build(table: &Dataset, pin: &TablePin) -> Result<Adjacency> 
     ))
 }
 
-/// What became of an edge table's adjacency artifact. `build_adjacency`
-/// returns `Built`, `Current` or `Skipped`; optimize records `Failed` and `Cancelled`
+/// What became of an edge table's adjacency artifact. A build returns `Built`,
+/// `Current` or `Skipped`; optimize records `Failed` and `Cancelled`
 /// when a build does not finish. Never part of a unit's outcome: traversals read the
 /// edge table when there is no artifact.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

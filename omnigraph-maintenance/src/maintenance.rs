@@ -48,7 +48,8 @@ impl<'a> Maintenance<'a> {
         }
     }
 
-    /// The same, reporting each run's progress to `sink` (see `crate::progress`).
+    /// The same, reporting each run's progress to `sink`: each stage of each run with
+    /// its items done and to do ([`MaintenanceProgress`](crate::MaintenanceProgress)).
     pub fn with_progress(mut self, sink: ProgressSink) -> Maintenance<'a> {
         self.progress = Some(sink);
         self
@@ -92,8 +93,9 @@ impl<'a> Maintenance<'a> {
         self.lane().cancel();
     }
 
-    /// Optimizes every table (see `crate::optimize`): one unit per table, up to the
-    /// budget's unit concurrency at once, each ending with a typed outcome.
+    /// Optimizes every table: one unit per table (a staged compaction, index folds and
+    /// deferred builds, published by exact CAS on the pin it was planned from), up to
+    /// the budget's unit concurrency at once, each ending with a typed outcome.
     pub async fn optimize(&self) -> Result<OptimizeReport> {
         let admitted = self.lane().admit("optimize").await?;
         let mut record = RunRecord::default();
@@ -157,7 +159,9 @@ impl<'a> Maintenance<'a> {
         .await
     }
 
-    /// Runs cleanup with `options` (see `crate::cleanup`).
+    /// Runs cleanup with `options`: it records the run, traces what every retained
+    /// commit needs, and deletes the rest that is older than the grace
+    /// ([`CleanupReport`](crate::CleanupReport) says what went).
     pub async fn cleanup(&self, options: &CleanupOptions) -> Result<CleanupReport> {
         let admitted = self.lane().admit("cleanup").await?;
         cleanup::run(

@@ -5,7 +5,8 @@
 //! **Supported API.** [`Graph`] (create, open, snapshots), [`Staging`] and [`publish`]
 //! with a [`Publication`] and its [`ReadSet`], the [`GraphCommit`] they produce, the
 //! [`CommitLog`], and the [`BranchWriter`] trait a writer on one branch implements.
-//! Everything else public is reachable for the crates above and for tests, not promised.
+//! The rest is public only with the `internal-api` feature, for the crates above and
+//! the tests: not promised.
 //!
 //! - `layout`: where every object lives under the root.
 //! - [`commit`]: the immutable graph commit and its table pins.
@@ -91,6 +92,7 @@ pub use attempts::CommitAttempts;
 pub use branches::BranchInfo;
 pub use commit::{CommitOperation, ForkPoint, GraphCommit, MergedFrom, TableKind, TablePin};
 pub use graph::{CommitRef, FormatDoc, Graph, Snapshot};
+pub use layout::{MAIN_BRANCH, check_branch};
 pub use log::CommitLog;
 pub use publication::{Change, Publication, ReadSet, Requirements};
 pub use publisher::publish;

@@ -171,12 +171,20 @@ impl Change {
 /// on, and what it changes there.
 #[derive(Clone, Debug)]
 pub struct Publication {
-    // Read in place by the publisher; built only by `new`, which checks them.
-    pub(crate) base: GraphCommit,
-    pub(crate) requires: Requirements,
-    pub(crate) change: Change,
-    pub(crate) operation: CommitOperation,
-    pub(crate) actor: String,
+    base: GraphCommit,
+    requires: Requirements,
+    change: Change,
+    operation: CommitOperation,
+    actor: String,
+}
+
+/// A publication's parts, borrowed together: what the publisher reads in one call.
+pub(crate) struct Parts<'a> {
+    pub(crate) base: &'a GraphCommit,
+    pub(crate) requires: &'a Requirements,
+    pub(crate) change: &'a Change,
+    pub(crate) operation: &'a CommitOperation,
+    pub(crate) actor: &'a str,
 }
 
 impl Publication {
@@ -270,6 +278,18 @@ impl Publication {
     ) -> Publication {
         let requires = Requirements::reading(ReadSet::Nothing).holding(holding);
         Publication::new(base, requires, change, operation, actor)
+    }
+
+    /// Its parts, borrowed together (built only by [`Publication::new`], which checks
+    /// them; never changed after).
+    pub(crate) fn parts(&self) -> Parts<'_> {
+        Parts {
+            base: &self.base,
+            requires: &self.requires,
+            change: &self.change,
+            operation: &self.operation,
+            actor: &self.actor,
+        }
     }
 
     /// The head the writer captured.

@@ -57,7 +57,8 @@ async fn publish_on_log(
     attempts: &CommitAttempts,
     seen: &mut Option<GraphCommit>,
 ) -> Result<GraphCommit> {
-    let log = CommitLog::new(root.clone(), &publication.base.branch)?;
+    let parts = publication.parts();
+    let log = CommitLog::new(root.clone(), &parts.base.branch)?;
     let failure_evidence = if publication.staged() {
         Evidence::Unpublished
     } else {
@@ -67,7 +68,7 @@ async fn publish_on_log(
     // A winner created while this write ran, or just before it began, comes from a
     // writer still writing: the wait spreads the two. One created earlier beat only a
     // stale cached head (a handle idle since), and waiting would help nobody.
-    let racing_since = match &publication.requires.staged_since {
+    let racing_since = match &parts.requires.staged_since {
         Some(staged_since) => staged_since.wall_micros().min(began),
         None => began,
     }
@@ -76,7 +77,7 @@ async fn publish_on_log(
         .await
         .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
     let mut held = Some(gate::acquire(&root.canonical(), log.branch()).await);
-    let mut base = publication.base.clone();
+    let mut base = parts.base.clone();
     let mut waits = Waits::default();
     // Races this publication lost: the backoff's window grows with them.
     let mut lost = 0u32;
@@ -119,11 +120,11 @@ async fn publish_on_log(
         }
         // The base is the head this commit follows: its record is the grace period in
         // force, whatever cleanup recorded before it.
-        if let Some(staged_since) = &publication.requires.staged_since {
+        if let Some(staged_since) = &parts.requires.staged_since {
             crate::retention::check_staging_age(&base, staged_since)
                 .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         }
-        if let Some(read) = &publication.requires.foreign_pins_read {
+        if let Some(read) = &parts.requires.foreign_pins_read {
             crate::retention::check_foreign_pins_age(read)
                 .map_err(|error| error.with_evidence(failure_evidence.clone()))?;
         }
@@ -203,7 +204,7 @@ impl Waits {
         let Some(holding) = reservation::blocking(
             base,
             &publication.claimed_tables(),
-            publication.requires.holding.as_deref(),
+            publication.parts().requires.holding.as_deref(),
             &self.waited_out,
             seams::now_micros(),
         )
@@ -362,10 +363,11 @@ fn next_commit(
     publication: &Publication,
     waited_out: &[String],
 ) -> GraphCommit {
+    let parts = publication.parts();
     assert!(!base.deleted, "nothing is published on a deleted branch");
     let created_at = seams::now_micros();
-    let requires = &publication.requires;
-    let change = &publication.change;
+    let requires = parts.requires;
+    let change = parts.change;
     let reserving = match change {
         Change::Reserve(reservation) => Some(reservation),
         _ => None,
@@ -376,10 +378,10 @@ fn next_commit(
         parent_commit_id: Some(base.commit_id.clone()),
         branch: base.branch.clone(),
         created_at,
-        actor: publication.actor.clone(),
+        actor: parts.actor.to_string(),
         operation: CommitOperation {
-            kind: publication.operation.kind.clone(),
-            summary: commit::shortened_summary(&publication.operation.summary),
+            kind: parts.operation.kind.clone(),
+            summary: commit::shortened_summary(&parts.operation.summary),
         },
         schema: base.schema.clone(),
         pins: base.pins.clone(),
@@ -435,8 +437,9 @@ fn next_commit(
 
 /// After losing `n+1` to another writer, may this publication move onto `head`?
 fn check_read_set(base: &GraphCommit, head: &GraphCommit, publication: &Publication) -> Result<()> {
+    let parts = publication.parts();
     let describe = |commit: &GraphCommit| format!("seq {} ({})", commit.seq, commit.commit_id);
-    match &publication.requires.read_set {
+    match &parts.requires.read_set {
         ReadSet::Nothing => Ok(()),
         // A head that changed no table and no schema (cleanup's record) changed nothing
         // a strict writer read.

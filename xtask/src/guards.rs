@@ -10,7 +10,8 @@
 //! 4. The crates keep their layers ([`LAYERS`]): a crate names, in its `Cargo.toml`
 //!    and in its code, only the crates the map lets it use. The protocol
 //!    (`omnigraph-publish`) sees only the core; the graph and maintenance see the
-//!    protocol and the core, never each other; the CLI sees all four.
+//!    protocol and the core, never each other; the query crate sees the graph and
+//!    what is below it; the CLI sees all five.
 //!
 //! 5. `ARCHITECTURE.md` has a line for every module: each `.rs` file under a crate's
 //!    `src/` is named there as `- \`path\`: ...`, and every such line names a file that
@@ -21,7 +22,7 @@
 //! Comment lines are skipped, so documentation may name the APIs it forbids.
 
 use regex::Regex;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -42,12 +43,17 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         &["omnigraph-core", "omnigraph-publish"],
     ),
     (
+        "omnigraph-query",
+        &["omnigraph-core", "omnigraph-publish", "omnigraph-graph"],
+    ),
+    (
         "omnigraph-cli",
         &[
             "omnigraph-core",
             "omnigraph-publish",
             "omnigraph-graph",
             "omnigraph-maintenance",
+            "omnigraph-query",
         ],
     ),
     (
@@ -58,6 +64,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "omnigraph-publish",
             "omnigraph-graph",
             "omnigraph-maintenance",
+            "omnigraph-query",
         ],
     ),
     ("xtask", &[]),
@@ -68,6 +75,7 @@ pub const LIMITED_CRATES: &[&str] = &[
     "omnigraph-publish",
     "omnigraph-graph",
     "omnigraph-maintenance",
+    "omnigraph-query",
 ];
 /// The map of the code: one line per module.
 pub const ARCHITECTURE: &str = "ARCHITECTURE.md";
@@ -101,7 +109,8 @@ const LANCE_CLEANUP_NAMES: &[&str] = &["cleanup_old_versions", "cleanup_with_pol
 pub struct Violation {
     /// The rule: `lance-write-outside-adapter`, `lance-cleanup`, `adapter-unregistered`,
     /// `adapter-registry-stale`, `failpoint-literal`, `layer-import`, `layer-dependency`,
-    /// `architecture-stale`, `architecture-missing`, `limit-outside-limits`.
+    /// `internal-import`, `architecture-stale`, `architecture-missing`,
+    /// `limit-outside-limits`.
     pub rule: &'static str,
     /// The file, relative to the root.
     pub path: PathBuf,
@@ -144,6 +153,7 @@ pub fn check_tree(root: &Path) -> std::io::Result<Report> {
     let rules = Rules::new();
     let mut report = Report::default();
     let mut adapter_public: Vec<(PathBuf, usize, String)> = Vec::new();
+    let (internal, enabled) = (internal_modules(root), internal_api_enabled(root));
     for relative in &files {
         let text = std::fs::read_to_string(root.join(relative))?;
         report.files_scanned += 1;
@@ -202,6 +212,33 @@ pub fn check_tree(root: &Path) -> std::io::Result<Report> {
                             "layer-import",
                             format!("`{}` named in {name}, which may use only {allowed:?} (xtask/src/guards.rs LAYERS)", &found[1]),
                         ));
+                    }
+                }
+            }
+            if let Some((name, _)) = layer {
+                for found in rules.module_path.captures_iter(code) {
+                    let used = format!("omnigraph-{}", &found[1]);
+                    let modules: Vec<&str> = match (found.get(2), found.get(3)) {
+                        (Some(list), _) => list
+                            .as_str()
+                            .split(',')
+                            .filter_map(|item| {
+                                item.trim().split_once("::").map(|(module, _)| module)
+                            })
+                            .collect(),
+                        (None, Some(module)) => vec![module.as_str()],
+                        (None, None) => Vec::new(),
+                    };
+                    let hidden = internal.get(&used);
+                    let turned_on = enabled.get(name).is_some_and(|on| on.contains(&used));
+                    for module in modules {
+                        if used != name && !turned_on && hidden.is_some_and(|h| h.contains(module))
+                        {
+                            report.violations.push(at(
+                                "internal-import",
+                                format!("`{}::{module}` is outside {used}'s supported API, and {name} does not turn on its `internal-api`", &found[1]),
+                            ));
+                        }
                     }
                 }
             }
@@ -283,6 +320,70 @@ fn check_registry(
         });
     }
     Ok(())
+}
+
+/// Per crate folder, the modules its `lib.rs` makes public only with `internal-api`
+/// (`#[cfg(feature = "internal-api")]` on the line before `pub mod name;`).
+fn internal_modules(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut found = BTreeMap::new();
+    for (folder, _) in LAYERS {
+        let Ok(text) = std::fs::read_to_string(root.join(folder).join("src/lib.rs")) else {
+            continue;
+        };
+        let mut gated = false;
+        let mut modules = BTreeSet::new();
+        for line in text.lines().map(str::trim) {
+            if gated
+                && let Some(module) = line
+                    .strip_prefix("pub mod ")
+                    .and_then(|rest| rest.strip_suffix(';'))
+            {
+                modules.insert(module.to_string());
+            }
+            gated = line == "#[cfg(feature = \"internal-api\")]";
+        }
+        found.insert(folder.to_string(), modules);
+    }
+    found
+}
+
+/// Per crate folder, the workspace crates whose `internal-api` its manifest turns on:
+/// a dependency line with `"internal-api"` in its features, or `omnigraph-x/internal-api`
+/// in a feature of its own.
+fn internal_api_enabled(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut found = BTreeMap::new();
+    for (folder, _) in LAYERS {
+        let Ok(text) = std::fs::read_to_string(root.join(folder).join("Cargo.toml")) else {
+            continue;
+        };
+        let mut crates = BTreeSet::new();
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|line| line.contains("internal-api"))
+        {
+            if line.starts_with("omnigraph-") {
+                let name: String = line
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
+                crates.insert(name);
+            }
+            for (at, _) in line.match_indices("/internal-api") {
+                let name: String = line[..at]
+                    .chars()
+                    .rev()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                crates.insert(name);
+            }
+        }
+        found.insert(folder.to_string(), crates);
+    }
+    found
 }
 
 /// The layer a file is in (its crate's folder and what that crate may use), when it is
@@ -401,6 +502,7 @@ struct Rules {
     public_fn: Regex,
     failpoint_literal: Regex,
     crate_path: Regex,
+    module_path: Regex,
     limit: Regex,
     registry_list: Regex,
     quoted: Regex,
@@ -420,7 +522,12 @@ impl Rules {
                 .expect("static regex"),
             // A crate named anywhere in code: a path, `use omnigraph_graph as g`, or
             // `extern crate`.
-            crate_path: Regex::new(r"\b(omnigraph_(?:core|publish|graph|maintenance|cli|tests))\b")
+            crate_path: Regex::new(r"\b(omnigraph_(?:core|publish|graph|maintenance|query|cli|tests))\b")
+                .expect("static regex"),
+            // `crate::module::` or `crate::{module::item, ...}`: a module followed by
+            // `::` (a root item of the same name, `omnigraph_maintenance::optimize(..)`,
+            // is the supported re-export).
+            module_path: Regex::new(r"\bomnigraph_([a-z]+)::(?:\{([^}]*)\}|([a-z_]+)::)")
                 .expect("static regex"),
             limit: Regex::new(r"^(?:pub(?:\([a-z]+\))? )?const ([A-Z0-9_]+_(?:MAX|MIN))\s*:")
                 .expect("static regex"),
@@ -800,6 +907,50 @@ mod tests {
                     11
                 ),
                 ("layer-import", "omnigraph-publish/src/staging.rs".into(), 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_crate_uses_internals_only_of_crates_whose_internal_api_it_turns_on() {
+        let tree = clean_tree();
+        write(
+            tree.path(),
+            "omnigraph-publish/src/lib.rs",
+            "pub mod writer;\n#[cfg(feature = \"internal-api\")]\npub mod layout;\n#[cfg(not(feature = \"internal-api\"))]\nmod layout;\n",
+        );
+        // The graph turns it on; the CLI does not.
+        write(
+            tree.path(),
+            "omnigraph-graph/Cargo.toml",
+            "[package]\nname = \"omnigraph-graph\"\n\n[dependencies]\nomnigraph-publish = { workspace = true, features = [\"internal-api\"] }\n",
+        );
+        write(
+            tree.path(),
+            "omnigraph-graph/src/branching.rs",
+            "use omnigraph_publish::layout::MAIN_BRANCH;\n",
+        );
+        write(
+            tree.path(),
+            "omnigraph-cli/Cargo.toml",
+            "[package]\nname = \"omnigraph-cli\"\n\n[dependencies]\nomnigraph-publish.workspace = true\n",
+        );
+        write(
+            tree.path(),
+            "omnigraph-cli/src/commands.rs",
+            "use omnigraph_publish::writer::Branch;\nfn f() { omnigraph_publish::layout::check_branch(\"x\"); }\nuse omnigraph_publish::{writer, layout::MAIN_BRANCH};\nfn g() { omnigraph_publish::layout(); }\n",
+        );
+        let report = check_tree(tree.path()).unwrap();
+        let found: Vec<(&str, String, usize)> = report
+            .violations
+            .iter()
+            .map(|v| (v.rule, v.path.display().to_string(), v.line))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("internal-import", "omnigraph-cli/src/commands.rs".into(), 2),
+                ("internal-import", "omnigraph-cli/src/commands.rs".into(), 3),
             ]
         );
     }

@@ -387,10 +387,10 @@ fn ci() -> Result<(), String> {
     // the test crates turn on (failpoints), where dead code shows as a warning. Its
     // dependencies are the workspace's, with the same features: only our crates and
     // `fail` are checked again.
-    step(
+    step_reusing_the_workspace_build(
         &root,
         "clippy (the CLI as the README builds it)",
-        &["clippy", "-p", "omnigraph-cli", "--", "-D", "warnings"],
+        &["-p", "omnigraph-cli"],
     )?;
     supported_apis(&root)?;
     println!("== guards");
@@ -420,10 +420,11 @@ fn ci() -> Result<(), String> {
 
 /// The library crates checked alone, without `internal-api`: one group per cargo run, as
 /// a crate in a group would turn on `internal-api` of a crate below it in the same run.
-const SUPPORTED_API_GROUPS: [&[&str]; 3] = [
+const SUPPORTED_API_GROUPS: [&[&str]; 4] = [
     &["omnigraph-core"],
     &["omnigraph-publish"],
     &["omnigraph-graph", "omnigraph-maintenance"],
+    &["omnigraph-query"],
 ];
 
 /// Each library crate's supported API alone: it compiles without `internal-api`, names
@@ -433,13 +434,10 @@ const SUPPORTED_API_GROUPS: [&[&str]; 3] = [
 fn supported_apis(root: &Path) -> Result<(), String> {
     for group in SUPPORTED_API_GROUPS {
         let packages: Vec<&str> = group.iter().flat_map(|name| ["-p", *name]).collect();
-        let mut clippy = vec!["clippy"];
-        clippy.extend(&packages);
-        clippy.extend(["--", "-D", "warnings"]);
-        step(
+        step_reusing_the_workspace_build(
             root,
             &format!("supported API alone: {}", group.join(", ")),
-            &clippy,
+            &packages,
         )?;
         let mut doc = vec!["doc", "--no-deps"];
         doc.extend(&packages);
@@ -454,6 +452,50 @@ fn supported_apis(root: &Path) -> Result<(), String> {
                 group.join(", ")
             ));
         }
+    }
+    Ok(())
+}
+
+/// The dependencies a check of some crates alone must find already built by the
+/// workspace's check: building them again means a dependency's features differ.
+const REBUILT_NEVER: [&str; 2] = ["datafusion", "lance"];
+
+/// `cargo clippy` of `packages` alone with `-D warnings`, failing also when it compiled
+/// DataFusion or Lance again: their features must be the workspace's (aligned in
+/// `omnigraph-core/Cargo.toml`), or every such step costs minutes.
+fn step_reusing_the_workspace_build(
+    root: &Path,
+    name: &str,
+    packages: &[&str],
+) -> Result<(), String> {
+    let mut args = vec!["clippy", "--message-format=json-render-diagnostics"];
+    args.extend(packages);
+    args.extend(["--", "-D", "warnings"]);
+    println!("== {name}: cargo {}", args.join(" "));
+    let output = cargo(root, &args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|error| format!("{name}: could not run cargo: {error}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut rebuilt = Vec::new();
+    for line in stdout.lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if message["reason"] == "compiler-artifact" && message["fresh"] == false {
+            let target = message["target"]["name"].as_str().unwrap_or_default();
+            if REBUILT_NEVER.contains(&target) {
+                rebuilt.push(target.to_string());
+            }
+        }
+    }
+    if !output.status.success() {
+        return Err(format!("{name} failed ({})", output.status));
+    }
+    if !rebuilt.is_empty() {
+        return Err(format!(
+            "{name} checked {rebuilt:?} again: a dependency's features differ from the workspace's; align them in omnigraph-core/Cargo.toml"
+        ));
     }
     Ok(())
 }

@@ -66,8 +66,15 @@ pub async fn open_table_at(
             read_error(format!("open table {relative} at version {version}"), error)
         })?;
     // Lance refuses a manifest that holds another version than the one asked for
-    // (`a_manifest_holding_another_version_is_refused`); every pinned read relies on it.
-    assert_eq!(super::version_of(&dataset), version);
+    // (`a_manifest_holding_another_version_is_refused`); checked here too, as every
+    // pinned read relies on it and a Lance upgrade could drop its check.
+    let opened = super::version_of(&dataset);
+    if opened != version {
+        return Err(crate::OmniError::corrupt(
+            relative,
+            format!("the manifest of version {version} holds version {opened}"),
+        ));
+    }
     Ok(Arc::new(dataset))
 }
 

@@ -546,7 +546,7 @@ impl StorageRoot {
             .map_err(|error| OmniError::from_object_store(format!("list {prefix}"), error))?;
         let mut names = listed
             .iter()
-            .map(|full| self.relative_of(prefix, full))
+            .map(|full| relative_of(self.base_path.as_ref(), prefix, full))
             .collect::<Result<Vec<String>>>()?;
         names.sort();
         Ok(names)
@@ -566,7 +566,7 @@ impl StorageRoot {
             .iter()
             .map(|meta| {
                 Ok(ObjectInfo {
-                    path: self.relative_of(prefix, meta.location.as_ref())?,
+                    path: relative_of(self.base_path.as_ref(), prefix, meta.location.as_ref())?,
                     size: meta.size,
                     modified_micros: crate::seams::stored_time_micros(
                         meta.last_modified.timestamp_micros(),
@@ -588,42 +588,27 @@ impl StorageRoot {
             .list_with_delimiter(Some(&self.path(prefix)))
             .await
             .map_err(|error| OmniError::from_object_store(format!("list {prefix}/"), error))?;
-        let mut names: Vec<String> = listed
+        let mut names = listed
             .common_prefixes
             .iter()
-            .filter_map(|folder| folder.filename().map(str::to_string))
-            .collect();
+            .map(|folder| {
+                // A folder directly under the prefix: its name, one segment.
+                let relative = relative_of(self.base_path.as_ref(), prefix, folder.as_ref())?;
+                let name = relative
+                    .strip_prefix(prefix.trim_matches('/'))
+                    .map(|rest| rest.trim_start_matches('/'))
+                    .filter(|name| !name.is_empty() && !name.contains('/'))
+                    .ok_or_else(|| {
+                        OmniError::corrupt(
+                            prefix,
+                            format!("the store listed the folder {relative:?}, not one directly under {prefix:?}"),
+                        )
+                    })?;
+                Ok(name.to_string())
+            })
+            .collect::<Result<Vec<String>>>()?;
         names.sort();
         Ok(names)
-    }
-
-    /// The root-relative path of an object a LIST under `prefix` returned: a location
-    /// outside it (a store that answered for another prefix) is refused, never passed
-    /// on as a path to read or delete.
-    fn relative_of(&self, prefix: &str, full: &str) -> Result<String> {
-        let base = self.base_path.as_ref();
-        let relative = if base.is_empty() {
-            Some(full)
-        } else {
-            full.strip_prefix(base)
-                .and_then(|rest| rest.strip_prefix('/'))
-        };
-        let prefix = prefix.trim_matches('/');
-        match relative {
-            Some(relative)
-                if prefix.is_empty()
-                    || relative == prefix
-                    || relative
-                        .strip_prefix(prefix)
-                        .is_some_and(|rest| rest.starts_with('/')) =>
-            {
-                Ok(relative.to_string())
-            }
-            _ => Err(OmniError::corrupt(
-                prefix,
-                format!("the store listed {full:?}, which is not under {prefix:?}"),
-            )),
-        }
     }
 
     /// Deletes an object; deleting a missing object is not an error.
@@ -651,5 +636,68 @@ fn refuse_links(links: Vec<String>) -> Result<()> {
                 links.len()
             ),
         )),
+    }
+}
+
+/// The root-relative path of an object a LIST under `prefix` returned, for a root at
+/// `base` (an object-store path: no leading slash, `""` for a bucket or memory root). A
+/// location outside the prefix (a store that answered for another one) is refused,
+/// never passed on as a path to read or delete.
+fn relative_of(base: &str, prefix: &str, full: &str) -> Result<String> {
+    let relative = if base.is_empty() {
+        Some(full)
+    } else {
+        full.strip_prefix(base)
+            .and_then(|rest| rest.strip_prefix('/'))
+    };
+    let prefix = prefix.trim_matches('/');
+    match relative {
+        Some(relative)
+            if prefix.is_empty()
+                || relative == prefix
+                || relative
+                    .strip_prefix(prefix)
+                    .is_some_and(|rest| rest.starts_with('/')) =>
+        {
+            Ok(relative.to_string())
+        }
+        _ => Err(OmniError::corrupt(
+            prefix,
+            format!("the store listed {full:?}, which is not under {prefix:?}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relative_of;
+
+    #[test]
+    fn a_listed_location_is_relative_to_the_root_and_under_its_prefix() {
+        // A root in a folder, and a bucket or memory root (base "").
+        assert_eq!(
+            relative_of("data/g", "tables/t1", "data/g/tables/t1/a.lance").unwrap(),
+            "tables/t1/a.lance"
+        );
+        assert_eq!(
+            relative_of("", "tables/t1/", "tables/t1/a.lance").unwrap(),
+            "tables/t1/a.lance"
+        );
+        assert_eq!(relative_of("", "", "any/path").unwrap(), "any/path");
+        assert_eq!(
+            relative_of("data/g", "tables/t1", "data/g/tables/t1").unwrap(),
+            "tables/t1"
+        );
+        // A sibling whose name merely starts like the prefix, another root, a root whose
+        // name starts like this one's, another folder: refused.
+        for (base, prefix, full) in [
+            ("data/g", "tables/t1", "data/g/tables/t10/a.lance"),
+            ("data/g", "tables/t1", "data/other/tables/t1/a.lance"),
+            ("data/g", "tables/t1", "data/gg/tables/t1/a.lance"),
+            ("", "tables/t1", "_graph/x"),
+        ] {
+            let error = relative_of(base, prefix, full).unwrap_err();
+            assert_eq!(error.kind(), crate::ErrorKind::Corrupt, "{full}");
+        }
     }
 }

@@ -1,0 +1,1057 @@
+//! A query checked against the schema before it reads anything: every label, edge type,
+//! property, variable and function it names exists and fits, every clause is one the
+//! engine runs, and a variable-length pattern has a bound. The first refusal is the
+//! error, at its line and column.
+
+use crate::functions;
+use crate::limits::{NESTING_MAX, QUERY_BYTES_MAX, VAR_LENGTH_HOPS_MAX};
+use crate::position::line_and_column;
+use omnigraph_core::schema::{Catalog, DeclKind, PropertyType, TypeDef};
+use omnigraph_core::{OmniError, QueryRefusal, Result};
+use open_cypher::Span;
+use open_cypher::ast::{
+    BinaryOperator, ClauseKind, ExecutionMode, Expr, ExprKind, IsPredicate, LabelExpression,
+    LabelExpressionKind, LiteralKind, MatchClause, NodePattern, ParameterName, PathFactorKind,
+    Pattern, ProjectionClause, ProjectionItemKind, QuantifierKind, Query, QueryKind,
+    RelationshipDirection, RelationshipPattern, StatementKind, SubqueryExpressionKind,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Whether a query asks for its plan instead of, or beside, its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Run it and return its rows.
+    Run,
+    /// Return the plan, with the path chosen for each hop (`EXPLAIN`).
+    Explain,
+    /// Run it and return rows and time per operator (`PROFILE`).
+    Profile,
+}
+
+/// What a name in a query's scope stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Binding {
+    /// A node of one of these node types (every one it may be, sorted).
+    Node(Vec<String>),
+    /// A relationship of one of these edge types (sorted).
+    Relationship(Vec<String>),
+    /// Any other value: a property, an aggregate, an `UNWIND` element, a variable-length
+    /// pattern's list of relationships.
+    Value,
+}
+
+/// A query that passed every check against a schema: what the executor compiles.
+#[derive(Clone, Debug)]
+pub struct CheckedQuery {
+    pub(crate) mode: Mode,
+    pub(crate) columns: Vec<String>,
+    pub(crate) parameters: BTreeSet<String>,
+    pub(crate) bindings: BTreeMap<String, Binding>,
+    /// The syntax tree the checks ran on, for the executor.
+    #[allow(dead_code)]
+    pub(crate) query: Query,
+}
+
+impl CheckedQuery {
+    /// Whether it asks for its plan (`EXPLAIN`, `PROFILE`) or its rows.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The names of the columns it returns, in order.
+    pub fn columns(&self) -> &[String] {
+        &self.columns
+    }
+
+    /// The parameters (`$name`) it reads; each must be given when it runs.
+    pub fn parameters(&self) -> &BTreeSet<String> {
+        &self.parameters
+    }
+
+    /// What each variable of its patterns stands for, by name.
+    pub fn bindings(&self) -> &BTreeMap<String, Binding> {
+        &self.bindings
+    }
+}
+
+/// Checks `text` against `catalog`: the one entry point of the language.
+pub fn check(catalog: &Catalog, text: &str) -> Result<CheckedQuery> {
+    if text.len() > QUERY_BYTES_MAX {
+        return Err(OmniError::bad_query(
+            QueryRefusal::Unsupported,
+            1,
+            1,
+            format!(
+                "the query is {} bytes; the limit is {QUERY_BYTES_MAX}",
+                text.len()
+            ),
+        ));
+    }
+    // `EXPLAIN` and `PROFILE` lead a query; the grammar has no rule for them here, so
+    // the word is read off and blanked (positions in the rest stay those of `text`).
+    let (mode, blanked) = leading_mode(text);
+    let parsed = open_cypher::parse(&blanked).map_err(|errors| {
+        let first = &errors.diagnostics()[0];
+        let (line, column) = line_and_column(text, first.primary_span.start);
+        OmniError::bad_query(QueryRefusal::Syntax, line, column, first.message.clone())
+    })?;
+    let checker = Checker {
+        catalog,
+        text: &blanked,
+        parameters: BTreeSet::new(),
+        seen: BTreeMap::new(),
+    };
+    let mut checked = checker.statement(parsed.program)?;
+    if checked.mode == Mode::Run {
+        checked.mode = mode;
+    }
+    Ok(checked)
+}
+
+/// The mode a leading `EXPLAIN` or `PROFILE` (any case) asks for, and the text with that
+/// word replaced by spaces.
+fn leading_mode(text: &str) -> (Mode, String) {
+    let start = text.len() - text.trim_start().len();
+    let rest = &text[start..];
+    for (word, mode) in [("EXPLAIN", Mode::Explain), ("PROFILE", Mode::Profile)] {
+        let followed = rest
+            .get(word.len()..)
+            .and_then(|after| after.chars().next())
+            .is_some_and(char::is_whitespace);
+        if followed && rest[..word.len()].eq_ignore_ascii_case(word) {
+            let mut blanked = text.to_string();
+            blanked.replace_range(start..start + word.len(), &" ".repeat(word.len()));
+            return (mode, blanked);
+        }
+    }
+    (Mode::Run, text.to_string())
+}
+
+/// A scope: the variables visible at a point of the query.
+type Scope = BTreeMap<String, Binding>;
+
+struct Checker<'a> {
+    catalog: &'a Catalog,
+    text: &'a str,
+    parameters: BTreeSet<String>,
+    /// Every pattern variable bound anywhere, for the executor.
+    seen: BTreeMap<String, Binding>,
+}
+
+impl Checker<'_> {
+    fn refuse(&self, refusal: QueryRefusal, span: Span, message: impl Into<String>) -> OmniError {
+        let (line, column) = line_and_column(self.text, span.start);
+        OmniError::bad_query(refusal, line, column, message)
+    }
+
+    fn unsupported(&self, span: Span, what: &str) -> OmniError {
+        self.refuse(
+            QueryRefusal::Unsupported,
+            span,
+            format!("{what} is not supported (docs/query.md lists what is)"),
+        )
+    }
+
+    fn statement(mut self, program: open_cypher::ast::Program) -> Result<CheckedQuery> {
+        let span = program.span;
+        let mut statements = program.statements.into_iter();
+        let (Some(statement), None) = (statements.next(), statements.next()) else {
+            return Err(self.refuse(QueryRefusal::Syntax, span, "expected one query"));
+        };
+        let StatementKind::Query(statement) = statement.kind else {
+            return Err(self.refuse(QueryRefusal::Syntax, statement.span, "not a query"));
+        };
+        let mode = match statement.mode.as_ref().map(|mode| mode.kind) {
+            None => Mode::Run,
+            Some(ExecutionMode::Explain) => Mode::Explain,
+            Some(ExecutionMode::Profile) => Mode::Profile,
+            Some(_) => return Err(self.unsupported(statement.query.span, "this execution mode")),
+        };
+        let columns = self.query(&statement.query, Scope::new(), Ending::Return)?;
+        Ok(CheckedQuery {
+            mode,
+            columns,
+            parameters: self.parameters,
+            bindings: self.seen,
+            query: statement.query,
+        })
+    }
+
+    /// Checks a query (the whole one, or a subquery in `EXISTS { }` / `COUNT { }`)
+    /// against the variables of `scope`, returning its result columns.
+    fn query(&mut self, query: &Query, mut scope: Scope, ending: Ending) -> Result<Vec<String>> {
+        let QueryKind::Regular(regular) = &query.kind else {
+            return Err(self.refuse(QueryRefusal::Syntax, query.span, "not a query"));
+        };
+        if let Some(union) = regular.unions.first() {
+            return Err(self.unsupported(union.operator.span, "UNION"));
+        }
+        let clauses = &regular.head.kind.clauses;
+        let mut columns = None;
+        for (at, clause) in clauses.iter().enumerate() {
+            if columns.is_some() {
+                return Err(self.refuse(
+                    QueryRefusal::Syntax,
+                    clause.span,
+                    "nothing may follow RETURN",
+                ));
+            }
+            match &clause.kind {
+                ClauseKind::Match(clause) => self.match_clause(clause, &mut scope)?,
+                ClauseKind::Unwind(unwind) => {
+                    self.expression(&unwind.expression, &scope, Context::Row, 0)?;
+                    scope.insert(self.user_name(&unwind.variable)?, Binding::Value);
+                }
+                ClauseKind::With(with) => {
+                    scope = self.projection(&with.projection, &scope)?.1;
+                    if let Some(predicate) = &with.where_clause {
+                        self.expression(predicate, &scope, Context::Row, 0)?;
+                    }
+                }
+                ClauseKind::Return(ret) => {
+                    columns = Some(self.projection(&ret.projection, &scope)?.0);
+                }
+                ClauseKind::Create(_) => return Err(self.writing(clause.span, "CREATE")),
+                ClauseKind::Insert(_) => return Err(self.writing(clause.span, "INSERT")),
+                ClauseKind::Merge(_) => return Err(self.writing(clause.span, "MERGE")),
+                ClauseKind::Delete(_) => return Err(self.writing(clause.span, "DELETE")),
+                ClauseKind::Set(_) => return Err(self.writing(clause.span, "SET")),
+                ClauseKind::Remove(_) => return Err(self.writing(clause.span, "REMOVE")),
+                ClauseKind::Foreach(_) => return Err(self.writing(clause.span, "FOREACH")),
+                ClauseKind::Use(_) => return Err(self.unsupported(clause.span, "USE")),
+                ClauseKind::Let(_) => return Err(self.unsupported(clause.span, "LET")),
+                ClauseKind::LoadCsv(_) => return Err(self.unsupported(clause.span, "LOAD CSV")),
+                ClauseKind::Call(_) => return Err(self.unsupported(clause.span, "CALL")),
+                ClauseKind::Select(_) => return Err(self.unsupported(clause.span, "SELECT")),
+                ClauseKind::Next(_) => return Err(self.unsupported(clause.span, "NEXT")),
+                ClauseKind::Filter(_) => return Err(self.unsupported(clause.span, "FILTER")),
+                ClauseKind::Finish => return Err(self.unsupported(clause.span, "FINISH")),
+                _ => return Err(self.unsupported(clause.span, "this clause")),
+            }
+            debug_assert!(at < clauses.len());
+        }
+        match (columns, ending) {
+            (Some(columns), _) => Ok(columns),
+            (None, Ending::Any) => Ok(Vec::new()),
+            (None, Ending::Return) => Err(self.refuse(
+                QueryRefusal::Syntax,
+                Span::new(query.span.end, query.span.end),
+                "a query ends with RETURN",
+            )),
+        }
+    }
+
+    fn writing(&self, span: Span, clause: &str) -> OmniError {
+        self.refuse(
+            QueryRefusal::WritingClause,
+            span,
+            format!("{clause} writes; queries only read (insert, load, update and delete write)"),
+        )
+    }
+
+    fn match_clause(&mut self, clause: &MatchClause, scope: &mut Scope) -> Result<()> {
+        if let Some(mode) = &clause.mode {
+            return Err(self.unsupported(mode.span, "a path mode"));
+        }
+        if let Some(hint) = clause.hints.first() {
+            return Err(self.unsupported(hint.span, "a planner hint"));
+        }
+        self.pattern(&clause.pattern, scope)?;
+        if let Some(predicate) = &clause.where_clause {
+            self.expression(predicate, scope, Context::Row, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Binds the variables of `pattern` in `scope`, checking each label, edge type,
+    /// property and endpoint against the schema.
+    fn pattern(&mut self, pattern: &Pattern, scope: &mut Scope) -> Result<()> {
+        for part in &pattern.parts {
+            if let Some(binding) = &part.kind.binding {
+                return Err(self.unsupported(binding.span, "a path variable"));
+            }
+            if let Some(selector) = &part.kind.selector {
+                return Err(self.unsupported(selector.span, "a path selector"));
+            }
+            let factors = &part.kind.path.kind.factors;
+            let mut previous: Option<String> = None;
+            let mut pending: Option<(&RelationshipPattern, Span)> = None;
+            for factor in factors {
+                match &factor.kind {
+                    PathFactorKind::Node(node) => {
+                        let name = self.node(node, factor.span, scope)?;
+                        if let (Some((relationship, span)), Some(left)) =
+                            (pending.take(), &previous)
+                        {
+                            self.relationship(relationship, span, left, &name, scope)?;
+                        }
+                        previous = Some(name);
+                    }
+                    PathFactorKind::Relationship(relationship) => {
+                        pending = Some((relationship, factor.span));
+                    }
+                    PathFactorKind::QuantifiedNode { .. } => {
+                        return Err(self.unsupported(factor.span, "a quantified node"));
+                    }
+                    PathFactorKind::Parenthesized { .. } | PathFactorKind::Subpath { .. } => {
+                        return Err(self.unsupported(factor.span, "a parenthesized path"));
+                    }
+                    PathFactorKind::LegacyShortest { .. } => {
+                        return Err(self.unsupported(factor.span, "shortestPath"));
+                    }
+                    _ => return Err(self.unsupported(factor.span, "this pattern")),
+                }
+            }
+            if let Some((_, span)) = pending {
+                return Err(self.refuse(
+                    QueryRefusal::Syntax,
+                    span,
+                    "a relationship needs a node after it",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Binds a node pattern; returns the variable it binds (a hidden one when it names
+    /// none, so its relationships can still narrow it).
+    fn node(&mut self, node: &NodePattern, span: Span, scope: &mut Scope) -> Result<String> {
+        if let Some(predicate) = &node.where_clause {
+            return Err(self.unsupported(predicate.span, "WHERE inside a node pattern"));
+        }
+        let mut types: Vec<String> = match &node.labels {
+            None => self
+                .node_types()
+                .map(|def| def.name().to_string())
+                .collect(),
+            Some(labels) => {
+                let name = self.single_label(labels)?;
+                match self.catalog.get(&name.kind.text) {
+                    Some(def) if def.is_node() => vec![def.name().to_string()],
+                    Some(_) => {
+                        return Err(self.refuse(
+                            QueryRefusal::UnknownLabel,
+                            name.span,
+                            format!("{} is an edge type, not a node label", name.kind.text),
+                        ));
+                    }
+                    None => {
+                        return Err(self.refuse(
+                            QueryRefusal::UnknownLabel,
+                            name.span,
+                            format!(
+                                "no node label {}; the schema has {}",
+                                name.kind.text,
+                                self.node_types()
+                                    .map(TypeDef::name)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
+        let variable = match &node.variable {
+            Some(variable) => self.user_name(variable)?,
+            None => format!("{HIDDEN}node@{}", span.start),
+        };
+        match scope.get(&variable) {
+            Some(Binding::Node(known)) => types.retain(|name| known.contains(name)),
+            Some(_) => {
+                return Err(self.refuse(
+                    QueryRefusal::WrongType,
+                    span,
+                    format!("{variable} is bound to something other than a node"),
+                ));
+            }
+            None => {}
+        }
+        if types.is_empty() {
+            return Err(self.refuse(
+                QueryRefusal::UnknownLabel,
+                span,
+                format!("{variable} cannot be a node of the labels it was given"),
+            ));
+        }
+        if let Some(properties) = &node.properties {
+            self.property_map(properties, &types, scope)?;
+        }
+        self.bind(scope, variable.clone(), Binding::Node(types));
+        Ok(variable)
+    }
+
+    /// Binds a relationship between the nodes bound as `left` and `right`, narrowing
+    /// both to the endpoints of the edge types that fit.
+    fn relationship(
+        &mut self,
+        relationship: &RelationshipPattern,
+        span: Span,
+        left: &str,
+        right: &str,
+        scope: &mut Scope,
+    ) -> Result<()> {
+        if let Some(predicate) = &relationship.where_clause {
+            return Err(self.unsupported(predicate.span, "WHERE inside a relationship pattern"));
+        }
+        let hops = self.hops(relationship)?;
+        let named: Option<Vec<(String, Span)>> = match &relationship.labels {
+            None => None,
+            Some(labels) => Some(self.label_alternatives(labels)?),
+        };
+        let candidates: Vec<&TypeDef> = match &named {
+            None => self
+                .catalog
+                .types()
+                .iter()
+                .filter(|def| !def.is_node())
+                .collect(),
+            Some(names) => {
+                let mut defs = Vec::new();
+                for (name, at) in names {
+                    match self.catalog.get(name) {
+                        Some(def) if !def.is_node() => defs.push(def),
+                        _ => {
+                            return Err(self.refuse(
+                                QueryRefusal::UnknownRelationshipType,
+                                *at,
+                                format!("no edge type {name}"),
+                            ));
+                        }
+                    }
+                }
+                defs
+            }
+        };
+        let node_types = |name: &str| match scope.get(name) {
+            Some(Binding::Node(types)) => types.clone(),
+            _ => Vec::new(),
+        };
+        let (left_types, right_types) = (node_types(left), node_types(right));
+        let direction = relationship.direction.kind;
+        let fits = |def: &TypeDef| -> Option<(String, String)> {
+            let DeclKind::Edge { from, to } = def.kind() else {
+                return None;
+            };
+            let forward = left_types.contains(from) && right_types.contains(to);
+            let backward = left_types.contains(to) && right_types.contains(from);
+            let fits = match direction {
+                RelationshipDirection::Right => forward,
+                RelationshipDirection::Left => backward,
+                _ => forward || backward,
+            };
+            fits.then(|| (from.clone(), to.clone()))
+        };
+        // A variable-length pattern passes through nodes of any type between its ends;
+        // only a single hop narrows them.
+        let fitting: Vec<(&TypeDef, Option<(String, String)>)> = if hops.is_some() {
+            candidates.iter().map(|def| (*def, None)).collect()
+        } else {
+            candidates
+                .iter()
+                .filter_map(|def| fits(def).map(|ends| (*def, Some(ends))))
+                .collect()
+        };
+        if fitting.is_empty() {
+            let types = match &named {
+                Some(names) => names
+                    .iter()
+                    .map(|(name, _)| name.as_str())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+                None => "any type".to_string(),
+            };
+            return Err(self.refuse(
+                QueryRefusal::UnknownRelationshipType,
+                span,
+                format!(
+                    "no edge of {types} goes between {} and {}",
+                    left_types.join("|"),
+                    right_types.join("|")
+                ),
+            ));
+        }
+        if hops.is_none() {
+            let mut lefts = BTreeSet::new();
+            let mut rights = BTreeSet::new();
+            for (_, ends) in &fitting {
+                let (from, to) = ends.clone().expect("a single hop keeps its ends");
+                match direction {
+                    RelationshipDirection::Right => {
+                        lefts.insert(from);
+                        rights.insert(to);
+                    }
+                    RelationshipDirection::Left => {
+                        lefts.insert(to);
+                        rights.insert(from);
+                    }
+                    _ => {
+                        lefts.extend([from.clone(), to.clone()]);
+                        rights.extend([from, to]);
+                    }
+                }
+            }
+            self.narrow(scope, left, &lefts);
+            self.narrow(scope, right, &rights);
+        }
+        let types: Vec<String> = fitting
+            .iter()
+            .map(|(def, _)| def.name().to_string())
+            .collect();
+        let defs: Vec<&TypeDef> = fitting.iter().map(|(def, _)| *def).collect();
+        if let Some(properties) = &relationship.properties {
+            self.property_map_of(properties, &defs, scope)?;
+        }
+        if let Some(variable) = &relationship.variable {
+            let name = self.user_name(variable)?;
+            let binding = if hops.is_some() {
+                Binding::Value
+            } else {
+                Binding::Relationship(types)
+            };
+            if scope.contains_key(&name) {
+                return Err(self.refuse(
+                    QueryRefusal::WrongType,
+                    variable.span,
+                    format!("{name} is bound already; a relationship variable binds once"),
+                ));
+            }
+            self.bind(scope, name, binding);
+        }
+        Ok(())
+    }
+
+    /// The bounds of a variable-length relationship, or `None` for one hop.
+    fn hops(&self, relationship: &RelationshipPattern) -> Result<Option<(u64, u64)>> {
+        let quantifier = match (
+            &relationship.legacy_quantifier,
+            &relationship.graph_quantifier,
+        ) {
+            (None, None) => return Ok(None),
+            (Some(quantifier), None) | (None, Some(quantifier)) => quantifier,
+            (Some(_), Some(second)) => {
+                return Err(self.unsupported(second.span, "two quantifiers on one relationship"));
+            }
+        };
+        let number = |text: &str| -> Result<u64> {
+            text.parse::<u64>().map_err(|_| {
+                self.refuse(
+                    QueryRefusal::Syntax,
+                    quantifier.span,
+                    format!("{text} is not a hop count"),
+                )
+            })
+        };
+        let unbounded = || {
+            self.refuse(
+                QueryRefusal::UnboundedLength,
+                quantifier.span,
+                format!(
+                    "a variable-length pattern needs an upper bound of at most {VAR_LENGTH_HOPS_MAX} hops (as in *1..3)"
+                ),
+            )
+        };
+        let (lower, upper) = match &quantifier.kind {
+            QuantifierKind::Fixed(count) => (number(count)?, number(count)?),
+            QuantifierKind::Range {
+                lower,
+                upper: Some(upper),
+            } => (lower.as_deref().map_or(Ok(1), number)?, number(upper)?),
+            QuantifierKind::Optional => (0, 1),
+            QuantifierKind::Range { upper: None, .. }
+            | QuantifierKind::ZeroOrMore
+            | QuantifierKind::OneOrMore => return Err(unbounded()),
+            _ => return Err(self.unsupported(quantifier.span, "this quantifier")),
+        };
+        if upper > VAR_LENGTH_HOPS_MAX {
+            return Err(unbounded());
+        }
+        if lower > upper {
+            return Err(self.refuse(
+                QueryRefusal::Syntax,
+                quantifier.span,
+                format!("{lower} hops at least but {upper} at most"),
+            ));
+        }
+        Ok(Some((lower, upper)))
+    }
+
+    fn narrow(&mut self, scope: &mut Scope, variable: &str, to: &BTreeSet<String>) {
+        if let Some(Binding::Node(types)) = scope.get_mut(variable) {
+            types.retain(|name| to.contains(name));
+            let narrowed = Binding::Node(types.clone());
+            if !is_hidden(variable) {
+                self.seen.insert(variable.to_string(), narrowed);
+            }
+        }
+    }
+
+    fn bind(&mut self, scope: &mut Scope, name: String, mut binding: Binding) {
+        if let Binding::Node(types) | Binding::Relationship(types) = &mut binding {
+            types.sort_unstable();
+        }
+        if !is_hidden(&name) {
+            self.seen.insert(name.clone(), binding.clone());
+        }
+        scope.insert(name, binding);
+    }
+
+    /// The name a query gives a variable, refused if it could be a hidden one.
+    fn user_name(&self, name: &open_cypher::ast::Name) -> Result<String> {
+        if is_hidden(&name.kind.text) {
+            return Err(self.refuse(
+                QueryRefusal::Syntax,
+                name.span,
+                "a variable may not start with a NUL character",
+            ));
+        }
+        Ok(name.kind.text.clone())
+    }
+
+    fn node_types(&self) -> impl Iterator<Item = &TypeDef> {
+        self.catalog.types().iter().filter(|def| def.is_node())
+    }
+
+    /// A node's one label: `(:A)`. Label expressions (`:A&B`, `:!A`, `:A|B` on a node)
+    /// are not supported: a node has one type.
+    fn single_label<'l>(&self, labels: &'l LabelExpression) -> Result<&'l open_cypher::ast::Name> {
+        match &labels.kind {
+            LabelExpressionKind::Name(name) => Ok(name),
+            LabelExpressionKind::Parenthesized(inner) => self.single_label(inner),
+            _ => Err(self.unsupported(
+                labels.span,
+                "a label expression on a node (a node has one label)",
+            )),
+        }
+    }
+
+    /// A relationship's types: `[:A]` or `[:A|B]`.
+    fn label_alternatives(&self, labels: &LabelExpression) -> Result<Vec<(String, Span)>> {
+        match &labels.kind {
+            LabelExpressionKind::Name(name) => Ok(vec![(name.kind.text.clone(), name.span)]),
+            LabelExpressionKind::Parenthesized(inner) => self.label_alternatives(inner),
+            LabelExpressionKind::Or(alternatives) => {
+                let mut names = Vec::new();
+                for alternative in alternatives {
+                    names.extend(self.label_alternatives(alternative)?);
+                }
+                Ok(names)
+            }
+            _ => Err(self.unsupported(labels.span, "this type expression (only A|B)")),
+        }
+    }
+
+    fn property_map(&mut self, map: &Expr, types: &[String], scope: &Scope) -> Result<()> {
+        let defs: Vec<&TypeDef> = types
+            .iter()
+            .filter_map(|name| self.catalog.get(name))
+            .collect();
+        self.property_map_of(map, &defs, scope)
+    }
+
+    /// `{property: value, ...}` of a node or relationship that may be any of `defs`.
+    fn property_map_of(&mut self, map: &Expr, defs: &[&TypeDef], scope: &Scope) -> Result<()> {
+        let ExprKind::Map(entries) = &map.kind else {
+            return Err(self.unsupported(map.span, "a property map that is not a literal map"));
+        };
+        for entry in entries {
+            let property = &entry.key.kind.text;
+            let declared: Vec<PropertyType> = defs
+                .iter()
+                .filter_map(|def| column_type(def, property))
+                .collect();
+            if declared.is_empty() {
+                return Err(self.no_property(entry.key.span, defs, property));
+            }
+            self.expression(&entry.value, scope, Context::Row, 0)?;
+            if let ExprKind::Literal(literal) = &entry.value.kind
+                && !declared
+                    .iter()
+                    .any(|data_type| literal_fits(&literal.kind, data_type))
+            {
+                return Err(self.refuse(
+                    QueryRefusal::WrongType,
+                    entry.value.span,
+                    format!(
+                        "{property} is {}; this value is not",
+                        declared
+                            .iter()
+                            .map(type_name)
+                            .collect::<Vec<_>>()
+                            .join(" or ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn no_property(&self, span: Span, defs: &[&TypeDef], property: &str) -> OmniError {
+        let names: Vec<&str> = defs.iter().map(|def| def.name()).collect();
+        self.refuse(
+            QueryRefusal::UnknownProperty,
+            span,
+            format!("{} has no property {property}", names.join("|")),
+        )
+    }
+
+    /// Checks `WITH` or `RETURN`: returns its column names and the scope after it.
+    fn projection(
+        &mut self,
+        projection: &ProjectionClause,
+        scope: &Scope,
+    ) -> Result<(Vec<String>, Scope)> {
+        let mut columns = Vec::new();
+        let mut after = Scope::new();
+        for item in &projection.items {
+            match &item.kind {
+                ProjectionItemKind::Wildcard => {
+                    for (name, binding) in scope.iter().filter(|(name, _)| !is_hidden(name)) {
+                        columns.push(name.clone());
+                        after.insert(name.clone(), binding.clone());
+                    }
+                }
+                ProjectionItemKind::Expression { expression, alias } => {
+                    self.expression(expression, scope, Context::Projection, 0)?;
+                    let name = match (alias, &expression.kind) {
+                        (Some(alias), _) => self.user_name(alias)?,
+                        (None, _) => {
+                            self.text[expression.span.start..expression.span.end].to_string()
+                        }
+                    };
+                    let binding = match &expression.kind {
+                        ExprKind::Variable(variable) => scope
+                            .get(&variable.kind.text)
+                            .cloned()
+                            .unwrap_or(Binding::Value),
+                        _ => Binding::Value,
+                    };
+                    if after.insert(name.clone(), binding).is_some() {
+                        return Err(self.refuse(
+                            QueryRefusal::Syntax,
+                            item.span,
+                            format!("the column {name} is projected twice"),
+                        ));
+                    }
+                    columns.push(name);
+                }
+                _ => return Err(self.unsupported(item.span, "this projection")),
+            }
+        }
+        // ORDER BY sees what was projected and what was in scope before.
+        let mut both = scope.clone();
+        both.extend(
+            after
+                .iter()
+                .map(|(name, binding)| (name.clone(), binding.clone())),
+        );
+        if let Some(order) = &projection.order_by {
+            for item in &order.items {
+                self.expression(&item.expression, &both, Context::Projection, 0)?;
+                if let Some(nulls) = &item.nulls {
+                    return Err(self.unsupported(nulls.span, "NULLS FIRST/LAST"));
+                }
+            }
+        }
+        for bound in [&projection.skip, &projection.offset, &projection.limit]
+            .into_iter()
+            .flatten()
+        {
+            self.count(bound)?;
+        }
+        Ok((columns, after))
+    }
+
+    /// `SKIP` or `LIMIT`: a non-negative integer or a parameter.
+    fn count(&mut self, expression: &Expr) -> Result<()> {
+        match &expression.kind {
+            ExprKind::Literal(literal) if matches!(literal.kind, LiteralKind::Integer(_)) => Ok(()),
+            ExprKind::Parameter(parameter) => {
+                self.parameter(&parameter.name, expression.span)?;
+                Ok(())
+            }
+            _ => Err(self.refuse(
+                QueryRefusal::WrongType,
+                expression.span,
+                "SKIP and LIMIT take an integer or a parameter",
+            )),
+        }
+    }
+
+    fn parameter(&mut self, name: &ParameterName, span: Span) -> Result<()> {
+        match name {
+            ParameterName::Named(name) => {
+                self.parameters.insert(name.clone());
+                Ok(())
+            }
+            _ => Err(self.unsupported(span, "a positional parameter (name it: $name)")),
+        }
+    }
+
+    /// Checks an expression: every variable is in scope, every property exists on what
+    /// its variable may be, every function is supported, aggregates only in projections.
+    fn expression(
+        &mut self,
+        expression: &Expr,
+        scope: &Scope,
+        context: Context,
+        depth: usize,
+    ) -> Result<()> {
+        if depth >= NESTING_MAX {
+            return Err(self.unsupported(
+                expression.span,
+                &format!("nesting deeper than {NESTING_MAX}"),
+            ));
+        }
+        let depth = depth + 1;
+        let span = expression.span;
+        match &expression.kind {
+            ExprKind::Literal(_) => Ok(()),
+            ExprKind::Parameter(parameter) => self.parameter(&parameter.name, span),
+            ExprKind::Variable(variable) => {
+                let name = &variable.kind.text;
+                if scope.contains_key(name) {
+                    Ok(())
+                } else {
+                    Err(self.refuse(
+                        QueryRefusal::UnknownVariable,
+                        variable.span,
+                        format!("{name} is not bound by an earlier clause"),
+                    ))
+                }
+            }
+            ExprKind::List(items) => {
+                for item in items {
+                    self.expression(item, scope, context, depth)?;
+                }
+                Ok(())
+            }
+            ExprKind::Map(entries) => {
+                for entry in entries {
+                    self.expression(&entry.value, scope, context, depth)?;
+                }
+                Ok(())
+            }
+            ExprKind::Unary { operand, .. } => self.expression(operand, scope, context, depth),
+            ExprKind::Binary {
+                left,
+                operator,
+                right,
+            } => {
+                if operator.kind == BinaryOperator::RegexMatch {
+                    return Err(self.unsupported(operator.span, "=~"));
+                }
+                self.expression(left, scope, context, depth)?;
+                self.expression(right, scope, context, depth)
+            }
+            ExprKind::Is {
+                expression,
+                predicate,
+                ..
+            } => {
+                if !matches!(predicate, IsPredicate::Null) {
+                    return Err(self.unsupported(span, "IS other than IS [NOT] NULL"));
+                }
+                self.expression(expression, scope, context, depth)
+            }
+            ExprKind::Property { expression, key } => {
+                if let ExprKind::Variable(variable) = &expression.kind {
+                    let defs: Vec<&TypeDef> = match scope.get(&variable.kind.text) {
+                        Some(Binding::Node(types) | Binding::Relationship(types)) => types
+                            .iter()
+                            .filter_map(|name| self.catalog.get(name))
+                            .collect(),
+                        Some(Binding::Value) => Vec::new(),
+                        None => {
+                            return self.expression(expression, scope, context, depth);
+                        }
+                    };
+                    if !defs.is_empty()
+                        && !defs
+                            .iter()
+                            .any(|def| column_type(def, &key.kind.text).is_some())
+                    {
+                        return Err(self.no_property(key.span, &defs, &key.kind.text));
+                    }
+                    return Ok(());
+                }
+                self.expression(expression, scope, context, depth)
+            }
+            ExprKind::Index { expression, index } => {
+                self.expression(expression, scope, context, depth)?;
+                self.expression(index, scope, context, depth)
+            }
+            ExprKind::Slice {
+                expression,
+                lower,
+                upper,
+            } => {
+                self.expression(expression, scope, context, depth)?;
+                for bound in [lower, upper].into_iter().flatten() {
+                    self.expression(bound, scope, context, depth)?;
+                }
+                Ok(())
+            }
+            ExprKind::Function(call) => self.function(call, span, scope, context, depth),
+            ExprKind::Case(case) => {
+                for part in case.operand.iter().chain(case.else_expression.iter()) {
+                    self.expression(part, scope, context, depth)?;
+                }
+                for alternative in &case.alternatives {
+                    for when in &alternative.when {
+                        self.expression(when, scope, context, depth)?;
+                    }
+                    self.expression(&alternative.then, scope, context, depth)?;
+                }
+                Ok(())
+            }
+            ExprKind::Subquery(subquery) => {
+                let ending = match subquery.kind.kind {
+                    SubqueryExpressionKind::Exists | SubqueryExpressionKind::Count => Ending::Any,
+                    _ => return Err(self.unsupported(subquery.kind.span, "COLLECT { }")),
+                };
+                self.query(&subquery.query, scope.clone(), ending)?;
+                Ok(())
+            }
+            ExprKind::Pattern(pattern) => {
+                // A pattern predicate: `WHERE (a)-[:T]->(b)`, as EXISTS { }.
+                let mut inner = scope.clone();
+                self.pattern(pattern, &mut inner)
+            }
+            ExprKind::Parenthesized(inner) => self.expression(inner, scope, context, depth),
+            ExprKind::Wildcard => Err(self.unsupported(span, "* outside count(*)")),
+            ExprKind::ListComprehension(_) => Err(self.unsupported(span, "a list comprehension")),
+            ExprKind::PatternComprehension(_) => {
+                Err(self.unsupported(span, "a pattern comprehension"))
+            }
+            ExprKind::Reduce(_) => Err(self.unsupported(span, "reduce()")),
+            ExprKind::QuantifiedPredicate(_) => {
+                Err(self.unsupported(span, "all()/any()/none()/single()"))
+            }
+            ExprKind::MapProjection(_) => Err(self.unsupported(span, "a map projection")),
+            ExprKind::DynamicProperty { .. } => Err(self.unsupported(span, "a dynamic property")),
+            _ => Err(self.unsupported(span, "this expression")),
+        }
+    }
+
+    fn function(
+        &mut self,
+        call: &open_cypher::ast::FunctionInvocation,
+        span: Span,
+        scope: &Scope,
+        context: Context,
+        depth: usize,
+    ) -> Result<()> {
+        let name = call
+            .name
+            .parts
+            .iter()
+            .map(|part| part.kind.text.as_str())
+            .collect::<Vec<_>>()
+            .join(".");
+        let Some(function) = functions::lookup(&name) else {
+            return Err(self.unsupported(span, &format!("the function {name}")));
+        };
+        if function.aggregate && context != Context::Projection {
+            return Err(self.refuse(
+                QueryRefusal::Unsupported,
+                span,
+                format!("{name}() aggregates: it is allowed in WITH and RETURN only"),
+            ));
+        }
+        let star =
+            matches!(call.arguments.as_slice(), [argument] if argument.kind == ExprKind::Wildcard);
+        if star {
+            return if function.name == "count" {
+                Ok(())
+            } else {
+                Err(self.unsupported(span, &format!("{name}(*)")))
+            };
+        }
+        let given = call.arguments.len();
+        if given < function.arguments_min || given > function.arguments_max {
+            return Err(self.refuse(
+                QueryRefusal::WrongType,
+                span,
+                format!("{name}() takes {} arguments, not {given}", arity(function)),
+            ));
+        }
+        // An aggregate's argument is read per row.
+        let inner = if function.aggregate {
+            Context::Row
+        } else {
+            context
+        };
+        for argument in &call.arguments {
+            self.expression(argument, scope, inner, depth)?;
+        }
+        Ok(())
+    }
+}
+
+/// The prefix of the name given to a node pattern without a variable. A user's variable
+/// that starts with it (possible only escaped) is refused, so the two never meet.
+const HIDDEN: &str = "\u{0}";
+
+fn is_hidden(name: &str) -> bool {
+    name.starts_with(HIDDEN)
+}
+
+/// Whether a query must end with `RETURN` (a whole query) or may end anywhere (the
+/// body of `EXISTS { }` and `COUNT { }`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    Return,
+    Any,
+}
+
+/// Where an expression is: aggregates are allowed only in a projection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Context {
+    Row,
+    Projection,
+}
+
+pub(crate) fn arity(function: &functions::Function) -> String {
+    match (function.arguments_min, function.arguments_max) {
+        (min, max) if min == max => min.to_string(),
+        (min, usize::MAX) => format!("{min} or more"),
+        (min, max) => format!("{min} to {max}"),
+    }
+}
+
+/// The type of `property` on `def` (a declared property, or an edge's `src`/`dst`).
+fn column_type(def: &TypeDef, property: &str) -> Option<PropertyType> {
+    def.columns()
+        .iter()
+        .find(|column| column.name == property)
+        .map(|column| column.data_type)
+}
+
+/// Whether a literal can be a value of a property of `data_type`.
+fn literal_fits(literal: &LiteralKind, data_type: &PropertyType) -> bool {
+    matches!(
+        (literal, data_type),
+        (LiteralKind::Null, _)
+            | (LiteralKind::Boolean(_), PropertyType::Bool)
+            | (
+                LiteralKind::Integer(_),
+                PropertyType::Int32
+                    | PropertyType::Int64
+                    | PropertyType::Float32
+                    | PropertyType::Float64
+            )
+            | (
+                LiteralKind::Float(_),
+                PropertyType::Float32 | PropertyType::Float64
+            )
+            | (
+                LiteralKind::String(_),
+                PropertyType::String | PropertyType::Timestamp
+            )
+    )
+}
+
+fn type_name(data_type: &PropertyType) -> String {
+    format!("{data_type:?}")
+}
