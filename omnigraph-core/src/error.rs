@@ -470,6 +470,7 @@ pub type Result<T, E = OmniError> = std::result::Result<T, E>;
 
 /// Why a query is refused ([`OmniError::BadQuery`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum QueryRefusal {
     /// The text is not a query of the language.
     Syntax,

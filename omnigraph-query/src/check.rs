@@ -4,18 +4,20 @@
 //! error, at its line and column.
 
 use crate::functions;
-use crate::limits::{NESTING_MAX, QUERY_BYTES_MAX, VAR_LENGTH_HOPS_MAX};
+use crate::limits::{
+    NESTING_MAX, PATTERN_ELEMENTS_MAX, QUERY_BYTES_MAX, QUERY_TOKENS_MAX, VAR_LENGTH_HOPS_MAX,
+};
 use crate::position::line_and_column;
 use omnigraph_core::schema::{Catalog, DeclKind, PropertyType, TypeDef};
 use omnigraph_core::{OmniError, QueryRefusal, Result};
-use open_cypher::Span;
 use open_cypher::ast::{
     BinaryOperator, ClauseKind, ExecutionMode, Expr, ExprKind, IsPredicate, LabelExpression,
     LabelExpressionKind, LiteralKind, MatchClause, NodePattern, ParameterName, PathFactorKind,
     Pattern, ProjectionClause, ProjectionItemKind, QuantifierKind, Query, QueryKind,
     RelationshipDirection, RelationshipPattern, StatementKind, SubqueryExpressionKind,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use open_cypher::{Keyword, Span, TokenKind};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Whether a query asks for its plan instead of, or beside, its rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +70,10 @@ impl CheckedQuery {
         &self.parameters
     }
 
-    /// What each variable of its patterns stands for, by name.
+    /// What each variable of its patterns stands for, by name: the types a node or
+    /// relationship may be after its patterns narrowed it (what `OPTIONAL MATCH` and
+    /// `EXISTS { }` narrow stays in them). A name bound again after `WITH` renamed it
+    /// shows its last binding.
     pub fn bindings(&self) -> &BTreeMap<String, Binding> {
         &self.bindings
     }
@@ -87,19 +92,31 @@ pub fn check(catalog: &Catalog, text: &str) -> Result<CheckedQuery> {
             ),
         ));
     }
-    // `EXPLAIN` and `PROFILE` lead a query; the grammar has no rule for them here, so
-    // the word is read off and blanked (positions in the rest stay those of `text`).
-    let (mode, blanked) = leading_mode(text);
+    let (mode, blanked) = prescan(text)?;
     let parsed = open_cypher::parse(&blanked).map_err(|errors| {
-        let first = &errors.diagnostics()[0];
-        let (line, column) = line_and_column(text, first.primary_span.start);
-        OmniError::bad_query(QueryRefusal::Syntax, line, column, first.message.clone())
+        let (span, message) = errors
+            .diagnostics()
+            .first()
+            .map_or((Span::new(0, 0), "not a query".to_string()), |first| {
+                (first.primary_span, first.message.clone())
+            });
+        let (line, column) = line_and_column(text, span.start);
+        OmniError::bad_query(QueryRefusal::Syntax, line, column, message)
     })?;
     let checker = Checker {
         catalog,
+        types: catalog
+            .types()
+            .iter()
+            .map(|def| (def.name(), def))
+            .collect(),
+        elements: 0,
         text: &blanked,
         parameters: BTreeSet::new(),
         seen: BTreeMap::new(),
+        depth: 0,
+        aggregated: false,
+        pattern_relationships: BTreeSet::new(),
     };
     let mut checked = checker.statement(parsed.program)?;
     if checked.mode == Mode::Run {
@@ -108,23 +125,66 @@ pub fn check(catalog: &Catalog, text: &str) -> Result<CheckedQuery> {
     Ok(checked)
 }
 
-/// The mode a leading `EXPLAIN` or `PROFILE` (any case) asks for, and the text with that
-/// word replaced by spaces.
-fn leading_mode(text: &str) -> (Mode, String) {
-    let start = text.len() - text.trim_start().len();
-    let rest = &text[start..];
-    for (word, mode) in [("EXPLAIN", Mode::Explain), ("PROFILE", Mode::Profile)] {
-        let followed = rest
-            .get(word.len()..)
-            .and_then(|after| after.chars().next())
-            .is_some_and(char::is_whitespace);
-        if followed && rest[..word.len()].eq_ignore_ascii_case(word) {
-            let mut blanked = text.to_string();
-            blanked.replace_range(start..start + word.len(), &" ".repeat(word.len()));
-            return (mode, blanked);
+/// What is read off a query's tokens before it is parsed: the parser recurses on
+/// brackets and on prefix operators and scans back over tokens, so the query's shape is
+/// bounded first. `EXPLAIN` and `PROFILE` lead a query; the grammar has no rule for
+/// them, so the word is read off and blanked (positions in the rest stay those of the
+/// text).
+fn prescan(text: &str) -> Result<(Mode, String)> {
+    let lexed = open_cypher::lex(text);
+    let mut depth = 0usize;
+    let mut prefix_run = 0usize;
+    let mut tokens = 0usize;
+    let mut first = None;
+    for token in lexed.tokens.iter().filter(|token| !token.kind.is_trivia()) {
+        tokens += 1;
+        first.get_or_insert(token);
+        let refuse = |what: String| {
+            let (line, column) = line_and_column(text, token.span.start);
+            OmniError::bad_query(QueryRefusal::Unsupported, line, column, what)
+        };
+        if tokens > QUERY_TOKENS_MAX {
+            return Err(refuse(format!(
+                "a query of more than {QUERY_TOKENS_MAX} tokens"
+            )));
+        }
+        match token.kind {
+            TokenKind::LeftParen | TokenKind::LeftBracket | TokenKind::LeftBrace => depth += 1,
+            TokenKind::RightParen | TokenKind::RightBracket | TokenKind::RightBrace => {
+                depth = depth.saturating_sub(1);
+            }
+            _ => {}
+        }
+        let prefix = matches!(
+            token.kind,
+            TokenKind::Keyword(Keyword::Not) | TokenKind::Minus | TokenKind::Plus
+        );
+        prefix_run = if prefix { prefix_run + 1 } else { 0 };
+        if depth > NESTING_MAX || prefix_run > NESTING_MAX {
+            return Err(refuse(format!("nesting deeper than {NESTING_MAX}")));
         }
     }
-    (Mode::Run, text.to_string())
+    let leading = first
+        .filter(|token| token.kind == TokenKind::Identifier)
+        .and_then(|token| {
+            let word = text.get(token.span.start..token.span.end)?;
+            let mode = if word.eq_ignore_ascii_case("EXPLAIN") {
+                Mode::Explain
+            } else if word.eq_ignore_ascii_case("PROFILE") {
+                Mode::Profile
+            } else {
+                return None;
+            };
+            Some((mode, token.span))
+        });
+    Ok(match leading {
+        Some((mode, span)) => {
+            let mut blanked = text.to_string();
+            blanked.replace_range(span.start..span.end, &" ".repeat(span.end - span.start));
+            (mode, blanked)
+        }
+        None => (Mode::Run, text.to_string()),
+    })
 }
 
 /// A scope: the variables visible at a point of the query.
@@ -132,13 +192,26 @@ type Scope = BTreeMap<String, Binding>;
 
 struct Checker<'a> {
     catalog: &'a Catalog,
+    /// The catalog's types by name: a property check looks each candidate up.
+    types: HashMap<&'a str, &'a TypeDef>,
+    /// Node and relationship patterns checked so far, at most
+    /// [`PATTERN_ELEMENTS_MAX`].
+    elements: usize,
     text: &'a str,
     parameters: BTreeSet<String>,
     /// Every pattern variable bound anywhere, for the executor.
     seen: BTreeMap<String, Binding>,
+    /// How deeply the check has recursed (expressions, subqueries), at most
+    /// [`NESTING_MAX`].
+    depth: usize,
+    /// Whether the projection being checked aggregates.
+    aggregated: bool,
+    /// The relationship variables of the pattern being checked: one names one
+    /// relationship.
+    pattern_relationships: BTreeSet<String>,
 }
 
-impl Checker<'_> {
+impl<'a> Checker<'a> {
     fn refuse(&self, refusal: QueryRefusal, span: Span, message: impl Into<String>) -> OmniError {
         let (line, column) = line_and_column(self.text, span.start);
         OmniError::bad_query(refusal, line, column, message)
@@ -179,7 +252,19 @@ impl Checker<'_> {
 
     /// Checks a query (the whole one, or a subquery in `EXISTS { }` / `COUNT { }`)
     /// against the variables of `scope`, returning its result columns.
-    fn query(&mut self, query: &Query, mut scope: Scope, ending: Ending) -> Result<Vec<String>> {
+    fn query(&mut self, query: &Query, scope: Scope, ending: Ending) -> Result<Vec<String>> {
+        self.enter(query.span)?;
+        let checked = self.query_within(query, scope, ending);
+        self.depth -= 1;
+        checked
+    }
+
+    fn query_within(
+        &mut self,
+        query: &Query,
+        mut scope: Scope,
+        ending: Ending,
+    ) -> Result<Vec<String>> {
         let QueryKind::Regular(regular) = &query.kind else {
             return Err(self.refuse(QueryRefusal::Syntax, query.span, "not a query"));
         };
@@ -188,7 +273,7 @@ impl Checker<'_> {
         }
         let clauses = &regular.head.kind.clauses;
         let mut columns = None;
-        for (at, clause) in clauses.iter().enumerate() {
+        for clause in clauses {
             if columns.is_some() {
                 return Err(self.refuse(
                     QueryRefusal::Syntax,
@@ -199,17 +284,30 @@ impl Checker<'_> {
             match &clause.kind {
                 ClauseKind::Match(clause) => self.match_clause(clause, &mut scope)?,
                 ClauseKind::Unwind(unwind) => {
-                    self.expression(&unwind.expression, &scope, Context::Row, 0)?;
-                    scope.insert(self.user_name(&unwind.variable)?, Binding::Value);
+                    self.expression(&unwind.expression, &scope, Context::Row)?;
+                    let name = self.user_name(&unwind.variable)?;
+                    if scope.contains_key(&name) {
+                        return Err(self.refuse(
+                            QueryRefusal::Syntax,
+                            unwind.variable.span,
+                            format!("{name} is bound already; UNWIND binds a new name"),
+                        ));
+                    }
+                    scope.insert(name, Binding::Value);
                 }
                 ClauseKind::With(with) => {
-                    scope = self.projection(&with.projection, &scope)?.1;
+                    scope = self
+                        .projection(&with.projection, &scope, Projecting::With)?
+                        .1;
                     if let Some(predicate) = &with.where_clause {
-                        self.expression(predicate, &scope, Context::Row, 0)?;
+                        self.expression(predicate, &scope, Context::Row)?;
                     }
                 }
                 ClauseKind::Return(ret) => {
-                    columns = Some(self.projection(&ret.projection, &scope)?.0);
+                    columns = Some(
+                        self.projection(&ret.projection, &scope, Projecting::Return)?
+                            .0,
+                    );
                 }
                 ClauseKind::Create(_) => return Err(self.writing(clause.span, "CREATE")),
                 ClauseKind::Insert(_) => return Err(self.writing(clause.span, "INSERT")),
@@ -228,7 +326,6 @@ impl Checker<'_> {
                 ClauseKind::Finish => return Err(self.unsupported(clause.span, "FINISH")),
                 _ => return Err(self.unsupported(clause.span, "this clause")),
             }
-            debug_assert!(at < clauses.len());
         }
         match (columns, ending) {
             (Some(columns), _) => Ok(columns),
@@ -256,9 +353,26 @@ impl Checker<'_> {
         if let Some(hint) = clause.hints.first() {
             return Err(self.unsupported(hint.span, "a planner hint"));
         }
-        self.pattern(&clause.pattern, scope)?;
+        if !clause.optional {
+            self.pattern(&clause.pattern, scope)?;
+            if let Some(predicate) = &clause.where_clause {
+                self.expression(predicate, scope, Context::Row)?;
+            }
+            return Ok(());
+        }
+        // An optional match narrows nothing bound before it: a row without a match keeps
+        // its variables as they were. Only its new variables join the scope.
+        let mut inner = scope.clone();
+        let seen = self.seen.clone();
+        self.pattern(&clause.pattern, &mut inner)?;
         if let Some(predicate) = &clause.where_clause {
-            self.expression(predicate, scope, Context::Row, 0)?;
+            self.expression(predicate, &inner, Context::Row)?;
+        }
+        self.seen = seen;
+        for (name, binding) in inner {
+            if !scope.contains_key(&name) {
+                self.bind(scope, name, binding);
+            }
         }
         Ok(())
     }
@@ -266,6 +380,7 @@ impl Checker<'_> {
     /// Binds the variables of `pattern` in `scope`, checking each label, edge type,
     /// property and endpoint against the schema.
     fn pattern(&mut self, pattern: &Pattern, scope: &mut Scope) -> Result<()> {
+        self.pattern_relationships.clear();
         for part in &pattern.parts {
             if let Some(binding) = &part.kind.binding {
                 return Err(self.unsupported(binding.span, "a path variable"));
@@ -279,6 +394,7 @@ impl Checker<'_> {
             for factor in factors {
                 match &factor.kind {
                     PathFactorKind::Node(node) => {
+                        self.count_element(factor.span)?;
                         let name = self.node(node, factor.span, scope)?;
                         if let (Some((relationship, span)), Some(left)) =
                             (pending.take(), &previous)
@@ -288,6 +404,7 @@ impl Checker<'_> {
                         previous = Some(name);
                     }
                     PathFactorKind::Relationship(relationship) => {
+                        self.count_element(factor.span)?;
                         pending = Some((relationship, factor.span));
                     }
                     PathFactorKind::QuantifiedNode { .. } => {
@@ -326,7 +443,7 @@ impl Checker<'_> {
                 .collect(),
             Some(labels) => {
                 let name = self.single_label(labels)?;
-                match self.catalog.get(&name.kind.text) {
+                match self.type_def(&name.kind.text) {
                     Some(def) if def.is_node() => vec![def.name().to_string()],
                     Some(_) => {
                         return Err(self.refuse(
@@ -409,7 +526,7 @@ impl Checker<'_> {
             Some(names) => {
                 let mut defs = Vec::new();
                 for (name, at) in names {
-                    match self.catalog.get(name) {
+                    match self.type_def(name) {
                         Some(def) if !def.is_node() => defs.push(def),
                         _ => {
                             return Err(self.refuse(
@@ -493,6 +610,34 @@ impl Checker<'_> {
             }
             self.narrow(scope, left, &lefts);
             self.narrow(scope, right, &rights);
+            let empty = |name: &str| matches!(scope.get(name), Some(Binding::Node(types)) if types.is_empty());
+            if empty(left) || empty(right) {
+                return Err(self.refuse(
+                    QueryRefusal::UnknownRelationshipType,
+                    span,
+                    "no node can be at both ends the pattern gives this relationship",
+                ));
+            }
+        } else {
+            // A path starts with an edge that leaves the left node and ends with one
+            // that reaches the right one (either way when undirected).
+            let starts = candidates
+                .iter()
+                .any(|def| ends_fit(def, direction, &left_types, Side::Left));
+            let ends = candidates
+                .iter()
+                .any(|def| ends_fit(def, direction, &right_types, Side::Right));
+            if !starts || !ends {
+                return Err(self.refuse(
+                    QueryRefusal::UnknownRelationshipType,
+                    span,
+                    format!(
+                        "no path of these edge types goes between {} and {}",
+                        left_types.join("|"),
+                        right_types.join("|")
+                    ),
+                ));
+            }
         }
         let types: Vec<String> = fitting
             .iter()
@@ -509,13 +654,35 @@ impl Checker<'_> {
             } else {
                 Binding::Relationship(types)
             };
-            if scope.contains_key(&name) {
+            if !self.pattern_relationships.insert(name.clone()) {
                 return Err(self.refuse(
                     QueryRefusal::WrongType,
                     variable.span,
-                    format!("{name} is bound already; a relationship variable binds once"),
+                    format!("{name} names two relationships of one pattern"),
                 ));
             }
+            // Bound by an earlier clause: the same relationship, so the types meet.
+            let binding = match (scope.get(&name), binding) {
+                (None, binding) => binding,
+                (Some(Binding::Relationship(known)), Binding::Relationship(mut types)) => {
+                    types.retain(|name| known.contains(name));
+                    if types.is_empty() {
+                        return Err(self.refuse(
+                            QueryRefusal::UnknownRelationshipType,
+                            variable.span,
+                            format!("{name} cannot be a relationship of the types it was given"),
+                        ));
+                    }
+                    Binding::Relationship(types)
+                }
+                (Some(_), _) => {
+                    return Err(self.refuse(
+                        QueryRefusal::WrongType,
+                        variable.span,
+                        format!("{name} is bound to something other than this relationship"),
+                    ));
+                }
+            };
             self.bind(scope, name, binding);
         }
         Ok(())
@@ -608,6 +775,23 @@ impl Checker<'_> {
         Ok(name.kind.text.clone())
     }
 
+    fn type_def(&self, name: &str) -> Option<&'a TypeDef> {
+        self.types.get(name).copied()
+    }
+
+    /// One more node or relationship pattern, refused past [`PATTERN_ELEMENTS_MAX`]:
+    /// each holds the types it may be, and the executor joins once per element.
+    fn count_element(&mut self, span: Span) -> Result<()> {
+        self.elements += 1;
+        if self.elements > PATTERN_ELEMENTS_MAX {
+            return Err(self.unsupported(
+                span,
+                &format!("a query of more than {PATTERN_ELEMENTS_MAX} nodes and relationships"),
+            ));
+        }
+        Ok(())
+    }
+
     fn node_types(&self) -> impl Iterator<Item = &TypeDef> {
         self.catalog.types().iter().filter(|def| def.is_node())
     }
@@ -644,7 +828,7 @@ impl Checker<'_> {
     fn property_map(&mut self, map: &Expr, types: &[String], scope: &Scope) -> Result<()> {
         let defs: Vec<&TypeDef> = types
             .iter()
-            .filter_map(|name| self.catalog.get(name))
+            .filter_map(|name| self.type_def(name))
             .collect();
         self.property_map_of(map, &defs, scope)
     }
@@ -663,12 +847,16 @@ impl Checker<'_> {
             if declared.is_empty() {
                 return Err(self.no_property(entry.key.span, defs, property));
             }
-            self.expression(&entry.value, scope, Context::Row, 0)?;
-            if let ExprKind::Literal(literal) = &entry.value.kind
-                && !declared
+            self.expression(&entry.value, scope, Context::Row)?;
+            let fits = match literal_of(&entry.value) {
+                Some(literal) => declared
                     .iter()
-                    .any(|data_type| literal_fits(&literal.kind, data_type))
-            {
+                    .any(|data_type| literal_fits(literal, data_type)),
+                // No property holds a list a literal could equal (a vector is searched,
+                // not compared).
+                None => !matches!(entry.value.kind, ExprKind::List(_)),
+            };
+            if !fits {
                 return Err(self.refuse(
                     QueryRefusal::WrongType,
                     entry.value.span,
@@ -700,9 +888,11 @@ impl Checker<'_> {
         &mut self,
         projection: &ProjectionClause,
         scope: &Scope,
+        projecting: Projecting,
     ) -> Result<(Vec<String>, Scope)> {
         let mut columns = Vec::new();
         let mut after = Scope::new();
+        self.aggregated = false;
         for item in &projection.items {
             match &item.kind {
                 ProjectionItemKind::Wildcard => {
@@ -712,12 +902,23 @@ impl Checker<'_> {
                     }
                 }
                 ProjectionItemKind::Expression { expression, alias } => {
-                    self.expression(expression, scope, Context::Projection, 0)?;
-                    let name = match (alias, &expression.kind) {
-                        (Some(alias), _) => self.user_name(alias)?,
-                        (None, _) => {
-                            self.text[expression.span.start..expression.span.end].to_string()
+                    self.expression(expression, scope, Context::Projection)?;
+                    let name = match (alias, &expression.kind, projecting) {
+                        (Some(alias), _, _) => self.user_name(alias)?,
+                        (None, ExprKind::Variable(variable), _) => variable.kind.text.clone(),
+                        // A WITH names what it passes on; RETURN's column is the text.
+                        (None, _, Projecting::With) => {
+                            return Err(self.refuse(
+                                QueryRefusal::Syntax,
+                                expression.span,
+                                "an expression in WITH needs a name (AS name)",
+                            ));
                         }
+                        (None, _, Projecting::Return) => self
+                            .text
+                            .get(expression.span.start..expression.span.end)
+                            .unwrap_or_default()
+                            .to_string(),
                     };
                     let binding = match &expression.kind {
                         ExprKind::Variable(variable) => scope
@@ -738,8 +939,15 @@ impl Checker<'_> {
                 _ => return Err(self.unsupported(item.span, "this projection")),
             }
         }
-        // ORDER BY sees what was projected and what was in scope before.
-        let mut both = scope.clone();
+        // ORDER BY sees what was projected and what was in scope before, unless the
+        // projection aggregates or is DISTINCT: then the rows it orders hold only what
+        // was projected.
+        let collapses = self.aggregated || projection.quantifier.is_some();
+        let mut both = if collapses {
+            Scope::new()
+        } else {
+            scope.clone()
+        };
         both.extend(
             after
                 .iter()
@@ -747,7 +955,7 @@ impl Checker<'_> {
         );
         if let Some(order) = &projection.order_by {
             for item in &order.items {
-                self.expression(&item.expression, &both, Context::Projection, 0)?;
+                self.expression(&item.expression, &both, Context::Projection)?;
                 if let Some(nulls) = &item.nulls {
                     return Err(self.unsupported(nulls.span, "NULLS FIRST/LAST"));
                 }
@@ -790,20 +998,29 @@ impl Checker<'_> {
 
     /// Checks an expression: every variable is in scope, every property exists on what
     /// its variable may be, every function is supported, aggregates only in projections.
-    fn expression(
+    fn expression(&mut self, expression: &Expr, scope: &Scope, context: Context) -> Result<()> {
+        self.enter(expression.span)?;
+        let checked = self.expression_within(expression, scope, context);
+        self.depth -= 1;
+        checked
+    }
+
+    /// One level deeper: refused past [`NESTING_MAX`], so the checker's recursion (an
+    /// expression in an expression, a query in `EXISTS { }`) has a bound.
+    fn enter(&mut self, span: Span) -> Result<()> {
+        if self.depth >= NESTING_MAX {
+            return Err(self.unsupported(span, &format!("nesting deeper than {NESTING_MAX}")));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    fn expression_within(
         &mut self,
         expression: &Expr,
         scope: &Scope,
         context: Context,
-        depth: usize,
     ) -> Result<()> {
-        if depth >= NESTING_MAX {
-            return Err(self.unsupported(
-                expression.span,
-                &format!("nesting deeper than {NESTING_MAX}"),
-            ));
-        }
-        let depth = depth + 1;
         let span = expression.span;
         match &expression.kind {
             ExprKind::Literal(_) => Ok(()),
@@ -822,27 +1039,39 @@ impl Checker<'_> {
             }
             ExprKind::List(items) => {
                 for item in items {
-                    self.expression(item, scope, context, depth)?;
+                    self.expression(item, scope, context)?;
                 }
                 Ok(())
             }
             ExprKind::Map(entries) => {
                 for entry in entries {
-                    self.expression(&entry.value, scope, context, depth)?;
+                    self.expression(&entry.value, scope, context)?;
                 }
                 Ok(())
             }
-            ExprKind::Unary { operand, .. } => self.expression(operand, scope, context, depth),
-            ExprKind::Binary {
-                left,
-                operator,
-                right,
-            } => {
-                if operator.kind == BinaryOperator::RegexMatch {
-                    return Err(self.unsupported(operator.span, "=~"));
+            ExprKind::Unary { operand, .. } => self.expression(operand, scope, context),
+            ExprKind::Binary { .. } => {
+                // `a OR b OR c ...` is a chain down its left side: walked in a loop, so a
+                // long chain is not deep nesting.
+                let mut operands = Vec::new();
+                let mut left = expression;
+                while let ExprKind::Binary {
+                    left: next,
+                    operator,
+                    right,
+                } = &left.kind
+                {
+                    if operator.kind == BinaryOperator::RegexMatch {
+                        return Err(self.unsupported(operator.span, "=~"));
+                    }
+                    operands.push(&**right);
+                    left = next;
                 }
-                self.expression(left, scope, context, depth)?;
-                self.expression(right, scope, context, depth)
+                operands.push(left);
+                for operand in operands.into_iter().rev() {
+                    self.expression(operand, scope, context)?;
+                }
+                Ok(())
             }
             ExprKind::Is {
                 expression,
@@ -852,56 +1081,72 @@ impl Checker<'_> {
                 if !matches!(predicate, IsPredicate::Null) {
                     return Err(self.unsupported(span, "IS other than IS [NOT] NULL"));
                 }
-                self.expression(expression, scope, context, depth)
+                self.expression(expression, scope, context)
             }
             ExprKind::Property { expression, key } => {
-                if let ExprKind::Variable(variable) = &expression.kind {
+                let target = unparenthesized(expression);
+                if let ExprKind::Property { .. } = &target.kind {
+                    return Err(self.refuse(
+                        QueryRefusal::WrongType,
+                        key.span,
+                        format!("{} is a property of a value, which has none", key.kind.text),
+                    ));
+                }
+                if let ExprKind::Variable(variable) = &target.kind {
                     let defs: Vec<&TypeDef> = match scope.get(&variable.kind.text) {
                         Some(Binding::Node(types) | Binding::Relationship(types)) => types
                             .iter()
-                            .filter_map(|name| self.catalog.get(name))
+                            .filter_map(|name| self.type_def(name))
                             .collect(),
-                        Some(Binding::Value) => Vec::new(),
+                        Some(Binding::Value) => return Ok(()),
                         None => {
-                            return self.expression(expression, scope, context, depth);
+                            return self.expression(target, scope, context);
                         }
                     };
-                    if !defs.is_empty()
-                        && !defs
-                            .iter()
-                            .any(|def| column_type(def, &key.kind.text).is_some())
+                    if !defs
+                        .iter()
+                        .any(|def| column_type(def, &key.kind.text).is_some())
                     {
                         return Err(self.no_property(key.span, &defs, &key.kind.text));
                     }
                     return Ok(());
                 }
-                self.expression(expression, scope, context, depth)
+                self.expression(expression, scope, context)
+            }
+            ExprKind::Index { expression, .. }
+                if matches!(
+                    &unparenthesized(expression).kind,
+                    ExprKind::Variable(variable)
+                        if matches!(scope.get(&variable.kind.text), Some(Binding::Node(_) | Binding::Relationship(_)))
+                ) =>
+            {
+                Err(self.unsupported(span, "a dynamic property (write p.name)"))
             }
             ExprKind::Index { expression, index } => {
-                self.expression(expression, scope, context, depth)?;
-                self.expression(index, scope, context, depth)
+                self.expression(expression, scope, context)?;
+                self.expression(index, scope, context)
             }
             ExprKind::Slice {
                 expression,
                 lower,
                 upper,
             } => {
-                self.expression(expression, scope, context, depth)?;
+                self.expression(expression, scope, context)?;
                 for bound in [lower, upper].into_iter().flatten() {
-                    self.expression(bound, scope, context, depth)?;
+                    self.expression(bound, scope, context)?;
                 }
                 Ok(())
             }
-            ExprKind::Function(call) => self.function(call, span, scope, context, depth),
+            ExprKind::Function(call) => self.function(call, span, scope, context),
             ExprKind::Case(case) => {
                 for part in case.operand.iter().chain(case.else_expression.iter()) {
-                    self.expression(part, scope, context, depth)?;
+                    self.expression(part, scope, context)?;
                 }
                 for alternative in &case.alternatives {
                     for when in &alternative.when {
-                        self.expression(when, scope, context, depth)?;
+                        self.expression(when, scope, context)?;
                     }
-                    self.expression(&alternative.then, scope, context, depth)?;
+                    self.expression(&alternative.then, scope, context)?;
                 }
                 Ok(())
             }
@@ -910,15 +1155,33 @@ impl Checker<'_> {
                     SubqueryExpressionKind::Exists | SubqueryExpressionKind::Count => Ending::Any,
                     _ => return Err(self.unsupported(subquery.kind.span, "COLLECT { }")),
                 };
+                // What the subquery narrows stays in it: a row it does not match is
+                // still a row of the outer query.
+                let seen = self.seen.clone();
                 self.query(&subquery.query, scope.clone(), ending)?;
+                self.seen = seen;
                 Ok(())
             }
             ExprKind::Pattern(pattern) => {
-                // A pattern predicate: `WHERE (a)-[:T]->(b)`, as EXISTS { }.
+                // A pattern predicate: `WHERE (a)-[:T]->(b)`, as EXISTS { }, with only
+                // the variables bound before it.
                 let mut inner = scope.clone();
-                self.pattern(pattern, &mut inner)
+                let seen = self.seen.clone();
+                self.pattern(pattern, &mut inner)?;
+                self.seen = seen;
+                if let Some(new) = inner
+                    .keys()
+                    .find(|name| !is_hidden(name) && !scope.contains_key(*name))
+                {
+                    return Err(self.refuse(
+                        QueryRefusal::UnknownVariable,
+                        span,
+                        format!("a pattern predicate binds no new variable ({new}); use EXISTS {{ MATCH ... }}"),
+                    ));
+                }
+                Ok(())
             }
-            ExprKind::Parenthesized(inner) => self.expression(inner, scope, context, depth),
+            ExprKind::Parenthesized(inner) => self.expression(inner, scope, context),
             ExprKind::Wildcard => Err(self.unsupported(span, "* outside count(*)")),
             ExprKind::ListComprehension(_) => Err(self.unsupported(span, "a list comprehension")),
             ExprKind::PatternComprehension(_) => {
@@ -940,7 +1203,6 @@ impl Checker<'_> {
         span: Span,
         scope: &Scope,
         context: Context,
-        depth: usize,
     ) -> Result<()> {
         let name = call
             .name
@@ -952,6 +1214,9 @@ impl Checker<'_> {
         let Some(function) = functions::lookup(&name) else {
             return Err(self.unsupported(span, &format!("the function {name}")));
         };
+        if function.aggregate && context == Context::Projection {
+            self.aggregated = true;
+        }
         if function.aggregate && context != Context::Projection {
             return Err(self.refuse(
                 QueryRefusal::Unsupported,
@@ -962,7 +1227,7 @@ impl Checker<'_> {
         let star =
             matches!(call.arguments.as_slice(), [argument] if argument.kind == ExprKind::Wildcard);
         if star {
-            return if function.name == "count" {
+            return if function.star {
                 Ok(())
             } else {
                 Err(self.unsupported(span, &format!("{name}(*)")))
@@ -983,7 +1248,7 @@ impl Checker<'_> {
             context
         };
         for argument in &call.arguments {
-            self.expression(argument, scope, inner, depth)?;
+            self.expression(argument, scope, inner)?;
         }
         Ok(())
     }
@@ -995,6 +1260,13 @@ const HIDDEN: &str = "\u{0}";
 
 fn is_hidden(name: &str) -> bool {
     name.starts_with(HIDDEN)
+}
+
+/// Which clause projects: `WITH` must name each expression it passes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Projecting {
+    With,
+    Return,
 }
 
 /// Whether a query must end with `RETURN` (a whole query) or may end anywhere (the
@@ -1026,6 +1298,60 @@ fn column_type(def: &TypeDef, property: &str) -> Option<PropertyType> {
         .iter()
         .find(|column| column.name == property)
         .map(|column| column.data_type)
+}
+
+/// An expression without the parentheses around it.
+fn unparenthesized(expression: &Expr) -> &Expr {
+    match &expression.kind {
+        ExprKind::Parenthesized(inner) => unparenthesized(inner),
+        _ => expression,
+    }
+}
+
+/// Which end of a relationship a node pattern is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Left,
+    Right,
+}
+
+/// Whether an edge of `def` can touch a node of `types` at the `side` end of a
+/// relationship written with `direction`.
+fn ends_fit(def: &TypeDef, direction: RelationshipDirection, types: &[String], side: Side) -> bool {
+    let DeclKind::Edge { from, to } = def.kind() else {
+        return false;
+    };
+    let (leaves, reaches) = (types.contains(from), types.contains(to));
+    match (direction, side) {
+        (RelationshipDirection::Right, Side::Left) | (RelationshipDirection::Left, Side::Right) => {
+            leaves
+        }
+        (RelationshipDirection::Right, Side::Right) | (RelationshipDirection::Left, Side::Left) => {
+            reaches
+        }
+        _ => leaves || reaches,
+    }
+}
+
+/// The literal an expression is, a signed number included (`-3` parses as a minus on
+/// `3`).
+fn literal_of(expression: &Expr) -> Option<&LiteralKind> {
+    match &expression.kind {
+        ExprKind::Literal(literal) => Some(&literal.kind),
+        ExprKind::Unary { operand, .. } => match &operand.kind {
+            ExprKind::Literal(literal)
+                if matches!(
+                    literal.kind,
+                    LiteralKind::Integer(_) | LiteralKind::Float(_)
+                ) =>
+            {
+                Some(&literal.kind)
+            }
+            _ => None,
+        },
+        ExprKind::Parenthesized(inner) => literal_of(inner),
+        _ => None,
+    }
 }
 
 /// Whether a literal can be a value of a property of `data_type`.

@@ -12,6 +12,8 @@ pub(crate) struct Function {
     pub(crate) arguments_max: usize,
     /// Whether it aggregates rows (only in `WITH` and `RETURN`).
     pub(crate) aggregate: bool,
+    /// Whether `*` may stand for its argument (`count(*)`: rows, not values).
+    pub(crate) star: bool,
 }
 
 const fn scalar(name: &'static str, arguments_min: usize, arguments_max: usize) -> Function {
@@ -20,6 +22,7 @@ const fn scalar(name: &'static str, arguments_min: usize, arguments_max: usize) 
         arguments_min,
         arguments_max,
         aggregate: false,
+        star: false,
     }
 }
 
@@ -29,12 +32,16 @@ const fn aggregate(name: &'static str) -> Function {
         arguments_min: 1,
         arguments_max: 1,
         aggregate: true,
+        star: false,
     }
 }
 
 /// Every supported function, `docs/query.md` lists them with an example each.
 pub(crate) const FUNCTIONS: &[Function] = &[
-    aggregate("count"),
+    Function {
+        star: true,
+        ..aggregate("count")
+    },
     aggregate("sum"),
     aggregate("avg"),
     aggregate("min"),

@@ -1,6 +1,7 @@
 //! OmniGraph queries: an openCypher read language over the graph (`docs/query.md`).
 //!
-//! This crate sits above `omnigraph-graph`. A query is parsed with the `open-cypher`
+//! This crate's layer is above `omnigraph-graph` (the executor will read through it);
+//! the checker needs only the schema. A query is parsed with the `open-cypher`
 //! crate (the openCypher 2024.3 grammar), then checked against the schema in force at
 //! the commit it reads: every label, edge type, property, variable and function it
 //! names, each clause (writing clauses and the ones the engine does not run are

@@ -9,8 +9,17 @@ pub const QUERY_BYTES_MAX: usize = 256 << 10;
 /// join over an edge table, and an unbounded one has no cost a plan can bound.
 pub const VAR_LENGTH_HOPS_MAX: u64 = 8;
 
-/// The deepest expression or subquery nesting checked: the checker recurses once per
-/// level.
+/// The most tokens (words, names, literals, operators) a query holds: the parser's
+/// work grows faster than the count, so the count is bounded before it runs.
+pub const QUERY_TOKENS_MAX: usize = 8_192;
+
+/// The most node and relationship patterns in one query, subqueries included: each
+/// holds the types it may be (up to every type of the schema), and each is a join.
+pub const PATTERN_ELEMENTS_MAX: usize = 256;
+
+/// The deepest nesting a query may have: brackets and runs of prefix operators
+/// (counted on its tokens, before the parser recurses on them), and expressions and
+/// subqueries (the checker recurses once per level).
 pub const NESTING_MAX: usize = 128;
 
 // Relations

@@ -286,11 +286,173 @@ fn the_functions_in_the_docs_are_the_functions_checked() {
         .iter()
         .map(|function| {
             let mut arguments = crate::check::arity(function);
-            if function.name == "count" {
+            if function.star {
                 arguments.push_str(" (or `*`)");
             }
             (function.name.to_string(), arguments, function.aggregate)
         })
         .collect();
     assert_eq!(documented, checked, "docs/query.md's functions table");
+}
+
+#[test]
+fn what_the_review_found_is_refused_or_accepted_as_cypher_says() {
+    use QueryRefusal::*;
+    let refused_cases: &[(&str, QueryRefusal)] = &[
+        // A node that no type can be.
+        (
+            "MATCH (a)-[:LivesIn]->(a) RETURN a.bogus",
+            UnknownRelationshipType,
+        ),
+        // Properties reached through other forms.
+        ("MATCH (p:Person) RETURN (p).agee", UnknownProperty),
+        ("MATCH (p:Person) RETURN p.name.agee", WrongType),
+        ("MATCH (p:Person) RETURN p['agee']", Unsupported),
+        // ORDER BY after an aggregating or DISTINCT projection sees only its columns.
+        (
+            "MATCH (p:Person) RETURN count(*) AS n ORDER BY p.age",
+            UnknownVariable,
+        ),
+        (
+            "MATCH (p:Person) RETURN DISTINCT p.name ORDER BY p.age",
+            UnknownVariable,
+        ),
+        // WITH names what it passes on.
+        ("MATCH (p:Person) WITH p.name RETURN 1", Syntax),
+        ("MATCH (p:Person) UNWIND [1] AS p RETURN p", Syntax),
+        // A pattern predicate binds nothing new.
+        (
+            "MATCH (a:Person) WHERE (a)-[:Knows]->(z:Person) RETURN a",
+            UnknownVariable,
+        ),
+        // A variable-length path must be able to leave and reach its ends.
+        (
+            "MATCH (c:City)-[:LivesIn*1..2]->(p) RETURN p",
+            UnknownRelationshipType,
+        ),
+        // Property-map values: a signed number, a list.
+        ("MATCH (p:Person {name: -3}) RETURN p", WrongType),
+        ("MATCH (p:Person {age: [1]}) RETURN p", WrongType),
+        // One relationship variable names one relationship of a pattern.
+        (
+            "MATCH (a)-[r:Knows]->(b)-[r:Knows]->(c) RETURN r",
+            WrongType,
+        ),
+    ];
+    for (text, refusal) in refused_cases {
+        let (got, _, _, message) = refused(text);
+        assert_eq!(got, *refusal, "{text:?}: {message}");
+    }
+    let catalog = catalog();
+    for text in [
+        // An optional match narrows nothing bound before it.
+        "MATCH (x) OPTIONAL MATCH (x)-[:LivesIn]->(c) RETURN x.population",
+        // A relationship bound by an earlier clause is the same one.
+        "MATCH (a)-[r:Knows]->(b) MATCH (a)-[r]->(b) RETURN r.since",
+        // A long chain of one operator is not deep nesting.
+        &format!(
+            "MATCH (p:Person) WHERE {} RETURN p",
+            (0..500)
+                .map(|at| format!("p.age = {at}"))
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        ),
+        // EXPLAIN after a comment, and before a comment.
+        "/* why */ EXPLAIN MATCH (p:Person) RETURN p",
+        "EXPLAIN/**/MATCH (p:Person) RETURN p",
+    ] {
+        if let Err(error) = check(&catalog, text) {
+            panic!("{text:?}: {error}");
+        }
+    }
+    let explained = check(&catalog, "/* why */ explain MATCH (p:Person) RETURN p").unwrap();
+    assert_eq!(explained.mode(), Mode::Explain);
+    // What EXISTS narrows stays in it: x may still be a city.
+    let checked = check(
+        &catalog,
+        "MATCH (x) WHERE NOT EXISTS { (x)-[:LivesIn]->() } RETURN x",
+    )
+    .unwrap();
+    assert_eq!(
+        checked.bindings()["x"],
+        node(&["City", "Company", "Person"])
+    );
+}
+
+#[test]
+fn a_query_too_deep_or_too_long_is_refused_before_the_parser_recurses() {
+    let depth = crate::limits::NESTING_MAX + 1;
+    let brackets = format!(
+        "MATCH (p:Person) RETURN {}1{}",
+        "(".repeat(depth),
+        ")".repeat(depth)
+    );
+    let nots = format!(
+        "MATCH (p:Person) WHERE {}true RETURN p",
+        "NOT ".repeat(depth)
+    );
+    let tokens = format!(
+        "MATCH {} RETURN 1",
+        vec!["()"; crate::limits::QUERY_TOKENS_MAX].join(",")
+    );
+    let nested = format!(
+        "MATCH (p:Person) WHERE {}true{} RETURN p",
+        "EXISTS { MATCH (p) WHERE ".repeat(depth),
+        " }".repeat(depth)
+    );
+    let elements = format!(
+        "MATCH {} RETURN 1",
+        (0..=crate::limits::PATTERN_ELEMENTS_MAX)
+            .map(|at| format!("(n{at})"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    for text in [brackets, nots, tokens, nested, elements] {
+        let (refusal, _, _, message) = refused(&text);
+        assert_eq!(refusal, QueryRefusal::Unsupported, "{message}");
+    }
+}
+
+#[test]
+fn every_refusal_example_in_the_docs_is_refused_as_it_says() {
+    let crate_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let docs =
+        std::fs::read_to_string(std::path::Path::new(&crate_dir).join("../docs/query.md")).unwrap();
+    let mut examples = 0;
+    for line in docs.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let Some(name) = cells
+            .get(1)
+            .and_then(|cell| cell.strip_prefix('`')?.strip_suffix('`'))
+        else {
+            continue;
+        };
+        // A row is `| refusal | meaning | example |`: the example is the last cell.
+        let Some(example) = cells
+            .len()
+            .checked_sub(2)
+            .and_then(|at| cells[at].strip_prefix('`')?.strip_suffix('`'))
+        else {
+            continue;
+        };
+        use QueryRefusal::*;
+        let refusals = [
+            Syntax,
+            UnknownLabel,
+            UnknownRelationshipType,
+            UnknownProperty,
+            UnknownVariable,
+            WrongType,
+            UnboundedLength,
+            WritingClause,
+            Unsupported,
+        ];
+        if !refusals.iter().any(|refusal| refusal.name() == name) {
+            continue;
+        }
+        let (refusal, _, _, message) = refused(example);
+        assert_eq!(refusal.name(), name, "{example:?}: {message}");
+        examples += 1;
+    }
+    assert_eq!(examples, 9, "one example per refusal");
 }
