@@ -12,6 +12,7 @@
 
 mod guards;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -432,6 +433,7 @@ const SUPPORTED_API_GROUPS: [&[&str]; 4] = [
 /// nothing it hides. The crates' dependencies keep the workspace's features (see
 /// `omnigraph-core/Cargo.toml`), so only our crates are checked again.
 fn supported_apis(root: &Path) -> Result<(), String> {
+    features_aligned(root)?;
     for group in SUPPORTED_API_GROUPS {
         let packages: Vec<&str> = group.iter().flat_map(|name| ["-p", *name]).collect();
         step_reusing_the_workspace_build(
@@ -450,6 +452,67 @@ fn supported_apis(root: &Path) -> Result<(), String> {
             return Err(format!(
                 "docs of {} failed ({documented})",
                 group.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Each crate checked alone resolves its dependencies' features (target and host) to
+/// ones the workspace's build has: a crate's feature set that the workspace lacks is a
+/// second build of it and of everything above it, which a warm cache hides and a cold
+/// CI pays (3 minutes a step when Lance's build scripts run again). Read from
+/// `cargo tree`, so it fails in seconds, warm or cold.
+fn features_aligned(root: &Path) -> Result<(), String> {
+    let resolved = |packages: &[&str]| -> Result<BTreeSet<String>, String> {
+        let mut args = vec![
+            "tree",
+            "-e",
+            "normal,build",
+            "-f",
+            "{p} {f}",
+            "--prefix",
+            "none",
+        ];
+        args.extend(packages);
+        let output = cargo(root, &args)
+            .output()
+            .map_err(|error| format!("cargo tree: {error}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "cargo tree {packages:?} failed ({})",
+                output.status
+            ));
+        }
+        Ok(String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|line| line.replace(" (*)", "").replace(" (proc-macro)", ""))
+            // Our crates differ by design (internal-api), and `fail` by the tests'
+            // failpoints; neither is below Lance.
+            .filter(|line| {
+                !line.starts_with("omnigraph")
+                    && !line.starts_with("xtask")
+                    && !line.starts_with("fail ")
+            })
+            .collect())
+    };
+    println!(
+        "== features: each crate checked alone resolves its dependencies as the workspace does"
+    );
+    let workspace = resolved(&["--workspace"])?;
+    let mut groups: Vec<Vec<&str>> = SUPPORTED_API_GROUPS
+        .iter()
+        .map(|group| group.iter().flat_map(|name| ["-p", *name]).collect())
+        .collect();
+    groups.push(vec!["-p", "omnigraph-cli"]);
+    for packages in groups {
+        let extra: Vec<String> = resolved(&packages)?
+            .difference(&workspace)
+            .cloned()
+            .collect();
+        if !extra.is_empty() {
+            return Err(format!(
+                "{packages:?} resolves dependency features the workspace does not: {extra:?}; align them in omnigraph-core/Cargo.toml"
             ));
         }
     }
