@@ -494,6 +494,19 @@ pub enum QueryRefusal {
 }
 
 impl QueryRefusal {
+    /// Every refusal, in the order `docs/query.md` lists them.
+    pub const ALL: [QueryRefusal; 9] = [
+        QueryRefusal::Syntax,
+        QueryRefusal::UnknownLabel,
+        QueryRefusal::UnknownRelationshipType,
+        QueryRefusal::UnknownProperty,
+        QueryRefusal::UnknownVariable,
+        QueryRefusal::WrongType,
+        QueryRefusal::UnboundedLength,
+        QueryRefusal::WritingClause,
+        QueryRefusal::Unsupported,
+    ];
+
     /// The stable name of the refusal, as `--json` and the docs give it.
     pub fn name(&self) -> &'static str {
         match self {

@@ -435,19 +435,10 @@ fn every_refusal_example_in_the_docs_is_refused_as_it_says() {
         else {
             continue;
         };
-        use QueryRefusal::*;
-        let refusals = [
-            Syntax,
-            UnknownLabel,
-            UnknownRelationshipType,
-            UnknownProperty,
-            UnknownVariable,
-            WrongType,
-            UnboundedLength,
-            WritingClause,
-            Unsupported,
-        ];
-        if !refusals.iter().any(|refusal| refusal.name() == name) {
+        if !QueryRefusal::ALL
+            .iter()
+            .any(|refusal| refusal.name() == name)
+        {
             continue;
         }
         let (refusal, _, _, message) = refused(example);

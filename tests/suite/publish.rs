@@ -37,6 +37,17 @@ async fn insert_people(
         .await
 }
 
+/// Three commits of ten people each on `test`'s genesis; the last is the head.
+async fn three_inserts(test: &TestGraph, person: &str) -> GraphCommit {
+    let mut head = test.genesis.clone();
+    for start in 0..3 {
+        head = insert_people(&test.graph, head, person, start * 10, 10)
+            .await
+            .unwrap();
+    }
+    head
+}
+
 fn empty_publication(base: GraphCommit, read_set: ReadSet, summary: &str) -> Publication {
     omnigraph_tests::publication_changing_nothing(base, read_set, summary)
 }
@@ -448,12 +459,7 @@ async fn bad_storage_state_is_a_typed_error_naming_the_object() {
     let test = TestGraph::new(omnigraph_tests::Backend::Local).await;
     let root = test.graph.root().clone();
     let person = test.table_id("Person");
-    let mut head = test.genesis.clone();
-    for start in 0..3 {
-        head = insert_people(&test.graph, head, &person, start * 10, 10)
-            .await
-            .unwrap();
-    }
+    let head = three_inserts(&test, &person).await;
     // A truncated commit object.
     let path = layout::commit_path("main", 2);
     let original = root.get(&path).await.unwrap().unwrap();
@@ -576,12 +582,7 @@ async fn an_object_below_the_commits_folder_is_not_a_commit() {
     let test = TestGraph::new(omnigraph_tests::Backend::Local).await;
     let root = test.graph.root().clone();
     let person = test.table_id("Person");
-    let mut head = test.genesis.clone();
-    for start in 0..3 {
-        head = insert_people(&test.graph, head, &person, start * 10, 10)
-            .await
-            .unwrap();
-    }
+    let head = three_inserts(&test, &person).await;
     let copy = root
         .get(&layout::commit_path("main", 1))
         .await

@@ -404,14 +404,7 @@ fn ci() -> Result<(), String> {
     // The rustdoc of every crate, warning-free, and its examples run: each crate's
     // entry points have one (edition 2024 builds a crate's examples as one binary, so
     // Lance is linked once per crate).
-    println!("== docs: cargo doc --no-deps --workspace (RUSTDOCFLAGS=-D warnings)");
-    let documented = cargo(&root, &["doc", "--no-deps", "--workspace"])
-        .env("RUSTDOCFLAGS", "-D warnings")
-        .status()
-        .map_err(|error| format!("docs: could not run cargo: {error}"))?;
-    if !documented.success() {
-        return Err(format!("docs failed ({documented})"));
-    }
+    doc_step(&root, "docs", &["doc", "--no-deps", "--workspace"])?;
     let (doc_passed, doc_failed) = test_step(&root, &["test", "--workspace", "--doc"])?;
     let (passed, failed) = (passed + doc_passed, failed + doc_failed);
     println!("tests: {passed} passed, {failed} failed");
@@ -443,17 +436,11 @@ fn supported_apis(root: &Path) -> Result<(), String> {
         )?;
         let mut doc = vec!["doc", "--no-deps"];
         doc.extend(&packages);
-        println!("== supported API docs alone: {}", group.join(", "));
-        let documented = cargo(root, &doc)
-            .env("RUSTDOCFLAGS", "-D warnings")
-            .status()
-            .map_err(|error| format!("docs: could not run cargo: {error}"))?;
-        if !documented.success() {
-            return Err(format!(
-                "docs of {} failed ({documented})",
-                group.join(", ")
-            ));
-        }
+        doc_step(
+            root,
+            &format!("supported API docs alone: {}", group.join(", ")),
+            &doc,
+        )?;
     }
     Ok(())
 }
@@ -561,6 +548,23 @@ fn step_reusing_the_workspace_build(
         ));
     }
     Ok(())
+}
+
+/// A `cargo doc` step with rustdoc's warnings as errors.
+fn doc_step(root: &Path, name: &str, args: &[&str]) -> Result<(), String> {
+    println!(
+        "== {name}: cargo {} (RUSTDOCFLAGS=-D warnings)",
+        args.join(" ")
+    );
+    let status = cargo(root, args)
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .status()
+        .map_err(|error| format!("{name}: could not run cargo: {error}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{name} failed ({status})"))
+    }
 }
 
 /// A cargo command for a step. `cargo run` hands the xtask binary its own
