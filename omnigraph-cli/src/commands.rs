@@ -1,7 +1,7 @@
 //! One function per command: open the graph, call the library, emit the result.
 
 use crate::output::{Output, noun, print_columns, print_rows};
-use crate::{DirectionArg, ModeArg};
+use crate::{DirectionArg, ModeArg, RowsFormatArg};
 use omnigraph_core::schema::{self, Catalog, PropertyType};
 use omnigraph_core::storage::{StorageOptions, StorageRoot};
 use omnigraph_core::{InputLocation, OmniError, Result};
@@ -374,6 +374,135 @@ pub async fn query(
         },
     );
     Ok(())
+}
+
+/// What `omnigraph query ROOT 'MATCH ...'` was asked.
+pub struct CypherRequest {
+    pub text: String,
+    /// `NAME=VALUE` pairs; a value is JSON when it parses, else a string.
+    pub params: Vec<String>,
+    pub format: RowsFormatArg,
+    pub timing: bool,
+    pub memory: Option<usize>,
+}
+
+/// Runs a Cypher query and prints its rows as they come (`--format`), or the whole
+/// result as one JSON document (`--json`).
+pub async fn cypher(
+    out: &Output,
+    root: &str,
+    request: CypherRequest,
+    at: Option<&str>,
+) -> Result<()> {
+    let started = std::time::Instant::now();
+    let graph = open(root).await?;
+    let mut options = omnigraph_query::QueryOptions::new().at(at_ref(at));
+    for pair in &request.params {
+        let Some((name, value)) = pair.split_once('=') else {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("--param").field(pair.clone()),
+                "a parameter is NAME=VALUE",
+            ));
+        };
+        let value = serde_json::from_str(value).unwrap_or_else(|_| Value::from(value));
+        options = options.parameter(name.trim_start_matches('$'), value);
+    }
+    if let Some(bytes) = request.memory {
+        options = options.memory_bytes(bytes);
+    }
+    let mut result = omnigraph_query::query(&graph, &request.text, &options).await?;
+    let planned = started.elapsed();
+    let columns: Vec<String> = result
+        .schema()
+        .fields()
+        .iter()
+        .map(|field| field.name().clone())
+        .collect();
+    let mut table: Vec<Vec<Value>> = Vec::new();
+    let mut count: u64 = 0;
+    let streams = !out.json() && request.format != RowsFormatArg::Table;
+    if streams && request.format == RowsFormatArg::Csv {
+        println!(
+            "{}",
+            columns
+                .iter()
+                .map(|c| csv_field(c))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+    while let Some(batch) = result.next().await {
+        let batch = batch?;
+        for row in omnigraph_graph::batches_to_json(std::slice::from_ref(&batch)) {
+            let values: Vec<Value> = columns
+                .iter()
+                .map(|c| row.get(c).cloned().unwrap_or(Value::Null))
+                .collect();
+            count += 1;
+            match (streams, request.format) {
+                (true, RowsFormatArg::Json) => println!("{}", Value::Array(values)),
+                (true, _) => println!(
+                    "{}",
+                    values.iter().map(csv_value).collect::<Vec<_>>().join(",")
+                ),
+                (false, _) => table.push(values),
+            }
+        }
+    }
+    let executed = started.elapsed() - planned;
+    let seq = result.seq();
+    out.emit(
+        json!({
+            "columns": columns,
+            "rows": table,
+            "seq": seq,
+            "commit_id": result.commit_id(),
+            "planning_ms": result.planning().as_secs_f64() * 1e3,
+            "execution_ms": executed.as_secs_f64() * 1e3,
+        }),
+        |_| {
+            if !streams {
+                let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+                let cells: Vec<Vec<String>> = table
+                    .iter()
+                    .map(|row| row.iter().map(|v| crate::output::cell(Some(v))).collect())
+                    .collect();
+                if names.len() == 1 && names[0] == "plan" && cells.len() == 1 {
+                    // EXPLAIN and PROFILE: the plan as it is written, not as a cell.
+                    print!("{}", table[0][0].as_str().unwrap_or_default());
+                } else if cells.is_empty() {
+                    println!("(no rows)");
+                } else {
+                    print_columns(&names, &cells);
+                }
+            }
+            eprintln!("{count} {} at seq {seq}", noun(count, "row", "rows"));
+        },
+    );
+    if request.timing {
+        eprintln!(
+            "planning {:.1} ms, execution {:.1} ms",
+            result.planning().as_secs_f64() * 1e3,
+            executed.as_secs_f64() * 1e3
+        );
+    }
+    Ok(())
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+fn csv_value(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(text) => csv_field(text),
+        other => csv_field(&other.to_string()),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

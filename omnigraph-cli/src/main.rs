@@ -62,6 +62,17 @@ pub enum FormatArg {
     Parquet,
 }
 
+/// How a query's rows are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RowsFormatArg {
+    /// Aligned columns.
+    Table,
+    /// One JSON array per row, columns in order.
+    Json,
+    /// Comma-separated values with a header line.
+    Csv,
+}
+
 /// Which way to follow an edge.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum DirectionArg {
@@ -151,13 +162,29 @@ enum Command {
         #[arg(long)]
         at: Option<String>,
     },
-    /// Rows of a type, filtered, projected and limited.
+    /// A Cypher query (`docs/query.md`), or with `--type` the rows of one type,
+    /// filtered, projected and limited.
     Query {
         /// The graph root.
         root: String,
-        /// The type.
+        /// The Cypher query, e.g. 'MATCH (p:Person) RETURN p.name'.
+        #[arg(conflicts_with_all = ["type_name", "predicate", "select"])]
+        cypher: Option<String>,
+        /// A query parameter, NAME=VALUE (VALUE read as JSON when it parses, else as a string).
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// How to print a Cypher query's rows.
+        #[arg(long, value_enum, default_value_t = RowsFormatArg::Table)]
+        format: RowsFormatArg,
+        /// Print planning and execution time on stderr.
+        #[arg(long)]
+        timing: bool,
+        /// The query's memory budget in bytes (default 1 GiB).
+        #[arg(long)]
+        memory: Option<usize>,
+        /// The shorthand: the type whose rows to read.
         #[arg(long = "type")]
-        type_name: String,
+        type_name: Option<String>,
         /// A SQL predicate.
         #[arg(long = "where")]
         predicate: Option<String>,
@@ -497,23 +524,44 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
         } => commands::get(&out, &root, &type_name, &key, at.as_deref()).await,
         Command::Query {
             root,
+            cypher,
+            params,
+            format,
+            timing,
+            memory,
             type_name,
             predicate,
             select,
             limit,
             at,
-        } => {
-            commands::query(
-                &out,
-                &root,
-                &type_name,
-                predicate,
-                select,
-                limit,
-                at.as_deref(),
-            )
-            .await
-        }
+        } => match (cypher, type_name) {
+            (Some(cypher), None) => {
+                let request = commands::CypherRequest {
+                    text: cypher,
+                    params,
+                    format,
+                    timing,
+                    memory,
+                };
+                commands::cypher(&out, &root, request, at.as_deref()).await
+            }
+            (None, Some(type_name)) => {
+                commands::query(
+                    &out,
+                    &root,
+                    &type_name,
+                    predicate,
+                    select,
+                    limit,
+                    at.as_deref(),
+                )
+                .await
+            }
+            _ => Err(omnigraph_core::OmniError::bad_input(
+                omnigraph_core::InputLocation::in_source("query"),
+                "give a Cypher query ('MATCH ... RETURN ...') or --type T, not both",
+            )),
+        },
         Command::Neighbors {
             root,
             type_name,

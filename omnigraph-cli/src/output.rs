@@ -184,7 +184,7 @@ pub fn print_rows(rows: &[Map<String, Value>]) {
     print_columns(&columns, &cells);
 }
 
-fn cell(value: Option<&Value>) -> String {
+pub fn cell(value: Option<&Value>) -> String {
     const CELL_MAX: usize = 48;
     let text = match value {
         None | Some(Value::Null) => String::new(),
@@ -228,6 +228,9 @@ pub fn report_error(error: &OmniError, json: bool) -> ExitCode {
             // Where the query goes wrong and why, for a tool to point at.
             document["error"]["query"] =
                 serde_json::json!({"refusal": refusal.name(), "line": line, "column": column});
+        }
+        if let OmniError::QueryFailed { reason, .. } = error {
+            document["error"]["query"] = serde_json::json!({"failure": reason.name()});
         }
         if let OmniError::MergeConflict { conflicts, .. } = error {
             // The message names the first few per type; the document, every one.

@@ -243,6 +243,36 @@ fn every_command_round_trips_as_json() {
     ]));
     assert_eq!(rows["rows"].as_array().unwrap().len(), 2);
     assert_eq!(rows["rows"][0].as_object().unwrap().len(), 2);
+    // A Cypher query: columns in order, parameters read as JSON, the commit it read.
+    let cypher = json_of(&omnigraph(&[
+        "query",
+        &root,
+        "MATCH (p:Person)-[w:WorksAt]->(c:Company) WHERE p.age > $age RETURN c.name AS company, p.id AS person",
+        "--param",
+        "age=40",
+        "--json",
+    ]));
+    assert_eq!(cypher["columns"], json!(["company", "person"]));
+    assert_eq!(cypher["rows"], json!([["Analytical Engines", "p2"]]));
+    assert_eq!(cypher["seq"], 3);
+    let csv = omnigraph(&[
+        "query",
+        &root,
+        "MATCH (p:Person) RETURN p.id, p.name ORDER BY p.id",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&csv.stdout),
+        "p.id,p.name\np1,Ada Lovelace\np2,Alan Turing\np3,Grace Hopper\n"
+    );
+    let refused = omnigraph(&["query", &root, "MATCH (p:Persn) RETURN p", "--json"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let error: Value = serde_json::from_slice(&refused.stderr).unwrap();
+    assert_eq!(
+        error["error"]["query"]["refusal"], "unknown_label",
+        "{error}"
+    );
     let neighbors = json_of(&omnigraph(&[
         "neighbors",
         &root,

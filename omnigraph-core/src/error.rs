@@ -306,6 +306,18 @@ pub enum OmniError {
         /// What the failed call left behind: always [`Evidence::BeforeEffect`].
         evidence: Evidence,
     },
+    /// A query that was accepted and began to run, and stopped: over its memory budget,
+    /// or a value it could not compute (an integer divided by zero).
+    #[error("query failed ({reason}): {message}")]
+    QueryFailed {
+        /// Why it stopped.
+        reason: QueryFailure,
+        /// What stopped it, naming the budget or the operation.
+        message: String,
+        /// What the failed call left behind: always [`Evidence::BeforeEffect`] (queries
+        /// only read).
+        evidence: Evidence,
+    },
     /// A named thing (root, type, key, commit, index) does not exist.
     #[error("not found: {what}")]
     NotFound {
@@ -468,6 +480,32 @@ pub enum OmniError {
 /// The result type of the engine.
 pub type Result<T, E = OmniError> = std::result::Result<T, E>;
 
+/// Why a running query stopped ([`OmniError::QueryFailed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QueryFailure {
+    /// It needed more memory than its budget allows (and could not spill).
+    OverBudget,
+    /// A value it could not compute: an integer divided by zero, an overflow.
+    Evaluation,
+}
+
+impl QueryFailure {
+    /// The stable name, as `--json` gives it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            QueryFailure::OverBudget => "over_budget",
+            QueryFailure::Evaluation => "evaluation",
+        }
+    }
+}
+
+impl std::fmt::Display for QueryFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Why a query is refused ([`OmniError::BadQuery`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -537,6 +575,8 @@ pub enum ErrorKind {
     BadInput,
     /// [`OmniError::BadQuery`].
     BadQuery,
+    /// [`OmniError::QueryFailed`].
+    QueryFailed,
     /// [`OmniError::NotFound`].
     NotFound,
     /// [`OmniError::SchemaViolation`].
@@ -606,6 +646,10 @@ const fn code(code: &'static str, exit_code: i32, http_status: u16) -> ErrorCode
 pub(crate) const ERROR_TABLE: &[(ErrorKind, ErrorCode)] = &[
     (ErrorKind::BadInput, code("bad_input", EXIT_USAGE, 400)),
     (ErrorKind::BadQuery, code("bad_query", EXIT_USAGE, 400)),
+    (
+        ErrorKind::QueryFailed,
+        code("query_failed", EXIT_FAILURE, 422),
+    ),
     (ErrorKind::NotFound, code("not_found", EXIT_FAILURE, 404)),
     (
         ErrorKind::SchemaViolation,
@@ -689,6 +733,9 @@ impl ErrorKind {
             }
             ErrorKind::BadQuery => {
                 "a query refused before it reads anything; names the line, column and what it refuses (see `docs/query.md`)"
+            }
+            ErrorKind::QueryFailed => {
+                "a query that ran and stopped: over its memory budget (`over_budget`: narrow it, or give it a larger budget) or a value it could not compute (`evaluation`); nothing changed"
             }
             ErrorKind::NotFound => "a root, type, key, commit or index that does not exist",
             ErrorKind::SchemaViolation => {
@@ -883,6 +930,7 @@ impl OmniError {
         match self {
             OmniError::BadInput { .. } => ErrorKind::BadInput,
             OmniError::BadQuery { .. } => ErrorKind::BadQuery,
+            OmniError::QueryFailed { .. } => ErrorKind::QueryFailed,
             OmniError::NotFound { .. } => ErrorKind::NotFound,
             OmniError::SchemaViolation { .. } => ErrorKind::SchemaViolation,
             OmniError::KeyConflict { .. } => ErrorKind::KeyConflict,
@@ -911,6 +959,7 @@ impl OmniError {
         match self {
             OmniError::BadInput { evidence, .. }
             | OmniError::BadQuery { evidence, .. }
+            | OmniError::QueryFailed { evidence, .. }
             | OmniError::NotFound { evidence, .. }
             | OmniError::SchemaViolation { evidence, .. }
             | OmniError::KeyConflict { evidence, .. }
@@ -933,6 +982,7 @@ impl OmniError {
         match self {
             OmniError::BadInput { evidence, .. }
             | OmniError::BadQuery { evidence, .. }
+            | OmniError::QueryFailed { evidence, .. }
             | OmniError::NotFound { evidence, .. }
             | OmniError::SchemaViolation { evidence, .. }
             | OmniError::KeyConflict { evidence, .. }
@@ -982,6 +1032,15 @@ impl OmniError {
             refusal,
             line,
             column,
+            message: message.into(),
+            evidence: Evidence::BeforeEffect,
+        }
+    }
+
+    /// A query that stopped while it ran, before any effect (queries only read).
+    pub fn query_failed(reason: QueryFailure, message: impl Into<String>) -> Self {
+        OmniError::QueryFailed {
+            reason,
             message: message.into(),
             evidence: Evidence::BeforeEffect,
         }
@@ -1056,6 +1115,7 @@ mod tests {
         let mut kinds = vec![
             ErrorKind::BadInput,
             ErrorKind::BadQuery,
+            ErrorKind::QueryFailed,
             ErrorKind::NotFound,
             ErrorKind::SchemaViolation,
             ErrorKind::KeyConflict,

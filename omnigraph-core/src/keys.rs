@@ -58,8 +58,17 @@ pub fn render_array_key(column: &dyn Array, row: usize) -> RowKey {
     }
 }
 
-/// One cell as JSON: numbers as numbers, a timestamp as its microseconds, a vector as
-/// an array.
+/// The items of one list cell as a JSON array.
+fn list_value(items: &dyn Array) -> Value {
+    Value::from(
+        (0..items.len())
+            .map(|index| json_value(items, index))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// One cell as JSON: numbers as numbers, a timestamp as its microseconds, a vector or
+/// list as an array, a struct as an object.
 pub fn json_value(column: &dyn Array, row: usize) -> Value {
     use crate::arrow_array::cast::AsArray;
     use crate::arrow_array::types::{
@@ -82,16 +91,23 @@ pub fn json_value(column: &dyn Array, row: usize) -> Value {
         DataType::Timestamp(_, _) => {
             Value::from(column.as_primitive::<TimestampMicrosecondType>().value(row))
         }
-        DataType::FixedSizeList(_, _) => {
-            let list = column.as_fixed_size_list().value(row);
-            let values = list.as_primitive::<Float32Type>();
-            Value::from(
-                values
+        DataType::LargeUtf8 => Value::from(column.as_string::<i64>().value(row)),
+        DataType::Utf8View => Value::from(column.as_string_view().value(row)),
+        DataType::FixedSizeList(_, _) => list_value(&column.as_fixed_size_list().value(row)),
+        // Lists and structs a query builds (`collect`, a node returned whole).
+        DataType::List(_) => list_value(&column.as_list::<i32>().value(row)),
+        DataType::LargeList(_) => list_value(&column.as_list::<i64>().value(row)),
+        DataType::Struct(fields) => {
+            let values = column.as_struct();
+            Value::Object(
+                fields
                     .iter()
-                    .map(|v| v.map_or(Value::Null, |f| Value::from(f as f64)))
-                    .collect::<Vec<_>>(),
+                    .zip(values.columns())
+                    .map(|(field, child)| (field.name().clone(), json_value(child.as_ref(), row)))
+                    .collect(),
             )
         }
+        DataType::Null => Value::Null,
         other => Value::from(format!("<{other}>")),
     }
 }

@@ -78,6 +78,6 @@ pub use lance_index;
 
 pub use error::{
     EXIT_CONFLICT, EXIT_FAILURE, EXIT_SUCCESS, EXIT_TEMPORARY, EXIT_USAGE, ErrorCode, ErrorKind,
-    Evidence, InputLocation, MergeConflict, MergeConflictKind, OmniError, QueryRefusal,
-    ReadSetMember, Result, StorageKind,
+    Evidence, InputLocation, MergeConflict, MergeConflictKind, OmniError, QueryFailure,
+    QueryRefusal, ReadSetMember, Result, StorageKind,
 };

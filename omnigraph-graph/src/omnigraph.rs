@@ -647,8 +647,9 @@ impl Omnigraph {
         Ok(table)
     }
 
-    /// The table holding `type_name` at the version `commit` pins (from the cache).
-    pub(crate) async fn table_of_type(
+    /// The table holding `type_name` at the version `commit` pins (from the cache): the
+    /// exact version a read at `commit` must see, never a moving table.
+    pub async fn table_of_type(
         &self,
         commit: &GraphCommit,
         type_name: &str,

@@ -50,8 +50,10 @@ pub struct CheckedQuery {
     pub(crate) parameters: BTreeSet<String>,
     pub(crate) bindings: BTreeMap<String, Binding>,
     /// The syntax tree the checks ran on, for the executor.
-    #[allow(dead_code)]
     pub(crate) query: Query,
+    /// The text it was parsed from (`EXPLAIN`/`PROFILE` blanked), whose positions the
+    /// tree's spans are.
+    pub(crate) text: String,
 }
 
 impl CheckedQuery {
@@ -247,6 +249,7 @@ impl<'a> Checker<'a> {
             parameters: self.parameters,
             bindings: self.seen,
             query: statement.query,
+            text: self.text.to_string(),
         })
     }
 

@@ -45,9 +45,12 @@ pub mod limits;
 
 mod check;
 mod functions;
+mod plan;
 mod position;
+mod run;
 
 pub use check::{Binding, CheckedQuery, Mode, check};
+pub use run::{QueryOptions, QueryRows, query};
 
 #[cfg(test)]
 mod tests;

@@ -22,6 +22,18 @@ pub const PATTERN_ELEMENTS_MAX: usize = 256;
 /// subqueries (the checker recurses once per level).
 pub const NESTING_MAX: usize = 128;
 
+// plan/
+/// The most columns one `WITH` or `RETURN` projects.
+pub const QUERY_COLUMNS_MAX: usize = 1_024;
+
+// run.rs
+/// The memory a query's operators may hold at once when the caller names no budget:
+/// past it a sort or an aggregate spills to disk and a join fails with a typed error.
+pub const QUERY_MEMORY_BYTES_DEFAULT: usize = 1 << 30;
+
+/// The most parameters one query is given.
+pub const QUERY_PARAMETERS_MAX: usize = 1_024;
+
 // Relations
 const _: () = assert!(VAR_LENGTH_HOPS_MAX >= 1);
 const _: () = assert!(NESTING_MAX >= 16, "room for ordinary expressions");

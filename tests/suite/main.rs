@@ -24,6 +24,7 @@ mod optimize;
 mod point_writes;
 mod protocol;
 mod publish;
+mod query;
 mod request_counts;
 mod reservations;
 mod s3;

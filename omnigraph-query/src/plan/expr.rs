@@ -1,0 +1,769 @@
+//! Cypher expressions as DataFusion expressions over the columns the variables hold.
+//! Cypher's null logic is SQL's; where the two languages differ, the translation says
+//! so: string `+` is concatenation, lists index from 0, `collect` skips nulls, `sum` of
+//! no rows is 0.
+
+use super::{Context, Entity, Planner, Rows, column};
+use crate::functions;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{JoinType, ScalarValue};
+use datafusion::functions::expr_fn as f;
+use datafusion::functions_aggregate::expr_fn as agg;
+use datafusion::functions_nested::expr_fn as list;
+use datafusion::logical_expr::expr::Case;
+use datafusion::logical_expr::{
+    BinaryExpr, Cast, Expr, ExprFunctionExt, LogicalPlanBuilder, Operator, TryCast, lit,
+};
+use omnigraph_core::{QueryRefusal, Result};
+use open_cypher::Span;
+use open_cypher::ast::{
+    BinaryOperator, ClauseKind, Expr as CypherExpr, ExprKind, FunctionInvocation, IntegerLiteral,
+    IntegerRadix, IsPredicate, LiteralKind, Parameter, ParameterName, Query, QueryKind,
+    SubqueryExpressionKind, UnaryOperator,
+};
+
+/// The aggregates a projection computes, each under a fresh name.
+#[derive(Default)]
+pub(crate) struct Aggregates {
+    pub(crate) exprs: Vec<Expr>,
+    names: Vec<String>,
+}
+
+/// Whether `expression` calls an aggregate (outside any subquery).
+pub(crate) fn aggregates(expression: &CypherExpr) -> bool {
+    let mut found = false;
+    visit(expression, &mut |e| {
+        if let ExprKind::Function(call) = &e.kind
+            && functions::lookup(&function_name(call)).is_some_and(|f| f.aggregate)
+        {
+            found = true;
+        }
+    });
+    found
+}
+
+/// Calls `each` on `expression` and every expression inside it, not entering
+/// subqueries (their aggregates are their own).
+fn visit(expression: &CypherExpr, each: &mut dyn FnMut(&CypherExpr)) {
+    each(expression);
+    match &expression.kind {
+        ExprKind::List(items) => items.iter().for_each(|i| visit(i, each)),
+        ExprKind::Map(entries) => entries.iter().for_each(|e| visit(&e.value, each)),
+        ExprKind::Unary { operand, .. } => visit(operand, each),
+        ExprKind::Binary { left, right, .. } => {
+            visit(left, each);
+            visit(right, each);
+        }
+        ExprKind::Is { expression, .. }
+        | ExprKind::Property { expression, .. }
+        | ExprKind::Parenthesized(expression) => visit(expression, each),
+        ExprKind::Index { expression, index } => {
+            visit(expression, each);
+            visit(index, each);
+        }
+        ExprKind::Slice {
+            expression,
+            lower,
+            upper,
+        } => {
+            visit(expression, each);
+            lower
+                .iter()
+                .chain(upper.iter())
+                .for_each(|b| visit(b, each));
+        }
+        ExprKind::Function(call) => call.arguments.iter().for_each(|a| visit(a, each)),
+        ExprKind::Case(case) => {
+            case.operand
+                .iter()
+                .chain(case.else_expression.iter())
+                .for_each(|e| visit(e, each));
+            for alternative in &case.alternatives {
+                alternative.when.iter().for_each(|w| visit(w, each));
+                visit(&alternative.then, each);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `value` reads one of the aggregates `collected` computed.
+pub(crate) fn holds_aggregate(value: &Expr, collected: &Aggregates) -> bool {
+    value
+        .column_refs()
+        .iter()
+        .any(|c| collected.names.contains(&c.name))
+}
+
+pub(crate) fn function_name(call: &FunctionInvocation) -> String {
+    call.name
+        .parts
+        .iter()
+        .map(|part| part.kind.text.as_str())
+        .collect::<Vec<_>>()
+        .join(".")
+        .to_ascii_lowercase()
+}
+
+/// An integer literal's value, when it fits 64 bits.
+pub(crate) fn integer(literal: &IntegerLiteral) -> Option<i64> {
+    let text = literal.text.replace('_', "");
+    match literal.radix {
+        IntegerRadix::Decimal => text.parse().ok(),
+        IntegerRadix::Hexadecimal => {
+            i64::from_str_radix(text.trim_start_matches("0x").trim_start_matches("0X"), 16).ok()
+        }
+        IntegerRadix::Octal => {
+            let digits = text.trim_start_matches("0o").trim_start_matches("0O");
+            i64::from_str_radix(digits.trim_start_matches('0').max("0"), 8).ok()
+        }
+        _ => None,
+    }
+}
+
+pub(crate) fn parameter_name(
+    planner: &Planner<'_>,
+    parameter: &Parameter,
+    span: Span,
+) -> Result<String> {
+    match &parameter.name {
+        ParameterName::Named(name) => Ok(name.clone()),
+        _ => Err(planner.unsupported(span, "a positional parameter")),
+    }
+}
+
+/// A node or relationship as a value: a struct of its properties (and its type when
+/// it may be of several).
+pub(crate) fn entity_value(planner: &Planner<'_>, entity: &Entity, span: Span) -> Result<Expr> {
+    let mut fields: Vec<Expr> = Vec::new();
+    match entity {
+        Entity::Node(node) => {
+            if let Some(label) = &node.label {
+                fields.extend([lit("_label"), column(label)]);
+            }
+            match &node.properties {
+                Some(properties) => {
+                    for (name, col) in properties {
+                        fields.extend([lit(name.as_str()), column(col)]);
+                    }
+                }
+                None => fields.extend([lit("_key"), column(&node.key)]),
+            }
+            Ok(null_when_absent(column(&node.key), f::named_struct(fields)))
+        }
+        Entity::Relationship(relationship) => {
+            if let Some(label) = &relationship.label {
+                fields.extend([lit("_type"), column(label)]);
+            }
+            for (name, col) in &relationship.properties {
+                fields.extend([lit(name.as_str()), column(col)]);
+            }
+            let id = column(&relationship.properties["id"]);
+            Ok(null_when_absent(id, f::named_struct(fields)))
+        }
+        Entity::Path => Err(planner.unsupported(
+            span,
+            "a variable-length relationship as a value (count the rows, or name the nodes)",
+        )),
+        Entity::Value(col) => Ok(column(col)),
+    }
+}
+
+/// `value`, or null where `identity` is null: a node or relationship that did not match
+/// (`OPTIONAL MATCH`) is null, not a struct of nulls.
+fn null_when_absent(identity: Expr, value: Expr) -> Expr {
+    Expr::Case(Case::new(
+        None,
+        vec![(
+            Box::new(identity.is_null()),
+            Box::new(lit(ScalarValue::Null)),
+        )],
+        Some(Box::new(value)),
+    ))
+}
+
+/// What identifies a node or relationship, for equality, `count(DISTINCT n)` and
+/// `collect`: its key (with its type when it may be of several).
+fn identity(entity: &Entity) -> Option<Expr> {
+    match entity {
+        Entity::Node(node) => Some(match &node.label {
+            Some(label) => binary(column(label), Operator::StringConcat, lit(":"))
+                .binary(Operator::StringConcat, column(&node.key).cast_text()),
+            None => column(&node.key),
+        }),
+        Entity::Relationship(relationship) => Some(match &relationship.label {
+            Some(label) => binary(column(label), Operator::StringConcat, lit(":")).binary(
+                Operator::StringConcat,
+                column(&relationship.properties["id"]),
+            ),
+            None => column(&relationship.properties["id"]),
+        }),
+        _ => None,
+    }
+}
+
+fn binary(left: Expr, op: Operator, right: Expr) -> Expr {
+    Expr::BinaryExpr(BinaryExpr::new(Box::new(left), op, Box::new(right)))
+}
+
+trait Build {
+    fn binary(self, op: Operator, right: Expr) -> Expr;
+    fn cast_text(self) -> Expr;
+}
+
+impl Build for Expr {
+    fn binary(self, op: Operator, right: Expr) -> Expr {
+        binary(self, op, right)
+    }
+    fn cast_text(self) -> Expr {
+        Expr::Cast(Cast::new(Box::new(self), DataType::Utf8))
+    }
+}
+
+impl Context<'_> {
+    fn reborrow(&mut self) -> Context<'_> {
+        match self {
+            Context::Row => Context::Row,
+            Context::Projection(collected) => Context::Projection(collected),
+        }
+    }
+}
+
+impl<'a> Planner<'a> {
+    /// `expression` over `rows`; a subquery in it adds its column to `rows` first.
+    pub(crate) fn expression(
+        &mut self,
+        expression: &CypherExpr,
+        rows: &mut Rows,
+        mut context: Context<'_>,
+    ) -> Result<Expr> {
+        let span = expression.span;
+        Ok(match &expression.kind {
+            ExprKind::Literal(literal) => match &literal.kind {
+                LiteralKind::Null => lit(ScalarValue::Null),
+                LiteralKind::Boolean(value) => lit(*value),
+                LiteralKind::Integer(value) => lit(integer(value).ok_or_else(|| {
+                    self.refuse(
+                        QueryRefusal::WrongType,
+                        span,
+                        format!("{} is not a 64-bit integer", value.text),
+                    )
+                })?),
+                LiteralKind::Float(value) => {
+                    lit(value.text.replace('_', "").parse::<f64>().map_err(|_| {
+                        self.refuse(
+                            QueryRefusal::WrongType,
+                            span,
+                            format!("{} is not a number", value.text),
+                        )
+                    })?)
+                }
+                LiteralKind::String(value) => lit(value.value.as_str()),
+                _ => return Err(self.unsupported(span, "this literal")),
+            },
+            ExprKind::Parameter(parameter) => {
+                let name = parameter_name(self, parameter, span)?;
+                match self.parameters.get(&name) {
+                    Some(value) => lit(value.clone()),
+                    None => return Err(self.missing_parameter(&name, span)),
+                }
+            }
+            ExprKind::Variable(variable) => match rows.env.get(&variable.kind.text) {
+                Some(entity) => entity_value(self, &entity.clone(), span)?,
+                None => {
+                    return Err(self.refuse(
+                        QueryRefusal::UnknownVariable,
+                        variable.span,
+                        format!("{} is not bound here", variable.kind.text),
+                    ));
+                }
+            },
+            ExprKind::List(items) => {
+                let mut values = Vec::new();
+                for item in items {
+                    values.push(self.expression(item, rows, context.reborrow())?);
+                }
+                list::make_array(values)
+            }
+            ExprKind::Map(entries) => {
+                let mut fields = Vec::new();
+                for entry in entries {
+                    fields.push(lit(entry.key.kind.text.as_str()));
+                    fields.push(self.expression(&entry.value, rows, context.reborrow())?);
+                }
+                f::named_struct(fields)
+            }
+            ExprKind::Unary { operator, operand } => {
+                let value = self.expression(operand, rows, context)?;
+                match operator.kind {
+                    UnaryOperator::Not => Expr::Not(Box::new(value)),
+                    UnaryOperator::Minus => Expr::Negative(Box::new(value)),
+                    UnaryOperator::Plus => value,
+                    _ => return Err(self.unsupported(span, "this operator")),
+                }
+            }
+            ExprKind::Binary {
+                left,
+                operator,
+                right,
+            } => self.binary(left, operator.kind, operator.span, right, rows, context)?,
+            ExprKind::Is {
+                expression,
+                negated,
+                predicate,
+            } => {
+                if !matches!(predicate, IsPredicate::Null) {
+                    return Err(self.unsupported(span, "IS other than IS [NOT] NULL"));
+                }
+                let value = match self.entity_of(expression, rows) {
+                    Some(entity) => identity(&entity).unwrap_or(lit(ScalarValue::Null)),
+                    None => self.expression(expression, rows, context)?,
+                };
+                if *negated {
+                    value.is_not_null()
+                } else {
+                    value.is_null()
+                }
+            }
+            ExprKind::Property {
+                expression: target,
+                key,
+            } => {
+                let property = &key.kind.text;
+                match self.entity_of(target, rows) {
+                    Some(Entity::Node(node)) => match &node.properties {
+                        Some(properties) => match properties.get(property) {
+                            Some(col) => column(col),
+                            None => lit(ScalarValue::Null),
+                        },
+                        None => {
+                            return Err(self.refuse(
+                                QueryRefusal::Unsupported,
+                                span,
+                                "the planner did not read this node's properties (a defect: report it)",
+                            ));
+                        }
+                    },
+                    Some(Entity::Relationship(relationship)) => {
+                        match relationship.properties.get(property) {
+                            Some(col) => column(col),
+                            None => lit(ScalarValue::Null),
+                        }
+                    }
+                    Some(Entity::Path) => {
+                        return Err(
+                            self.unsupported(span, "a property of a variable-length relationship")
+                        );
+                    }
+                    _ => {
+                        let value = self.expression(target, rows, context)?;
+                        f::get_field(value, property.as_str())
+                    }
+                }
+            }
+            ExprKind::Index {
+                expression: target,
+                index,
+            } => {
+                let value = self.expression(target, rows, context.reborrow())?;
+                let index = self.expression(index, rows, context)?;
+                // Cypher counts from 0 (negative from the end); DataFusion from 1.
+                let position = Expr::Case(Case::new(
+                    None,
+                    vec![(
+                        Box::new(index.clone().gt_eq(lit(0i64))),
+                        Box::new(index.clone() + lit(1i64)),
+                    )],
+                    Some(Box::new(index)),
+                ));
+                list::array_element(value, position)
+            }
+            ExprKind::Slice {
+                expression: target,
+                lower,
+                upper,
+            } => {
+                let value = self.expression(target, rows, context.reborrow())?;
+                let from = match lower {
+                    Some(lower) => self.expression(lower, rows, context.reborrow())? + lit(1i64),
+                    None => lit(1i64),
+                };
+                let to = match upper {
+                    Some(upper) => self.expression(upper, rows, context)?,
+                    None => list::cardinality(value.clone()),
+                };
+                list::array_slice(value, from, to, None)
+            }
+            ExprKind::Function(call) => self.function(call, span, rows, context)?,
+            ExprKind::Case(case) => {
+                let operand = match &case.operand {
+                    Some(operand) => Some(Box::new(self.expression(
+                        operand,
+                        rows,
+                        context.reborrow(),
+                    )?)),
+                    None => None,
+                };
+                let mut arms = Vec::new();
+                for alternative in &case.alternatives {
+                    let then = self.expression(&alternative.then, rows, context.reborrow())?;
+                    for when in &alternative.when {
+                        let when = self.expression(when, rows, context.reborrow())?;
+                        arms.push((Box::new(when), Box::new(then.clone())));
+                    }
+                }
+                let otherwise = match &case.else_expression {
+                    Some(otherwise) => Some(Box::new(self.expression(otherwise, rows, context)?)),
+                    None => None,
+                };
+                Expr::Case(Case::new(operand, arms, otherwise))
+            }
+            ExprKind::Subquery(subquery) => {
+                let counting = match subquery.kind.kind {
+                    SubqueryExpressionKind::Exists => false,
+                    SubqueryExpressionKind::Count => true,
+                    _ => return Err(self.unsupported(span, "COLLECT { }")),
+                };
+                self.subquery(&subquery.query, counting, span, rows)?
+            }
+            ExprKind::Pattern(pattern) => self.exists_pattern(pattern, span, rows)?,
+            ExprKind::Parenthesized(inner) => self.expression(inner, rows, context)?,
+            _ => return Err(self.unsupported(span, "this expression")),
+        })
+    }
+
+    /// The node or relationship `expression` names, if it names one.
+    fn entity_of(&self, expression: &CypherExpr, rows: &Rows) -> Option<Entity> {
+        let mut inner = expression;
+        while let ExprKind::Parenthesized(next) = &inner.kind {
+            inner = next;
+        }
+        match &inner.kind {
+            ExprKind::Variable(variable) => match rows.env.get(&variable.kind.text) {
+                Some(entity @ (Entity::Node(_) | Entity::Relationship(_) | Entity::Path)) => {
+                    Some(entity.clone())
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn binary(
+        &mut self,
+        left: &CypherExpr,
+        operator: BinaryOperator,
+        at: Span,
+        right: &CypherExpr,
+        rows: &mut Rows,
+        mut context: Context<'_>,
+    ) -> Result<Expr> {
+        // Two nodes or relationships compare by identity.
+        if matches!(operator, BinaryOperator::Equal | BinaryOperator::NotEqual)
+            && let (Some(a), Some(b)) = (self.entity_of(left, rows), self.entity_of(right, rows))
+        {
+            let (Some(a), Some(b)) = (identity(&a), identity(&b)) else {
+                return Err(self.unsupported(at, "comparing variable-length relationships"));
+            };
+            let same = if matches!(operator, BinaryOperator::Equal) {
+                a.eq(b)
+            } else {
+                a.not_eq(b)
+            };
+            return Ok(same);
+        }
+        if operator == BinaryOperator::In {
+            let needle = self.expression(left, rows, context.reborrow())?;
+            return Ok(match &right.kind {
+                ExprKind::List(items) => {
+                    let mut values = Vec::new();
+                    for item in items {
+                        values.push(self.expression(item, rows, context.reborrow())?);
+                    }
+                    needle.in_list(values, false)
+                }
+                ExprKind::Parameter(parameter) => {
+                    let name = parameter_name(self, parameter, right.span)?;
+                    match self.parameters.get(&name) {
+                        Some(ScalarValue::List(array)) => {
+                            let values = (0..array.value_length(0))
+                                .map(|i| {
+                                    ScalarValue::try_from_array(&array.value(0), i as usize)
+                                        .map(lit)
+                                })
+                                .collect::<std::result::Result<Vec<_>, _>>();
+                            needle.in_list(self.df(right.span, values)?, false)
+                        }
+                        Some(_) => {
+                            return Err(self.refuse(
+                                QueryRefusal::WrongType,
+                                right.span,
+                                format!("IN takes a list, and ${name} is not one"),
+                            ));
+                        }
+                        None => return Err(self.missing_parameter(&name, right.span)),
+                    }
+                }
+                _ => {
+                    let haystack = self.expression(right, rows, context)?;
+                    list::array_has(haystack, needle)
+                }
+            });
+        }
+        let a = self.expression(left, rows, context.reborrow())?;
+        let b = self.expression(right, rows, context)?;
+        Ok(match operator {
+            BinaryOperator::Or => a.or(b),
+            BinaryOperator::And => a.and(b),
+            BinaryOperator::Xor => a.clone().or(b.clone()).and(Expr::Not(Box::new(a.and(b)))),
+            BinaryOperator::Equal => a.eq(b),
+            BinaryOperator::NotEqual => a.not_eq(b),
+            BinaryOperator::Less => a.lt(b),
+            BinaryOperator::LessEqual => a.lt_eq(b),
+            BinaryOperator::Greater => a.gt(b),
+            BinaryOperator::GreaterEqual => a.gt_eq(b),
+            BinaryOperator::StartsWith => f::starts_with(a, b),
+            BinaryOperator::EndsWith => f::ends_with(a, b),
+            BinaryOperator::Contains => f::contains(a, b),
+            BinaryOperator::Add => {
+                let (left_type, right_type) = (
+                    self.type_of(&a, rows, left.span)?,
+                    self.type_of(&b, rows, right.span)?,
+                );
+                let text = |t: &DataType| {
+                    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+                };
+                let listy = |t: &DataType| matches!(t, DataType::List(_) | DataType::LargeList(_));
+                if text(&left_type) || text(&right_type) {
+                    binary(a, Operator::StringConcat, b)
+                } else if listy(&left_type) && listy(&right_type) {
+                    list::array_concat(vec![a, b])
+                } else {
+                    a + b
+                }
+            }
+            BinaryOperator::Subtract => a - b,
+            BinaryOperator::Multiply => a * b,
+            BinaryOperator::Divide => a / b,
+            BinaryOperator::Remainder => a % b,
+            BinaryOperator::Power => f::power(
+                Expr::Cast(Cast::new(Box::new(a), DataType::Float64)),
+                Expr::Cast(Cast::new(Box::new(b), DataType::Float64)),
+            ),
+            BinaryOperator::Concat => binary(a, Operator::StringConcat, b),
+            _ => return Err(self.unsupported(at, "this operator")),
+        })
+    }
+
+    fn function(
+        &mut self,
+        call: &FunctionInvocation,
+        span: Span,
+        rows: &mut Rows,
+        mut context: Context<'_>,
+    ) -> Result<Expr> {
+        let name = function_name(call);
+        let Some(function) = functions::lookup(&name) else {
+            return Err(self.unsupported(span, &format!("the function {name}")));
+        };
+        let distinct = matches!(
+            call.quantifier.as_ref().map(|q| q.kind),
+            Some(open_cypher::ast::SetQuantifier::Distinct)
+        );
+        if function.aggregate {
+            let Context::Projection(collected) = context else {
+                return Err(self.refuse(
+                    QueryRefusal::Unsupported,
+                    span,
+                    format!("{name}() here: aggregate in WITH or RETURN, and order by its alias"),
+                ));
+            };
+            let star = matches!(call.arguments.as_slice(), [a] if a.kind == ExprKind::Wildcard);
+            let aggregate = if star {
+                datafusion::functions_aggregate::count::count_all()
+            } else {
+                let argument = &call.arguments[0];
+                let entity = self.entity_of(argument, rows);
+                let value = match (&entity, name.as_str()) {
+                    (Some(entity), "count") => identity(entity).ok_or_else(|| {
+                        self.unsupported(span, "counting variable-length relationships")
+                    })?,
+                    _ => self.expression(argument, rows, Context::Row)?,
+                };
+                match (name.as_str(), distinct) {
+                    ("count", false) => agg::count(value),
+                    ("count", true) => agg::count_distinct(value),
+                    ("sum", false) => agg::sum(value),
+                    ("sum", true) => agg::sum(value)
+                        .distinct()
+                        .build()
+                        .map_err(|e| self.df_error(span, e))?,
+                    ("avg", false) => agg::avg(value),
+                    ("avg", true) => agg::avg(value)
+                        .distinct()
+                        .build()
+                        .map_err(|e| self.df_error(span, e))?,
+                    ("min", _) => agg::min(value),
+                    ("max", _) => agg::max(value),
+                    ("collect", _) => {
+                        // collect() skips nulls (a node that did not match is null).
+                        let present = match &entity {
+                            Some(entity) => identity(entity).unwrap_or(lit(true)).is_not_null(),
+                            None => value.clone().is_not_null(),
+                        };
+                        let builder = agg::array_agg(value).filter(present);
+                        let builder = if distinct {
+                            builder.distinct()
+                        } else {
+                            builder
+                        };
+                        builder.build().map_err(|e| self.df_error(span, e))?
+                    }
+                    _ => return Err(self.unsupported(span, &format!("{name}(DISTINCT ...)"))),
+                }
+            };
+            let target = self.fresh(&name);
+            collected.exprs.push(aggregate.alias(&target));
+            collected.names.push(target.clone());
+            // sum() of no rows is 0 in Cypher and collect() [], both null in SQL.
+            return Ok(match name.as_str() {
+                "sum" => f::coalesce(vec![column(&target), lit(0i64)]),
+                "collect" => f::coalesce(vec![column(&target), list::make_array(vec![])]),
+                _ => column(&target),
+            });
+        }
+        let mut arguments = Vec::new();
+        for argument in &call.arguments {
+            arguments.push(self.expression(argument, rows, context.reborrow())?);
+        }
+        let first_type = match arguments.first() {
+            Some(first) => Some(self.type_of(first, rows, span)?),
+            None => None,
+        };
+        let mut arguments = arguments.into_iter();
+        let mut next = || arguments.next().expect("the checker counted the arguments");
+        Ok(match name.as_str() {
+            "lower" | "tolower" => f::lower(next()),
+            "upper" | "toupper" => f::upper(next()),
+            "trim" => f::btrim(vec![next()]),
+            "ltrim" => f::ltrim(vec![next()]),
+            "rtrim" => f::rtrim(vec![next()]),
+            "substring" => {
+                let text = next();
+                let start = next() + lit(1i64);
+                match call.arguments.len() {
+                    3 => f::substring(text, start, next()),
+                    _ => f::substr(text, start),
+                }
+            }
+            "left" => f::left(next(), next()),
+            "right" => f::right(next(), next()),
+            "replace" => f::replace(next(), next(), next()),
+            "size" | "length" => match first_type {
+                Some(DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)) => {
+                    list::cardinality(next())
+                }
+                _ => f::character_length(next()),
+            },
+            "abs" => f::abs(next()),
+            "ceil" => f::ceil(next()),
+            "floor" => f::floor(next()),
+            "round" => f::round(vec![next()]),
+            "sign" => f::signum(next()),
+            "sqrt" => f::sqrt(next()),
+            "coalesce" => f::coalesce(
+                std::iter::from_fn(|| Some(next()))
+                    .take(call.arguments.len())
+                    .collect(),
+            ),
+            "tostring" => Expr::Cast(Cast::new(Box::new(next()), DataType::Utf8)),
+            "tointeger" => Expr::TryCast(TryCast::new(Box::new(next()), DataType::Int64)),
+            "tofloat" => Expr::TryCast(TryCast::new(Box::new(next()), DataType::Float64)),
+            _ => return Err(self.unsupported(span, &format!("the function {name}"))),
+        })
+    }
+
+    fn df_error(
+        &self,
+        span: Span,
+        error: datafusion::error::DataFusionError,
+    ) -> omnigraph_core::OmniError {
+        self.df::<()>(span, Err(error))
+            .expect_err("an error stays an error")
+    }
+
+    /// `EXISTS { ... }` or `COUNT { ... }`: the subquery runs on the numbered rows; its
+    /// matches, counted per row, are joined back.
+    fn subquery(
+        &mut self,
+        query: &Query,
+        counting: bool,
+        span: Span,
+        rows: &mut Rows,
+    ) -> Result<Expr> {
+        let QueryKind::Regular(regular) = &query.kind else {
+            return Err(self.refuse(QueryRefusal::Syntax, span, "not a query"));
+        };
+        if let Some(clause) = regular
+            .head
+            .kind
+            .clauses
+            .iter()
+            .find(|c| !matches!(c.kind, ClauseKind::Match(_) | ClauseKind::Unwind(_)))
+        {
+            return Err(self.unsupported(
+                clause.span,
+                "a subquery with other clauses than MATCH and UNWIND",
+            ));
+        }
+        let (numbered, row) = self.number(rows.clone())?;
+        let (matched, _) = self.query(query, numbered.clone())?;
+        self.count_back(numbered, row, matched, counting, span, rows)
+    }
+
+    /// A pattern as a predicate: whether it matches from the row.
+    fn exists_pattern(
+        &mut self,
+        pattern: &open_cypher::ast::Pattern,
+        span: Span,
+        rows: &mut Rows,
+    ) -> Result<Expr> {
+        let (numbered, row) = self.number(rows.clone())?;
+        let matched = self.pattern(pattern, numbered.clone())?;
+        self.count_back(numbered, row, matched, false, span, rows)
+    }
+
+    /// Joins the count of `matched`'s rows per row number back to `numbered`, which
+    /// replaces `rows`; returns the count (or whether it is above 0).
+    fn count_back(
+        &mut self,
+        numbered: Rows,
+        row: String,
+        matched: Rows,
+        counting: bool,
+        span: Span,
+        rows: &mut Rows,
+    ) -> Result<Expr> {
+        let matched_row = self.fresh("matched_row");
+        let count = self.fresh("matches");
+        let counted = LogicalPlanBuilder::from(matched.plan)
+            .aggregate(
+                [column(&row).alias(&matched_row)],
+                [datafusion::functions_aggregate::count::count_all().alias(&count)],
+            )
+            .and_then(LogicalPlanBuilder::build);
+        let counted = self.df(span, counted)?;
+        let joined = LogicalPlanBuilder::from(numbered.plan)
+            .join_on(
+                counted,
+                JoinType::Left,
+                [column(&row).eq(column(&matched_row))],
+            )
+            .and_then(LogicalPlanBuilder::build);
+        rows.plan = self.df(span, joined)?;
+        rows.env = numbered.env;
+        let total = f::coalesce(vec![column(&count), lit(0i64)]);
+        Ok(if counting { total } else { total.gt(lit(0i64)) })
+    }
+}

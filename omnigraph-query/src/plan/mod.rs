@@ -1,0 +1,607 @@
+//! A checked query compiled to one DataFusion logical plan over the tables a commit
+//! pins. Rows flow through the clauses as a plan whose columns hold what the query's
+//! variables stand for ([`Entity`]); each clause wraps the plan of the one before.
+//!
+//! - `pattern`: `MATCH` and `OPTIONAL MATCH`: scans, one join per hop, variable length
+//!   as a union of hop counts.
+//! - `expr`: Cypher expressions to DataFusion expressions, subqueries (`EXISTS { }`,
+//!   `COUNT { }`, pattern predicates) as joins on a row number.
+//! - this file: the planner's state, `WITH`, `UNWIND` and `RETURN`.
+
+mod expr;
+mod pattern;
+
+use crate::check::CheckedQuery;
+use crate::limits::QUERY_COLUMNS_MAX;
+use crate::position::line_and_column;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{Column, ScalarValue};
+use datafusion::error::DataFusionError;
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, SortExpr};
+use omnigraph_core::lance::Dataset;
+use omnigraph_core::schema::Catalog;
+use omnigraph_core::{OmniError, QueryRefusal, Result};
+use open_cypher::Span;
+use open_cypher::ast::{
+    ClauseKind, Expr as CypherExpr, ExprKind, LiteralKind, ProjectionClause, ProjectionItemKind,
+    Query, QueryKind, SortDirection,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// What a variable of the query stands for, as columns of the plan.
+#[derive(Clone, Debug)]
+pub(crate) enum Entity {
+    /// A node: its key, its label when it may be of several types, its properties when
+    /// they were read (a node nothing reads is known by its key alone).
+    Node(NodeColumns),
+    /// A relationship of one hop: its columns by property name (`id`, `src`, `dst` and
+    /// the declared ones), and its type when it may be of several.
+    Relationship(RelationshipColumns),
+    /// A variable-length pattern's relationships: bound, but not a value the engine
+    /// returns yet.
+    Path,
+    /// Any other value, in one column.
+    Value(String),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct NodeColumns {
+    /// The node types it may be, sorted.
+    pub(crate) types: Vec<String>,
+    /// The column holding its key (as text when the graph's key types differ).
+    pub(crate) key: String,
+    /// The column holding its type, when it may be of more than one.
+    pub(crate) label: Option<String>,
+    /// Its properties' columns, when they were read.
+    pub(crate) properties: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct RelationshipColumns {
+    pub(crate) label: Option<String>,
+    pub(crate) properties: BTreeMap<String, String>,
+}
+
+impl Entity {
+    fn columns(&self) -> Vec<String> {
+        match self {
+            Entity::Node(node) => {
+                let mut columns = vec![node.key.clone()];
+                columns.extend(node.label.clone());
+                for column in node.properties.iter().flat_map(|map| map.values()) {
+                    if !columns.contains(column) {
+                        columns.push(column.clone());
+                    }
+                }
+                columns
+            }
+            Entity::Relationship(relationship) => {
+                let mut columns: Vec<String> = relationship.label.iter().cloned().collect();
+                columns.extend(relationship.properties.values().cloned());
+                columns
+            }
+            Entity::Path => Vec::new(),
+            Entity::Value(column) => vec![column.clone()],
+        }
+    }
+}
+
+/// The variables in scope, by name.
+pub(crate) type Env = BTreeMap<String, Entity>;
+
+/// Rows between two clauses: a plan and what its columns stand for.
+#[derive(Clone)]
+pub(crate) struct Rows {
+    pub(crate) plan: LogicalPlan,
+    pub(crate) env: Env,
+    /// Whether the plan is the single empty row a query starts from.
+    pub(crate) unit: bool,
+}
+
+/// What a compiled query hands the runner.
+pub(crate) struct Compiled {
+    pub(crate) plan: LogicalPlan,
+    /// How each hop is expanded, for `EXPLAIN`.
+    pub(crate) hops: Vec<String>,
+}
+
+/// The tables of a commit by type name, opened at the versions it pins.
+pub(crate) type Tables = HashMap<String, Arc<Dataset>>;
+
+pub(crate) struct Planner<'a> {
+    pub(crate) catalog: &'a Catalog,
+    pub(crate) tables: &'a Tables,
+    pub(crate) parameters: &'a BTreeMap<String, ScalarValue>,
+    text: &'a str,
+    /// How often each identifier appears in the text: a node variable named once is
+    /// read by nothing, so its table need not be joined.
+    mentions: HashMap<String, usize>,
+    /// Whether some projection is `*` (it returns every variable).
+    wildcard: bool,
+    /// Whether node keys are compared as text (the graph's key types differ).
+    pub(crate) text_keys: bool,
+    fresh: usize,
+    pub(crate) hops: Vec<String>,
+}
+
+/// Compiles `checked` (checked against `catalog`) over `tables`.
+pub(crate) fn compile(
+    checked: &CheckedQuery,
+    catalog: &Catalog,
+    tables: &Tables,
+    parameters: &BTreeMap<String, ScalarValue>,
+) -> Result<Compiled> {
+    let lexed = open_cypher::lex(&checked.text);
+    let mut mentions: HashMap<String, usize> = HashMap::new();
+    let mut wildcard = false;
+    let mut previous_projects = false;
+    for token in lexed.tokens.iter().filter(|token| !token.kind.is_trivia()) {
+        use open_cypher::{Keyword, TokenKind};
+        if let Some(word) = checked.text.get(token.span.start..token.span.end) {
+            *mentions
+                .entry(word.trim_matches('`').to_string())
+                .or_default() += 1;
+        }
+        if token.kind == TokenKind::Star && previous_projects {
+            wildcard = true;
+        }
+        previous_projects = matches!(
+            token.kind,
+            TokenKind::Keyword(Keyword::Return | Keyword::With | Keyword::Distinct)
+        );
+    }
+    let key_types: std::collections::HashSet<_> = catalog
+        .types()
+        .iter()
+        .filter(|def| def.is_node())
+        .map(|def| def.key_type())
+        .collect();
+    let mut planner = Planner {
+        catalog,
+        tables,
+        parameters,
+        text: &checked.text,
+        mentions,
+        wildcard,
+        text_keys: key_types.len() > 1,
+        fresh: 0,
+        hops: Vec::new(),
+    };
+    let start = Rows {
+        plan: planner.df(Span::new(0, 0), LogicalPlanBuilder::empty(true).build())?,
+        env: Env::new(),
+        unit: true,
+    };
+    let (rows, columns) = planner.query(&checked.query, start)?;
+    let columns = columns.ok_or_else(|| {
+        planner.refuse(
+            QueryRefusal::Syntax,
+            checked.query.span,
+            "a query ends with RETURN",
+        )
+    })?;
+    debug_assert_eq!(
+        columns, checked.columns,
+        "the checker and the planner name columns alike"
+    );
+    Ok(Compiled {
+        plan: rows.plan,
+        hops: planner.hops,
+    })
+}
+
+/// A column of the plan by its exact name (never parsed as `table.column`).
+pub(crate) fn column(name: &str) -> Expr {
+    Expr::Column(Column::from_name(name))
+}
+
+impl<'a> Planner<'a> {
+    pub(crate) fn refuse(
+        &self,
+        refusal: QueryRefusal,
+        span: Span,
+        message: impl Into<String>,
+    ) -> OmniError {
+        let (line, column) = line_and_column(self.text, span.start);
+        OmniError::bad_query(refusal, line, column, message)
+    }
+
+    pub(crate) fn unsupported(&self, span: Span, what: &str) -> OmniError {
+        self.refuse(
+            QueryRefusal::Unsupported,
+            span,
+            format!("{what} is not supported (docs/query.md lists what is)"),
+        )
+    }
+
+    /// A DataFusion refusal while building the plan: the expression at `span` does not
+    /// fit the types it meets.
+    pub(crate) fn df<T>(
+        &self,
+        span: Span,
+        result: std::result::Result<T, DataFusionError>,
+    ) -> Result<T> {
+        result.map_err(|error| {
+            self.refuse(
+                QueryRefusal::WrongType,
+                span,
+                format!("the types here do not fit: {}", error.find_root()),
+            )
+        })
+    }
+
+    /// A column name no other column of the query has.
+    pub(crate) fn fresh(&mut self, hint: &str) -> String {
+        self.fresh += 1;
+        let hint: String = hint
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .take(24)
+            .collect();
+        format!("{hint}#{}", self.fresh)
+    }
+
+    /// Whether `name` is read anywhere but where it is bound.
+    pub(crate) fn is_read(&self, name: &str) -> bool {
+        self.wildcard || self.mentions.get(name).copied().unwrap_or(0) > 1
+    }
+
+    /// Runs the clauses of `query` on `rows`; returns the rows after them and, when the
+    /// query ends with `RETURN`, its columns.
+    pub(crate) fn query(
+        &mut self,
+        query: &Query,
+        mut rows: Rows,
+    ) -> Result<(Rows, Option<Vec<String>>)> {
+        let QueryKind::Regular(regular) = &query.kind else {
+            return Err(self.refuse(QueryRefusal::Syntax, query.span, "not a query"));
+        };
+        for clause in &regular.head.kind.clauses {
+            match &clause.kind {
+                ClauseKind::Match(matching) => rows = self.match_clause(matching, rows)?,
+                ClauseKind::Unwind(unwind) => {
+                    let name = unwind.variable.kind.text.clone();
+                    rows = self.unwind(&unwind.expression, &name, rows)?;
+                }
+                ClauseKind::With(with) => {
+                    let (projected, _) =
+                        self.projection(&with.projection, rows, Projecting::With)?;
+                    rows = projected;
+                    if let Some(predicate) = &with.where_clause {
+                        rows = self.filter(predicate, rows)?;
+                    }
+                }
+                ClauseKind::Return(ret) => {
+                    let (projected, columns) =
+                        self.projection(&ret.projection, rows, Projecting::Return)?;
+                    return Ok((projected, Some(columns)));
+                }
+                _ => return Err(self.unsupported(clause.span, "this clause")),
+            }
+        }
+        Ok((rows, None))
+    }
+
+    /// Keeps the rows `predicate` holds for.
+    pub(crate) fn filter(&mut self, predicate: &CypherExpr, mut rows: Rows) -> Result<Rows> {
+        let condition = self.expression(predicate, &mut rows, Context::Row)?;
+        let width = rows.plan.schema().fields().len();
+        let plan = LogicalPlanBuilder::from(rows.plan).filter(condition);
+        let plan = self.df(predicate.span, plan.and_then(LogicalPlanBuilder::build))?;
+        debug_assert_eq!(plan.schema().fields().len(), width);
+        rows.plan = plan;
+        Ok(rows)
+    }
+
+    fn unwind(&mut self, list: &CypherExpr, name: &str, mut rows: Rows) -> Result<Rows> {
+        let value = self.expression(list, &mut rows, Context::Row)?;
+        let target = self.fresh(name);
+        let mut items: Vec<Expr> = self.passthrough(&rows);
+        items.push(value.alias(&target));
+        let plan = LogicalPlanBuilder::from(rows.plan)
+            .project(items)
+            .and_then(|plan| {
+                plan.unnest_column_with_options(
+                    Column::from_name(&target),
+                    datafusion::common::UnnestOptions::new().with_preserve_nulls(false),
+                )
+            })
+            .and_then(LogicalPlanBuilder::build);
+        rows.plan = self.df(list.span, plan)?;
+        rows.env.insert(name.to_string(), Entity::Value(target));
+        rows.unit = false;
+        Ok(rows)
+    }
+
+    /// Every column the variables in scope hold, to carry through a projection.
+    pub(crate) fn passthrough(&self, rows: &Rows) -> Vec<Expr> {
+        let mut names: Vec<String> = Vec::new();
+        for entity in rows.env.values() {
+            for name in entity.columns() {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        names.iter().map(|name| column(name)).collect()
+    }
+
+    /// `WITH` or `RETURN`: the rows after it and its column names.
+    fn projection(
+        &mut self,
+        projection: &ProjectionClause,
+        mut rows: Rows,
+        projecting: Projecting,
+    ) -> Result<(Rows, Vec<String>)> {
+        let span = projection.span;
+        // Each item: its output name and what it holds.
+        let mut items: Vec<(String, Item)> = Vec::new();
+        for item in &projection.items {
+            match &item.kind {
+                ProjectionItemKind::Wildcard => {
+                    for (name, entity) in &rows.env {
+                        if name.starts_with('\u{0}') {
+                            continue;
+                        }
+                        items.push((name.clone(), Item::Entity(entity.clone())));
+                    }
+                }
+                ProjectionItemKind::Expression { expression, alias } => {
+                    let name = match (alias, &expression.kind) {
+                        (Some(alias), _) => alias.kind.text.clone(),
+                        (None, ExprKind::Variable(variable)) => variable.kind.text.clone(),
+                        (None, _) => self
+                            .text
+                            .get(expression.span.start..expression.span.end)
+                            .unwrap_or_default()
+                            .to_string(),
+                    };
+                    let holds = match &expression.kind {
+                        ExprKind::Variable(variable)
+                            if projecting == Projecting::With
+                                && matches!(
+                                    rows.env.get(&variable.kind.text),
+                                    Some(Entity::Node(_) | Entity::Relationship(_) | Entity::Path)
+                                ) =>
+                        {
+                            Item::Entity(rows.env[&variable.kind.text].clone())
+                        }
+                        _ => Item::Expression(expression),
+                    };
+                    items.push((name, holds));
+                }
+                _ => return Err(self.unsupported(item.span, "this projection")),
+            }
+        }
+        if items.len() > QUERY_COLUMNS_MAX {
+            return Err(self.refuse(
+                QueryRefusal::Unsupported,
+                span,
+                format!("more than {QUERY_COLUMNS_MAX} columns"),
+            ));
+        }
+        let distinct = matches!(
+            projection.quantifier.as_ref().map(|q| q.kind),
+            Some(open_cypher::ast::SetQuantifier::Distinct)
+        );
+        let aggregates = items.iter().any(|(_, item)| match item {
+            Item::Expression(expression) => expr::aggregates(expression),
+            Item::Entity(_) => false,
+        });
+
+        // The expressions of the items, over the rows before the projection; an
+        // aggregate's arguments are collected apart.
+        let mut collected = expr::Aggregates::default();
+        let mut exprs: Vec<(String, Expr)> = Vec::new();
+        let mut env_after = Env::new();
+        let mut entity_columns: Vec<String> = Vec::new();
+        for (name, item) in &items {
+            match item {
+                Item::Entity(entity) => {
+                    env_after.insert(name.clone(), entity.clone());
+                    for column in entity.columns() {
+                        if !entity_columns.contains(&column) {
+                            entity_columns.push(column);
+                        }
+                    }
+                }
+                Item::Expression(expression) => {
+                    let context = if aggregates {
+                        Context::Projection(&mut collected)
+                    } else {
+                        Context::Row
+                    };
+                    let value = self.expression(expression, &mut rows, context)?;
+                    let target = self.fresh(name);
+                    env_after.insert(name.clone(), Entity::Value(target.clone()));
+                    exprs.push((target, value));
+                }
+            }
+        }
+
+        let mut plan = LogicalPlanBuilder::from(rows.plan.clone());
+        let collapses = aggregates || distinct;
+        if aggregates {
+            // Group by the items that do not aggregate (entities by all their columns),
+            // then compute the items over the groups.
+            let mut groups: Vec<Expr> = entity_columns.iter().map(|c| column(c)).collect();
+            let mut finals: Vec<Expr> = entity_columns.iter().map(|c| column(c)).collect();
+            for (target, value) in &exprs {
+                if expr::holds_aggregate(value, &collected) {
+                    finals.push(value.clone().alias(target));
+                } else {
+                    groups.push(value.clone().alias(target));
+                    finals.push(column(target));
+                }
+            }
+            plan = self.df(span, plan.aggregate(groups, collected.exprs.clone()))?;
+            plan = self.df(span, plan.project(finals))?;
+        } else {
+            let mut projected: Vec<Expr> = if collapses {
+                entity_columns.iter().map(|c| column(c)).collect()
+            } else {
+                // ORDER BY may still read what was in scope before.
+                self.passthrough(&rows)
+            };
+            for (target, value) in &exprs {
+                projected.push(value.clone().alias(target));
+            }
+            plan = self.df(span, plan.project(projected))?;
+            if distinct {
+                plan = self.df(span, plan.distinct())?;
+            }
+        }
+
+        // ORDER BY over the projected names (and, without collapse, the earlier ones).
+        let mut ordered = Rows {
+            plan: self.df(span, plan.build())?,
+            env: if collapses {
+                env_after.clone()
+            } else {
+                let mut both = rows.env.clone();
+                both.extend(env_after.clone());
+                both
+            },
+            unit: false,
+        };
+        if let Some(order) = &projection.order_by {
+            let mut sorts: Vec<SortExpr> = Vec::new();
+            for item in &order.items {
+                let value = self.expression(&item.expression, &mut ordered, Context::Row)?;
+                let ascending = !matches!(
+                    item.direction.as_ref().map(|d| d.kind),
+                    Some(SortDirection::Descending)
+                );
+                // Cypher orders null after every value: last ascending, first descending.
+                sorts.push(value.sort(ascending, !ascending));
+            }
+            let sorted = LogicalPlanBuilder::from(ordered.plan).sort(sorts);
+            ordered.plan = self.df(order.span, sorted.and_then(LogicalPlanBuilder::build))?;
+        }
+        let skip = match projection.skip.as_ref().or(projection.offset.as_ref()) {
+            Some(skip) => self.count(skip)?,
+            None => 0,
+        };
+        let limit = match &projection.limit {
+            Some(limit) => Some(self.count(limit)?),
+            None => None,
+        };
+        if skip > 0 || limit.is_some() {
+            let limited = LogicalPlanBuilder::from(ordered.plan).limit(skip, limit);
+            ordered.plan = self.df(span, limited.and_then(LogicalPlanBuilder::build))?;
+        }
+
+        // The projection proper: only what it names.
+        let names: Vec<String> = items.iter().map(|(name, _)| name.clone()).collect();
+        let finals: Vec<Expr> = match projecting {
+            Projecting::With => {
+                let mut keep: Vec<String> = Vec::new();
+                for entity in env_after.values() {
+                    for name in entity.columns() {
+                        if !keep.contains(&name) {
+                            keep.push(name);
+                        }
+                    }
+                }
+                keep.iter().map(|name| column(name)).collect()
+            }
+            Projecting::Return => {
+                let mut finals = Vec::new();
+                for name in &names {
+                    let value = match &env_after[name] {
+                        Entity::Value(target) => column(target),
+                        entity => expr::entity_value(self, entity, span)?,
+                    };
+                    finals.push(value.alias(name));
+                }
+                finals
+            }
+        };
+        let plan = LogicalPlanBuilder::from(ordered.plan)
+            .project(finals)
+            .and_then(LogicalPlanBuilder::build);
+        let plan = self.df(span, plan)?;
+        if projecting == Projecting::Return {
+            assert_eq!(
+                plan.schema().fields().len(),
+                names.len(),
+                "RETURN yields one column per item"
+            );
+        }
+        Ok((
+            Rows {
+                plan,
+                env: env_after,
+                unit: false,
+            },
+            names,
+        ))
+    }
+
+    /// `SKIP` or `LIMIT`: a non-negative integer literal or parameter.
+    fn count(&self, expression: &CypherExpr) -> Result<usize> {
+        let refuse = |what: String| self.refuse(QueryRefusal::WrongType, expression.span, what);
+        let value: i128 = match &expression.kind {
+            ExprKind::Literal(literal) => match &literal.kind {
+                LiteralKind::Integer(integer) => expr::integer(integer)
+                    .map(i128::from)
+                    .ok_or_else(|| refuse(format!("{} is not a 64-bit integer", integer.text)))?,
+                _ => return Err(refuse("SKIP and LIMIT take an integer".into())),
+            },
+            ExprKind::Parameter(parameter) => {
+                let name = expr::parameter_name(self, parameter, expression.span)?;
+                match self.parameters.get(&name) {
+                    Some(ScalarValue::Int64(Some(value))) => i128::from(*value),
+                    Some(other) => {
+                        return Err(refuse(format!(
+                            "${name} is {}, and SKIP and LIMIT take an integer",
+                            other.data_type()
+                        )));
+                    }
+                    None => return Err(self.missing_parameter(&name, expression.span)),
+                }
+            }
+            _ => {
+                return Err(refuse(
+                    "SKIP and LIMIT take an integer or a parameter".into(),
+                ));
+            }
+        };
+        usize::try_from(value).map_err(|_| refuse(format!("{value} is negative or too large")))
+    }
+
+    pub(crate) fn missing_parameter(&self, name: &str, span: Span) -> OmniError {
+        self.refuse(
+            QueryRefusal::UnknownVariable,
+            span,
+            format!("the query reads ${name}, and no value was given for it"),
+        )
+    }
+
+    /// The arrow type of `value` over `rows`.
+    pub(crate) fn type_of(&self, value: &Expr, rows: &Rows, span: Span) -> Result<DataType> {
+        use datafusion::logical_expr::ExprSchemable;
+        self.df(span, value.get_type(rows.plan.schema()))
+    }
+}
+
+/// What a projection item holds.
+enum Item<'q> {
+    /// A node or relationship passed on whole by `WITH`.
+    Entity(Entity),
+    Expression(&'q CypherExpr),
+}
+
+/// Which clause projects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Projecting {
+    With,
+    Return,
+}
+
+/// Where an expression is: aggregates are collected only in a projection.
+pub(crate) enum Context<'c> {
+    Row,
+    Projection(&'c mut expr::Aggregates),
+}

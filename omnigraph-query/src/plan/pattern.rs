@@ -1,0 +1,958 @@
+//! `MATCH` and `OPTIONAL MATCH`: a node pattern is a scan of its type's table (a union
+//! when it may be of several types), a relationship a join with its edge table's
+//! `src`/`dst`, a variable-length one a union over its hop counts. Walk semantics, as
+//! Kuzu: a pattern may pass an edge twice.
+//!
+//! Referential integrity lets a node that nothing reads go unscanned: every edge's
+//! endpoints exist at the commit it was published in (checked at write; deletes cascade),
+//! so the edge's `src` or `dst` is the node.
+
+use super::{Context, Entity, NodeColumns, Planner, RelationshipColumns, Rows, column};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{Column, JoinType, ScalarValue, TableReference};
+use datafusion::datasource::provider_as_source;
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
+use omnigraph_core::lance::datafusion::LanceTableProvider;
+use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
+use omnigraph_core::{QueryRefusal, Result};
+use open_cypher::Span;
+use open_cypher::ast::{
+    Expr as CypherExpr, ExprKind, LabelExpression, LabelExpressionKind, MatchClause, NodePattern,
+    PathFactorKind, Pattern, QuantifierKind, RelationshipDirection, RelationshipPattern,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The ends of an edge relation: the columns a hop joins on.
+struct Ends {
+    from: String,
+    from_label: Option<String>,
+    from_types: BTreeSet<String>,
+    to: String,
+    to_label: Option<String>,
+    to_types: BTreeSet<String>,
+}
+
+/// One way an edge type is walked: forward (`src` to `dst`) or backward.
+struct Orientation<'d> {
+    def: &'d TypeDef,
+    from_type: String,
+    to_type: String,
+    backward: bool,
+}
+
+impl<'a> Planner<'a> {
+    pub(crate) fn match_clause(&mut self, clause: &MatchClause, rows: Rows) -> Result<Rows> {
+        if !clause.optional {
+            let matched = self.pattern(&clause.pattern, rows)?;
+            return match &clause.where_clause {
+                Some(predicate) => self.filter(predicate, matched),
+                None => Ok(matched),
+            };
+        }
+        // OPTIONAL MATCH: number the rows, match the numbered rows, and join the matches
+        // back to every row (a row without one keeps nulls).
+        let (numbered, row) = self.number(rows)?;
+        let before: BTreeSet<String> = numbered.env.keys().cloned().collect();
+        let mut matched = self.pattern(&clause.pattern, numbered.clone())?;
+        if let Some(predicate) = &clause.where_clause {
+            matched = self.filter(predicate, matched)?;
+        }
+        let mut new_env = numbered.env.clone();
+        let matched_row = self.fresh("row");
+        let mut items = vec![column(&row).alias(&matched_row)];
+        let mut seen: Vec<String> = Vec::new();
+        for (name, entity) in &matched.env {
+            if before.contains(name) {
+                continue;
+            }
+            for name in entity.columns() {
+                if !seen.contains(&name) {
+                    items.push(column(&name));
+                    seen.push(name);
+                }
+            }
+            new_env.insert(name.clone(), entity.clone());
+        }
+        let span = clause.pattern.span;
+        let right = self.df(
+            span,
+            LogicalPlanBuilder::from(matched.plan)
+                .project(items)
+                .and_then(LogicalPlanBuilder::build),
+        )?;
+        let joined = LogicalPlanBuilder::from(numbered.plan)
+            .join_on(
+                right,
+                JoinType::Left,
+                [column(&row).eq(column(&matched_row))],
+            )
+            .and_then(LogicalPlanBuilder::build);
+        Ok(Rows {
+            plan: self.df(span, joined)?,
+            env: new_env,
+            unit: false,
+        })
+    }
+
+    /// Adds a column numbering the rows; returns the rows and its name.
+    pub(crate) fn number(&mut self, mut rows: Rows) -> Result<(Rows, String)> {
+        let row = self.fresh("row");
+        let numbered = LogicalPlanBuilder::from(rows.plan)
+            .window([datafusion::functions_window::expr_fn::row_number().alias(&row)])
+            .and_then(LogicalPlanBuilder::build);
+        rows.plan = self.df(Span::new(0, 0), numbered)?;
+        rows.env
+            .insert(format!("\u{0}{row}"), Entity::Value(row.clone()));
+        Ok((rows, row))
+    }
+
+    /// Matches every part of `pattern` on `rows`.
+    pub(crate) fn pattern(&mut self, pattern: &Pattern, mut rows: Rows) -> Result<Rows> {
+        for part in &pattern.parts {
+            let factors = &part.kind.path.kind.factors;
+            let lone = factors.len() == 1;
+            // The node before the relationship being matched: bound, or not yet read
+            // (its key comes from the edge).
+            let mut left: Option<(String, Option<NodeColumns>)> = None;
+            let mut pending: Option<(&RelationshipPattern, Span)> = None;
+            for factor in factors {
+                match &factor.kind {
+                    PathFactorKind::Node(node) => {
+                        let name = node_name(node, factor.span);
+                        match (pending.take(), left.take()) {
+                            (Some((relationship, span)), Some((left_name, unread))) => {
+                                rows = self.hop(
+                                    relationship,
+                                    span,
+                                    (&left_name, unread),
+                                    (&name, node, factor.span),
+                                    rows,
+                                )?;
+                            }
+                            _ => {
+                                let read = lone
+                                    || rows.env.contains_key(&name)
+                                    || node.properties.is_some()
+                                    || self.is_read(&name)
+                                    || next_is_variable_length(factors, factor.span);
+                                if read {
+                                    rows = self.bind_node(&name, node, factor.span, rows)?;
+                                    left = Some((name, None));
+                                    continue;
+                                }
+                                let types = self.node_types(node);
+                                left = Some((
+                                    name,
+                                    Some(NodeColumns {
+                                        types,
+                                        key: String::new(),
+                                        label: None,
+                                        properties: None,
+                                    }),
+                                ));
+                                continue;
+                            }
+                        }
+                        left = Some((name, None));
+                    }
+                    PathFactorKind::Relationship(relationship) => {
+                        pending = Some((relationship, factor.span));
+                    }
+                    _ => return Err(self.unsupported(factor.span, "this pattern")),
+                }
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The node types a node pattern names (every node type without a label).
+    fn node_types(&self, node: &NodePattern) -> Vec<String> {
+        let mut types: Vec<String> = match &node.labels {
+            Some(labels) => label_names(labels),
+            None => self
+                .catalog
+                .types()
+                .iter()
+                .filter(|def| def.is_node())
+                .map(|def| def.name().to_string())
+                .collect(),
+        };
+        types.sort_unstable();
+        types
+    }
+
+    /// Binds a node pattern that starts a path: the variable it reuses, or a scan of its
+    /// types joined to the rows (a cross join: nothing links it to them yet).
+    fn bind_node(
+        &mut self,
+        name: &str,
+        node: &NodePattern,
+        span: Span,
+        rows: Rows,
+    ) -> Result<Rows> {
+        if let Some(Entity::Node(bound)) = rows.env.get(name).cloned() {
+            let rows = self.keep_types(&bound, &self.node_types(node), rows, span)?;
+            return self.node_properties(name, node, rows);
+        }
+        let types = self.node_types(node);
+        let (scan, columns) = self.scan_nodes(&types, name, span)?;
+        let mut rows = if rows.unit {
+            Rows {
+                plan: scan,
+                env: rows.env,
+                unit: false,
+            }
+        } else {
+            let joined = LogicalPlanBuilder::from(rows.plan)
+                .cross_join(scan)
+                .and_then(LogicalPlanBuilder::build);
+            Rows {
+                plan: self.df(span, joined)?,
+                env: rows.env,
+                unit: false,
+            }
+        };
+        rows.env.insert(name.to_string(), Entity::Node(columns));
+        self.node_properties(name, node, rows)
+    }
+
+    /// Keeps the rows where the bound node `bound` is of one of `types`.
+    fn keep_types(
+        &mut self,
+        bound: &NodeColumns,
+        types: &[String],
+        mut rows: Rows,
+        span: Span,
+    ) -> Result<Rows> {
+        if bound.types.iter().all(|t| types.contains(t)) {
+            return Ok(rows);
+        }
+        let Some(label) = &bound.label else {
+            // One type, not among them: no row.
+            let none = LogicalPlanBuilder::from(rows.plan)
+                .filter(lit(false))
+                .and_then(LogicalPlanBuilder::build);
+            rows.plan = self.df(span, none)?;
+            return Ok(rows);
+        };
+        let kept = LogicalPlanBuilder::from(rows.plan)
+            .filter(column(label).in_list(types.iter().map(|t| lit(t.as_str())).collect(), false))
+            .and_then(LogicalPlanBuilder::build);
+        rows.plan = self.df(span, kept)?;
+        Ok(rows)
+    }
+
+    /// The filters of a node pattern's property map (`{name: 'Ada'}`).
+    fn node_properties(&mut self, name: &str, node: &NodePattern, rows: Rows) -> Result<Rows> {
+        let Some(map) = &node.properties else {
+            return Ok(rows);
+        };
+        let Some(Entity::Node(columns)) = rows.env.get(name).cloned() else {
+            unreachable!("a node pattern's variable is bound before its properties are read");
+        };
+        let properties = columns.properties.clone().unwrap_or_default();
+        self.property_filters(map, &properties, rows)
+    }
+
+    fn property_filters(
+        &mut self,
+        map: &CypherExpr,
+        properties: &BTreeMap<String, String>,
+        mut rows: Rows,
+    ) -> Result<Rows> {
+        let ExprKind::Map(entries) = &map.kind else {
+            return Err(self.unsupported(map.span, "a property map that is not a literal map"));
+        };
+        for entry in entries {
+            let value = self.expression(&entry.value, &mut rows, Context::Row)?;
+            let condition = match properties.get(&entry.key.kind.text) {
+                Some(property) => column(property).eq(value),
+                // A property none of its types has: null, which equals nothing.
+                None => lit(false),
+            };
+            let kept = LogicalPlanBuilder::from(rows.plan)
+                .filter(condition)
+                .and_then(LogicalPlanBuilder::build);
+            rows.plan = self.df(entry.span, kept)?;
+        }
+        Ok(rows)
+    }
+
+    /// A scan of the nodes of `types`: their key, label (several types) and properties.
+    fn scan_nodes(
+        &mut self,
+        types: &[String],
+        name: &str,
+        span: Span,
+    ) -> Result<(LogicalPlan, NodeColumns)> {
+        let defs: Vec<&TypeDef> = types.iter().filter_map(|t| self.catalog.get(t)).collect();
+        assert_eq!(
+            defs.len(),
+            types.len(),
+            "the checker named only schema types"
+        );
+        let key = self.fresh(&format!("{name}_key"));
+        let label = (defs.len() > 1).then(|| self.fresh(&format!("{name}_label")));
+        let properties = self.property_columns(&defs, name, false);
+        let mut plan: Option<LogicalPlanBuilder> = None;
+        for def in &defs {
+            let (scan, table) = self.scan(def, span)?;
+            let mut items = vec![
+                self.key_expr(&table, def.key_column(), def.key_type())
+                    .alias(&key),
+            ];
+            if let Some(label) = &label {
+                items.push(lit(def.name()).alias(label));
+            }
+            items.extend(self.property_items(def, &table, &properties));
+            let branch = self.df(
+                span,
+                scan.project(items).and_then(LogicalPlanBuilder::build),
+            )?;
+            plan = Some(match plan {
+                None => LogicalPlanBuilder::from(branch),
+                Some(plan) => self.df(span, plan.union(branch))?,
+            });
+        }
+        let plan = plan.expect("a node pattern has at least one type");
+        let plan = self.df(span, plan.build())?;
+        let columns = NodeColumns {
+            types: types.to_vec(),
+            key,
+            label,
+            properties: Some(properties.into_iter().map(|(p, (c, _))| (p, c)).collect()),
+        };
+        Ok((plan, columns))
+    }
+
+    /// A fresh column per property any of `defs` has, with the arrow type a union of
+    /// them holds (text when the types disagree).
+    fn property_columns(
+        &mut self,
+        defs: &[&TypeDef],
+        name: &str,
+        edge: bool,
+    ) -> BTreeMap<String, (String, DataType)> {
+        let mut columns: BTreeMap<String, (String, DataType)> = BTreeMap::new();
+        for def in defs {
+            for property in def.columns() {
+                let data_type = arrow_type(property.data_type);
+                match columns.get_mut(&property.name) {
+                    Some((_, known)) if *known != data_type => *known = DataType::Utf8,
+                    Some(_) => {}
+                    None => {
+                        let fresh = self.fresh(&format!("{name}_{}", property.name));
+                        columns.insert(property.name.clone(), (fresh, data_type));
+                    }
+                }
+            }
+        }
+        if edge {
+            // An edge's endpoints are keys: text when the graph's key types differ.
+            for end in ["src", "dst"] {
+                if let Some((_, data_type)) = columns.get_mut(end)
+                    && self.text_keys
+                {
+                    *data_type = DataType::Utf8;
+                }
+            }
+        }
+        columns
+    }
+
+    fn property_items(
+        &self,
+        def: &TypeDef,
+        table: &TableReference,
+        columns: &BTreeMap<String, (String, DataType)>,
+    ) -> Vec<Expr> {
+        let mut items = Vec::new();
+        for (property, (fresh, data_type)) in columns {
+            let value = match def.columns().iter().find(|c| &c.name == property) {
+                Some(declared) if arrow_type(declared.data_type) == *data_type => {
+                    Expr::Column(Column::new(Some(table.clone()), property))
+                }
+                Some(_) => Expr::Column(Column::new(Some(table.clone()), property)).cast_to_text(),
+                None => lit(ScalarValue::try_from(data_type).unwrap_or(ScalarValue::Null)),
+            };
+            items.push(value.alias(fresh));
+        }
+        items
+    }
+
+    /// A key column as the plan compares keys: as it is, or as text.
+    fn key_expr(&self, table: &TableReference, name: &str, data_type: PropertyType) -> Expr {
+        let value = Expr::Column(Column::new(Some(table.clone()), name));
+        if self.text_keys && data_type != PropertyType::String {
+            value.cast_to_text()
+        } else {
+            value
+        }
+    }
+
+    /// A scan of `def`'s table at the commit's pinned version.
+    fn scan(&mut self, def: &TypeDef, span: Span) -> Result<(LogicalPlanBuilder, TableReference)> {
+        let Some(dataset) = self.tables.get(def.name()) else {
+            return Err(self.refuse(
+                QueryRefusal::UnknownLabel,
+                span,
+                format!("the commit has no table for {}", def.name()),
+            ));
+        };
+        let provider = LanceTableProvider::new_with_ordering(dataset.clone(), false, false, false);
+        let table = TableReference::bare(self.fresh(def.name()));
+        let scan =
+            LogicalPlanBuilder::scan(table.clone(), provider_as_source(Arc::new(provider)), None);
+        Ok((self.df(span, scan)?, table))
+    }
+
+    /// The ways the edge types of `relationship` can be walked from a node of
+    /// `left_types` to one of `right_types` (any node when `None`).
+    fn orientations(
+        &self,
+        relationship: &RelationshipPattern,
+        left_types: Option<&[String]>,
+        right_types: Option<&[String]>,
+    ) -> Vec<Orientation<'a>> {
+        let catalog = self.catalog;
+        let named = relationship.labels.as_ref().map(label_names);
+        let fits = |types: Option<&[String]>, t: &str| {
+            types.is_none_or(|types| types.iter().any(|x| x == t))
+        };
+        let mut ways = Vec::new();
+        for def in catalog.types() {
+            let DeclKind::Edge { from, to } = def.kind() else {
+                continue;
+            };
+            if named
+                .as_ref()
+                .is_some_and(|named| !named.iter().any(|n| n == def.name()))
+            {
+                continue;
+            }
+            let direction = relationship.direction.kind;
+            let forward = !matches!(direction, RelationshipDirection::Left);
+            let backward = !matches!(direction, RelationshipDirection::Right);
+            if forward && fits(left_types, from) && fits(right_types, to) {
+                ways.push(Orientation {
+                    def,
+                    from_type: from.clone(),
+                    to_type: to.clone(),
+                    backward: false,
+                });
+            }
+            if backward && fits(left_types, to) && fits(right_types, from) {
+                ways.push(Orientation {
+                    def,
+                    from_type: to.clone(),
+                    to_type: from.clone(),
+                    backward: true,
+                });
+            }
+        }
+        ways
+    }
+
+    /// The edges of `ways` as one relation: their ends, and the relationship's columns
+    /// when `relationship` names it.
+    fn edges(
+        &mut self,
+        ways: &[Orientation<'a>],
+        relationship: Option<&str>,
+        span: Span,
+    ) -> Result<(LogicalPlan, Ends, Option<RelationshipColumns>)> {
+        let from_types: BTreeSet<String> = ways.iter().map(|w| w.from_type.clone()).collect();
+        let to_types: BTreeSet<String> = ways.iter().map(|w| w.to_type.clone()).collect();
+        let hint = relationship.unwrap_or("edge");
+        let ends = Ends {
+            from: self.fresh(&format!("{hint}_from")),
+            from_label: (from_types.len() > 1).then(|| self.fresh(&format!("{hint}_from_label"))),
+            from_types,
+            to: self.fresh(&format!("{hint}_to")),
+            to_label: (to_types.len() > 1).then(|| self.fresh(&format!("{hint}_to_label"))),
+            to_types,
+        };
+        let mut edge_types: Vec<&TypeDef> = Vec::new();
+        for way in ways {
+            if !edge_types.iter().any(|d| d.name() == way.def.name()) {
+                edge_types.push(way.def);
+            }
+        }
+        let relationship_columns = relationship.map(|name| {
+            let properties = self.property_columns(&edge_types, name, true);
+            let label = (edge_types.len() > 1).then(|| self.fresh(&format!("{name}_type")));
+            (properties, label)
+        });
+        let mut plan: Option<LogicalPlanBuilder> = None;
+        for way in ways {
+            let (scan, table) = self.scan(way.def, span)?;
+            let key_type = self
+                .catalog
+                .get(&way.from_type)
+                .map_or(PropertyType::String, TypeDef::key_type);
+            let to_key_type = self
+                .catalog
+                .get(&way.to_type)
+                .map_or(PropertyType::String, TypeDef::key_type);
+            let (from, to) = if way.backward {
+                ("dst", "src")
+            } else {
+                ("src", "dst")
+            };
+            let mut items = vec![
+                self.key_expr(&table, from, key_type).alias(&ends.from),
+                self.key_expr(&table, to, to_key_type).alias(&ends.to),
+            ];
+            if let Some(label) = &ends.from_label {
+                items.push(lit(way.from_type.as_str()).alias(label));
+            }
+            if let Some(label) = &ends.to_label {
+                items.push(lit(way.to_type.as_str()).alias(label));
+            }
+            if let Some((properties, label)) = &relationship_columns {
+                if let Some(label) = label {
+                    items.push(lit(way.def.name()).alias(label));
+                }
+                items.extend(self.property_items(way.def, &table, properties));
+            }
+            let mut scan = scan;
+            if way.backward && way.from_type == way.to_type {
+                // An undirected pattern meets a loop once, not once each way.
+                let src = Expr::Column(Column::new(Some(table.clone()), "src"));
+                let dst = Expr::Column(Column::new(Some(table.clone()), "dst"));
+                scan = self.df(span, scan.filter(src.not_eq(dst)))?;
+            }
+            let branch = self.df(
+                span,
+                scan.project(items).and_then(LogicalPlanBuilder::build),
+            )?;
+            plan = Some(match plan {
+                None => LogicalPlanBuilder::from(branch),
+                Some(plan) => self.df(span, plan.union(branch))?,
+            });
+        }
+        let Some(plan) = plan else {
+            return Err(self.refuse(
+                QueryRefusal::UnknownRelationshipType,
+                span,
+                "no edge type fits both ends of this relationship",
+            ));
+        };
+        let plan = self.df(span, plan.build())?;
+        let columns = relationship_columns.map(|(properties, label)| RelationshipColumns {
+            label,
+            properties: properties.into_iter().map(|(p, (c, _))| (p, c)).collect(),
+        });
+        Ok((plan, ends, columns))
+    }
+
+    /// The conditions that a node's columns meet an edge end.
+    fn meet(
+        node: &NodeColumns,
+        key: &str,
+        label: Option<&String>,
+        types: &BTreeSet<String>,
+    ) -> Vec<Expr> {
+        let mut on = vec![column(&node.key).eq(column(key))];
+        match (&node.label, label) {
+            (Some(node_label), Some(label)) => on.push(column(node_label).eq(column(label))),
+            (Some(node_label), None) => {
+                let only = types.iter().next().expect("an edge end has a type");
+                on.push(column(node_label).eq(lit(only.as_str())));
+            }
+            (None, Some(label)) => {
+                let only = node.types.first().expect("a node has a type");
+                on.push(column(label).eq(lit(only.as_str())));
+            }
+            (None, None) => {}
+        }
+        on
+    }
+
+    /// Matches `(left)-[relationship]-(right)` on `rows`.
+    fn hop(
+        &mut self,
+        relationship: &RelationshipPattern,
+        span: Span,
+        (left_name, unread): (&str, Option<NodeColumns>),
+        (right_name, right, right_span): (&str, &NodePattern, Span),
+        mut rows: Rows,
+    ) -> Result<Rows> {
+        if let Some(hops) = hops(relationship) {
+            assert!(
+                unread.is_none(),
+                "a variable-length hop starts from a node that was read"
+            );
+            return self.variable_hop(
+                relationship,
+                span,
+                left_name,
+                hops,
+                (right_name, right, right_span),
+                rows,
+            );
+        }
+        let right_bound = match rows.env.get(right_name) {
+            Some(Entity::Node(bound)) => Some(bound.clone()),
+            _ => None,
+        };
+        let left_types: Vec<String> = match (&unread, rows.env.get(left_name)) {
+            (Some(unread), _) => unread.types.clone(),
+            (None, Some(Entity::Node(left))) => left.types.clone(),
+            _ => unreachable!("the left node of a hop is bound"),
+        };
+        let mut right_types = self.node_types(right);
+        if let Some(bound) = &right_bound {
+            right_types.retain(|t| bound.types.contains(t));
+        }
+        let ways = self.orientations(relationship, Some(&left_types), Some(&right_types));
+        let relationship_name = relationship
+            .variable
+            .as_ref()
+            .map(|v| v.kind.text.clone())
+            .filter(|name| {
+                self.is_read(name)
+                    || relationship.properties.is_some()
+                    || rows.env.contains_key(name)
+            });
+        let (edges, ends, relationship_columns) =
+            self.edges(&ways, relationship_name.as_deref(), span)?;
+        self.hops.push(format!(
+            "{left_name}-[{}]-{right_name}: hash join on the edge table's {} ({})",
+            relationship
+                .labels
+                .as_ref()
+                .map(|l| label_names(l).join("|"))
+                .unwrap_or_default(),
+            if ways.iter().all(|w| !w.backward) {
+                "src"
+            } else {
+                "src/dst"
+            },
+            ways.iter()
+                .map(|w| w.def.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        let mut rows = match unread {
+            Some(unread) => {
+                // The left node is the edge's `from` end.
+                let left = NodeColumns {
+                    types: ends.from_types.iter().cloned().collect(),
+                    key: ends.from.clone(),
+                    label: ends.from_label.clone(),
+                    properties: None,
+                };
+                let _ = unread;
+                let plan = if rows.unit {
+                    edges
+                } else {
+                    let joined = LogicalPlanBuilder::from(rows.plan)
+                        .cross_join(edges)
+                        .and_then(LogicalPlanBuilder::build);
+                    self.df(span, joined)?
+                };
+                let mut env = rows.env;
+                env.insert(left_name.to_string(), Entity::Node(left));
+                Rows {
+                    plan,
+                    env,
+                    unit: false,
+                }
+            }
+            None => {
+                let Some(Entity::Node(left)) = rows.env.get(left_name).cloned() else {
+                    unreachable!("the left node of a hop is bound");
+                };
+                let on = Self::meet(
+                    &left,
+                    &ends.from,
+                    ends.from_label.as_ref(),
+                    &ends.from_types,
+                );
+                let joined = LogicalPlanBuilder::from(rows.plan)
+                    .join_on(edges, JoinType::Inner, on)
+                    .and_then(LogicalPlanBuilder::build);
+                rows.plan = self.df(span, joined)?;
+                rows
+            }
+        };
+        if let (Some(name), Some(columns)) = (&relationship_name, relationship_columns) {
+            if let Some(Entity::Relationship(bound)) = rows.env.get(name).cloned() {
+                // The same relationship as an earlier clause's: its id and type meet.
+                let mut on =
+                    vec![column(&bound.properties["id"]).eq(column(&columns.properties["id"]))];
+                if let (Some(a), Some(b)) = (&bound.label, &columns.label) {
+                    on.push(column(a).eq(column(b)));
+                }
+                let kept = LogicalPlanBuilder::from(rows.plan)
+                    .filter(on.into_iter().reduce(Expr::and).expect("one condition"))
+                    .and_then(LogicalPlanBuilder::build);
+                rows.plan = self.df(span, kept)?;
+            } else {
+                rows.env
+                    .insert(name.clone(), Entity::Relationship(columns.clone()));
+            }
+            if let Some(map) = &relationship.properties {
+                rows = self.property_filters(map, &columns.properties, rows)?;
+            }
+        }
+        self.right_end(
+            right_name,
+            right,
+            right_span,
+            ends.to,
+            ends.to_label,
+            ends.to_types,
+            rows,
+        )
+    }
+
+    /// Binds the node a hop reaches, whose key (and type) the edge end holds.
+    #[allow(clippy::too_many_arguments)]
+    fn right_end(
+        &mut self,
+        name: &str,
+        node: &NodePattern,
+        span: Span,
+        key: String,
+        label: Option<String>,
+        types: BTreeSet<String>,
+        mut rows: Rows,
+    ) -> Result<Rows> {
+        if let Some(Entity::Node(bound)) = rows.env.get(name).cloned() {
+            let on = Self::meet(&bound, &key, label.as_ref(), &types);
+            let kept = LogicalPlanBuilder::from(rows.plan)
+                .filter(on.into_iter().reduce(Expr::and).expect("one condition"))
+                .and_then(LogicalPlanBuilder::build);
+            rows.plan = self.df(span, kept)?;
+            return Ok(rows);
+        }
+        let mut wanted = self.node_types(node);
+        wanted.retain(|t| types.contains(t));
+        let read = node.properties.is_some() || self.is_read(name);
+        if !read {
+            let reached = NodeColumns {
+                types: types.iter().cloned().collect(),
+                key,
+                label,
+                properties: None,
+            };
+            let rows = self.keep_types(&reached, &wanted, rows, span)?;
+            let mut rows = rows;
+            let mut reached = reached;
+            reached.types.retain(|t| wanted.contains(t));
+            rows.env.insert(name.to_string(), Entity::Node(reached));
+            return Ok(rows);
+        }
+        let (scan, columns) = self.scan_nodes(&wanted, name, span)?;
+        let mut on = vec![column(&columns.key).eq(column(&key))];
+        match (&columns.label, &label) {
+            (Some(a), Some(b)) => on.push(column(a).eq(column(b))),
+            (None, Some(b)) => on.push(column(b).eq(lit(wanted[0].as_str()))),
+            (Some(a), None) => {
+                let only = types.iter().next().expect("an edge end has a type");
+                on.push(column(a).eq(lit(only.as_str())));
+            }
+            (None, None) => {}
+        }
+        let joined = LogicalPlanBuilder::from(rows.plan)
+            .join_on(scan, JoinType::Inner, on)
+            .and_then(LogicalPlanBuilder::build);
+        rows.plan = self.df(span, joined)?;
+        rows.env.insert(name.to_string(), Entity::Node(columns));
+        self.node_properties(name, node, rows)
+    }
+
+    /// `(left)-[:T*lower..upper]-(right)`: the rows after each number of hops from
+    /// `lower` to `upper`, in one union; each hop joins the edges of every type the
+    /// pattern allows to the node reached so far.
+    fn variable_hop(
+        &mut self,
+        relationship: &RelationshipPattern,
+        span: Span,
+        left_name: &str,
+        (lower, upper): (u64, u64),
+        (right_name, right, right_span): (&str, &NodePattern, Span),
+        rows: Rows,
+    ) -> Result<Rows> {
+        let Some(Entity::Node(left)) = rows.env.get(left_name).cloned() else {
+            unreachable!("the left node of a hop is bound");
+        };
+        let ways = self.orientations(relationship, None, None);
+        let node_types: BTreeSet<String> = ways
+            .iter()
+            .flat_map(|w| [w.from_type.clone(), w.to_type.clone()])
+            .chain(left.types.iter().cloned())
+            .collect();
+        let several = node_types.len() > 1;
+        let at = self.fresh("at");
+        let at_label = several.then(|| self.fresh("at_label"));
+        let carried = self.passthrough(&rows);
+        let project = |plan: LogicalPlan, key: &str, label: Option<&String>, only: Option<&str>| {
+            let mut items = carried.clone();
+            items.push(column(key).alias(&at));
+            if let Some(at_label) = &at_label {
+                items.push(match (label, only) {
+                    (Some(label), _) => column(label).alias(at_label),
+                    (None, Some(only)) => lit(only).alias(at_label),
+                    (None, None) => lit(ScalarValue::Utf8(None)).alias(at_label),
+                });
+            }
+            LogicalPlanBuilder::from(plan)
+                .project(items)
+                .and_then(LogicalPlanBuilder::build)
+        };
+        let first_type = left.types.first().cloned();
+        let mut frontier = self.df(
+            span,
+            project(
+                rows.plan.clone(),
+                &left.key,
+                left.label.as_ref(),
+                first_type.as_deref(),
+            ),
+        )?;
+        let mut reached: Vec<LogicalPlan> = Vec::new();
+        if lower == 0 {
+            reached.push(frontier.clone());
+        }
+        for depth in 1..=upper {
+            let (edges, ends, _) = self.edges(&ways, None, span)?;
+            let current = NodeColumns {
+                types: node_types.iter().cloned().collect(),
+                key: at.clone(),
+                label: at_label.clone(),
+                properties: None,
+            };
+            let on = Self::meet(
+                &current,
+                &ends.from,
+                ends.from_label.as_ref(),
+                &ends.from_types,
+            );
+            let mut items = carried.clone();
+            items.push(column(&ends.to).alias(&at));
+            if let Some(at_label) = &at_label {
+                items.push(match &ends.to_label {
+                    Some(label) => column(label).alias(at_label),
+                    None => {
+                        lit(ends.to_types.iter().next().expect("a type").as_str()).alias(at_label)
+                    }
+                });
+            }
+            let next = LogicalPlanBuilder::from(frontier)
+                .join_on(edges, JoinType::Inner, on)
+                .and_then(|plan| plan.project(items))
+                .and_then(LogicalPlanBuilder::build);
+            frontier = self.df(span, next)?;
+            if depth >= lower {
+                reached.push(frontier.clone());
+            }
+        }
+        self.hops.push(format!(
+            "{left_name}-[*{lower}..{upper}]-{right_name}: {} hash joins on the edge tables ({})",
+            upper,
+            ways.iter()
+                .map(|w| w.def.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        let mut union: Option<LogicalPlanBuilder> = None;
+        for plan in reached {
+            union = Some(match union {
+                None => LogicalPlanBuilder::from(plan),
+                Some(union) => self.df(span, union.union(plan))?,
+            });
+        }
+        let plan = self.df(span, union.expect("lower <= upper").build())?;
+        let mut rows = Rows {
+            plan,
+            env: rows.env,
+            unit: false,
+        };
+        if let Some(variable) = &relationship.variable {
+            rows.env.insert(variable.kind.text.clone(), Entity::Path);
+        }
+        self.right_end(
+            right_name, right, right_span, at, at_label, node_types, rows,
+        )
+    }
+}
+
+/// The variable of a node pattern, or a hidden one for an anonymous node.
+fn node_name(node: &NodePattern, span: Span) -> String {
+    match &node.variable {
+        Some(variable) => variable.kind.text.clone(),
+        None => format!("\u{0}node@{}", span.start),
+    }
+}
+
+/// Whether the relationship after the node at `span` has a variable length (its left
+/// node is then read: the expansion starts from its rows).
+fn next_is_variable_length(factors: &[open_cypher::ast::PathFactor], span: Span) -> bool {
+    let mut after = factors.iter().skip_while(|f| f.span != span).skip(1);
+    matches!(after.next().map(|f| &f.kind), Some(PathFactorKind::Relationship(r)) if hops(r).is_some())
+}
+
+/// The names a label expression lists (`A`, `A|B`), as the checker accepted them.
+pub(crate) fn label_names(labels: &LabelExpression) -> Vec<String> {
+    match &labels.kind {
+        LabelExpressionKind::Name(name) => vec![name.kind.text.clone()],
+        LabelExpressionKind::Parenthesized(inner) => label_names(inner),
+        LabelExpressionKind::Or(alternatives) => {
+            alternatives.iter().flat_map(label_names).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A relationship's hop bounds, or `None` for one hop (the checker bounded them).
+fn hops(relationship: &RelationshipPattern) -> Option<(u64, u64)> {
+    let quantifier = relationship
+        .legacy_quantifier
+        .as_ref()
+        .or(relationship.graph_quantifier.as_ref())?;
+    let number = |text: &str| text.parse::<u64>().ok();
+    match &quantifier.kind {
+        QuantifierKind::Fixed(count) => number(count).map(|n| (n, n)),
+        QuantifierKind::Range {
+            lower,
+            upper: Some(upper),
+        } => Some((lower.as_deref().map_or(Some(1), number)?, number(upper)?)),
+        QuantifierKind::Optional => Some((0, 1)),
+        _ => None,
+    }
+}
+
+/// The Arrow type of a property.
+pub(crate) fn arrow_type(data_type: PropertyType) -> DataType {
+    use datafusion::arrow::datatypes::{Field, TimeUnit};
+    match data_type {
+        PropertyType::String => DataType::Utf8,
+        PropertyType::Bool => DataType::Boolean,
+        PropertyType::Int32 => DataType::Int32,
+        PropertyType::Int64 => DataType::Int64,
+        PropertyType::Float32 => DataType::Float32,
+        PropertyType::Float64 => DataType::Float64,
+        PropertyType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        PropertyType::Vector(dimension) => DataType::FixedSizeList(
+            Arc::new(Field::new("item", DataType::Float32, true)),
+            dimension as i32,
+        ),
+    }
+}
+
+trait TextCast {
+    fn cast_to_text(self) -> Expr;
+}
+
+impl TextCast for Expr {
+    fn cast_to_text(self) -> Expr {
+        Expr::Cast(datafusion::logical_expr::Cast::new(
+            Box::new(self),
+            DataType::Utf8,
+        ))
+    }
+}

@@ -1,0 +1,358 @@
+//! Running a query: the commit it reads, its tables opened at the versions that commit
+//! pins, its parameters typed from JSON, and one DataFusion session with a memory pool
+//! of the query's budget. Rows stream as Arrow record batches.
+
+use crate::check::{Mode, check};
+use crate::limits::{QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
+use crate::plan::{Tables, compile};
+use datafusion::arrow::array::{RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::ScalarValue;
+use datafusion::error::DataFusionError;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::display::DisplayableExecutionPlan;
+use datafusion::physical_plan::{ExecutionPlan, collect, displayable, execute_stream};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use futures::stream::{BoxStream, StreamExt};
+use omnigraph_core::{InputLocation, OmniError, QueryFailure, Result, StorageKind};
+use omnigraph_graph::Omnigraph;
+use omnigraph_publish::CommitRef;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to run a query: the commit it reads, its parameters, its memory budget.
+#[derive(Clone, Debug)]
+pub struct QueryOptions {
+    at: CommitRef,
+    parameters: BTreeMap<String, Value>,
+    memory_bytes: usize,
+}
+
+impl Default for QueryOptions {
+    fn default() -> Self {
+        QueryOptions {
+            at: CommitRef::Head,
+            parameters: BTreeMap::new(),
+            memory_bytes: QUERY_MEMORY_BYTES_DEFAULT,
+        }
+    }
+}
+
+impl QueryOptions {
+    /// At the branch head, without parameters, with the default memory budget.
+    pub fn new() -> QueryOptions {
+        QueryOptions::default()
+    }
+
+    /// Reads the commit `at` of the handle's branch instead of its head.
+    pub fn at(mut self, at: CommitRef) -> QueryOptions {
+        self.at = at;
+        self
+    }
+
+    /// Gives `$name` the value `value` (a JSON null, boolean, number, string or list of
+    /// them).
+    pub fn parameter(mut self, name: impl Into<String>, value: Value) -> QueryOptions {
+        self.parameters.insert(name.into(), value);
+        self
+    }
+
+    /// The most memory the query's operators may hold at once; past it a sort or an
+    /// aggregate spills to disk, and a join fails with
+    /// [`OmniError::QueryFailed`] (`over_budget`).
+    pub fn memory_bytes(mut self, bytes: usize) -> QueryOptions {
+        self.memory_bytes = bytes;
+        self
+    }
+}
+
+/// A running query: its columns, the commit it reads, and its rows as a stream.
+pub struct QueryRows {
+    schema: SchemaRef,
+    seq: u64,
+    commit_id: String,
+    planning: Duration,
+    stream: BoxStream<'static, Result<RecordBatch>>,
+}
+
+impl std::fmt::Debug for QueryRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryRows")
+            .field("schema", &self.schema)
+            .field("seq", &self.seq)
+            .field("commit_id", &self.commit_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QueryRows {
+    /// The columns of every batch.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// The seq of the commit the query reads.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The id of the commit the query reads.
+    pub fn commit_id(&self) -> &str {
+        &self.commit_id
+    }
+
+    /// How long checking and planning took (before the first row was read).
+    pub fn planning(&self) -> Duration {
+        self.planning
+    }
+
+    /// The next batch of rows, or `None` at the end.
+    pub async fn next(&mut self) -> Option<Result<RecordBatch>> {
+        self.stream.next().await
+    }
+
+    /// Every remaining batch.
+    pub async fn collect(mut self) -> Result<Vec<RecordBatch>> {
+        let mut batches = Vec::new();
+        while let Some(batch) = self.next().await {
+            batches.push(batch?);
+        }
+        Ok(batches)
+    }
+}
+
+/// Runs `text` on `graph`'s branch at the commit `options` names. A query refused by
+/// the checker is [`OmniError::BadQuery`]; `EXPLAIN` returns the plan (one `plan`
+/// column), `PROFILE` runs the query and returns the plan with rows and time per
+/// operator.
+pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Result<QueryRows> {
+    let started = Instant::now();
+    let commit = graph.graph().commit(graph.branch(), &options.at).await?;
+    let catalog = graph.catalog_at(&commit).await?;
+    let checked = check(&catalog, text)?;
+    let parameters = parameters(&options.parameters, checked.parameters())?;
+    let mut tables = Tables::new();
+    for def in catalog.types() {
+        tables.insert(
+            def.name().to_string(),
+            graph.table_of_type(&commit, def.name()).await?,
+        );
+    }
+    let compiled = compile(&checked, &catalog, &tables, &parameters)?;
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(FairSpillPool::new(options.memory_bytes)))
+        .build_arc()
+        .map_err(|error| running(error, options.memory_bytes))?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let config = SessionConfig::new().with_target_partitions(threads);
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .build();
+    let context = SessionContext::new_with_state(state);
+    let budget = options.memory_bytes;
+    let frame = context
+        .execute_logical_plan(compiled.plan)
+        .await
+        .map_err(|error| running(error, budget))?;
+    let physical = frame
+        .create_physical_plan()
+        .await
+        .map_err(|error| running(error, budget))?;
+    let (seq, commit_id) = (commit.seq, commit.commit_id.clone());
+    match checked.mode() {
+        Mode::Run => {
+            let schema = physical.schema();
+            let stream = execute_stream(physical, context.task_ctx())
+                .map_err(|error| running(error, budget))?;
+            let stream = stream
+                .map(move |batch| batch.map_err(|error| running(error, budget)))
+                .boxed();
+            Ok(QueryRows {
+                schema,
+                seq,
+                commit_id,
+                planning: started.elapsed(),
+                stream,
+            })
+        }
+        Mode::Explain => {
+            let plan = explain(&compiled.hops, physical.as_ref(), false);
+            Ok(plan_rows(plan, seq, commit_id, started.elapsed()))
+        }
+        Mode::Profile => {
+            let planning = started.elapsed();
+            let task = context.task_ctx();
+            let batches = collect(physical.clone(), task)
+                .await
+                .map_err(|error| running(error, budget))?;
+            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            let mut plan = explain(&compiled.hops, physical.as_ref(), true);
+            plan.push_str(&format!("rows: {rows}\n"));
+            Ok(plan_rows(plan, seq, commit_id, planning))
+        }
+    }
+}
+
+/// The plan as text: how each hop is expanded, then DataFusion's physical plan (with
+/// each operator's rows and time when `metrics`).
+fn explain(hops: &[String], physical: &dyn ExecutionPlan, metrics: bool) -> String {
+    let mut text = String::new();
+    for hop in hops {
+        text.push_str(&format!("hop {hop}\n"));
+    }
+    let shown = if metrics {
+        DisplayableExecutionPlan::with_metrics(physical)
+            .indent(false)
+            .to_string()
+    } else {
+        displayable(physical).indent(false).to_string()
+    };
+    text.push_str(&shown);
+    text
+}
+
+fn plan_rows(plan: String, seq: u64, commit_id: String, planning: Duration) -> QueryRows {
+    let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(StringArray::from(vec![plan]))],
+    )
+    .expect("one string column");
+    QueryRows {
+        schema,
+        seq,
+        commit_id,
+        planning,
+        stream: futures::stream::iter([Ok(batch)]).boxed(),
+    }
+}
+
+/// The parameters as typed values, checked against the ones the query reads.
+fn parameters(
+    given: &BTreeMap<String, Value>,
+    read: &std::collections::BTreeSet<String>,
+) -> Result<BTreeMap<String, ScalarValue>> {
+    if given.len() > QUERY_PARAMETERS_MAX {
+        return Err(OmniError::bad_input(
+            InputLocation::in_source("parameters"),
+            format!(
+                "{} parameters; the limit is {QUERY_PARAMETERS_MAX}",
+                given.len()
+            ),
+        ));
+    }
+    let mut typed = BTreeMap::new();
+    for (name, value) in given {
+        let at = || InputLocation::in_source("parameters").field(name.clone());
+        if !read.contains(name) {
+            return Err(OmniError::bad_input(
+                at(),
+                format!("the query reads no ${name}"),
+            ));
+        }
+        let scalar = scalar(value).map_err(|message| OmniError::bad_input(at(), message))?;
+        typed.insert(name.clone(), scalar);
+    }
+    Ok(typed)
+}
+
+/// A JSON value as a typed scalar: integers as Int64, other numbers as Float64, lists
+/// of one type (integers and floats make floats) as lists.
+fn scalar(value: &Value) -> std::result::Result<ScalarValue, String> {
+    Ok(match value {
+        Value::Null => ScalarValue::Null,
+        Value::Bool(b) => ScalarValue::Boolean(Some(*b)),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => ScalarValue::Int64(Some(i)),
+            None => ScalarValue::Float64(Some(n.as_f64().ok_or("a number out of range")?)),
+        },
+        Value::String(s) => ScalarValue::Utf8(Some(s.clone())),
+        Value::Array(items) => {
+            let floats = items
+                .iter()
+                .any(|i| matches!(i, Value::Number(n) if n.as_i64().is_none()));
+            let mut values = Vec::with_capacity(items.len());
+            for item in items {
+                let value = match (item, floats) {
+                    (Value::Number(n), true) => ScalarValue::Float64(n.as_f64()),
+                    (Value::Array(_) | Value::Object(_), _) => {
+                        return Err("a list of lists or maps is not supported".into());
+                    }
+                    _ => scalar(item)?,
+                };
+                values.push(value);
+            }
+            let mut data_type = DataType::Null;
+            for value in &values {
+                let t = value.data_type();
+                if t == DataType::Null {
+                    continue;
+                }
+                if data_type != DataType::Null && data_type != t {
+                    return Err(format!(
+                        "a list of {data_type} and {t}: a list holds one type"
+                    ));
+                }
+                data_type = t;
+            }
+            let values: Vec<ScalarValue> = values
+                .into_iter()
+                .map(|v| {
+                    if v.is_null() {
+                        ScalarValue::try_from(&data_type).unwrap_or(v)
+                    } else {
+                        v
+                    }
+                })
+                .collect();
+            ScalarValue::List(ScalarValue::new_list_nullable(&values, &data_type))
+        }
+        Value::Object(_) => return Err("a map is not supported as a parameter".into()),
+    })
+}
+
+/// A failure while a query ran, typed by its root cause.
+fn running(error: DataFusionError, budget: usize) -> OmniError {
+    match error {
+        DataFusionError::Context(_, inner) => running(*inner, budget),
+        DataFusionError::ResourcesExhausted(message) => OmniError::query_failed(
+            QueryFailure::OverBudget,
+            format!("the query needs more than its memory budget of {budget} bytes ({message})"),
+        ),
+        DataFusionError::ArrowError(error, _) => match *error {
+            ArrowError::DivideByZero => {
+                OmniError::query_failed(QueryFailure::Evaluation, "an integer divided by zero")
+            }
+            ArrowError::ComputeError(message) | ArrowError::CastError(message) => {
+                OmniError::query_failed(QueryFailure::Evaluation, message)
+            }
+            other => OmniError::query_failed(QueryFailure::Evaluation, other.to_string()),
+        },
+        DataFusionError::External(source) => {
+            match source.downcast::<omnigraph_core::lance::Error>() {
+                Ok(lance) => OmniError::from_lance("query", *lance),
+                Err(source) => OmniError::storage(StorageKind::Unknown, "query", source),
+            }
+        }
+        DataFusionError::Shared(shared) => match shared.find_root() {
+            DataFusionError::ResourcesExhausted(message) => OmniError::query_failed(
+                QueryFailure::OverBudget,
+                format!(
+                    "the query needs more than its memory budget of {budget} bytes ({message})"
+                ),
+            ),
+            other => OmniError::internal(format!("query: {other}")),
+        },
+        DataFusionError::Execution(message) => {
+            OmniError::query_failed(QueryFailure::Evaluation, message)
+        }
+        other => OmniError::internal(format!("query: {other}")),
+    }
+}

@@ -1,0 +1,531 @@
+//! The Cypher read language run on real Lance tables: each clause on a hand-checked
+//! graph, time travel and branches, a table written after optimize, the typed errors
+//! of a query that runs (over its memory budget, a value it cannot compute) and of its
+//! parameters.
+
+use omnigraph_core::{ErrorKind, OmniError, QueryFailure, QueryRefusal};
+use omnigraph_graph::Omnigraph;
+use omnigraph_graph::rows::batches_to_json;
+use omnigraph_publish::CommitRef;
+use omnigraph_query::{QueryOptions, query};
+use omnigraph_tests::{Backend, TestRoot, objects};
+use serde_json::{Value, json};
+
+const SCHEMA: &str = "
+node Person { name: String @key, age: Int32? }
+node City { name: String @key, country: String }
+edge Knows: Person -> Person { since: Int32? }
+edge LivesIn: Person -> City
+";
+
+/// ada 36, bob 25, cy 41, dee (no age), eve 19; London (UK), Paris (FR).
+/// Knows: ada->bob (2010), bob->cy (2015), ada->cy, cy->ada (2020), eve->ada.
+/// LivesIn: ada and cy London, bob and eve Paris; dee nowhere.
+async fn social() -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, SCHEMA).await.unwrap();
+    let insert = |type_name: &'static str, rows: Value| {
+        let graph = &graph;
+        async move { graph.insert_json(type_name, objects(rows)).await.unwrap() }
+    };
+    insert(
+        "Person",
+        json!([
+            {"name": "ada", "age": 36}, {"name": "bob", "age": 25}, {"name": "cy", "age": 41},
+            {"name": "dee"}, {"name": "eve", "age": 19}
+        ]),
+    )
+    .await;
+    insert(
+        "City",
+        json!([{"name": "London", "country": "UK"}, {"name": "Paris", "country": "FR"}]),
+    )
+    .await;
+    insert(
+        "Knows",
+        json!([
+            {"src": "ada", "dst": "bob", "since": 2010}, {"src": "bob", "dst": "cy", "since": 2015},
+            {"src": "ada", "dst": "cy"}, {"src": "cy", "dst": "ada", "since": 2020},
+            {"src": "eve", "dst": "ada"}
+        ]),
+    )
+    .await;
+    insert(
+        "LivesIn",
+        json!([
+            {"src": "ada", "dst": "London"}, {"src": "cy", "dst": "London"},
+            {"src": "bob", "dst": "Paris"}, {"src": "eve", "dst": "Paris"}
+        ]),
+    )
+    .await;
+    (graph, test)
+}
+
+/// The rows of `text` as JSON arrays, in the order the query returns them.
+async fn rows_with(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Vec<Value> {
+    let result = query(graph, text, options)
+        .await
+        .unwrap_or_else(|error| panic!("{text}: {error}"));
+    let columns: Vec<String> = result
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let batches = result.collect().await.unwrap();
+    batches_to_json(&batches)
+        .into_iter()
+        .map(|row| Value::Array(columns.iter().map(|c| row[c].clone()).collect()))
+        .collect()
+}
+
+async fn rows(graph: &Omnigraph, text: &str) -> Vec<Value> {
+    rows_with(graph, text, &QueryOptions::new()).await
+}
+
+/// The rows as a sorted multiset, for queries without ORDER BY.
+async fn bag(graph: &Omnigraph, text: &str) -> Vec<Value> {
+    let mut rows = rows(graph, text).await;
+    rows.sort_by_key(|row| row.to_string());
+    rows
+}
+
+async fn failure(graph: &Omnigraph, text: &str, options: &QueryOptions) -> OmniError {
+    match query(graph, text, options).await {
+        Err(error) => error,
+        Ok(result) => result.collect().await.expect_err(text),
+    }
+}
+
+#[tokio::test]
+async fn match_where_return_order() {
+    let (graph, _test) = social().await;
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person) WHERE p.age > 30 RETURN p.name ORDER BY p.name"
+        )
+        .await,
+        [json!(["ada"]), json!(["cy"])]
+    );
+    // Null ages sort last ascending, first descending, as Cypher orders null.
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person) RETURN p.name, p.age ORDER BY p.age DESC LIMIT 2"
+        )
+        .await,
+        [json!(["dee", null]), json!(["cy", 41])]
+    );
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person) RETURN p.name ORDER BY p.name SKIP 1 LIMIT 2"
+        )
+        .await,
+        [json!(["bob"]), json!(["cy"])]
+    );
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person) WHERE p.name STARTS WITH 'e' RETURN upper(p.name) + '!' AS s"
+        )
+        .await,
+        [json!(["EVE!"])]
+    );
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person) WHERE p.age IS NULL OR p.age < 20 XOR p.name = 'eve' RETURN p.name"
+        )
+        .await,
+        [json!(["dee"])]
+    );
+    assert_eq!(
+        rows(&graph, "MATCH (c:City {name: 'Paris'}) RETURN c").await,
+        [json!([{"country": "FR", "name": "Paris"}])]
+    );
+}
+
+#[tokio::test]
+async fn hops_directions_and_types() {
+    let (graph, _test) = social().await;
+    assert_eq!(
+        bag(
+            &graph,
+            "MATCH (a:Person)-[:Knows]->(b:Person) RETURN a.name, b.name"
+        )
+        .await,
+        [
+            json!(["ada", "bob"]),
+            json!(["ada", "cy"]),
+            json!(["bob", "cy"]),
+            json!(["cy", "ada"]),
+            json!(["eve", "ada"])
+        ]
+    );
+    assert_eq!(
+        bag(
+            &graph,
+            "MATCH (a:Person)<-[k:Knows]-(b) WHERE k.since >= 2015 RETURN a.name, b.name, k.since"
+        )
+        .await,
+        [json!(["ada", "cy", 2020]), json!(["cy", "bob", 2015])]
+    );
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (a:Person {name: 'bob'})-[:Knows]-(b) RETURN b.name ORDER BY b.name"
+        )
+        .await,
+        [json!(["ada"]), json!(["cy"])]
+    );
+    // Any edge type whose ends fit: two Knows and one LivesIn leave ada.
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (a:Person {name: 'ada'})-[]->(x) RETURN count(*) AS n"
+        )
+        .await,
+        [json!([3])]
+    );
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (a:Person {name: 'ada'})-[r:Knows|LivesIn]->(x) RETURN count(DISTINCT x) AS n"
+        )
+        .await,
+        [json!([3])]
+    );
+    // Every node of every type.
+    assert_eq!(
+        rows(&graph, "MATCH (x) RETURN count(*) AS n").await,
+        [json!([7])]
+    );
+    // Walk semantics: ada->cy->ada is a two-hop path.
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (a:Person)-[:Knows]->()-[:Knows]->(c) RETURN count(*) AS n"
+        )
+        .await,
+        [json!([7])]
+    );
+    assert_eq!(
+        bag(
+            &graph,
+            "MATCH (a:Person)-[:Knows]->(b)-[:Knows]->(c) WHERE a <> c RETURN a.name, c.name"
+        )
+        .await,
+        [
+            json!(["ada", "cy"]),
+            json!(["bob", "ada"]),
+            json!(["cy", "bob"]),
+            json!(["eve", "bob"]),
+            json!(["eve", "cy"])
+        ]
+    );
+    // Two patterns joined on a repeated variable.
+    assert_eq!(
+        bag(&graph, "MATCH (a:Person)-[:LivesIn]->(c:City), (b:Person)-[:LivesIn]->(c) WHERE a.name < b.name RETURN a.name, b.name").await,
+        [json!(["ada", "cy"]), json!(["bob", "eve"])]
+    );
+}
+
+#[tokio::test]
+async fn variable_length() {
+    let (graph, _test) = social().await;
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (a:Person {name: 'eve'})-[:Knows*1..2]->(b) RETURN b.name ORDER BY b.name"
+        )
+        .await,
+        [json!(["ada"]), json!(["bob"]), json!(["cy"])]
+    );
+    // Zero hops reaches the start itself.
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (a:Person {name: 'dee'})-[:Knows*0..3]->(b) RETURN b.name"
+        )
+        .await,
+        [json!(["dee"])]
+    );
+    // Any edge type, two hops exactly: eve->ada->{bob, cy, London}.
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (a:Person {name: 'eve'})-[*2]->(b) RETURN count(*) AS n"
+        )
+        .await,
+        [json!([3])]
+    );
+}
+
+#[tokio::test]
+async fn optional_match_and_subqueries() {
+    let (graph, _test) = social().await;
+    assert_eq!(
+        rows(&graph, "MATCH (p:Person) OPTIONAL MATCH (p)-[:LivesIn]->(c) RETURN p.name, c.name ORDER BY p.name").await,
+        [
+            json!(["ada", "London"]), json!(["bob", "Paris"]), json!(["cy", "London"]),
+            json!(["dee", null]), json!(["eve", "Paris"])
+        ]
+    );
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person) WHERE NOT EXISTS { MATCH (p)-[:LivesIn]->() } RETURN p.name"
+        )
+        .await,
+        [json!(["dee"])]
+    );
+    assert_eq!(
+        rows(&graph, "MATCH (p:Person) WHERE (p)-[:Knows]->(:Person {name: 'ada'}) RETURN p.name ORDER BY p.name").await,
+        [json!(["cy"]), json!(["eve"])]
+    );
+    assert_eq!(
+        rows(&graph, "MATCH (p:Person) RETURN p.name, COUNT { MATCH (p)-[:Knows]->() } AS out ORDER BY p.name").await,
+        [json!(["ada", 2]), json!(["bob", 1]), json!(["cy", 1]), json!(["dee", 0]), json!(["eve", 1])]
+    );
+}
+
+#[tokio::test]
+async fn aggregates_with_and_unwind() {
+    let (graph, _test) = social().await;
+    assert_eq!(
+        rows(&graph, "MATCH (p:Person)-[:LivesIn]->(c:City) RETURN c.name AS city, count(*) AS n, avg(p.age) AS age, min(p.age) AS young ORDER BY city").await,
+        [json!(["London", 2, 38.5, 36]), json!(["Paris", 2, 22.0, 19])]
+    );
+    assert_eq!(
+        bag(&graph, "MATCH (a:Person)<-[:Knows]-(b) WITH a, count(b) AS followers WHERE followers >= 2 RETURN a.name, followers").await,
+        [json!(["ada", 2]), json!(["cy", 2])]
+    );
+    // WITH feeding a second MATCH: where the most-followed people live.
+    assert_eq!(
+        rows(&graph, "MATCH (a:Person)<-[:Knows]-() WITH a, count(*) AS n ORDER BY n DESC, a.name LIMIT 1 MATCH (a)-[:LivesIn]->(c) RETURN a.name, c.name").await,
+        [json!(["ada", "London"])]
+    );
+    assert_eq!(
+        rows(
+            &graph,
+            "UNWIND [1, 2, 3] AS x RETURN sum(x) AS s, collect(x) AS xs"
+        )
+        .await,
+        [json!([6, [1, 2, 3]])]
+    );
+    // sum() of no rows is 0; count() of nulls counts none.
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person) WHERE p.age > 100 RETURN sum(p.age) AS s, count(p.age) AS n"
+        )
+        .await,
+        [json!([0, 0])]
+    );
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person)-[:LivesIn]->(c) RETURN DISTINCT c.name AS city ORDER BY city LIMIT 1"
+        )
+        .await,
+        [json!(["London"])]
+    );
+    assert_eq!(
+        rows(&graph, "MATCH (p:Person) WHERE p.name = 'dee' OPTIONAL MATCH (p)-[:LivesIn]->(c) RETURN collect(c.name) AS cities").await,
+        [json!([[]])]
+    );
+}
+
+#[tokio::test]
+async fn parameters_are_typed_from_json() {
+    let (graph, _test) = social().await;
+    let options = QueryOptions::new()
+        .parameter("names", json!(["ada", "bob"]))
+        .parameter("limit", json!(1));
+    assert_eq!(
+        rows_with(
+            &graph,
+            "MATCH (p:Person) WHERE p.name IN $names RETURN p.age ORDER BY p.age LIMIT $limit",
+            &options
+        )
+        .await,
+        [json!([25])]
+    );
+    let options = QueryOptions::new().parameter("age", json!(30.5));
+    assert_eq!(
+        rows_with(
+            &graph,
+            "MATCH (p:Person) WHERE p.age > $age RETURN count(*) AS n",
+            &options
+        )
+        .await,
+        [json!([2])]
+    );
+    // A parameter the query does not read is refused by name; one it reads must be given.
+    let error = failure(
+        &graph,
+        "MATCH (p:Person) RETURN p",
+        &QueryOptions::new().parameter("agee", json!(1)),
+    )
+    .await;
+    assert!(
+        matches!(&error, OmniError::BadInput { message, .. } if message.contains("$agee")),
+        "{error}"
+    );
+    let error = failure(
+        &graph,
+        "MATCH (p:Person) WHERE p.age > $age RETURN p",
+        &QueryOptions::new(),
+    )
+    .await;
+    assert!(
+        matches!(
+            error,
+            OmniError::BadQuery {
+                refusal: QueryRefusal::UnknownVariable,
+                line: 1,
+                column: 32,
+                ..
+            }
+        ),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn reads_the_commit_it_names_and_the_branch_it_is_on() {
+    let (graph, _test) = social().await;
+    let before = graph.head().await.unwrap().seq;
+    graph
+        .insert_json("Person", objects(json!([{"name": "fay", "age": 50}])))
+        .await
+        .unwrap();
+    let count = "MATCH (p:Person) RETURN count(*) AS n";
+    assert_eq!(rows(&graph, count).await, [json!([6])]);
+    let at_before = QueryOptions::new().at(CommitRef::Seq(before));
+    assert_eq!(rows_with(&graph, count, &at_before).await, [json!([5])]);
+    let result = query(&graph, count, &at_before).await.unwrap();
+    assert_eq!(result.seq(), before);
+
+    graph.create_branch("side", &CommitRef::Head).await.unwrap();
+    let side = Omnigraph::open(&_test.uri)
+        .await
+        .unwrap()
+        .with_branch("side")
+        .unwrap();
+    side.insert_json("Person", objects(json!([{"name": "gus"}])))
+        .await
+        .unwrap();
+    assert_eq!(rows(&side, count).await, [json!([7])]);
+    assert_eq!(rows(&graph, count).await, [json!([6])]);
+}
+
+#[tokio::test]
+async fn explain_names_each_hop_and_profile_counts_rows() {
+    let (graph, _test) = social().await;
+    let plan = rows(
+        &graph,
+        "EXPLAIN MATCH (a:Person)-[:Knows]->(b) RETURN b.name",
+    )
+    .await;
+    let text = plan[0][0].as_str().unwrap();
+    assert!(text.starts_with("hop a-[Knows]-b: hash join"), "{text}");
+    assert!(text.contains("HashJoinExec"), "{text}");
+    let profile = rows(
+        &graph,
+        "PROFILE MATCH (a:Person)-[:Knows]->(b) RETURN b.name",
+    )
+    .await;
+    let text = profile[0][0].as_str().unwrap();
+    assert!(text.contains("output_rows="), "{text}");
+    assert!(text.ends_with("rows: 5\n"), "{text}");
+}
+
+#[tokio::test]
+async fn a_query_that_runs_and_stops_says_why() {
+    let (graph, _test) = social().await;
+    let error = failure(
+        &graph,
+        "MATCH (p:Person) RETURN p.age / 0 AS x",
+        &QueryOptions::new(),
+    )
+    .await;
+    assert!(
+        matches!(
+            error,
+            OmniError::QueryFailed {
+                reason: QueryFailure::Evaluation,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(error.kind(), ErrorKind::QueryFailed);
+    // A join whose build side cannot fit a budget of a few bytes.
+    let tiny = QueryOptions::new().memory_bytes(16);
+    let error = failure(
+        &graph,
+        "MATCH (a:Person)-[:Knows]->(b:Person) RETURN a.name, b.name",
+        &tiny,
+    )
+    .await;
+    assert!(
+        matches!(
+            error,
+            OmniError::QueryFailed {
+                reason: QueryFailure::OverBudget,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("16 bytes"), "{error}");
+}
+
+#[tokio::test]
+async fn the_same_answers_after_optimize_and_after_a_write_that_follows_it() {
+    use omnigraph_maintenance::MaintenanceExt;
+    let (graph, _test) = social().await;
+    let questions = [
+        "MATCH (a:Person)-[:Knows]->(b) RETURN a.name, b.name ORDER BY a.name, b.name",
+        "MATCH (a:Person)-[:Knows*1..2]->(b) RETURN count(*) AS n",
+        "MATCH (p:Person) WHERE p.age >= 25 RETURN p.name ORDER BY p.name",
+    ];
+    let mut before = Vec::new();
+    for question in questions {
+        before.push(rows(&graph, question).await);
+    }
+    graph.maintenance().optimize().await.unwrap();
+    for (question, answer) in questions.iter().zip(&before) {
+        assert_eq!(&rows(&graph, question).await, answer, "{question}");
+    }
+    // A write after optimize: indexes and the artifact now cover only part of the
+    // tables; the answers change by exactly the new rows.
+    graph
+        .insert_json("Person", objects(json!([{"name": "fay", "age": 30}])))
+        .await
+        .unwrap();
+    graph
+        .insert_json("Knows", objects(json!([{"src": "fay", "dst": "ada"}])))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person)-[:Knows]->(:Person {name: 'ada'}) RETURN p.name ORDER BY p.name"
+        )
+        .await,
+        [json!(["cy"]), json!(["eve"]), json!(["fay"])]
+    );
+    assert_eq!(
+        rows(&graph, questions[2]).await,
+        [
+            json!(["ada"]),
+            json!(["bob"]),
+            json!(["cy"]),
+            json!(["fay"])
+        ]
+    );
+}
