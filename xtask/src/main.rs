@@ -7,6 +7,9 @@
 //! - `cargo xtask interop`: the format's interop check (`tools/interop/`): a Python
 //!   reader written from `docs/format.md` reads, with pylance from PyPI in a venv, a
 //!   graph the CLI wrote.
+//! - `cargo xtask cypher-diff [--start S] [--seeds N] [--queries Q]`: the query
+//!   language's oracle: random graphs and queries run on OmniGraph and on Kuzu 0.11.3
+//!   (from PyPI, in a venv), results compared (`tools/cypher-diff/`).
 //!
 //! xtask depends on no Lance, so it builds in seconds on a fresh machine.
 
@@ -27,6 +30,7 @@ fn main() -> ExitCode {
         Some("matrix") => matrix(&args[1..]),
         Some("dst") => dst(&args[1..]),
         Some("interop") => interop(),
+        Some("cypher-diff") => cypher_diff(&args[1..]),
         Some("help") | Some("--help") | Some("-h") | None => {
             print_help();
             Ok(())
@@ -53,6 +57,7 @@ fn print_help() {
          bench --graph [--nodes N] [--edges E]  1M nodes and 5M edges from Parquet, time and peak memory, and Kuzu's COPY FROM\n  \
          bench --traverse [--nodes N] [--edges E]  1- and 2-hop traversals by scan, BTree and adjacency artifact; the artifact's build against optimize\n  \
          bench --merge [--rows N] [--changed M] [--pass-rows P]  a row merge of M rows changed on a branch into a table of N rows, P rows per pass: time and peak memory\n  \
+         cypher-diff [--start S] [--seeds N] [--queries Q]  random graphs and Cypher queries on OmniGraph and on Kuzu 0.11.3, results compared; a differing seed replays with --start SEED --seeds 1\n  \
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
          stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json] [--store-delay-ms D]  P processes write one root at once, then a checker\n  \
          matrix [--full]    the detached-commit matrix: every writer x window x fault, then two recovery actors (the fast tier, also in ci) or all five (--full); OMNIGRAPH_MATRIX_CELL=W/Wi/F/A runs one cell\n  \
@@ -187,6 +192,41 @@ fn interop() -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("interop: the second reader disagrees ({checked})"))
+    }
+}
+
+/// The query language's oracle: `omnigraph-cypher-diff` (the test build) writes each
+/// seed's graph, queries and OmniGraph's rows; `tools/cypher-diff/kuzu_diff.py` runs the
+/// same queries on Kuzu (the bench's venv) and compares.
+fn cypher_diff(args: &[String]) -> Result<(), String> {
+    let root = workspace_root();
+    let python = python_venv(&root, "bench", BENCH_REQUIREMENTS)?;
+    let binary = test_build_binary(&root, "cypher-diff build", "omnigraph-cypher-diff")?;
+    let cases = target_dir(&root).join("cypher-diff.jsonl");
+    println!("== cypher-diff: {}", binary.display());
+    let generated = Command::new(&binary)
+        .args(args)
+        .arg("--out")
+        .arg(&cases)
+        .status()
+        .map_err(|error| format!("cypher-diff: could not run {}: {error}", binary.display()))?;
+    if !generated.success() {
+        return Err(format!(
+            "cypher-diff: the OmniGraph side failed ({generated})"
+        ));
+    }
+    println!("== cypher-diff: tools/cypher-diff/kuzu_diff.py");
+    let compared = Command::new(&python)
+        .arg(root.join("tools/cypher-diff/kuzu_diff.py"))
+        .arg(&cases)
+        .status()
+        .map_err(|error| format!("cypher-diff: could not run the Kuzu side: {error}"))?;
+    if compared.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "cypher-diff: OmniGraph and Kuzu disagree ({compared}); each difference names its seed"
+        ))
     }
 }
 

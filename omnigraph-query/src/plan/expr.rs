@@ -1,12 +1,12 @@
 //! Cypher expressions as DataFusion expressions over the columns the variables hold.
 //! Cypher's null logic is SQL's; where the two languages differ, the translation says
-//! so: string `+` is concatenation, lists index from 0, `collect` skips nulls, `sum` of
-//! no rows is 0.
+//! so: string `+` is concatenation, lists index from 0, `collect` skips nulls and of
+//! no values is `[]`.
 
 use super::{Context, Entity, Planner, Rows, column};
 use crate::functions;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{JoinType, ScalarValue};
+use datafusion::common::ScalarValue;
 use datafusion::functions::expr_fn as f;
 use datafusion::functions_aggregate::expr_fn as agg;
 use datafusion::functions_nested::expr_fn as list;
@@ -26,7 +26,9 @@ use open_cypher::ast::{
 #[derive(Default)]
 pub(crate) struct Aggregates {
     pub(crate) exprs: Vec<Expr>,
-    names: Vec<String>,
+    pub(crate) names: Vec<String>,
+    /// The type of each, by position.
+    pub(crate) types: Vec<DataType>,
 }
 
 /// Whether `expression` calls an aggregate (outside any subquery).
@@ -512,7 +514,7 @@ impl<'a> Planner<'a> {
             });
         }
         let a = self.expression(left, rows, context.reborrow())?;
-        let b = self.expression(right, rows, context)?;
+        let b = self.expression(right, rows, context.reborrow())?;
         Ok(match operator {
             BinaryOperator::Or => a.or(b),
             BinaryOperator::And => a.and(b),
@@ -528,8 +530,8 @@ impl<'a> Planner<'a> {
             BinaryOperator::Contains => f::contains(a, b),
             BinaryOperator::Add => {
                 let (left_type, right_type) = (
-                    self.type_of(&a, rows, left.span)?,
-                    self.type_of(&b, rows, right.span)?,
+                    self.type_of(&a, rows, &context, left.span)?,
+                    self.type_of(&b, rows, &context, right.span)?,
                 );
                 let text = |t: &DataType| {
                     matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
@@ -624,11 +626,13 @@ impl<'a> Planner<'a> {
                 }
             };
             let target = self.fresh(&name);
+            let data_type = self.type_of(&aggregate, rows, &Context::Row, span)?;
             collected.exprs.push(aggregate.alias(&target));
             collected.names.push(target.clone());
-            // sum() of no rows is 0 in Cypher and collect() [], both null in SQL.
+            collected.types.push(data_type);
+            // collect() of no values is [], not SQL's null. sum() of no values stays
+            // null, as in Kuzu (Neo4j says 0; docs/query.md).
             return Ok(match name.as_str() {
-                "sum" => f::coalesce(vec![column(&target), lit(0i64)]),
                 "collect" => f::coalesce(vec![column(&target), list::make_array(vec![])]),
                 _ => column(&target),
             });
@@ -638,7 +642,7 @@ impl<'a> Planner<'a> {
             arguments.push(self.expression(argument, rows, context.reborrow())?);
         }
         let first_type = match arguments.first() {
-            Some(first) => Some(self.type_of(first, rows, span)?),
+            Some(first) => Some(self.type_of(first, rows, &context, span)?),
             None => None,
         };
         let mut arguments = arguments.into_iter();
@@ -660,12 +664,16 @@ impl<'a> Planner<'a> {
             "left" => f::left(next(), next()),
             "right" => f::right(next(), next()),
             "replace" => f::replace(next(), next(), next()),
-            "size" | "length" => match first_type {
-                Some(DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)) => {
-                    list::cardinality(next())
-                }
-                _ => f::character_length(next()),
-            },
+            // Cypher's integers are 64-bit signed: a size is too.
+            "size" | "length" => Expr::Cast(Cast::new(
+                Box::new(match first_type {
+                    Some(
+                        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..),
+                    ) => list::cardinality(next()),
+                    _ => f::character_length(next()),
+                }),
+                DataType::Int64,
+            )),
             "abs" => f::abs(next()),
             "ceil" => f::ceil(next()),
             "floor" => f::floor(next()),
@@ -717,9 +725,9 @@ impl<'a> Planner<'a> {
                 "a subquery with other clauses than MATCH and UNWIND",
             ));
         }
-        let (numbered, row) = self.number(rows.clone())?;
-        let (matched, _) = self.query(query, numbered.clone())?;
-        self.count_back(numbered, row, matched, counting, span, rows)
+        let (outer, identity) = self.outer(rows, span)?;
+        let (matched, _) = self.query(query, outer)?;
+        self.count_back(identity, matched, counting, span, rows)
     }
 
     /// A pattern as a predicate: whether it matches from the row.
@@ -729,40 +737,35 @@ impl<'a> Planner<'a> {
         span: Span,
         rows: &mut Rows,
     ) -> Result<Expr> {
-        let (numbered, row) = self.number(rows.clone())?;
-        let matched = self.pattern(pattern, numbered.clone())?;
-        self.count_back(numbered, row, matched, false, span, rows)
+        let (outer, identity) = self.outer(rows, span)?;
+        let matched = self.pattern(pattern, outer)?;
+        self.count_back(identity, matched, false, span, rows)
     }
 
-    /// Joins the count of `matched`'s rows per row number back to `numbered`, which
-    /// replaces `rows`; returns the count (or whether it is above 0).
+    /// Joins the count of `matched`'s rows per outer row (by `identity`) back to
+    /// `rows`; returns the count (or whether it is above 0).
     fn count_back(
         &mut self,
-        numbered: Rows,
-        row: String,
+        identity: Vec<String>,
         matched: Rows,
         counting: bool,
         span: Span,
         rows: &mut Rows,
     ) -> Result<Expr> {
-        let matched_row = self.fresh("matched_row");
+        let aliases: Vec<String> = identity.iter().map(|_| self.fresh("outer")).collect();
         let count = self.fresh("matches");
         let counted = LogicalPlanBuilder::from(matched.plan)
             .aggregate(
-                [column(&row).alias(&matched_row)],
+                identity
+                    .iter()
+                    .zip(&aliases)
+                    .map(|(name, alias)| column(name).alias(alias))
+                    .collect::<Vec<_>>(),
                 [datafusion::functions_aggregate::count::count_all().alias(&count)],
             )
             .and_then(LogicalPlanBuilder::build);
         let counted = self.df(span, counted)?;
-        let joined = LogicalPlanBuilder::from(numbered.plan)
-            .join_on(
-                counted,
-                JoinType::Left,
-                [column(&row).eq(column(&matched_row))],
-            )
-            .and_then(LogicalPlanBuilder::build);
-        rows.plan = self.df(span, joined)?;
-        rows.env = numbered.env;
+        rows.plan = self.join_back(rows.plan.clone(), counted, &identity, &aliases, span)?;
         let total = f::coalesce(vec![column(&count), lit(0i64)]);
         Ok(if counting { total } else { total.gt(lit(0i64)) })
     }

@@ -579,10 +579,31 @@ impl<'a> Planner<'a> {
         )
     }
 
-    /// The arrow type of `value` over `rows`.
-    pub(crate) fn type_of(&self, value: &Expr, rows: &Rows, span: Span) -> Result<DataType> {
+    /// The arrow type of `value` over `rows`, and over the aggregates a projection
+    /// collected so far (`size(collect(x))` reads one before it is computed).
+    pub(crate) fn type_of(
+        &self,
+        value: &Expr,
+        rows: &Rows,
+        context: &Context<'_>,
+        span: Span,
+    ) -> Result<DataType> {
         use datafusion::logical_expr::ExprSchemable;
-        self.df(span, value.get_type(rows.plan.schema()))
+        let Context::Projection(collected) = context else {
+            return self.df(span, value.get_type(rows.plan.schema()));
+        };
+        let mut fields: Vec<datafusion::arrow::datatypes::FieldRef> =
+            rows.plan.schema().fields().iter().cloned().collect();
+        for (name, data_type) in collected.names.iter().zip(&collected.types) {
+            fields.push(std::sync::Arc::new(
+                datafusion::arrow::datatypes::Field::new(name, data_type.clone(), true),
+            ));
+        }
+        let schema = datafusion::common::DFSchema::try_from(
+            datafusion::arrow::datatypes::Schema::new(fields),
+        );
+        let schema = self.df(span, schema)?;
+        self.df(span, value.get_type(&schema))
     }
 }
 

@@ -50,20 +50,25 @@ impl<'a> Planner<'a> {
                 None => Ok(matched),
             };
         }
-        // OPTIONAL MATCH: number the rows, match the numbered rows, and join the matches
-        // back to every row (a row without one keeps nulls).
-        let (numbered, row) = self.number(rows)?;
-        let before: BTreeSet<String> = numbered.env.keys().cloned().collect();
-        let mut matched = self.pattern(&clause.pattern, numbered.clone())?;
+        // OPTIONAL MATCH: match from the distinct values the rows' variables hold, and
+        // join the matches back to every row on what identifies them (a row without a
+        // match keeps nulls).
+        let span = clause.pattern.span;
+        let (outer, identity) = self.outer(&rows, span)?;
+        let mut matched = self.pattern(&clause.pattern, outer)?;
         if let Some(predicate) = &clause.where_clause {
             matched = self.filter(predicate, matched)?;
         }
-        let mut new_env = numbered.env.clone();
-        let matched_row = self.fresh("row");
-        let mut items = vec![column(&row).alias(&matched_row)];
+        let aliases: Vec<String> = identity.iter().map(|_| self.fresh("outer")).collect();
+        let mut items: Vec<Expr> = identity
+            .iter()
+            .zip(&aliases)
+            .map(|(name, alias)| column(name).alias(alias))
+            .collect();
+        let mut env = rows.env.clone();
         let mut seen: Vec<String> = Vec::new();
         for (name, entity) in &matched.env {
-            if before.contains(name) {
+            if rows.env.contains_key(name) {
                 continue;
             }
             for name in entity.columns() {
@@ -72,39 +77,95 @@ impl<'a> Planner<'a> {
                     seen.push(name);
                 }
             }
-            new_env.insert(name.clone(), entity.clone());
+            env.insert(name.clone(), entity.clone());
         }
-        let span = clause.pattern.span;
         let right = self.df(
             span,
             LogicalPlanBuilder::from(matched.plan)
                 .project(items)
                 .and_then(LogicalPlanBuilder::build),
         )?;
-        let joined = LogicalPlanBuilder::from(numbered.plan)
-            .join_on(
-                right,
-                JoinType::Left,
-                [column(&row).eq(column(&matched_row))],
-            )
-            .and_then(LogicalPlanBuilder::build);
+        let plan = self.join_back(rows.plan, right, &identity, &aliases, span)?;
         Ok(Rows {
-            plan: self.df(span, joined)?,
-            env: new_env,
+            plan,
+            env,
             unit: false,
         })
     }
 
-    /// Adds a column numbering the rows; returns the rows and its name.
-    pub(crate) fn number(&mut self, mut rows: Rows) -> Result<(Rows, String)> {
-        let row = self.fresh("row");
-        let numbered = LogicalPlanBuilder::from(rows.plan)
-            .window([datafusion::functions_window::expr_fn::row_number().alias(&row)])
+    /// The distinct values `rows`' variables hold (a subquery or optional match runs
+    /// once per distinct outer row), and the columns that identify them: a node's key
+    /// and label, a relationship's id and type, a value itself.
+    pub(crate) fn outer(&mut self, rows: &Rows, span: Span) -> Result<(Rows, Vec<String>)> {
+        let mut identity: Vec<String> = Vec::new();
+        for entity in rows.env.values() {
+            let columns: Vec<String> = match entity {
+                Entity::Node(node) => std::iter::once(node.key.clone())
+                    .chain(node.label.clone())
+                    .collect(),
+                Entity::Relationship(relationship) => relationship
+                    .properties
+                    .get("id")
+                    .cloned()
+                    .into_iter()
+                    .chain(relationship.label.clone())
+                    .collect(),
+                Entity::Value(value) => vec![value.clone()],
+                Entity::Path => Vec::new(),
+            };
+            for column in columns {
+                if !identity.contains(&column) {
+                    identity.push(column);
+                }
+            }
+        }
+        let carried = self.passthrough(rows);
+        if carried.is_empty() {
+            return Ok((rows.clone(), identity));
+        }
+        let plan = LogicalPlanBuilder::from(rows.plan.clone())
+            .project(carried)
+            .and_then(LogicalPlanBuilder::distinct)
             .and_then(LogicalPlanBuilder::build);
-        rows.plan = self.df(Span::new(0, 0), numbered)?;
-        rows.env
-            .insert(format!("\u{0}{row}"), Entity::Value(row.clone()));
-        Ok((rows, row))
+        let outer = Rows {
+            plan: self.df(span, plan)?,
+            env: rows.env.clone(),
+            unit: false,
+        };
+        Ok((outer, identity))
+    }
+
+    /// `rows` left-joined to `right` where each identity column equals its alias in
+    /// `right` (null equal to null: a node an optional match left null is still itself).
+    pub(crate) fn join_back(
+        &mut self,
+        rows: LogicalPlan,
+        right: LogicalPlan,
+        identity: &[String],
+        aliases: &[String],
+        span: Span,
+    ) -> Result<LogicalPlan> {
+        let joined = if identity.is_empty() {
+            LogicalPlanBuilder::from(rows).join_on(right, JoinType::Left, [lit(true)])
+        } else {
+            LogicalPlanBuilder::from(rows).join_detailed(
+                right,
+                JoinType::Left,
+                (
+                    identity
+                        .iter()
+                        .map(Column::from_name)
+                        .collect::<Vec<_>>(),
+                    aliases
+                        .iter()
+                        .map(Column::from_name)
+                        .collect::<Vec<_>>(),
+                ),
+                None,
+                datafusion::common::NullEquality::NullEqualsNull,
+            )
+        };
+        self.df(span, joined.and_then(LogicalPlanBuilder::build))
     }
 
     /// Matches every part of `pattern` on `rows`.
