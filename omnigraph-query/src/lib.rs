@@ -1,16 +1,20 @@
 //! OmniGraph queries: an openCypher read language over the graph (`docs/query.md`).
 //!
-//! This crate's layer is above `omnigraph-graph` (the executor will read through it);
-//! the checker needs only the schema. A query is parsed with the `open-cypher`
-//! crate (the openCypher 2024.3 grammar), then checked against the schema in force at
-//! the commit it reads: every label, edge type, property, variable and function it
-//! names, each clause (writing clauses and the ones the engine does not run are
-//! refused by name), and the bound of every variable-length pattern. A refusal is
+//! This crate's layer is above `omnigraph-graph`: [`query`] runs a query on an
+//! `Omnigraph` handle's branch, at its head or a commit, and streams the rows as Arrow
+//! record batches. A query is parsed with the `open-cypher` crate (the openCypher
+//! 2024.3 grammar), then checked against the schema in force at the commit it reads:
+//! every label, edge type, property, variable and function it names, each clause
+//! (writing clauses and the ones the engine does not run are refused by name), and the
+//! bound of every variable-length pattern. A refusal is
 //! [`omnigraph_core::OmniError::BadQuery`], naming its line, column and
-//! [`omnigraph_core::QueryRefusal`].
+//! [`omnigraph_core::QueryRefusal`]. A checked query is compiled to one DataFusion plan
+//! over the tables the commit pins (`plan/`) and run with a memory budget (`run.rs`);
+//! a query that stops while it runs is [`omnigraph_core::OmniError::QueryFailed`].
 //!
-//! **Supported API.** [`check`] and the [`CheckedQuery`] it returns, with [`Mode`] and
-//! [`Binding`]; [`limits`].
+//! **Supported API.** [`query`] with [`QueryOptions`] and the [`QueryRows`] it returns;
+//! [`check`] and the [`CheckedQuery`] it returns, with [`Mode`] and [`Binding`];
+//! [`limits`].
 //!
 //! ```
 //! use omnigraph_core::QueryRefusal;

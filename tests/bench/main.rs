@@ -59,6 +59,8 @@
 // depth of 128 when their layout is computed.
 #![recursion_limit = "256"]
 
+mod query;
+
 use omnigraph_core::adapter;
 use omnigraph_graph::{Direction, LoadMode, Omnigraph};
 use omnigraph_maintenance::MaintenanceExt;
@@ -1279,6 +1281,27 @@ async fn main() {
                 dir.path(),
                 argument(&args, "--nodes", 1_000_000),
                 argument(&args, "--edges", 5_000_000),
+            )
+            .await,
+        });
+        println!("{document:#}");
+        return;
+    }
+    if args.iter().any(|arg| arg == "--query") {
+        let kept = args
+            .iter()
+            .position(|arg| arg == "--kuzu-dir")
+            .and_then(|at| args.get(at + 1))
+            .map(std::path::PathBuf::from);
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = kept.clone().unwrap_or_else(|| temp.path().to_path_buf());
+        std::fs::create_dir_all(&dir).expect("bench dir");
+        let document = json!({
+            "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+            "query": query::query_bench(
+                &dir,
+                argument(&args, "--people", 100_000),
+                argument(&args, "--runs", 20),
             )
             .await,
         });

@@ -55,6 +55,7 @@ fn print_help() {
          s3                 start a local S3-compatible server (SeaweedFS) and run the S3 suite against it\n  \
          bench [--rows N] [--json]  ingest benchmark: JSONL and Parquet loads vs arrow-json/parquet + plain Lance, warm inserts\n  \
          bench --graph [--nodes N] [--edges E]  1M nodes and 5M edges from Parquet, time and peak memory, and Kuzu's COPY FROM\n  \
+         bench --query [--people N] [--runs R]  a social graph (100,000 people, ~2.4M power-law follows, cities, states, countries, interests) loaded into OmniGraph and Kuzu 0.11.3, and a suite of Cypher queries on both: p50/p99, load time, peak memory, ratios\n  \
          bench --traverse [--nodes N] [--edges E]  1- and 2-hop traversals by scan, BTree and adjacency artifact; the artifact's build against optimize\n  \
          bench --merge [--rows N] [--changed M] [--pass-rows P]  a row merge of M rows changed on a branch into a table of N rows, P rows per pass: time and peak memory\n  \
          cypher-diff [--start S] [--seeds N] [--queries Q]  random graphs and Cypher queries on OmniGraph and on Kuzu 0.11.3, results compared; a differing seed replays with --start SEED --seeds 1\n  \
@@ -111,10 +112,12 @@ fn bench(args: &[String]) -> Result<(), String> {
     let binary = test_build_binary(&root, "bench build", "omnigraph-bench")?;
     println!("== bench: {}", binary.display());
     let graph = args.iter().any(|arg| arg == "--graph");
+    let queries = args.iter().any(|arg| arg == "--query");
     let kuzu_dir = target_dir(&root).join("bench-graph");
     let mut command = Command::new(&binary);
     command.args(args).current_dir(&root);
-    if graph {
+    if graph || queries {
+        let _ = std::fs::remove_dir_all(&kuzu_dir);
         command.arg("--kuzu-dir").arg(&kuzu_dir);
     }
     let status = command
@@ -124,7 +127,11 @@ fn bench(args: &[String]) -> Result<(), String> {
         return Err(format!("bench failed ({status})"));
     }
     if graph {
-        kuzu_comparison(&root, &kuzu_dir);
+        kuzu_comparison(&root, &kuzu_dir, "kuzu_load.py");
+        let _ = std::fs::remove_dir_all(&kuzu_dir);
+    }
+    if queries {
+        kuzu_comparison(&root, &kuzu_dir, "kuzu_query.py");
         let _ = std::fs::remove_dir_all(&kuzu_dir);
     }
     Ok(())
@@ -282,10 +289,10 @@ fn python_venv(root: &Path, name: &str, requirements: &str) -> Result<PathBuf, S
 /// The Kuzu comparison's pinned package.
 const BENCH_REQUIREMENTS: &str = "tools/bench/requirements.txt";
 
-/// After `omnigraph-bench --graph --kuzu-dir DIR`: Kuzu's COPY FROM on the same files,
-/// in a venv. Reported, never required: a machine without Python or PyPI says so and
+/// After `omnigraph-bench --graph` or `--query` with `--kuzu-dir DIR`: Kuzu on the same
+/// files (`script`: its COPY FROM, or the query suite), in a venv. Reported, never required: a machine without Python or PyPI says so and
 /// the bench still succeeds.
-fn kuzu_comparison(root: &Path, dir: &Path) {
+fn kuzu_comparison(root: &Path, dir: &Path, script: &str) {
     let python = match python_venv(root, "bench", BENCH_REQUIREMENTS) {
         Ok(python) => python,
         Err(error) => {
@@ -293,9 +300,9 @@ fn kuzu_comparison(root: &Path, dir: &Path) {
             return;
         }
     };
-    println!("== kuzu: tools/bench/kuzu_load.py");
+    println!("== kuzu: tools/bench/{script}");
     match Command::new(&python)
-        .arg(root.join("tools/bench/kuzu_load.py"))
+        .arg(root.join("tools/bench").join(script))
         .arg(dir)
         .status()
     {

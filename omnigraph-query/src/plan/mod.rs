@@ -4,10 +4,13 @@
 //!
 //! - `pattern`: `MATCH` and `OPTIONAL MATCH`: scans, one join per hop, variable length
 //!   as a union of hop counts.
+//! - `count`: `RETURN count(*)` of a chain of hops, counted node by node without
+//!   materialising the paths.
 //! - `expr`: Cypher expressions to DataFusion expressions, subqueries (`EXISTS { }`,
 //!   `COUNT { }`, pattern predicates) as joins on a row number.
 //! - this file: the planner's state, `WITH`, `UNWIND` and `RETURN`.
 
+mod count;
 mod expr;
 mod pattern;
 
@@ -168,6 +171,12 @@ pub(crate) fn compile(
         fresh: 0,
         hops: Vec::new(),
     };
+    if let Some(plan) = planner.count_paths(&checked.query)? {
+        return Ok(Compiled {
+            plan,
+            hops: planner.hops,
+        });
+    }
     let start = Rows {
         plan: planner.df(Span::new(0, 0), LogicalPlanBuilder::empty(true).build())?,
         env: Env::new(),

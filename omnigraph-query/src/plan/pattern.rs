@@ -24,17 +24,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The ends of an edge relation: the columns a hop joins on.
-struct Ends {
-    from: String,
-    from_label: Option<String>,
-    from_types: BTreeSet<String>,
-    to: String,
-    to_label: Option<String>,
-    to_types: BTreeSet<String>,
+pub(crate) struct Ends {
+    pub(crate) from: String,
+    pub(crate) from_label: Option<String>,
+    pub(crate) from_types: BTreeSet<String>,
+    pub(crate) to: String,
+    pub(crate) to_label: Option<String>,
+    pub(crate) to_types: BTreeSet<String>,
 }
 
 /// One way an edge type is walked: forward (`src` to `dst`) or backward.
-struct Orientation<'d> {
+pub(crate) struct Orientation<'d> {
     def: &'d TypeDef,
     from_type: String,
     to_type: String,
@@ -152,14 +152,8 @@ impl<'a> Planner<'a> {
                 right,
                 JoinType::Left,
                 (
-                    identity
-                        .iter()
-                        .map(Column::from_name)
-                        .collect::<Vec<_>>(),
-                    aliases
-                        .iter()
-                        .map(Column::from_name)
-                        .collect::<Vec<_>>(),
+                    identity.iter().map(Column::from_name).collect::<Vec<_>>(),
+                    aliases.iter().map(Column::from_name).collect::<Vec<_>>(),
                 ),
                 None,
                 datafusion::common::NullEquality::NullEqualsNull,
@@ -228,7 +222,7 @@ impl<'a> Planner<'a> {
     }
 
     /// The node types a node pattern names (every node type without a label).
-    fn node_types(&self, node: &NodePattern) -> Vec<String> {
+    pub(crate) fn node_types(&self, node: &NodePattern) -> Vec<String> {
         let mut types: Vec<String> = match &node.labels {
             Some(labels) => label_names(labels),
             None => self
@@ -305,7 +299,12 @@ impl<'a> Planner<'a> {
     }
 
     /// The filters of a node pattern's property map (`{name: 'Ada'}`).
-    fn node_properties(&mut self, name: &str, node: &NodePattern, rows: Rows) -> Result<Rows> {
+    pub(crate) fn node_properties(
+        &mut self,
+        name: &str,
+        node: &NodePattern,
+        rows: Rows,
+    ) -> Result<Rows> {
         let Some(map) = &node.properties else {
             return Ok(rows);
         };
@@ -341,7 +340,7 @@ impl<'a> Planner<'a> {
     }
 
     /// A scan of the nodes of `types`: their key, label (several types) and properties.
-    fn scan_nodes(
+    pub(crate) fn scan_nodes(
         &mut self,
         types: &[String],
         name: &str,
@@ -470,7 +469,7 @@ impl<'a> Planner<'a> {
 
     /// The ways the edge types of `relationship` can be walked from a node of
     /// `left_types` to one of `right_types` (any node when `None`).
-    fn orientations(
+    pub(crate) fn orientations(
         &self,
         relationship: &RelationshipPattern,
         left_types: Option<&[String]>,
@@ -517,7 +516,7 @@ impl<'a> Planner<'a> {
 
     /// The edges of `ways` as one relation: their ends, and the relationship's columns
     /// when `relationship` names it.
-    fn edges(
+    pub(crate) fn edges(
         &mut self,
         ways: &[Orientation<'a>],
         relationship: Option<&str>,
@@ -943,7 +942,7 @@ impl<'a> Planner<'a> {
 }
 
 /// The variable of a node pattern, or a hidden one for an anonymous node.
-fn node_name(node: &NodePattern, span: Span) -> String {
+pub(crate) fn node_name(node: &NodePattern, span: Span) -> String {
     match &node.variable {
         Some(variable) => variable.kind.text.clone(),
         None => format!("\u{0}node@{}", span.start),
@@ -970,7 +969,7 @@ pub(crate) fn label_names(labels: &LabelExpression) -> Vec<String> {
 }
 
 /// A relationship's hop bounds, or `None` for one hop (the checker bounded them).
-fn hops(relationship: &RelationshipPattern) -> Option<(u64, u64)> {
+pub(crate) fn hops(relationship: &RelationshipPattern) -> Option<(u64, u64)> {
     let quantifier = relationship
         .legacy_quantifier
         .as_ref()

@@ -1,0 +1,319 @@
+//! Counting paths without materialising them: `MATCH` of one chain of single hops,
+//! `WHERE` a conjunction of conditions each on one node, `RETURN count(*)`. The count
+//! is carried along the chain, one aggregate per hop:
+//!
+//! ```text
+//! paths(v at node 0)  = 1 where v passes node 0's conditions
+//! paths(v at node i)  = [v passes node i's conditions] * sum of paths(u at node i-1)
+//!                       over the edges u -> v of hop i
+//! count(*)            = sum of paths(v at the last node)
+//! ```
+//!
+//! so a two-hop count over E edges is two aggregates over E rows, never the E * degree
+//! rows of the paths. Any other shape takes the general plan.
+
+use super::pattern::{hops, node_name};
+use super::{Entity, Planner, Rows, column};
+use datafusion::common::JoinType;
+use datafusion::functions_aggregate::expr_fn as agg;
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
+use omnigraph_core::Result;
+use open_cypher::Span;
+use open_cypher::ast::{
+    BinaryOperator, ClauseKind, Expr as CypherExpr, ExprKind, MatchClause, NodePattern,
+    PathFactorKind, ProjectionItemKind, Query, QueryKind, RelationshipPattern,
+};
+use std::collections::BTreeSet;
+
+/// A chain the count plan can take: its nodes, hops and each node's conditions.
+struct Chain<'q> {
+    nodes: Vec<(String, &'q NodePattern, Span)>,
+    hops: Vec<(&'q RelationshipPattern, Span)>,
+    conditions: Vec<Vec<&'q CypherExpr>>,
+    column: String,
+}
+
+impl<'a> Planner<'a> {
+    /// The count plan for `query`, when it is a path count this module takes.
+    pub(crate) fn count_paths(&mut self, query: &Query) -> Result<Option<LogicalPlan>> {
+        let Some(chain) = self.chain(query) else {
+            return Ok(None);
+        };
+        let span = chain.nodes[0].2;
+        // The weighted frontier: a node's key and the number of paths reaching it
+        // (`None`: one path for every node, nothing read yet).
+        let mut frontier: Option<(LogicalPlan, String, String)> = None;
+        let mut types = self.node_types(chain.nodes[0].1);
+        if self.node_is_constrained(&chain, 0) {
+            let (plan, key) = self.passing_nodes(&chain, 0, &types)?;
+            let weight = self.fresh("paths");
+            let plan = self.df(
+                span,
+                LogicalPlanBuilder::from(plan)
+                    .project([column(&key), lit(1i64).alias(&weight)])
+                    .and_then(LogicalPlanBuilder::build),
+            )?;
+            frontier = Some((plan, key, weight));
+        }
+        let last = chain.hops.len();
+        for (index, (relationship, at)) in chain.hops.iter().enumerate() {
+            let node = index + 1;
+            let wanted = self.node_types(chain.nodes[node].1);
+            let ways = self.orientations(relationship, Some(&types), Some(&wanted));
+            let (edges, ends, _) = self.edges(&ways, None, *at)?;
+            if ends.from_label.is_some() || ends.to_label.is_some() {
+                return Ok(None);
+            }
+            types = ends.to_types.iter().cloned().collect();
+            // The edges leaving the frontier, each with the paths reaching its start.
+            let (mut reached, weight) = match frontier.take() {
+                None => (edges, None),
+                Some((plan, key, weight)) => {
+                    let joined = LogicalPlanBuilder::from(plan)
+                        .join_on(
+                            edges,
+                            JoinType::Inner,
+                            [column(&key).eq(column(&ends.from))],
+                        )
+                        .and_then(LogicalPlanBuilder::build);
+                    (self.df(*at, joined)?, Some(weight))
+                }
+            };
+            if self.node_is_constrained(&chain, node) {
+                let (passing, key) = self.passing_nodes(&chain, node, &types)?;
+                let joined = LogicalPlanBuilder::from(reached)
+                    .join_on(
+                        passing,
+                        JoinType::Inner,
+                        [column(&ends.to).eq(column(&key))],
+                    )
+                    .and_then(LogicalPlanBuilder::build);
+                reached = self.df(*at, joined)?;
+            }
+            let paths = match &weight {
+                Some(weight) => agg::sum(column(weight)),
+                None => datafusion::functions_aggregate::count::count_all(),
+            };
+            let total = self.fresh("paths");
+            if index + 1 == last {
+                let counted = LogicalPlanBuilder::from(reached)
+                    .aggregate(Vec::<Expr>::new(), [paths.alias(&total)])
+                    .and_then(|plan| {
+                        plan.project([datafusion::functions::expr_fn::coalesce(vec![
+                            Expr::Cast(datafusion::logical_expr::Cast::new(
+                                Box::new(column(&total)),
+                                datafusion::arrow::datatypes::DataType::Int64,
+                            )),
+                            lit(0i64),
+                        ])
+                        .alias(&chain.column)])
+                    })
+                    .and_then(LogicalPlanBuilder::build);
+                self.hops.push(format!(
+                    "{} hops: counted by node, one aggregate per hop; no path materialised",
+                    chain.hops.len()
+                ));
+                return Ok(Some(self.df(*at, counted)?));
+            }
+            let key = self.fresh("at");
+            let grouped = LogicalPlanBuilder::from(reached)
+                .aggregate([column(&ends.to).alias(&key)], [paths.alias(&total)])
+                .and_then(LogicalPlanBuilder::build);
+            frontier = Some((self.df(*at, grouped)?, key, total));
+        }
+        unreachable!("a chain has at least one hop")
+    }
+
+    /// Whether node `index` of the chain has conditions of its own (a property map or
+    /// a WHERE condition). Its label needs no scan: the hops' orientations keep only
+    /// the edge types whose ends it may be, and every edge's ends exist.
+    fn node_is_constrained(&self, chain: &Chain<'_>, index: usize) -> bool {
+        chain.nodes[index].1.properties.is_some() || !chain.conditions[index].is_empty()
+    }
+
+    /// The nodes of `types` that pass node `index`'s conditions: a plan and the column
+    /// of their key.
+    fn passing_nodes(
+        &mut self,
+        chain: &Chain<'_>,
+        index: usize,
+        types: &[String],
+    ) -> Result<(LogicalPlan, String)> {
+        let (name, node, span) = &chain.nodes[index];
+        let (scan, columns) = self.scan_nodes(types, name, *span)?;
+        let key = columns.key.clone();
+        let mut rows = Rows {
+            plan: scan,
+            env: [(name.clone(), Entity::Node(columns))]
+                .into_iter()
+                .collect(),
+            unit: false,
+        };
+        rows = self.node_properties(name, node, rows)?;
+        for condition in &chain.conditions[index] {
+            rows = self.filter(condition, rows)?;
+        }
+        Ok((rows.plan, key))
+    }
+
+    /// `query` as a chain, when it has the shape this module takes.
+    fn chain<'q>(&self, query: &'q Query) -> Option<Chain<'q>> {
+        let QueryKind::Regular(regular) = &query.kind else {
+            return None;
+        };
+        if !regular.unions.is_empty() {
+            return None;
+        }
+        let [first, second] = regular.head.kind.clauses.as_slice() else {
+            return None;
+        };
+        let (ClauseKind::Match(matching), ClauseKind::Return(ret)) = (&first.kind, &second.kind)
+        else {
+            return None;
+        };
+        let projection = &ret.projection;
+        if projection.quantifier.is_some()
+            || projection.order_by.is_some()
+            || projection.skip.is_some()
+            || projection.offset.is_some()
+            || projection.limit.is_some()
+        {
+            return None;
+        }
+        let [item] = projection.items.as_slice() else {
+            return None;
+        };
+        let ProjectionItemKind::Expression { expression, alias } = &item.kind else {
+            return None;
+        };
+        let ExprKind::Function(call) = &expression.kind else {
+            return None;
+        };
+        let star = matches!(call.arguments.as_slice(), [a] if a.kind == ExprKind::Wildcard);
+        if super::expr::function_name(call) != "count" || !star || call.quantifier.is_some() {
+            return None;
+        }
+        let column = match alias {
+            Some(alias) => alias.kind.text.clone(),
+            None => self
+                .text
+                .get(expression.span.start..expression.span.end)?
+                .to_string(),
+        };
+        let chain = self.chain_of(matching)?;
+        Some(Chain { column, ..chain })
+    }
+
+    fn chain_of<'q>(&self, matching: &'q MatchClause) -> Option<Chain<'q>> {
+        if matching.optional || matching.mode.is_some() || !matching.hints.is_empty() {
+            return None;
+        }
+        let [part] = matching.pattern.parts.as_slice() else {
+            return None;
+        };
+        if part.kind.binding.is_some() || part.kind.selector.is_some() {
+            return None;
+        }
+        let mut nodes = Vec::new();
+        let mut relationships = Vec::new();
+        for factor in &part.kind.path.kind.factors {
+            match &factor.kind {
+                PathFactorKind::Node(node) if nodes.len() == relationships.len() => {
+                    nodes.push((node_name(node, factor.span), node, factor.span));
+                }
+                PathFactorKind::Relationship(relationship)
+                    if nodes.len() == relationships.len() + 1 =>
+                {
+                    let read = relationship
+                        .variable
+                        .as_ref()
+                        .is_some_and(|v| self.is_read(&v.kind.text));
+                    if hops(relationship).is_some()
+                        || read
+                        || relationship.properties.is_some()
+                        || relationship.where_clause.is_some()
+                    {
+                        return None;
+                    }
+                    relationships.push((relationship, factor.span));
+                }
+                _ => return None,
+            }
+        }
+        if relationships.is_empty() || nodes.len() != relationships.len() + 1 {
+            return None;
+        }
+        let names: BTreeSet<&String> = nodes.iter().map(|(name, _, _)| name).collect();
+        if names.len() != nodes.len() || nodes.iter().any(|(_, n, _)| n.where_clause.is_some()) {
+            return None;
+        }
+        let mut conditions: Vec<Vec<&CypherExpr>> = vec![Vec::new(); nodes.len()];
+        if let Some(predicate) = &matching.where_clause {
+            for conjunct in conjuncts(predicate) {
+                let variables = variables(conjunct)?;
+                let [variable] = variables.as_slice() else {
+                    return None;
+                };
+                let index = nodes.iter().position(|(name, _, _)| name == variable)?;
+                conditions[index].push(conjunct);
+            }
+        }
+        Some(Chain {
+            nodes,
+            hops: relationships,
+            conditions,
+            column: String::new(),
+        })
+    }
+}
+
+/// The conditions `predicate` joins with AND.
+fn conjuncts(predicate: &CypherExpr) -> Vec<&CypherExpr> {
+    let mut out = Vec::new();
+    let mut pending = vec![predicate];
+    while let Some(next) = pending.pop() {
+        match &next.kind {
+            ExprKind::Binary {
+                left,
+                operator,
+                right,
+            } if operator.kind == BinaryOperator::And => {
+                pending.push(right);
+                pending.push(left);
+            }
+            ExprKind::Parenthesized(inner) => pending.push(inner),
+            _ => out.push(next),
+        }
+    }
+    out
+}
+
+/// The variables `expression` reads, or `None` when it holds a subquery or pattern
+/// (whose variables are not only its own).
+fn variables(expression: &CypherExpr) -> Option<Vec<String>> {
+    let mut found = BTreeSet::new();
+    let mut pending = vec![expression];
+    while let Some(next) = pending.pop() {
+        match &next.kind {
+            ExprKind::Variable(name) => {
+                found.insert(name.kind.text.clone());
+            }
+            ExprKind::Literal(_) | ExprKind::Parameter(_) => {}
+            ExprKind::Property { expression, .. }
+            | ExprKind::Parenthesized(expression)
+            | ExprKind::Unary {
+                operand: expression,
+                ..
+            }
+            | ExprKind::Is { expression, .. } => pending.push(expression),
+            ExprKind::Binary { left, right, .. } => {
+                pending.push(left);
+                pending.push(right);
+            }
+            ExprKind::List(items) => pending.extend(items),
+            ExprKind::Function(call) => pending.extend(&call.arguments),
+            _ => return None,
+        }
+    }
+    Some(found.into_iter().collect())
+}
