@@ -431,23 +431,39 @@ pub async fn cypher(
                 .join(",")
         );
     }
+    // On a terminal: a spinner with the rows so far, for a query that takes a while.
+    let spinner = out.spinner("querying");
     while let Some(batch) = result.next().await {
         let batch = batch?;
+        if let Some(spinner) = &spinner {
+            spinner.set_message(format!(
+                "querying: {} rows",
+                count + batch.num_rows() as u64
+            ));
+        }
         for row in omnigraph_graph::batches_to_json(std::slice::from_ref(&batch)) {
             let values: Vec<Value> = columns
                 .iter()
                 .map(|c| row.get(c).cloned().unwrap_or(Value::Null))
                 .collect();
             count += 1;
-            match (streams, request.format) {
-                (true, RowsFormatArg::Json) => println!("{}", Value::Array(values)),
-                (true, _) => println!(
-                    "{}",
-                    values.iter().map(csv_value).collect::<Vec<_>>().join(",")
-                ),
-                (false, _) => table.push(values),
+            let line = match (streams, request.format) {
+                (true, RowsFormatArg::Json) => Value::Array(values).to_string(),
+                (true, _) => values.iter().map(csv_value).collect::<Vec<_>>().join(","),
+                (false, _) => {
+                    table.push(values);
+                    continue;
+                }
+            };
+            // The spinner steps aside while a row is printed on the same terminal.
+            match &spinner {
+                Some(spinner) => spinner.suspend(|| println!("{line}")),
+                None => println!("{line}"),
             }
         }
+    }
+    if let Some(spinner) = spinner {
+        spinner.finish_and_clear();
     }
     let executed = started.elapsed() - planned;
     let seq = result.seq();

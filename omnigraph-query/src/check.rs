@@ -958,6 +958,14 @@ impl<'a> Checker<'a> {
         );
         if let Some(order) = &projection.order_by {
             for item in &order.items {
+                // After a collapse, an expression the projection computes may be
+                // ordered by as written (`RETURN a.x, count(*) ORDER BY count(*)`).
+                let projected = collapses
+                    && projected_expression(self.text, &projection.items, item.expression.span)
+                        .is_some();
+                if projected {
+                    continue;
+                }
                 self.expression(&item.expression, &both, Context::Projection)?;
                 if let Some(nulls) = &item.nulls {
                     return Err(self.unsupported(nulls.span, "NULLS FIRST/LAST"));
@@ -1255,6 +1263,38 @@ impl<'a> Checker<'a> {
         }
         Ok(())
     }
+}
+
+/// The index of the item of `items` whose expression is the one at `span`, token for
+/// token (spaces and comments aside), if one is.
+pub(crate) fn projected_expression(
+    text: &str,
+    items: &[open_cypher::ast::ProjectionItem],
+    span: Span,
+) -> Option<usize> {
+    let tokens = |span: Span| -> Option<Vec<(TokenKind, String)>> {
+        let source = text.get(span.start..span.end)?;
+        Some(
+            open_cypher::lex(source)
+                .tokens
+                .iter()
+                .filter(|token| !token.kind.is_trivia())
+                .map(|token| {
+                    let word = source
+                        .get(token.span.start..token.span.end)
+                        .unwrap_or_default();
+                    (token.kind, word.to_string())
+                })
+                .collect(),
+        )
+    };
+    let wanted = tokens(span)?;
+    items.iter().position(|item| match &item.kind {
+        ProjectionItemKind::Expression { expression, .. } => {
+            tokens(expression.span).is_some_and(|found| found == wanted)
+        }
+        _ => false,
+    })
 }
 
 /// The prefix of the name given to a node pattern without a variable. A user's variable

@@ -330,7 +330,7 @@ fn random_query(rng: &mut StdRng, people: i64) -> (String, bool) {
         _ => {}
     }
     let last = vars[vars.len() - 1];
-    match rng.random_range(0..12) {
+    match rng.random_range(0..13) {
         0 => (format!("{text} RETURN count(*) AS n"), false),
         1 => {
             let columns: Vec<String> = vars.iter().map(|v| format!("{v}.id")).collect();
@@ -393,6 +393,13 @@ fn random_query(rng: &mut StdRng, people: i64) -> (String, bool) {
         10 => (
             format!("{text} RETURN a.id AS id, COUNT {{ MATCH (a)-[:Knows]->(:Person) }} AS out"),
             false,
+        ),
+        11 => (
+            format!(
+                "{text} RETURN {last}.name AS name, count(*) ORDER BY count(*) DESC, name LIMIT {}",
+                rng.random_range(1..5)
+            ),
+            true,
         ),
         _ => (
             // collect() of no rows: [] in openCypher (and here), null in Kuzu.

@@ -307,6 +307,19 @@ async fn aggregates_with_and_unwind() {
         rows(&graph, "MATCH (a:Person)<-[:Knows]-() WITH a, count(*) AS n ORDER BY n DESC, a.name LIMIT 1 MATCH (a)-[:LivesIn]->(c) RETURN a.name, c.name").await,
         [json!(["ada", "London"])]
     );
+    // ORDER BY an expression the aggregating or DISTINCT projection computes.
+    assert_eq!(
+        rows(&graph, "MATCH (a:Person)-[:Knows]->(b) RETURN a.name, count(*) ORDER BY count(*) DESC, a.name LIMIT 2").await,
+        [json!(["ada", 2]), json!(["bob", 1])]
+    );
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person)-[:LivesIn]->(c) RETURN DISTINCT c.name ORDER BY c.name DESC"
+        )
+        .await,
+        [json!(["Paris"]), json!(["London"])]
+    );
     assert_eq!(
         rows(
             &graph,

@@ -357,15 +357,7 @@ impl<'a> Planner<'a> {
                     }
                 }
                 ProjectionItemKind::Expression { expression, alias } => {
-                    let name = match (alias, &expression.kind) {
-                        (Some(alias), _) => alias.kind.text.clone(),
-                        (None, ExprKind::Variable(variable)) => variable.kind.text.clone(),
-                        (None, _) => self
-                            .text
-                            .get(expression.span.start..expression.span.end)
-                            .unwrap_or_default()
-                            .to_string(),
-                    };
+                    let name = self.item_name(expression, alias.as_ref());
                     let holds = match &expression.kind {
                         ExprKind::Variable(variable)
                             if projecting == Projecting::With
@@ -477,7 +469,31 @@ impl<'a> Planner<'a> {
         if let Some(order) = &projection.order_by {
             let mut sorts: Vec<SortExpr> = Vec::new();
             for item in &order.items {
-                let value = self.expression(&item.expression, &mut ordered, Context::Row)?;
+                // An expression the collapsed projection computed is read from its
+                // column (the checker allowed only those there).
+                let computed = collapses
+                    .then(|| {
+                        crate::check::projected_expression(
+                            self.text,
+                            &projection.items,
+                            item.expression.span,
+                        )
+                    })
+                    .flatten()
+                    .and_then(|index| match &projection.items[index].kind {
+                        ProjectionItemKind::Expression { expression, alias } => {
+                            let name = self.item_name(expression, alias.as_ref());
+                            match env_after.get(&name) {
+                                Some(Entity::Value(target)) => Some(column(target)),
+                                _ => None,
+                            }
+                        }
+                        _ => None,
+                    });
+                let value = match computed {
+                    Some(value) => value,
+                    None => self.expression(&item.expression, &mut ordered, Context::Row)?,
+                };
                 let ascending = !matches!(
                     item.direction.as_ref().map(|d| d.kind),
                     Some(SortDirection::Descending)
@@ -546,6 +562,19 @@ impl<'a> Planner<'a> {
             },
             names,
         ))
+    }
+
+    /// The column a projection item names: its alias, its variable, or its text.
+    fn item_name(&self, expression: &CypherExpr, alias: Option<&open_cypher::ast::Name>) -> String {
+        match (alias, &expression.kind) {
+            (Some(alias), _) => alias.kind.text.clone(),
+            (None, ExprKind::Variable(variable)) => variable.kind.text.clone(),
+            (None, _) => self
+                .text
+                .get(expression.span.start..expression.span.end)
+                .unwrap_or_default()
+                .to_string(),
+        }
     }
 
     /// `SKIP` or `LIMIT`: a non-negative integer literal or parameter.
