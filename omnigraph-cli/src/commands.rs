@@ -376,6 +376,10 @@ pub async fn query(
     Ok(())
 }
 
+/// The most rows a Cypher query's table or `--json` document holds; `--format json`
+/// and `csv` stream every row.
+const CYPHER_HELD_ROWS_MAX: usize = 100_000;
+
 /// What `omnigraph query ROOT 'MATCH ...'` was asked.
 pub struct CypherRequest {
     pub text: String,
@@ -451,7 +455,11 @@ pub async fn cypher(
                 (true, RowsFormatArg::Json) => Value::Array(values).to_string(),
                 (true, _) => values.iter().map(csv_value).collect::<Vec<_>>().join(","),
                 (false, _) => {
-                    table.push(values);
+                    // Held for alignment or one document, up to a bound; past it the
+                    // rows are counted, and --format streams them all.
+                    if table.len() < CYPHER_HELD_ROWS_MAX {
+                        table.push(values);
+                    }
                     continue;
                 }
             };
@@ -467,10 +475,13 @@ pub async fn cypher(
     }
     let executed = started.elapsed() - planned;
     let seq = result.seq();
+    let mode = result.mode();
+    let held = table.len() as u64;
     out.emit(
         json!({
             "columns": columns,
             "rows": table,
+            "truncated": held < count,
             "seq": seq,
             "commit_id": result.commit_id(),
             "planning_ms": result.planning().as_secs_f64() * 1e3,
@@ -483,7 +494,7 @@ pub async fn cypher(
                     .iter()
                     .map(|row| row.iter().map(|v| crate::output::cell(Some(v))).collect())
                     .collect();
-                if names.len() == 1 && names[0] == "plan" && cells.len() == 1 {
+                if mode != omnigraph_query::Mode::Run {
                     // EXPLAIN and PROFILE: the plan as it is written, not as a cell.
                     print!("{}", table[0][0].as_str().unwrap_or_default());
                 } else if cells.is_empty() {
@@ -492,7 +503,13 @@ pub async fn cypher(
                     print_columns(&names, &cells);
                 }
             }
-            eprintln!("{count} {} at seq {seq}", noun(count, "row", "rows"));
+            if held < count {
+                eprintln!(
+                    "the first {held} of {count} rows shown (use --format json or csv for all)"
+                );
+            } else {
+                eprintln!("{count} {} at seq {seq}", noun(count, "row", "rows"));
+            }
         },
     );
     if request.timing {

@@ -486,7 +486,7 @@ pub type Result<T, E = OmniError> = std::result::Result<T, E>;
 pub enum QueryFailure {
     /// It needed more memory than its budget allows (and could not spill).
     OverBudget,
-    /// A value it could not compute: an integer divided by zero, an overflow.
+    /// A value it could not compute: an integer divided by zero, a cast that fails.
     Evaluation,
 }
 

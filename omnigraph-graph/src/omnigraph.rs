@@ -648,8 +648,19 @@ impl Omnigraph {
     }
 
     /// The table holding `type_name` at the version `commit` pins (from the cache): the
-    /// exact version a read at `commit` must see, never a moving table.
-    pub async fn table_of_type(
+    /// exact version a read at `commit` must see, never a moving table. Outside the
+    /// supported API (it hands out Lance's `Dataset`): the query crate reads through it.
+    #[cfg(feature = "internal-api")]
+    pub async fn pinned_table(
+        &self,
+        commit: &GraphCommit,
+        type_name: &str,
+    ) -> Result<Arc<Dataset>> {
+        self.table_of_type(commit, type_name).await
+    }
+
+    /// The table holding `type_name` at the version `commit` pins (from the cache).
+    pub(crate) async fn table_of_type(
         &self,
         commit: &GraphCommit,
         type_name: &str,

@@ -726,7 +726,15 @@ impl<'a> Checker<'a> {
             QuantifierKind::Range {
                 lower,
                 upper: Some(upper),
-            } => (lower.as_deref().map_or(Ok(1), number)?, number(upper)?),
+            } => {
+                // Cypher's `*..n` starts at one hop; GQL's `{,n}` at none.
+                let least = if relationship.legacy_quantifier.is_some() {
+                    1
+                } else {
+                    0
+                };
+                (lower.as_deref().map_or(Ok(least), number)?, number(upper)?)
+            }
             QuantifierKind::Optional => (0, 1),
             QuantifierKind::Range { upper: None, .. }
             | QuantifierKind::ZeroOrMore

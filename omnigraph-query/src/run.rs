@@ -14,7 +14,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_plan::display::DisplayableExecutionPlan;
-use datafusion::physical_plan::{ExecutionPlan, collect, displayable, execute_stream};
+use datafusion::physical_plan::{ExecutionPlan, displayable, execute_stream};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::stream::{BoxStream, StreamExt};
 use omnigraph_core::{InputLocation, OmniError, QueryFailure, Result, StorageKind};
@@ -73,6 +73,7 @@ impl QueryOptions {
 
 /// A running query: its columns, the commit it reads, and its rows as a stream.
 pub struct QueryRows {
+    mode: Mode,
     schema: SchemaRef,
     seq: u64,
     commit_id: String,
@@ -91,6 +92,12 @@ impl std::fmt::Debug for QueryRows {
 }
 
 impl QueryRows {
+    /// Whether the rows are the query's (`Mode::Run`) or its plan (`EXPLAIN`,
+    /// `PROFILE`: one `plan` column).
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
     /// The columns of every batch.
     pub fn schema(&self) -> SchemaRef {
         self.schema.clone()
@@ -140,7 +147,7 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
     for def in catalog.types() {
         tables.insert(
             def.name().to_string(),
-            graph.table_of_type(&commit, def.name()).await?,
+            graph.pinned_table(&commit, def.name()).await?,
         );
     }
     let compiled = compile(&checked, &catalog, &tables, &parameters)?;
@@ -175,6 +182,7 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
                 .map(move |batch| batch.map_err(|error| running(error, budget)))
                 .boxed();
             Ok(QueryRows {
+                mode: Mode::Run,
                 schema,
                 seq,
                 commit_id,
@@ -184,18 +192,26 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
         }
         Mode::Explain => {
             let plan = explain(&compiled.hops, physical.as_ref(), false);
-            Ok(plan_rows(plan, seq, commit_id, started.elapsed()))
+            Ok(plan_rows(
+                Mode::Explain,
+                plan,
+                seq,
+                commit_id,
+                started.elapsed(),
+            ))
         }
         Mode::Profile => {
             let planning = started.elapsed();
-            let task = context.task_ctx();
-            let batches = collect(physical.clone(), task)
-                .await
+            // Counted as they stream, never held: a profile's memory is the query's.
+            let mut stream = execute_stream(physical.clone(), context.task_ctx())
                 .map_err(|error| running(error, budget))?;
-            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            let mut rows = 0usize;
+            while let Some(batch) = stream.next().await {
+                rows += batch.map_err(|error| running(error, budget))?.num_rows();
+            }
             let mut plan = explain(&compiled.hops, physical.as_ref(), true);
             plan.push_str(&format!("rows: {rows}\n"));
-            Ok(plan_rows(plan, seq, commit_id, planning))
+            Ok(plan_rows(Mode::Profile, plan, seq, commit_id, planning))
         }
     }
 }
@@ -218,7 +234,13 @@ fn explain(hops: &[String], physical: &dyn ExecutionPlan, metrics: bool) -> Stri
     text
 }
 
-fn plan_rows(plan: String, seq: u64, commit_id: String, planning: Duration) -> QueryRows {
+fn plan_rows(
+    mode: Mode,
+    plan: String,
+    seq: u64,
+    commit_id: String,
+    planning: Duration,
+) -> QueryRows {
     let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
     let batch = RecordBatch::try_new(
         schema.clone(),
@@ -226,6 +248,7 @@ fn plan_rows(plan: String, seq: u64, commit_id: String, planning: Duration) -> Q
     )
     .expect("one string column");
     QueryRows {
+        mode,
         schema,
         seq,
         commit_id,
@@ -350,6 +373,13 @@ fn running(error: DataFusionError, budget: usize) -> OmniError {
             ),
             other => OmniError::internal(format!("query: {other}")),
         },
+        // The analyzer's type checks (coercion of the query's own expressions).
+        DataFusionError::Plan(message) => OmniError::bad_query(
+            omnigraph_core::QueryRefusal::WrongType,
+            1,
+            1,
+            format!("the types in the query do not fit: {message}"),
+        ),
         DataFusionError::Execution(message) => {
             OmniError::query_failed(QueryFailure::Evaluation, message)
         }

@@ -45,6 +45,10 @@ impl<'a> Planner<'a> {
         let mut frontier: Option<(LogicalPlan, String, String)> = None;
         let mut types = self.node_types(chain.nodes[0].1);
         if self.node_is_constrained(&chain, 0) {
+            // The frontier is joined on keys alone: keys of two types may be equal.
+            if types.len() > 1 {
+                return Ok(None);
+            }
             let (plan, key) = self.passing_nodes(&chain, 0, &types)?;
             let weight = self.fresh("paths");
             let plan = self.df(
@@ -60,6 +64,9 @@ impl<'a> Planner<'a> {
             let node = index + 1;
             let wanted = self.node_types(chain.nodes[node].1);
             let ways = self.orientations(relationship, Some(&types), Some(&wanted));
+            if ways.is_empty() {
+                return Ok(None);
+            }
             let (edges, ends, _) = self.edges(&ways, None, *at)?;
             if ends.from_label.is_some() || ends.to_label.is_some() {
                 return Ok(None);

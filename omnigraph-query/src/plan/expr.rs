@@ -14,13 +14,20 @@ use datafusion::logical_expr::expr::Case;
 use datafusion::logical_expr::{
     BinaryExpr, Cast, Expr, ExprFunctionExt, LogicalPlanBuilder, Operator, TryCast, lit,
 };
-use omnigraph_core::{QueryRefusal, Result};
+use omnigraph_core::{OmniError, QueryRefusal, Result};
 use open_cypher::Span;
 use open_cypher::ast::{
     BinaryOperator, ClauseKind, Expr as CypherExpr, ExprKind, FunctionInvocation, IntegerLiteral,
     IntegerRadix, IsPredicate, LiteralKind, Parameter, ParameterName, Query, QueryKind,
     SubqueryExpressionKind, UnaryOperator,
 };
+
+/// The left operand of a binary operator: as written (the first of a chain), or
+/// computed from the operators before it.
+enum Operand<'q> {
+    Source(&'q CypherExpr),
+    Computed(Expr),
+}
 
 /// The aggregates a projection computes, each under a fresh name.
 #[derive(Default)]
@@ -45,47 +52,47 @@ pub(crate) fn aggregates(expression: &CypherExpr) -> bool {
 }
 
 /// Calls `each` on `expression` and every expression inside it, not entering
-/// subqueries (their aggregates are their own).
+/// subqueries (their aggregates are their own). A loop over a stack: a long chain of
+/// `OR`s is not deep recursion.
 fn visit(expression: &CypherExpr, each: &mut dyn FnMut(&CypherExpr)) {
-    each(expression);
-    match &expression.kind {
-        ExprKind::List(items) => items.iter().for_each(|i| visit(i, each)),
-        ExprKind::Map(entries) => entries.iter().for_each(|e| visit(&e.value, each)),
-        ExprKind::Unary { operand, .. } => visit(operand, each),
-        ExprKind::Binary { left, right, .. } => {
-            visit(left, each);
-            visit(right, each);
-        }
-        ExprKind::Is { expression, .. }
-        | ExprKind::Property { expression, .. }
-        | ExprKind::Parenthesized(expression) => visit(expression, each),
-        ExprKind::Index { expression, index } => {
-            visit(expression, each);
-            visit(index, each);
-        }
-        ExprKind::Slice {
-            expression,
-            lower,
-            upper,
-        } => {
-            visit(expression, each);
-            lower
-                .iter()
-                .chain(upper.iter())
-                .for_each(|b| visit(b, each));
-        }
-        ExprKind::Function(call) => call.arguments.iter().for_each(|a| visit(a, each)),
-        ExprKind::Case(case) => {
-            case.operand
-                .iter()
-                .chain(case.else_expression.iter())
-                .for_each(|e| visit(e, each));
-            for alternative in &case.alternatives {
-                alternative.when.iter().for_each(|w| visit(w, each));
-                visit(&alternative.then, each);
+    let mut pending = vec![expression];
+    while let Some(next) = pending.pop() {
+        each(next);
+        match &next.kind {
+            ExprKind::List(items) => pending.extend(items),
+            ExprKind::Map(entries) => pending.extend(entries.iter().map(|e| &e.value)),
+            ExprKind::Unary { operand, .. } => pending.push(operand),
+            ExprKind::Binary { left, right, .. } => {
+                pending.push(left);
+                pending.push(right);
             }
+            ExprKind::Is { expression, .. }
+            | ExprKind::Property { expression, .. }
+            | ExprKind::Parenthesized(expression) => pending.push(expression),
+            ExprKind::Index { expression, index } => {
+                pending.push(expression);
+                pending.push(index);
+            }
+            ExprKind::Slice {
+                expression,
+                lower,
+                upper,
+            } => {
+                pending.push(expression);
+                pending.extend(lower.iter().map(|b| &**b));
+                pending.extend(upper.iter().map(|b| &**b));
+            }
+            ExprKind::Function(call) => pending.extend(&call.arguments),
+            ExprKind::Case(case) => {
+                pending.extend(case.operand.iter().map(|e| &**e));
+                pending.extend(case.else_expression.iter().map(|e| &**e));
+                for alternative in &case.alternatives {
+                    pending.extend(&alternative.when);
+                    pending.push(&alternative.then);
+                }
+            }
+            _ => {}
         }
-        _ => {}
     }
 }
 
@@ -105,6 +112,21 @@ pub(crate) fn function_name(call: &FunctionInvocation) -> String {
         .collect::<Vec<_>>()
         .join(".")
         .to_ascii_lowercase()
+}
+
+/// The value of `expression` when it is an integer literal (or one negated).
+fn integer_literal(expression: &CypherExpr) -> Option<i64> {
+    match &expression.kind {
+        ExprKind::Literal(literal) => match &literal.kind {
+            LiteralKind::Integer(value) => integer(value),
+            _ => None,
+        },
+        ExprKind::Unary { operator, operand } if operator.kind == UnaryOperator::Minus => {
+            integer_literal(operand).and_then(i64::checked_neg)
+        }
+        ExprKind::Parenthesized(inner) => integer_literal(inner),
+        _ => None,
+    }
 }
 
 /// An integer literal's value, when it fits 64 bits.
@@ -184,8 +206,8 @@ fn null_when_absent(identity: Expr, value: Expr) -> Expr {
     ))
 }
 
-/// What identifies a node or relationship, for equality, `count(DISTINCT n)` and
-/// `collect`: its key (with its type when it may be of several).
+/// What identifies a node or relationship, for `count(DISTINCT n)` and `collect`: its
+/// key (with its type when it may be of several).
 fn identity(entity: &Entity) -> Option<Expr> {
     match entity {
         Entity::Node(node) => Some(match &node.label {
@@ -201,6 +223,42 @@ fn identity(entity: &Entity) -> Option<Expr> {
             None => column(&relationship.properties["id"]),
         }),
         _ => None,
+    }
+}
+
+/// A node's or relationship's type, as a column when it may be of several, else the one
+/// type as a literal; and its key or id.
+fn typed_identity(entity: &Entity) -> Option<(Expr, Expr)> {
+    let (label, types, key) = match entity {
+        Entity::Node(node) => (&node.label, &node.types, column(&node.key)),
+        Entity::Relationship(relationship) => (
+            &relationship.label,
+            &relationship.types,
+            column(&relationship.properties["id"]),
+        ),
+        _ => return None,
+    };
+    let label = match (label, types.as_slice()) {
+        (Some(label), _) => column(label),
+        (None, [only]) => lit(only.as_str()),
+        (None, _) => lit(ScalarValue::Utf8(None)),
+    };
+    Some((label, key))
+}
+
+/// Whether two relationships are the same one: its type and its id (ids are unique
+/// within one edge table only).
+pub(crate) fn same_relationship(
+    a: &super::RelationshipColumns,
+    b: &super::RelationshipColumns,
+) -> Expr {
+    let (a, b) = (
+        Entity::Relationship(a.clone()),
+        Entity::Relationship(b.clone()),
+    );
+    match (typed_identity(&a), typed_identity(&b)) {
+        (Some((a_type, a_id)), Some((b_type, b_id))) => a_type.eq(b_type).and(a_id.eq(b_id)),
+        _ => lit(false),
     }
 }
 
@@ -304,11 +362,7 @@ impl<'a> Planner<'a> {
                     _ => return Err(self.unsupported(span, "this operator")),
                 }
             }
-            ExprKind::Binary {
-                left,
-                operator,
-                right,
-            } => self.binary(left, operator.kind, operator.span, right, rows, context)?,
+            ExprKind::Binary { .. } => self.binary(expression, rows, context)?,
             ExprKind::Is {
                 expression,
                 negated,
@@ -318,6 +372,12 @@ impl<'a> Planner<'a> {
                     return Err(self.unsupported(span, "IS other than IS [NOT] NULL"));
                 }
                 let value = match self.entity_of(expression, rows) {
+                    Some(Entity::Path) => {
+                        return Err(self.unsupported(
+                            span,
+                            "IS NULL of a variable-length relationship (test its end node)",
+                        ));
+                    }
                     Some(entity) => identity(&entity).unwrap_or(lit(ScalarValue::Null)),
                     None => self.expression(expression, rows, context)?,
                 };
@@ -367,33 +427,42 @@ impl<'a> Planner<'a> {
                 expression: target,
                 index,
             } => {
-                let value = self.expression(target, rows, context.reborrow())?;
-                let index = self.expression(index, rows, context)?;
-                // Cypher counts from 0 (negative from the end); DataFusion from 1.
-                let position = Expr::Case(Case::new(
-                    None,
-                    vec![(
-                        Box::new(index.clone().gt_eq(lit(0i64))),
-                        Box::new(index.clone() + lit(1i64)),
-                    )],
-                    Some(Box::new(index)),
-                ));
-                list::array_element(value, position)
+                let value = self.expression(target, rows, context)?;
+                // Cypher counts from 0 (negative from the end); DataFusion from 1 (and
+                // from -1 at the end). A literal index only: a computed one would be
+                // read three times, and nested, grow the plan exponentially.
+                let Some(at) = integer_literal(index) else {
+                    return Err(
+                        self.unsupported(index.span, "an index that is not an integer literal")
+                    );
+                };
+                let position = if at >= 0 { at.saturating_add(1) } else { at };
+                list::array_element(value, lit(position))
             }
             ExprKind::Slice {
                 expression: target,
                 lower,
                 upper,
             } => {
-                let value = self.expression(target, rows, context.reborrow())?;
-                let from = match lower {
-                    Some(lower) => self.expression(lower, rows, context.reborrow())? + lit(1i64),
-                    None => lit(1i64),
+                // Literal bounds from 0 only: [a..b) counting from 0 is a+1..b counting
+                // from 1, both ends kept.
+                let bound = |bound: &Option<Box<CypherExpr>>| -> Result<Option<i64>> {
+                    match bound {
+                        None => Ok(None),
+                        Some(bound) => match integer_literal(bound) {
+                            Some(value) if value >= 0 => Ok(Some(value)),
+                            _ => Err(self.unsupported(
+                                bound.span,
+                                "a slice bound that is not a non-negative integer literal",
+                            )),
+                        },
+                    }
                 };
-                let to = match upper {
-                    Some(upper) => self.expression(upper, rows, context)?,
-                    None => list::cardinality(value.clone()),
-                };
+                let (from, to) = (bound(lower)?, bound(upper)?);
+                let value = self.expression(target, rows, context)?;
+                let from = lit(from.unwrap_or(0).saturating_add(1));
+                // An open end: to the last item (DataFusion's -1).
+                let to = lit(to.unwrap_or(-1));
                 list::array_slice(value, from, to, None)
             }
             ExprKind::Function(call) => self.function(call, span, rows, context)?,
@@ -408,6 +477,12 @@ impl<'a> Planner<'a> {
                 };
                 let mut arms = Vec::new();
                 for alternative in &case.alternatives {
+                    if alternative.when.len() > 1 {
+                        return Err(self.unsupported(
+                            alternative.span,
+                            "several values in one WHEN (write a WHEN for each)",
+                        ));
+                    }
                     let then = self.expression(&alternative.then, rows, context.reborrow())?;
                     for when in &alternative.when {
                         let when = self.expression(when, rows, context.reborrow())?;
@@ -451,10 +526,40 @@ impl<'a> Planner<'a> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A chain of binary operators down its left side (`a OR b OR c ...`), one operator
+    /// at a time in a loop: a long chain is not deep recursion.
     fn binary(
         &mut self,
-        left: &CypherExpr,
+        expression: &CypherExpr,
+        rows: &mut Rows,
+        mut context: Context<'_>,
+    ) -> Result<Expr> {
+        let mut spine = Vec::new();
+        let mut first = expression;
+        while let ExprKind::Binary {
+            left,
+            operator,
+            right,
+        } = &first.kind
+        {
+            spine.push((operator.kind, operator.span, &**right));
+            first = left;
+        }
+        let mut value: Option<Expr> = None;
+        for (operator, at, right) in spine.into_iter().rev() {
+            let left = match value.take() {
+                None => Operand::Source(first),
+                Some(computed) => Operand::Computed(computed),
+            };
+            value = Some(self.binary_step(left, operator, at, right, rows, context.reborrow())?);
+        }
+        value.ok_or_else(|| OmniError::internal("a binary expression has an operator"))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn binary_step(
+        &mut self,
+        left: Operand<'_>,
         operator: BinaryOperator,
         at: Span,
         right: &CypherExpr,
@@ -463,20 +568,47 @@ impl<'a> Planner<'a> {
     ) -> Result<Expr> {
         // Two nodes or relationships compare by identity.
         if matches!(operator, BinaryOperator::Equal | BinaryOperator::NotEqual)
+            && let Operand::Source(left) = &left
             && let (Some(a), Some(b)) = (self.entity_of(left, rows), self.entity_of(right, rows))
         {
-            let (Some(a), Some(b)) = (identity(&a), identity(&b)) else {
+            let (Some((a_type, a_key)), Some((b_type, b_key))) =
+                (typed_identity(&a), typed_identity(&b))
+            else {
                 return Err(self.unsupported(at, "comparing variable-length relationships"));
             };
-            let same = if matches!(operator, BinaryOperator::Equal) {
-                a.eq(b)
+            // Of one type and one key: a type alone never equals a key of another.
+            let same = a_type.eq(b_type).and(a_key.eq(b_key));
+            return Ok(if matches!(operator, BinaryOperator::Equal) {
+                same
             } else {
-                a.not_eq(b)
-            };
-            return Ok(same);
+                Expr::Not(Box::new(same))
+            });
         }
+        let left_span = match &left {
+            Operand::Source(left) => left.span,
+            Operand::Computed(_) => at,
+        };
+        let a = match left {
+            Operand::Source(left) => self.expression(left, rows, context.reborrow())?,
+            Operand::Computed(computed) => computed,
+        };
+        self.combine(a, operator, at, left_span, right, rows, context)
+    }
+
+    /// `a operator right`, `a` computed already.
+    #[allow(clippy::too_many_arguments)]
+    fn combine(
+        &mut self,
+        a: Expr,
+        operator: BinaryOperator,
+        at: Span,
+        left_span: Span,
+        right: &CypherExpr,
+        rows: &mut Rows,
+        mut context: Context<'_>,
+    ) -> Result<Expr> {
         if operator == BinaryOperator::In {
-            let needle = self.expression(left, rows, context.reborrow())?;
+            let needle = a;
             return Ok(match &right.kind {
                 ExprKind::List(items) => {
                     let mut values = Vec::new();
@@ -513,12 +645,12 @@ impl<'a> Planner<'a> {
                 }
             });
         }
-        let a = self.expression(left, rows, context.reborrow())?;
         let b = self.expression(right, rows, context.reborrow())?;
         Ok(match operator {
             BinaryOperator::Or => a.or(b),
             BinaryOperator::And => a.and(b),
-            BinaryOperator::Xor => a.clone().or(b.clone()).and(Expr::Not(Box::new(a.and(b)))),
+            // XOR of booleans is inequality, with the same nulls.
+            BinaryOperator::Xor => a.not_eq(b),
             BinaryOperator::Equal => a.eq(b),
             BinaryOperator::NotEqual => a.not_eq(b),
             BinaryOperator::Less => a.lt(b),
@@ -530,7 +662,7 @@ impl<'a> Planner<'a> {
             BinaryOperator::Contains => f::contains(a, b),
             BinaryOperator::Add => {
                 let (left_type, right_type) = (
-                    self.type_of(&a, rows, &context, left.span)?,
+                    self.type_of(&a, rows, &context, left_span)?,
                     self.type_of(&b, rows, &context, right.span)?,
                 );
                 let text = |t: &DataType| {

@@ -7,11 +7,13 @@
 //! - `count`: `RETURN count(*)` of a chain of hops, counted node by node without
 //!   materialising the paths.
 //! - `expr`: Cypher expressions to DataFusion expressions, subqueries (`EXISTS { }`,
-//!   `COUNT { }`, pattern predicates) as joins on a row number.
+//!   `COUNT { }`, pattern predicates) run on the distinct outer rows and joined back on
+//!   what identifies them.
 //! - this file: the planner's state, `WITH`, `UNWIND` and `RETURN`.
 
 mod count;
 mod expr;
+mod mentions;
 mod pattern;
 
 use crate::check::CheckedQuery;
@@ -62,6 +64,8 @@ pub(crate) struct NodeColumns {
 
 #[derive(Clone, Debug)]
 pub(crate) struct RelationshipColumns {
+    /// The edge types it may be, sorted.
+    pub(crate) types: Vec<String>,
     pub(crate) label: Option<String>,
     pub(crate) properties: BTreeMap<String, String>,
 }
@@ -117,7 +121,7 @@ pub(crate) struct Planner<'a> {
     pub(crate) tables: &'a Tables,
     pub(crate) parameters: &'a BTreeMap<String, ScalarValue>,
     text: &'a str,
-    /// How often each identifier appears in the text: a node variable named once is
+    /// How often each variable is named (`mentions.rs`): a node variable named once is
     /// read by nothing, so its table need not be joined.
     mentions: HashMap<String, usize>,
     /// Whether some projection is `*` (it returns every variable).
@@ -135,25 +139,10 @@ pub(crate) fn compile(
     tables: &Tables,
     parameters: &BTreeMap<String, ScalarValue>,
 ) -> Result<Compiled> {
-    let lexed = open_cypher::lex(&checked.text);
-    let mut mentions: HashMap<String, usize> = HashMap::new();
-    let mut wildcard = false;
-    let mut previous_projects = false;
-    for token in lexed.tokens.iter().filter(|token| !token.kind.is_trivia()) {
-        use open_cypher::{Keyword, TokenKind};
-        if let Some(word) = checked.text.get(token.span.start..token.span.end) {
-            *mentions
-                .entry(word.trim_matches('`').to_string())
-                .or_default() += 1;
-        }
-        if token.kind == TokenKind::Star && previous_projects {
-            wildcard = true;
-        }
-        previous_projects = matches!(
-            token.kind,
-            TokenKind::Keyword(Keyword::Return | Keyword::With | Keyword::Distinct)
-        );
-    }
+    let mentions::Mentions {
+        counts: mentions,
+        wildcard,
+    } = mentions::Mentions::of(&checked.query);
     let key_types: std::collections::HashSet<_> = catalog
         .types()
         .iter()
@@ -200,6 +189,34 @@ pub(crate) fn compile(
     })
 }
 
+/// The columns that tell one row's variables from another's: a node's key and label, a
+/// relationship's id and type, a value itself.
+pub(crate) fn identity_columns(env: &Env) -> Vec<String> {
+    let mut identity: Vec<String> = Vec::new();
+    for entity in env.values() {
+        let columns: Vec<String> = match entity {
+            Entity::Node(node) => std::iter::once(node.key.clone())
+                .chain(node.label.clone())
+                .collect(),
+            Entity::Relationship(relationship) => relationship
+                .properties
+                .get("id")
+                .cloned()
+                .into_iter()
+                .chain(relationship.label.clone())
+                .collect(),
+            Entity::Value(value) => vec![value.clone()],
+            Entity::Path => Vec::new(),
+        };
+        for column in columns {
+            if !identity.contains(&column) {
+                identity.push(column);
+            }
+        }
+    }
+    identity
+}
+
 /// A column of the plan by its exact name (never parsed as `table.column`).
 pub(crate) fn column(name: &str) -> Expr {
     Expr::Column(Column::from_name(name))
@@ -238,6 +255,12 @@ impl<'a> Planner<'a> {
                 format!("the types here do not fit: {}", error.find_root()),
             )
         })
+    }
+
+    /// A DataFusion refusal while building the plan's structure (scans, joins, unions):
+    /// the planner's defect, never the query's.
+    pub(crate) fn internal<T>(&self, result: std::result::Result<T, DataFusionError>) -> Result<T> {
+        result.map_err(|error| OmniError::internal(format!("query plan: {}", error.find_root())))
     }
 
     /// A column name no other column of the query has.
@@ -466,8 +489,16 @@ impl<'a> Planner<'a> {
             },
             unit: false,
         };
+        let skip = match projection.skip.as_ref().or(projection.offset.as_ref()) {
+            Some(skip) => self.count(skip)?,
+            None => 0,
+        };
+        let limit = match &projection.limit {
+            Some(limit) => Some(self.count(limit)?),
+            None => None,
+        };
+        let mut sorts: Vec<SortExpr> = Vec::new();
         if let Some(order) = &projection.order_by {
-            let mut sorts: Vec<SortExpr> = Vec::new();
             for item in &order.items {
                 // An expression the collapsed projection computed is read from its
                 // column (the checker allowed only those there).
@@ -501,17 +532,19 @@ impl<'a> Planner<'a> {
                 // Cypher orders null after every value: last ascending, first descending.
                 sorts.push(value.sort(ascending, !ascending));
             }
-            let sorted = LogicalPlanBuilder::from(ordered.plan).sort(sorts);
-            ordered.plan = self.df(order.span, sorted.and_then(LogicalPlanBuilder::build))?;
         }
-        let skip = match projection.skip.as_ref().or(projection.offset.as_ref()) {
-            Some(skip) => self.count(skip)?,
-            None => 0,
-        };
-        let limit = match &projection.limit {
-            Some(limit) => Some(self.count(limit)?),
-            None => None,
-        };
+        if projecting == Projecting::With && (skip > 0 || limit.is_some()) {
+            // The rows a WITH keeps are the same on every evaluation of its plan (an
+            // optional match or subquery after it reads the plan twice): ties in its
+            // order are broken by what identifies each row.
+            for name in identity_columns(&env_after) {
+                sorts.push(column(&name).sort(true, false));
+            }
+        }
+        if !sorts.is_empty() {
+            let sorted = LogicalPlanBuilder::from(ordered.plan).sort(sorts);
+            ordered.plan = self.df(span, sorted.and_then(LogicalPlanBuilder::build))?;
+        }
         if skip > 0 || limit.is_some() {
             let limited = LogicalPlanBuilder::from(ordered.plan).limit(skip, limit);
             ordered.plan = self.df(span, limited.and_then(LogicalPlanBuilder::build))?;
@@ -547,12 +580,12 @@ impl<'a> Planner<'a> {
             .project(finals)
             .and_then(LogicalPlanBuilder::build);
         let plan = self.df(span, plan)?;
-        if projecting == Projecting::Return {
-            assert_eq!(
-                plan.schema().fields().len(),
+        if projecting == Projecting::Return && plan.schema().fields().len() != names.len() {
+            return Err(OmniError::internal(format!(
+                "RETURN of {} items yields {} columns",
                 names.len(),
-                "RETURN yields one column per item"
-            );
+                plan.schema().fields().len()
+            )));
         }
         Ok((
             Rows {

@@ -14,7 +14,7 @@ use datafusion::datasource::provider_as_source;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
 use omnigraph_core::lance::datafusion::LanceTableProvider;
 use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
-use omnigraph_core::{QueryRefusal, Result};
+use omnigraph_core::{OmniError, Result};
 use open_cypher::Span;
 use open_cypher::ast::{
     Expr as CypherExpr, ExprKind, LabelExpression, LabelExpressionKind, MatchClause, NodePattern,
@@ -97,32 +97,18 @@ impl<'a> Planner<'a> {
     /// once per distinct outer row), and the columns that identify them: a node's key
     /// and label, a relationship's id and type, a value itself.
     pub(crate) fn outer(&mut self, rows: &Rows, span: Span) -> Result<(Rows, Vec<String>)> {
-        let mut identity: Vec<String> = Vec::new();
-        for entity in rows.env.values() {
-            let columns: Vec<String> = match entity {
-                Entity::Node(node) => std::iter::once(node.key.clone())
-                    .chain(node.label.clone())
-                    .collect(),
-                Entity::Relationship(relationship) => relationship
-                    .properties
-                    .get("id")
-                    .cloned()
-                    .into_iter()
-                    .chain(relationship.label.clone())
-                    .collect(),
-                Entity::Value(value) => vec![value.clone()],
-                Entity::Path => Vec::new(),
+        let identity = super::identity_columns(&rows.env);
+        if identity.is_empty() {
+            // Nothing to correlate on: the pattern matches once, from the start row,
+            // and every row gets its matches.
+            let unit = Rows {
+                plan: self.internal(LogicalPlanBuilder::empty(true).build())?,
+                env: rows.env.clone(),
+                unit: true,
             };
-            for column in columns {
-                if !identity.contains(&column) {
-                    identity.push(column);
-                }
-            }
+            return Ok((unit, identity));
         }
         let carried = self.passthrough(rows);
-        if carried.is_empty() {
-            return Ok((rows.clone(), identity));
-        }
         let plan = LogicalPlanBuilder::from(rows.plan.clone())
             .project(carried)
             .and_then(LogicalPlanBuilder::distinct)
@@ -375,8 +361,10 @@ impl<'a> Planner<'a> {
                 Some(plan) => self.df(span, plan.union(branch))?,
             });
         }
-        let plan = plan.expect("a node pattern has at least one type");
-        let plan = self.df(span, plan.build())?;
+        let Some(plan) = plan else {
+            return Err(OmniError::internal("a node pattern of no type was scanned"));
+        };
+        let plan = self.internal(plan.build())?;
         let columns = NodeColumns {
             types: types.to_vec(),
             key,
@@ -454,11 +442,11 @@ impl<'a> Planner<'a> {
     /// A scan of `def`'s table at the commit's pinned version.
     fn scan(&mut self, def: &TypeDef, span: Span) -> Result<(LogicalPlanBuilder, TableReference)> {
         let Some(dataset) = self.tables.get(def.name()) else {
-            return Err(self.refuse(
-                QueryRefusal::UnknownLabel,
-                span,
-                format!("the commit has no table for {}", def.name()),
-            ));
+            return Err(OmniError::internal(format!(
+                "the commit's tables hold none for {} (at byte {} of the query)",
+                def.name(),
+                span.start
+            )));
         };
         let provider = LanceTableProvider::new_with_ordering(dataset.clone(), false, false, false);
         let table = TableReference::bare(self.fresh(def.name()));
@@ -592,15 +580,35 @@ impl<'a> Planner<'a> {
                 Some(plan) => self.df(span, plan.union(branch))?,
             });
         }
-        let Some(plan) = plan else {
-            return Err(self.refuse(
-                QueryRefusal::UnknownRelationshipType,
-                span,
-                "no edge type fits both ends of this relationship",
-            ));
+        let plan = match plan {
+            Some(plan) => self.internal(plan.build())?,
+            None => {
+                // No edge type fits both ends (the checker narrows less exactly): no
+                // edge, with the columns a hop joins on.
+                let key_type = if self.text_keys {
+                    DataType::Utf8
+                } else {
+                    self.catalog
+                        .types()
+                        .iter()
+                        .find(|def| def.is_node())
+                        .map_or(DataType::Utf8, |def| arrow_type(def.key_type()))
+                };
+                let null = ScalarValue::try_from(&key_type).unwrap_or(ScalarValue::Null);
+                let empty = LogicalPlanBuilder::empty(false)
+                    .project([
+                        lit(null.clone()).alias(&ends.from),
+                        lit(null).alias(&ends.to),
+                    ])
+                    .and_then(LogicalPlanBuilder::build);
+                self.internal(empty)?
+            }
         };
-        let plan = self.df(span, plan.build())?;
         let columns = relationship_columns.map(|(properties, label)| RelationshipColumns {
+            types: edge_types
+                .iter()
+                .map(|def| def.name().to_string())
+                .collect(),
             label,
             properties: properties.into_iter().map(|(p, (c, _))| (p, c)).collect(),
         });
@@ -617,14 +625,15 @@ impl<'a> Planner<'a> {
         let mut on = vec![column(&node.key).eq(column(key))];
         match (&node.label, label) {
             (Some(node_label), Some(label)) => on.push(column(node_label).eq(column(label))),
-            (Some(node_label), None) => {
-                let only = types.iter().next().expect("an edge end has a type");
-                on.push(column(node_label).eq(lit(only.as_str())));
-            }
-            (None, Some(label)) => {
-                let only = node.types.first().expect("a node has a type");
-                on.push(column(label).eq(lit(only.as_str())));
-            }
+            (Some(node_label), None) => match types.iter().next() {
+                Some(only) => on.push(column(node_label).eq(lit(only.as_str()))),
+                // An end of no type: no edge fits it.
+                None => on.push(lit(false)),
+            },
+            (None, Some(label)) => match node.types.first() {
+                Some(only) => on.push(column(label).eq(lit(only.as_str()))),
+                None => on.push(lit(false)),
+            },
             (None, None) => {}
         }
         on
@@ -667,15 +676,19 @@ impl<'a> Planner<'a> {
             right_types.retain(|t| bound.types.contains(t));
         }
         let ways = self.orientations(relationship, Some(&left_types), Some(&right_types));
-        let relationship_name = relationship
-            .variable
-            .as_ref()
-            .map(|v| v.kind.text.clone())
-            .filter(|name| {
+        // A relationship's columns are read when its variable is, or its property map
+        // filters it (an anonymous one then gets a hidden name).
+        let relationship_name = match &relationship.variable {
+            Some(variable) => Some(variable.kind.text.clone()).filter(|name| {
                 self.is_read(name)
                     || relationship.properties.is_some()
                     || rows.env.contains_key(name)
-            });
+            }),
+            None => relationship
+                .properties
+                .is_some()
+                .then(|| format!("\u{0}relationship@{}", span.start)),
+        };
         let (edges, ends, relationship_columns) =
             self.edges(&ways, relationship_name.as_deref(), span)?;
         self.hops.push(format!(
@@ -741,13 +754,9 @@ impl<'a> Planner<'a> {
         if let (Some(name), Some(columns)) = (&relationship_name, relationship_columns) {
             if let Some(Entity::Relationship(bound)) = rows.env.get(name).cloned() {
                 // The same relationship as an earlier clause's: its id and type meet.
-                let mut on =
-                    vec![column(&bound.properties["id"]).eq(column(&columns.properties["id"]))];
-                if let (Some(a), Some(b)) = (&bound.label, &columns.label) {
-                    on.push(column(a).eq(column(b)));
-                }
+                let same = super::expr::same_relationship(&bound, &columns);
                 let kept = LogicalPlanBuilder::from(rows.plan)
-                    .filter(on.into_iter().reduce(Expr::and).expect("one condition"))
+                    .filter(same)
                     .and_then(LogicalPlanBuilder::build);
                 rows.plan = self.df(span, kept)?;
             } else {
@@ -784,13 +793,30 @@ impl<'a> Planner<'a> {
         if let Some(Entity::Node(bound)) = rows.env.get(name).cloned() {
             let on = Self::meet(&bound, &key, label.as_ref(), &types);
             let kept = LogicalPlanBuilder::from(rows.plan)
-                .filter(on.into_iter().reduce(Expr::and).expect("one condition"))
+                .filter(on.into_iter().fold(lit(true), Expr::and))
                 .and_then(LogicalPlanBuilder::build);
-            rows.plan = self.df(span, kept)?;
-            return Ok(rows);
+            rows.plan = self.internal(kept)?;
+            // Bound before, it still has this pattern's label and property map.
+            let rows = self.keep_types(&bound, &self.node_types(node), rows, span)?;
+            return self.node_properties(name, node, rows);
         }
         let mut wanted = self.node_types(node);
         wanted.retain(|t| types.contains(t));
+        if wanted.is_empty() {
+            // No edge reaches a node of its labels: no row. Its properties are null.
+            let none = LogicalPlanBuilder::from(rows.plan)
+                .filter(lit(false))
+                .and_then(LogicalPlanBuilder::build);
+            rows.plan = self.internal(none)?;
+            let reached = NodeColumns {
+                types: Vec::new(),
+                key,
+                label,
+                properties: Some(BTreeMap::new()),
+            };
+            rows.env.insert(name.to_string(), Entity::Node(reached));
+            return Ok(rows);
+        }
         let read = node.properties.is_some() || self.is_read(name);
         if !read {
             let reached = NodeColumns {
@@ -838,8 +864,13 @@ impl<'a> Planner<'a> {
         rows: Rows,
     ) -> Result<Rows> {
         let Some(Entity::Node(left)) = rows.env.get(left_name).cloned() else {
-            unreachable!("the left node of a hop is bound");
+            return Err(OmniError::internal("the left node of a hop is bound"));
         };
+        if let Some(map) = &relationship.properties {
+            return Err(
+                self.unsupported(map.span, "a property map on a variable-length relationship")
+            );
+        }
         let ways = self.orientations(relationship, None, None);
         let node_types: BTreeSet<String> = ways
             .iter()
@@ -912,8 +943,9 @@ impl<'a> Planner<'a> {
             }
         }
         self.hops.push(format!(
-            "{left_name}-[*{lower}..{upper}]-{right_name}: {} hash joins on the edge tables ({})",
-            upper,
+            "{left_name}-[*{lower}..{upper}]-{right_name}: a union of {} chains, {} hash joins on the edge tables ({})",
+            upper + 1 - lower,
+            (lower.max(1)..=upper).sum::<u64>(),
             ways.iter()
                 .map(|w| w.def.name())
                 .collect::<Vec<_>>()
@@ -980,7 +1012,18 @@ pub(crate) fn hops(relationship: &RelationshipPattern) -> Option<(u64, u64)> {
         QuantifierKind::Range {
             lower,
             upper: Some(upper),
-        } => Some((lower.as_deref().map_or(Some(1), number)?, number(upper)?)),
+        } => {
+            // Cypher's `*..n` starts at one hop; GQL's `{,n}` at none.
+            let least = if relationship.legacy_quantifier.is_some() {
+                1
+            } else {
+                0
+            };
+            Some((
+                lower.as_deref().map_or(Some(least), number)?,
+                number(upper)?,
+            ))
+        }
         QuantifierKind::Optional => Some((0, 1)),
         _ => None,
     }

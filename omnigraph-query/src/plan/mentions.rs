@@ -1,0 +1,150 @@
+//! How often each variable is named in a query, read off its syntax tree (decoded
+//! names, every scope): a node variable named once is bound and never read, so its
+//! table need not be joined. A `*` projection reads every variable.
+
+use open_cypher::ast::{
+    ClauseKind, Expr, ExprKind, PathFactorKind, Pattern, ProjectionClause, ProjectionItemKind,
+    Query, QueryKind,
+};
+use std::collections::HashMap;
+
+/// The names a query mentions, with how often, and whether it projects `*`.
+#[derive(Default)]
+pub(crate) struct Mentions {
+    pub(crate) counts: HashMap<String, usize>,
+    pub(crate) wildcard: bool,
+}
+
+impl Mentions {
+    pub(crate) fn of(query: &Query) -> Mentions {
+        let mut mentions = Mentions::default();
+        mentions.query(query);
+        mentions
+    }
+
+    fn name(&mut self, name: &str) {
+        *self.counts.entry(name.to_string()).or_default() += 1;
+    }
+
+    /// Recursion only into subqueries, whose depth the checker bounds (`NESTING_MAX`).
+    fn query(&mut self, query: &Query) {
+        let QueryKind::Regular(regular) = &query.kind else {
+            return;
+        };
+        for clause in &regular.head.kind.clauses {
+            match &clause.kind {
+                ClauseKind::Match(matching) => {
+                    self.pattern(&matching.pattern);
+                    if let Some(predicate) = &matching.where_clause {
+                        self.expression(predicate);
+                    }
+                }
+                ClauseKind::Unwind(unwind) => {
+                    self.expression(&unwind.expression);
+                    self.name(&unwind.variable.kind.text);
+                }
+                ClauseKind::With(with) => {
+                    self.projection(&with.projection);
+                    if let Some(predicate) = &with.where_clause {
+                        self.expression(predicate);
+                    }
+                }
+                ClauseKind::Return(ret) => self.projection(&ret.projection),
+                _ => {}
+            }
+        }
+    }
+
+    fn projection(&mut self, projection: &ProjectionClause) {
+        for item in &projection.items {
+            match &item.kind {
+                ProjectionItemKind::Wildcard => self.wildcard = true,
+                ProjectionItemKind::Expression { expression, .. } => self.expression(expression),
+                _ => self.wildcard = true,
+            }
+        }
+        for item in projection.order_by.iter().flat_map(|order| &order.items) {
+            self.expression(&item.expression);
+        }
+        for bound in [&projection.skip, &projection.offset, &projection.limit]
+            .into_iter()
+            .flatten()
+        {
+            self.expression(bound);
+        }
+    }
+
+    fn pattern(&mut self, pattern: &Pattern) {
+        for part in &pattern.parts {
+            for factor in &part.kind.path.kind.factors {
+                match &factor.kind {
+                    PathFactorKind::Node(node) => {
+                        if let Some(variable) = &node.variable {
+                            self.name(&variable.kind.text);
+                        }
+                        if let Some(properties) = &node.properties {
+                            self.expression(properties);
+                        }
+                    }
+                    PathFactorKind::Relationship(relationship) => {
+                        if let Some(variable) = &relationship.variable {
+                            self.name(&variable.kind.text);
+                        }
+                        if let Some(properties) = &relationship.properties {
+                            self.expression(properties);
+                        }
+                    }
+                    // Refused by the checker; counted as read, to be safe.
+                    _ => self.wildcard = true,
+                }
+            }
+        }
+    }
+
+    /// A loop over a stack, entering subqueries and pattern predicates.
+    fn expression(&mut self, expression: &Expr) {
+        let mut pending = vec![expression];
+        while let Some(next) = pending.pop() {
+            match &next.kind {
+                ExprKind::Variable(name) => self.name(&name.kind.text),
+                ExprKind::List(items) => pending.extend(items),
+                ExprKind::Map(entries) => pending.extend(entries.iter().map(|e| &e.value)),
+                ExprKind::Unary { operand, .. } => pending.push(operand),
+                ExprKind::Binary { left, right, .. } => {
+                    pending.push(left);
+                    pending.push(right);
+                }
+                ExprKind::Is { expression, .. }
+                | ExprKind::Property { expression, .. }
+                | ExprKind::Parenthesized(expression) => pending.push(expression),
+                ExprKind::Index { expression, index } => {
+                    pending.push(expression);
+                    pending.push(index);
+                }
+                ExprKind::Slice {
+                    expression,
+                    lower,
+                    upper,
+                } => {
+                    pending.push(expression);
+                    pending.extend(lower.iter().map(|b| &**b));
+                    pending.extend(upper.iter().map(|b| &**b));
+                }
+                ExprKind::Function(call) => pending.extend(&call.arguments),
+                ExprKind::Case(case) => {
+                    pending.extend(case.operand.iter().map(|e| &**e));
+                    pending.extend(case.else_expression.iter().map(|e| &**e));
+                    for alternative in &case.alternatives {
+                        pending.extend(&alternative.when);
+                        pending.push(&alternative.then);
+                    }
+                }
+                ExprKind::Subquery(subquery) => self.query(&subquery.query),
+                ExprKind::Pattern(pattern) => self.pattern(pattern),
+                ExprKind::Literal(_) | ExprKind::Parameter(_) => {}
+                // Anything else the checker refused; counted as reading everything.
+                _ => self.wildcard = true,
+            }
+        }
+    }
+}
