@@ -666,6 +666,42 @@ async fn shapes_the_review_found() {
         let lives = ["ada", "cy", "bob", "eve"].contains(&row[0].as_str().unwrap());
         assert_eq!(row[1].is_null(), !lives, "{row}");
     }
+    // A named relationship, and the node after it, where no edge type fits: no row.
+    assert_eq!(
+        rows(
+            &graph,
+            "MATCH (p:Person)-[:LivesIn]-(x)-[k:Knows]-(y) RETURN k, y, count(DISTINCT k) AS n"
+        )
+        .await,
+        Vec::<Value>::new()
+    );
+    // A node an optional match left null equals nothing, and differs from nothing.
+    assert_eq!(
+        rows(&graph, "MATCH (p:Person {name: 'dee'}) OPTIONAL MATCH (p)-[:LivesIn]->(c:City) RETURN p = c AS same, p <> c AS other").await,
+        [json!([null, null])]
+    );
+    // XOR takes booleans.
+    let error = failure(&graph, "RETURN 1 XOR 2 AS x", &QueryOptions::new()).await;
+    assert!(
+        matches!(
+            error,
+            OmniError::BadQuery {
+                refusal: QueryRefusal::WrongType,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    // A parameter as an index.
+    assert_eq!(
+        rows_with(
+            &graph,
+            "UNWIND [[1, 2, 3]] AS l RETURN l[$i] AS a",
+            &QueryOptions::new().parameter("i", json!(1))
+        )
+        .await,
+        [json!([2])]
+    );
     // Lists: literal indexes and slices, from the end too.
     assert_eq!(
         rows(

@@ -250,6 +250,15 @@ impl<'a> Planner<'a> {
         if relationships.is_empty() || nodes.len() != relationships.len() + 1 {
             return None;
         }
+        // A property map that reads another variable (`{age: a.age}`) is a condition on
+        // two nodes.
+        for (_, node, _) in &nodes {
+            if let Some(map) = &node.properties
+                && !variables(map)?.is_empty()
+            {
+                return None;
+            }
+        }
         let names: BTreeSet<&String> = nodes.iter().map(|(name, _, _)| name).collect();
         if names.len() != nodes.len() || nodes.iter().any(|(_, n, _)| n.where_clause.is_some()) {
             return None;
@@ -318,6 +327,7 @@ fn variables(expression: &CypherExpr) -> Option<Vec<String>> {
                 pending.push(right);
             }
             ExprKind::List(items) => pending.extend(items),
+            ExprKind::Map(entries) => pending.extend(entries.iter().map(|e| &e.value)),
             ExprKind::Function(call) => pending.extend(&call.arguments),
             _ => return None,
         }

@@ -173,6 +173,10 @@ pub(crate) fn entity_value(planner: &Planner<'_>, entity: &Entity, span: Span) -
                 }
                 None => fields.extend([lit("_key"), column(&node.key)]),
             }
+            if fields.is_empty() {
+                // A node no edge reached (no type fits): its key alone.
+                fields.extend([lit("_key"), column(&node.key)]);
+            }
             Ok(null_when_absent(column(&node.key), f::named_struct(fields)))
         }
         Entity::Relationship(relationship) => {
@@ -182,7 +186,11 @@ pub(crate) fn entity_value(planner: &Planner<'_>, entity: &Entity, span: Span) -
             for (name, col) in &relationship.properties {
                 fields.extend([lit(name.as_str()), column(col)]);
             }
-            let id = column(&relationship.properties["id"]);
+            let id = relationship_id(relationship);
+            if fields.is_empty() {
+                // A relationship of no type that fits: its id alone (null).
+                fields.extend([lit("_id"), id.clone()]);
+            }
             Ok(null_when_absent(id, f::named_struct(fields)))
         }
         Entity::Path => Err(planner.unsupported(
@@ -216,14 +224,20 @@ fn identity(entity: &Entity) -> Option<Expr> {
             None => column(&node.key),
         }),
         Entity::Relationship(relationship) => Some(match &relationship.label {
-            Some(label) => binary(column(label), Operator::StringConcat, lit(":")).binary(
-                Operator::StringConcat,
-                column(&relationship.properties["id"]),
-            ),
-            None => column(&relationship.properties["id"]),
+            Some(label) => binary(column(label), Operator::StringConcat, lit(":"))
+                .binary(Operator::StringConcat, relationship_id(relationship)),
+            None => relationship_id(relationship),
         }),
         _ => None,
     }
+}
+
+/// A relationship's id column, or null for one of no type that fits (it has no columns).
+fn relationship_id(relationship: &super::RelationshipColumns) -> Expr {
+    relationship
+        .properties
+        .get("id")
+        .map_or(lit(ScalarValue::Utf8(None)), |id| column(id))
 }
 
 /// A node's or relationship's type, as a column when it may be of several, else the one
@@ -234,13 +248,21 @@ fn typed_identity(entity: &Entity) -> Option<(Expr, Expr)> {
         Entity::Relationship(relationship) => (
             &relationship.label,
             &relationship.types,
-            column(&relationship.properties["id"]),
+            relationship_id(relationship),
         ),
         _ => return None,
     };
     let label = match (label, types.as_slice()) {
         (Some(label), _) => column(label),
-        (None, [only]) => lit(only.as_str()),
+        // The one type, where there is a key: an optional match's null node has none.
+        (None, [only]) => Expr::Case(Case::new(
+            None,
+            vec![(
+                Box::new(key.clone().is_null()),
+                Box::new(lit(ScalarValue::Utf8(None))),
+            )],
+            Some(Box::new(lit(only.as_str()))),
+        )),
         (None, _) => lit(ScalarValue::Utf8(None)),
     };
     Some((label, key))
@@ -431,10 +453,22 @@ impl<'a> Planner<'a> {
                 // Cypher counts from 0 (negative from the end); DataFusion from 1 (and
                 // from -1 at the end). A literal index only: a computed one would be
                 // read three times, and nested, grow the plan exponentially.
-                let Some(at) = integer_literal(index) else {
-                    return Err(
-                        self.unsupported(index.span, "an index that is not an integer literal")
-                    );
+                let at = match &index.kind {
+                    ExprKind::Parameter(parameter) => {
+                        let name = parameter_name(self, parameter, index.span)?;
+                        match self.parameters.get(&name) {
+                            Some(ScalarValue::Int64(Some(at))) => Some(*at),
+                            Some(_) => None,
+                            None => return Err(self.missing_parameter(&name, index.span)),
+                        }
+                    }
+                    _ => integer_literal(index),
+                };
+                let Some(at) = at else {
+                    return Err(self.unsupported(
+                        index.span,
+                        "an index that is not an integer literal or parameter",
+                    ));
                 };
                 let position = if at >= 0 { at.saturating_add(1) } else { at };
                 list::array_element(value, lit(position))
@@ -650,7 +684,21 @@ impl<'a> Planner<'a> {
             BinaryOperator::Or => a.or(b),
             BinaryOperator::And => a.and(b),
             // XOR of booleans is inequality, with the same nulls.
-            BinaryOperator::Xor => a.not_eq(b),
+            BinaryOperator::Xor => {
+                let boolean = |t: &DataType| matches!(t, DataType::Boolean | DataType::Null);
+                let (left_type, right_type) = (
+                    self.type_of(&a, rows, &context, left_span)?,
+                    self.type_of(&b, rows, &context, right.span)?,
+                );
+                if !boolean(&left_type) || !boolean(&right_type) {
+                    return Err(self.refuse(
+                        QueryRefusal::WrongType,
+                        at,
+                        format!("XOR takes booleans, not {left_type} and {right_type}"),
+                    ));
+                }
+                a.not_eq(b)
+            }
             BinaryOperator::Equal => a.eq(b),
             BinaryOperator::NotEqual => a.not_eq(b),
             BinaryOperator::Less => a.lt(b),

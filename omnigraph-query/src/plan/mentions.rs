@@ -141,7 +141,8 @@ impl Mentions {
                 }
                 ExprKind::Subquery(subquery) => self.query(&subquery.query),
                 ExprKind::Pattern(pattern) => self.pattern(pattern),
-                ExprKind::Literal(_) | ExprKind::Parameter(_) => {}
+                // `*` in count(*): rows, not a variable.
+                ExprKind::Literal(_) | ExprKind::Parameter(_) | ExprKind::Wildcard => {}
                 // Anything else the checker refused; counted as reading everything.
                 _ => self.wildcard = true,
             }
