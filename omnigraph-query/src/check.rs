@@ -13,7 +13,7 @@ use omnigraph_core::{OmniError, QueryRefusal, Result};
 use open_cypher::ast::{
     BinaryOperator, ClauseKind, ExecutionMode, Expr, ExprKind, IsPredicate, LabelExpression,
     LabelExpressionKind, LiteralKind, MatchClause, NodePattern, ParameterName, PathFactorKind,
-    Pattern, ProjectionClause, ProjectionItemKind, QuantifierKind, Query, QueryKind,
+    Pattern, ProjectionClause, ProjectionItemKind, Quantifier, QuantifierKind, Query, QueryKind,
     RelationshipDirection, RelationshipPattern, StatementKind, SubqueryExpressionKind,
 };
 use open_cypher::{Keyword, Span, TokenKind};
@@ -693,26 +693,7 @@ impl<'a> Checker<'a> {
 
     /// The bounds of a variable-length relationship, or `None` for one hop.
     fn hops(&self, relationship: &RelationshipPattern) -> Result<Option<(u64, u64)>> {
-        let quantifier = match (
-            &relationship.legacy_quantifier,
-            &relationship.graph_quantifier,
-        ) {
-            (None, None) => return Ok(None),
-            (Some(quantifier), None) | (None, Some(quantifier)) => quantifier,
-            (Some(_), Some(second)) => {
-                return Err(self.unsupported(second.span, "two quantifiers on one relationship"));
-            }
-        };
-        let number = |text: &str| -> Result<u64> {
-            text.parse::<u64>().map_err(|_| {
-                self.refuse(
-                    QueryRefusal::Syntax,
-                    quantifier.span,
-                    format!("{text} is not a hop count"),
-                )
-            })
-        };
-        let unbounded = || {
+        let unbounded = |quantifier: &Quantifier| {
             self.refuse(
                 QueryRefusal::UnboundedLength,
                 quantifier.span,
@@ -721,37 +702,33 @@ impl<'a> Checker<'a> {
                 ),
             )
         };
-        let (lower, upper) = match &quantifier.kind {
-            QuantifierKind::Fixed(count) => (number(count)?, number(count)?),
-            QuantifierKind::Range {
-                lower,
-                upper: Some(upper),
-            } => {
-                // Cypher's `*..n` starts at one hop; GQL's `{,n}` at none.
-                let least = if relationship.legacy_quantifier.is_some() {
-                    1
-                } else {
-                    0
-                };
-                (lower.as_deref().map_or(Ok(least), number)?, number(upper)?)
-            }
-            QuantifierKind::Optional => (0, 1),
-            QuantifierKind::Range { upper: None, .. }
-            | QuantifierKind::ZeroOrMore
-            | QuantifierKind::OneOrMore => return Err(unbounded()),
-            _ => return Err(self.unsupported(quantifier.span, "this quantifier")),
-        };
-        if upper > VAR_LENGTH_HOPS_MAX {
-            return Err(unbounded());
-        }
-        if lower > upper {
-            return Err(self.refuse(
+        match length(relationship) {
+            Length::One => Ok(None),
+            Length::Unsupported(quantifier, what) => Err(self.unsupported(quantifier.span, what)),
+            Length::NotACount(quantifier, text) => Err(self.refuse(
                 QueryRefusal::Syntax,
                 quantifier.span,
-                format!("{lower} hops at least but {upper} at most"),
-            ));
+                format!("{text} is not a hop count"),
+            )),
+            Length::Unbounded(quantifier) => Err(unbounded(quantifier)),
+            Length::Hops {
+                lower,
+                upper,
+                quantifier,
+            } => {
+                if upper > VAR_LENGTH_HOPS_MAX {
+                    return Err(unbounded(quantifier));
+                }
+                if lower > upper {
+                    return Err(self.refuse(
+                        QueryRefusal::Syntax,
+                        quantifier.span,
+                        format!("{lower} hops at least but {upper} at most"),
+                    ));
+                }
+                Ok(Some((lower, upper)))
+            }
         }
-        Ok(Some((lower, upper)))
     }
 
     fn narrow(&mut self, scope: &mut Scope, variable: &str, to: &BTreeSet<String>) {
@@ -1270,6 +1247,65 @@ impl<'a> Checker<'a> {
             self.expression(argument, scope, inner)?;
         }
         Ok(())
+    }
+}
+
+/// A relationship's length as written: one hop, or its quantifier's bounds (the
+/// checker bounds them; the planner reads them).
+pub(crate) enum Length<'r> {
+    One,
+    Hops {
+        lower: u64,
+        upper: u64,
+        quantifier: &'r Quantifier,
+    },
+    Unbounded(&'r Quantifier),
+    NotACount(&'r Quantifier, String),
+    Unsupported(&'r Quantifier, &'static str),
+}
+
+pub(crate) fn length(relationship: &RelationshipPattern) -> Length<'_> {
+    let quantifier = match (
+        &relationship.legacy_quantifier,
+        &relationship.graph_quantifier,
+    ) {
+        (None, None) => return Length::One,
+        (Some(quantifier), None) | (None, Some(quantifier)) => quantifier,
+        (Some(_), Some(second)) => {
+            return Length::Unsupported(second, "two quantifiers on one relationship");
+        }
+    };
+    let number = |text: &str| text.parse::<u64>().map_err(|_| text.to_string());
+    let bounds = match &quantifier.kind {
+        QuantifierKind::Fixed(count) => number(count).map(|count| (count, count)),
+        QuantifierKind::Range {
+            lower,
+            upper: Some(upper),
+        } => {
+            // Cypher's `*..n` starts at one hop; GQL's `{,n}` at none.
+            let least = if relationship.legacy_quantifier.is_some() {
+                1
+            } else {
+                0
+            };
+            lower
+                .as_deref()
+                .map_or(Ok(least), number)
+                .and_then(|lower| Ok((lower, number(upper)?)))
+        }
+        QuantifierKind::Optional => Ok((0, 1)),
+        QuantifierKind::Range { upper: None, .. }
+        | QuantifierKind::ZeroOrMore
+        | QuantifierKind::OneOrMore => return Length::Unbounded(quantifier),
+        _ => return Length::Unsupported(quantifier, "this quantifier"),
+    };
+    match bounds {
+        Ok((lower, upper)) => Length::Hops {
+            lower,
+            upper,
+            quantifier,
+        },
+        Err(text) => Length::NotACount(quantifier, text),
     }
 }
 

@@ -1234,6 +1234,19 @@ async fn merge_bench(
     })
 }
 
+/// The folder a bench that Kuzu reads after it writes into: `--kuzu-dir D` (kept), or a
+/// temporary one (dropped with the guard).
+fn kuzu_dir(args: &[String]) -> (std::path::PathBuf, tempfile::TempDir) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = args
+        .iter()
+        .position(|arg| arg == "--kuzu-dir")
+        .and_then(|at| args.get(at + 1))
+        .map_or_else(|| temp.path().to_path_buf(), std::path::PathBuf::from);
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    (dir, temp)
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -1288,14 +1301,7 @@ async fn main() {
         return;
     }
     if args.iter().any(|arg| arg == "--query") {
-        let kept = args
-            .iter()
-            .position(|arg| arg == "--kuzu-dir")
-            .and_then(|at| args.get(at + 1))
-            .map(std::path::PathBuf::from);
-        let temp = tempfile::tempdir().expect("temp dir");
-        let dir = kept.clone().unwrap_or_else(|| temp.path().to_path_buf());
-        std::fs::create_dir_all(&dir).expect("bench dir");
+        let (dir, _temp) = kuzu_dir(&args);
         let document = json!({
             "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
             "query": query::query_bench(
@@ -1309,14 +1315,7 @@ async fn main() {
         return;
     }
     if args.iter().any(|arg| arg == "--graph") {
-        let kept = args
-            .iter()
-            .position(|arg| arg == "--kuzu-dir")
-            .and_then(|at| args.get(at + 1))
-            .map(std::path::PathBuf::from);
-        let temp = tempfile::tempdir().expect("temp dir");
-        let dir = kept.clone().unwrap_or_else(|| temp.path().to_path_buf());
-        std::fs::create_dir_all(&dir).expect("bench dir");
+        let (dir, _temp) = kuzu_dir(&args);
         let document = json!({
             "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
             "graph": graph_bench(

@@ -8,7 +8,6 @@
 use super::{peak_mib, reset_peak};
 use omnigraph_core::arrow_array::{Int64Array, RecordBatch, StringArray};
 use omnigraph_core::arrow_schema::{DataType, Field, Schema};
-use omnigraph_graph::rows::batches_to_json;
 use omnigraph_graph::{InputFormat, LoadMode, Omnigraph};
 use omnigraph_query::{QueryOptions, query};
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -241,21 +240,13 @@ pub(crate) async fn query_bench(dir: &Path, people: usize, runs: usize) -> Value
             let result = query(&graph, text, &QueryOptions::new())
                 .await
                 .unwrap_or_else(|error| panic!("{name}: {error}"));
-            let columns: Vec<String> = result
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect();
+            let schema = result.schema();
             let batches = result
                 .collect()
                 .await
                 .unwrap_or_else(|error| panic!("{name}: {error}"));
             times.push(started.elapsed().as_secs_f64() * 1e3);
-            rows = batches_to_json(&batches)
-                .into_iter()
-                .map(|row| Value::Array(columns.iter().map(|c| row[c].clone()).collect()))
-                .collect();
+            rows = omnigraph_tests::rows_in_column_order(&schema, &batches);
         }
         times.sort_by(f64::total_cmp);
         results.push(json!({

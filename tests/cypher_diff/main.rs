@@ -9,7 +9,6 @@
 #![recursion_limit = "256"]
 
 use omnigraph_graph::Omnigraph;
-use omnigraph_graph::rows::batches_to_json;
 use omnigraph_query::{QueryOptions, query};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -120,20 +119,10 @@ async fn run_seed(seed: u64, queries: usize) -> Value {
         let (text, ordered) = random_query(&mut rng, people);
         let outcome = match query(&graph, &text, &QueryOptions::new()).await {
             Ok(result) => {
-                let columns: Vec<String> = result
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().clone())
-                    .collect();
+                let schema = result.schema();
                 match result.collect().await {
                     Ok(batches) => {
-                        let rows: Vec<Value> = batches_to_json(&batches)
-                            .into_iter()
-                            .map(|row| {
-                                Value::Array(columns.iter().map(|c| row[c].clone()).collect())
-                            })
-                            .collect();
+                        let rows = omnigraph_tests::rows_in_column_order(&schema, &batches);
                         json!({"text": text, "ordered": ordered, "rows": rows})
                     }
                     Err(error) => {

@@ -602,3 +602,15 @@ where
     })
     .await
 }
+
+/// Rows as JSON arrays, each value in the position of its column in `schema` (a query's
+/// columns are ordered; the graph's JSON objects are not).
+pub fn rows_in_column_order(schema: &SchemaRef, batches: &[RecordBatch]) -> Vec<serde_json::Value> {
+    let columns: Vec<&String> = schema.fields().iter().map(|field| field.name()).collect();
+    omnigraph_graph::rows::batches_to_json(batches)
+        .into_iter()
+        .map(|row| {
+            serde_json::Value::Array(columns.iter().map(|c| row[c.as_str()].clone()).collect())
+        })
+        .collect()
+}

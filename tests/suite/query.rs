@@ -5,10 +5,9 @@
 
 use omnigraph_core::{ErrorKind, OmniError, QueryFailure, QueryRefusal};
 use omnigraph_graph::Omnigraph;
-use omnigraph_graph::rows::batches_to_json;
 use omnigraph_publish::CommitRef;
 use omnigraph_query::{QueryOptions, query};
-use omnigraph_tests::{Backend, TestRoot, objects};
+use omnigraph_tests::{Backend, TestRoot, objects, rows_in_column_order};
 use serde_json::{Value, json};
 
 const SCHEMA: &str = "
@@ -66,17 +65,9 @@ async fn rows_with(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Vec
     let result = query(graph, text, options)
         .await
         .unwrap_or_else(|error| panic!("{text}: {error}"));
-    let columns: Vec<String> = result
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let schema = result.schema();
     let batches = result.collect().await.unwrap();
-    batches_to_json(&batches)
-        .into_iter()
-        .map(|row| Value::Array(columns.iter().map(|c| row[c].clone()).collect()))
-        .collect()
+    rows_in_column_order(&schema, &batches)
 }
 
 async fn rows(graph: &Omnigraph, text: &str) -> Vec<Value> {

@@ -118,7 +118,7 @@ impl TypeDef {
         let fields: Vec<Field> = self
             .columns
             .iter()
-            .map(|column| Field::new(&column.name, arrow_type(column.data_type), column.nullable))
+            .map(|column| Field::new(&column.name, column.data_type.arrow_type(), column.nullable))
             .collect();
         Arc::new(Schema::new(fields))
     }
@@ -130,19 +130,24 @@ impl TypeDef {
 }
 
 /// The Arrow type that stores a property type.
-pub(crate) fn arrow_type(data_type: PropertyType) -> DataType {
-    match data_type {
-        PropertyType::String => DataType::Utf8,
-        PropertyType::Bool => DataType::Boolean,
-        PropertyType::Int32 => DataType::Int32,
-        PropertyType::Int64 => DataType::Int64,
-        PropertyType::Float32 => DataType::Float32,
-        PropertyType::Float64 => DataType::Float64,
-        PropertyType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-        PropertyType::Vector(dimension) => DataType::FixedSizeList(
-            Arc::new(Field::new("item", DataType::Float32, true)),
-            dimension as i32,
-        ),
+impl PropertyType {
+    /// The Arrow type of a column of this type (`docs/format.md`, section 4).
+    pub fn arrow_type(&self) -> DataType {
+        match self {
+            PropertyType::String => DataType::Utf8,
+            PropertyType::Bool => DataType::Boolean,
+            PropertyType::Int32 => DataType::Int32,
+            PropertyType::Int64 => DataType::Int64,
+            PropertyType::Float32 => DataType::Float32,
+            PropertyType::Float64 => DataType::Float64,
+            PropertyType::Timestamp => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+            }
+            PropertyType::Vector(dimension) => DataType::FixedSizeList(
+                Arc::new(Field::new("item", DataType::Float32, true)),
+                *dimension as i32,
+            ),
+        }
     }
 }
 

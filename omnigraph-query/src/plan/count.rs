@@ -310,26 +310,11 @@ fn variables(expression: &CypherExpr) -> Option<Vec<String>> {
     let mut found = BTreeSet::new();
     let mut pending = vec![expression];
     while let Some(next) = pending.pop() {
-        match &next.kind {
-            ExprKind::Variable(name) => {
-                found.insert(name.kind.text.clone());
-            }
-            ExprKind::Literal(_) | ExprKind::Parameter(_) => {}
-            ExprKind::Property { expression, .. }
-            | ExprKind::Parenthesized(expression)
-            | ExprKind::Unary {
-                operand: expression,
-                ..
-            }
-            | ExprKind::Is { expression, .. } => pending.push(expression),
-            ExprKind::Binary { left, right, .. } => {
-                pending.push(left);
-                pending.push(right);
-            }
-            ExprKind::List(items) => pending.extend(items),
-            ExprKind::Map(entries) => pending.extend(entries.iter().map(|e| &e.value)),
-            ExprKind::Function(call) => pending.extend(&call.arguments),
-            _ => return None,
+        if let ExprKind::Variable(name) = &next.kind {
+            found.insert(name.kind.text.clone());
+        }
+        if !super::expr::children(next, &mut pending) {
+            return None;
         }
     }
     Some(found.into_iter().collect())

@@ -58,42 +58,53 @@ fn visit(expression: &CypherExpr, each: &mut dyn FnMut(&CypherExpr)) {
     let mut pending = vec![expression];
     while let Some(next) = pending.pop() {
         each(next);
-        match &next.kind {
-            ExprKind::List(items) => pending.extend(items),
-            ExprKind::Map(entries) => pending.extend(entries.iter().map(|e| &e.value)),
-            ExprKind::Unary { operand, .. } => pending.push(operand),
-            ExprKind::Binary { left, right, .. } => {
-                pending.push(left);
-                pending.push(right);
-            }
-            ExprKind::Is { expression, .. }
-            | ExprKind::Property { expression, .. }
-            | ExprKind::Parenthesized(expression) => pending.push(expression),
-            ExprKind::Index { expression, index } => {
-                pending.push(expression);
-                pending.push(index);
-            }
-            ExprKind::Slice {
-                expression,
-                lower,
-                upper,
-            } => {
-                pending.push(expression);
-                pending.extend(lower.iter().map(|b| &**b));
-                pending.extend(upper.iter().map(|b| &**b));
-            }
-            ExprKind::Function(call) => pending.extend(&call.arguments),
-            ExprKind::Case(case) => {
-                pending.extend(case.operand.iter().map(|e| &**e));
-                pending.extend(case.else_expression.iter().map(|e| &**e));
-                for alternative in &case.alternatives {
-                    pending.extend(&alternative.when);
-                    pending.push(&alternative.then);
-                }
-            }
-            _ => {}
-        }
+        children(next, &mut pending);
     }
+}
+
+/// Pushes the expressions directly inside `expression` onto `pending`; says whether its
+/// kind is one this walk knows whole. A subquery or a pattern predicate is not entered
+/// (its variables are not only its own), nor a form the checker refuses.
+pub(crate) fn children<'e>(expression: &'e CypherExpr, pending: &mut Vec<&'e CypherExpr>) -> bool {
+    match &expression.kind {
+        ExprKind::Literal(_) | ExprKind::Parameter(_) | ExprKind::Variable(_) => {}
+        // `*` in count(*): rows, not a value.
+        ExprKind::Wildcard => {}
+        ExprKind::List(items) => pending.extend(items),
+        ExprKind::Map(entries) => pending.extend(entries.iter().map(|e| &e.value)),
+        ExprKind::Unary { operand, .. } => pending.push(operand),
+        ExprKind::Binary { left, right, .. } => {
+            pending.push(left);
+            pending.push(right);
+        }
+        ExprKind::Is { expression, .. }
+        | ExprKind::Property { expression, .. }
+        | ExprKind::Parenthesized(expression) => pending.push(expression),
+        ExprKind::Index { expression, index } => {
+            pending.push(expression);
+            pending.push(index);
+        }
+        ExprKind::Slice {
+            expression,
+            lower,
+            upper,
+        } => {
+            pending.push(expression);
+            pending.extend(lower.iter().map(|b| &**b));
+            pending.extend(upper.iter().map(|b| &**b));
+        }
+        ExprKind::Function(call) => pending.extend(&call.arguments),
+        ExprKind::Case(case) => {
+            pending.extend(case.operand.iter().map(|e| &**e));
+            pending.extend(case.else_expression.iter().map(|e| &**e));
+            for alternative in &case.alternatives {
+                pending.extend(&alternative.when);
+                pending.push(&alternative.then);
+            }
+        }
+        _ => return false,
+    }
+    true
 }
 
 /// Whether `value` reads one of the aggregates `collected` computed.
@@ -780,12 +791,12 @@ impl<'a> Planner<'a> {
                     ("sum", true) => agg::sum(value)
                         .distinct()
                         .build()
-                        .map_err(|e| self.df_error(span, e))?,
+                        .map_err(|e| self.bad_types(span, &e))?,
                     ("avg", false) => agg::avg(value),
                     ("avg", true) => agg::avg(value)
                         .distinct()
                         .build()
-                        .map_err(|e| self.df_error(span, e))?,
+                        .map_err(|e| self.bad_types(span, &e))?,
                     ("min", _) => agg::min(value),
                     ("max", _) => agg::max(value),
                     ("collect", _) => {
@@ -800,7 +811,7 @@ impl<'a> Planner<'a> {
                         } else {
                             builder
                         };
-                        builder.build().map_err(|e| self.df_error(span, e))?
+                        builder.build().map_err(|e| self.bad_types(span, &e))?
                     }
                     _ => return Err(self.unsupported(span, &format!("{name}(DISTINCT ...)"))),
                 }
@@ -870,15 +881,6 @@ impl<'a> Planner<'a> {
             "tofloat" => Expr::TryCast(TryCast::new(Box::new(next()), DataType::Float64)),
             _ => return Err(self.unsupported(span, &format!("the function {name}"))),
         })
-    }
-
-    fn df_error(
-        &self,
-        span: Span,
-        error: datafusion::error::DataFusionError,
-    ) -> omnigraph_core::OmniError {
-        self.df::<()>(span, Err(error))
-            .expect_err("an error stays an error")
     }
 
     /// `EXISTS { ... }` or `COUNT { ... }`: the subquery runs on the numbered rows; its

@@ -107,44 +107,14 @@ impl Mentions {
         while let Some(next) = pending.pop() {
             match &next.kind {
                 ExprKind::Variable(name) => self.name(&name.kind.text),
-                ExprKind::List(items) => pending.extend(items),
-                ExprKind::Map(entries) => pending.extend(entries.iter().map(|e| &e.value)),
-                ExprKind::Unary { operand, .. } => pending.push(operand),
-                ExprKind::Binary { left, right, .. } => {
-                    pending.push(left);
-                    pending.push(right);
-                }
-                ExprKind::Is { expression, .. }
-                | ExprKind::Property { expression, .. }
-                | ExprKind::Parenthesized(expression) => pending.push(expression),
-                ExprKind::Index { expression, index } => {
-                    pending.push(expression);
-                    pending.push(index);
-                }
-                ExprKind::Slice {
-                    expression,
-                    lower,
-                    upper,
-                } => {
-                    pending.push(expression);
-                    pending.extend(lower.iter().map(|b| &**b));
-                    pending.extend(upper.iter().map(|b| &**b));
-                }
-                ExprKind::Function(call) => pending.extend(&call.arguments),
-                ExprKind::Case(case) => {
-                    pending.extend(case.operand.iter().map(|e| &**e));
-                    pending.extend(case.else_expression.iter().map(|e| &**e));
-                    for alternative in &case.alternatives {
-                        pending.extend(&alternative.when);
-                        pending.push(&alternative.then);
-                    }
-                }
                 ExprKind::Subquery(subquery) => self.query(&subquery.query),
                 ExprKind::Pattern(pattern) => self.pattern(pattern),
-                // `*` in count(*): rows, not a variable.
-                ExprKind::Literal(_) | ExprKind::Parameter(_) | ExprKind::Wildcard => {}
-                // Anything else the checker refused; counted as reading everything.
-                _ => self.wildcard = true,
+                _ => {
+                    if !super::expr::children(next, &mut pending) {
+                        // A form the checker refused: counted as reading everything.
+                        self.wildcard = true;
+                    }
+                }
             }
         }
     }

@@ -248,13 +248,16 @@ impl<'a> Planner<'a> {
         span: Span,
         result: std::result::Result<T, DataFusionError>,
     ) -> Result<T> {
-        result.map_err(|error| {
-            self.refuse(
-                QueryRefusal::WrongType,
-                span,
-                format!("the types here do not fit: {}", error.find_root()),
-            )
-        })
+        result.map_err(|error| self.bad_types(span, &error))
+    }
+
+    /// The refusal [`Planner::df`] makes of `error`.
+    pub(crate) fn bad_types(&self, span: Span, error: &DataFusionError) -> OmniError {
+        self.refuse(
+            QueryRefusal::WrongType,
+            span,
+            format!("the types here do not fit: {}", error.find_root()),
+        )
     }
 
     /// A DataFusion refusal while building the plan's structure (scans, joins, unions):

@@ -18,7 +18,7 @@ use omnigraph_core::{OmniError, Result};
 use open_cypher::Span;
 use open_cypher::ast::{
     Expr as CypherExpr, ExprKind, LabelExpression, LabelExpressionKind, MatchClause, NodePattern,
-    PathFactorKind, Pattern, QuantifierKind, RelationshipDirection, RelationshipPattern,
+    PathFactorKind, Pattern, RelationshipDirection, RelationshipPattern,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -341,7 +341,7 @@ impl<'a> Planner<'a> {
         let key = self.fresh(&format!("{name}_key"));
         let label = (defs.len() > 1).then(|| self.fresh(&format!("{name}_label")));
         let properties = self.property_columns(&defs, name, false);
-        let mut plan: Option<LogicalPlanBuilder> = None;
+        let mut branches = Vec::with_capacity(defs.len());
         for def in &defs {
             let (scan, table) = self.scan(def, span)?;
             let mut items = vec![
@@ -352,19 +352,14 @@ impl<'a> Planner<'a> {
                 items.push(lit(def.name()).alias(label));
             }
             items.extend(self.property_items(def, &table, &properties));
-            let branch = self.df(
+            branches.push(self.df(
                 span,
                 scan.project(items).and_then(LogicalPlanBuilder::build),
-            )?;
-            plan = Some(match plan {
-                None => LogicalPlanBuilder::from(branch),
-                Some(plan) => self.df(span, plan.union(branch))?,
-            });
+            )?);
         }
-        let Some(plan) = plan else {
+        let Some(plan) = self.union_all(branches)? else {
             return Err(OmniError::internal("a node pattern of no type was scanned"));
         };
-        let plan = self.internal(plan.build())?;
         let columns = NodeColumns {
             types: types.to_vec(),
             key,
@@ -385,7 +380,7 @@ impl<'a> Planner<'a> {
         let mut columns: BTreeMap<String, (String, DataType)> = BTreeMap::new();
         for def in defs {
             for property in def.columns() {
-                let data_type = arrow_type(property.data_type);
+                let data_type = property.data_type.arrow_type();
                 match columns.get_mut(&property.name) {
                     Some((_, known)) if *known != data_type => *known = DataType::Utf8,
                     Some(_) => {}
@@ -418,7 +413,7 @@ impl<'a> Planner<'a> {
         let mut items = Vec::new();
         for (property, (fresh, data_type)) in columns {
             let value = match def.columns().iter().find(|c| &c.name == property) {
-                Some(declared) if arrow_type(declared.data_type) == *data_type => {
+                Some(declared) if declared.data_type.arrow_type() == *data_type => {
                     Expr::Column(Column::new(Some(table.clone()), property))
                 }
                 Some(_) => Expr::Column(Column::new(Some(table.clone()), property)).cast_to_text(),
@@ -437,6 +432,19 @@ impl<'a> Planner<'a> {
         } else {
             value
         }
+    }
+
+    /// The rows of every branch (the same columns in each), or `None` for no branch.
+    fn union_all(&self, branches: Vec<LogicalPlan>) -> Result<Option<LogicalPlan>> {
+        let mut branches = branches.into_iter();
+        let Some(first) = branches.next() else {
+            return Ok(None);
+        };
+        let mut union = LogicalPlanBuilder::from(first);
+        for branch in branches {
+            union = self.internal(union.union(branch))?;
+        }
+        self.internal(union.build()).map(Some)
     }
 
     /// A scan of `def`'s table at the commit's pinned version.
@@ -532,7 +540,7 @@ impl<'a> Planner<'a> {
             let label = (edge_types.len() > 1).then(|| self.fresh(&format!("{name}_type")));
             (properties, label)
         });
-        let mut plan: Option<LogicalPlanBuilder> = None;
+        let mut branches = Vec::with_capacity(ways.len());
         for way in ways {
             let (scan, table) = self.scan(way.def, span)?;
             let key_type = self
@@ -571,17 +579,13 @@ impl<'a> Planner<'a> {
                 let dst = Expr::Column(Column::new(Some(table.clone()), "dst"));
                 scan = self.df(span, scan.filter(src.not_eq(dst)))?;
             }
-            let branch = self.df(
+            branches.push(self.df(
                 span,
                 scan.project(items).and_then(LogicalPlanBuilder::build),
-            )?;
-            plan = Some(match plan {
-                None => LogicalPlanBuilder::from(branch),
-                Some(plan) => self.df(span, plan.union(branch))?,
-            });
+            )?);
         }
-        let plan = match plan {
-            Some(plan) => self.internal(plan.build())?,
+        let plan = match self.union_all(branches)? {
+            Some(plan) => plan,
             None => {
                 // No edge type fits both ends (the checker narrows less exactly): no
                 // edge, with the columns a hop joins on.
@@ -592,7 +596,7 @@ impl<'a> Planner<'a> {
                         .types()
                         .iter()
                         .find(|def| def.is_node())
-                        .map_or(DataType::Utf8, |def| arrow_type(def.key_type()))
+                        .map_or(DataType::Utf8, |def| def.key_type().arrow_type())
                 };
                 let null = ScalarValue::try_from(&key_type).unwrap_or(ScalarValue::Null);
                 let empty = LogicalPlanBuilder::empty(false)
@@ -951,14 +955,11 @@ impl<'a> Planner<'a> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
-        let mut union: Option<LogicalPlanBuilder> = None;
-        for plan in reached {
-            union = Some(match union {
-                None => LogicalPlanBuilder::from(plan),
-                Some(union) => self.df(span, union.union(plan))?,
-            });
-        }
-        let plan = self.df(span, union.expect("lower <= upper").build())?;
+        let Some(plan) = self.union_all(reached)? else {
+            return Err(OmniError::internal(
+                "a variable-length hop reaches no depth",
+            ));
+        };
         let mut rows = Rows {
             plan,
             env: rows.env,
@@ -1002,48 +1003,9 @@ pub(crate) fn label_names(labels: &LabelExpression) -> Vec<String> {
 
 /// A relationship's hop bounds, or `None` for one hop (the checker bounded them).
 pub(crate) fn hops(relationship: &RelationshipPattern) -> Option<(u64, u64)> {
-    let quantifier = relationship
-        .legacy_quantifier
-        .as_ref()
-        .or(relationship.graph_quantifier.as_ref())?;
-    let number = |text: &str| text.parse::<u64>().ok();
-    match &quantifier.kind {
-        QuantifierKind::Fixed(count) => number(count).map(|n| (n, n)),
-        QuantifierKind::Range {
-            lower,
-            upper: Some(upper),
-        } => {
-            // Cypher's `*..n` starts at one hop; GQL's `{,n}` at none.
-            let least = if relationship.legacy_quantifier.is_some() {
-                1
-            } else {
-                0
-            };
-            Some((
-                lower.as_deref().map_or(Some(least), number)?,
-                number(upper)?,
-            ))
-        }
-        QuantifierKind::Optional => Some((0, 1)),
+    match crate::check::length(relationship) {
+        crate::check::Length::Hops { lower, upper, .. } => Some((lower, upper)),
         _ => None,
-    }
-}
-
-/// The Arrow type of a property.
-pub(crate) fn arrow_type(data_type: PropertyType) -> DataType {
-    use datafusion::arrow::datatypes::{Field, TimeUnit};
-    match data_type {
-        PropertyType::String => DataType::Utf8,
-        PropertyType::Bool => DataType::Boolean,
-        PropertyType::Int32 => DataType::Int32,
-        PropertyType::Int64 => DataType::Int64,
-        PropertyType::Float32 => DataType::Float32,
-        PropertyType::Float64 => DataType::Float64,
-        PropertyType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-        PropertyType::Vector(dimension) => DataType::FixedSizeList(
-            Arc::new(Field::new("item", DataType::Float32, true)),
-            dimension as i32,
-        ),
     }
 }
 
