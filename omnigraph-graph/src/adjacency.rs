@@ -146,6 +146,22 @@ impl Omnigraph {
         Ok(status)
     }
 
+    /// The artifact a read at `commit` may use for `edge_type`, or why it reads the edge
+    /// table instead: adjacency reads are off on this handle, or there is no current
+    /// artifact. Outside the supported API (it hands out the artifact): the query
+    /// crate expands its hops through it.
+    #[cfg(feature = "internal-api")]
+    pub async fn pinned_adjacency(
+        &self,
+        commit: &GraphCommit,
+        edge_type: &str,
+    ) -> std::result::Result<Arc<Adjacency>, String> {
+        if !self.reads_adjacency() {
+            return Err("adjacency reads are off on this handle".into());
+        }
+        self.adjacency_at(commit, edge_type).await
+    }
+
     /// The artifact of `edge_type` built from the version `commit` pins, or why there
     /// is none to use: none was built, or the one found failed its checks (it is then
     /// passed by, never trusted).

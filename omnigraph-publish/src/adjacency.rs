@@ -138,6 +138,19 @@ impl Adjacency {
         ends.iter().map(|&position| self.key(position))
     }
 
+    /// Every key it holds with the number of its edges `way` (none for some), in key
+    /// order: a path count reads degrees instead of following each edge.
+    pub fn degrees(&self, way: AdjacencyWay) -> impl Iterator<Item = (&str, u64)> {
+        let rows = match way {
+            AdjacencyWay::Out => &self.out,
+            AdjacencyWay::In => &self.into,
+        };
+        (0..self.key_offsets.len() - 1).map(move |position| {
+            let edges = rows.offsets[position + 1] - rows.offsets[position];
+            (self.key(position as u32), edges)
+        })
+    }
+
     /// The artifact's bytes (`docs/format.md` §6.4).
     pub fn encode(&self) -> Vec<u8> {
         let nodes = self.key_offsets.len() - 1;

@@ -48,6 +48,7 @@
 pub mod limits;
 
 mod check;
+mod exec;
 mod functions;
 mod plan;
 mod position;

@@ -4,7 +4,7 @@
 
 use crate::check::{Mode, check};
 use crate::limits::{QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
-use crate::plan::{Tables, compile};
+use crate::plan::{Adjacencies, Tables, compile};
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
@@ -150,7 +150,12 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
             graph.pinned_table(&commit, def.name()).await?,
         );
     }
-    let compiled = compile(&checked, &catalog, &tables, &parameters)?;
+    let mut adjacency = Adjacencies::new();
+    for def in catalog.types().iter().filter(|def| !def.is_node()) {
+        let found = graph.pinned_adjacency(&commit, def.name()).await;
+        adjacency.insert(def.name().to_string(), found);
+    }
+    let compiled = compile(&checked, &catalog, &tables, &adjacency, &parameters)?;
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(Arc::new(FairSpillPool::new(options.memory_bytes)))
         .build_arc()
@@ -161,6 +166,7 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features()
+        .with_query_planner(Arc::new(crate::exec::Operators))
         .build();
     let context = SessionContext::new_with_state(state);
     let budget = options.memory_bytes;
@@ -358,12 +364,14 @@ fn running(error: DataFusionError, budget: usize) -> OmniError {
             }
             other => OmniError::query_failed(QueryFailure::Evaluation, other.to_string()),
         },
-        DataFusionError::External(source) => {
-            match source.downcast::<omnigraph_core::lance::Error>() {
+        DataFusionError::External(source) => match source.downcast::<OmniError>() {
+            // Raised by our own operators (an artifact that failed its checks).
+            Ok(ours) => *ours,
+            Err(source) => match source.downcast::<omnigraph_core::lance::Error>() {
                 Ok(lance) => OmniError::from_lance("query", *lance),
                 Err(source) => OmniError::storage(StorageKind::Unknown, "query", source),
-            }
-        }
+            },
+        },
         DataFusionError::Shared(shared) => match shared.find_root() {
             DataFusionError::ResourcesExhausted(message) => OmniError::query_failed(
                 QueryFailure::OverBudget,

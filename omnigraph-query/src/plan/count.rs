@@ -14,16 +14,34 @@
 
 use super::pattern::{hops, node_name};
 use super::{Entity, Planner, Rows, column};
+use crate::exec::expand::{ExpandWay, KeyColumn, KeyType};
+use datafusion::arrow::array::{Int64Builder, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::JoinType;
+use datafusion::common::{DataFusionError, TableReference};
+use datafusion::datasource::{MemTable, provider_as_source};
 use datafusion::functions_aggregate::expr_fn as agg;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
+use omnigraph_core::OmniError;
 use omnigraph_core::Result;
+use omnigraph_publish::adjacency::AdjacencyWay;
+use omnigraph_publish::layout;
 use open_cypher::Span;
 use open_cypher::ast::{
     BinaryOperator, ClauseKind, Expr as CypherExpr, ExprKind, MatchClause, NodePattern,
     PathFactorKind, ProjectionItemKind, Query, QueryKind, RelationshipPattern,
 };
 use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// Which end of a way's edges a degree counts.
+#[derive(Clone, Copy)]
+enum End {
+    /// The node the way leaves: its edges out along the way.
+    Near,
+    /// The node the way reaches: its edges in along the way.
+    Far,
+}
 
 /// A chain the count plan can take: its nodes, hops and each node's conditions.
 struct Chain<'q> {
@@ -60,49 +78,98 @@ impl<'a> Planner<'a> {
             frontier = Some((plan, key, weight));
         }
         let last = chain.hops.len();
+        // How each hop was counted, for EXPLAIN.
+        let mut how: Vec<String> = Vec::with_capacity(last);
         for (index, (relationship, at)) in chain.hops.iter().enumerate() {
             let node = index + 1;
+            let is_last = index + 1 == last;
+            let constrained = self.node_is_constrained(&chain, node);
             let wanted = self.node_types(chain.nodes[node].1);
             let ways = self.orientations(relationship, Some(&types), Some(&wanted));
             if ways.is_empty() {
                 return Ok(None);
             }
-            let (edges, ends, _) = self.edges(&ways, None, *at)?;
-            if ends.from_label.is_some() || ends.to_label.is_some() {
+            let (from_types, to_types) = super::pattern::end_types(&ways);
+            if from_types.len() > 1 || to_types.len() > 1 {
+                // Keys are joined alone, and keys of two types may be equal.
                 return Ok(None);
             }
-            types = ends.to_types.iter().cloned().collect();
-            // The edges leaving the frontier, each with the paths reaching its start.
-            let (mut reached, weight) = match frontier.take() {
-                None => (edges, None),
-                Some((plan, key, weight)) => {
+            types = to_types.into_iter().collect();
+            let artifacts = self.expand_ways(&ways);
+            // One way over one artifact, loops kept: its degrees count its edges.
+            let single = match &artifacts {
+                Ok(found) => match found.as_slice() {
+                    [way] if !way.skip_loops => Some(way.clone()),
+                    _ => None,
+                },
+                Err(_) => None,
+            };
+            // The rows reaching node `node`: a plan, the node's key, and the number of
+            // paths each row stands for.
+            let (mut reached, to, paths) = match (frontier.take(), &artifacts, single) {
+                (None, _, Some(way)) => {
+                    how.push(format!("degrees of {}", way.describe()));
+                    let (plan, key, degree) = self.degrees(&way, End::Far, *at)?;
+                    (plan, key, agg::sum(column(&degree)))
+                }
+                (Some((plan, key, weight)), _, Some(way)) if is_last && !constrained => {
+                    how.push(format!("degrees of {}", way.describe()));
+                    let (degrees, near, degree) = self.degrees(&way, End::Near, *at)?;
                     let joined = LogicalPlanBuilder::from(plan)
-                        .join_on(
-                            edges,
-                            JoinType::Inner,
-                            [column(&key).eq(column(&ends.from))],
-                        )
+                        .join_on(degrees, JoinType::Inner, [column(&key).eq(column(&near))])
                         .and_then(LogicalPlanBuilder::build);
-                    (self.df(*at, joined)?, Some(weight))
+                    let paths = agg::sum(column(&weight) * column(&degree));
+                    (self.df(*at, joined)?, near, paths)
+                }
+                (Some((plan, key, weight)), Ok(found), _) => {
+                    how.push(format!(
+                        "expansion through {}",
+                        super::pattern::describe(found)
+                    ));
+                    let far = self.fresh("at");
+                    let near = super::NodeColumns {
+                        types: Vec::new(),
+                        key,
+                        label: None,
+                        properties: None,
+                    };
+                    let plan = self.expansion(plan, &near, found.clone(), (&far, None), *at)?;
+                    (plan, far, agg::sum(column(&weight)))
+                }
+                (frontier, _, _) => {
+                    let why = artifacts.as_ref().err().cloned().unwrap_or_else(|| {
+                        "a count over several ways or with loops skipped reads every edge".into()
+                    });
+                    how.push(format!("a join with the edge table: {why}"));
+                    let (edges, ends, _) = self.edges(&ways, None, *at)?;
+                    match frontier {
+                        None => (
+                            edges,
+                            ends.to,
+                            datafusion::functions_aggregate::count::count_all(),
+                        ),
+                        Some((plan, key, weight)) => {
+                            let joined = LogicalPlanBuilder::from(plan)
+                                .join_on(
+                                    edges,
+                                    JoinType::Inner,
+                                    [column(&key).eq(column(&ends.from))],
+                                )
+                                .and_then(LogicalPlanBuilder::build);
+                            (self.df(*at, joined)?, ends.to, agg::sum(column(&weight)))
+                        }
+                    }
                 }
             };
-            if self.node_is_constrained(&chain, node) {
+            if constrained {
                 let (passing, key) = self.passing_nodes(&chain, node, &types)?;
                 let joined = LogicalPlanBuilder::from(reached)
-                    .join_on(
-                        passing,
-                        JoinType::Inner,
-                        [column(&ends.to).eq(column(&key))],
-                    )
+                    .join_on(passing, JoinType::Inner, [column(&to).eq(column(&key))])
                     .and_then(LogicalPlanBuilder::build);
                 reached = self.df(*at, joined)?;
             }
-            let paths = match &weight {
-                Some(weight) => agg::sum(column(weight)),
-                None => datafusion::functions_aggregate::count::count_all(),
-            };
             let total = self.fresh("paths");
-            if index + 1 == last {
+            if is_last {
                 let counted = LogicalPlanBuilder::from(reached)
                     .aggregate(Vec::<Expr>::new(), [paths.alias(&total)])
                     .and_then(|plan| {
@@ -117,18 +184,75 @@ impl<'a> Planner<'a> {
                     })
                     .and_then(LogicalPlanBuilder::build);
                 self.hops.push(format!(
-                    "{} hops: counted by node, one aggregate per hop; no path materialised",
-                    chain.hops.len()
+                    "{} hops: counted by node, one aggregate per hop; no path materialised ({})",
+                    chain.hops.len(),
+                    how.join("; ")
                 ));
                 return Ok(Some(self.df(*at, counted)?));
             }
             let key = self.fresh("at");
             let grouped = LogicalPlanBuilder::from(reached)
-                .aggregate([column(&ends.to).alias(&key)], [paths.alias(&total)])
+                .aggregate([column(&to).alias(&key)], [paths.alias(&total)])
                 .and_then(LogicalPlanBuilder::build);
             frontier = Some((self.df(*at, grouped)?, key, total));
         }
         unreachable!("a chain has at least one hop")
+    }
+
+    /// Each node with edges along `way` at `end`, and how many (a node with none is
+    /// left out), read from the artifact: the count of a hop's edges by node without
+    /// reading the edge table. Returns the plan, the key column and the degree column.
+    fn degrees(
+        &mut self,
+        way: &ExpandWay,
+        end: End,
+        span: Span,
+    ) -> Result<(LogicalPlan, String, String)> {
+        let (direction, node_type) = match (end, way.direction) {
+            (End::Near, direction) => (direction, &way.from_type),
+            (End::Far, AdjacencyWay::Out) => (AdjacencyWay::In, &way.to_type),
+            (End::Far, AdjacencyWay::In) => (AdjacencyWay::Out, &way.to_type),
+        };
+        let key_type = self
+            .catalog
+            .get(node_type)
+            .and_then(|def| KeyType::of(&def.key_type().arrow_type()))
+            .ok_or_else(|| {
+                OmniError::internal("a count reads degrees of a key no artifact holds")
+            })?;
+        let mut keys = KeyColumn::new(key_type);
+        let mut degrees = Int64Builder::new();
+        for (key, degree) in way.adjacency.degrees(direction) {
+            if degree == 0 {
+                continue;
+            }
+            keys.push(key).map_err(|why| {
+                OmniError::corrupt(
+                    layout::adjacency_path(way.adjacency.table_id(), way.adjacency.version()),
+                    why,
+                )
+            })?;
+            degrees.append_value(i64::try_from(degree).unwrap_or(i64::MAX));
+        }
+        let key = self.fresh("at");
+        let degree = self.fresh("degree");
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(&key, key_type.data_type(), false),
+            Field::new(&degree, DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![keys.finish(), Arc::new(degrees.finish())],
+        );
+        let batch = self.internal(batch.map_err(DataFusionError::from))?;
+        let table = self.internal(MemTable::try_new(schema, vec![vec![batch]]))?;
+        let scan = LogicalPlanBuilder::scan(
+            TableReference::bare(self.fresh("degrees")),
+            provider_as_source(Arc::new(table)),
+            None,
+        )
+        .and_then(LogicalPlanBuilder::build);
+        Ok((self.df(span, scan)?, key, degree))
     }
 
     /// Whether node `index` of the chain has conditions of its own (a property map or

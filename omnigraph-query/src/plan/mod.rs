@@ -15,6 +15,7 @@ mod count;
 mod expr;
 mod mentions;
 mod pattern;
+pub(crate) use pattern::describe;
 
 use crate::check::CheckedQuery;
 use crate::limits::QUERY_COLUMNS_MAX;
@@ -116,9 +117,15 @@ pub(crate) struct Compiled {
 /// The tables of a commit by type name, opened at the versions it pins.
 pub(crate) type Tables = HashMap<String, Arc<Dataset>>;
 
+/// The adjacency artifact of each edge type at the commit, or why a hop over it reads
+/// the edge table instead (said in `EXPLAIN`).
+pub(crate) type Adjacencies =
+    HashMap<String, std::result::Result<Arc<omnigraph_publish::adjacency::Adjacency>, String>>;
+
 pub(crate) struct Planner<'a> {
     pub(crate) catalog: &'a Catalog,
     pub(crate) tables: &'a Tables,
+    pub(crate) adjacency: &'a Adjacencies,
     pub(crate) parameters: &'a BTreeMap<String, ScalarValue>,
     text: &'a str,
     /// How often each variable is named (`mentions.rs`): a node variable named once is
@@ -137,6 +144,7 @@ pub(crate) fn compile(
     checked: &CheckedQuery,
     catalog: &Catalog,
     tables: &Tables,
+    adjacency: &Adjacencies,
     parameters: &BTreeMap<String, ScalarValue>,
 ) -> Result<Compiled> {
     let mentions::Mentions {
@@ -152,6 +160,7 @@ pub(crate) fn compile(
     let mut planner = Planner {
         catalog,
         tables,
+        adjacency,
         parameters,
         text: &checked.text,
         mentions,

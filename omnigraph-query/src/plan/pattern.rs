@@ -8,13 +8,15 @@
 //! so the edge's `src` or `dst` is the node.
 
 use super::{Context, Entity, NodeColumns, Planner, RelationshipColumns, Rows, column};
+use crate::exec::expand::{Expand, ExpandWay, KeyType};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Column, JoinType, ScalarValue, TableReference};
 use datafusion::datasource::provider_as_source;
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
+use datafusion::logical_expr::{Expr, Extension, LogicalPlan, LogicalPlanBuilder, lit};
 use omnigraph_core::lance::datafusion::LanceTableProvider;
 use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
 use omnigraph_core::{OmniError, Result};
+use omnigraph_publish::adjacency::AdjacencyWay;
 use open_cypher::Span;
 use open_cypher::ast::{
     Expr as CypherExpr, ExprKind, LabelExpression, LabelExpressionKind, MatchClause, NodePattern,
@@ -39,6 +41,10 @@ pub(crate) struct Orientation<'d> {
     from_type: String,
     to_type: String,
     backward: bool,
+    /// The backward way of an undirected pattern over an edge type between nodes of
+    /// one type: it meets a loop once, so this way skips the loops the forward way
+    /// met. A pattern written backward (`<-[]-`) keeps them.
+    skip_loops: bool,
 }
 
 impl<'a> Planner<'a> {
@@ -496,6 +502,7 @@ impl<'a> Planner<'a> {
                     from_type: from.clone(),
                     to_type: to.clone(),
                     backward: false,
+                    skip_loops: false,
                 });
             }
             if backward && fits(left_types, to) && fits(right_types, from) {
@@ -504,6 +511,7 @@ impl<'a> Planner<'a> {
                     from_type: to.clone(),
                     to_type: from.clone(),
                     backward: true,
+                    skip_loops: forward && from == to,
                 });
             }
         }
@@ -573,7 +581,7 @@ impl<'a> Planner<'a> {
                 items.extend(self.property_items(way.def, &table, properties));
             }
             let mut scan = scan;
-            if way.backward && way.from_type == way.to_type {
+            if way.skip_loops {
                 // An undirected pattern meets a loop once, not once each way.
                 let src = Expr::Column(Column::new(Some(table.clone()), "src"));
                 let dst = Expr::Column(Column::new(Some(table.clone()), "dst"));
@@ -693,15 +701,40 @@ impl<'a> Planner<'a> {
                 .is_some()
                 .then(|| format!("\u{0}relationship@{}", span.start)),
         };
+        let labels = relationship
+            .labels
+            .as_ref()
+            .map(|l| label_names(l).join("|"))
+            .unwrap_or_default();
+        let expansion = match (&unread, &relationship_name) {
+            (None, None) => self.expand_ways(&ways),
+            (Some(_), _) => Err("its first node is not read, so the hop reads every edge".into()),
+            (None, Some(_)) => Err(
+                "the relationship is read, and an artifact holds no edge's id or properties".into(),
+            ),
+        };
+        let why = match expansion {
+            Ok(expand_ways) => {
+                let Some(Entity::Node(left)) = rows.env.get(left_name).cloned() else {
+                    unreachable!("the left node of a hop is bound");
+                };
+                let described = describe(&expand_ways);
+                let (plan, far, far_label, to_types) =
+                    self.expand(rows.plan, &left, expand_ways, span)?;
+                self.hops.push(format!(
+                    "{left_name}-[{labels}]-{right_name}: expansion through the adjacency artifact ({described})"
+                ));
+                rows.plan = plan;
+                return self.right_end(
+                    right_name, right, right_span, far, far_label, to_types, rows,
+                );
+            }
+            Err(why) => why,
+        };
         let (edges, ends, relationship_columns) =
             self.edges(&ways, relationship_name.as_deref(), span)?;
         self.hops.push(format!(
-            "{left_name}-[{}]-{right_name}: hash join on the edge table's {} ({})",
-            relationship
-                .labels
-                .as_ref()
-                .map(|l| label_names(l).join("|"))
-                .unwrap_or_default(),
+            "{left_name}-[{labels}]-{right_name}: hash join on the edge table's {} ({}): {why}",
             if ways.iter().all(|w| !w.backward) {
                 "src"
             } else {
@@ -780,6 +813,96 @@ impl<'a> Planner<'a> {
             ends.to_types,
             rows,
         )
+    }
+
+    /// The artifacts that walk `ways`, when every edge type among them has one current
+    /// at the commit and node keys keep their own types; otherwise why a hop over them
+    /// reads the edge tables.
+    pub(crate) fn expand_ways(
+        &self,
+        ways: &[Orientation<'a>],
+    ) -> std::result::Result<Vec<ExpandWay>, String> {
+        if ways.is_empty() {
+            return Err("no edge type fits both ends".into());
+        }
+        if self.text_keys {
+            return Err("node keys of several types are compared as text".into());
+        }
+        let mut found = Vec::with_capacity(ways.len());
+        for way in ways {
+            let to_key = self
+                .catalog
+                .get(&way.to_type)
+                .map(|def| def.key_type().arrow_type());
+            if to_key.as_ref().and_then(KeyType::of).is_none() {
+                return Err(format!(
+                    "{}'s key is not a key an artifact holds",
+                    way.to_type
+                ));
+            }
+            let adjacency = match self.adjacency.get(way.def.name()) {
+                Some(Ok(adjacency)) => adjacency.clone(),
+                Some(Err(why)) => return Err(format!("no artifact of {}: {why}", way.def.name())),
+                None => return Err(format!("no artifact of {} was looked for", way.def.name())),
+            };
+            found.push(ExpandWay {
+                adjacency,
+                direction: if way.backward {
+                    AdjacencyWay::In
+                } else {
+                    AdjacencyWay::Out
+                },
+                from_type: way.from_type.clone(),
+                to_type: way.to_type.clone(),
+                skip_loops: way.skip_loops,
+            });
+        }
+        Ok(found)
+    }
+
+    /// `plan` expanded from `near` over `ways` (see [`Planner::expansion`]), with fresh
+    /// columns for the far key and, when the ways reach several types, its type.
+    fn expand(
+        &mut self,
+        plan: LogicalPlan,
+        near: &NodeColumns,
+        ways: Vec<ExpandWay>,
+        span: Span,
+    ) -> Result<(LogicalPlan, String, Option<String>, BTreeSet<String>)> {
+        let to_types: BTreeSet<String> = ways.iter().map(|way| way.to_type.clone()).collect();
+        let far = self.fresh("far");
+        let far_label = (to_types.len() > 1).then(|| self.fresh("far_label"));
+        let plan = self.expansion(plan, near, ways, (&far, far_label.as_deref()), span)?;
+        Ok((plan, far, far_label, to_types))
+    }
+
+    /// `plan`'s rows, each repeated once per edge of its node `near` along `ways`, with
+    /// the far node's key in column `far` (and its type in `far_label`).
+    pub(crate) fn expansion(
+        &mut self,
+        plan: LogicalPlan,
+        near: &NodeColumns,
+        ways: Vec<ExpandWay>,
+        (far, far_label): (&str, Option<&str>),
+        span: Span,
+    ) -> Result<LogicalPlan> {
+        let far_type = ways
+            .first()
+            .and_then(|way| self.catalog.get(&way.to_type))
+            .and_then(|def| KeyType::of(&def.key_type().arrow_type()))
+            .ok_or_else(|| OmniError::internal("an expansion reaches a key no artifact holds"))?;
+        let node = Expand::new(
+            plan,
+            (&near.key, near.label.as_deref()),
+            ways,
+            (far, far_label),
+            far_type,
+        );
+        let _ = span;
+        let node = self.internal(node)?;
+        Ok(LogicalPlan::Extension(Extension {
+            node: Arc::new(node),
+        }))
     }
 
     /// Binds the node a hop reaches, whose key (and type) the edge end holds.
@@ -913,7 +1036,38 @@ impl<'a> Planner<'a> {
         if lower == 0 {
             reached.push(frontier.clone());
         }
+        let expansion = self.expand_ways(&ways);
         for depth in 1..=upper {
+            if let Ok(expand_ways) = &expansion {
+                let current = NodeColumns {
+                    types: node_types.iter().cloned().collect(),
+                    key: at.clone(),
+                    label: at_label.clone(),
+                    properties: None,
+                };
+                let far = self.fresh("far");
+                let far_label = at_label.as_ref().map(|_| self.fresh("far_label"));
+                let expanded = self.expansion(
+                    frontier,
+                    &current,
+                    expand_ways.clone(),
+                    (&far, far_label.as_deref()),
+                    span,
+                )?;
+                let mut items = carried.clone();
+                items.push(column(&far).alias(&at));
+                if let (Some(at_label), Some(far_label)) = (&at_label, &far_label) {
+                    items.push(column(far_label).alias(at_label));
+                }
+                let next = LogicalPlanBuilder::from(expanded)
+                    .project(items)
+                    .and_then(LogicalPlanBuilder::build);
+                frontier = self.df(span, next)?;
+                if depth >= lower {
+                    reached.push(frontier.clone());
+                }
+                continue;
+            }
             let (edges, ends, _) = self.edges(&ways, None, span)?;
             let current = NodeColumns {
                 types: node_types.iter().cloned().collect(),
@@ -946,14 +1100,22 @@ impl<'a> Planner<'a> {
                 reached.push(frontier.clone());
             }
         }
+        let joins = match &expansion {
+            Ok(expand_ways) => format!(
+                "{upper} expansions through the adjacency artifacts ({})",
+                describe(expand_ways)
+            ),
+            Err(why) => format!(
+                "{upper} hash joins on the edge tables ({}): {why}",
+                ways.iter()
+                    .map(|w| w.def.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         self.hops.push(format!(
-            "{left_name}-[*{lower}..{upper}]-{right_name}: a union of {} chains, {} hash joins on the edge tables ({})",
+            "{left_name}-[*{lower}..{upper}]-{right_name}: a union of {} depths, {joins}",
             upper + 1 - lower,
-            (lower.max(1)..=upper).sum::<u64>(),
-            ways.iter()
-                .map(|w| w.def.name())
-                .collect::<Vec<_>>()
-                .join(", ")
         ));
         let Some(plan) = self.union_all(reached)? else {
             return Err(OmniError::internal(
@@ -972,6 +1134,22 @@ impl<'a> Planner<'a> {
             right_name, right, right_span, at, at_label, node_types, rows,
         )
     }
+}
+
+/// The types `ways` start from and reach.
+pub(crate) fn end_types(ways: &[Orientation<'_>]) -> (BTreeSet<String>, BTreeSet<String>) {
+    (
+        ways.iter().map(|way| way.from_type.clone()).collect(),
+        ways.iter().map(|way| way.to_type.clone()).collect(),
+    )
+}
+
+/// The artifacts of `ways`, for EXPLAIN.
+pub(crate) fn describe(ways: &[ExpandWay]) -> String {
+    ways.iter()
+        .map(ExpandWay::describe)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The variable of a node pattern, or a hidden one for an anonymous node.

@@ -1,0 +1,592 @@
+//! Expansion through the adjacency artifact: each input row is repeated once per edge
+//! its node has the chosen ways, with the key (and type) of the node at the far end.
+//! It answers what a join of the rows with the edge table's `src`/`dst` answers, as a
+//! multiset, without reading the edge table: a hop from a few nodes costs their edges,
+//! not a scan of every edge.
+//!
+//! The artifact is untrusted state: a far key that is not a key of the far type's
+//! column type is refused as corrupt, naming the artifact.
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int32Builder, Int64Builder, StringBuilder, UInt32Builder,
+};
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Int64Type, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{Expr, LogicalPlan, UserDefinedLogicalNodeCore};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::StreamExt;
+use omnigraph_core::OmniError;
+use omnigraph_publish::adjacency::{Adjacency, AdjacencyWay};
+use omnigraph_publish::layout;
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashSet};
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// The rows an expansion emits in one batch before it hands the batch on (a batch
+/// holds every edge of the row that crossed it, so it may hold a degree more).
+pub(crate) const EXPAND_BATCH_ROWS_MAX: usize = 8_192;
+
+/// The types a key column of the plan may have (a node's key property's type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd)]
+pub(crate) enum KeyType {
+    Text,
+    Int32,
+    Int64,
+}
+
+impl KeyType {
+    /// The key type of a plan column, when an artifact can hold it.
+    pub(crate) fn of(data_type: &DataType) -> Option<KeyType> {
+        match data_type {
+            DataType::Utf8 => Some(KeyType::Text),
+            DataType::Int32 => Some(KeyType::Int32),
+            DataType::Int64 => Some(KeyType::Int64),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn data_type(self) -> DataType {
+        match self {
+            KeyType::Text => DataType::Utf8,
+            KeyType::Int32 => DataType::Int32,
+            KeyType::Int64 => DataType::Int64,
+        }
+    }
+}
+
+/// One way a hop walks an edge type through its artifact.
+#[derive(Clone, Debug)]
+pub(crate) struct ExpandWay {
+    pub(crate) adjacency: Arc<Adjacency>,
+    pub(crate) direction: AdjacencyWay,
+    /// The near node's type this way starts from (a row of another type skips it).
+    pub(crate) from_type: String,
+    /// The far node's type.
+    pub(crate) to_type: String,
+    /// An undirected pattern meets a loop once: the second way over the same edge
+    /// type skips the edges whose ends are the same node.
+    pub(crate) skip_loops: bool,
+}
+
+impl ExpandWay {
+    fn identity(&self) -> (&str, u64, bool, &str, &str, bool) {
+        (
+            self.adjacency.table_id(),
+            self.adjacency.version(),
+            self.direction == AdjacencyWay::Out,
+            &self.from_type,
+            &self.to_type,
+            self.skip_loops,
+        )
+    }
+
+    /// The artifact's path, for an error that names it.
+    fn path(&self) -> String {
+        layout::adjacency_path(self.adjacency.table_id(), self.adjacency.version())
+    }
+
+    /// Written into EXPLAIN: the edge type's table, its version and the direction.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{}@{} {}",
+            self.adjacency.table_id(),
+            self.adjacency.version(),
+            match self.direction {
+                AdjacencyWay::Out => "out",
+                AdjacencyWay::In => "in",
+            }
+        )
+    }
+}
+
+/// The logical expansion: `input`'s columns, then the far node's key (and its type
+/// when the ways reach several).
+#[derive(Clone, Debug)]
+pub(crate) struct Expand {
+    input: LogicalPlan,
+    near: String,
+    near_label: Option<String>,
+    ways: Arc<[ExpandWay]>,
+    far: String,
+    far_label: Option<String>,
+    far_type: KeyType,
+    schema: DFSchemaRef,
+}
+
+impl Expand {
+    /// The expansion of `input`'s node in column `near` (its type in `near_label`
+    /// when it may be of several) over `ways`, into the columns `far` and
+    /// `far_label`. `None` when `near` is not a key column an artifact holds.
+    pub(crate) fn new(
+        input: LogicalPlan,
+        (near, near_label): (&str, Option<&str>),
+        ways: Vec<ExpandWay>,
+        (far, far_label): (&str, Option<&str>),
+        far_type: KeyType,
+    ) -> Result<Expand> {
+        assert!(!ways.is_empty(), "an expansion walks at least one way");
+        let schema = Self::schema_of(&input, far, far_label, far_type)?;
+        let expand = Expand {
+            input,
+            near: near.to_string(),
+            near_label: near_label.map(str::to_string),
+            ways: ways.into(),
+            far: far.to_string(),
+            far_label: far_label.map(str::to_string),
+            far_type,
+            schema,
+        };
+        expand.near_index(expand.input.schema())?;
+        Ok(expand)
+    }
+
+    fn schema_of(
+        input: &LogicalPlan,
+        far: &str,
+        far_label: Option<&str>,
+        far_type: KeyType,
+    ) -> Result<DFSchemaRef> {
+        let mut fields = vec![Field::new(far, far_type.data_type(), false)];
+        if let Some(label) = far_label {
+            fields.push(Field::new(label, DataType::Utf8, false));
+        }
+        let added = DFSchema::from_unqualified_fields(fields.into(), Default::default())?;
+        Ok(Arc::new(input.schema().join(&added)?))
+    }
+
+    /// The places of the near key and label in `schema`.
+    fn near_index(&self, schema: &DFSchema) -> Result<(usize, Option<usize>)> {
+        let key = schema
+            .index_of_column_by_name(None, &self.near)
+            .ok_or_else(|| {
+                DataFusionError::Internal(format!("an expansion's input lacks {}", self.near))
+            })?;
+        let label = match &self.near_label {
+            Some(label) => Some(schema.index_of_column_by_name(None, label).ok_or_else(|| {
+                DataFusionError::Internal(format!("an expansion's input lacks {label}"))
+            })?),
+            None => None,
+        };
+        Ok((key, label))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn identity(
+        &self,
+    ) -> (
+        &LogicalPlan,
+        &str,
+        Option<&str>,
+        Vec<(&str, u64, bool, &str, &str, bool)>,
+        &str,
+        Option<&str>,
+        KeyType,
+    ) {
+        (
+            &self.input,
+            &self.near,
+            self.near_label.as_deref(),
+            self.ways.iter().map(ExpandWay::identity).collect(),
+            &self.far,
+            self.far_label.as_deref(),
+            self.far_type,
+        )
+    }
+
+    /// The physical operator over `input`, planned from this node.
+    pub(crate) fn plan(&self, input: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+        let (near, near_label) = self.near_index(self.input.schema())?;
+        let schema: SchemaRef = Arc::new(self.schema.as_arrow().clone());
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            input.properties().output_partitioning().clone(),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Ok(Arc::new(ExpandExec {
+            input,
+            near,
+            near_label,
+            ways: self.ways.clone(),
+            far_type: self.far_type,
+            far_label: self.far_label.is_some(),
+            schema,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }))
+    }
+}
+
+impl PartialEq for Expand {
+    fn eq(&self, other: &Expand) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for Expand {}
+
+impl Hash for Expand {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
+}
+
+impl PartialOrd for Expand {
+    fn partial_cmp(&self, other: &Expand) -> Option<Ordering> {
+        self.identity().partial_cmp(&other.identity())
+    }
+}
+
+impl UserDefinedLogicalNodeCore for Expand {
+    fn name(&self) -> &str {
+        "Expand"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![&self.input]
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        &self.schema
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        Vec::new()
+    }
+
+    /// A filter on the input's columns holds the same below the expansion (it repeats
+    /// rows, never changes them): only the far end's columns keep a filter above it.
+    fn prevent_predicate_push_down_columns(&self) -> HashSet<String> {
+        [Some(&self.far), self.far_label.as_ref()]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    fn fmt_for_explain(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "Expand: {} -> {} through the adjacency of {}",
+            self.near,
+            self.far,
+            crate::plan::describe(&self.ways)
+        )
+    }
+
+    fn with_exprs_and_inputs(&self, _exprs: Vec<Expr>, inputs: Vec<LogicalPlan>) -> Result<Self> {
+        let [input] = <[LogicalPlan; 1]>::try_from(inputs).map_err(|inputs| {
+            DataFusionError::Internal(format!("an expansion has one input, not {}", inputs.len()))
+        })?;
+        let schema = Self::schema_of(&input, &self.far, self.far_label.as_deref(), self.far_type)?;
+        let expand = Expand {
+            input,
+            schema,
+            ..self.clone()
+        };
+        expand.near_index(expand.input.schema())?;
+        Ok(expand)
+    }
+
+    /// The input columns the wanted outputs name, and the near key and label always.
+    fn necessary_children_exprs(&self, output_columns: &[usize]) -> Option<Vec<Vec<usize>>> {
+        let inputs = self.input.schema().fields().len();
+        let (near, near_label) = self.near_index(self.input.schema()).ok()?;
+        let needed: BTreeSet<usize> = output_columns
+            .iter()
+            .copied()
+            .filter(|index| *index < inputs)
+            .chain([near])
+            .chain(near_label)
+            .collect();
+        Some(vec![needed.into_iter().collect()])
+    }
+}
+
+/// The physical expansion (see the module's docs). It keeps its input's partitioning:
+/// each partition expands its own rows.
+#[derive(Debug)]
+pub(crate) struct ExpandExec {
+    input: Arc<dyn ExecutionPlan>,
+    near: usize,
+    near_label: Option<usize>,
+    ways: Arc<[ExpandWay]>,
+    far_type: KeyType,
+    far_label: bool,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl DisplayAs for ExpandExec {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "ExpandExec: adjacency {}",
+            crate::plan::describe(&self.ways)
+        )
+    }
+}
+
+impl ExecutionPlan for ExpandExec {
+    fn name(&self) -> &str {
+        "ExpandExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [input] = <[Arc<dyn ExecutionPlan>; 1]>::try_from(children).map_err(|children| {
+            DataFusionError::Internal(format!(
+                "an expansion has one input, not {}",
+                children.len()
+            ))
+        })?;
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(self.schema.clone()),
+            input.properties().output_partitioning().clone(),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Ok(Arc::new(ExpandExec {
+            input,
+            near: self.near,
+            near_label: self.near_label,
+            ways: self.ways.clone(),
+            far_type: self.far_type,
+            far_label: self.far_label,
+            schema: self.schema.clone(),
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let metrics = BaselineMetrics::new(&self.metrics, partition);
+        let expander = Arc::new(Expander {
+            near: self.near,
+            near_label: self.near_label,
+            ways: self.ways.clone(),
+            far_type: self.far_type,
+            far_label: self.far_label,
+            schema: self.schema.clone(),
+        });
+        let stream = input
+            .map(move |batch| {
+                let expander = expander.clone();
+                let metrics = metrics.clone();
+                let chunks: Box<dyn Iterator<Item = Result<RecordBatch>> + Send> = match batch {
+                    Ok(batch) => Box::new(Chunks {
+                        expander,
+                        batch,
+                        row: 0,
+                        metrics,
+                    }),
+                    Err(error) => Box::new(std::iter::once(Err(error))),
+                };
+                futures::stream::iter(chunks)
+            })
+            .flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+/// What every batch of one partition is expanded with.
+struct Expander {
+    near: usize,
+    near_label: Option<usize>,
+    ways: Arc<[ExpandWay]>,
+    far_type: KeyType,
+    far_label: bool,
+    schema: SchemaRef,
+}
+
+/// Keys as the plan holds them, parsed from their rendered form (the far keys of an
+/// expansion's batch, the nodes of a count's degrees).
+pub(crate) enum KeyColumn {
+    Text(StringBuilder),
+    Int32(Int32Builder),
+    Int64(Int64Builder),
+}
+
+impl KeyColumn {
+    pub(crate) fn new(key_type: KeyType) -> KeyColumn {
+        match key_type {
+            KeyType::Text => KeyColumn::Text(StringBuilder::new()),
+            KeyType::Int32 => KeyColumn::Int32(Int32Builder::new()),
+            KeyType::Int64 => KeyColumn::Int64(Int64Builder::new()),
+        }
+    }
+
+    /// Appends the rendered key `far` (`keys::render_key`'s form), or says why it is
+    /// not a key of this type.
+    pub(crate) fn push(&mut self, far: &str) -> std::result::Result<(), String> {
+        let refused = || format!("holds the key {far:?}, not a key of the node's type");
+        match self {
+            KeyColumn::Text(builder) => {
+                let text = far
+                    .strip_prefix('"')
+                    .and_then(|rest| rest.strip_suffix('"'))
+                    .ok_or_else(refused)?;
+                if text.contains('\\') {
+                    let unescaped: String = serde_json::from_str(far).map_err(|_| refused())?;
+                    builder.append_value(unescaped);
+                } else {
+                    builder.append_value(text);
+                }
+            }
+            KeyColumn::Int32(builder) => builder.append_value(far.parse().map_err(|_| refused())?),
+            KeyColumn::Int64(builder) => builder.append_value(far.parse().map_err(|_| refused())?),
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(self) -> ArrayRef {
+        match self {
+            KeyColumn::Text(mut builder) => Arc::new(builder.finish()),
+            KeyColumn::Int32(mut builder) => Arc::new(builder.finish()),
+            KeyColumn::Int64(mut builder) => Arc::new(builder.finish()),
+        }
+    }
+}
+
+/// One input batch's expansion, a batch of at most about `EXPAND_BATCH_ROWS_MAX`
+/// rows at a time.
+struct Chunks {
+    expander: Arc<Expander>,
+    batch: RecordBatch,
+    row: usize,
+    metrics: BaselineMetrics,
+}
+
+impl Iterator for Chunks {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        if self.row >= self.batch.num_rows() {
+            return None;
+        }
+        let timer = self.metrics.elapsed_compute().timer();
+        let chunk = self.expander.chunk(&self.batch, &mut self.row);
+        timer.done();
+        match chunk {
+            Ok(Some(chunk)) => {
+                self.metrics.record_output(chunk.num_rows());
+                Some(Ok(chunk))
+            }
+            Ok(None) => None,
+            Err(error) => {
+                self.row = self.batch.num_rows();
+                Some(Err(error))
+            }
+        }
+    }
+}
+
+impl Expander {
+    /// The expansion of `batch`'s rows from `row` on until a batch is full; `None`
+    /// when those rows have no edge.
+    fn chunk(&self, batch: &RecordBatch, row: &mut usize) -> Result<Option<RecordBatch>> {
+        let near = batch.column(self.near);
+        let near_label = self
+            .near_label
+            .map(|index| batch.column(index).as_string::<i32>());
+        let mut repeated = UInt32Builder::new();
+        let mut far = KeyColumn::new(self.far_type);
+        let mut far_labels = StringBuilder::new();
+        let mut rendered = String::new();
+        let mut emitted = 0usize;
+        while *row < batch.num_rows() && emitted < EXPAND_BATCH_ROWS_MAX {
+            let at = *row;
+            *row += 1;
+            if near.is_null(at) {
+                // A node an optional match left null has no edge.
+                continue;
+            }
+            rendered.clear();
+            render(near.as_ref(), at, &mut rendered);
+            let label = near_label.map(|labels| labels.value(at));
+            for way in self.ways.iter() {
+                if label.is_some_and(|label| label != way.from_type) {
+                    continue;
+                }
+                for key in way.adjacency.far_keys(&rendered, way.direction) {
+                    if way.skip_loops && key == rendered {
+                        continue;
+                    }
+                    far.push(key).map_err(|why| corrupt(way, why))?;
+                    if self.far_label {
+                        far_labels.append_value(&way.to_type);
+                    }
+                    repeated.append_value(at as u32);
+                    emitted += 1;
+                }
+            }
+        }
+        if emitted == 0 {
+            return Ok(None);
+        }
+        let indices = repeated.finish();
+        let mut columns: Vec<ArrayRef> = batch
+            .columns()
+            .iter()
+            .map(|column| take(column.as_ref(), &indices, None))
+            .collect::<std::result::Result<_, _>>()?;
+        columns.push(far.finish());
+        if self.far_label {
+            columns.push(Arc::new(far_labels.finish()));
+        }
+        Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+    }
+}
+
+/// A key as the artifact renders it (`keys::render_key`): text quoted as JSON, a
+/// number in decimal.
+fn render(column: &dyn Array, row: usize, out: &mut String) {
+    match column.data_type() {
+        DataType::Utf8 => {
+            omnigraph_core::keys::push_text_key(out, column.as_string::<i32>().value(row))
+        }
+        DataType::Int32 => {
+            let _ = write!(out, "{}", column.as_primitive::<Int32Type>().value(row));
+        }
+        DataType::Int64 => {
+            let _ = write!(out, "{}", column.as_primitive::<Int64Type>().value(row));
+        }
+        other => unreachable!("an expansion's near key is a key column, not {other}"),
+    }
+}
+
+fn corrupt(way: &ExpandWay, why: String) -> DataFusionError {
+    DataFusionError::External(Box::new(OmniError::corrupt(way.path(), why)))
+}

@@ -1,0 +1,52 @@
+//! The operators of our own that plans hold, as DataFusion `ExecutionPlan`s with
+//! declared partitioning, and the physical planner that knows them.
+
+pub(crate) mod expand;
+
+use async_trait::async_trait;
+use datafusion::common::Result;
+use datafusion::execution::SessionState;
+use datafusion::execution::context::QueryPlanner;
+use datafusion::logical_expr::{LogicalPlan, UserDefinedLogicalNode};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_planner::{DefaultPhysicalPlanner, ExtensionPlanner, PhysicalPlanner};
+use std::sync::Arc;
+
+/// DataFusion's physical planner, with our operators.
+#[derive(Debug)]
+pub(crate) struct Operators;
+
+#[async_trait]
+impl QueryPlanner for Operators {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session_state: &SessionState,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(Extensions)])
+            .create_physical_plan(logical_plan, session_state)
+            .await
+    }
+}
+
+struct Extensions;
+
+#[async_trait]
+impl ExtensionPlanner for Extensions {
+    async fn plan_extension(
+        &self,
+        _planner: &dyn PhysicalPlanner,
+        node: &dyn UserDefinedLogicalNode,
+        _logical_inputs: &[&LogicalPlan],
+        physical_inputs: &[Arc<dyn ExecutionPlan>],
+        _session_state: &SessionState,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        let Some(expand) = node.as_any().downcast_ref::<expand::Expand>() else {
+            return Ok(None);
+        };
+        let [input] = physical_inputs else {
+            return Ok(None);
+        };
+        expand.plan(input.clone()).map(Some)
+    }
+}
