@@ -503,7 +503,7 @@ pub async fn cypher(
                     print_columns(&names, &cells);
                 }
             }
-            if held < count {
+            if !streams && held < count {
                 eprintln!(
                     "the first {held} of {count} rows shown (use --format json or csv for all)"
                 );

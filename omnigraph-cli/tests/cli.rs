@@ -266,6 +266,8 @@ fn every_command_round_trips_as_json() {
         String::from_utf8_lossy(&csv.stdout),
         "p.id,p.name\np1,Ada Lovelace\np2,Alan Turing\np3,Grace Hopper\n"
     );
+    // Every row was streamed: none is said to be held back.
+    assert_eq!(String::from_utf8_lossy(&csv.stderr), "3 rows at seq 3\n");
     let refused = omnigraph(&["query", &root, "MATCH (p:Persn) RETURN p", "--json"]);
     assert_eq!(refused.status.code(), Some(2));
     let error: Value = serde_json::from_slice(&refused.stderr).unwrap();

@@ -107,12 +107,14 @@ impl Adjacency {
         (self.keys.len() + 8 * 3 * self.key_offsets.len() + 8 * self.out.ends.len()) as u64
     }
 
-    fn key(&self, position: u32) -> &str {
+    /// The rendered key at `position` (below [`Adjacency::nodes`]).
+    pub fn key(&self, position: u32) -> &str {
         let position = position as usize;
         &self.keys[self.key_offsets[position] as usize..self.key_offsets[position + 1] as usize]
     }
 
-    fn position(&self, key: &str) -> Option<u32> {
+    /// The position of the rendered key `key`, when an edge names it.
+    pub fn position(&self, key: &str) -> Option<u32> {
         let (mut low, mut high) = (0usize, self.key_offsets.len() - 1);
         while low < high {
             let middle = low + (high - low) / 2;
@@ -123,6 +125,15 @@ impl Adjacency {
             }
         }
         None
+    }
+
+    /// The positions at the far end of the edges `way` of the key at `position` (below
+    /// [`Adjacency::nodes`]), one per edge, in the edge table's order.
+    pub fn far_positions(&self, position: u32, way: AdjacencyWay) -> &[u32] {
+        match way {
+            AdjacencyWay::Out => self.out.ends_of(position),
+            AdjacencyWay::In => self.into.ends_of(position),
+        }
     }
 
     /// The rendered keys at the far end of `key`'s edges `way`, one per edge, in the

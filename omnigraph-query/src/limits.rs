@@ -26,6 +26,16 @@ pub const NESTING_MAX: usize = 128;
 /// The most columns one `WITH` or `RETURN` projects.
 pub const QUERY_COLUMNS_MAX: usize = 1_024;
 
+// exec/expand.rs
+/// The rows an expansion emits in one batch before it hands the batch on (a batch
+/// holds every edge of the row that crossed it, so it may hold a degree more).
+pub const EXPAND_BATCH_ROWS_MAX: usize = 8_192;
+
+/// The most adjacency artifacts whose keys, parsed and indexed for expansion, the
+/// process keeps (least recently parsed go first; an entry also goes once no handle
+/// holds its artifact).
+pub const EXPAND_RESOLVED_CACHED_MAX: usize = 16;
+
 // run.rs
 /// The memory a query's operators may hold at once when the caller names no budget:
 /// past it a sort or an aggregate spills to disk and a join fails with a typed error.

@@ -947,3 +947,23 @@ async fn an_artifact_that_names_a_key_of_another_type_is_refused_as_corrupt() {
         other => panic!("{other}"),
     }
 }
+
+/// A path whose last node is bound and whose first is not is walked from the bound
+/// end, with the same answers: `(f)-[:Knows]->(b)` after `b` is bound starts at `b`.
+#[tokio::test]
+async fn a_path_is_walked_from_its_bound_end() {
+    let (graph, _test) = social_with_a_loop().await;
+    let text = "MATCH (b:Person {name: 'ada'}) MATCH (f:Person)-[:Knows]->(b) WHERE f.age > 20 RETURN f.name";
+    assert_eq!(bag(&graph, text).await, [json!(["cy"])]);
+    let line = hop_line(&graph, text).await;
+    assert!(line.starts_with("hop b-[Knows]-f"), "{line}");
+    let both = "MATCH (b:Person {name: 'ada'}) MATCH (f:Person)-[:Knows]->(m)<-[:Knows]-(b) RETURN f.name, m.name";
+    assert_eq!(
+        bag(&graph, both).await,
+        [
+            json!(["ada", "bob"]),
+            json!(["ada", "cy"]),
+            json!(["bob", "cy"])
+        ]
+    );
+}

@@ -7,10 +7,11 @@
 //! The artifact is untrusted state: a far key that is not a key of the far type's
 //! column type is refused as corrupt, naming the artifact.
 
+use crate::limits::{EXPAND_BATCH_ROWS_MAX, EXPAND_RESOLVED_CACHED_MAX};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Int32Builder, Int64Builder, StringBuilder, UInt32Builder,
 };
-use datafusion::arrow::compute::take;
+use datafusion::arrow::compute::{interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Int64Type, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result};
@@ -26,14 +27,10 @@ use omnigraph_core::OmniError;
 use omnigraph_publish::adjacency::{Adjacency, AdjacencyWay};
 use omnigraph_publish::layout;
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
-
-/// The rows an expansion emits in one batch before it hands the batch on (a batch
-/// holds every edge of the row that crossed it, so it may hold a degree more).
-pub(crate) const EXPAND_BATCH_ROWS_MAX: usize = 8_192;
+use std::sync::{Arc, Mutex, Weak};
 
 /// The types a key column of the plan may have (a node's key property's type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd)]
@@ -64,7 +61,7 @@ impl KeyType {
 }
 
 /// One way a hop walks an edge type through its artifact.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct ExpandWay {
     pub(crate) adjacency: Arc<Adjacency>,
     pub(crate) direction: AdjacencyWay,
@@ -75,6 +72,20 @@ pub(crate) struct ExpandWay {
     /// An undirected pattern meets a loop once: the second way over the same edge
     /// type skips the edges whose ends are the same node.
     pub(crate) skip_loops: bool,
+}
+
+/// The artifact by name only: DataFusion formats plans with `Debug`, and an artifact's
+/// own `Debug` prints every edge.
+impl std::fmt::Debug for ExpandWay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ExpandWay({}, {} -> {})",
+            self.describe(),
+            self.from_type,
+            self.to_type
+        )
+    }
 }
 
 impl ExpandWay {
@@ -386,11 +397,16 @@ impl ExecutionPlan for ExpandExec {
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
         let metrics = BaselineMetrics::new(&self.metrics, partition);
+        let resolved = self
+            .ways
+            .iter()
+            .map(|way| resolved(way, self.far_type))
+            .collect::<Result<Vec<_>>>()?;
         let expander = Arc::new(Expander {
             near: self.near,
             near_label: self.near_label,
             ways: self.ways.clone(),
-            far_type: self.far_type,
+            resolved,
             far_label: self.far_label,
             schema: self.schema.clone(),
         });
@@ -426,7 +442,8 @@ struct Expander {
     near: usize,
     near_label: Option<usize>,
     ways: Arc<[ExpandWay]>,
-    far_type: KeyType,
+    /// Each way's artifact's keys, parsed.
+    resolved: Vec<Arc<Resolved>>,
     far_label: bool,
     schema: SchemaRef,
 }
@@ -522,38 +539,39 @@ impl Expander {
             .near_label
             .map(|index| batch.column(index).as_string::<i32>());
         let mut repeated = UInt32Builder::new();
-        let mut far = KeyColumn::new(self.far_type);
+        // Per output row: which way's keys and which position in them.
+        let mut far: Vec<(usize, usize)> = Vec::new();
         let mut far_labels = StringBuilder::new();
         let mut rendered = String::new();
-        let mut emitted = 0usize;
-        while *row < batch.num_rows() && emitted < EXPAND_BATCH_ROWS_MAX {
+        while *row < batch.num_rows() && far.len() < EXPAND_BATCH_ROWS_MAX {
             let at = *row;
             *row += 1;
-            if near.is_null(at) {
+            if near.is_null(at) || near_label.is_some_and(|labels| labels.is_null(at)) {
                 // A node an optional match left null has no edge.
                 continue;
             }
-            rendered.clear();
-            render(near.as_ref(), at, &mut rendered);
             let label = near_label.map(|labels| labels.value(at));
-            for way in self.ways.iter() {
+            for (index, (way, resolved)) in self.ways.iter().zip(&self.resolved).enumerate() {
                 if label.is_some_and(|label| label != way.from_type) {
                     continue;
                 }
-                for key in way.adjacency.far_keys(&rendered, way.direction) {
-                    if way.skip_loops && key == rendered {
+                let Some(position) = resolved.position(near.as_ref(), at, way, &mut rendered)
+                else {
+                    continue;
+                };
+                for &end in way.adjacency.far_positions(position, way.direction) {
+                    if way.skip_loops && end == position {
                         continue;
                     }
-                    far.push(key).map_err(|why| corrupt(way, why))?;
+                    far.push((index, end as usize));
                     if self.far_label {
                         far_labels.append_value(&way.to_type);
                     }
                     repeated.append_value(at as u32);
-                    emitted += 1;
                 }
             }
         }
-        if emitted == 0 {
+        if far.is_empty() {
             return Ok(None);
         }
         let indices = repeated.finish();
@@ -562,12 +580,92 @@ impl Expander {
             .iter()
             .map(|column| take(column.as_ref(), &indices, None))
             .collect::<std::result::Result<_, _>>()?;
-        columns.push(far.finish());
+        let keys: Vec<&dyn Array> = self.resolved.iter().map(|r| r.keys.as_ref()).collect();
+        columns.push(interleave(&keys, &far)?);
         if self.far_label {
             columns.push(Arc::new(far_labels.finish()));
         }
         Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
     }
+}
+
+/// An artifact's keys as the plan holds them, parsed and checked once: the key at each
+/// position, and for integer keys an index from key to position (a text key is found
+/// by the artifact's own search over its rendered keys).
+struct Resolved {
+    keys: ArrayRef,
+    positions: Option<HashMap<i64, u32>>,
+}
+
+impl Resolved {
+    /// The position of the key in `near` at `row`, when an edge names it.
+    fn position(
+        &self,
+        near: &dyn Array,
+        row: usize,
+        way: &ExpandWay,
+        rendered: &mut String,
+    ) -> Option<u32> {
+        match (&self.positions, near.data_type()) {
+            (Some(positions), DataType::Int64) => positions
+                .get(&near.as_primitive::<Int64Type>().value(row))
+                .copied(),
+            (Some(positions), DataType::Int32) => positions
+                .get(&i64::from(near.as_primitive::<Int32Type>().value(row)))
+                .copied(),
+            _ => {
+                rendered.clear();
+                render(near, row, rendered);
+                way.adjacency.position(rendered)
+            }
+        }
+    }
+}
+
+/// The parsed keys of `way`'s artifact, from the process's cache (keyed by the
+/// artifact's identity, which a handle keeps while it holds it) or parsed now. A key
+/// that is not a key of `key_type` makes the artifact corrupt.
+fn resolved(way: &ExpandWay, key_type: KeyType) -> Result<Arc<Resolved>> {
+    type Cached = (Weak<Adjacency>, KeyType, Arc<Resolved>);
+    static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
+    let adjacency = &way.adjacency;
+    {
+        let mut cache = CACHE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        cache.retain(|(weak, _, _)| weak.strong_count() > 0);
+        if let Some((_, _, found)) = cache.iter().find(|(weak, kind, _)| {
+            std::ptr::eq(weak.as_ptr(), Arc::as_ptr(adjacency)) && *kind == key_type
+        }) {
+            return Ok(found.clone());
+        }
+    }
+    let nodes = adjacency.nodes() as usize;
+    let mut keys = KeyColumn::new(key_type);
+    let mut positions = (key_type != KeyType::Text).then(|| HashMap::with_capacity(nodes));
+    for position in 0..nodes as u32 {
+        let key = adjacency.key(position);
+        keys.push(key).map_err(|why| corrupt(way, why))?;
+        if let Some(positions) = &mut positions {
+            // Parsed once more, as the number the plan compares.
+            let number: i64 = key
+                .parse()
+                .map_err(|_| corrupt(way, format!("holds the key {key:?}, not a number")))?;
+            positions.insert(number, position);
+        }
+    }
+    let found = Arc::new(Resolved {
+        keys: keys.finish(),
+        positions,
+    });
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    cache.push((Arc::downgrade(adjacency), key_type, found.clone()));
+    while cache.len() > EXPAND_RESOLVED_CACHED_MAX {
+        cache.remove(0);
+    }
+    Ok(found)
 }
 
 /// A key as the artifact renders it (`keys::render_key`): text quoted as JSON, a

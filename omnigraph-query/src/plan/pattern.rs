@@ -157,7 +157,12 @@ impl<'a> Planner<'a> {
     /// Matches every part of `pattern` on `rows`.
     pub(crate) fn pattern(&mut self, pattern: &Pattern, mut rows: Rows) -> Result<Rows> {
         for part in &pattern.parts {
-            let factors = &part.kind.path.kind.factors;
+            let written = &part.kind.path.kind.factors;
+            // A path whose last node is bound and whose first is not is walked from the
+            // bound end: the same matches (a path read backward is the same path),
+            // from the rows so far instead of a scan of the first node's type.
+            let reversed = walked_backward(written, &rows.env).then(|| backward(written));
+            let factors = reversed.as_deref().unwrap_or(written);
             let lone = factors.len() == 1;
             // The node before the relationship being matched: bound, or not yet read
             // (its key comes from the edge).
@@ -1150,6 +1155,38 @@ pub(crate) fn describe(ways: &[ExpandWay]) -> String {
         .map(ExpandWay::describe)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Whether the path `factors` starts at a node not yet bound and ends at one that is.
+fn walked_backward(factors: &[open_cypher::ast::PathFactor], env: &super::Env) -> bool {
+    let bound = |factor: Option<&open_cypher::ast::PathFactor>| match factor.map(|f| &f.kind) {
+        Some(PathFactorKind::Node(node)) => node
+            .variable
+            .as_ref()
+            .is_some_and(|variable| env.contains_key(&variable.kind.text)),
+        _ => false,
+    };
+    factors.len() > 1 && !bound(factors.first()) && bound(factors.last())
+}
+
+/// The path `factors` written from its last node to its first: each relationship's
+/// direction turned, the nodes and relationships themselves (spans included) kept.
+fn backward(factors: &[open_cypher::ast::PathFactor]) -> Vec<open_cypher::ast::PathFactor> {
+    factors
+        .iter()
+        .rev()
+        .map(|factor| {
+            let mut factor = factor.clone();
+            if let PathFactorKind::Relationship(relationship) = &mut factor.kind {
+                relationship.direction.kind = match relationship.direction.kind {
+                    RelationshipDirection::Left => RelationshipDirection::Right,
+                    RelationshipDirection::Right => RelationshipDirection::Left,
+                    other => other,
+                };
+            }
+            factor
+        })
+        .collect()
 }
 
 /// The variable of a node pattern, or a hidden one for an anonymous node.
