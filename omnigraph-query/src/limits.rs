@@ -36,6 +36,10 @@ pub const EXPAND_BATCH_ROWS_MAX: usize = 8_192;
 /// holds its artifact).
 pub const EXPAND_RESOLVED_CACHED_MAX: usize = 16;
 
+/// The most bytes of text keys an expansion reads from one artifact: what one Arrow
+/// text column holds (32-bit offsets). A larger artifact's hops join the edge table.
+pub const EXPAND_TEXT_KEY_BYTES_MAX: usize = i32::MAX as usize;
+
 // run.rs
 /// The memory a query's operators may hold at once when the caller names no budget:
 /// past it a sort or an aggregate spills to disk and a join fails with a typed error.

@@ -4,7 +4,7 @@
 
 use crate::check::{Mode, check};
 use crate::limits::{QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
-use crate::plan::{Adjacencies, Tables, compile};
+use crate::plan::{Adjacencies, Tables, compile, walked_edge_types};
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
@@ -150,8 +150,16 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
             graph.pinned_table(&commit, def.name()).await?,
         );
     }
+    // The artifacts of the edge types the query may walk, and no others: each is a
+    // read (or a place in the handle's cache) of its own.
+    let walked = walked_edge_types(&checked);
     let mut adjacency = Adjacencies::new();
-    for def in catalog.types().iter().filter(|def| !def.is_node()) {
+    for def in catalog.types().iter().filter(|def| {
+        !def.is_node()
+            && walked
+                .as_ref()
+                .is_none_or(|walked| walked.contains(def.name()))
+    }) {
         let found = graph.pinned_adjacency(&commit, def.name()).await;
         adjacency.insert(def.name().to_string(), found);
     }

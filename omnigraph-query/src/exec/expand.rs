@@ -7,7 +7,7 @@
 //! The artifact is untrusted state: a far key that is not a key of the far type's
 //! column type is refused as corrupt, naming the artifact.
 
-use crate::limits::{EXPAND_BATCH_ROWS_MAX, EXPAND_RESOLVED_CACHED_MAX};
+use crate::limits::{EXPAND_BATCH_ROWS_MAX, EXPAND_RESOLVED_CACHED_MAX, EXPAND_TEXT_KEY_BYTES_MAX};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Int32Builder, Int64Builder, StringBuilder, UInt32Builder,
 };
@@ -72,6 +72,8 @@ pub(crate) struct ExpandWay {
     /// An undirected pattern meets a loop once: the second way over the same edge
     /// type skips the edges whose ends are the same node.
     pub(crate) skip_loops: bool,
+    /// The artifact's keys, parsed and checked when the hop was planned.
+    pub(crate) resolved: Arc<Resolved>,
 }
 
 /// The artifact by name only: DataFusion formats plans with `Debug`, and an artifact's
@@ -98,11 +100,6 @@ impl ExpandWay {
             &self.to_type,
             self.skip_loops,
         )
-    }
-
-    /// The artifact's path, for an error that names it.
-    fn path(&self) -> String {
-        layout::adjacency_path(self.adjacency.table_id(), self.adjacency.version())
     }
 
     /// Written into EXPLAIN: the edge type's table, its version and the direction.
@@ -136,7 +133,8 @@ pub(crate) struct Expand {
 impl Expand {
     /// The expansion of `input`'s node in column `near` (its type in `near_label`
     /// when it may be of several) over `ways`, into the columns `far` and
-    /// `far_label`. `None` when `near` is not a key column an artifact holds.
+    /// `far_label`. The near key must have the far key's type (the planner expands
+    /// only when every node type's key has one type) and a label must be text.
     pub(crate) fn new(
         input: LogicalPlan,
         (near, near_label): (&str, Option<&str>),
@@ -156,7 +154,18 @@ impl Expand {
             far_type,
             schema,
         };
-        expand.near_index(expand.input.schema())?;
+        let (near, near_label) = expand.near_index(expand.input.schema())?;
+        let fields = expand.input.schema().fields();
+        if KeyType::of(fields[near].data_type()) != Some(far_type)
+            || near_label.is_some_and(|label| fields[label].data_type() != &DataType::Utf8)
+        {
+            return Err(DataFusionError::Internal(format!(
+                "an expansion from {} ({}) to keys of {:?}",
+                expand.near,
+                fields[near].data_type(),
+                far_type
+            )));
+        }
         Ok(expand)
     }
 
@@ -397,11 +406,7 @@ impl ExecutionPlan for ExpandExec {
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
         let metrics = BaselineMetrics::new(&self.metrics, partition);
-        let resolved = self
-            .ways
-            .iter()
-            .map(|way| resolved(way, self.far_type))
-            .collect::<Result<Vec<_>>>()?;
+        let resolved = self.ways.iter().map(|way| way.resolved.clone()).collect();
         let expander = Arc::new(Expander {
             near: self.near,
             near_label: self.near_label,
@@ -592,7 +597,7 @@ impl Expander {
 /// An artifact's keys as the plan holds them, parsed and checked once: the key at each
 /// position, and for integer keys an index from key to position (a text key is found
 /// by the artifact's own search over its rendered keys).
-struct Resolved {
+pub(crate) struct Resolved {
     keys: ArrayRef,
     positions: Option<HashMap<i64, u32>>,
 }
@@ -622,13 +627,16 @@ impl Resolved {
     }
 }
 
-/// The parsed keys of `way`'s artifact, from the process's cache (keyed by the
-/// artifact's identity, which a handle keeps while it holds it) or parsed now. A key
+/// The parsed keys of `adjacency`, from the process's cache (keyed by the artifact's
+/// identity, which a handle keeps while it holds it) or parsed now; or why an
+/// expansion cannot read them (their text is longer than an Arrow column holds). A key
 /// that is not a key of `key_type` makes the artifact corrupt.
-fn resolved(way: &ExpandWay, key_type: KeyType) -> Result<Arc<Resolved>> {
+pub(crate) fn resolved(
+    adjacency: &Arc<Adjacency>,
+    key_type: KeyType,
+) -> omnigraph_core::Result<std::result::Result<Arc<Resolved>, String>> {
     type Cached = (Weak<Adjacency>, KeyType, Arc<Resolved>);
     static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
-    let adjacency = &way.adjacency;
     {
         let mut cache = CACHE
             .lock()
@@ -637,20 +645,32 @@ fn resolved(way: &ExpandWay, key_type: KeyType) -> Result<Arc<Resolved>> {
         if let Some((_, _, found)) = cache.iter().find(|(weak, kind, _)| {
             std::ptr::eq(weak.as_ptr(), Arc::as_ptr(adjacency)) && *kind == key_type
         }) {
-            return Ok(found.clone());
+            return Ok(Ok(found.clone()));
         }
     }
+    let corrupt = |why: String| {
+        OmniError::corrupt(
+            layout::adjacency_path(adjacency.table_id(), adjacency.version()),
+            why,
+        )
+    };
     let nodes = adjacency.nodes() as usize;
+    let text_bytes: usize = (0..nodes as u32).map(|p| adjacency.key(p).len()).sum();
+    if key_type == KeyType::Text && text_bytes > EXPAND_TEXT_KEY_BYTES_MAX {
+        return Ok(Err(format!(
+            "its keys take {text_bytes} bytes, more than one text column holds"
+        )));
+    }
     let mut keys = KeyColumn::new(key_type);
     let mut positions = (key_type != KeyType::Text).then(|| HashMap::with_capacity(nodes));
     for position in 0..nodes as u32 {
         let key = adjacency.key(position);
-        keys.push(key).map_err(|why| corrupt(way, why))?;
+        keys.push(key).map_err(corrupt)?;
         if let Some(positions) = &mut positions {
             // Parsed once more, as the number the plan compares.
             let number: i64 = key
                 .parse()
-                .map_err(|_| corrupt(way, format!("holds the key {key:?}, not a number")))?;
+                .map_err(|_| corrupt(format!("holds the key {key:?}, not a number")))?;
             positions.insert(number, position);
         }
     }
@@ -661,11 +681,15 @@ fn resolved(way: &ExpandWay, key_type: KeyType) -> Result<Arc<Resolved>> {
     let mut cache = CACHE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    cache.push((Arc::downgrade(adjacency), key_type, found.clone()));
+    if !cache.iter().any(|(weak, kind, _)| {
+        std::ptr::eq(weak.as_ptr(), Arc::as_ptr(adjacency)) && *kind == key_type
+    }) {
+        cache.push((Arc::downgrade(adjacency), key_type, found.clone()));
+    }
     while cache.len() > EXPAND_RESOLVED_CACHED_MAX {
         cache.remove(0);
     }
-    Ok(found)
+    Ok(Ok(found))
 }
 
 /// A key as the artifact renders it (`keys::render_key`): text quoted as JSON, a
@@ -683,8 +707,4 @@ fn render(column: &dyn Array, row: usize, out: &mut String) {
         }
         other => unreachable!("an expansion's near key is a key column, not {other}"),
     }
-}
-
-fn corrupt(way: &ExpandWay, why: String) -> DataFusionError {
-    DataFusionError::External(Box::new(OmniError::corrupt(way.path(), why)))
 }

@@ -95,7 +95,7 @@ impl<'a> Planner<'a> {
                 return Ok(None);
             }
             types = to_types.into_iter().collect();
-            let artifacts = self.expand_ways(&ways);
+            let artifacts = self.expand_ways(&ways)?;
             // One way over one artifact, loops kept: its degrees count its edges.
             let single = match &artifacts {
                 Ok(found) => match found.as_slice() {
@@ -430,7 +430,7 @@ fn conjuncts(predicate: &CypherExpr) -> Vec<&CypherExpr> {
 
 /// The variables `expression` reads, or `None` when it holds a subquery or pattern
 /// (whose variables are not only its own).
-fn variables(expression: &CypherExpr) -> Option<Vec<String>> {
+pub(super) fn variables(expression: &CypherExpr) -> Option<Vec<String>> {
     let mut found = BTreeSet::new();
     let mut pending = vec![expression];
     while let Some(next) = pending.pop() {

@@ -6,18 +6,24 @@ use open_cypher::ast::{
     ClauseKind, Expr, ExprKind, PathFactorKind, Pattern, ProjectionClause, ProjectionItemKind,
     Query, QueryKind,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// The names a query mentions, with how often, and whether it projects `*`.
-#[derive(Default)]
 pub(crate) struct Mentions {
     pub(crate) counts: HashMap<String, usize>,
     pub(crate) wildcard: bool,
+    /// The edge types its relationships name; `None` once one names none (it may walk
+    /// any edge type).
+    pub(crate) edge_types: Option<BTreeSet<String>>,
 }
 
 impl Mentions {
     pub(crate) fn of(query: &Query) -> Mentions {
-        let mut mentions = Mentions::default();
+        let mut mentions = Mentions {
+            counts: HashMap::new(),
+            wildcard: false,
+            edge_types: Some(BTreeSet::new()),
+        };
         mentions.query(query);
         mentions
     }
@@ -87,6 +93,15 @@ impl Mentions {
                         }
                     }
                     PathFactorKind::Relationship(relationship) => {
+                        let named = relationship
+                            .labels
+                            .as_ref()
+                            .map(super::pattern::label_names)
+                            .unwrap_or_default();
+                        match &mut self.edge_types {
+                            Some(types) if !named.is_empty() => types.extend(named),
+                            _ => self.edge_types = None,
+                        }
                         if let Some(variable) = &relationship.variable {
                             self.name(&variable.kind.text);
                         }

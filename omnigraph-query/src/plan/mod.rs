@@ -139,6 +139,14 @@ pub(crate) struct Planner<'a> {
     pub(crate) hops: Vec<String>,
 }
 
+/// The edge types `checked` may walk, or `None` for any (a relationship that names
+/// none): the only ones whose artifacts it needs.
+pub(crate) fn walked_edge_types(
+    checked: &CheckedQuery,
+) -> Option<std::collections::BTreeSet<String>> {
+    mentions::Mentions::of(&checked.query).edge_types
+}
+
 /// Compiles `checked` (checked against `catalog`) over `tables`.
 pub(crate) fn compile(
     checked: &CheckedQuery,
@@ -150,6 +158,7 @@ pub(crate) fn compile(
     let mentions::Mentions {
         counts: mentions,
         wildcard,
+        ..
     } = mentions::Mentions::of(&checked.query);
     let key_types: std::collections::HashSet<_> = catalog
         .types()

@@ -712,7 +712,7 @@ impl<'a> Planner<'a> {
             .map(|l| label_names(l).join("|"))
             .unwrap_or_default();
         let expansion = match (&unread, &relationship_name) {
-            (None, None) => self.expand_ways(&ways),
+            (None, None) => self.expand_ways(&ways)?,
             (Some(_), _) => Err("its first node is not read, so the hop reads every edge".into()),
             (None, Some(_)) => Err(
                 "the relationship is read, and an artifact holds no edge's id or properties".into(),
@@ -822,16 +822,17 @@ impl<'a> Planner<'a> {
 
     /// The artifacts that walk `ways`, when every edge type among them has one current
     /// at the commit and node keys keep their own types; otherwise why a hop over them
-    /// reads the edge tables.
+    /// reads the edge tables. An artifact whose keys are not keys of the node types is
+    /// corrupt (an error).
     pub(crate) fn expand_ways(
         &self,
         ways: &[Orientation<'a>],
-    ) -> std::result::Result<Vec<ExpandWay>, String> {
+    ) -> Result<std::result::Result<Vec<ExpandWay>, String>> {
         if ways.is_empty() {
-            return Err("no edge type fits both ends".into());
+            return Ok(Err("no edge type fits both ends".into()));
         }
         if self.text_keys {
-            return Err("node keys of several types are compared as text".into());
+            return Ok(Err("node keys of several types are compared as text".into()));
         }
         let mut found = Vec::with_capacity(ways.len());
         for way in ways {
@@ -839,16 +840,29 @@ impl<'a> Planner<'a> {
                 .catalog
                 .get(&way.to_type)
                 .map(|def| def.key_type().arrow_type());
-            if to_key.as_ref().and_then(KeyType::of).is_none() {
-                return Err(format!(
+            let Some(key_type) = to_key.as_ref().and_then(KeyType::of) else {
+                return Ok(Err(format!(
                     "{}'s key is not a key an artifact holds",
                     way.to_type
-                ));
-            }
+                )));
+            };
             let adjacency = match self.adjacency.get(way.def.name()) {
                 Some(Ok(adjacency)) => adjacency.clone(),
-                Some(Err(why)) => return Err(format!("no artifact of {}: {why}", way.def.name())),
-                None => return Err(format!("no artifact of {} was looked for", way.def.name())),
+                Some(Err(why)) => {
+                    return Ok(Err(format!("no artifact of {}: {why}", way.def.name())));
+                }
+                None => {
+                    return Ok(Err(format!(
+                        "no artifact of {} was looked for",
+                        way.def.name()
+                    )));
+                }
+            };
+            let resolved = match crate::exec::expand::resolved(&adjacency, key_type)? {
+                Ok(resolved) => resolved,
+                Err(why) => {
+                    return Ok(Err(format!("the artifact of {}: {why}", way.def.name())));
+                }
             };
             found.push(ExpandWay {
                 adjacency,
@@ -860,9 +874,10 @@ impl<'a> Planner<'a> {
                 from_type: way.from_type.clone(),
                 to_type: way.to_type.clone(),
                 skip_loops: way.skip_loops,
+                resolved,
             });
         }
-        Ok(found)
+        Ok(Ok(found))
     }
 
     /// `plan` expanded from `near` over `ways` (see [`Planner::expansion`]), with fresh
@@ -895,7 +910,12 @@ impl<'a> Planner<'a> {
             .first()
             .and_then(|way| self.catalog.get(&way.to_type))
             .and_then(|def| KeyType::of(&def.key_type().arrow_type()))
-            .ok_or_else(|| OmniError::internal("an expansion reaches a key no artifact holds"))?;
+            .ok_or_else(|| {
+                OmniError::internal(format!(
+                    "an expansion reaches a key no artifact holds (at byte {})",
+                    span.start
+                ))
+            })?;
         let node = Expand::new(
             plan,
             (&near.key, near.label.as_deref()),
@@ -903,7 +923,6 @@ impl<'a> Planner<'a> {
             (far, far_label),
             far_type,
         );
-        let _ = span;
         let node = self.internal(node)?;
         Ok(LogicalPlan::Extension(Extension {
             node: Arc::new(node),
@@ -1041,7 +1060,7 @@ impl<'a> Planner<'a> {
         if lower == 0 {
             reached.push(frontier.clone());
         }
-        let expansion = self.expand_ways(&ways);
+        let expansion = self.expand_ways(&ways)?;
         for depth in 1..=upper {
             if let Ok(expand_ways) = &expansion {
                 let current = NodeColumns {
@@ -1166,7 +1185,23 @@ fn walked_backward(factors: &[open_cypher::ast::PathFactor], env: &super::Env) -
             .is_some_and(|variable| env.contains_key(&variable.kind.text)),
         _ => false,
     };
-    factors.len() > 1 && !bound(factors.first()) && bound(factors.last())
+    // A property map or inline WHERE may read a variable the path binds before it
+    // (`(a)-->(b {age: a.age})`): walked backward, it would be read before it is bound.
+    let reads_variables = |expression: Option<&CypherExpr>| {
+        expression.is_some_and(|e| super::count::variables(e).is_none_or(|v| !v.is_empty()))
+    };
+    let self_contained = factors.iter().all(|factor| match &factor.kind {
+        PathFactorKind::Node(node) => {
+            !reads_variables(node.properties.as_deref())
+                && !reads_variables(node.where_clause.as_deref())
+        }
+        PathFactorKind::Relationship(relationship) => {
+            !reads_variables(relationship.properties.as_deref())
+                && !reads_variables(relationship.where_clause.as_deref())
+        }
+        _ => false,
+    });
+    factors.len() > 1 && self_contained && !bound(factors.first()) && bound(factors.last())
 }
 
 /// The path `factors` written from its last node to its first: each relationship's
