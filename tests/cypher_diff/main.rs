@@ -223,7 +223,7 @@ fn person_predicate(rng: &mut StdRng, v: &str, people: i64, is_null: bool) -> St
 /// A query and whether its rows are ordered (ORDER BY every column it returns).
 fn random_query(rng: &mut StdRng, people: i64) -> (String, bool) {
     // The pattern: its text and the Person variables it binds ("c" is a City).
-    let shape = rng.random_range(0..13);
+    let shape = rng.random_range(0..15);
     let (pattern, vars, city): (String, Vec<&str>, bool) = match shape {
         0 => ("MATCH (a:Person)".into(), vec!["a"], false),
         1 => (
@@ -283,6 +283,24 @@ fn random_query(rng: &mut StdRng, people: i64) -> (String, bool) {
                 rng.random_range(1..=2)
             ),
             vec!["a", "b"],
+            false,
+        ),
+        // A key the pattern fixes (a lookup of its edges), and a path walked from its
+        // bound end.
+        13 => (
+            format!(
+                "MATCH (a:Person {{id: {}}})-[k:Knows]-(b:Person)",
+                rng.random_range(0..people.max(1))
+            ),
+            vec!["a", "b"],
+            false,
+        ),
+        14 => (
+            format!(
+                "MATCH (b:Person {{id: {}}}) MATCH (a:Person)-[:Knows]->(m:Person)-[:Knows]->(b)",
+                rng.random_range(0..people.max(1))
+            ),
+            vec!["a", "b", "m"],
             false,
         ),
         11 => (

@@ -840,6 +840,18 @@ async fn hops_expand_through_the_adjacency_artifact_with_the_same_answers() {
     for text in more {
         before.push(bag(&graph, text).await);
     }
+    // Before optimize builds the artifacts: a hop from a node whose key the pattern
+    // fixes reads only that key's edges, through the edge table's index on `src`.
+    let point = "MATCH (a:Person {name: 'ada'})-[:Knows]->(b) RETURN b.name";
+    assert_eq!(bag(&graph, point).await, [json!(["bob"]), json!(["cy"])]);
+    let line = hop_line(&graph, point).await;
+    assert!(
+        line.contains("lookup of its key in the edge table's index on src"),
+        "{line}"
+    );
+    let plan = rows(&graph, &format!("EXPLAIN {point}")).await;
+    let plan = plan[0][0].as_str().unwrap();
+    assert!(plan.contains("full_filter=src = Utf8(\"ada\")"), "{plan}");
     graph.maintenance().optimize().await.unwrap();
     let all: Vec<&str> = checked.iter().map(|(text, _)| *text).chain(more).collect();
     for (text, answer) in all.iter().zip(&before) {
@@ -876,10 +888,20 @@ async fn hops_expand_through_the_adjacency_artifact_with_the_same_answers() {
         .insert_json("Knows", objects(json!([{"src": "ada", "dst": "fay"}])))
         .await
         .unwrap();
+    // (From ada, whose key the pattern fixes: a lookup through the index.)
     let line = hop_line(&graph, one_hop).await;
     assert!(
-        line.contains("hash join") && line.contains("no artifact"),
+        line.contains("lookup of its key") && line.contains("no artifact"),
         "{line}"
+    );
+    let every = hop_line(
+        &graph,
+        "MATCH (a:Person)-[:Knows]->(b) RETURN a.name, b.name",
+    )
+    .await;
+    assert!(
+        every.contains("hash join") && every.contains("no artifact"),
+        "{every}"
     );
     assert_eq!(
         bag(&graph, one_hop).await,

@@ -141,7 +141,7 @@ impl<'a> Planner<'a> {
                         "a count over several ways or with loops skipped reads every edge".into()
                     });
                     how.push(format!("a join with the edge table: {why}"));
-                    let (edges, ends, _) = self.edges(&ways, None, *at)?;
+                    let (edges, ends, _) = self.edges(&ways, None, None, *at)?;
                     match frontier {
                         None => (
                             edges,

@@ -137,6 +137,10 @@ pub(crate) struct Planner<'a> {
     pub(crate) text_keys: bool,
     fresh: usize,
     pub(crate) hops: Vec<String>,
+    /// Node key columns whose value a pattern fixed to a constant (`{id: 12345}`), by
+    /// column: a hop from such a node reads only its edges, through the edge table's
+    /// `src`/`dst` index.
+    pub(crate) fixed_keys: HashMap<String, Expr>,
 }
 
 /// The edge types `checked` may walk, or `None` for any (a relationship that names
@@ -177,6 +181,7 @@ pub(crate) fn compile(
         text_keys: key_types.len() > 1,
         fresh: 0,
         hops: Vec::new(),
+        fixed_keys: HashMap::new(),
     };
     if let Some(plan) = planner.count_paths(&checked.query)? {
         return Ok(Compiled {

@@ -265,8 +265,38 @@ impl<'a> Planner<'a> {
                 unit: false,
             }
         };
-        rows.env.insert(name.to_string(), Entity::Node(columns));
-        self.node_properties(name, node, rows)
+        rows.env
+            .insert(name.to_string(), Entity::Node(columns.clone()));
+        let mut rows = self.node_properties(name, node, rows)?;
+        if let (Some(map), [only]) = (&node.properties, types.as_slice()) {
+            self.fix_key(map, only, &columns.key, &mut rows)?;
+        }
+        Ok(rows)
+    }
+
+    /// Notes that the key column `key` of a node of `node_type` holds one constant when
+    /// the property map `map` sets its key property to a value that reads no variable.
+    fn fix_key(
+        &mut self,
+        map: &CypherExpr,
+        node_type: &str,
+        key: &str,
+        rows: &mut Rows,
+    ) -> Result<()> {
+        let (ExprKind::Map(entries), Some(def)) = (&map.kind, self.catalog.get(node_type)) else {
+            return Ok(());
+        };
+        if self.text_keys {
+            return Ok(());
+        }
+        for entry in entries {
+            let constant = super::count::variables(&entry.value).is_some_and(|v| v.is_empty());
+            if entry.key.kind.text == def.key_column() && constant {
+                let value = self.expression(&entry.value, rows, Context::Row)?;
+                self.fixed_keys.insert(key.to_string(), value);
+            }
+        }
+        Ok(())
     }
 
     /// Keeps the rows where the bound node `bound` is of one of `types`.
@@ -529,6 +559,7 @@ impl<'a> Planner<'a> {
         &mut self,
         ways: &[Orientation<'a>],
         relationship: Option<&str>,
+        near: Option<&Expr>,
         span: Span,
     ) -> Result<(LogicalPlan, Ends, Option<RelationshipColumns>)> {
         let from_types: BTreeSet<String> = ways.iter().map(|w| w.from_type.clone()).collect();
@@ -586,6 +617,12 @@ impl<'a> Planner<'a> {
                 items.extend(self.property_items(way.def, &table, properties));
             }
             let mut scan = scan;
+            if let Some(value) = near {
+                // The near node's key is one constant: only its edges, which the
+                // edge table's index on that end finds.
+                let end = Expr::Column(Column::new(Some(table.clone()), from));
+                scan = self.df(span, scan.filter(end.eq(value.clone())))?;
+            }
             if way.skip_loops {
                 // An undirected pattern meets a loop once, not once each way.
                 let src = Expr::Column(Column::new(Some(table.clone()), "src"));
@@ -736,10 +773,19 @@ impl<'a> Planner<'a> {
             }
             Err(why) => why,
         };
+        let near = match (&unread, rows.env.get(left_name)) {
+            (None, Some(Entity::Node(left))) => self.fixed_keys.get(&left.key).cloned(),
+            _ => None,
+        };
         let (edges, ends, relationship_columns) =
-            self.edges(&ways, relationship_name.as_deref(), span)?;
+            self.edges(&ways, relationship_name.as_deref(), near.as_ref(), span)?;
+        let how = if near.is_some() {
+            "a lookup of its key in the edge table's index on"
+        } else {
+            "hash join on the edge table's"
+        };
         self.hops.push(format!(
-            "{left_name}-[{labels}]-{right_name}: hash join on the edge table's {} ({}): {why}",
+            "{left_name}-[{labels}]-{right_name}: {how} {} ({}): {why}",
             if ways.iter().all(|w| !w.backward) {
                 "src"
             } else {
@@ -1092,7 +1138,7 @@ impl<'a> Planner<'a> {
                 }
                 continue;
             }
-            let (edges, ends, _) = self.edges(&ways, None, span)?;
+            let (edges, ends, _) = self.edges(&ways, None, None, span)?;
             let current = NodeColumns {
                 types: node_types.iter().cloned().collect(),
                 key: at.clone(),
