@@ -32,8 +32,8 @@ pub const QUERY_COLUMNS_MAX: usize = 1_024;
 pub const EXPAND_BATCH_ROWS_MAX: usize = 8_192;
 
 /// The most adjacency artifacts whose keys, parsed and indexed for expansion, the
-/// process keeps (least recently parsed go first; an entry also goes once no handle
-/// holds its artifact).
+/// process keeps (the first parsed go first; an entry whose artifact no handle holds
+/// any more goes at the next parse).
 pub const EXPAND_RESOLVED_CACHED_MAX: usize = 16;
 
 /// The most bytes of text keys an expansion reads from one artifact: what one Arrow

@@ -990,10 +990,13 @@ async fn a_path_is_walked_from_its_bound_end() {
     let text = "MATCH (b:Person {name: 'ada'}) MATCH (f:Person)-[:Knows]->(b) WHERE f.age > 20 RETURN f.name";
     assert_eq!(bag(&graph, text).await, [json!(["cy"])]);
     let line = hop_line(&graph, text).await;
-    assert!(line.starts_with("hop b-[Knows]-f"), "{line}");
+    assert!(
+        line.starts_with("hop b-[Knows]-f: a lookup of its key in the edge table's index on dst"),
+        "{line}"
+    );
     // A property map that reads the path's first node keeps the path as written.
-    let reads_first = "MATCH (b:Person {name: 'ada'}) MATCH (f:Person)-[:Knows]->(b {age: f.age + 0 * f.age}) RETURN f.name";
-    assert_eq!(bag(&graph, reads_first).await, Vec::<Value>::new());
+    let reads_first = "MATCH (b:Person {name: 'ada'}) MATCH (f:Person)-[:Knows]->(b {age: f.age - 5}) RETURN f.name";
+    assert_eq!(bag(&graph, reads_first).await, [json!(["cy"])]);
     let line = hop_line(&graph, reads_first).await;
     assert!(line.starts_with("hop f-[Knows]-b"), "{line}");
     let both = "MATCH (b:Person {name: 'ada'}) MATCH (f:Person)-[:Knows]->(m)<-[:Knows]-(b) RETURN f.name, m.name";

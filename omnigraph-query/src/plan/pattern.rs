@@ -786,10 +786,13 @@ impl<'a> Planner<'a> {
         };
         self.hops.push(format!(
             "{left_name}-[{labels}]-{right_name}: {how} {} ({}): {why}",
-            if ways.iter().all(|w| !w.backward) {
-                "src"
-            } else {
-                "src/dst"
+            match (
+                ways.iter().any(|w| !w.backward),
+                ways.iter().any(|w| w.backward)
+            ) {
+                (true, true) => "src/dst",
+                (false, true) => "dst",
+                _ => "src",
             },
             ways.iter()
                 .map(|w| w.def.name())
