@@ -373,7 +373,7 @@ fn running(error: DataFusionError, budget: usize) -> OmniError {
             other => OmniError::query_failed(QueryFailure::Evaluation, other.to_string()),
         },
         DataFusionError::External(source) => match source.downcast::<OmniError>() {
-            // Raised by our own operators (an artifact that failed its checks).
+            // A typed error an operator of ours raised while the query ran.
             Ok(ours) => *ours,
             Err(source) => match source.downcast::<omnigraph_core::lance::Error>() {
                 Ok(lance) => OmniError::from_lance("query", *lance),
