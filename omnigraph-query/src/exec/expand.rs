@@ -28,7 +28,6 @@ use omnigraph_publish::adjacency::{Adjacency, AdjacencyWay};
 use omnigraph_publish::layout;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -226,12 +225,7 @@ impl Expand {
     pub(crate) fn plan(&self, input: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
         let (near, near_label) = self.near_index(self.input.schema())?;
         let schema: SchemaRef = Arc::new(self.schema.as_arrow().clone());
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            input.properties().output_partitioning().clone(),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
+        let properties = ExpandExec::properties_of(&schema, input.as_ref());
         Ok(Arc::new(ExpandExec {
             input,
             near,
@@ -347,6 +341,18 @@ pub(crate) struct ExpandExec {
     metrics: ExecutionPlanMetricsSet,
 }
 
+impl ExpandExec {
+    /// Its input's partitioning, emitted as rows arrive.
+    fn properties_of(schema: &SchemaRef, input: &dyn ExecutionPlan) -> PlanProperties {
+        PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            input.properties().output_partitioning().clone(),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+    }
+}
+
 impl DisplayAs for ExpandExec {
     fn fmt_as(&self, _: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         write!(
@@ -380,12 +386,7 @@ impl ExecutionPlan for ExpandExec {
                 children.len()
             ))
         })?;
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(self.schema.clone()),
-            input.properties().output_partitioning().clone(),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
+        let properties = ExpandExec::properties_of(&self.schema, input.as_ref());
         Ok(Arc::new(ExpandExec {
             input,
             near: self.near,
@@ -603,7 +604,13 @@ pub(crate) struct Resolved {
 }
 
 impl Resolved {
-    /// The position of the key in `near` at `row`, when an edge names it.
+    /// The key at each of the artifact's positions, as the plan holds keys.
+    pub(crate) fn keys(&self) -> &ArrayRef {
+        &self.keys
+    }
+
+    /// The position of the key in `near` at `row`, when an edge names it: an integer
+    /// by its number, a text key (no index of numbers) by the artifact's search.
     fn position(
         &self,
         near: &dyn Array,
@@ -620,7 +627,7 @@ impl Resolved {
                 .copied(),
             _ => {
                 rendered.clear();
-                render(near, row, rendered);
+                omnigraph_core::keys::push_text_key(rendered, near.as_string::<i32>().value(row));
                 way.adjacency.position(rendered)
             }
         }
@@ -665,22 +672,29 @@ pub(crate) fn resolved(
         }
     }
     let mut keys = KeyColumn::new(key_type);
-    let mut positions = (key_type != KeyType::Text).then(|| HashMap::with_capacity(nodes));
     for position in 0..nodes as u32 {
-        let key = adjacency.key(position);
-        keys.push(key).map_err(corrupt)?;
-        if let Some(positions) = &mut positions {
-            // Parsed once more, as the number the plan compares.
-            let number: i64 = key
-                .parse()
-                .map_err(|_| corrupt(format!("holds the key {key:?}, not a number")))?;
-            positions.insert(number, position);
-        }
+        keys.push(adjacency.key(position)).map_err(corrupt)?;
     }
-    let found = Arc::new(Resolved {
-        keys: keys.finish(),
-        positions,
+    let keys = keys.finish();
+    // Integer keys are found by their number; text keys by the artifact's own search.
+    let numbers: Option<Vec<i64>> = match key_type {
+        KeyType::Text => None,
+        KeyType::Int32 => Some(
+            keys.as_primitive::<Int32Type>()
+                .values()
+                .iter()
+                .map(|&number| i64::from(number))
+                .collect(),
+        ),
+        KeyType::Int64 => Some(keys.as_primitive::<Int64Type>().values().to_vec()),
+    };
+    let positions = numbers.map(|numbers| {
+        numbers
+            .into_iter()
+            .zip(0u32..)
+            .collect::<HashMap<i64, u32>>()
     });
+    let found = Arc::new(Resolved { keys, positions });
     let mut cache = CACHE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -693,21 +707,4 @@ pub(crate) fn resolved(
         cache.remove(0);
     }
     Ok(Ok(found))
-}
-
-/// A key as the artifact renders it (`keys::render_key`): text quoted as JSON, a
-/// number in decimal.
-fn render(column: &dyn Array, row: usize, out: &mut String) {
-    match column.data_type() {
-        DataType::Utf8 => {
-            omnigraph_core::keys::push_text_key(out, column.as_string::<i32>().value(row))
-        }
-        DataType::Int32 => {
-            let _ = write!(out, "{}", column.as_primitive::<Int32Type>().value(row));
-        }
-        DataType::Int64 => {
-            let _ = write!(out, "{}", column.as_primitive::<Int64Type>().value(row));
-        }
-        other => unreachable!("an expansion's near key is a key column, not {other}"),
-    }
 }

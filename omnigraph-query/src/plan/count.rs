@@ -14,18 +14,17 @@
 
 use super::pattern::{hops, node_name};
 use super::{Entity, Planner, Rows, column};
-use crate::exec::expand::{ExpandWay, KeyColumn, KeyType};
-use datafusion::arrow::array::{Int64Builder, RecordBatch};
+use crate::exec::expand::ExpandWay;
+use datafusion::arrow::array::{Int64Builder, RecordBatch, UInt32Builder};
+use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::JoinType;
 use datafusion::common::{DataFusionError, TableReference};
 use datafusion::datasource::{MemTable, provider_as_source};
 use datafusion::functions_aggregate::expr_fn as agg;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
-use omnigraph_core::OmniError;
 use omnigraph_core::Result;
 use omnigraph_publish::adjacency::AdjacencyWay;
-use omnigraph_publish::layout;
 use open_cypher::Span;
 use open_cypher::ast::{
     BinaryOperator, ClauseKind, Expr as CypherExpr, ExprKind, MatchClause, NodePattern,
@@ -208,42 +207,33 @@ impl<'a> Planner<'a> {
         end: End,
         span: Span,
     ) -> Result<(LogicalPlan, String, String)> {
-        let (direction, node_type) = match (end, way.direction) {
-            (End::Near, direction) => (direction, &way.from_type),
-            (End::Far, AdjacencyWay::Out) => (AdjacencyWay::In, &way.to_type),
-            (End::Far, AdjacencyWay::In) => (AdjacencyWay::Out, &way.to_type),
+        let direction = match (end, way.direction) {
+            (End::Near, direction) => direction,
+            (End::Far, AdjacencyWay::Out) => AdjacencyWay::In,
+            (End::Far, AdjacencyWay::In) => AdjacencyWay::Out,
         };
-        let key_type = self
-            .catalog
-            .get(node_type)
-            .and_then(|def| KeyType::of(&def.key_type().arrow_type()))
-            .ok_or_else(|| {
-                OmniError::internal("a count reads degrees of a key no artifact holds")
-            })?;
-        let mut keys = KeyColumn::new(key_type);
+        // The keys were parsed and checked when the hop was planned: take them by
+        // position (an artifact lists its degrees in position order).
+        let mut positions = UInt32Builder::new();
         let mut degrees = Int64Builder::new();
-        for (key, degree) in way.adjacency.degrees(direction) {
+        for (position, (_, degree)) in way.adjacency.degrees(direction).enumerate() {
             if degree == 0 {
                 continue;
             }
-            keys.push(key).map_err(|why| {
-                OmniError::corrupt(
-                    layout::adjacency_path(way.adjacency.table_id(), way.adjacency.version()),
-                    why,
-                )
-            })?;
+            positions.append_value(position as u32);
             degrees.append_value(i64::try_from(degree).unwrap_or(i64::MAX));
         }
+        let keys = self.internal(
+            take(way.resolved.keys().as_ref(), &positions.finish(), None)
+                .map_err(DataFusionError::from),
+        )?;
         let key = self.fresh("at");
         let degree = self.fresh("degree");
         let schema = Arc::new(Schema::new(vec![
-            Field::new(&key, key_type.data_type(), false),
+            Field::new(&key, keys.data_type().clone(), false),
             Field::new(&degree, DataType::Int64, false),
         ]));
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![keys.finish(), Arc::new(degrees.finish())],
-        );
+        let batch = RecordBatch::try_new(schema.clone(), vec![keys, Arc::new(degrees.finish())]);
         let batch = self.internal(batch.map_err(DataFusionError::from))?;
         let table = self.internal(MemTable::try_new(schema, vec![vec![batch]]))?;
         let scan = LogicalPlanBuilder::scan(

@@ -562,8 +562,7 @@ impl<'a> Planner<'a> {
         near: Option<&Expr>,
         span: Span,
     ) -> Result<(LogicalPlan, Ends, Option<RelationshipColumns>)> {
-        let from_types: BTreeSet<String> = ways.iter().map(|w| w.from_type.clone()).collect();
-        let to_types: BTreeSet<String> = ways.iter().map(|w| w.to_type.clone()).collect();
+        let (from_types, to_types) = end_types(ways);
         let hint = relationship.unwrap_or("edge");
         let ends = Ends {
             from: self.fresh(&format!("{hint}_from")),
