@@ -20,7 +20,7 @@ use crate::commit::{CommitOperation, GraphCommit};
 use crate::jsonl_rows::LineRows;
 use crate::limits::{
     APPEND_GATHER_BYTES_MAX, APPEND_STREAM_BATCHES_MAX, APPEND_STREAM_BYTES_MAX,
-    INGEST_BATCH_BYTES_MAX, INGEST_BATCH_ROWS_MAX, KEY_CACHE_EXTEND_KEYS_MAX, KEY_RECHECK_KEYS_MAX,
+    ENDPOINT_NUMBERS_KEPT_MAX, INGEST_BATCH_BYTES_MAX, INGEST_BATCH_ROWS_MAX, KEY_CACHE_EXTEND_KEYS_MAX, KEY_RECHECK_KEYS_MAX,
     LOSSES_BEFORE_RESERVING_MAX, MERGE_RETAINED_BYTES_MAX,
 };
 use crate::omnigraph::Omnigraph;
@@ -34,7 +34,9 @@ use crate::staging::{AppendWrite, Staging};
 use futures::StreamExt;
 use omnigraph_core::adapter::{self, StagedLink};
 use omnigraph_core::arrow_array::RecordBatch;
-use omnigraph_core::schema::{Catalog, DeclKind, EDGE_ID_COLUMN, TypeDef};
+use omnigraph_core::schema::{
+    Catalog, DeclKind, EDGE_DST_COLUMN, EDGE_ID_COLUMN, EDGE_SRC_COLUMN, TypeDef,
+};
 use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result, seams};
 use omnigraph_publish::CommitAttempts;
 use omnigraph_publish::writer::WriteStart;
@@ -108,6 +110,10 @@ pub(crate) struct Ingest<'a> {
     /// its first edge row, tagged as in `pending`; one per distinct node key, within the
     /// load budget.
     referenced: BTreeMap<String, SpillKeys>,
+    /// Per node type with an integer key, numbers known to be its keys: in the call's
+    /// key set or in `referenced`. A cache of those sets, up to
+    /// [`ENDPOINT_NUMBERS_KEPT_MAX`] each.
+    node_numbers: HashMap<String, foldhash::HashSet<i64>>,
     /// Sources and edge type names that [`RowRef`]s point at.
     names: Vec<String>,
     rows: BTreeMap<String, u64>,
@@ -142,6 +148,7 @@ impl<'a> Ingest<'a> {
             pending: BTreeMap::new(),
             checked: BTreeMap::new(),
             referenced: BTreeMap::new(),
+            node_numbers: HashMap::new(),
             names: Vec::new(),
             rows: BTreeMap::new(),
             merged: Some(Vec::new()),
@@ -489,8 +496,13 @@ impl<'a> Ingest<'a> {
             return Err(conflict);
         }
         if let DeclKind::Edge { from, to } = type_def.kind() {
-            self.resolve_endpoints(type_name, (from, to), sources, &typed.endpoints)
-                .await?;
+            self.resolve_endpoints(
+                type_name,
+                (from, to),
+                sources,
+                (&typed.endpoints, &typed.batch),
+            )
+            .await?;
         }
         let pin = self.base.require_pin_of_type(type_name)?.clone();
         if !self.staging.has_chain(&pin.table_id) {
@@ -705,16 +717,40 @@ impl<'a> Ingest<'a> {
     /// Resolves the endpoints of a batch of edges as it is staged: against the nodes of
     /// the call so far, then in one lookup per node type against the base's table. Keys
     /// found in the table are kept once each (to check again on a new head); the rest
-    /// wait for the end of the call, when every node of the call is known.
+    /// wait for the end of the call, when every node of the call is known. `batch` is
+    /// the edges' rows: integer endpoints are looked up by their numbers first.
     async fn resolve_endpoints(
         &mut self,
         edge_type: &str,
         (from, to): (&String, &String),
         sources: &BatchSources,
-        endpoints: &[KeyColumn; 2],
+        (endpoints, batch): (&[KeyColumn; 2], &RecordBatch),
     ) -> Result<()> {
         assert_eq!(endpoints[0].len(), sources.len(), "one src per edge");
         assert_eq!(endpoints[1].len(), sources.len(), "one dst per edge");
+        assert_eq!(batch.num_rows(), sources.len(), "one row per edge");
+        let numbers = [EDGE_SRC_COLUMN, EDGE_DST_COLUMN].map(|name| {
+            batch
+                .column_by_name(name)
+                .and_then(|column| EndNumbers::of(column.as_ref()))
+        });
+        // Each end's node type's known numbers, taken out while the sets are read (an
+        // edge type from a type to itself shares one).
+        let mut known_numbers: Vec<(String, foldhash::HashSet<i64>)> = Vec::new();
+        let mut number_set = [0usize; 2];
+        for (role, node_type) in [from, to].into_iter().enumerate() {
+            if numbers[role].is_none() {
+                continue;
+            }
+            number_set[role] = match known_numbers.iter().position(|(t, _)| t == node_type) {
+                Some(at) => at,
+                None => {
+                    let set = self.node_numbers.remove(node_type).unwrap_or_default();
+                    known_numbers.push((node_type.clone(), set));
+                    known_numbers.len() - 1
+                }
+            };
+        }
         // Per node type: the edge's position in the batch, the endpoint's role (an index
         // into ROLES) and its key.
         let mut unresolved: BTreeMap<&str, Vec<(usize, u32, &str)>> = BTreeMap::new();
@@ -722,12 +758,30 @@ impl<'a> Ingest<'a> {
             // Each node type's sets, found once per batch rather than per endpoint.
             let sets = |node_type: &str| (self.keys.get(node_type), self.referenced.get(node_type));
             let ends = [(0u32, from, sets(from)), (1u32, to, sets(to))];
+            // Per role, the previous row's key when it was found: edges are often
+            // grouped by an end (a node's edges together), and comparing with the row
+            // before costs less than a lookup in a set larger than the caches.
+            let mut found_before: [Option<&str>; 2] = [None, None];
             for at in 0..sources.len() {
                 for (role, node_type, (in_call, known)) in &ends {
-                    let key = endpoints[*role as usize].get(at);
+                    let role_at = *role as usize;
+                    let key = endpoints[role_at].get(at);
+                    let number = numbers[role_at].as_ref().map(|numbers| numbers.get(at));
+                    let before = &mut found_before[role_at];
+                    let found = *before == Some(key)
+                        || number.is_some_and(|number| {
+                            known_numbers[number_set[role_at]].1.contains(&number)
+                        });
                     // A key that spilled is missed here and found when the call ends.
-                    let found = in_call.is_some_and(|keys| keys.held_in_memory(key))
-                        || known.is_some_and(|keys| keys.held_in_memory(key));
+                    let found = found || {
+                        let held = in_call.is_some_and(|keys| keys.held_in_memory(key))
+                            || known.is_some_and(|keys| keys.held_in_memory(key));
+                        if held && let Some(number) = number {
+                            keep_number(&mut known_numbers[number_set[role_at]].1, number);
+                        }
+                        held
+                    };
+                    *before = found.then_some(key);
                     if !found {
                         unresolved
                             .entry(node_type.as_str())
@@ -758,7 +812,12 @@ impl<'a> Ingest<'a> {
                 let tag = edge_type_name << 1 | role;
                 let first = RowRef::new(source_name, tag, line, row);
                 let budget = self.handle.load_budget();
-                let kept = if found.contains(key) {
+                let held = found.contains(key);
+                let kept = if held {
+                    if let Some(numbers) = &numbers[role as usize] {
+                        let set = &mut known_numbers[number_set[role as usize]].1;
+                        keep_number(set, numbers.get(at));
+                    }
                     &mut self.referenced
                 } else {
                     &mut self.pending
@@ -769,6 +828,7 @@ impl<'a> Ingest<'a> {
                     .insert(key, first)?;
             }
         }
+        self.node_numbers.extend(known_numbers);
         Ok(())
     }
 
@@ -1240,6 +1300,46 @@ fn key_conflict(
 }
 
 /// The bytes of a batch's Arrow buffers (the slices it uses, not their capacity).
+/// The integer endpoints of a batch of edges, one per row (an endpoint is never null).
+enum EndNumbers<'a> {
+    Int64(&'a [i64]),
+    Int32(&'a [i32]),
+}
+
+impl<'a> EndNumbers<'a> {
+    /// The numbers of an endpoint column, when its keys are integers without nulls.
+    fn of(column: &'a dyn omnigraph_core::arrow_array::Array) -> Option<EndNumbers<'a>> {
+        use omnigraph_core::arrow_array::cast::AsArray;
+        use omnigraph_core::arrow_array::types::{Int32Type, Int64Type};
+        if column.null_count() > 0 {
+            return None;
+        }
+        match column.data_type() {
+            omnigraph_core::arrow_schema::DataType::Int64 => Some(EndNumbers::Int64(
+                column.as_primitive::<Int64Type>().values(),
+            )),
+            omnigraph_core::arrow_schema::DataType::Int32 => Some(EndNumbers::Int32(
+                column.as_primitive::<Int32Type>().values(),
+            )),
+            _ => None,
+        }
+    }
+
+    fn get(&self, at: usize) -> i64 {
+        match self {
+            EndNumbers::Int64(numbers) => numbers[at],
+            EndNumbers::Int32(numbers) => i64::from(numbers[at]),
+        }
+    }
+}
+
+/// Adds `number` to a node type's known numbers, while they are fewer than their bound.
+fn keep_number(numbers: &mut foldhash::HashSet<i64>, number: i64) {
+    if numbers.len() < ENDPOINT_NUMBERS_KEPT_MAX {
+        numbers.insert(number);
+    }
+}
+
 fn batch_bytes(batch: &RecordBatch) -> usize {
     batch
         .columns()

@@ -702,3 +702,61 @@ async fn a_bad_csv_value_names_its_field_line_and_value() {
         "{said}"
     );
 }
+
+/// Integer endpoints are checked by their numbers once a batch has found them (and by
+/// the row before, when edges come grouped by an end): a missing node is still refused
+/// at the first row that names it, past the first batch, and a good file loads every
+/// edge.
+#[tokio::test]
+async fn integer_endpoints_over_many_batches_are_checked_to_the_row() {
+    use arrow_array::Int64Array;
+    const INT_SCHEMA: &str = "
+node N { id: Int64 @key }
+edge E: N -> N
+";
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, INT_SCHEMA).await.unwrap();
+    let nodes: Vec<serde_json::Value> = (0..1000).map(|id| json!({"id": id})).collect();
+    graph
+        .insert_json("N", objects(serde_json::Value::Array(nodes)))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let rows = 20_000_i64;
+    // Grouped by src, twenty edges each; dst spread over every node.
+    let src: Vec<i64> = (0..rows).map(|row| row / 20).map(|n| n % 1000).collect();
+    let good_dst: Vec<i64> = (0..rows).map(|row| (row * 7) % 1000).collect();
+    let mut bad_dst = good_dst.clone();
+    // Twice in a row, past the first two batches of 8,192: the first is named.
+    bad_dst[17_000] = 5000;
+    bad_dst[17_001] = 5000;
+    let edges = |dst: &[i64]| {
+        batch(vec![
+            ("src", Arc::new(Int64Array::from(src.clone())) as ArrayRef),
+            ("dst", Arc::new(Int64Array::from(dst.to_vec())) as ArrayRef),
+        ])
+    };
+    let head = graph.head().await.unwrap();
+    let path = write(dir.path(), "bad_edges", InputFormat::Parquet, &edges(&bad_dst));
+    let error = load(&graph, &path, InputFormat::Parquet, "E")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    assert_eq!(error.evidence(), &omnigraph_core::Evidence::BeforeEffect);
+    let OmniError::BadInput { location, .. } = &error else {
+        panic!("{error}");
+    };
+    assert_eq!(location.row, Some(17_000), "{error}");
+    assert_eq!(location.field.as_deref(), Some("dst"), "{error}");
+    assert!(error.to_string().contains("5000"), "{error}");
+    assert_eq!(graph.head().await.unwrap(), head, "nothing published");
+    let path = write(dir.path(), "good_edges", InputFormat::Parquet, &edges(&good_dst));
+    assert_eq!(
+        load(&graph, &path, InputFormat::Parquet, "E").await.unwrap(),
+        rows as u64
+    );
+    assert_eq!(
+        graph.count("E", None, &CommitRef::Head).await.unwrap(),
+        rows as u64
+    );
+}
