@@ -40,6 +40,12 @@ pub const EXPAND_RESOLVED_CACHED_MAX: usize = 16;
 /// text column holds (32-bit offsets). A larger artifact's hops join the edge table.
 pub const EXPAND_TEXT_KEY_BYTES_MAX: usize = i32::MAX as usize;
 
+// exec/edge_scan.rs
+/// The most distinct keys a hop joining an edge table looks up in the table's `src` or
+/// `dst` index: a hop from more nodes reads every edge. Past a few thousand keys, a
+/// lookup takes about as many scattered reads as there are edges in a page.
+pub const EXPAND_LOOKUP_KEYS_MAX: usize = 1_024;
+
 // run.rs
 /// The memory a query's operators may hold at once when the caller names no budget:
 /// past it a sort or an aggregate spills to disk and a join fails with a typed error.

@@ -3,7 +3,7 @@
 //! of the query's budget. Rows stream as Arrow record batches.
 
 use crate::check::{Mode, check};
-use crate::limits::{QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
+use crate::limits::{EXPAND_LOOKUP_KEYS_MAX, QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
 use crate::plan::{Adjacencies, Tables, compile, walked_edge_types};
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -169,7 +169,12 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
         .build_arc()
         .map_err(|error| running(error, options.memory_bytes))?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let config = SessionConfig::new().with_target_partitions(threads);
+    let mut config = SessionConfig::new().with_target_partitions(threads);
+    // A hop that joins an edge table hands the join's keys to the table's scan, which
+    // looks them up in the end's index when they are few (exec/edge_scan.rs).
+    let optimizer = &mut config.options_mut().optimizer;
+    optimizer.enable_join_dynamic_filter_pushdown = true;
+    optimizer.hash_join_inlist_pushdown_max_distinct_values = EXPAND_LOOKUP_KEYS_MAX;
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_runtime_env(runtime)

@@ -1,6 +1,7 @@
 //! The operators of our own that plans hold, as DataFusion `ExecutionPlan`s with
 //! declared partitioning, and the physical planner that knows them.
 
+pub(crate) mod edge_scan;
 pub(crate) mod expand;
 
 use async_trait::async_trait;

@@ -8,11 +8,14 @@
 //! so the edge's `src` or `dst` is the node.
 
 use super::{Context, Entity, NodeColumns, Planner, RelationshipColumns, Rows, column};
+use crate::exec::edge_scan::EdgeTable;
+use crate::limits::EXPAND_LOOKUP_KEYS_MAX;
 use crate::exec::expand::{Expand, ExpandWay, KeyType};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Column, JoinType, ScalarValue, TableReference};
-use datafusion::datasource::provider_as_source;
+use datafusion::datasource::{TableProvider, provider_as_source};
 use datafusion::logical_expr::{Expr, Extension, LogicalPlan, LogicalPlanBuilder, lit};
+use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::datafusion::LanceTableProvider;
 use omnigraph_core::schema::{DeclKind, PropertyType, TypeDef};
 use omnigraph_core::{OmniError, Result};
@@ -490,17 +493,40 @@ impl<'a> Planner<'a> {
 
     /// A scan of `def`'s table at the commit's pinned version.
     fn scan(&mut self, def: &TypeDef, span: Span) -> Result<(LogicalPlanBuilder, TableReference)> {
-        let Some(dataset) = self.tables.get(def.name()) else {
-            return Err(OmniError::internal(format!(
+        let dataset = self.dataset(def, span)?;
+        let provider = LanceTableProvider::new_with_ordering(dataset, false, false, false);
+        self.scan_of(def, Arc::new(provider), span)
+    }
+
+    /// A scan of the edge table of `def` that a hop joins: it looks the join's keys up
+    /// in the table's index on the end it meets when they are few (`EdgeTable`).
+    fn scan_edges(
+        &mut self,
+        def: &TypeDef,
+        span: Span,
+    ) -> Result<(LogicalPlanBuilder, TableReference)> {
+        let dataset = self.dataset(def, span)?;
+        self.scan_of(def, Arc::new(EdgeTable::new(dataset)), span)
+    }
+
+    fn dataset(&self, def: &TypeDef, span: Span) -> Result<Arc<Dataset>> {
+        self.tables.get(def.name()).cloned().ok_or_else(|| {
+            OmniError::internal(format!(
                 "the commit's tables hold none for {} (at byte {} of the query)",
                 def.name(),
                 span.start
-            )));
-        };
-        let provider = LanceTableProvider::new_with_ordering(dataset.clone(), false, false, false);
+            ))
+        })
+    }
+
+    fn scan_of(
+        &mut self,
+        def: &TypeDef,
+        provider: Arc<dyn TableProvider>,
+        span: Span,
+    ) -> Result<(LogicalPlanBuilder, TableReference)> {
         let table = TableReference::bare(self.fresh(def.name()));
-        let scan =
-            LogicalPlanBuilder::scan(table.clone(), provider_as_source(Arc::new(provider)), None);
+        let scan = LogicalPlanBuilder::scan(table.clone(), provider_as_source(provider), None);
         Ok((self.df(span, scan)?, table))
     }
 
@@ -585,7 +611,7 @@ impl<'a> Planner<'a> {
         });
         let mut branches = Vec::with_capacity(ways.len());
         for way in ways {
-            let (scan, table) = self.scan(way.def, span)?;
+            let (scan, table) = self.scan_edges(way.def, span)?;
             let key_type = self
                 .catalog
                 .get(&way.from_type)
@@ -778,13 +804,18 @@ impl<'a> Planner<'a> {
         };
         let (edges, ends, relationship_columns) =
             self.edges(&ways, relationship_name.as_deref(), near.as_ref(), span)?;
-        let how = if near.is_some() {
-            "a lookup of its key in the edge table's index on"
+        let (how, lookup) = if near.is_some() {
+            ("a lookup of its key in the edge table's index on", String::new())
         } else {
-            "hash join on the edge table's"
+            (
+                "hash join on the edge table's",
+                format!(
+                    ", its keys looked up in the index when at most {EXPAND_LOOKUP_KEYS_MAX}"
+                ),
+            )
         };
         self.hops.push(format!(
-            "{left_name}-[{labels}]-{right_name}: {how} {} ({}): {why}",
+            "{left_name}-[{labels}]-{right_name}: {how} {} ({}){lookup}: {why}",
             match (
                 ways.iter().any(|w| !w.backward),
                 ways.iter().any(|w| w.backward)
