@@ -158,8 +158,12 @@ pub fn new_ids(count: usize) -> crate::arrow_array::StringArray {
     let mut id = ulid::Ulid::new();
     for _ in 0..count {
         ids.append_value(id.array_to_str(&mut text));
-        // The random part's last value has no successor: start from a new one.
-        id = id.increment().unwrap_or_else(ulid::Ulid::new);
+        // The random part's last value has no successor: start from a new one (not
+        // `Ulid::default()`, which is the nil id).
+        id = match id.increment() {
+            Some(next) => next,
+            None => ulid::Ulid::new(),
+        };
     }
     ids.finish()
 }
@@ -236,11 +240,19 @@ mod tests {
         assert_eq!(ids.null_count(), 0);
         let distinct: std::collections::HashSet<&str> = ids.iter().flatten().collect();
         assert_eq!(distinct.len(), 10_000);
-        assert!(ids.iter().flatten().all(|id| ulid::Ulid::from_string(id).is_ok()));
+        assert!(
+            ids.iter()
+                .flatten()
+                .all(|id| ulid::Ulid::from_string(id).is_ok())
+        );
         let run = |seed| {
             simulate_sync(Simulation::new(seed, 1_000_000, 10), || {
                 let column = new_ids(3);
-                column.iter().flatten().map(str::to_string).collect::<Vec<_>>()
+                column
+                    .iter()
+                    .flatten()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
             })
         };
         assert_eq!(run(7), run(7));

@@ -20,8 +20,9 @@ use crate::commit::{CommitOperation, GraphCommit};
 use crate::jsonl_rows::LineRows;
 use crate::limits::{
     APPEND_GATHER_BYTES_MAX, APPEND_STREAM_BATCHES_MAX, APPEND_STREAM_BYTES_MAX,
-    ENDPOINT_NUMBERS_KEPT_MAX, INGEST_BATCH_BYTES_MAX, INGEST_BATCH_ROWS_MAX, KEY_CACHE_EXTEND_KEYS_MAX, KEY_RECHECK_KEYS_MAX,
-    LOSSES_BEFORE_RESERVING_MAX, MERGE_RETAINED_BYTES_MAX,
+    ENDPOINT_NUMBERS_KEPT_MAX, INGEST_BATCH_BYTES_MAX, INGEST_BATCH_ROWS_MAX,
+    KEY_CACHE_EXTEND_KEYS_MAX, KEY_RECHECK_KEYS_MAX, LOSSES_BEFORE_RESERVING_MAX,
+    MERGE_RETAINED_BYTES_MAX,
 };
 use crate::omnigraph::Omnigraph;
 use crate::publication::ReadSet;
@@ -112,8 +113,9 @@ pub(crate) struct Ingest<'a> {
     referenced: BTreeMap<String, SpillKeys>,
     /// Per node type with an integer key, numbers known to be its keys: in the call's
     /// key set or in `referenced`. A cache of those sets, up to
-    /// [`ENDPOINT_NUMBERS_KEPT_MAX`] each.
+    /// [`ENDPOINT_NUMBERS_KEPT_MAX`] numbers in all (`numbers_kept`).
     node_numbers: HashMap<String, foldhash::HashSet<i64>>,
+    numbers_kept: usize,
     /// Sources and edge type names that [`RowRef`]s point at.
     names: Vec<String>,
     rows: BTreeMap<String, u64>,
@@ -149,6 +151,7 @@ impl<'a> Ingest<'a> {
             checked: BTreeMap::new(),
             referenced: BTreeMap::new(),
             node_numbers: HashMap::new(),
+            numbers_kept: 0,
             names: Vec::new(),
             rows: BTreeMap::new(),
             merged: Some(Vec::new()),
@@ -777,7 +780,8 @@ impl<'a> Ingest<'a> {
                         let held = in_call.is_some_and(|keys| keys.held_in_memory(key))
                             || known.is_some_and(|keys| keys.held_in_memory(key));
                         if held && let Some(number) = number {
-                            keep_number(&mut known_numbers[number_set[role_at]].1, number);
+                            let set = &mut known_numbers[number_set[role_at]].1;
+                            keep_number(set, number, &mut self.numbers_kept);
                         }
                         held
                     };
@@ -816,7 +820,7 @@ impl<'a> Ingest<'a> {
                 let kept = if held {
                     if let Some(numbers) = &numbers[role as usize] {
                         let set = &mut known_numbers[number_set[role as usize]].1;
-                        keep_number(set, numbers.get(at));
+                        keep_number(set, numbers.get(at), &mut self.numbers_kept);
                     }
                     &mut self.referenced
                 } else {
@@ -1299,7 +1303,6 @@ fn key_conflict(
     }
 }
 
-/// The bytes of a batch's Arrow buffers (the slices it uses, not their capacity).
 /// The integer endpoints of a batch of edges, one per row (an endpoint is never null).
 enum EndNumbers<'a> {
     Int64(&'a [i64]),
@@ -1333,13 +1336,15 @@ impl<'a> EndNumbers<'a> {
     }
 }
 
-/// Adds `number` to a node type's known numbers, while they are fewer than their bound.
-fn keep_number(numbers: &mut foldhash::HashSet<i64>, number: i64) {
-    if numbers.len() < ENDPOINT_NUMBERS_KEPT_MAX {
-        numbers.insert(number);
+/// Adds `number` to a node type's known numbers, while the call keeps fewer than their
+/// bound (`kept`: the numbers of every node type).
+fn keep_number(numbers: &mut foldhash::HashSet<i64>, number: i64, kept: &mut usize) {
+    if *kept < ENDPOINT_NUMBERS_KEPT_MAX && numbers.insert(number) {
+        *kept += 1;
     }
 }
 
+/// The bytes of a batch's Arrow buffers (the slices it uses, not their capacity).
 fn batch_bytes(batch: &RecordBatch) -> usize {
     batch
         .columns()

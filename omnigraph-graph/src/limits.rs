@@ -74,11 +74,11 @@ pub const MERGE_RETAINED_BYTES_MAX: usize = 64 << 20;
 /// Rows of one type validated and staged together.
 pub const INGEST_BATCH_ROWS_MAX: usize = 8_192;
 
-/// The most integer node keys a load keeps, per node type, as numbers known to be
-/// nodes (given by the call, or held by the table): an edge whose endpoint is among
-/// them is checked by one probe of a set of numbers, where the rendered key took three
-/// dependent reads of memory. At most about 18 MiB per node type, beside the load
-/// budget; past it, endpoints are checked by their rendered keys alone.
+/// The most integer node keys a load keeps, of all node types together, as numbers
+/// known to be nodes (given by the call, or held by the table): an edge whose endpoint
+/// is among them is checked by one probe of a set of numbers, where the rendered key
+/// took three dependent reads of memory. At most about 18 MiB, beside the load budget;
+/// past it, endpoints are checked by their rendered keys alone.
 pub(crate) const ENDPOINT_NUMBERS_KEPT_MAX: usize = 1 << 20;
 
 /// Keys looked up in the table per query while a call's keys or pending endpoints are

@@ -737,7 +737,12 @@ edge E: N -> N
         ])
     };
     let head = graph.head().await.unwrap();
-    let path = write(dir.path(), "bad_edges", InputFormat::Parquet, &edges(&bad_dst));
+    let path = write(
+        dir.path(),
+        "bad_edges",
+        InputFormat::Parquet,
+        &edges(&bad_dst),
+    );
     let error = load(&graph, &path, InputFormat::Parquet, "E")
         .await
         .unwrap_err();
@@ -750,13 +755,74 @@ edge E: N -> N
     assert_eq!(location.field.as_deref(), Some("dst"), "{error}");
     assert!(error.to_string().contains("5000"), "{error}");
     assert_eq!(graph.head().await.unwrap(), head, "nothing published");
-    let path = write(dir.path(), "good_edges", InputFormat::Parquet, &edges(&good_dst));
+    let path = write(
+        dir.path(),
+        "good_edges",
+        InputFormat::Parquet,
+        &edges(&good_dst),
+    );
     assert_eq!(
-        load(&graph, &path, InputFormat::Parquet, "E").await.unwrap(),
+        load(&graph, &path, InputFormat::Parquet, "E")
+            .await
+            .unwrap(),
         rows as u64
     );
     assert_eq!(
         graph.count("E", None, &CommitRef::Head).await.unwrap(),
         rows as u64
     );
+}
+
+/// The same check when the nodes come in the same JSONL call as their edges: an
+/// endpoint found among the call's own nodes is known by its number for the batches
+/// after, and a missing one is still refused at its first line.
+#[tokio::test]
+async fn integer_endpoints_among_the_calls_own_nodes_are_checked_to_the_line() {
+    const INT_SCHEMA: &str = "
+node N { id: Int32 @key }
+edge E: N -> N
+";
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, INT_SCHEMA).await.unwrap();
+    let old: Vec<serde_json::Value> = (0..100).map(|id| json!({"id": id})).collect();
+    graph
+        .insert_json("N", objects(serde_json::Value::Array(old)))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let write_lines = |name: &str, dangling: bool| {
+        let mut lines: Vec<String> = (100..200)
+            .map(|id| json!({"type": "N", "id": id}).to_string())
+            .collect();
+        for row in 0..20_000 {
+            // From the call's nodes to the table's and the call's, grouped by src.
+            let mut dst = (row * 7) % 200;
+            if dangling && (row == 19_000 || row == 19_001) {
+                dst = 777;
+            }
+            lines.push(json!({"type": "E", "src": 100 + row / 200, "dst": dst}).to_string());
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        path
+    };
+    let head = graph.head().await.unwrap();
+    let error = graph
+        .load(&write_lines("bad.jsonl", true), LoadMode::Append)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+    let OmniError::BadInput { location, .. } = &error else {
+        panic!("{error}");
+    };
+    // 100 node lines, then edge row 19,000 on line 100 + 19,000 + 1.
+    assert_eq!(location.line, Some(19_101), "{error}");
+    assert!(error.to_string().contains("777"), "{error}");
+    assert_eq!(graph.head().await.unwrap(), head, "nothing published");
+    let report = graph
+        .load(&write_lines("good.jsonl", false), LoadMode::Append)
+        .await
+        .unwrap();
+    assert_eq!(report.rows.get("E").copied(), Some(20_000));
+    assert_eq!(report.rows.get("N").copied(), Some(100));
 }

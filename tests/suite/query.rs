@@ -851,7 +851,10 @@ async fn hops_expand_through_the_adjacency_artifact_with_the_same_answers() {
     );
     let plan = rows(&graph, &format!("EXPLAIN {point}")).await;
     let plan = plan[0][0].as_str().unwrap();
-    assert!(plan.contains("EdgeScanExec: columns=[src, dst], filter=src = Utf8(\"ada\")"), "{plan}");
+    assert!(
+        plan.contains("EdgeScanExec: columns=[src, dst], filter=src = Utf8(\"ada\")"),
+        "{plan}"
+    );
     graph.maintenance().optimize().await.unwrap();
     let all: Vec<&str> = checked.iter().map(|(text, _)| *text).chain(more).collect();
     for (text, answer) in all.iter().zip(&before) {
@@ -1019,12 +1022,9 @@ async fn a_hop_from_few_nodes_looks_their_edges_up_and_from_many_reads_every_edg
     use omnigraph_maintenance::MaintenanceExt;
     const PEOPLE: i64 = 1_500;
     let test = TestRoot::new(Backend::Memory).await;
-    let graph = Omnigraph::create(
-        &test.uri,
-        "node P { id: Int64 @key }\nedge F: P -> P\n",
-    )
-    .await
-    .unwrap();
+    let graph = Omnigraph::create(&test.uri, "node P { id: Int64 @key }\nedge F: P -> P\n")
+        .await
+        .unwrap();
     let people: Vec<Value> = (0..PEOPLE).map(|id| json!({"id": id})).collect();
     graph
         .insert_json("P", objects(Value::Array(people)))
@@ -1041,11 +1041,17 @@ async fn a_hop_from_few_nodes_looks_their_edges_up_and_from_many_reads_every_edg
                 .collect(),
         )
     };
-    graph.insert_json("F", objects(rows_of(&edges))).await.unwrap();
+    graph
+        .insert_json("F", objects(rows_of(&edges)))
+        .await
+        .unwrap();
     graph.maintenance().optimize().await.unwrap();
     // Written after optimize: the artifact is stale, and hops join the edge table.
     let later = [(3, 4), (1_400, 2)];
-    graph.insert_json("F", objects(rows_of(&later))).await.unwrap();
+    graph
+        .insert_json("F", objects(rows_of(&later)))
+        .await
+        .unwrap();
     edges.extend(later);
     let expected = |from: &dyn Fn(i64) -> bool| {
         let mut found: Vec<Value> = edges
@@ -1066,7 +1072,9 @@ async fn a_hop_from_few_nodes_looks_their_edges_up_and_from_many_reads_every_edg
             .unwrap_or_else(|| panic!("{profile}"));
         // DataFusion shows counts past a thousand as "3.00 K".
         let metric = |name: &str| {
-            let at = line.find(&format!("{name}=")).unwrap_or_else(|| panic!("{line}"));
+            let at = line
+                .find(&format!("{name}="))
+                .unwrap_or_else(|| panic!("{line}"));
             let shown: String = line[at + name.len() + 1..]
                 .chars()
                 .take_while(|c| *c != ',' && *c != ']')

@@ -11,15 +11,18 @@
 //!
 //! [`EXPAND_LOOKUP_KEYS_MAX`]: crate::limits::EXPAND_LOOKUP_KEYS_MAX
 
+use crate::limits::EXPAND_LOOKUP_KEYS_MAX;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::catalog::Session;
 use datafusion::common::config::ConfigOptions;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DataFusionError, Result, ScalarValue};
+use datafusion::common::{Column, DataFusionError, Result, ScalarValue, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Operator;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::expressions::{
     BinaryExpr, CaseExpr, DynamicFilterPhysicalExpr, InListExpr, Literal,
@@ -29,12 +32,13 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
 };
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
-use datafusion::logical_expr::Operator;
 use futures::{StreamExt, TryStreamExt};
 use omnigraph_core::lance::Dataset;
 use std::sync::Arc;
@@ -110,9 +114,9 @@ fn unqualified(expr: Expr) -> Result<Expr> {
 }
 
 /// The scan of an [`EdgeTable`]: its columns, its static filter, and the dynamic
-/// filters its join hands it. It reports no statistics, so DataFusion keeps the rows a
-/// hop starts from as the join's build side, as the plan orders them: the side whose
-/// keys the scan can look up.
+/// filters its join hands it. It reports the table's rows (inexact: before filters),
+/// as Lance's own scan does, so DataFusion orders joins as it did: a hop from many
+/// nodes over few edges builds on the edges (and reads them all, which is cheap).
 #[derive(Debug, Clone)]
 pub(crate) struct EdgeScanExec {
     dataset: Arc<Dataset>,
@@ -155,7 +159,10 @@ impl DisplayAs for EdgeScanExec {
             write!(f, ", filter={filter}")?;
         }
         if !self.dynamic.is_empty() {
-            write!(f, ", ends looked up in the index when the join's keys are few")?;
+            write!(
+                f,
+                ", ends looked up in the index when the join's keys are few"
+            )?;
         }
         Ok(())
     }
@@ -217,6 +224,21 @@ impl ExecutionPlan for EdgeScanExec {
         Ok(propagation)
     }
 
+    fn partition_statistics(&self, _partition: Option<usize>) -> Result<Arc<Statistics>> {
+        let mut statistics = Statistics::new_unknown(&self.schema);
+        let rows: Option<usize> = self
+            .dataset
+            .manifest()
+            .fragments
+            .iter()
+            .map(|fragment| fragment.num_rows())
+            .sum();
+        if let Some(rows) = rows {
+            statistics.num_rows = Precision::Inexact(rows);
+        }
+        Ok(Arc::new(statistics))
+    }
+
     fn execute(
         &self,
         partition: usize,
@@ -229,7 +251,7 @@ impl ExecutionPlan for EdgeScanExec {
         let filter = self.filter.clone();
         let dynamic = self.dynamic.clone();
         let read = async move {
-            let lookup = dynamic.iter().find_map(|filter| lookup_filter(filter));
+            let lookup = dynamic.iter().find_map(lookup_filter);
             let filter = match (filter, lookup) {
                 (filter, Some((lookup, keys))) => {
                     looked_up.add(keys);
@@ -257,7 +279,8 @@ fn lance_error(error: impl std::error::Error + Send + Sync + 'static) -> DataFus
     DataFusionError::External(Box::new(error))
 }
 
-/// The stream of `dataset`'s rows that `filter` keeps, with the columns of `schema`.
+/// The stream of `dataset`'s rows that `filter` keeps, with the columns of `schema`
+/// (Lance's batches as it gives them, as its own table provider passes them on).
 async fn scan(
     dataset: Arc<Dataset>,
     schema: SchemaRef,
@@ -265,19 +288,20 @@ async fn scan(
     output_rows: Count,
 ) -> Result<SendableRecordBatchStream> {
     let mut scanner = dataset.scan();
-    // A count reads no column: the first one is read for its rows alone.
-    let read_any = schema.fields().is_empty();
-    let columns: Vec<String> = if read_any {
-        dataset
-            .schema()
-            .fields
-            .first()
-            .map(|field| vec![field.name.clone()])
-            .unwrap_or_default()
+    // In any order, as the plan's other scans: an order would cost Lance parallelism.
+    scanner.scan_in_order(false);
+    // A count reads no column: only the rows' addresses, which cost no I/O.
+    let count_only = schema.fields().is_empty();
+    if count_only {
+        scanner.empty_project().map_err(lance_error)?;
     } else {
-        schema.fields().iter().map(|field| field.name().clone()).collect()
-    };
-    scanner.project(&columns).map_err(lance_error)?;
+        let columns: Vec<&str> = schema
+            .fields()
+            .iter()
+            .map(|field| field.name().as_str())
+            .collect();
+        scanner.project(&columns).map_err(lance_error)?;
+    }
     if let Some(filter) = filter {
         scanner.filter_expr(filter);
     }
@@ -286,11 +310,15 @@ async fn scan(
     let stream = stream.map(move |batch| {
         let batch = batch.map_err(lance_error)?;
         output_rows.add(batch.num_rows());
-        if read_any {
+        if count_only {
             let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-            Ok(RecordBatch::try_new_with_options(shaped.clone(), Vec::new(), &options)?)
+            Ok(RecordBatch::try_new_with_options(
+                shaped.clone(),
+                Vec::new(),
+                &options,
+            )?)
         } else {
-            Ok(RecordBatch::try_new(shaped.clone(), batch.columns().to_vec())?)
+            Ok(batch)
         }
     });
     Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
@@ -310,6 +338,11 @@ fn lookup_filter(filter: &Arc<dyn PhysicalExpr>) -> Option<(Expr, usize)> {
     let current = dynamic.current().ok()?;
     let (column, keys) = listed(&current)?;
     let count = keys.len();
+    // DataFusion bounds the list per build partition; a join of many partitions
+    // lists more keys than a lookup pays for.
+    if count > EXPAND_LOOKUP_KEYS_MAX {
+        return None;
+    }
     let list = keys
         .into_iter()
         .map(|key| Expr::Literal(key, None))
@@ -397,7 +430,10 @@ mod tests {
 
     fn list(column: &str, keys: &[Option<i64>]) -> Arc<dyn PhysicalExpr> {
         let schema = schema();
-        let items = keys.iter().map(|key| lit(ScalarValue::Int64(*key))).collect();
+        let items = keys
+            .iter()
+            .map(|key| lit(ScalarValue::Int64(*key)))
+            .collect();
         in_list(col(column, &schema).unwrap(), items, &false, &schema).unwrap()
     }
 

@@ -9,8 +9,8 @@
 
 use super::{Context, Entity, NodeColumns, Planner, RelationshipColumns, Rows, column};
 use crate::exec::edge_scan::EdgeTable;
-use crate::limits::EXPAND_LOOKUP_KEYS_MAX;
 use crate::exec::expand::{Expand, ExpandWay, KeyType};
+use crate::limits::EXPAND_LOOKUP_KEYS_MAX;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Column, JoinType, ScalarValue, TableReference};
 use datafusion::datasource::{TableProvider, provider_as_source};
@@ -805,13 +805,14 @@ impl<'a> Planner<'a> {
         let (edges, ends, relationship_columns) =
             self.edges(&ways, relationship_name.as_deref(), near.as_ref(), span)?;
         let (how, lookup) = if near.is_some() {
-            ("a lookup of its key in the edge table's index on", String::new())
+            (
+                "a lookup of its key in the edge table's index on",
+                String::new(),
+            )
         } else {
             (
                 "hash join on the edge table's",
-                format!(
-                    ", its keys looked up in the index when at most {EXPAND_LOOKUP_KEYS_MAX}"
-                ),
+                format!(", its keys looked up in the index when at most {EXPAND_LOOKUP_KEYS_MAX}"),
             )
         };
         self.hops.push(format!(
