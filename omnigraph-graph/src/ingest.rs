@@ -28,7 +28,8 @@ use crate::omnigraph::Omnigraph;
 use crate::publication::ReadSet;
 use crate::read_ahead::ReadAhead;
 use crate::rows::{
-    self, BatchSources, KeyColumn, KeySet, RowKey, RowSource, SourcedObject, TypedRows,
+    self, BatchSources, EndNumbers, KeyColumn, KeySet, RowKey, RowSource, SourcedObject, TypedRows,
+    render_array_key,
 };
 use crate::spill::{RowRef, SpillKeys};
 use crate::staging::{AppendWrite, Staging};
@@ -42,6 +43,7 @@ use omnigraph_core::{Evidence, OmniError, ReadSetMember, Result, seams};
 use omnigraph_publish::CommitAttempts;
 use omnigraph_publish::writer::WriteStart;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The read buffer of a JSONL file, read on the thread that splits it into lines: few
@@ -729,14 +731,20 @@ impl<'a> Ingest<'a> {
         sources: &BatchSources,
         (endpoints, batch): (&[KeyColumn; 2], &RecordBatch),
     ) -> Result<()> {
-        assert_eq!(endpoints[0].len(), sources.len(), "one src per edge");
-        assert_eq!(endpoints[1].len(), sources.len(), "one dst per edge");
         assert_eq!(batch.num_rows(), sources.len(), "one row per edge");
         let numbers = [EDGE_SRC_COLUMN, EDGE_DST_COLUMN].map(|name| {
             batch
                 .column_by_name(name)
                 .and_then(|column| EndNumbers::of(column.as_ref()))
         });
+        for (role, rendered) in endpoints.iter().enumerate() {
+            // Integer ends come unrendered (`rows_from_batch`), text ends rendered.
+            assert!(
+                rendered.len() == sources.len() || (rendered.is_empty() && numbers[role].is_some()),
+                "one {} per edge",
+                ROLES[role]
+            );
+        }
         // Each end's node type's known numbers, taken out while the sets are read (an
         // edge type from a type to itself shares one).
         let mut known_numbers: Vec<(String, foldhash::HashSet<i64>)> = Vec::new();
@@ -756,41 +764,65 @@ impl<'a> Ingest<'a> {
         }
         // Per node type: the edge's position in the batch, the endpoint's role (an index
         // into ROLES) and its key.
-        let mut unresolved: BTreeMap<&str, Vec<(usize, u32, &str)>> = BTreeMap::new();
+        let mut unresolved: BTreeMap<&str, Vec<Unresolved<'_>>> = BTreeMap::new();
         {
             // Each node type's sets, found once per batch rather than per endpoint.
             let sets = |node_type: &str| (self.keys.get(node_type), self.referenced.get(node_type));
             let ends = [(0u32, from, sets(from)), (1u32, to, sets(to))];
-            // Per role, the previous row's key when it was found: edges are often
-            // grouped by an end (a node's edges together), and comparing with the row
-            // before costs less than a lookup in a set larger than the caches.
-            let mut found_before: [Option<&str>; 2] = [None, None];
+            // Per role, the previous row's key (or number) when it was found: edges are
+            // often grouped by an end (a node's edges together), and comparing with the
+            // row before costs less than a lookup in a set larger than the caches.
+            let mut text_before: [Option<&str>; 2] = [None, None];
+            let mut number_before: [Option<i64>; 2] = [None, None];
             for at in 0..sources.len() {
                 for (role, node_type, (in_call, known)) in &ends {
                     let role_at = *role as usize;
-                    let key = endpoints[role_at].get(at);
-                    let number = numbers[role_at].as_ref().map(|numbers| numbers.get(at));
-                    let before = &mut found_before[role_at];
-                    let found = *before == Some(key)
-                        || number.is_some_and(|number| {
-                            known_numbers[number_set[role_at]].1.contains(&number)
-                        });
-                    // A key that spilled is missed here and found when the call ends.
-                    let found = found || {
-                        let held = in_call.is_some_and(|keys| keys.held_in_memory(key))
-                            || known.is_some_and(|keys| keys.held_in_memory(key));
-                        if held && let Some(number) = number {
-                            let set = &mut known_numbers[number_set[role_at]].1;
-                            keep_number(set, number, &mut self.numbers_kept);
-                        }
-                        held
+                    let held = |key: &str| {
+                        // A key that spilled is missed here and found when the call ends.
+                        in_call.is_some_and(|keys| keys.held_in_memory(key))
+                            || known.is_some_and(|keys| keys.held_in_memory(key))
                     };
-                    *before = found.then_some(key);
-                    if !found {
-                        unresolved
-                            .entry(node_type.as_str())
-                            .or_default()
-                            .push((at, *role, key));
+                    let missed = match &numbers[role_at] {
+                        Some(column) => {
+                            let number = column.get(at);
+                            let set = &mut known_numbers[number_set[role_at]].1;
+                            let found = number_before[role_at] == Some(number)
+                                || set.contains(&number)
+                                || {
+                                    // Rendered only when the number is not known
+                                    // (a JSONL call's ends come rendered).
+                                    let key = if endpoints[role_at].is_empty() {
+                                        Cow::Owned(render_array_key(column.array(), at))
+                                    } else {
+                                        Cow::Borrowed(endpoints[role_at].get(at))
+                                    };
+                                    let found = held(&key);
+                                    if !found {
+                                        unresolved
+                                            .entry(node_type.as_str())
+                                            .or_default()
+                                            .push((at, *role, key));
+                                    } else {
+                                        keep_number(set, number, &mut self.numbers_kept);
+                                    }
+                                    found
+                                };
+                            number_before[role_at] = found.then_some(number);
+                            None
+                        }
+                        None => {
+                            let key = endpoints[role_at].get(at);
+                            let found = text_before[role_at] == Some(key) || held(key);
+                            text_before[role_at] = found.then_some(key);
+                            (!found).then_some(key)
+                        }
+                    };
+                    if let Some(key) = missed {
+                        unresolved.entry(node_type.as_str()).or_default().push((
+                            at,
+                            *role,
+                            Cow::Borrowed(key),
+                        ));
                     }
                 }
             }
@@ -802,7 +834,8 @@ impl<'a> Ingest<'a> {
             self.checked.insert(pin.table_id.clone(), pin.version);
             // Each key once, by hashing: sorting them compared strings 16k log 16k times
             // per batch.
-            let distinct: foldhash::HashSet<&str> = wanted.iter().map(|(_, _, key)| *key).collect();
+            let distinct: foldhash::HashSet<&str> =
+                wanted.iter().map(|(_, _, key)| key.as_ref()).collect();
             let keys: Vec<&str> = distinct.into_iter().collect();
             let found: KeySet = self
                 .handle
@@ -816,7 +849,7 @@ impl<'a> Ingest<'a> {
                 let tag = edge_type_name << 1 | role;
                 let first = RowRef::new(source_name, tag, line, row);
                 let budget = self.handle.load_budget();
-                let held = found.contains(key);
+                let held = found.contains(key.as_ref());
                 let kept = if held {
                     if let Some(numbers) = &numbers[role as usize] {
                         let set = &mut known_numbers[number_set[role as usize]].1;
@@ -829,7 +862,7 @@ impl<'a> Ingest<'a> {
                 // A key already kept keeps its first edge row.
                 kept.entry(node_type.to_string())
                     .or_insert_with(|| SpillKeys::new(budget))
-                    .insert(key, first)?;
+                    .insert(&key, first)?;
             }
         }
         self.node_numbers.extend(known_numbers);
@@ -1303,38 +1336,9 @@ fn key_conflict(
     }
 }
 
-/// The integer endpoints of a batch of edges, one per row (an endpoint is never null).
-enum EndNumbers<'a> {
-    Int64(&'a [i64]),
-    Int32(&'a [i32]),
-}
-
-impl<'a> EndNumbers<'a> {
-    /// The numbers of an endpoint column, when its keys are integers without nulls.
-    fn of(column: &'a dyn omnigraph_core::arrow_array::Array) -> Option<EndNumbers<'a>> {
-        use omnigraph_core::arrow_array::cast::AsArray;
-        use omnigraph_core::arrow_array::types::{Int32Type, Int64Type};
-        if column.null_count() > 0 {
-            return None;
-        }
-        match column.data_type() {
-            omnigraph_core::arrow_schema::DataType::Int64 => Some(EndNumbers::Int64(
-                column.as_primitive::<Int64Type>().values(),
-            )),
-            omnigraph_core::arrow_schema::DataType::Int32 => Some(EndNumbers::Int32(
-                column.as_primitive::<Int32Type>().values(),
-            )),
-            _ => None,
-        }
-    }
-
-    fn get(&self, at: usize) -> i64 {
-        match self {
-            EndNumbers::Int64(numbers) => numbers[at],
-            EndNumbers::Int32(numbers) => i64::from(numbers[at]),
-        }
-    }
-}
+/// An endpoint not found as a batch is staged: the edge's position in the batch, the
+/// endpoint's role (an index into `ROLES`) and its key.
+type Unresolved<'a> = (usize, u32, Cow<'a, str>);
 
 /// Adds `number` to a node type's known numbers, while the call keeps fewer than their
 /// bound (`kept`: the numbers of every node type).
