@@ -277,7 +277,7 @@ pub struct TypedRows {
     pub keys: KeyColumn,
     /// For an edge type: each row's `src` and `dst` endpoint keys, rendered; empty for
     /// a node type, and for an end whose keys are integers without nulls
-    /// ([`EndNumbers`]), which the load checks by their numbers in `batch`.
+    /// (`EndNumbers`), which the load checks by their numbers in `batch`.
     pub endpoints: [KeyColumn; 2],
     /// Whether every key is an edge id minted here: new ids, unique by construction,
     /// that no table or call can hold already.
