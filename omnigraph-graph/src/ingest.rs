@@ -29,7 +29,6 @@ use crate::publication::ReadSet;
 use crate::read_ahead::ReadAhead;
 use crate::rows::{
     self, BatchSources, EndNumbers, KeyColumn, KeySet, RowKey, RowSource, SourcedObject, TypedRows,
-    render_array_key,
 };
 use crate::spill::{RowRef, SpillKeys};
 use crate::staging::{AppendWrite, Staging};
@@ -45,6 +44,7 @@ use omnigraph_publish::writer::WriteStart;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write;
 
 /// The read buffer of a JSONL file, read on the thread that splits it into lines: few
 /// system calls per line.
@@ -774,6 +774,8 @@ impl<'a> Ingest<'a> {
             // row before costs less than a lookup in a set larger than the caches.
             let mut text_before: [Option<&str>; 2] = [None, None];
             let mut number_before: [Option<i64>; 2] = [None, None];
+            // An integer key as `render_array_key` renders it: its number's digits.
+            let mut rendered = String::new();
             for at in 0..sources.len() {
                 for (role, node_type, (in_call, known)) in &ends {
                     let role_at = *role as usize;
@@ -790,14 +792,23 @@ impl<'a> Ingest<'a> {
                                 || set.contains(&number)
                                 || {
                                     // Rendered only when the number is not known
-                                    // (a JSONL call's ends come rendered).
+                                    // (a JSONL call's ends come rendered), into one
+                                    // buffer: a string is made only for a key missed.
                                     let key = if endpoints[role_at].is_empty() {
-                                        Cow::Owned(render_array_key(column.array(), at))
+                                        rendered.clear();
+                                        write!(rendered, "{number}")
+                                            .expect("writing to a String does not fail");
+                                        rendered.as_str()
                                     } else {
-                                        Cow::Borrowed(endpoints[role_at].get(at))
+                                        endpoints[role_at].get(at)
                                     };
-                                    let found = held(&key);
+                                    let found = held(key);
                                     if !found {
+                                        let key = if endpoints[role_at].is_empty() {
+                                            Cow::Owned(key.to_string())
+                                        } else {
+                                            Cow::Borrowed(endpoints[role_at].get(at))
+                                        };
                                         unresolved
                                             .entry(node_type.as_str())
                                             .or_default()

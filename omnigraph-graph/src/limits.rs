@@ -77,8 +77,9 @@ pub const INGEST_BATCH_ROWS_MAX: usize = 8_192;
 /// The most integer node keys a load keeps, of all node types together, as numbers
 /// known to be nodes (given by the call, or held by the table): an edge whose endpoint
 /// is among them is checked by one probe of a set of numbers, where the rendered key
-/// took three dependent reads of memory. At most about 18 MiB, beside the load budget;
-/// past it, endpoints are checked by their rendered keys alone.
+/// took three dependent reads of memory. About 18 MiB when full (27 MiB while its
+/// table doubles), beside the load budget; past it, an endpoint not among them is
+/// looked up by its rendered key alone.
 pub(crate) const ENDPOINT_NUMBERS_KEPT_MAX: usize = 1 << 20;
 
 /// Keys looked up in the table per query while a call's keys or pending endpoints are

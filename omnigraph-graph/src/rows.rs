@@ -224,13 +224,9 @@ impl<'a> FromIterator<&'a str> for KeyColumn {
 }
 
 /// The integer endpoints of a batch of edges, one per row (an endpoint is never null):
-/// checked by their numbers, and rendered as keys only when a number is not known.
-pub(crate) struct EndNumbers<'a> {
-    column: &'a dyn Array,
-    values: Numbers<'a>,
-}
-
-enum Numbers<'a> {
+/// checked by their numbers, and rendered as keys (the number's digits, as
+/// [`render_array_key`] renders them) only when a number is not known.
+pub(crate) enum EndNumbers<'a> {
     Int64(&'a [i64]),
     Int32(&'a [i32]),
 }
@@ -243,28 +239,22 @@ impl<'a> EndNumbers<'a> {
         if column.null_count() > 0 {
             return None;
         }
-        let values = match column.data_type() {
-            omnigraph_core::arrow_schema::DataType::Int64 => {
-                Numbers::Int64(column.as_primitive::<Int64Type>().values())
-            }
-            omnigraph_core::arrow_schema::DataType::Int32 => {
-                Numbers::Int32(column.as_primitive::<Int32Type>().values())
-            }
-            _ => return None,
-        };
-        Some(EndNumbers { column, values })
-    }
-
-    pub(crate) fn get(&self, at: usize) -> i64 {
-        match self.values {
-            Numbers::Int64(numbers) => numbers[at],
-            Numbers::Int32(numbers) => i64::from(numbers[at]),
+        match column.data_type() {
+            omnigraph_core::arrow_schema::DataType::Int64 => Some(EndNumbers::Int64(
+                column.as_primitive::<Int64Type>().values(),
+            )),
+            omnigraph_core::arrow_schema::DataType::Int32 => Some(EndNumbers::Int32(
+                column.as_primitive::<Int32Type>().values(),
+            )),
+            _ => None,
         }
     }
 
-    /// The column, for rendering a key of it.
-    pub(crate) fn array(&self) -> &'a dyn Array {
-        self.column
+    pub(crate) fn get(&self, at: usize) -> i64 {
+        match self {
+            EndNumbers::Int64(numbers) => numbers[at],
+            EndNumbers::Int32(numbers) => i64::from(numbers[at]),
+        }
     }
 }
 

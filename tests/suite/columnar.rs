@@ -826,3 +826,57 @@ edge E: N -> N
     assert_eq!(report.rows.get("E").copied(), Some(20_000));
     assert_eq!(report.rows.get("N").copied(), Some(100));
 }
+
+/// Int32 endpoints from Parquet, negative ones included: a missing one is named as its
+/// number (rendered only then), and the ones found load.
+#[tokio::test]
+async fn int32_endpoints_are_named_by_their_number_when_missing() {
+    const INT_SCHEMA: &str = "
+node M { id: Int32 @key }
+edge G: M -> M
+";
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, INT_SCHEMA).await.unwrap();
+    let nodes: Vec<serde_json::Value> = (-5..5).map(|id| json!({"id": id})).collect();
+    graph
+        .insert_json("M", objects(serde_json::Value::Array(nodes)))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let edges = |dst: Vec<i32>| {
+        let src: Vec<i32> = (0..dst.len()).map(|row| row as i32 % 10 - 5).collect();
+        batch(vec![
+            ("src", Arc::new(Int32Array::from(src)) as ArrayRef),
+            ("dst", Arc::new(Int32Array::from(dst)) as ArrayRef),
+        ])
+    };
+    let path = write(
+        dir.path(),
+        "bad",
+        InputFormat::Parquet,
+        &edges(vec![-5, 4, i32::MIN, -1]),
+    );
+    let error = load(&graph, &path, InputFormat::Parquet, "G")
+        .await
+        .unwrap_err();
+    let OmniError::BadInput { location, .. } = &error else {
+        panic!("{error}");
+    };
+    assert_eq!(location.row, Some(2), "{error}");
+    assert!(
+        error.to_string().contains("dst -2147483648 is not a M"),
+        "{error}"
+    );
+    let path = write(
+        dir.path(),
+        "good",
+        InputFormat::Parquet,
+        &edges(vec![-5, 4, -3, -1]),
+    );
+    assert_eq!(
+        load(&graph, &path, InputFormat::Parquet, "G")
+            .await
+            .unwrap(),
+        4
+    );
+}
