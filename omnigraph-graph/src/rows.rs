@@ -183,32 +183,7 @@ impl KeyColumn {
 
     /// Appends the key in `column` at `row`, rendered as [`render_array_key`] renders it.
     pub(crate) fn push_array_key(&mut self, column: &dyn Array, row: usize) {
-        use omnigraph_core::arrow_array::cast::AsArray;
-        use omnigraph_core::arrow_array::types::{Int32Type, Int64Type};
-        use omnigraph_core::arrow_schema::DataType;
-        use std::fmt::Write;
-        // Written in place: a string per key was a third of rendering a load's keys.
-        let written = match column.data_type() {
-            DataType::Utf8 if column.is_valid(row) => {
-                push_text_key(&mut self.text, column.as_string::<i32>().value(row));
-                Ok(())
-            }
-            DataType::Int64 if column.is_valid(row) => write!(
-                self.text,
-                "{}",
-                column.as_primitive::<Int64Type>().value(row)
-            ),
-            DataType::Int32 if column.is_valid(row) => write!(
-                self.text,
-                "{}",
-                column.as_primitive::<Int32Type>().value(row)
-            ),
-            _ => {
-                self.text.push_str(&render_array_key(column, row));
-                Ok(())
-            }
-        };
-        written.expect("writing to a String does not fail");
+        omnigraph_core::keys::push_array_key(&mut self.text, column, row);
         self.ends.push(self.text.len());
     }
 }

@@ -714,13 +714,7 @@ async fn integer_endpoints_over_many_batches_are_checked_to_the_row() {
 node N { id: Int64 @key }
 edge E: N -> N
 ";
-    let test = TestRoot::new(Backend::Memory).await;
-    let graph = Omnigraph::create(&test.uri, INT_SCHEMA).await.unwrap();
-    let nodes: Vec<serde_json::Value> = (0..1000).map(|id| json!({"id": id})).collect();
-    graph
-        .insert_json("N", objects(serde_json::Value::Array(nodes)))
-        .await
-        .unwrap();
+    let (graph, _test) = keyed_by_numbers(INT_SCHEMA, "N", 0..1000).await;
     let dir = tempfile::tempdir().unwrap();
     let rows = 20_000_i64;
     // Grouped by src, twenty edges each; dst spread over every node.
@@ -782,13 +776,7 @@ async fn integer_endpoints_among_the_calls_own_nodes_are_checked_to_the_line() {
 node N { id: Int32 @key }
 edge E: N -> N
 ";
-    let test = TestRoot::new(Backend::Memory).await;
-    let graph = Omnigraph::create(&test.uri, INT_SCHEMA).await.unwrap();
-    let old: Vec<serde_json::Value> = (0..100).map(|id| json!({"id": id})).collect();
-    graph
-        .insert_json("N", objects(serde_json::Value::Array(old)))
-        .await
-        .unwrap();
+    let (graph, _test) = keyed_by_numbers(INT_SCHEMA, "N", 0..100).await;
     let dir = tempfile::tempdir().unwrap();
     let write_lines = |name: &str, dangling: bool| {
         let mut lines: Vec<String> = (100..200)
@@ -835,13 +823,7 @@ async fn int32_endpoints_are_named_by_their_number_when_missing() {
 node M { id: Int32 @key }
 edge G: M -> M
 ";
-    let test = TestRoot::new(Backend::Memory).await;
-    let graph = Omnigraph::create(&test.uri, INT_SCHEMA).await.unwrap();
-    let nodes: Vec<serde_json::Value> = (-5..5).map(|id| json!({"id": id})).collect();
-    graph
-        .insert_json("M", objects(serde_json::Value::Array(nodes)))
-        .await
-        .unwrap();
+    let (graph, _test) = keyed_by_numbers(INT_SCHEMA, "M", -5..5).await;
     let dir = tempfile::tempdir().unwrap();
     let edges = |dst: Vec<i32>| {
         let src: Vec<i32> = (0..dst.len()).map(|row| row as i32 % 10 - 5).collect();
@@ -879,4 +861,21 @@ edge G: M -> M
             .unwrap(),
         4
     );
+}
+
+/// A graph of `schema` in memory whose node type `node_type` (an integer key `id`)
+/// holds the keys `ids`.
+async fn keyed_by_numbers(
+    schema: &str,
+    node_type: &str,
+    ids: std::ops::Range<i64>,
+) -> (Omnigraph, TestRoot) {
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, schema).await.unwrap();
+    let nodes: Vec<serde_json::Value> = ids.map(|id| json!({"id": id})).collect();
+    graph
+        .insert_json(node_type, objects(serde_json::Value::Array(nodes)))
+        .await
+        .unwrap();
+    (graph, test)
 }

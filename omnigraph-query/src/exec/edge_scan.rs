@@ -371,8 +371,7 @@ fn listed(expr: &Arc<dyn PhysicalExpr>) -> Option<(String, Vec<ScalarValue>)> {
                 keys.push(value.clone());
             }
         }
-        keys.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-        keys.dedup();
+        distinct(&mut keys);
         // A list of nulls alone names no key to look up.
         return (!keys.is_empty()).then(|| (column.name().to_string(), keys));
     }
@@ -402,11 +401,16 @@ fn listed(expr: &Arc<dyn PhysicalExpr>) -> Option<(String, Vec<ScalarValue>)> {
             column = Some(named);
             keys.extend(listed);
         }
-        keys.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-        keys.dedup();
+        distinct(&mut keys);
         return column.map(|column| (column, keys));
     }
     None
+}
+
+/// `keys` sorted, each once.
+fn distinct(keys: &mut Vec<ScalarValue>) {
+    keys.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    keys.dedup();
 }
 
 /// Whether `expr` is the literal `false` (a partition with no key).
