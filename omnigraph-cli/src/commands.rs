@@ -12,6 +12,7 @@ use omnigraph_maintenance::{
     CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceBudget, MaintenanceExt, UnitOutcome,
 };
 use omnigraph_publish::{CommitRef, GraphCommit};
+use omnigraph_server::view::{LogPage, catalog_json, commit_json, merge_json};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -28,12 +29,6 @@ fn read_file(path: &Path) -> Result<String> {
             format!("cannot read the file: {error}"),
         )
     })
-}
-
-/// A commit as JSON for `--json` output, through its view type: the stored commit is a
-/// storage format, and a change to it never silently changes this output.
-fn commit_json(commit: &GraphCommit) -> Value {
-    serde_json::to_value(crate::view::CommitView::of(commit)).unwrap_or(Value::Null)
 }
 
 fn print_commit(verb: &str, commit: Option<&GraphCommit>) {
@@ -72,7 +67,7 @@ pub fn use_storage_options(options: StorageOptions) {
     let _ = STORAGE_OPTIONS.set(options);
 }
 
-fn storage_options() -> &'static StorageOptions {
+pub fn storage_options() -> &'static StorageOptions {
     STORAGE_OPTIONS.get_or_init(StorageOptions::new)
 }
 
@@ -1087,14 +1082,10 @@ fn adjacency_line(adjacency: &omnigraph_maintenance::AdjacencyOutcome) -> String
 
 pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
     let graph = open(root).await?;
-    let log = graph.graph().log(graph.branch())?;
-    let applied = limit.min(omnigraph_publish::limits::LOG_PAGE_MAX);
     // Below the floor, what cleanup kept of the commits it reclaimed.
-    let (commits, reclaimed) = log.page(applied, None).await?;
-    let rows: Vec<Vec<String>> = commits
-        .iter()
-        .map(omnigraph_publish::log::LogEntry::of_commit)
-        .chain(reclaimed.iter().cloned())
+    let page = LogPage::read(&graph, limit).await?;
+    let rows: Vec<Vec<String>> = page
+        .entries()
         .map(|entry| {
             let kind = match entry.reclaimed {
                 true => format!("{} (reclaimed)", entry.operation.kind),
@@ -1102,7 +1093,7 @@ pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
             };
             vec![
                 entry.seq.to_string(),
-                crate::view::rfc3339_micros(entry.created_at),
+                omnigraph_server::view::rfc3339_micros(entry.created_at),
                 entry.actor,
                 kind,
                 entry.operation.summary,
@@ -1112,177 +1103,82 @@ pub async fn log(out: &Output, root: &str, limit: usize) -> Result<()> {
         .collect();
     // The log reads at most one page: the JSON gives the limit applied, and whether
     // older commits were left out (their count is the oldest shown seq).
-    let shown = commits.len() + reclaimed.len();
-    let oldest_shown = reclaimed
-        .last()
-        .map(|entry| entry.seq)
-        .or(commits.last().map(|commit| commit.seq));
-    let left_out = match oldest_shown {
-        Some(oldest) if shown == applied => oldest,
-        _ => 0,
-    };
-    let mut documents: Vec<Value> = commits
-        .iter()
-        .map(|commit| {
-            let mut document = commit_json(commit);
-            document["reclaimed"] = json!(false);
-            document
-        })
-        .collect();
-    documents.extend(reclaimed.iter().map(|entry| {
-        json!({
-            "seq": entry.seq,
-            "commit_id": entry.commit_id,
-            "parent_commit_id": entry.parent_commit_id,
-            "created_at": entry.created_at,
-            "created_at_text": crate::view::rfc3339_micros(entry.created_at),
-            "actor": entry.actor,
-            "operation": entry.operation,
-            "reclaimed": true,
-        })
-    }));
-    out.emit(
-        json!({
-            "commits": documents,
-            "limit": applied,
-            "truncated": left_out > 0,
-        }),
-        |_| {
-            print_columns(
-                &[
-                    "seq",
-                    "created_at",
-                    "actor",
-                    "operation",
-                    "summary",
-                    "commit_id",
-                ],
-                &rows,
+    let (applied, left_out) = (page.applied, page.left_out());
+    out.emit(page.json(), |_| {
+        print_columns(
+            &[
+                "seq",
+                "created_at",
+                "actor",
+                "operation",
+                "summary",
+                "commit_id",
+            ],
+            &rows,
+        );
+        if left_out > 0 {
+            eprintln!(
+                "the newest {applied} {}; {left_out} older {} (use --limit)",
+                noun(applied as u64, "commit", "commits"),
+                noun(left_out, "one", "ones")
             );
-            if left_out > 0 {
-                eprintln!(
-                    "the newest {applied} {}; {left_out} older {} (use --limit)",
-                    noun(applied as u64, "commit", "commits"),
-                    noun(left_out, "one", "ones")
-                );
-            }
-        },
-    );
+        }
+    });
     Ok(())
 }
 
 pub async fn tables(out: &Output, root: &str, at: Option<&str>) -> Result<()> {
     let graph = open(root).await?;
     let commit = graph.graph().commit(graph.branch(), &at_ref(at)).await?;
-    let rows: Vec<Map<String, Value>> = commit
-        .pins
-        .iter()
-        .map(|pin| {
-            let mut row = Map::new();
-            row.insert("type".into(), json!(pin.type_name));
-            row.insert("kind".into(), json!(pin.kind));
-            row.insert("rows".into(), json!(pin.row_count));
-            row.insert("version".into(), json!(pin.version));
-            row.insert(
-                "uri".into(),
-                json!(graph.graph().root().reader_uri(&pin.path)),
-            );
-            row
-        })
-        .collect();
-    out.emit(
-        json!({"seq": commit.seq, "commit_id": commit.commit_id, "tables": rows}),
-        |_| {
-            println!("commit {} ({})", commit.seq, commit.commit_id);
-            print_rows(&rows);
-        },
-    );
+    let rows = omnigraph_server::view::table_rows(&graph, &commit);
+    out.emit(omnigraph_server::view::tables_json(&graph, &commit), |_| {
+        println!("commit {} ({})", commit.seq, commit.commit_id);
+        print_rows(&rows);
+    });
     Ok(())
 }
 
 pub async fn status(out: &Output, root: &str) -> Result<()> {
     let graph = open(root).await?;
-    let head = graph.head().await?;
-    let coverage = graph.index_coverage(&CommitRef::Head).await?;
-    let adjacency = graph.adjacency_status(&CommitRef::Head).await?;
-    let tables: Vec<Value> = head
-        .pins
-        .iter()
-        .map(|pin| json!({"type": pin.type_name, "rows": pin.row_count, "version": pin.version}))
-        .collect();
-    out.emit(
-        json!({
-            "root": graph.graph().root().canonical(),
-            "branch": head.branch,
-            "head": commit_json(&head),
-            "tables": tables,
-            "indexes": coverage,
-            "adjacency": adjacency,
-        }),
-        |_| {
+    let status = omnigraph_server::view::Status::read(&graph).await?;
+    let (head, coverage, adjacency) = (&status.head, &status.coverage, &status.adjacency);
+    out.emit(status.json(&graph), |_| {
+        println!(
+            "graph {} on {}",
+            graph.graph().root().canonical(),
+            head.branch
+        );
+        println!(
+            "head  commit {} ({}): {} {}",
+            head.seq, head.commit_id, head.operation.kind, head.operation.summary
+        );
+        for pin in &head.pins {
             println!(
-                "graph {} on {}",
-                graph.graph().root().canonical(),
-                head.branch
+                "  {:<20} {:>10} {}",
+                pin.type_name,
+                pin.row_count,
+                noun(pin.row_count, "row", "rows")
             );
+        }
+        for index in coverage {
+            let state = if index.built { "built" } else { "not built" };
             println!(
-                "head  commit {} ({}): {} {}",
-                head.seq, head.commit_id, head.operation.kind, head.operation.summary
+                "  index {:<28} {state:<10} {} {} uncovered",
+                format!("{}.{}", index.type_name, index.index),
+                index.uncovered_rows,
+                noun(index.uncovered_rows, "row", "rows")
             );
-            for pin in &head.pins {
-                println!(
-                    "  {:<20} {:>10} {}",
-                    pin.type_name,
-                    pin.row_count,
-                    noun(pin.row_count, "row", "rows")
-                );
-            }
-            for index in &coverage {
-                let state = if index.built { "built" } else { "not built" };
-                println!(
-                    "  index {:<28} {state:<10} {} {} uncovered",
-                    format!("{}.{}", index.type_name, index.index),
-                    index.uncovered_rows,
-                    noun(index.uncovered_rows, "row", "rows")
-                );
-            }
-            for edge in &adjacency {
-                let state = if edge.current {
-                    "current"
-                } else {
-                    "stale (rebuilt by the next optimize)"
-                };
-                println!("  adjacency {:<24} {state}", edge.edge_type);
-            }
-        },
-    );
+        }
+        for edge in adjacency {
+            let state = if edge.current {
+                "current"
+            } else {
+                "stale (rebuilt by the next optimize)"
+            };
+            println!("  adjacency {:<24} {state}", edge.edge_type);
+        }
+    });
     Ok(())
-}
-
-/// The catalog as a JSON document.
-pub fn catalog_json(catalog: &Catalog) -> Value {
-    let types: Vec<Value> = catalog
-        .types()
-        .iter()
-        .map(|type_def| {
-            json!({
-                "name": type_def.name(),
-                "kind": if type_def.is_node() { "node" } else { "edge" },
-                "key": type_def.key_column(),
-                "columns": type_def.columns().iter().map(|column| json!({
-                    "name": column.name,
-                    "type": column.data_type.to_pg(),
-                    "nullable": column.nullable,
-                })).collect::<Vec<_>>(),
-                "indexes": type_def.declared_indexes().iter().map(|index| json!({
-                    "name": index.name,
-                    "column": index.column,
-                    "kind": index.kind.suffix(),
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    json!({ "hash": catalog.hash(), "types": types })
 }
 
 fn print_catalog(catalog: &Catalog) {
@@ -1359,8 +1255,10 @@ pub async fn branch_create(out: &Output, root: &str, name: &str, at: Option<&str
 pub async fn branch_list(out: &Output, root: &str) -> Result<()> {
     let graph = open(root).await?;
     let branches = graph.list_branches().await?;
-    let views: Vec<crate::view::BranchView<'_>> =
-        branches.iter().map(crate::view::BranchView::of).collect();
+    let views: Vec<omnigraph_server::view::BranchView<'_>> = branches
+        .iter()
+        .map(omnigraph_server::view::BranchView::of)
+        .collect();
     out.emit(json!({"branches": views}), |_| {
         let rows: Vec<Vec<String>> = branches
             .iter()
@@ -1368,12 +1266,12 @@ pub async fn branch_list(out: &Output, root: &str) -> Result<()> {
                 vec![
                     branch.name.clone(),
                     branch.head_seq.to_string(),
-                    crate::view::rfc3339_micros(branch.head_created_at),
+                    omnigraph_server::view::rfc3339_micros(branch.head_created_at),
                     branch.fork.as_ref().map_or_else(
                         || "-".to_string(),
                         |fork| format!("{}@{}", fork.branch, fork.seq),
                     ),
-                    crate::view::rfc3339_micros(branch.created_at),
+                    omnigraph_server::view::rfc3339_micros(branch.created_at),
                 ]
             })
             .collect();
@@ -1415,21 +1313,6 @@ pub async fn branch_delete(out: &Output, root: &str, name: &str, confirm: bool) 
         },
     );
     Ok(())
-}
-
-/// A merge's report as JSON, through the commit's view type.
-fn merge_json(report: &omnigraph_graph::MergeReport, dry_run: bool) -> Value {
-    json!({
-        "from": report.from_branch,
-        "into": report.into_branch,
-        "base": {"branch": report.base_branch, "seq": report.base_seq},
-        "from_seq": report.from_seq,
-        "into_seq": report.into_seq,
-        "tables": report.tables,
-        "conflicts": report.conflicts,
-        "commit": report.commit.as_ref().map(commit_json),
-        "dry_run": dry_run,
-    })
 }
 
 fn print_merge(report: &omnigraph_graph::MergeReport) {

@@ -12,7 +12,7 @@ mod commands;
 mod demo;
 mod duration;
 mod output;
-mod view;
+mod serve;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use omnigraph_core::OmniError;
@@ -367,6 +367,45 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Serve graphs over HTTP until Ctrl-C (`docs/server.md`): ROOT named after its
+    /// folder, and each --graph NAME=ROOT.
+    Serve {
+        /// A graph root to serve, named after its last path segment.
+        root: Option<String>,
+        /// Serve the graph at ROOT as NAME; repeatable.
+        #[arg(long = "graph", value_name = "NAME=ROOT")]
+        graphs: Vec<String>,
+        /// The address to listen on (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+        listen: std::net::SocketAddr,
+        /// The tokens file (`omnigraph token add`); every request needs a token in it.
+        #[arg(long, value_name = "FILE")]
+        tokens: Option<PathBuf>,
+        /// Admit every request with every role, without a token. Announced on every start.
+        #[arg(long)]
+        insecure_no_auth: bool,
+        /// Most bytes of a JSON request body (default 16 MiB).
+        #[arg(long, value_name = "BYTES")]
+        body_bytes_max: Option<usize>,
+        /// Most bytes of a load's body (default 4 GiB).
+        #[arg(long, value_name = "BYTES")]
+        load_bytes_max: Option<u64>,
+        /// Most time a query may take (default 30s).
+        #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+        query_time: Option<std::time::Duration>,
+        /// Each query's memory budget in bytes (default 1 GiB).
+        #[arg(long, value_name = "BYTES")]
+        query_memory: Option<usize>,
+        /// Most time a client may pause while sending a body (default 600s).
+        #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+        request_time: Option<std::time::Duration>,
+        /// Most requests one token has in flight; past it, 429 (default 32).
+        #[arg(long, value_name = "N")]
+        concurrent_requests_per_token: Option<usize>,
+    },
+    /// The tokens file of `omnigraph serve`: add, list, revoke.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// The main job on an embedded default: build a sample graph and query it.
     Demo {
         /// Where to build it.
@@ -375,6 +414,35 @@ enum Command {
         /// People in the sample graph.
         #[arg(long, default_value_t = 3_000)]
         people: usize,
+    },
+}
+
+/// `omnigraph token`: the tokens file of a server.
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Make a token with a role (on one graph, or on all): prints it once and stores
+    /// only its hash.
+    Add {
+        /// The tokens file (made when missing).
+        file: PathBuf,
+        /// read, write, maintain or admin; each includes the ones before it.
+        #[arg(long)]
+        role: String,
+        /// The graph the role is on (default: every graph).
+        #[arg(long, value_name = "NAME")]
+        graph: Option<String>,
+    },
+    /// The tokens' ids, roles and graphs (never the tokens).
+    List {
+        /// The tokens file.
+        file: PathBuf,
+    },
+    /// Remove a token; a running server stops admitting it at its next request.
+    Revoke {
+        /// The tokens file.
+        file: PathBuf,
+        /// The token's id (`tok_...`, from `token list`).
+        id: String,
     },
 }
 
@@ -676,6 +744,44 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
                 commands::merge(&out, &root, &source, &into).await
             };
         }
+        Command::Serve {
+            root,
+            graphs,
+            listen,
+            tokens,
+            insecure_no_auth,
+            body_bytes_max,
+            load_bytes_max,
+            query_time,
+            query_memory,
+            request_time,
+            concurrent_requests_per_token,
+        } => {
+            let defaults = omnigraph_server::Limits::default();
+            let limits = omnigraph_server::Limits {
+                request_body_bytes: body_bytes_max.unwrap_or(defaults.request_body_bytes),
+                load_body_bytes: load_bytes_max.unwrap_or(defaults.load_body_bytes),
+                query_time: query_time.unwrap_or(defaults.query_time),
+                query_memory_bytes: query_memory,
+                request_time: request_time.unwrap_or(defaults.request_time),
+                token_concurrent_requests: concurrent_requests_per_token
+                    .unwrap_or(defaults.token_concurrent_requests),
+            };
+            let request = serve::ServeRequest {
+                root,
+                graphs,
+                listen,
+                tokens,
+                insecure_no_auth,
+                limits,
+            };
+            serve::serve(&out, request, commands::storage_options().clone()).await
+        }
+        Command::Token(TokenCommand::Add { file, role, graph }) => {
+            serve::token_add(&out, &file, &role, graph.as_deref())
+        }
+        Command::Token(TokenCommand::List { file }) => serve::token_list(&out, &file),
+        Command::Token(TokenCommand::Revoke { file, id }) => serve::token_revoke(&out, &file, &id),
         Command::Demo { root, people } => demo::run(&out, &root, people).await,
     };
     done.map(|()| omnigraph_core::EXIT_SUCCESS)

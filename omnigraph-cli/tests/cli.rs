@@ -1791,3 +1791,99 @@ fn two_processes_write_on_two_branches_at_once() {
     }
     assert_eq!(head_seq(&root), 0, "main saw none of it");
 }
+
+/// One HTTP/1.1 request over a plain socket: the status and the body.
+fn http(address: &str, request_line: &str, token: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "{request_line} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap();
+    let body = response
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    (status, body)
+}
+
+#[test]
+fn serve_answers_a_token_refuses_a_revoked_one_and_stops_on_ctrl_c() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let tokens = dir.path().join("tokens.json").display().to_string();
+    let added = json_of(&omnigraph(&[
+        "token", "add", &tokens, "--role", "read", "--json",
+    ]));
+    let token = added["token"].as_str().unwrap().to_owned();
+    let id = added["id"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("og_") && token.len() == 67, "{token}");
+    let listed = json_of(&omnigraph(&["token", "list", &tokens, "--json"]));
+    assert_eq!(listed["tokens"][0]["id"], id.as_str());
+    assert!(!listed.to_string().contains(&token));
+    assert!(!std::fs::read_to_string(&tokens).unwrap().contains(&token));
+    let refused = omnigraph(&["token", "add", &tokens, "--role", "root"]);
+    assert_eq!(refused.status.code(), Some(2));
+    // Neither a tokens file nor --insecure-no-auth: refused before it listens.
+    let unsafe_start = omnigraph(&["serve", &root, "--listen", "127.0.0.1:0"]);
+    assert_eq!(unsafe_start.status.code(), Some(2));
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+        .args([
+            "serve",
+            &root,
+            "--listen",
+            "127.0.0.1:0",
+            "--tokens",
+            &tokens,
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut document = String::new();
+    while !document.ends_with("}\n") {
+        assert!(stdout.read_line(&mut document).unwrap() > 0, "{document}");
+    }
+    let started: Value = serde_json::from_str(&document).unwrap();
+    assert_eq!(started["graphs"], json!(["g.omni"]));
+    assert_eq!(started["insecure_no_auth"], false);
+    let graph = started["graphs"][0].as_str().unwrap().to_owned();
+    let address = started["listening"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_owned();
+    let (status, body) = http(&address, &format!("GET /graphs/{graph}/status"), &token);
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = http(&address, &format!("POST /graphs/{graph}/insert"), &token);
+    assert_eq!(status, 403);
+    let revoked = json_of(&omnigraph(&["token", "revoke", &tokens, &id, "--json"]));
+    assert_eq!(revoked["revoked"], id.as_str());
+    let (status, _) = http(&address, &format!("GET /graphs/{graph}/status"), &token);
+    assert_eq!(status, 401);
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -1364,6 +1364,7 @@ mod tests {
             deleted: false,
             merged_from: Vec::new(),
             reservations: Vec::new(),
+            idempotency_key: None,
         }
     }
 

@@ -138,6 +138,7 @@ pub async fn create_branch(
             merged_from: Vec::new(),
             // A new life holds no table of the branch it came from.
             reservations: Vec::new(),
+            idempotency_key: None,
         };
         first.validate().map_err(|message| {
             OmniError::internal(format!("refusing to create branch {name}: {message}"))

@@ -91,6 +91,11 @@ pub struct GraphCommit {
     /// [`crate::limits::RESERVATIONS_MAX`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reservations: Vec<Reservation>,
+    /// The key of the request this commit answers (a served write's
+    /// `Idempotency-Key`, [`crate::request::WriteRequest`]): a retry of that request
+    /// finds this commit instead of writing again. Never carried forward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// A commit of another branch whose tables a merge took.
@@ -292,6 +297,14 @@ impl GraphCommit {
                 self.schema
             ));
         }
+        if let Some(key) = &self.idempotency_key
+            && !crate::request::key_is_valid(key)
+        {
+            return Err(format!(
+                "its idempotency key is not 1 to {} bytes of printable ASCII",
+                crate::limits::IDEMPOTENCY_KEY_BYTES_MAX
+            ));
+        }
         if self.actor.len() > ACTOR_LEN_MAX {
             return Err(format!(
                 "actor is {} bytes; the limit is {ACTOR_LEN_MAX}",
@@ -416,6 +429,7 @@ pub(crate) fn test_commit(branch: &str, seq: u64) -> GraphCommit {
         deleted: false,
         merged_from: Vec::new(),
         reservations: Vec::new(),
+        idempotency_key: None,
     }
 }
 

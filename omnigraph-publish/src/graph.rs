@@ -121,6 +121,7 @@ impl Graph {
             deleted: false,
             merged_from: Vec::new(),
             reservations: Vec::new(),
+            idempotency_key: None,
         };
         genesis.validate().map_err(|message| {
             OmniError::internal(format!("refusing to write genesis: {message}"))

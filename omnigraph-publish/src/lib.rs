@@ -59,6 +59,7 @@ pub mod limits;
 pub mod log;
 pub mod publication;
 pub mod publisher;
+pub mod request;
 pub mod staging;
 pub mod writer;
 

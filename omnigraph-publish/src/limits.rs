@@ -46,6 +46,8 @@ pub(crate) const COMMIT_ID_LEN_MAX: usize = 64;
 
 /// The longest actor a commit may name, in bytes.
 pub(crate) const ACTOR_LEN_MAX: usize = 1_024;
+/// The longest idempotency key a commit may record, in bytes.
+pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 256;
 
 /// The longest operation summary a writer publishes, in bytes: writers quote their input
 /// in it (an update's predicate), so the publisher shortens it (`shortened_summary`).
@@ -163,6 +165,7 @@ const _: () = assert!(HISTORY_CHUNK_COMMITS_MAX as usize * 1_024 <= HISTORY_LINE
 const _: () = assert!(
     omnigraph_core::limits::TYPES_MAX * PIN_JSON_BYTES_MAX
         + ACTOR_LEN_MAX
+        + IDEMPOTENCY_KEY_BYTES_MAX
         + 2 * COMMIT_ID_LEN_MAX
         + OPERATION_KIND_LEN_MAX
         + SUMMARY_LEN_MAX

@@ -396,6 +396,7 @@ fn next_commit(
             reserving,
             created_at,
         ),
+        idempotency_key: parts.idempotency_key.map(str::to_owned),
     };
     if let Some((pins, dropped, schema)) = change.of_tables() {
         commit.pins.retain(|pin| !dropped.contains(&pin.table_id));

@@ -29,6 +29,7 @@ mod request_counts;
 mod reservations;
 mod s3;
 mod schema_apply;
+mod server;
 mod storage_root;
 mod tour;
 mod traverse;

@@ -47,6 +47,16 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         &["omnigraph-core", "omnigraph-publish", "omnigraph-graph"],
     ),
     (
+        "omnigraph-server",
+        &[
+            "omnigraph-core",
+            "omnigraph-publish",
+            "omnigraph-graph",
+            "omnigraph-maintenance",
+            "omnigraph-query",
+        ],
+    ),
+    (
         "omnigraph-cli",
         &[
             "omnigraph-core",
@@ -54,6 +64,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "omnigraph-graph",
             "omnigraph-maintenance",
             "omnigraph-query",
+            "omnigraph-server",
         ],
     ),
     (
@@ -65,6 +76,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "omnigraph-graph",
             "omnigraph-maintenance",
             "omnigraph-query",
+            "omnigraph-server",
         ],
     ),
     ("xtask", &[]),
@@ -76,6 +88,7 @@ pub const LIMITED_CRATES: &[&str] = &[
     "omnigraph-graph",
     "omnigraph-maintenance",
     "omnigraph-query",
+    "omnigraph-server",
 ];
 /// The map of the code: one line per module.
 pub const ARCHITECTURE: &str = "ARCHITECTURE.md";

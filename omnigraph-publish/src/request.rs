@@ -1,0 +1,56 @@
+//! The request a write serves, carried by the task that runs it (as a tracing span is):
+//! a host that writes for many callers through one shared handle says, per write, who
+//! the commit is for and which request it answers. Every commit a branch writer
+//! publishes inside [`WriteRequest::serve`] records them; maintenance, run in tasks of
+//! its own, never does.
+
+use crate::limits::IDEMPOTENCY_KEY_BYTES_MAX;
+use omnigraph_core::{InputLocation, OmniError, Result};
+use std::future::Future;
+
+/// Who a write is for and which request it answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteRequest {
+    /// The actor its commits record instead of the handle's.
+    pub actor: Option<String>,
+    /// The caller's key for the request: a retry with the same key finds the commit
+    /// this one published (`GraphCommit::idempotency_key`).
+    pub idempotency_key: Option<String>,
+}
+
+tokio::task_local! {
+    static SERVING: WriteRequest;
+}
+
+impl WriteRequest {
+    /// Runs `write` serving this request.
+    pub async fn serve<F: Future>(self, write: F) -> F::Output {
+        SERVING.scope(self, write).await
+    }
+
+    /// The request the current task serves, if any.
+    pub(crate) fn current() -> Option<WriteRequest> {
+        SERVING.try_with(Clone::clone).ok()
+    }
+}
+
+/// Checks an idempotency key a caller gave: 1 to [`IDEMPOTENCY_KEY_BYTES_MAX`] bytes of
+/// printable ASCII (it is stored in commit objects and compared byte for byte).
+pub fn check_idempotency_key(key: &str) -> Result<()> {
+    if key_is_valid(key) {
+        return Ok(());
+    }
+    Err(OmniError::bad_input(
+        InputLocation::in_source("Idempotency-Key"),
+        format!("an idempotency key is 1 to {IDEMPOTENCY_KEY_BYTES_MAX} bytes of printable ASCII"),
+    ))
+}
+
+/// Whether `key` is 1 to [`IDEMPOTENCY_KEY_BYTES_MAX`] bytes of printable ASCII.
+pub(crate) fn key_is_valid(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= IDEMPOTENCY_KEY_BYTES_MAX
+        && key
+            .bytes()
+            .all(|byte| byte.is_ascii_graphic() || byte == b' ')
+}

@@ -1,0 +1,73 @@
+//! Every limit of the server (`*_MAX`), and the [`Limits`] an operator can change.
+
+use std::time::Duration;
+
+/// Default most bytes of a JSON request body (queries, inserts, updates).
+pub const REQUEST_BODY_BYTES_MAX: usize = 16 << 20;
+/// Default most bytes of a load's body (it is spooled to a temporary file as it
+/// arrives, never held in memory).
+pub const LOAD_BODY_BYTES_MAX: u64 = 4 << 30;
+/// Default most time a query may take, planning and reading its rows.
+pub const QUERY_TIME_MAX: Duration = Duration::from_secs(30);
+/// Default most time a request may take from its first byte to its response (a
+/// client too slow to send its body ends here).
+pub const REQUEST_TIME_MAX: Duration = Duration::from_secs(600);
+/// Default most requests one token has in flight; past it, 429.
+pub const TOKEN_CONCURRENT_REQUESTS_MAX: usize = 32;
+/// Default most requests the server has in flight without a token (`--insecure-no-auth`).
+pub const ANONYMOUS_CONCURRENT_REQUESTS_MAX: usize = 256;
+/// Finished maintenance runs kept for their status route, per server (the oldest
+/// finished one goes first).
+pub const FINISHED_RUNS_KEPT_MAX: usize = 64;
+/// Branch handles kept warm per graph; a request for another branch opens a handle of
+/// its own.
+pub const BRANCH_HANDLES_KEPT_MAX: usize = 64;
+/// Most tokens a tokens file may hold.
+pub const TOKENS_MAX: usize = 10_000;
+/// Most bytes of a tokens file.
+pub const TOKEN_FILE_BYTES_MAX: u64 = 4 << 20;
+/// Commits of a branch read back for their idempotency keys when a server first meets
+/// the branch: a key is honoured while its commit is among the newest this many.
+pub const IDEMPOTENCY_WINDOW_COMMITS_MAX: usize = 1_024;
+/// Idempotency keys a server keeps per branch (the oldest indexed goes first).
+pub const IDEMPOTENCY_KEYS_KEPT_MAX: usize = 16_384;
+/// Locks that keep two writes with one idempotency key apart (a key takes one by hash).
+pub const KEY_STRIPES_MAX: usize = 64;
+/// Most bytes of a served graph's name.
+pub const GRAPH_NAME_BYTES_MAX: usize = 64;
+/// Most commits one log request returns (the log's own page bound applies too).
+pub const LOG_LIMIT_MAX: usize = 1_000;
+/// Most errors followed down a failure's chain of sources.
+pub const ERROR_CHAIN_DEPTH_MAX: usize = 16;
+/// Seconds a client is told to wait after a 429 or a retryable 503.
+pub const RETRY_AFTER_SECONDS_MAX: u64 = 1;
+
+/// The bounds a server enforces. [`Limits::default`] has every default above.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Most bytes of a JSON request body (413 past it).
+    pub request_body_bytes: usize,
+    /// Most bytes of a load's body (413 past it; nothing is published).
+    pub load_body_bytes: u64,
+    /// Most time a query may take (503 `query_time_exceeded` past it).
+    pub query_time: Duration,
+    /// The memory budget of each query (the query crate's default when `None`).
+    pub query_memory_bytes: Option<usize>,
+    /// Most time a request may take, body included (408 past it).
+    pub request_time: Duration,
+    /// Most requests one token has in flight (429 past it).
+    pub token_concurrent_requests: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            request_body_bytes: REQUEST_BODY_BYTES_MAX,
+            load_body_bytes: LOAD_BODY_BYTES_MAX,
+            query_time: QUERY_TIME_MAX,
+            query_memory_bytes: None,
+            request_time: REQUEST_TIME_MAX,
+            token_concurrent_requests: TOKEN_CONCURRENT_REQUESTS_MAX,
+        }
+    }
+}

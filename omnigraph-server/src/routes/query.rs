@@ -1,0 +1,153 @@
+//! The query route: Cypher with parameters at a branch head or a commit, within the
+//! query time and memory budget; rows as JSON, or as an Arrow IPC stream when the
+//! client accepts one.
+
+use super::{State, json_body};
+use crate::error::ApiError;
+use crate::tokens::Role;
+use axum::extract::{self, Path, Request};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use omnigraph_publish::CommitRef;
+use omnigraph_query::QueryOptions;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+/// The media type of an Arrow IPC stream.
+pub(crate) const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
+/// A query.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QueryBody {
+    /// The Cypher query (`docs/query.md`).
+    query: String,
+    /// Parameters by name, without the `$`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    params: Map<String, Value>,
+    /// The branch (default `main`).
+    branch: Option<String>,
+    /// A commit seq or id of the branch (default: its head).
+    at: Option<String>,
+}
+
+/// Runs a Cypher query.
+#[utoipa::path(post, path = "/graphs/{graph}/query", request_body = QueryBody,
+    params(("graph" = String, Path, description = "The served graph")),
+    responses(
+        (status = 200, description = "The rows: JSON {columns, rows, seq, commit_id}, or an Arrow IPC stream (Accept: application/vnd.apache.arrow.stream) with the commit in x-omnigraph-seq and x-omnigraph-commit-id"),
+        (status = 400, description = "A malformed body or a query the checker refused (bad_query, with line and column)"),
+        (status = 401, description = "No token, or one not known"),
+        (status = 403, description = "The token has no read role on the graph"),
+        (status = 404, description = "No such graph, branch or commit"),
+        (status = 413, description = "The body is past the server's limit"),
+        (status = 422, description = "The query failed while running (query_failed)"),
+        (status = 429, description = "The token has as many requests in flight as it may"),
+        (status = 503, description = "The query ran past the query time (query_time_exceeded)"),
+    ))]
+pub(crate) async fn query(
+    extract::State(state): extract::State<State>,
+    Path(graph): Path<String>,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (served, _admitted) = state.admit(&headers, &graph, Role::Read)?;
+    let arrow = wants_arrow(&headers)?;
+    let body: QueryBody = json_body(&state, request).await?;
+    let handle = served.handle(body.branch.as_deref()).await?;
+    let mut options =
+        QueryOptions::new().at(body.at.as_deref().map_or(CommitRef::Head, CommitRef::parse));
+    for (name, value) in body.params {
+        options = options.parameter(name, value);
+    }
+    if let Some(bytes) = state.limits.query_memory_bytes {
+        options = options.memory_bytes(bytes);
+    }
+    let limit = state.limits.query_time;
+    // Planning and every row within the query time: dropping the future stops the
+    // plan's streams.
+    let run = async {
+        let rows = omnigraph_query::query(&handle, &body.query, &options).await?;
+        let schema = rows.schema();
+        let (seq, commit_id) = (rows.seq(), rows.commit_id().to_owned());
+        let batches = rows.collect().await?;
+        Ok::<_, omnigraph_core::OmniError>((schema, batches, seq, commit_id))
+    };
+    let (schema, batches, seq, commit_id) = tokio::time::timeout(limit, run)
+        .await
+        .map_err(|_| ApiError::QueryTimeExceeded(limit))??;
+    if arrow {
+        let mut bytes = Vec::new();
+        {
+            let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &schema)
+                .map_err(|error| omnigraph_core::OmniError::internal(error.to_string()))?;
+            for batch in &batches {
+                writer
+                    .write(batch)
+                    .map_err(|error| omnigraph_core::OmniError::internal(error.to_string()))?;
+            }
+            writer
+                .finish()
+                .map_err(|error| omnigraph_core::OmniError::internal(error.to_string()))?;
+        }
+        let mut response = bytes.into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ARROW_STREAM));
+        headers.insert("x-omnigraph-seq", HeaderValue::from(seq));
+        if let Ok(value) = HeaderValue::from_str(&commit_id) {
+            headers.insert("x-omnigraph-commit-id", value);
+        }
+        return Ok(response);
+    }
+    let columns: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|field| field.name().clone())
+        .collect();
+    let rows: Vec<Value> = omnigraph_graph::batches_to_json(&batches)
+        .into_iter()
+        .map(|row| {
+            Value::Array(
+                columns
+                    .iter()
+                    .map(|column| row.get(column).cloned().unwrap_or(Value::Null))
+                    .collect(),
+            )
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "columns": columns,
+        "rows": rows,
+        "seq": seq,
+        "commit_id": commit_id,
+    }))
+    .into_response())
+}
+
+/// Whether the client asked for an Arrow IPC stream; 406 when it accepts neither that
+/// nor JSON.
+fn wants_arrow(headers: &HeaderMap) -> Result<bool, ApiError> {
+    let Some(accept) = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return Ok(false);
+    };
+    let types: Vec<&str> = accept
+        .split(',')
+        .map(|part| part.split(';').next().unwrap_or_default().trim())
+        .collect();
+    if types.contains(&ARROW_STREAM) {
+        return Ok(true);
+    }
+    if types
+        .iter()
+        .any(|kind| matches!(*kind, "application/json" | "application/*" | "*/*"))
+    {
+        return Ok(false);
+    }
+    Err(ApiError::NotAcceptable(format!(
+        "the query route gives application/json or {ARROW_STREAM}, not {accept:?}"
+    )))
+}

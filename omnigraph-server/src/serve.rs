@@ -1,0 +1,128 @@
+//! The server's life: open every graph and bind, serve, and shut down gracefully (stop
+//! accepting, let requests in flight and their publications finish, cancel maintenance
+//! at its next cancel point, wait for the runs to end).
+
+use crate::auth::Authenticator;
+use crate::config::{AuthConfig, ServerConfig};
+use crate::graphs::ServedGraph;
+use crate::routes::{self, Shared};
+use crate::runs::Runs;
+use axum::ServiceExt;
+use omnigraph_core::{InputLocation, OmniError, Result};
+use omnigraph_maintenance::MaintenanceBudget;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tower_http::timeout::RequestBodyTimeoutLayer;
+use tower_layer::Layer;
+
+/// A server bound to its address with every graph open, not yet serving.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    local_addr: SocketAddr,
+    state: Arc<Shared>,
+}
+
+impl Server {
+    /// Opens every graph of `config` (a root without a graph fails here) and the tokens
+    /// file, and binds the listener.
+    pub async fn bind(config: ServerConfig) -> Result<Server> {
+        let Some(auth) = &config.auth else {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("--tokens"),
+                "a server needs a tokens file (--tokens FILE), or --insecure-no-auth",
+            ));
+        };
+        if config.graphs.is_empty() {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("--graph"),
+                "a server serves at least one graph",
+            ));
+        }
+        let authenticator = Authenticator::new(auth, config.limits.token_concurrent_requests);
+        authenticator.load()?;
+        let mut graphs = BTreeMap::new();
+        for (name, source) in &config.graphs {
+            let graph = ServedGraph::open(source, &config.storage_options).await?;
+            graphs.insert(name.clone(), Arc::new(graph));
+        }
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|error| {
+                OmniError::bad_input(
+                    InputLocation::in_source("--listen").field(config.listen.to_string()),
+                    format!("cannot listen: {error}"),
+                )
+            })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|error| OmniError::internal(format!("no local address: {error}")))?;
+        let state = Arc::new(Shared {
+            graphs,
+            auth: authenticator,
+            runs: Runs::new(MaintenanceBudget::from_env()?),
+            writes: Arc::new(crate::idempotency::Writes::new()),
+            limits: config.limits.clone(),
+            shutting_down: AtomicBool::new(false),
+        });
+        debug_assert!(matches!(auth, AuthConfig::InsecureNoAuth) == state.auth.is_insecure());
+        // The router and the document come from the same handlers.
+        debug_assert_eq!(crate::openapi::operations().len(), routes::ROUTES.len());
+        Ok(Server {
+            listener,
+            local_addr,
+            state,
+        })
+    }
+
+    /// Where the server listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Whether requests are let in without a token (`--insecure-no-auth`).
+    pub fn is_insecure(&self) -> bool {
+        self.state.auth.is_insecure()
+    }
+
+    /// The names of the served graphs.
+    pub fn graphs(&self) -> Vec<String> {
+        self.state.graphs.keys().cloned().collect()
+    }
+
+    /// Serves until `shutdown` completes, then shuts down gracefully.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+        let state = self.state.clone();
+        let graceful = {
+            let state = state.clone();
+            async move {
+                shutdown.await;
+                state.shutting_down.store(true, Ordering::SeqCst);
+                for run in state.runs.running() {
+                    run.cancel();
+                }
+            }
+        };
+        let router = routes::router(self.state);
+        // A client that takes longer than the request time between chunks of its body
+        // gets 408.
+        let app = RequestBodyTimeoutLayer::new(state.limits.request_time).layer(router);
+        axum::serve(
+            self.listener,
+            ServiceExt::<axum::extract::Request>::into_make_service(app),
+        )
+        .with_graceful_shutdown(graceful)
+        .await
+        .map_err(|error| OmniError::internal(format!("the server failed: {error}")))?;
+        // Writes whose clients hung up end as they would have.
+        state.writes.drained().await;
+        // Runs started before the signal end at their next cancel point.
+        for run in state.runs.running() {
+            run.cancel();
+            run.finished().await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1234 @@
+//! The served graph over real HTTP on loopback: every route, the roles that gate them,
+//! the limits, maintenance runs, and a graceful shutdown. The graph is a real Lance
+//! graph in a folder; faults (a held store) go through the root's wrapper.
+
+use arrow_array::{Array, Int64Array, StringArray};
+use futures::StreamExt;
+use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, StorageOptions, StorageRoot};
+use omnigraph_graph::Omnigraph;
+use omnigraph_server::tokens::{Role, TokenFile};
+use omnigraph_server::{Limits, Server, ServerConfig};
+use omnigraph_tests::SOCIAL_SCHEMA;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A token of each role on the served graph, one on another graph, and the file.
+struct Tokens {
+    read: String,
+    write: String,
+    maintain: String,
+    admin: String,
+    other_graph_admin: String,
+    file: PathBuf,
+}
+
+impl Tokens {
+    fn of(&self, role: Role) -> &str {
+        match role {
+            Role::Read => &self.read,
+            Role::Write => &self.write,
+            Role::Maintain => &self.maintain,
+            Role::Admin => &self.admin,
+        }
+    }
+}
+
+/// A server on a fresh graph named `people`, until it is shut down.
+struct Served {
+    base: String,
+    client: reqwest::Client,
+    root: Arc<StorageRoot>,
+    tokens: Tokens,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<omnigraph_core::Result<()>>>,
+    dir: tempfile::TempDir,
+}
+
+async fn serve(limits: Limits) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("people").to_str().unwrap().to_owned();
+    let root = StorageRoot::open_with(&uri, &StorageOptions::default())
+        .await
+        .unwrap();
+    Omnigraph::create_in_root(root.clone(), SOCIAL_SCHEMA, "test")
+        .await
+        .unwrap();
+    let file = dir.path().join("tokens.json");
+    let mut tokens = TokenFile::read_or_empty(&file).unwrap();
+    let mut token = |role, graph| tokens.add(role, graph).unwrap().1;
+    let issued = Tokens {
+        read: token(Role::Read, Some("people")),
+        write: token(Role::Write, Some("people")),
+        maintain: token(Role::Maintain, None),
+        admin: token(Role::Admin, Some("people")),
+        other_graph_admin: token(Role::Admin, Some("other")),
+        file: file.clone(),
+    };
+    tokens.write().unwrap();
+    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap())
+        .graph_in_root("people", root.clone())
+        .unwrap()
+        .tokens(file)
+        .limits(limits);
+    let server = Server::bind(config).await.unwrap();
+    let base = format!("http://{}", server.local_addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+    Served {
+        base,
+        client: reqwest::Client::new(),
+        root,
+        tokens: issued,
+        stop: Some(stop),
+        task: Some(task),
+        dir,
+    }
+}
+
+impl Served {
+    fn request(&self, method: Method, path: &str, token: Option<&str>) -> reqwest::RequestBuilder {
+        let request = self.client.request(method, format!("{}{path}", self.base));
+        match token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// A JSON call: the status and the body as JSON (null when it is not JSON).
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = self.request(method, path, token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn head_seq(&self) -> u64 {
+        let (status, body) = self
+            .call(
+                Method::GET,
+                "/graphs/people/status",
+                Some(&self.tokens.read),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["head"]["seq"].as_u64().unwrap()
+    }
+
+    async fn query(&self, cypher: &str) -> Vec<Value> {
+        let (status, body) = self
+            .call(
+                Method::POST,
+                "/graphs/people/query",
+                Some(&self.tokens.read),
+                Some(json!({"query": cypher})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["rows"].as_array().unwrap().clone()
+    }
+
+    async fn shutdown(mut self) -> omnigraph_core::Result<()> {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap()
+    }
+}
+
+fn people(range: std::ops::Range<usize>) -> Value {
+    json!(
+        range
+            .map(|n| json!({"id": format!("p{n:04}"), "name": format!("person {n}"), "age": 20 + (n % 50) as i64}))
+            .collect::<Vec<_>>()
+    )
+}
+
+/// The role each route needs; `None` for the routes anyone may call.
+fn needed_role(method: &str, path: &str) -> Option<Role> {
+    match (method, path) {
+        (_, "/healthz" | "/readyz" | "/openapi.json") => None,
+        ("get", _) => Some(Role::Read),
+        ("post", "/graphs/{graph}/query") => Some(Role::Read),
+        ("post", "/graphs/{graph}/schema") | ("delete", _) => Some(Role::Admin),
+        ("post", path) if path.contains("/maintenance/") => Some(Role::Maintain),
+        ("post", _) => Some(Role::Write),
+        _ => panic!("a route with no role in this table: {method} {path}"),
+    }
+}
+
+fn concrete(path: &str) -> String {
+    path.replace("{graph}", "people")
+        .replace("{branch}", "feature")
+        .replace("{run}", "run_unknown")
+}
+
+#[tokio::test]
+async fn the_document_lists_the_served_routes_and_each_wants_its_role() {
+    let served = serve(Limits::default()).await;
+    let (status, document) = served.call(Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let operations = omnigraph_server::openapi::operations();
+    let mut listed: Vec<(String, String)> = Vec::new();
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            listed.push((method.clone(), path.clone()));
+        }
+    }
+    listed.sort();
+    assert_eq!(listed, operations);
+    assert!(operations.len() >= 21, "{operations:?}");
+    for (method, path) in &operations {
+        let http = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+        let url = concrete(path);
+        let Some(role) = needed_role(method, path) else {
+            let (status, _) = served.call(http, &url, None, None).await;
+            assert_eq!(status, StatusCode::OK, "{method} {path}");
+            continue;
+        };
+        // No token, a token nobody issued: 401, before anything is read.
+        for token in [None, Some("og_0000")] {
+            let (status, body) = served.call(http.clone(), &url, token, None).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path}: {body}");
+            assert_eq!(body["error"]["code"], "unauthorized");
+            assert_eq!(body["error"]["evidence"]["kind"], "before_effect");
+        }
+        // A role on another graph, and the role just below the one needed: 403.
+        let (status, body) = served
+            .call(
+                http.clone(),
+                &url,
+                Some(&served.tokens.other_graph_admin),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
+        assert_eq!(body["error"]["code"], "forbidden");
+        if role > Role::Read {
+            let below = Role::ALL[Role::ALL.iter().position(|r| *r == role).unwrap() - 1];
+            let (status, body) = served
+                .call(http.clone(), &url, Some(served.tokens.of(below)), None)
+                .await;
+            assert_eq!(
+                status,
+                StatusCode::FORBIDDEN,
+                "{method} {path} as {below}: {body}"
+            );
+        }
+        // The role needed gets past the gate (the empty body may still be refused).
+        let (status, body) = served
+            .call(http.clone(), &url, Some(served.tokens.of(role)), None)
+            .await;
+        assert!(
+            ![
+                StatusCode::UNAUTHORIZED,
+                StatusCode::FORBIDDEN,
+                StatusCode::METHOD_NOT_ALLOWED
+            ]
+            .contains(&status),
+            "{method} {path} as {role}: {status} {body}"
+        );
+    }
+    assert_eq!(served.head_seq().await, 0, "no request published anything");
+    served.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_revoked_token_is_refused_without_a_restart() {
+    let served = serve(Limits::default()).await;
+    let insert = json!({"type": "Person", "rows": people(0..1)});
+    let (status, _) = served
+        .call(
+            Method::POST,
+            "/graphs/people/insert",
+            Some(&served.tokens.write),
+            Some(insert.clone()),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let mut file = TokenFile::read(&served.tokens.file).unwrap();
+    let id = file
+        .entries()
+        .iter()
+        .find(|entry| entry.role == Role::Write)
+        .unwrap()
+        .id
+        .clone();
+    file.revoke(&id).unwrap();
+    file.write().unwrap();
+    let insert = json!({"type": "Person", "rows": people(1..2)});
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/insert",
+            Some(&served.tokens.write),
+            Some(insert),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(served.head_seq().await, 1);
+    // A damaged file lets nobody in, rather than missing a revocation.
+    std::fs::write(&served.tokens.file, "{").unwrap();
+    let (status, _) = served
+        .call(
+            Method::GET,
+            "/graphs/people/status",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    served.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn writes_queries_and_history_over_http() {
+    let served = serve(Limits::default()).await;
+    let write = Some(served.tokens.write.as_str());
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/insert",
+            write,
+            Some(json!({"type": "Person", "rows": people(0..10)})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["commit"]["seq"], 1);
+    let companies = json!({"type": "Company", "rows": [{"id": "c1", "name": "Acme"}]});
+    let (status, _) = served
+        .call(
+            Method::POST,
+            "/graphs/people/insert",
+            write,
+            Some(companies),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let jsonl = "{\"type\":\"WorksAt\",\"src\":\"p0001\",\"dst\":\"c1\",\"since\":2020}\n{\"type\":\"WorksAt\",\"src\":\"p0002\",\"dst\":\"c1\"}\n";
+    let response = served
+        .request(Method::POST, "/graphs/people/load", write)
+        .body(jsonl)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let loaded: Value = response.json().await.unwrap();
+    assert_eq!(loaded["rows"]["WorksAt"], 2);
+    let csv = "id,name,age\np0100,csv person,61\np0101,csv other,\n";
+    let response = served
+        .request(
+            Method::POST,
+            "/graphs/people/load?format=csv&type=Person",
+            write,
+        )
+        .body(csv)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(served.head_seq().await, 4);
+
+    // Rows as JSON, with parameters.
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/query",
+            Some(&served.tokens.read),
+            Some(json!({"query": "MATCH (p:Person)-[:WorksAt]->(c:Company) WHERE c.id = $company RETURN p.id AS id ORDER BY id", "params": {"company": "c1"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["columns"], json!(["id"]));
+    assert_eq!(body["rows"], json!([["p0001"], ["p0002"]]));
+    assert_eq!(body["seq"], 4);
+    // The same as an Arrow IPC stream.
+    let response = served
+        .request(Method::POST, "/graphs/people/query", Some(&served.tokens.read))
+        .header("accept", "application/vnd.apache.arrow.stream")
+        .json(&json!({"query": "MATCH (p:Person) WHERE p.age >= 60 RETURN p.id AS id, p.age AS age ORDER BY id"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["x-omnigraph-seq"], "4");
+    let bytes = response.bytes().await.unwrap();
+    let reader =
+        arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None).unwrap();
+    let mut ids = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let column = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        ids.extend((0..column.len()).map(|row| column.value(row).to_owned()));
+    }
+    assert_eq!(ids, ["p0100"]);
+    // A type the client does not accept: 406.
+    let response = served
+        .request(
+            Method::POST,
+            "/graphs/people/query",
+            Some(&served.tokens.read),
+        )
+        .header("accept", "text/html")
+        .json(&json!({"query": "MATCH (p:Person) RETURN count(*)"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_ACCEPTABLE);
+
+    // Update and delete, then the rows at an older commit.
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/update",
+            write,
+            Some(json!({"type": "Person", "where": "id = 'p0003'", "set": {"name": "renamed"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["commit"]["seq"], 5);
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/delete",
+            write,
+            Some(json!({"type": "Person", "where": "id = 'p0004'"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        served
+            .query(
+                "MATCH (p:Person) WHERE p.id IN ['p0003', 'p0004'] RETURN p.name ORDER BY p.name"
+            )
+            .await,
+        vec![json!(["renamed"])]
+    );
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/query",
+            Some(&served.tokens.read),
+            Some(json!({"query": "MATCH (p:Person) WHERE p.id IN ['p0003', 'p0004'] RETURN p.name AS name ORDER BY name", "at": "4"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rows"], json!([["person 3"], ["person 4"]]));
+
+    // Bad input changes nothing and says where and what.
+    let before = served.head_seq().await;
+    let bad = json!({"type": "Person", "rows": [{"id": "p0200", "name": "x", "age": 1}, {"id": "p0201", "name": "y", "age": "old"}]});
+    let (status, body) = served
+        .call(Method::POST, "/graphs/people/insert", write, Some(bad))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "bad_input");
+    assert_eq!(body["error"]["evidence"]["kind"], "before_effect");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("age"),
+        "{body}"
+    );
+    let duplicate = json!({"type": "Person", "rows": people(0..1)});
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/insert",
+            write,
+            Some(duplicate),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "key_conflict");
+    let response = served
+        .request(Method::POST, "/graphs/people/load", write)
+        .body("{\"type\":\"Person\",\"id\":\"p0300\",\"name\":\"a\"}\n{not json\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("line 2"),
+        "{body}"
+    );
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/query",
+            Some(&served.tokens.read),
+            Some(json!({"query": "MATCH (p:Nobody) RETURN p"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "bad_query");
+    assert_eq!(body["error"]["query"]["line"], 1);
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/insert",
+            write,
+            Some(json!({"type": "Person", "rowz": []})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("rowz"),
+        "{body}"
+    );
+    assert_eq!(served.head_seq().await, before);
+
+    // History: the log, the tables a commit pins, the schema.
+    let (status, body) = served
+        .call(
+            Method::GET,
+            "/graphs/people/commits?limit=3",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let seqs: Vec<u64> = body["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [before, before - 1, before - 2]);
+    assert_eq!(body["truncated"], true);
+    let (status, body) = served
+        .call(
+            Method::GET,
+            "/graphs/people/tables?at=1",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let person = body["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "Person")
+        .unwrap()
+        .clone();
+    assert_eq!(person["rows"], 10);
+    let (status, body) = served
+        .call(
+            Method::GET,
+            "/graphs/people/commits?limit=many",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = served
+        .call(
+            Method::GET,
+            "/graphs/people/schema",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let types: Vec<&str> = body["schema"]["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["Person", "Company", "WorksAt"]);
+    let applied = format!("{SOCIAL_SCHEMA}\nnode City {{ id: String @key }}\n");
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/schema",
+            Some(&served.tokens.admin),
+            Some(json!({"schema": applied})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["commit"]["seq"], before + 1);
+    served.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn branches_over_http_and_names_that_try_to_leave_the_root() {
+    let served = serve(Limits::default()).await;
+    let write = Some(served.tokens.write.as_str());
+    let (status, _) = served
+        .call(
+            Method::POST,
+            "/graphs/people/insert",
+            write,
+            Some(json!({"type": "Person", "rows": people(0..3)})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/branches",
+            write,
+            Some(json!({"name": "feature"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["branch"], "feature");
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/branches",
+            write,
+            Some(json!({"name": "feature"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "branch_exists");
+    let (status, _) = served
+        .call(
+            Method::POST,
+            "/graphs/people/insert",
+            write,
+            Some(json!({"type": "Person", "rows": people(3..5), "branch": "feature"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        served.query("MATCH (p:Person) RETURN count(*)").await,
+        vec![json!([3])]
+    );
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/query",
+            Some(&served.tokens.read),
+            Some(json!({"query": "MATCH (p:Person) RETURN count(*)", "branch": "feature"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["rows"], json!([[5]]));
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/merge",
+            write,
+            Some(json!({"source": "feature", "dry_run": true})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["dry_run"], true);
+    assert_eq!(body["commit"], Value::Null);
+    assert_eq!(
+        served.query("MATCH (p:Person) RETURN count(*)").await,
+        vec![json!([3])]
+    );
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/merge",
+            write,
+            Some(json!({"source": "feature"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        served.query("MATCH (p:Person) RETURN count(*)").await,
+        vec![json!([5])]
+    );
+    let (status, body) = served
+        .call(
+            Method::GET,
+            "/graphs/people/branches",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let names: Vec<&str> = body["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"feature") && names.contains(&"main"),
+        "{names:?}"
+    );
+    let (status, body) = served
+        .call(
+            Method::DELETE,
+            "/graphs/people/branches/feature",
+            Some(&served.tokens.admin),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = served
+        .call(
+            Method::POST,
+            "/graphs/people/query",
+            Some(&served.tokens.read),
+            Some(json!({"query": "MATCH (p:Person) RETURN count(*)", "branch": "feature"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Names that try to leave the root are refused, and nothing appears outside it.
+    let outside_before = listing(served.dir.path());
+    for name in ["../escape", "a/../../b", "..", "/abs", "x\\..\\y", "%2e%2e"] {
+        let (status, body) = served
+            .call(
+                Method::POST,
+                "/graphs/people/branches",
+                write,
+                Some(json!({"name": name})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {body}");
+        let (status, body) = served
+            .call(
+                Method::POST,
+                "/graphs/people/query",
+                Some(&served.tokens.read),
+                Some(json!({"query": "MATCH (p:Person) RETURN count(*)", "branch": name})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {body}");
+    }
+    for path in [
+        "/graphs/people/branches/..%2F..%2Fescape",
+        "/graphs/people/branches/main",
+    ] {
+        let (status, body) = served
+            .call(Method::DELETE, path, Some(&served.tokens.admin), None)
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+    }
+    for graph in ["%2e%2e", "..%2Fpeople", "other"] {
+        let (status, body) = served
+            .call(
+                Method::GET,
+                &format!("/graphs/{graph}/status"),
+                Some(&served.tokens.maintain),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{graph}: {body}");
+    }
+    assert_eq!(listing(served.dir.path()), outside_before);
+    assert_eq!(
+        served.query("MATCH (p:Person) RETURN count(*)").await,
+        vec![json!([5])]
+    );
+    served.shutdown().await.unwrap();
+}
+
+/// The entries of a folder and of its parent, by name.
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .chain(std::fs::read_dir(dir.parent().unwrap()).unwrap())
+        .map(|entry| entry.unwrap().path().display().to_string())
+        .filter(|name| !name.contains(".tmp"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A body the test sends a chunk at a time, for as long as it likes.
+fn held_body() -> (tokio::sync::mpsc::Sender<Vec<u8>>, reqwest::Body) {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let stream = tokio_stream(receiver).map(Ok::<_, std::io::Error>);
+    (sender, reqwest::Body::wrap_stream(stream))
+}
+
+fn tokio_stream(
+    mut receiver: tokio::sync::mpsc::Receiver<Vec<u8>>,
+) -> impl futures::Stream<Item = Vec<u8>> {
+    futures::stream::poll_fn(move |context| receiver.poll_recv(context))
+}
+
+#[tokio::test]
+async fn limits_refuse_before_any_effect() {
+    let limits = Limits {
+        request_body_bytes: 4096,
+        load_body_bytes: 10_000,
+        query_time: Duration::from_millis(300),
+        request_time: Duration::from_millis(700),
+        token_concurrent_requests: 1,
+        ..Limits::default()
+    };
+    let served = serve(limits).await;
+    let write = Some(served.tokens.write.as_str());
+    let (status, _) = served
+        .call(
+            Method::POST,
+            "/graphs/people/insert",
+            write,
+            Some(json!({"type": "Person", "rows": people(0..40)})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // A JSON body past its limit, declared or streamed: 413, nothing published.
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/insert",
+            write,
+            Some(json!({"type": "Person", "rows": people(100..200)})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(body["error"]["code"], "body_too_large");
+    let big = (0..400)
+        .map(|n| format!("{{\"type\":\"Person\",\"id\":\"q{n}\",\"name\":\"n\"}}\n"))
+        .collect::<String>();
+    assert!(big.len() > 10_000);
+    let response = served
+        .request(Method::POST, "/graphs/people/load", write)
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let (sender, body) = held_body();
+    let streamed = tokio::spawn(
+        served
+            .request(Method::POST, "/graphs/people/load", write)
+            .body(body)
+            .send(),
+    );
+    for chunk in big.as_bytes().chunks(1000) {
+        if sender.send(chunk.to_vec()).await.is_err() {
+            break;
+        }
+    }
+    drop(sender);
+    assert_eq!(
+        streamed.await.unwrap().unwrap().status(),
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+    assert_eq!(served.head_seq().await, 1);
+
+    // A query that would run for ever is stopped at the query time.
+    let started = std::time::Instant::now();
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/query",
+            Some(&served.tokens.read),
+            Some(json!({"query": "MATCH (a:Person), (b:Person), (c:Person), (d:Person), (e:Person), (f:Person) RETURN max(a.age + b.age + c.age + d.age + e.age + f.age)"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "query_time_exceeded");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // One request in flight per token: the second gets 429 with Retry-After, and the
+    // first still lands.
+    let (sender, body) = held_body();
+    let first = tokio::spawn(
+        served
+            .request(Method::POST, "/graphs/people/load", write)
+            .body(body)
+            .send(),
+    );
+    sender
+        .send(b"{\"type\":\"Person\",\"id\":\"h1\",\"name\":\"held\"}\n".to_vec())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let response = served
+        .request(Method::GET, "/graphs/people/status", write)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(response.headers()["retry-after"], "1");
+    // Another token has slots of its own.
+    assert_eq!(served.head_seq().await, 1);
+    drop(sender);
+    let response = first.await.unwrap().unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(served.head_seq().await, 2);
+
+    // A client that stops sending its body past the request time: 408, nothing published.
+    let (sender, body) = held_body();
+    let slow = tokio::spawn(
+        served
+            .request(Method::POST, "/graphs/people/load", write)
+            .body(body)
+            .send(),
+    );
+    sender
+        .send(b"{\"type\":\"Person\",\"id\":\"s1\",\"name\":\"slow\"}\n".to_vec())
+        .await
+        .unwrap();
+    let response = slow.await.unwrap().unwrap();
+    assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+    drop(sender);
+    assert_eq!(served.head_seq().await, 2);
+    served.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn maintenance_runs_are_joined_watched_and_cancelled() {
+    let served = serve(Limits::default()).await;
+    let write = Some(served.tokens.write.as_str());
+    let maintain = Some(served.tokens.maintain.as_str());
+    for batch in 0..3 {
+        let rows = people(batch * 10..batch * 10 + 10);
+        let (status, _) = served
+            .call(
+                Method::POST,
+                "/graphs/people/insert",
+                write,
+                Some(json!({"type": "Person", "rows": rows})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/maintenance/optimize?wait=true",
+            maintain,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], "finished");
+    assert_eq!(body["joined"], false);
+    assert!(body["report"]["tables"].is_array(), "{body}");
+    let optimized = served.head_seq().await;
+    assert!(optimized > 3, "optimize published: {optimized}");
+    for batch in 3..6 {
+        let rows = people(batch * 10..batch * 10 + 10);
+        let (status, _) = served
+            .call(
+                Method::POST,
+                "/graphs/people/insert",
+                write,
+                Some(json!({"type": "Person", "rows": rows})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // Every store request held: the run is still going when the second request comes.
+    let held = served.root.inject(FaultRule::new(
+        "*",
+        &[],
+        FaultAction::Delay(Duration::from_millis(300)),
+    ));
+    let (status, first) = served
+        .call(
+            Method::POST,
+            "/graphs/people/maintenance/optimize",
+            maintain,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    assert_eq!(first["state"], "running");
+    let (status, second) = served
+        .call(
+            Method::POST,
+            "/graphs/people/maintenance/optimize",
+            maintain,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(second["joined"], true);
+    assert_eq!(second["id"], first["id"]);
+    let id = first["id"].as_str().unwrap();
+    let (status, body) = served
+        .call(
+            Method::GET,
+            "/graphs/people/status",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["maintenance"][0]["id"], id);
+    // A waiter, then the cancel: both end 503 with the run's evidence.
+    let waiter = tokio::spawn(
+        served
+            .request(
+                Method::GET,
+                &format!("/graphs/people/maintenance/runs/{id}?wait=true"),
+                Some(&served.tokens.read),
+            )
+            .send(),
+    );
+    let (status, body) = served
+        .call(
+            Method::POST,
+            &format!("/graphs/people/maintenance/runs/{id}/cancel?wait=true"),
+            maintain,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["state"], "failed");
+    assert_eq!(body["error"]["code"], "maintenance_cancelled");
+    assert!(body["error"]["evidence"]["kind"].is_string(), "{body}");
+    let waited = waiter.await.unwrap().unwrap();
+    assert_eq!(waited.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(waited.headers()["retry-after"], "1");
+    drop(held);
+    let (status, body) = served
+        .call(
+            Method::GET,
+            "/graphs/people/maintenance/runs/run_nothing",
+            maintain,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    // Whatever the cancelled run published, every row is still there.
+    assert_eq!(
+        served.query("MATCH (p:Person) RETURN count(*)").await,
+        vec![json!([60])]
+    );
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/maintenance/cleanup?wait=true",
+            maintain,
+            Some(json!({"keep": 1})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["operation"], "cleanup_preview");
+    assert_eq!(body["state"], "finished");
+    served.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_write_in_flight_land() {
+    let served = serve(Limits::default()).await;
+    let write = Some(served.tokens.write.as_str());
+    let (sender, body) = held_body();
+    let load = tokio::spawn(
+        served
+            .request(Method::POST, "/graphs/people/load", write)
+            .body(body)
+            .send(),
+    );
+    sender
+        .send(b"{\"type\":\"Person\",\"id\":\"late\",\"name\":\"in flight\"}\n".to_vec())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let Served {
+        base,
+        client,
+        root,
+        stop,
+        task,
+        dir,
+        ..
+    } = served;
+    let _ = stop.unwrap().send(());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(sender);
+    let response = load.await.unwrap().unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    task.unwrap().await.unwrap().unwrap();
+    assert!(
+        client.get(format!("{base}/healthz")).send().await.is_err(),
+        "the server stopped listening"
+    );
+    let graph = Omnigraph::open_root(root).await.unwrap();
+    let count = omnigraph_query::query(
+        &graph,
+        "MATCH (p:Person {id: 'late'}) RETURN count(*)",
+        &Default::default(),
+    )
+    .await
+    .unwrap()
+    .collect()
+    .await
+    .unwrap();
+    let counted = count[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .value(0);
+    assert_eq!(counted, 1);
+    drop(dir);
+}
+
+/// Faults for [`a_write_retried_with_its_key_lands_once`]: each severs one write's
+/// acknowledgement, alternately between the client and the server and at the store.
+const SEVERED_ACKNOWLEDGEMENTS: usize = 1_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_retried_with_its_key_lands_once() {
+    let served = serve(Limits::default()).await;
+    let write = served.tokens.write.clone();
+    let insert = |n: usize| json!({"type": "Person", "rows": people(n..n + 1)});
+    let keyed = |client: &reqwest::Client, n: usize| {
+        client
+            .post(format!("{}/graphs/people/insert", served.base))
+            .bearer_auth(&write)
+            .header("idempotency-key", format!("person-{n}"))
+            .json(&insert(n))
+    };
+    // The same key twice: the second answers with the first's commit.
+    let first: Value = keyed(&served.client, 0)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first["replayed"], false, "{first}");
+    let again = keyed(&served.client, 0).send().await.unwrap();
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["commit"]["commit_id"], first["commit"]["commit_id"]);
+    assert_eq!(again["replayed"], true);
+    // A key that is not printable ASCII is refused before anything is written.
+    let refused = served
+        .request(Method::POST, "/graphs/people/insert", Some(&write))
+        .header("idempotency-key", "x".repeat(300))
+        .json(&insert(99_999))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+
+    // Severed acknowledgements: a client that gives up before the answer (every commit
+    // PUT held 20 ms, the client waits 5 ms), or a commit PUT whose acknowledgement the
+    // store loses; each time the client retries with its key until it has an answer.
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    let commits = "_graph/branches/main/commits/*";
+    let mut replayed = 0;
+    for n in 1..=SEVERED_ACKNOWLEDGEMENTS {
+        let severed = if n % 2 == 0 {
+            let _held = served.root.inject(FaultRule::new(
+                commits,
+                &[RequestKind::PutIfAbsent],
+                FaultAction::Delay(Duration::from_millis(20)),
+            ));
+            let gave_up = keyed(&impatient, n).send().await;
+            assert!(gave_up.is_err(), "the client gave up before the answer");
+            None
+        } else {
+            let lost = served.root.inject(
+                FaultRule::new(commits, &[RequestKind::PutIfAbsent], FaultAction::LostAck).times(1),
+            );
+            let answer = keyed(&served.client, n).send().await.unwrap();
+            assert_eq!(lost.fired(), 1);
+            Some(answer.status())
+        };
+        let mut attempts = 0;
+        let answer: Value = loop {
+            attempts += 1;
+            assert!(attempts <= 20, "write {n} never answered");
+            let response = keyed(&served.client, n).send().await.unwrap();
+            if response.status() == StatusCode::OK {
+                break response.json().await.unwrap();
+            }
+        };
+        if answer["replayed"] == true {
+            replayed += 1;
+        }
+        assert!(severed.is_none_or(|status| status.is_success() || status.is_server_error()));
+    }
+    assert!(
+        replayed >= SEVERED_ACKNOWLEDGEMENTS / 2,
+        "replayed {replayed}"
+    );
+    // Zero duplicates: one row and one commit per key.
+    assert_eq!(
+        served.query("MATCH (p:Person) RETURN count(*)").await,
+        vec![json!([SEVERED_ACKNOWLEDGEMENTS + 1])]
+    );
+    let graph = Omnigraph::open_root(served.root.clone()).await.unwrap();
+    let head = graph.head().await.unwrap();
+    let mut keys = std::collections::BTreeSet::new();
+    for seq in 1..=head.seq {
+        let commit = graph
+            .graph()
+            .commit("main", &omnigraph_publish::CommitRef::Seq(seq))
+            .await
+            .unwrap();
+        let key = commit
+            .idempotency_key
+            .clone()
+            .expect("every write here had a key");
+        assert!(keys.insert(key.clone()), "{key} landed twice");
+        assert!(commit.actor.starts_with("token:tok_"), "{}", commit.actor);
+    }
+    assert_eq!(keys.len(), SEVERED_ACKNOWLEDGEMENTS + 1);
+
+    // Across a restart: a new server on the same root finds a key from before.
+    let root = served.root.clone();
+    let tokens = served.tokens.file.clone();
+    let dir = served.dir.path().to_owned();
+    let Served {
+        stop,
+        task,
+        dir: kept,
+        ..
+    } = served;
+    let _ = stop.unwrap().send(());
+    task.unwrap().await.unwrap().unwrap();
+    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap())
+        .graph_in_root("people", root)
+        .unwrap()
+        .tokens(tokens);
+    let server = Server::bind(config).await.unwrap();
+    let base = format!("http://{}", server.local_addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+    let response = reqwest::Client::new()
+        .post(format!("{base}/graphs/people/insert"))
+        .bearer_auth(&write)
+        .header("idempotency-key", "person-7")
+        .json(&insert(7))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["replayed"], true, "{body}");
+    assert_eq!(body["commit"]["seq"], 8);
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+    assert!(dir.exists());
+    drop(kept);
+}
