@@ -16,7 +16,7 @@ use omnigraph_graph::Omnigraph;
 use omnigraph_publish::request::WriteRequest;
 use omnigraph_publish::{CommitRef, GraphCommit};
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use tokio::sync::{Mutex, RwLock};
 
@@ -25,7 +25,7 @@ pub(crate) enum Written<T> {
     /// It ran.
     Fresh(T),
     /// Its key had landed already: the commit that answered it.
-    Replayed(GraphCommit),
+    Replayed(Box<GraphCommit>),
 }
 
 /// The commit of a write that returns one.
@@ -89,11 +89,14 @@ impl BranchKeys {
     }
 }
 
+/// A served graph's name and one of its branches.
+type GraphBranch = (String, String);
+
 /// The writes of one server.
 pub(crate) struct Writes {
     stripes: Vec<Arc<Mutex<()>>>,
     hasher: std::collections::hash_map::RandomState,
-    branches: parking_lot::Mutex<HashMap<(String, String), Arc<Mutex<BranchKeys>>>>,
+    branches: parking_lot::Mutex<HashMap<GraphBranch, Arc<Mutex<BranchKeys>>>>,
     /// Held shared by every write in flight; shutdown takes it whole to wait for them.
     in_flight: Arc<RwLock<()>>,
 }
@@ -111,9 +114,8 @@ impl Writes {
     }
 
     fn stripe(&self, key: &str) -> Arc<Mutex<()>> {
-        let mut hasher = self.hasher.build_hasher();
-        key.hash(&mut hasher);
-        self.stripes[(hasher.finish() % self.stripes.len() as u64) as usize].clone()
+        let slot = self.hasher.hash_one(key) % self.stripes.len() as u64;
+        self.stripes[slot as usize].clone()
     }
 
     fn keys_of(&self, graph: &str, branch: &str) -> Arc<Mutex<BranchKeys>> {
@@ -149,7 +151,7 @@ impl Writes {
                 let mut keys = keys.lock().await;
                 keys.catch_up(&handle).await?;
                 if let Some(commit) = keys.by_key.get(&key) {
-                    return Ok(Written::Replayed(commit.clone()));
+                    return Ok(Written::Replayed(Box::new(commit.clone())));
                 }
             }
             let written = request.serve(write(handle)).await?;

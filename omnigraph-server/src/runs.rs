@@ -170,7 +170,7 @@ impl Runs {
         runs.push(run.clone());
         drop(runs);
         let task = run.clone();
-        let budget = self.budget.clone();
+        let budget = self.budget;
         tokio::spawn(async move {
             let outcome = match execute(&task, budget, start.cleanup).await {
                 Ok((report, exit_code)) => Outcome::Finished { report, exit_code },

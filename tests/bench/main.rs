@@ -52,6 +52,12 @@
 //!   resident memory. `--pass-rows P` sets the merge budget's rows per pass (default
 //!   `MERGE_PASS_ROWS_MAX`): fewer rows per pass, more passes and less memory.
 //!
+//! - serve (with `--serve`, alone): a graph of N people (`--people`, default 1,000,000)
+//!   and E Knows edges (`--edges`, default 2,000,000) served in this process and driven
+//!   over loopback by concurrent HTTP clients: reads at 1, 8 and 32 clients, inserts
+//!   from 8 (also with every store request held 17 ms), the read mix beside optimize on
+//!   1M rows with Lance on the maintenance runtime and on the serving one (`serve.rs`).
+//!
 //! `--rows N`, `--read-rows M`, `--nodes N`, `--edges E`, `--optimize-rows K`, `--updates U` and `--garbage G`
 //! change the sizes; `--json` prints one JSON document.
 
@@ -60,6 +66,7 @@
 #![recursion_limit = "256"]
 
 mod query;
+mod serve;
 
 use omnigraph_core::adapter;
 use omnigraph_graph::{Direction, LoadMode, Omnigraph};
@@ -194,7 +201,7 @@ const OPTIMIZE_SCHEMA: &str = "node Item { id: Int64 @key, v: Vector(16)? @index
 const OPTIMIZE_APPENDS: usize = 200;
 
 /// Peak resident memory since the last reset, in MiB (Linux; 0 elsewhere).
-fn peak_mib() -> f64 {
+pub(crate) fn peak_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
@@ -208,7 +215,7 @@ fn peak_mib() -> f64 {
 }
 
 /// Resets the peak resident memory (Linux `clear_refs` 5).
-fn reset_peak() {
+pub(crate) fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
@@ -670,7 +677,7 @@ edge Knows: Person -> Person { since: Int32? }
 const GRAPH_WRITE_BATCH_ROWS: usize = 65_536;
 
 /// Writes `rows` rows made by `batch(start, count)` as one Parquet file.
-fn write_parquet(
+pub(crate) fn write_parquet(
     path: &std::path::Path,
     rows: usize,
     batch: impl Fn(usize, usize) -> omnigraph_core::arrow_array::RecordBatch,
@@ -1294,6 +1301,20 @@ async fn main() {
                 dir.path(),
                 argument(&args, "--nodes", 1_000_000),
                 argument(&args, "--edges", 5_000_000),
+            )
+            .await,
+        });
+        println!("{document:#}");
+        return;
+    }
+    if args.iter().any(|arg| arg == "--serve") {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let document = json!({
+            "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+            "serve": serve::serve_bench(
+                dir.path(),
+                argument(&args, "--people", 1_000_000),
+                argument(&args, "--edges", 2_000_000),
             )
             .await,
         });

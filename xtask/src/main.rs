@@ -7,6 +7,8 @@
 //! - `cargo xtask interop`: the format's interop check (`tools/interop/`): a Python
 //!   reader written from `docs/format.md` reads, with pylance from PyPI in a venv, a
 //!   graph the CLI wrote.
+//! - `cargo xtask client`: the Python client (`clients/python`), with requests, pyarrow
+//!   and pandas from PyPI in a venv, against a live `omnigraph serve` its test starts.
 //! - `cargo xtask cypher-diff [--start S] [--seeds N] [--queries Q]`: the query
 //!   language's oracle: random graphs and queries run on OmniGraph and on Kuzu 0.11.3
 //!   (from PyPI, in a venv), results compared (`tools/cypher-diff/`).
@@ -30,6 +32,7 @@ fn main() -> ExitCode {
         Some("matrix") => matrix(&args[1..]),
         Some("dst") => dst(&args[1..]),
         Some("interop") => interop(),
+        Some("client") => client(),
         Some("cypher-diff") => cypher_diff(&args[1..]),
         Some("help") | Some("--help") | Some("-h") | None => {
             print_help();
@@ -60,6 +63,8 @@ fn print_help() {
          bench --merge [--rows N] [--changed M] [--pass-rows P]  a row merge of M rows changed on a branch into a table of N rows, P rows per pass: time and peak memory\n  \
          cypher-diff [--start S] [--seeds N] [--queries Q]  random graphs and Cypher queries on OmniGraph and on Kuzu 0.11.3, results compared; a differing seed replays with --start SEED --seeds 1\n  \
          interop            a second reader (Python, pylance, written from docs/format.md) reads a graph the CLI wrote\n  \
+         client             the Python client (clients/python) against a live omnigraph serve\n  \
+         bench --serve [--people N] [--edges E]  a served graph over loopback: reads at 1, 8, 32 clients, inserts from 8 (and with every store request held 17 ms), reads beside optimize on 1M rows\n  \
          stress [--procs P] [--ops N] [--seed S] [--s3] [--compare] [--json] [--store-delay-ms D]  P processes write one root at once, then a checker\n  \
          matrix [--full]    the detached-commit matrix: every writer x window x fault, then two recovery actors (the fast tier, also in ci) or all five (--full); OMNIGRAPH_MATRIX_CELL=W/Wi/F/A runs one cell\n  \
          dst [--seeds N] [--start S] | --replay SEED | --shrink SEED  deterministic simulation: N universes (default 200) of actors, maintenance and faults, from seed S; a failing seed prints its replay and shrink commands; --replay prints one universe's trace; --shrink prints the fewest steps of a failing universe that still fail"
@@ -171,20 +176,7 @@ const INTEROP_REQUIREMENTS: &str = "tools/interop/requirements.txt";
 /// `tools/interop/check.py`.
 fn interop() -> Result<(), String> {
     let root = workspace_root();
-    let python_found = Command::new("python3")
-        .args([
-            "-c",
-            "import venv, ensurepip, sys; sys.exit(sys.version_info < (3, 9))",
-        ])
-        .status()
-        .is_ok_and(|status| status.success());
-    if !python_found {
-        return Err(
-            "interop needs CPython 3.9 or newer with the venv and ensurepip modules \
-             as `python3` on PATH (on Debian: apt install python3 python3-venv)"
-                .into(),
-        );
-    }
+    python_found("interop")?;
     let python = python_venv(&root, "interop", INTEROP_REQUIREMENTS)?;
     let binary = test_build_binary(&root, "interop build", "omnigraph")?;
     println!("== interop: tools/interop/check.py");
@@ -199,6 +191,52 @@ fn interop() -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("interop: the second reader disagrees ({checked})"))
+    }
+}
+
+/// CPython 3.9 or newer with `venv` and `ensurepip` as `python3` on PATH, or an error
+/// that says how to get it.
+fn python_found(task: &str) -> Result<(), String> {
+    let found = Command::new("python3")
+        .args([
+            "-c",
+            "import venv, ensurepip, sys; sys.exit(sys.version_info < (3, 9))",
+        ])
+        .status()
+        .is_ok_and(|status| status.success());
+    if found {
+        return Ok(());
+    }
+    Err(format!(
+        "{task} needs CPython 3.9 or newer with the venv and ensurepip modules \
+         as `python3` on PATH (on Debian: apt install python3 python3-venv)"
+    ))
+}
+
+/// The Python client's test venv, pinned.
+const CLIENT_REQUIREMENTS: &str = "clients/python/requirements-test.txt";
+
+/// The Python client (`clients/python`) against a live `omnigraph serve` its test
+/// starts: every kind of call, and the server's errors as the client raises them.
+fn client() -> Result<(), String> {
+    let root = workspace_root();
+    python_found("client")?;
+    let python = python_venv(&root, "client", CLIENT_REQUIREMENTS)?;
+    let binary = test_build_binary(&root, "client build", "omnigraph")?;
+    println!("== client: clients/python/tests");
+    let tested = Command::new(&python)
+        .args(["-m", "unittest", "discover", "-v", "-s", "tests"])
+        .env("OMNIGRAPH_BIN", &binary)
+        .env("OMNIGRAPH_SCHEMA", root.join("examples/social.pg"))
+        .current_dir(root.join("clients/python"))
+        .status()
+        .map_err(|error| format!("client: could not run the tests: {error}"))?;
+    if tested.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "client: the Python client's tests failed ({tested})"
+        ))
     }
 }
 

@@ -1,0 +1,135 @@
+"""The client against a live `omnigraph serve` this test starts on a fresh graph.
+
+Run by `cargo xtask client` (OMNIGRAPH_BIN names the binary, OMNIGRAPH_SCHEMA a schema
+with Person, Company and WorksAt)."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import pandas
+import pyarrow as pa
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from omnigraph_client import Graph, OmniGraphError  # noqa: E402
+
+BINARY = os.environ["OMNIGRAPH_BIN"]
+SCHEMA = os.environ["OMNIGRAPH_SCHEMA"]
+
+
+def omnigraph(*args):
+    done = subprocess.run([BINARY, *args, "--json"], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+class ServedGraph(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.TemporaryDirectory()
+        root = os.path.join(cls.folder.name, "people")
+        omnigraph("init", root, "--schema", SCHEMA)
+        tokens = os.path.join(cls.folder.name, "tokens.json")
+        cls.admin = omnigraph("token", "add", tokens, "--role", "admin")["token"]
+        cls.reader = omnigraph("token", "add", tokens, "--role", "read")["token"]
+        cls.server = subprocess.Popen(
+            [BINARY, "serve", root, "--listen", "127.0.0.1:0", "--tokens", tokens, "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        document = ""
+        while not document.endswith("}\n"):
+            line = cls.server.stdout.readline()
+            if not line:
+                raise RuntimeError("the server stopped: " + cls.server.stderr.read())
+            document += line
+        cls.url = json.loads(document)["listening"] + "/graphs/people"
+        cls.graph = Graph(cls.url, token=cls.admin)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.send_signal(2)
+        cls.server.wait(timeout=60)
+        assert cls.server.returncode == 0, cls.server.stderr.read()
+        cls.folder.cleanup()
+
+    def count(self, label, **options):
+        table = self.graph.query(f"MATCH (n:{label}) RETURN count(*) AS n", **options)
+        return table.column("n")[0].as_py()
+
+    def test_a_round_trip_through_every_kind_of_call(self):
+        g = self.graph
+        people = pa.table({
+            "id": [f"p{n}" for n in range(100)],
+            "name": [f"person {n}" for n in range(100)],
+            "age": pa.array([20 + n % 50 for n in range(100)], type=pa.int32()),
+        })
+        written = g.write("Person", people)
+        self.assertEqual(written["rows"], {"Person": 100})
+        frame = pandas.DataFrame({"id": ["c1", "c2"], "name": ["Acme", "Globex"]})
+        self.assertEqual(g.write("Company", frame)["rows"], {"Company": 2})
+        g.insert("WorksAt", [{"src": "p1", "dst": "c1", "since": 2020}, {"src": "p2", "dst": "c2"}])
+
+        table = g.query(
+            "MATCH (p:Person)-[:WorksAt]->(c:Company) WHERE p.age >= $min "
+            "RETURN p.id AS person, c.name AS company ORDER BY person", min=21)
+        self.assertIsInstance(table, pa.Table)
+        self.assertEqual(table.to_pylist(), [
+            {"person": "p1", "company": "Acme"}, {"person": "p2", "company": "Globex"}])
+        seq_before_update = g.status()["head"]["seq"]
+        g.update("Person", "id = 'p1'", {"name": "renamed"})
+        g.delete("Person", "id = 'p99'")
+        self.assertEqual(self.count("Person"), 99)
+        self.assertEqual(self.count("Person", at=seq_before_update), 100)
+        names = g.query("MATCH (p:Person {id: 'p1'}) RETURN p.name AS name").column("name").to_pylist()
+        self.assertEqual(names, ["renamed"])
+
+        # A retried write with its key lands once.
+        key = "one-logical-write"
+        first = g.insert("Company", [{"id": "c3", "name": "Initech"}], idempotency_key=key)
+        again = g.insert("Company", [{"id": "c3", "name": "Initech"}], idempotency_key=key)
+        self.assertTrue(again["replayed"])
+        self.assertEqual(again["commit"]["commit_id"], first["commit"]["commit_id"])
+        self.assertEqual(self.count("Company"), 3)
+
+        # Branches.
+        g.create_branch("feature")
+        g.insert("Company", [{"id": "c4", "name": "Hooli"}], branch="feature")
+        self.assertEqual(self.count("Company"), 3)
+        self.assertEqual(self.count("Company", branch="feature"), 4)
+        self.assertIsNone(g.merge("feature", dry_run=True)["commit"])
+        g.merge("feature")
+        self.assertEqual(self.count("Company"), 4)
+        self.assertIn("feature", [b["name"] for b in g.branches()])
+        g.delete_branch("feature")
+        self.assertNotIn("feature", [b["name"] for b in g.branches()])
+
+        # History and maintenance.
+        self.assertGreaterEqual(len(g.commits(limit=5)), 5)
+        self.assertEqual({t["type"] for t in g.tables()}, {"Person", "Company", "WorksAt", "Document", "Wrote"})
+        run = g.optimize()
+        self.assertEqual(run["state"], "finished")
+        self.assertEqual(self.count("Person"), 99)
+        preview = g.cleanup(keep=1)
+        self.assertEqual(preview["operation"], "cleanup_preview")
+
+    def test_errors_carry_the_servers_code_and_evidence(self):
+        with self.assertRaises(OmniGraphError) as refused:
+            self.graph.query("MATCH (p:Nobody) RETURN p")
+        self.assertEqual(refused.exception.status, 400)
+        self.assertEqual(refused.exception.code, "bad_query")
+        with self.assertRaises(OmniGraphError) as bad:
+            self.graph.insert("Person", [{"id": "x", "name": "y", "age": "old"}])
+        self.assertEqual(bad.exception.code, "bad_input")
+        self.assertEqual(bad.exception.evidence["kind"], "before_effect")
+        reader = Graph(self.url, token=self.reader)
+        with self.assertRaises(OmniGraphError) as forbidden:
+            reader.insert("Company", [{"id": "cx", "name": "No"}])
+        self.assertEqual(forbidden.exception.status, 403)
+        with self.assertRaises(OmniGraphError) as anonymous:
+            Graph(self.url).status()
+        self.assertEqual(anonymous.exception.status, 401)
+
+
+if __name__ == "__main__":
+    unittest.main()
