@@ -1,8 +1,9 @@
 //! The request a write serves, carried by the task that runs it (as a tracing span is):
 //! a host that writes for many callers through one shared handle says, per write, who
 //! the commit is for and which request it answers. Every commit a branch writer
-//! publishes inside [`WriteRequest::serve`] records them; maintenance, run in tasks of
-//! its own, never does.
+//! publishes inside [`WriteRequest::serve`] records them, so a host runs maintenance
+//! outside it (the server runs each run in a task of its own); branch records and
+//! reservations do not go through a branch writer and record neither.
 
 use crate::limits::IDEMPOTENCY_KEY_BYTES_MAX;
 use omnigraph_core::{InputLocation, OmniError, Result};

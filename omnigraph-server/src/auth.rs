@@ -4,7 +4,7 @@
 
 use crate::config::AuthConfig;
 use crate::error::ApiError;
-use crate::limits::ANONYMOUS_CONCURRENT_REQUESTS_MAX;
+use crate::limits::{ANONYMOUS_CONCURRENT_REQUESTS_MAX, TOKENS_MAX};
 use crate::tokens::{Role, TokenFile};
 use axum::http::{HeaderMap, header};
 use parking_lot::Mutex;
@@ -24,7 +24,7 @@ pub(crate) struct Admitted {
 
 /// The tokens file as last read, and what identified that read.
 struct Loaded {
-    stamp: Option<(SystemTime, u64)>,
+    stamp: Option<Stamp>,
     file: Option<Arc<TokenFile>>,
 }
 
@@ -122,12 +122,17 @@ impl Authenticator {
                 (format!("token:{}", entry.id), self.slots_per_token)
             }
         };
-        let semaphore = self
-            .slots
-            .lock()
-            .entry(key.clone())
-            .or_insert_with(|| Arc::new(Semaphore::new(limit)))
-            .clone();
+        let semaphore = {
+            let mut slots = self.slots.lock();
+            if !slots.contains_key(&key) && slots.len() > TOKENS_MAX {
+                // Revoked tokens' entries go once idle: a permit out holds its Arc.
+                slots.retain(|_, semaphore| Arc::strong_count(semaphore) > 1);
+            }
+            slots
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(Semaphore::new(limit)))
+                .clone()
+        };
         let slot = semaphore
             .try_acquire_owned()
             .map_err(|_| ApiError::TooManyRequests { limit })?;
@@ -143,11 +148,22 @@ impl Authenticator {
     }
 }
 
-/// What identifies one version of the file: its modification time and size.
-fn stamp(path: &PathBuf) -> Option<(SystemTime, u64)> {
+/// What identifies one version of the file: its modification time, size and (on
+/// Unix) inode and change time, so a rename into place or a same-size rewrite is seen.
+fn stamp(path: &PathBuf) -> Option<Stamp> {
     let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
+    #[cfg(unix)]
+    let identity = {
+        use std::os::unix::fs::MetadataExt;
+        (meta.ino(), meta.ctime(), meta.ctime_nsec())
+    };
+    #[cfg(not(unix))]
+    let identity = (0, 0, 0);
+    Some((meta.modified().ok()?, meta.len(), identity))
 }
+
+/// A tokens file's version: modification time, size, and (inode, ctime s, ctime ns).
+type Stamp = (SystemTime, u64, (u64, i64, i64));
 
 /// The token of an `Authorization: Bearer <token>` header.
 fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {

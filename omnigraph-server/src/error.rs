@@ -35,6 +35,8 @@ pub(crate) enum ApiError {
     ShuttingDown,
     /// The client asked for a response type the route does not give.
     NotAcceptable(String),
+    /// The path is a route, the method is not one of its.
+    MethodNotAllowed,
 }
 
 impl From<OmniError> for ApiError {
@@ -86,6 +88,7 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
 
@@ -101,6 +104,7 @@ impl ApiError {
             ApiError::QueryTimeExceeded(_) => "query_time_exceeded",
             ApiError::ShuttingDown => "shutting_down",
             ApiError::NotAcceptable(_) => "not_acceptable",
+            ApiError::MethodNotAllowed => "method_not_allowed",
         }
     }
 
@@ -148,6 +152,9 @@ impl ApiError {
             ),
             ApiError::ShuttingDown => "the server is shutting down".to_owned(),
             ApiError::NotAcceptable(what) => what.clone(),
+            ApiError::MethodNotAllowed => {
+                "the route does not take this method (see /openapi.json)".to_owned()
+            }
         };
         // The server's own refusals come before any effect.
         json!({

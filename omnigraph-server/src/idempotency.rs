@@ -9,7 +9,11 @@
 //! when the key is not there. The lock and the write live in the task, not in the
 //! request: a client that hangs up and retries waits for its first attempt to end.
 
-use crate::limits::{IDEMPOTENCY_KEYS_KEPT_MAX, IDEMPOTENCY_WINDOW_COMMITS_MAX, KEY_STRIPES_MAX};
+use crate::auth::Admitted;
+use crate::limits::{
+    IDEMPOTENCY_BRANCHES_KEPT_MAX, IDEMPOTENCY_KEYS_KEPT_MAX, IDEMPOTENCY_WINDOW_COMMITS_MAX,
+    KEY_STRIPES_MAX,
+};
 use futures::future::BoxFuture;
 use omnigraph_core::{ErrorKind, OmniError, Result};
 use omnigraph_graph::Omnigraph;
@@ -38,14 +42,15 @@ pub(crate) fn the_commit(commit: &GraphCommit) -> Option<&GraphCommit> {
 struct BranchKeys {
     /// Every commit up to this seq has been read for its key.
     through_seq: Option<u64>,
-    by_key: HashMap<String, GraphCommit>,
+    /// The seq of the commit each key landed in.
+    by_key: HashMap<String, u64>,
     /// Keys in the order they were indexed, for eviction past the bound.
     order: VecDeque<String>,
 }
 
 impl BranchKeys {
     fn remember(&mut self, key: &str, commit: &GraphCommit) {
-        if self.by_key.insert(key.to_owned(), commit.clone()).is_none() {
+        if self.by_key.insert(key.to_owned(), commit.seq).is_none() {
             self.order.push_back(key.to_owned());
         }
         while self.order.len() > IDEMPOTENCY_KEYS_KEPT_MAX {
@@ -119,11 +124,23 @@ impl Writes {
     }
 
     fn keys_of(&self, graph: &str, branch: &str) -> Arc<Mutex<BranchKeys>> {
+        let mut branches = self.branches.lock();
+        let name = (graph.to_owned(), branch.to_owned());
+        if !branches.contains_key(&name) && branches.len() >= IDEMPOTENCY_BRANCHES_KEPT_MAX {
+            // Any branch's index may go: the next keyed write there reads its window
+            // again.
+            if let Some(evicted) = branches.keys().next().cloned() {
+                branches.remove(&evicted);
+            }
+        }
+        branches.entry(name).or_default().clone()
+    }
+
+    /// Forgets a deleted branch's keys: a new life of the name starts with none.
+    pub(crate) fn forget(&self, graph: &str, branch: &str) {
         self.branches
             .lock()
-            .entry((graph.to_owned(), branch.to_owned()))
-            .or_default()
-            .clone()
+            .remove(&(graph.to_owned(), branch.to_owned()));
     }
 
     /// Runs `write` on `handle` serving `request`, to its end, whatever becomes of the
@@ -134,6 +151,7 @@ impl Writes {
         graph: &str,
         handle: Arc<Omnigraph>,
         request: WriteRequest,
+        slot: Admitted,
         commit_of: fn(&T) -> Option<&GraphCommit>,
         write: impl FnOnce(Arc<Omnigraph>) -> BoxFuture<'static, Result<T>> + Send + 'static,
     ) -> Result<Written<T>> {
@@ -141,7 +159,10 @@ impl Writes {
         let graph = graph.to_owned();
         let in_flight = self.in_flight.clone().read_owned().await;
         tokio::spawn(async move {
+            // The token's slot and the shutdown's count are held until the write ends,
+            // not until its client hangs up.
             let _in_flight = in_flight;
+            let _slot = slot;
             let Some(key) = request.idempotency_key.clone() else {
                 return request.serve(write(handle)).await.map(Written::Fresh);
             };
@@ -150,8 +171,12 @@ impl Writes {
             {
                 let mut keys = keys.lock().await;
                 keys.catch_up(&handle).await?;
-                if let Some(commit) = keys.by_key.get(&key) {
-                    return Ok(Written::Replayed(Box::new(commit.clone())));
+                if let Some(seq) = keys.by_key.get(&key) {
+                    let commit = handle
+                        .graph()
+                        .commit(handle.branch(), &CommitRef::Seq(*seq))
+                        .await?;
+                    return Ok(Written::Replayed(Box::new(commit)));
                 }
             }
             let written = request.serve(write(handle)).await?;

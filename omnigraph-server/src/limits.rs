@@ -31,6 +31,9 @@ pub const TOKEN_FILE_BYTES_MAX: u64 = 4 << 20;
 pub const IDEMPOTENCY_WINDOW_COMMITS_MAX: usize = 1_024;
 /// Idempotency keys a server keeps per branch (the oldest indexed goes first).
 pub const IDEMPOTENCY_KEYS_KEPT_MAX: usize = 16_384;
+/// Branches whose idempotency keys a server keeps indexed (past it, one branch's index
+/// is dropped and read again when next needed).
+pub const IDEMPOTENCY_BRANCHES_KEPT_MAX: usize = 256;
 /// Locks that keep two writes with one idempotency key apart (a key takes one by hash).
 pub const KEY_STRIPES_MAX: usize = 64;
 /// Most bytes of a served graph's name.

@@ -1,10 +1,12 @@
 //! Maintenance behind routes: a run started by a request goes on in a task of its own
 //! (a client that hangs up does not stop it), reports its progress, and can be
-//! cancelled. A request for an operation already running on a graph joins that run
-//! instead of queueing a second one behind it on the root's lane.
+//! cancelled. A request for an operation already running on a graph, on the same branch
+//! with the same options, joins that run instead of queueing a second one behind it on
+//! the root's lane.
 
 use crate::error::engine_document;
 use crate::limits::FINISHED_RUNS_KEPT_MAX;
+use futures::FutureExt;
 use omnigraph_core::{OmniError, Result};
 use omnigraph_graph::Omnigraph;
 use omnigraph_maintenance::{
@@ -12,7 +14,9 @@ use omnigraph_maintenance::{
 };
 use parking_lot::Mutex;
 use serde_json::{Value, json};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::watch;
 
 /// What a run does.
@@ -50,9 +54,13 @@ pub(crate) struct Run {
     graph: String,
     branch: String,
     operation: Operation,
+    cleanup: Option<CleanupOptions>,
     started_at: i64,
     handle: Arc<Omnigraph>,
     progress: Mutex<Option<MaintenanceProgress>>,
+    /// Set by a cancel: a run not yet admitted to the root's lane (which a lane cancel
+    /// cannot reach) cancels the lane itself at its first report, or never starts.
+    cancelled: AtomicBool,
     outcome: watch::Sender<Option<Outcome>>,
 }
 
@@ -113,6 +121,7 @@ impl Run {
     /// waiting for it, at their next cancel point.
     pub(crate) fn cancel(&self) {
         if self.is_running() {
+            self.cancelled.store(true, Ordering::SeqCst);
             self.handle.cancel_maintenance();
         }
     }
@@ -145,7 +154,11 @@ impl Runs {
     pub(crate) fn start(&self, start: Start, handle: Arc<Omnigraph>) -> (Arc<Run>, bool) {
         let mut runs = self.runs.lock();
         if let Some(running) = runs.iter().find(|run| {
-            run.graph == start.graph && run.operation == start.operation && run.is_running()
+            run.graph == start.graph
+                && run.branch == start.branch
+                && run.operation == start.operation
+                && run.cleanup == start.cleanup
+                && run.is_running()
         }) {
             return (running.clone(), true);
         }
@@ -155,9 +168,11 @@ impl Runs {
             graph: start.graph,
             branch: start.branch,
             operation: start.operation,
+            cleanup: start.cleanup,
             started_at: omnigraph_core::seams::now_micros(),
             handle,
             progress: Mutex::new(None),
+            cancelled: AtomicBool::new(false),
             outcome,
         });
         // Finished runs beyond the bound go, oldest first; running ones always stay.
@@ -172,7 +187,13 @@ impl Runs {
         let task = run.clone();
         let budget = self.budget;
         tokio::spawn(async move {
-            let outcome = match execute(&task, budget, start.cleanup).await {
+            // A run that panics still ends, as an internal failure: its waiters and a
+            // shutdown never wait on it forever.
+            let executed = AssertUnwindSafe(execute(&task, budget, start.cleanup))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| Err(OmniError::internal("the maintenance run panicked")));
+            let outcome = match executed {
                 Ok((report, exit_code)) => Outcome::Finished { report, exit_code },
                 Err(error) => Outcome::Failed {
                     status: error.code().http_status,
@@ -213,9 +234,18 @@ async fn execute(
     budget: MaintenanceBudget,
     cleanup: Option<CleanupOptions>,
 ) -> Result<(Value, i32)> {
+    if run.cancelled.load(Ordering::SeqCst) {
+        return Err(OmniError::MaintenanceCancelled {
+            evidence: omnigraph_core::Evidence::BeforeEffect,
+        });
+    }
     let watcher = run.clone();
     let sink: ProgressSink = Arc::new(move |progress: &MaintenanceProgress| {
         *watcher.progress.lock() = Some(progress.clone());
+        // Cancelled before the lane admitted it: the lane holds it now.
+        if watcher.cancelled.load(Ordering::SeqCst) {
+            watcher.handle.cancel_maintenance();
+        }
     });
     let maintenance = run
         .handle

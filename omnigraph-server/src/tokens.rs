@@ -152,15 +152,39 @@ impl TokenFile {
                 document.tokens.len()
             )));
         }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(path)
+                .map_err(|error| bad(format!("cannot read the tokens file: {error}")))?
+                .permissions()
+                .mode();
+            // Anyone who can write the file can give themselves any role.
+            if mode & 0o022 != 0 {
+                return Err(bad(format!(
+                    "the tokens file is writable by others (mode {:o}); make it 0600",
+                    mode & 0o777
+                )));
+            }
+        }
+        let mut ids = std::collections::HashSet::new();
+        let mut hashes = std::collections::HashSet::new();
         for (row, entry) in document.tokens.iter().enumerate() {
-            check_entry(entry).map_err(|message| {
-                OmniError::bad_input(
-                    InputLocation::in_source(&name)
-                        .row(row as u64)
-                        .field(entry.id.clone()),
-                    message,
-                )
-            })?;
+            let repeated =
+                (!ids.insert(entry.id.as_str()))
+                    .then_some("a token id appears twice")
+                    .or((!hashes.insert(entry.sha256.as_str()))
+                        .then_some("a token hash appears twice"));
+            check_entry(entry)
+                .and(repeated.map_or(Ok(()), |why| Err(why.to_owned())))
+                .map_err(|message| {
+                    OmniError::bad_input(
+                        InputLocation::in_source(&name)
+                            .row(row as u64)
+                            .field(entry.id.clone()),
+                        message,
+                    )
+                })?;
         }
         Ok(TokenFile {
             path: path.to_owned(),

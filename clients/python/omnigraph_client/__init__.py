@@ -77,6 +77,8 @@ class Graph:
         down; never a cancelled maintenance run), are retried after ``Retry-After``; a
         connection error only when ``retry`` (reads, and writes that carry their
         idempotency key, so a retry never writes twice)."""
+        # A body that is a stream can be sent once only: never retried.
+        retry = retry and (data is None or isinstance(data, (bytes, bytearray)))
         last_error: Optional[Exception] = None
         for attempt in range(ATTEMPTS_MAX):
             try:
@@ -97,7 +99,8 @@ class Graph:
             except ValueError:
                 document = {"error": {"code": "http_error", "message": response.text}}
             error = OmniGraphError(response.status_code, document, wait)
-            if wait is None or error.code == "maintenance_cancelled" or attempt + 1 == ATTEMPTS_MAX:
+            if (wait is None or not retry or error.code == "maintenance_cancelled"
+                    or attempt + 1 == ATTEMPTS_MAX):
                 raise error
             last_error = error
             time.sleep(min(wait, RETRY_WAIT_SECONDS_MAX))

@@ -79,9 +79,14 @@ pub(crate) async fn create(
     let at = body.at.as_deref().map_or(CommitRef::Head, CommitRef::parse);
     let written = state
         .writes
-        .run(&graph, from, unkeyed(&admitted), the_commit, move |from| {
-            Box::pin(async move { from.create_branch(&body.name, &at).await })
-        })
+        .run(
+            &graph,
+            from,
+            unkeyed(&admitted),
+            admitted,
+            the_commit,
+            move |from| Box::pin(async move { from.create_branch(&body.name, &at).await }),
+        )
         .await?;
     Ok(answer(
         written,
@@ -113,11 +118,13 @@ pub(crate) async fn delete(
             &graph,
             served.main(),
             unkeyed(&admitted),
+            admitted,
             the_commit,
             move |main| Box::pin(async move { main.delete_branch(&name).await }),
         )
         .await?;
     served.forget(&branch).await;
+    state.writes.forget(&graph, &branch);
     Ok(answer(
         written,
         |last| json!({"branch": branch, "commit": commit_json(last)}),
@@ -166,6 +173,7 @@ pub(crate) async fn merge(
             &graph,
             into,
             serving,
+            admitted,
             |report: &MergeReport| report.commit.as_ref(),
             move |into| {
                 Box::pin(async move {

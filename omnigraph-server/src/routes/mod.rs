@@ -156,6 +156,16 @@ pub(crate) fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool
     false
 }
 
+/// A path that is no route: 404 with the error document every route gives.
+async fn no_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::Engine(OmniError::not_found(format!("route {}", uri.path())))
+}
+
+/// A route asked with a method it does not take: 405 with the error document.
+async fn no_method() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
 /// Declares every route once: the router and [`ROUTES`] come from the same list.
 macro_rules! routes {
     ($($method:ident $path:literal => $handler:path),* $(,)?) => {
@@ -166,6 +176,8 @@ macro_rules! routes {
         pub(crate) fn router(state: State) -> Router {
             Router::new()
                 $(.route($path, axum::routing::$method($handler)))*
+                .fallback(no_route)
+                .method_not_allowed_fallback(no_method)
                 .with_state(state)
         }
     };

@@ -83,6 +83,7 @@ pub(crate) async fn apply(
             &graph,
             handle,
             serving,
+            admitted,
             |report: &SchemaApplyReport| report.commit.as_ref(),
             move |handle| {
                 Box::pin(async move { handle.apply_schema(&body.schema, body.force).await })

@@ -65,9 +65,16 @@ pub(crate) async fn insert(
     let handle = served.handle(body.branch.as_deref()).await?;
     let written = state
         .writes
-        .run(&graph, handle, serving, the_commit, move |handle| {
-            Box::pin(async move { handle.insert_json(&body.type_name, body.rows).await })
-        })
+        .run(
+            &graph,
+            handle,
+            serving,
+            admitted,
+            the_commit,
+            move |handle| {
+                Box::pin(async move { handle.insert_json(&body.type_name, body.rows).await })
+            },
+        )
         .await?;
     Ok(answer(
         written,
@@ -179,6 +186,7 @@ pub(crate) async fn load(
             &graph,
             handle,
             serving,
+            admitted,
             |report: &IngestReport| report.commit.as_ref(),
             move |handle| {
                 Box::pin(async move {
@@ -296,13 +304,20 @@ pub(crate) async fn update(
     let assignments: Vec<(String, Value)> = body.set.into_iter().collect();
     let written = state
         .writes
-        .run(&graph, handle, serving, Option::as_ref, move |handle| {
-            Box::pin(async move {
-                handle
-                    .update(&body.type_name, &body.predicate, &assignments)
-                    .await
-            })
-        })
+        .run(
+            &graph,
+            handle,
+            serving,
+            admitted,
+            Option::as_ref,
+            move |handle| {
+                Box::pin(async move {
+                    handle
+                        .update(&body.type_name, &body.predicate, &assignments)
+                        .await
+                })
+            },
+        )
         .await?;
     Ok(answer(
         written,
@@ -348,9 +363,16 @@ pub(crate) async fn delete(
     let handle = served.handle(body.branch.as_deref()).await?;
     let written = state
         .writes
-        .run(&graph, handle, serving, Option::as_ref, move |handle| {
-            Box::pin(async move { handle.delete(&body.type_name, &body.predicate).await })
-        })
+        .run(
+            &graph,
+            handle,
+            serving,
+            admitted,
+            Option::as_ref,
+            move |handle| {
+                Box::pin(async move { handle.delete(&body.type_name, &body.predicate).await })
+            },
+        )
         .await?;
     Ok(answer(
         written,
