@@ -402,6 +402,10 @@ enum Command {
         /// Most requests one token has in flight; past it, 429 (default 32).
         #[arg(long, value_name = "N")]
         concurrent_requests_per_token: Option<usize>,
+        /// Most requests one token makes per second, in bursts of as many; past it, 429
+        /// (default: no rate limit).
+        #[arg(long, value_name = "N")]
+        requests_per_second_per_token: Option<u32>,
     },
     /// The tokens file of `omnigraph serve`: add, list, revoke.
     #[command(subcommand)]
@@ -756,6 +760,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
             query_memory,
             request_time,
             concurrent_requests_per_token,
+            requests_per_second_per_token,
         } => {
             let defaults = omnigraph_server::Limits::default();
             let limits = omnigraph_server::Limits {
@@ -766,6 +771,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
                 request_time: request_time.unwrap_or(defaults.request_time),
                 token_concurrent_requests: concurrent_requests_per_token
                     .unwrap_or(defaults.token_concurrent_requests),
+                token_requests_per_second: requests_per_second_per_token,
             };
             let request = serve::ServeRequest {
                 root,

@@ -4,14 +4,14 @@
 
 use crate::config::AuthConfig;
 use crate::error::ApiError;
-use crate::limits::{ANONYMOUS_CONCURRENT_REQUESTS_MAX, TOKENS_MAX};
+use crate::limits::{ANONYMOUS_CONCURRENT_REQUESTS_MAX, TOKEN_REQUESTS_PER_SECOND_MAX, TOKENS_MAX};
 use crate::tokens::{Role, TokenFile};
 use axum::http::{HeaderMap, header};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A request let in: who it is (the actor its commits record) and its slot.
@@ -36,15 +36,27 @@ enum Mode {
     InsecureNoAuth,
 }
 
-/// Checks each request's token, role and slot.
+/// A token's request budget: a bucket refilled at the rate, holding a second's worth.
+struct Bucket {
+    requests: f64,
+    at: Instant,
+}
+
+/// Checks each request's token, role, rate and slot.
 pub(crate) struct Authenticator {
     mode: Mode,
     slots_per_token: usize,
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+    per_second: Option<u32>,
+    buckets: Mutex<HashMap<String, Bucket>>,
 }
 
 impl Authenticator {
-    pub(crate) fn new(auth: &AuthConfig, slots_per_token: usize) -> Authenticator {
+    pub(crate) fn new(
+        auth: &AuthConfig,
+        slots_per_token: usize,
+        per_second: Option<u32>,
+    ) -> Authenticator {
         let mode = match auth {
             AuthConfig::Tokens(path) => Mode::Tokens {
                 path: path.clone(),
@@ -59,6 +71,8 @@ impl Authenticator {
             mode,
             slots_per_token: slots_per_token.max(1),
             slots: Mutex::new(HashMap::new()),
+            per_second: per_second.map(|rate| rate.clamp(1, TOKEN_REQUESTS_PER_SECOND_MAX)),
+            buckets: Mutex::new(HashMap::new()),
         }
     }
 
@@ -122,6 +136,7 @@ impl Authenticator {
                 (format!("token:{}", entry.id), self.slots_per_token)
             }
         };
+        self.spend(&key)?;
         let semaphore = {
             let mut slots = self.slots.lock();
             if !slots.contains_key(&key) && slots.len() > TOKENS_MAX {
@@ -140,6 +155,37 @@ impl Authenticator {
             actor: key,
             _slot: slot,
         })
+    }
+
+    /// Takes one request from the key's bucket, when a rate is set: 429 when it is
+    /// empty (it refills within a second, so `Retry-After: 1` holds).
+    fn spend(&self, key: &str) -> Result<(), ApiError> {
+        let Some(rate) = self.per_second else {
+            return Ok(());
+        };
+        let rate = f64::from(rate);
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock();
+        if !buckets.contains_key(key) && buckets.len() > TOKENS_MAX {
+            // Full buckets are the same as none.
+            buckets.retain(|_, bucket| {
+                bucket.requests + now.duration_since(bucket.at).as_secs_f64() * rate < rate
+            });
+        }
+        let bucket = buckets.entry(key.to_owned()).or_insert(Bucket {
+            requests: rate,
+            at: now,
+        });
+        bucket.requests =
+            (bucket.requests + now.duration_since(bucket.at).as_secs_f64() * rate).min(rate);
+        bucket.at = now;
+        if bucket.requests < 1.0 {
+            return Err(ApiError::RateExceeded {
+                per_second: rate as u32,
+            });
+        }
+        bucket.requests -= 1.0;
+        Ok(())
     }
 
     /// Whether requests are let in without a token.

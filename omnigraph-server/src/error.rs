@@ -29,6 +29,8 @@ pub(crate) enum ApiError {
     BodyTimedOut,
     /// The token has as many requests in flight as it may.
     TooManyRequests { limit: usize },
+    /// The token made as many requests in the last second as it may.
+    RateExceeded { per_second: u32 },
     /// A query ran past the query time; it was stopped.
     QueryTimeExceeded(Duration),
     /// The server is shutting down and takes no new work.
@@ -83,7 +85,9 @@ impl ApiError {
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimedOut => StatusCode::REQUEST_TIMEOUT,
-            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyRequests { .. } | ApiError::RateExceeded { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::QueryTimeExceeded(_) | ApiError::ShuttingDown => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -100,7 +104,7 @@ impl ApiError {
             ApiError::Forbidden { .. } => "forbidden",
             ApiError::TooLarge { .. } => "body_too_large",
             ApiError::BodyTimedOut => "body_timed_out",
-            ApiError::TooManyRequests { .. } => "too_many_requests",
+            ApiError::TooManyRequests { .. } | ApiError::RateExceeded { .. } => "too_many_requests",
             ApiError::QueryTimeExceeded(_) => "query_time_exceeded",
             ApiError::ShuttingDown => "shutting_down",
             ApiError::NotAcceptable(_) => "not_acceptable",
@@ -111,7 +115,9 @@ impl ApiError {
     /// Whether the client may retry after [`RETRY_AFTER_SECONDS_MAX`](crate::limits::RETRY_AFTER_SECONDS_MAX).
     fn retryable(&self) -> bool {
         match self {
-            ApiError::TooManyRequests { .. } | ApiError::ShuttingDown => true,
+            ApiError::TooManyRequests { .. }
+            | ApiError::RateExceeded { .. }
+            | ApiError::ShuttingDown => true,
             ApiError::Engine(error) => error.code().exit_code == omnigraph_core::EXIT_TEMPORARY,
             _ => false,
         }
@@ -145,6 +151,9 @@ impl ApiError {
             }
             ApiError::TooManyRequests { limit } => format!(
                 "the token has {limit} requests in flight, its limit; retry after the Retry-After seconds"
+            ),
+            ApiError::RateExceeded { per_second } => format!(
+                "the token made {per_second} requests in the last second, its limit; retry after the Retry-After seconds"
             ),
             ApiError::QueryTimeExceeded(limit) => format!(
                 "the query ran longer than the server's query time of {:.1} s and was stopped",

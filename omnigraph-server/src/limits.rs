@@ -14,6 +14,8 @@ pub const QUERY_TIME_MAX: Duration = Duration::from_secs(30);
 pub const REQUEST_TIME_MAX: Duration = Duration::from_secs(600);
 /// Default most requests one token has in flight; past it, 429.
 pub const TOKEN_CONCURRENT_REQUESTS_MAX: usize = 32;
+/// The highest request rate per token an operator can set (`--requests-per-second`).
+pub const TOKEN_REQUESTS_PER_SECOND_MAX: u32 = 1_000_000;
 /// Default most requests the server has in flight without a token (`--insecure-no-auth`).
 pub const ANONYMOUS_CONCURRENT_REQUESTS_MAX: usize = 256;
 /// Finished maintenance runs kept for their status route, per server (the oldest
@@ -60,6 +62,9 @@ pub struct Limits {
     pub request_time: Duration,
     /// Most requests one token has in flight (429 past it).
     pub token_concurrent_requests: usize,
+    /// Most requests one token makes per second, with bursts of as many (429 past
+    /// it); none when `None`. At least 1 and at most [`TOKEN_REQUESTS_PER_SECOND_MAX`].
+    pub token_requests_per_second: Option<u32>,
 }
 
 impl Default for Limits {
@@ -71,6 +76,7 @@ impl Default for Limits {
             query_memory_bytes: None,
             request_time: REQUEST_TIME_MAX,
             token_concurrent_requests: TOKEN_CONCURRENT_REQUESTS_MAX,
+            token_requests_per_second: None,
         }
     }
 }

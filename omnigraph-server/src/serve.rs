@@ -41,7 +41,11 @@ impl Server {
                 "a server serves at least one graph",
             ));
         }
-        let authenticator = Authenticator::new(auth, config.limits.token_concurrent_requests);
+        let authenticator = Authenticator::new(
+            auth,
+            config.limits.token_concurrent_requests,
+            config.limits.token_requests_per_second,
+        );
         authenticator.load()?;
         let mut graphs = BTreeMap::new();
         for (name, source) in &config.graphs {

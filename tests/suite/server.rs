@@ -1287,3 +1287,60 @@ async fn a_write_retried_with_its_key_lands_once() {
     assert!(dir.exists());
     drop(kept);
 }
+
+#[tokio::test]
+async fn a_token_past_its_request_rate_gets_429_and_others_do_not() {
+    let served = serve(Limits {
+        token_requests_per_second: Some(3),
+        ..Limits::default()
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        let response = served
+            .request(
+                Method::GET,
+                "/graphs/people/schema",
+                Some(&served.tokens.read),
+            )
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status());
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(response.headers()["retry-after"], "1");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "too_many_requests");
+        }
+    }
+    // A burst of the rate goes through; the rest of the same instant does not.
+    assert!(
+        statuses[..3].iter().all(|status| *status == StatusCode::OK),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.contains(&StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+    // Another token has a bucket of its own; the first one refills within a second.
+    let (status, _) = served
+        .call(
+            Method::GET,
+            "/graphs/people/schema",
+            Some(&served.tokens.write),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let (status, _) = served
+        .call(
+            Method::GET,
+            "/graphs/people/schema",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    served.shutdown().await.unwrap();
+}
