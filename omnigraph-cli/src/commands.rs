@@ -9,7 +9,7 @@ use omnigraph_graph::{
     Direction, InputFormat, LoadMode, Omnigraph, ScanRequest, Step, StepDirection, default_actor,
 };
 use omnigraph_maintenance::{
-    CleanupOptions, CleanupPolicy, CleanupReport, MaintenanceBudget, MaintenanceExt, UnitOutcome,
+    CleanupReport, CleanupSettings, MaintenanceBudget, MaintenanceExt, UnitOutcome,
 };
 use omnigraph_publish::{CommitRef, GraphCommit};
 use omnigraph_server::view::{LogPage, catalog_json, commit_json, merge_json};
@@ -837,32 +837,6 @@ pub async fn optimize(out: &Output, root: &str, concurrency: Option<usize>) -> R
     Ok(report.exit_code())
 }
 
-/// What `omnigraph cleanup` was asked for.
-pub struct CleanupRequest {
-    pub keep: Option<u64>,
-    pub older_than: Option<std::time::Duration>,
-    pub grace: Option<std::time::Duration>,
-    pub lower_grace: bool,
-}
-
-impl CleanupRequest {
-    fn options(&self) -> Result<CleanupOptions> {
-        let mut policy = CleanupPolicy::default();
-        if let Some(keep) = self.keep {
-            policy = policy.and_keep_commits(keep)?;
-        }
-        policy.older_than = self.older_than;
-        let mut options = CleanupOptions::new(policy);
-        if let Some(grace) = self.grace {
-            options = options.with_grace(grace)?;
-        }
-        if self.lower_grace {
-            options = options.lowering_grace();
-        }
-        Ok(options)
-    }
-}
-
 /// `maintenance`, reporting its progress to `sink` when there is one.
 fn reporting(
     maintenance: omnigraph_maintenance::Maintenance<'_>,
@@ -875,7 +849,7 @@ fn reporting(
 }
 
 /// Previews cleanup: what `--confirm` would delete. Exits 0 unless a table failed.
-pub async fn cleanup_preview(out: &Output, root: &str, request: CleanupRequest) -> Result<i32> {
+pub async fn cleanup_preview(out: &Output, root: &str, request: CleanupSettings) -> Result<i32> {
     let options = request.options()?;
     let graph = Arc::new(open(root).await?);
     cancel_on_interrupt(graph.clone());
@@ -893,7 +867,7 @@ pub async fn cleanup_preview(out: &Output, root: &str, request: CleanupRequest) 
 }
 
 /// Runs cleanup, with progress on stderr; exits 0 unless a table failed.
-pub async fn cleanup(out: &Output, root: &str, request: CleanupRequest) -> Result<i32> {
+pub async fn cleanup(out: &Output, root: &str, request: CleanupSettings) -> Result<i32> {
     let options = request.options()?;
     let graph = Arc::new(open(root).await?);
     cancel_on_interrupt(graph.clone());

@@ -710,7 +710,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
             lower_grace,
             confirm,
         } => {
-            let policy = commands::CleanupRequest {
+            let policy = omnigraph_maintenance::CleanupSettings {
                 keep,
                 older_than,
                 grace,

@@ -90,8 +90,8 @@ mod runtime;
 pub use adjacency::AdjacencyOutcome;
 pub use budget::MaintenanceBudget;
 pub use cleanup::{
-    CleanupOptions, CleanupPolicy, CleanupReport, CleanupTableError, CleanupTotals, LogCleanup,
-    TableCleanup,
+    CleanupOptions, CleanupPolicy, CleanupReport, CleanupSettings, CleanupTableError,
+    CleanupTotals, LogCleanup, TableCleanup,
 };
 pub use indexes::{IndexBuildProgress, IndexBuildReport, PendingIndex, PreparedIndexBuild};
 pub use lane::MaintenanceActivity;

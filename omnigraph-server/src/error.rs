@@ -174,16 +174,21 @@ impl ApiError {
     }
 }
 
+/// Tells the client to retry after [`RETRY_AFTER_SECONDS_MAX`](crate::limits::RETRY_AFTER_SECONDS_MAX).
+pub(crate) fn retry_later(response: &mut Response) {
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(crate::limits::RETRY_AFTER_SECONDS_MAX),
+    );
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let mut response =
             (status, axum::Json(json!({ "error": self.document() }))).into_response();
         if self.retryable() {
-            response.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from(crate::limits::RETRY_AFTER_SECONDS_MAX),
-            );
+            retry_later(&mut response);
         }
         response
     }

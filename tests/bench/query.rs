@@ -204,7 +204,8 @@ fn generate(dir: &Path, people: i64) -> Vec<(&'static str, std::path::PathBuf, u
     files
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// The `p` quantile of sorted latencies, nearest rank.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[at.min(sorted.len() - 1)]
 }

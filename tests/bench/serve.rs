@@ -11,6 +11,7 @@
 //!   serving runtime, against the same mix with no maintenance, with peak memory;
 //! - every acknowledged insert is present afterwards, exactly once.
 
+use crate::query::percentile;
 use crate::{peak_mib, reset_peak, write_parquet};
 use omnigraph_core::arrow_array::{Int32Array, Int64Array, RecordBatch, StringArray};
 use omnigraph_core::arrow_schema::{DataType, Field, Schema};
@@ -51,11 +52,9 @@ const EVENT_ROWS: usize = 1_000_000;
 
 fn percentiles(mut times: Vec<f64>) -> Value {
     times.sort_by(f64::total_cmp);
-    let at = |p: f64| {
-        if times.is_empty() {
-            return 0.0;
-        }
-        times[((times.len() - 1) as f64 * p).round() as usize]
+    let at = |p: f64| match times.is_empty() {
+        true => 0.0,
+        false => percentile(&times, p),
     };
     json!({"requests": times.len(), "p50_ms": at(0.5), "p99_ms": at(0.99), "max_ms": at(1.0)})
 }

@@ -111,6 +111,39 @@ pub struct CleanupOptions {
     pub lower_grace: bool,
 }
 
+/// A cleanup as an operator asks for it (the CLI's flags, the server's body): checked
+/// into [`CleanupOptions`] by [`CleanupSettings::options`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanupSettings {
+    /// Keep the newest N commits of each branch readable.
+    pub keep: Option<u64>,
+    /// Keep commits younger than this readable.
+    pub older_than: Option<Duration>,
+    /// Keep every commit and file younger than this (the default when `None`).
+    pub grace: Option<Duration>,
+    /// Record `grace` even when a branch head records a longer one.
+    pub lower_grace: bool,
+}
+
+impl CleanupSettings {
+    /// The options these settings ask for; a policy or grace out of bounds is refused.
+    pub fn options(&self) -> Result<CleanupOptions> {
+        let mut policy = CleanupPolicy::default();
+        if let Some(keep) = self.keep {
+            policy = policy.and_keep_commits(keep)?;
+        }
+        policy.older_than = self.older_than;
+        let mut options = CleanupOptions::new(policy);
+        if let Some(grace) = self.grace {
+            options = options.with_grace(grace)?;
+        }
+        if self.lower_grace {
+            options = options.lowering_grace();
+        }
+        Ok(options)
+    }
+}
+
 impl CleanupOptions {
     /// `policy` with the default grace period (24 hours).
     pub fn new(policy: CleanupPolicy) -> CleanupOptions {

@@ -3,14 +3,15 @@
 //! own; `?wait=true` holds the request until it ends, and a cancelled run answers its
 //! waiters 503 with its evidence.
 
-use super::{State, json_body, query_params};
-use crate::error::ApiError;
+use super::{Shared, State, json_body, query_params};
+use crate::error::{ApiError, retry_later};
+use crate::graphs::ServedGraph;
 use crate::runs::{Operation, Outcome, Run, Start};
 use crate::tokens::Role;
 use axum::extract::{self, Path, Request};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use omnigraph_maintenance::{CleanupOptions, CleanupPolicy};
+use omnigraph_maintenance::{CleanupOptions, CleanupSettings};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -45,10 +46,7 @@ async fn answer(run: Arc<Run>, joined: Option<bool>, wait: bool) -> Response {
     };
     let mut response = (status, axum::Json(document)).into_response();
     if status == StatusCode::SERVICE_UNAVAILABLE {
-        response.headers_mut().insert(
-            axum::http::header::RETRY_AFTER,
-            axum::http::HeaderValue::from(crate::limits::RETRY_AFTER_SECONDS_MAX),
-        );
+        retry_later(&mut response);
     }
     response
 }
@@ -82,12 +80,25 @@ pub(crate) async fn optimize(
 ) -> Result<Response, ApiError> {
     let (served, _admitted) = state.admit(&headers, &graph, Role::Maintain)?;
     let params: StartParams = query_params(request.uri())?;
+    start(&state, &served, graph, params, Operation::Optimize, None).await
+}
+
+/// Starts `operation` on the branch `params` names, or joins the same run going, and
+/// answers with the run.
+async fn start(
+    state: &Shared,
+    served: &ServedGraph,
+    graph: String,
+    params: StartParams,
+    operation: Operation,
+    cleanup: Option<CleanupOptions>,
+) -> Result<Response, ApiError> {
     let handle = served.handle(params.branch.as_deref()).await?;
     let start = Start {
-        graph: graph.clone(),
+        graph,
         branch: handle.branch().to_owned(),
-        operation: Operation::Optimize,
-        cleanup: None,
+        operation,
+        cleanup,
     };
     let (run, joined) = state.runs.start(start, handle);
     Ok(answer(run, Some(joined), params.wait).await)
@@ -129,27 +140,18 @@ pub(crate) async fn cleanup(
     let (served, _admitted) = state.admit(&headers, &graph, Role::Maintain)?;
     let params: StartParams = query_params(request.uri())?;
     let body: CleanupBody = json_body(&state, request).await?;
-    let mut policy = CleanupPolicy::default();
-    if let Some(keep) = body.keep {
-        policy = policy.and_keep_commits(keep)?;
+    let options = CleanupSettings {
+        keep: body.keep,
+        older_than: body.older_than_seconds.map(Duration::from_secs),
+        grace: body.grace_seconds.map(Duration::from_secs),
+        lower_grace: false,
     }
-    policy.older_than = body.older_than_seconds.map(Duration::from_secs);
-    let mut options = CleanupOptions::new(policy);
-    if let Some(grace) = body.grace_seconds {
-        options = options.with_grace(Duration::from_secs(grace))?;
-    }
-    let handle = served.handle(params.branch.as_deref()).await?;
-    let start = Start {
-        graph: graph.clone(),
-        branch: handle.branch().to_owned(),
-        operation: match body.confirm {
-            true => Operation::Cleanup,
-            false => Operation::CleanupPreview,
-        },
-        cleanup: Some(options),
+    .options()?;
+    let operation = match body.confirm {
+        true => Operation::Cleanup,
+        false => Operation::CleanupPreview,
     };
-    let (run, joined) = state.runs.start(start, handle);
-    Ok(answer(run, Some(joined), params.wait).await)
+    start(&state, &served, graph, params, operation, Some(options)).await
 }
 
 /// A run's state, progress and, once it ended, its report or error.

@@ -126,18 +126,24 @@ pub(crate) async fn load(
         "csv" => InputFormat::Csv,
         "parquet" => InputFormat::Parquet,
         "arrow" => InputFormat::ArrowIpc,
-        other => return Err(bad_param("format", other, "jsonl, csv, parquet or arrow")),
+        other => {
+            return Err(bad_param(
+                "format",
+                Some(other),
+                "jsonl, csv, parquet or arrow",
+            ));
+        }
     };
     let mode = match params.mode.as_deref().unwrap_or("append") {
         "append" => LoadMode::Append,
         "merge" => LoadMode::Merge,
-        other => return Err(bad_param("mode", other, "append or merge")),
+        other => return Err(bad_param("mode", Some(other), "append or merge")),
     };
     match (format, &params.type_name) {
         (InputFormat::Jsonl, Some(_)) => {
             return Err(bad_param(
                 "type",
-                "",
+                None,
                 "JSONL rows name their own type; type is for CSV, Parquet and Arrow",
             ));
         }
@@ -145,7 +151,7 @@ pub(crate) async fn load(
         (_, None) => {
             return Err(bad_param(
                 "type",
-                "",
+                None,
                 "a CSV, Parquet or Arrow file holds one type: name it",
             ));
         }
@@ -252,12 +258,14 @@ pub(crate) fn answer<T>(written: Written<T>, document: impl FnOnce(&T) -> Value)
     }
 }
 
-fn bad_param(name: &str, value: &str, expected: &str) -> ApiError {
+/// A query-string parameter that is wrong: its value, when it has one, and what it
+/// should be.
+fn bad_param(name: &str, value: Option<&str>, expected: &str) -> ApiError {
     ApiError::Engine(OmniError::bad_input(
         InputLocation::in_source("query string").field(name),
         match value {
-            "" => expected.to_owned(),
-            value => format!("{value:?}: expected {expected}"),
+            None => expected.to_owned(),
+            Some(value) => format!("{value:?}: expected {expected}"),
         },
     ))
 }
