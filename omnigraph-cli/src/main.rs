@@ -399,6 +399,10 @@ enum Command {
         /// Most time a client may pause while sending a body (default 600s).
         #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
         request_time: Option<std::time::Duration>,
+        /// Most time a client may take to send a request's headers; past it, the
+        /// connection is closed (default 30s).
+        #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+        header_read_time: Option<std::time::Duration>,
         /// Most requests one token has in flight; past it, 429 (default 32).
         #[arg(long, value_name = "N")]
         concurrent_requests_per_token: Option<usize>,
@@ -759,6 +763,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
             query_time,
             query_memory,
             request_time,
+            header_read_time,
             concurrent_requests_per_token,
             requests_per_second_per_token,
         } => {
@@ -769,6 +774,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
                 query_time: query_time.unwrap_or(defaults.query_time),
                 query_memory_bytes: query_memory,
                 request_time: request_time.unwrap_or(defaults.request_time),
+                header_read_time: header_read_time.unwrap_or(defaults.header_read_time),
                 token_concurrent_requests: concurrent_requests_per_token
                     .unwrap_or(defaults.token_concurrent_requests),
                 token_requests_per_second: requests_per_second_per_token,

@@ -1364,7 +1364,7 @@ mod tests {
             deleted: false,
             merged_from: Vec::new(),
             reservations: Vec::new(),
-            idempotency_key: None,
+            idempotency_keys: Vec::new(),
         }
     }
 

@@ -215,13 +215,9 @@ impl Omnigraph {
         type_name: &str,
         objects: Vec<Map<String, Value>>,
     ) -> Result<GraphCommit> {
-        // A cold handle reads the branch head itself: it never runs a call twice, so
-        // its rows are not copied.
-        if self.writer.known_head().is_none() {
-            return self.insert_json_once(type_name, objects).await;
-        }
-        self.refused_only_at_the_head(|| self.insert_json_once(type_name, objects.clone()))
-            .await
+        // On the heap: an ingest's future is large, and callers await it deep inside
+        // their own.
+        Box::pin(self.insert_json_parts(vec![(type_name.to_owned(), objects)])).await
     }
 
     /// Runs an ingest `call`. A refusal made, before anything was published, on the head
@@ -294,19 +290,37 @@ impl Omnigraph {
         }
     }
 
-    async fn insert_json_once(
+    /// Inserts JSON objects of several types in one commit: each part is a type and its
+    /// rows, checked as [`Omnigraph::insert_json`] checks them (a bad row names its row
+    /// within its part). A host that gathers concurrent inserts publishes them this way
+    /// in one commit instead of racing one commit each.
+    pub async fn insert_json_parts(
         &self,
-        type_name: &str,
-        objects: Vec<Map<String, Value>>,
+        parts: Vec<(String, Vec<Map<String, Value>>)>,
+    ) -> Result<GraphCommit> {
+        // A cold handle reads the branch head itself: it never runs a call twice, so
+        // its rows are not copied.
+        if self.writer.known_head().is_none() {
+            return self.insert_parts_once(parts).await;
+        }
+        self.refused_only_at_the_head(|| self.insert_parts_once(parts.clone()))
+            .await
+    }
+
+    async fn insert_parts_once(
+        &self,
+        parts: Vec<(String, Vec<Map<String, Value>>)>,
     ) -> Result<GraphCommit> {
         let mut ingest = Ingest::start(self, LoadMode::Append).await?;
-        for (row, object) in objects.into_iter().enumerate() {
-            let source = RowSource {
-                source: "insert".into(),
-                line: None,
-                row: row as u64,
-            };
-            ingest.push(type_name, source, object, 0).await?;
+        for (type_name, objects) in parts {
+            for (row, object) in objects.into_iter().enumerate() {
+                let source = RowSource {
+                    source: "insert".into(),
+                    line: None,
+                    row: row as u64,
+                };
+                ingest.push(&type_name, source, object, 0).await?;
+            }
         }
         let report = ingest.finish("insert").await?;
         report.commit.ok_or_else(|| {

@@ -138,7 +138,7 @@ pub async fn create_branch(
             merged_from: Vec::new(),
             // A new life holds no table of the branch it came from.
             reservations: Vec::new(),
-            idempotency_key: None,
+            idempotency_keys: Vec::new(),
         };
         first.validate().map_err(|message| {
             OmniError::internal(format!("refusing to create branch {name}: {message}"))

@@ -91,11 +91,36 @@ pub struct GraphCommit {
     /// [`crate::limits::RESERVATIONS_MAX`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reservations: Vec<Reservation>,
-    /// The key of the request this commit answers (a served write's
-    /// `Idempotency-Key`, [`crate::request::WriteRequest`]): a retry of that request
-    /// finds this commit instead of writing again. Never carried forward.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
+    /// The keys of the requests this commit answers (a served write's
+    /// `Idempotency-Key`, [`crate::request::WriteRequest`]; several when a host
+    /// published several requests in one commit), each once, at most
+    /// [`IDEMPOTENCY_KEYS_PER_COMMIT_MAX`](crate::limits::IDEMPOTENCY_KEYS_PER_COMMIT_MAX):
+    /// a retry of one of them finds this commit instead of writing again. Never carried
+    /// forward. Read also from `idempotency_key`, one string, as builds before group
+    /// commit wrote it.
+    #[serde(
+        default,
+        alias = "idempotency_key",
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub idempotency_keys: Vec<String>,
+}
+
+/// Keys given as one string (as builds before group commit wrote them) or a list.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Vec<String>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match serde::Deserialize::deserialize(deserializer)? {
+        OneOrMany::One(key) => vec![key],
+        OneOrMany::Many(keys) => keys,
+    })
 }
 
 /// A commit of another branch whose tables a merge took.
@@ -297,13 +322,26 @@ impl GraphCommit {
                 self.schema
             ));
         }
-        if let Some(key) = &self.idempotency_key
-            && !crate::request::key_is_valid(key)
+        if self.idempotency_keys.len() > crate::limits::IDEMPOTENCY_KEYS_PER_COMMIT_MAX {
+            return Err(format!(
+                "it records {} idempotency keys; the limit is {}",
+                self.idempotency_keys.len(),
+                crate::limits::IDEMPOTENCY_KEYS_PER_COMMIT_MAX
+            ));
+        }
+        if let Some(key) = self
+            .idempotency_keys
+            .iter()
+            .find(|key| !crate::request::key_is_valid(key))
         {
             return Err(format!(
-                "its idempotency key is not 1 to {} bytes of printable ASCII",
+                "its idempotency key {key:?} is not 1 to {} bytes of printable ASCII",
                 crate::limits::IDEMPOTENCY_KEY_BYTES_MAX
             ));
+        }
+        let distinct: std::collections::BTreeSet<&String> = self.idempotency_keys.iter().collect();
+        if distinct.len() != self.idempotency_keys.len() {
+            return Err("it records an idempotency key twice".into());
         }
         if self.actor.len() > ACTOR_LEN_MAX {
             return Err(format!(
@@ -429,7 +467,7 @@ pub(crate) fn test_commit(branch: &str, seq: u64) -> GraphCommit {
         deleted: false,
         merged_from: Vec::new(),
         reservations: Vec::new(),
-        idempotency_key: None,
+        idempotency_keys: Vec::new(),
     }
 }
 
@@ -494,6 +532,40 @@ mod tests {
             60_000_000
         );
         assert_eq!(long.lowering_grace_after(Some(short)).oldest_retained, 4);
+    }
+
+    #[test]
+    fn idempotency_keys_read_as_a_list_or_as_the_one_key_builds_before_wrote() {
+        let mut commit = genesis();
+        commit.idempotency_keys = vec!["k1".into(), "k2".into()];
+        let bytes = commit.to_bytes().unwrap();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        assert!(text.contains(r#""idempotency_keys":["k1","k2"]"#), "{text}");
+        let parsed = GraphCommit::parse("c", &bytes, "main", 0).unwrap();
+        assert_eq!(parsed.idempotency_keys, ["k1", "k2"]);
+        // As the first build with keys wrote one: a string under the old name.
+        let old = text.replace(
+            r#""idempotency_keys":["k1","k2"]"#,
+            r#""idempotency_key":"k0""#,
+        );
+        let parsed = GraphCommit::parse("c", old.as_bytes(), "main", 0).unwrap();
+        assert_eq!(parsed.idempotency_keys, ["k0"]);
+        // None: absent, and read back as none.
+        let bytes = genesis().to_bytes().unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("idempotency"));
+        let parsed = GraphCommit::parse("c", &bytes, "main", 0).unwrap();
+        assert!(parsed.idempotency_keys.is_empty());
+        // Refused on read: a key twice, an empty key, more than a commit may hold.
+        commit.idempotency_keys = vec!["k1".into(), "k1".into()];
+        assert!(commit.validate().unwrap_err().contains("twice"));
+        commit.idempotency_keys = vec![String::new()];
+        assert!(commit.validate().unwrap_err().contains("printable ASCII"));
+        commit.idempotency_keys = (0..=crate::limits::IDEMPOTENCY_KEYS_PER_COMMIT_MAX)
+            .map(|n| format!("k{n}"))
+            .collect();
+        assert!(commit.validate().unwrap_err().contains("the limit is"));
+        let bytes = commit.to_bytes().unwrap();
+        assert!(GraphCommit::parse("c", &bytes, "main", 0).is_err());
     }
 
     #[test]

@@ -121,7 +121,7 @@ impl Graph {
             deleted: false,
             merged_from: Vec::new(),
             reservations: Vec::new(),
-            idempotency_key: None,
+            idempotency_keys: Vec::new(),
         };
         genesis.validate().map_err(|message| {
             OmniError::internal(format!("refusing to write genesis: {message}"))

@@ -48,6 +48,9 @@ pub(crate) const COMMIT_ID_LEN_MAX: usize = 64;
 pub(crate) const ACTOR_LEN_MAX: usize = 1_024;
 /// The longest idempotency key a commit may record, in bytes.
 pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 256;
+/// The most idempotency keys one commit may record: a host that publishes several
+/// requests' writes in one commit (group commit) records each request's key.
+pub const IDEMPOTENCY_KEYS_PER_COMMIT_MAX: usize = 64;
 
 /// The longest operation summary a writer publishes, in bytes: writers quote their input
 /// in it (an update's predicate), so the publisher shortens it (`shortened_summary`).
@@ -165,7 +168,7 @@ const _: () = assert!(HISTORY_CHUNK_COMMITS_MAX as usize * 1_024 <= HISTORY_LINE
 const _: () = assert!(
     omnigraph_core::limits::TYPES_MAX * PIN_JSON_BYTES_MAX
         + ACTOR_LEN_MAX
-        + IDEMPOTENCY_KEY_BYTES_MAX
+        + IDEMPOTENCY_KEYS_PER_COMMIT_MAX * (IDEMPOTENCY_KEY_BYTES_MAX + 4)
         + 2 * COMMIT_ID_LEN_MAX
         + OPERATION_KIND_LEN_MAX
         + SUMMARY_LEN_MAX

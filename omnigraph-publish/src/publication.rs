@@ -176,7 +176,7 @@ pub struct Publication {
     change: Change,
     operation: CommitOperation,
     actor: String,
-    idempotency_key: Option<String>,
+    idempotency_keys: Vec<String>,
 }
 
 /// A publication's parts, borrowed together: what the publisher reads in one call.
@@ -186,7 +186,7 @@ pub(crate) struct Parts<'a> {
     pub(crate) change: &'a Change,
     pub(crate) operation: &'a CommitOperation,
     pub(crate) actor: &'a str,
-    pub(crate) idempotency_key: Option<&'a str>,
+    pub(crate) idempotency_keys: &'a [String],
 }
 
 impl Publication {
@@ -266,7 +266,7 @@ impl Publication {
             change,
             operation,
             actor: actor.to_string(),
-            idempotency_key: None,
+            idempotency_keys: Vec::new(),
         }
     }
 
@@ -292,20 +292,20 @@ impl Publication {
             change: &self.change,
             operation: &self.operation,
             actor: &self.actor,
-            idempotency_key: self.idempotency_key.as_deref(),
+            idempotency_keys: &self.idempotency_keys,
         }
     }
 
     /// The same publication serving `request`: its actor, when it names one, and its
-    /// idempotency key.
+    /// idempotency keys.
     pub(crate) fn serving(&self, request: &crate::request::WriteRequest) -> Publication {
         let mut publication = self.clone();
         if let Some(actor) = &request.actor {
             publication.actor.clone_from(actor);
         }
         publication
-            .idempotency_key
-            .clone_from(&request.idempotency_key);
+            .idempotency_keys
+            .clone_from(&request.idempotency_keys);
         publication
     }
 

@@ -396,7 +396,7 @@ fn next_commit(
             reserving,
             created_at,
         ),
-        idempotency_key: parts.idempotency_key.map(str::to_owned),
+        idempotency_keys: parts.idempotency_keys.to_vec(),
     };
     if let Some((pins, dropped, schema)) = change.of_tables() {
         commit.pins.retain(|pin| !dropped.contains(&pin.table_id));

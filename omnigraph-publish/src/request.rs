@@ -14,9 +14,12 @@ use std::future::Future;
 pub struct WriteRequest {
     /// The actor its commits record instead of the handle's.
     pub actor: Option<String>,
-    /// The caller's key for the request: a retry with the same key finds the commit
-    /// this one published (`GraphCommit::idempotency_key`).
-    pub idempotency_key: Option<String>,
+    /// The caller's keys for the request (one per request it answers; a host that
+    /// publishes several requests in one commit gives each one's): a retry with one of
+    /// them finds the commit this one published (`GraphCommit::idempotency_keys`).
+    /// Each valid ([`check_idempotency_key`]) and given once, at most
+    /// [`IDEMPOTENCY_KEYS_PER_COMMIT_MAX`](crate::limits::IDEMPOTENCY_KEYS_PER_COMMIT_MAX).
+    pub idempotency_keys: Vec<String>,
 }
 
 tokio::task_local! {

@@ -14,7 +14,8 @@ use std::time::Duration;
 #[derive(Debug)]
 pub(crate) enum ApiError {
     /// The engine refused or failed: its code and status come from the error table.
-    Engine(OmniError),
+    /// Shared: one failure of a group commit answers every request of its round.
+    Engine(std::sync::Arc<OmniError>),
     /// No bearer token, or one the tokens file does not hold.
     Unauthorized(&'static str),
     /// The token's role on this graph does not allow the route.
@@ -43,6 +44,12 @@ pub(crate) enum ApiError {
 
 impl From<OmniError> for ApiError {
     fn from(error: OmniError) -> ApiError {
+        ApiError::Engine(std::sync::Arc::new(error))
+    }
+}
+
+impl From<std::sync::Arc<OmniError>> for ApiError {
+    fn from(error: std::sync::Arc<OmniError>) -> ApiError {
         ApiError::Engine(error)
     }
 }

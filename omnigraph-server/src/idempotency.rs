@@ -2,7 +2,7 @@
 //! gives an `Idempotency-Key`: a key that already landed returns the commit that
 //! answered it, across restarts, because the key is recorded in that commit.
 //!
-//! A keyed write takes its key's stripe lock (so two requests with one key never both
+//! A keyed write takes its key's lock (so two requests with one key never both
 //! write), brings the branch's index of keys up to the head (reading only the commits
 //! it has not indexed yet; after a start, the newest
 //! [`IDEMPOTENCY_WINDOW_COMMITS_MAX`] at most, the named retention), and writes only
@@ -10,17 +10,17 @@
 //! request: a client that hangs up and retries waits for its first attempt to end.
 
 use crate::auth::Admitted;
+use crate::group::{Groups, Waiting};
 use crate::limits::{
     IDEMPOTENCY_BRANCHES_KEPT_MAX, IDEMPOTENCY_KEYS_KEPT_MAX, IDEMPOTENCY_WINDOW_COMMITS_MAX,
-    KEY_STRIPES_MAX,
 };
 use futures::future::BoxFuture;
-use omnigraph_core::{ErrorKind, OmniError, Result};
+use omnigraph_core::{ErrorKind, Evidence, OmniError, Result};
 use omnigraph_graph::Omnigraph;
 use omnigraph_publish::request::WriteRequest;
 use omnigraph_publish::{CommitRef, GraphCommit};
+use serde_json::{Map, Value};
 use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasher;
 use std::sync::Arc;
 use tokio::sync::{Mutex, RwLock};
 
@@ -39,7 +39,7 @@ pub(crate) fn the_commit(commit: &GraphCommit) -> Option<&GraphCommit> {
 
 /// The keys of one branch, indexed up to a seq.
 #[derive(Default)]
-struct BranchKeys {
+pub(crate) struct BranchKeys {
     /// Every commit up to this seq has been read for its key.
     through_seq: Option<u64>,
     /// The seq of the commit each key landed in.
@@ -60,8 +60,13 @@ impl BranchKeys {
         }
     }
 
+    /// The seq of the commit `key` landed in, when indexed.
+    pub(crate) fn seq_of(&self, key: &str) -> Option<u64> {
+        self.by_key.get(key).copied()
+    }
+
     /// Reads the commits after the indexed ones, up to the head, for their keys.
-    async fn catch_up(&mut self, handle: &Omnigraph) -> Result<()> {
+    pub(crate) async fn catch_up(&mut self, handle: &Omnigraph) -> Result<()> {
         let head = handle.head().await?;
         let window_start = head
             .seq
@@ -82,15 +87,38 @@ impl BranchKeys {
                 Err(error) if error.kind() == ErrorKind::CommitReclaimed => continue,
                 Err(error) => return Err(error),
             };
-            if let Some(key) = &commit.idempotency_key {
+            for key in &commit.idempotency_keys {
                 self.remember(key, &commit);
             }
         }
-        if let Some(key) = &head.idempotency_key {
+        for key in &head.idempotency_keys {
             self.remember(key, &head);
         }
         self.through_seq = Some(head.seq);
         Ok(())
+    }
+}
+
+/// One write's hold on its idempotency key (see [`Writes::hold_key`]).
+struct KeyHeld {
+    writes: Arc<Writes>,
+    key: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for KeyHeld {
+    fn drop(&mut self) {
+        // Released first: the map's entry is then the only other holder of the lock
+        // unless a write waits for it (each waiter holds a clone, taken under the map's
+        // lock, as this check is).
+        drop(self.guard.take());
+        let mut held = self.writes.keys_held.lock();
+        if held
+            .get(&self.key)
+            .is_some_and(|lock| Arc::strong_count(lock) == 1)
+        {
+            held.remove(&self.key);
+        }
     }
 }
 
@@ -99,31 +127,46 @@ type GraphBranch = (String, String);
 
 /// The writes of one server.
 pub(crate) struct Writes {
-    stripes: Vec<Arc<Mutex<()>>>,
-    hasher: std::collections::hash_map::RandomState,
+    /// A lock per idempotency key a write in flight holds or waits for.
+    keys_held: parking_lot::Mutex<HashMap<String, Arc<Mutex<()>>>>,
     branches: parking_lot::Mutex<HashMap<GraphBranch, Arc<Mutex<BranchKeys>>>>,
     /// Held shared by every write in flight; shutdown takes it whole to wait for them.
     in_flight: Arc<RwLock<()>>,
+    /// Inserts waiting for their group's next round (`crate::group`).
+    pub(crate) groups: Groups,
 }
 
 impl Writes {
     pub(crate) fn new() -> Writes {
         Writes {
-            stripes: (0..KEY_STRIPES_MAX)
-                .map(|_| Arc::new(Mutex::new(())))
-                .collect(),
-            hasher: Default::default(),
+            keys_held: parking_lot::Mutex::new(HashMap::new()),
             branches: parking_lot::Mutex::new(HashMap::new()),
             in_flight: Arc::new(RwLock::new(())),
+            groups: Groups::default(),
         }
     }
 
-    fn stripe(&self, key: &str) -> Arc<Mutex<()>> {
-        let slot = self.hasher.hash_one(key) % self.stripes.len() as u64;
-        self.stripes[slot as usize].clone()
+    /// Holds `key` for one write: a write with another key never waits here, one with
+    /// the same key waits until this one ends. The key's lock goes when nobody holds or
+    /// waits for it, so the locks are as many as the keyed writes in flight.
+    async fn hold_key(self: &Arc<Self>, key: &str) -> KeyHeld {
+        let lock = self
+            .keys_held
+            .lock()
+            .entry(key.to_owned())
+            .or_default()
+            .clone();
+        // Built before the wait: a wait that ends early still lets the key's lock go.
+        let mut held = KeyHeld {
+            writes: self.clone(),
+            key: key.to_owned(),
+            guard: None,
+        };
+        held.guard = Some(lock.lock_owned().await);
+        held
     }
 
-    fn keys_of(&self, graph: &str, branch: &str) -> Arc<Mutex<BranchKeys>> {
+    pub(crate) fn keys_of(&self, graph: &str, branch: &str) -> Arc<Mutex<BranchKeys>> {
         let mut branches = self.branches.lock();
         let name = (graph.to_owned(), branch.to_owned());
         if !branches.contains_key(&name) && branches.len() >= IDEMPOTENCY_BRANCHES_KEPT_MAX {
@@ -143,6 +186,93 @@ impl Writes {
             .remove(&(graph.to_owned(), branch.to_owned()));
     }
 
+    /// Runs `work` in a task of its own, holding the token's slot and the shutdown's
+    /// count until it ends, not until its client hangs up.
+    async fn to_its_end<T: Send + 'static>(
+        &self,
+        slot: Admitted,
+        work: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> std::result::Result<T, tokio::task::JoinError> {
+        let in_flight = self.in_flight.clone().read_owned().await;
+        tokio::spawn(async move {
+            let _in_flight = in_flight;
+            let _slot = slot;
+            work.await
+        })
+        .await
+    }
+
+    /// Notes that `keys` landed in `commit` on `handle`'s branch.
+    pub(crate) async fn remember(
+        &self,
+        graph: &str,
+        handle: &Omnigraph,
+        keys: &[String],
+        commit: &GraphCommit,
+    ) {
+        if keys.is_empty() {
+            return;
+        }
+        let branch = self.keys_of(graph, handle.branch());
+        let mut branch = branch.lock().await;
+        for key in keys {
+            branch.remember(key, commit);
+        }
+    }
+
+    /// Inserts `rows` of `type_name` on `handle` serving `request` (its actor and at
+    /// most one key), to its end, whatever becomes of the request that asked for it:
+    /// in the next round of its group (`crate::group`), with the inserts of its actor
+    /// on its branch that wait beside it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn insert(
+        self: &Arc<Self>,
+        graph: &str,
+        handle: Arc<Omnigraph>,
+        request: WriteRequest,
+        slot: Admitted,
+        type_name: String,
+        rows: Vec<Map<String, Value>>,
+    ) -> std::result::Result<Written<GraphCommit>, Arc<OmniError>> {
+        assert!(
+            request.idempotency_keys.len() <= 1,
+            "a request gives at most one key"
+        );
+        let writes = self.clone();
+        let graph = graph.to_owned();
+        self.to_its_end(slot, async move {
+            let key = request.idempotency_keys.into_iter().next();
+            // Held until answered: a retry with the key waits for this one to end.
+            let _held = match &key {
+                Some(key) => Some(writes.hold_key(key).await),
+                None => None,
+            };
+            let (answer, answered) = tokio::sync::oneshot::channel();
+            let waiting = Waiting {
+                handle,
+                type_name,
+                rows,
+                key,
+                answer,
+            };
+            writes.groups.join(&writes, &graph, request.actor, waiting);
+            // A round that panicked may have published first: in doubt.
+            answered.await.unwrap_or_else(|_| {
+                Err(Arc::new(
+                    OmniError::internal("an insert's round ended without answering it")
+                        .with_evidence(Evidence::InDoubt),
+                ))
+            })
+        })
+        .await
+        .unwrap_or_else(|error| {
+            Err(Arc::new(
+                OmniError::internal(format!("the insert's task failed: {error}"))
+                    .with_evidence(Evidence::InDoubt),
+            ))
+        })
+    }
+
     /// Runs `write` on `handle` serving `request`, to its end, whatever becomes of the
     /// request that asked for it; with a key that landed already, returns its commit
     /// instead. `commit_of` says which commit a write's result published.
@@ -157,24 +287,19 @@ impl Writes {
     ) -> Result<Written<T>> {
         let writes = self.clone();
         let graph = graph.to_owned();
-        let in_flight = self.in_flight.clone().read_owned().await;
-        tokio::spawn(async move {
-            // The token's slot and the shutdown's count are held until the write ends,
-            // not until its client hangs up.
-            let _in_flight = in_flight;
-            let _slot = slot;
-            let Some(key) = request.idempotency_key.clone() else {
+        self.to_its_end(slot, async move {
+            let Some(key) = request.idempotency_keys.first().cloned() else {
                 return request.serve(write(handle)).await.map(Written::Fresh);
             };
-            let _stripe = writes.stripe(&key).lock_owned().await;
+            let _held = writes.hold_key(&key).await;
             let keys = writes.keys_of(&graph, handle.branch());
             {
                 let mut keys = keys.lock().await;
                 keys.catch_up(&handle).await?;
-                if let Some(seq) = keys.by_key.get(&key) {
+                if let Some(seq) = keys.seq_of(&key) {
                     let commit = handle
                         .graph()
-                        .commit(handle.branch(), &CommitRef::Seq(*seq))
+                        .commit(handle.branch(), &CommitRef::Seq(seq))
                         .await?;
                     return Ok(Written::Replayed(Box::new(commit)));
                 }
@@ -186,7 +311,11 @@ impl Writes {
             Ok(Written::Fresh(written))
         })
         .await
-        .map_err(|error| OmniError::internal(format!("the write's task failed: {error}")))?
+        .map_err(|error| {
+            // It may have published before it failed: in doubt.
+            OmniError::internal(format!("the write's task failed: {error}"))
+                .with_evidence(Evidence::InDoubt)
+        })?
     }
 
     /// Waits for every write in flight to end.

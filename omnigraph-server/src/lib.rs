@@ -31,6 +31,7 @@ mod auth;
 mod config;
 mod error;
 mod graphs;
+mod group;
 mod idempotency;
 pub mod limits;
 pub mod openapi;

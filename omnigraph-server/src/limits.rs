@@ -9,9 +9,14 @@ pub const REQUEST_BODY_BYTES_MAX: usize = 16 << 20;
 pub const LOAD_BODY_BYTES_MAX: u64 = 4 << 30;
 /// Default most time a query may take, planning and reading its rows.
 pub const QUERY_TIME_MAX: Duration = Duration::from_secs(30);
-/// Default most time a request may take from its first byte to its response (a
-/// client too slow to send its body ends here).
+/// Default most time a client may pause between two chunks of a request's body (a
+/// client too slow to send its body ends here, 408).
 pub const REQUEST_TIME_MAX: Duration = Duration::from_secs(600);
+/// Default most time a client may take to send a request's line and headers, from when
+/// the server starts waiting for them (hyper's header-read timeout: on a new connection
+/// and after each response, so a keep-alive connection idle this long is closed too):
+/// past it, the connection is closed.
+pub const HEADER_READ_TIME_MAX: Duration = Duration::from_secs(30);
 /// Default most requests one token has in flight; past it, 429.
 pub const TOKEN_CONCURRENT_REQUESTS_MAX: usize = 32;
 /// The highest request rate per token an operator can set (`--requests-per-second`).
@@ -36,8 +41,15 @@ pub const IDEMPOTENCY_KEYS_KEPT_MAX: usize = 16_384;
 /// Branches whose idempotency keys a server keeps indexed (past it, one branch's index
 /// is dropped and read again when next needed).
 pub const IDEMPOTENCY_BRANCHES_KEPT_MAX: usize = 256;
-/// Locks that keep two writes with one idempotency key apart (a key takes one by hash).
-pub const KEY_STRIPES_MAX: usize = 64;
+/// Most inserts one round of group commit publishes in one commit (`crate::group`).
+pub const GROUP_INSERTS_MAX: usize = 64;
+/// How long a round of group commit waits for inserts after a round that gathered
+/// several (a sign of writers that wait for their answers): the time a client takes to
+/// send its next insert over loopback or a LAN.
+pub const GROUP_GATHER_TIME: Duration = Duration::from_millis(2);
+/// Most rows one round of group commit gathers; an insert with more runs in a round
+/// of its own.
+pub const GROUP_INSERT_ROWS_MAX: usize = 10_000;
 /// Most bytes of a served graph's name.
 pub const GRAPH_NAME_BYTES_MAX: usize = 64;
 /// Most commits one log request returns (the log's own page bound applies too).
@@ -58,8 +70,11 @@ pub struct Limits {
     pub query_time: Duration,
     /// The memory budget of each query (the query crate's default when `None`).
     pub query_memory_bytes: Option<usize>,
-    /// Most time a request may take, body included (408 past it).
+    /// Most time a client may pause between two chunks of a body (408 past it).
     pub request_time: Duration,
+    /// Most time a client may take to send a request's headers (the connection is
+    /// closed past it).
+    pub header_read_time: Duration,
     /// Most requests one token has in flight (429 past it).
     pub token_concurrent_requests: usize,
     /// Most requests one token makes per second, with bursts of as many (429 past
@@ -75,8 +90,13 @@ impl Default for Limits {
             query_time: QUERY_TIME_MAX,
             query_memory_bytes: None,
             request_time: REQUEST_TIME_MAX,
+            header_read_time: HEADER_READ_TIME_MAX,
             token_concurrent_requests: TOKEN_CONCURRENT_REQUESTS_MAX,
             token_requests_per_second: None,
         }
     }
 }
+
+// A round's commit records each of its inserts' keys.
+const _: () =
+    assert!(GROUP_INSERTS_MAX <= omnigraph_publish::limits::IDEMPOTENCY_KEYS_PER_COMMIT_MAX);

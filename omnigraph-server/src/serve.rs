@@ -7,7 +7,6 @@ use crate::config::{AuthConfig, ServerConfig};
 use crate::graphs::ServedGraph;
 use crate::routes::{self, Shared};
 use crate::runs::Runs;
-use axum::ServiceExt;
 use omnigraph_core::{InputLocation, OmniError, Result};
 use omnigraph_maintenance::MaintenanceBudget;
 use std::collections::BTreeMap;
@@ -17,6 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_layer::Layer;
+
+/// The pause after an accept failed for want of resources (file descriptors).
+const ACCEPT_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A server bound to its address with every graph open, not yet serving.
 pub struct Server {
@@ -35,6 +37,12 @@ impl Server {
                 "a server needs a tokens file (--tokens FILE), or --insecure-no-auth",
             ));
         };
+        if config.limits.header_read_time.is_zero() {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("--header-read-time"),
+                "the header-read time is more than zero",
+            ));
+        }
         if config.graphs.is_empty() {
             return Err(OmniError::bad_input(
                 InputLocation::in_source("--graph"),
@@ -113,13 +121,7 @@ impl Server {
         // A client that takes longer than the request time between chunks of its body
         // gets 408.
         let app = RequestBodyTimeoutLayer::new(state.limits.request_time).layer(router);
-        axum::serve(
-            self.listener,
-            ServiceExt::<axum::extract::Request>::into_make_service(app),
-        )
-        .with_graceful_shutdown(graceful)
-        .await
-        .map_err(|error| OmniError::internal(format!("the server failed: {error}")))?;
+        connections(self.listener, app, state.limits.header_read_time, graceful).await;
         // Writes whose clients hung up end as they would have.
         state.writes.drained().await;
         // Runs started before the signal end at their next cancel point.
@@ -129,4 +131,85 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// Serves HTTP/1 connections from `listener` with `app` until `shutdown` completes,
+/// then lets every open connection finish the request it serves and waits for them.
+/// A client that takes longer than `header_read_time` to send a request's headers has
+/// its connection closed (hyper's header-read timeout, which `axum::serve` does not
+/// set), so a client that trickles headers holds no connection for long.
+async fn connections<S>(
+    listener: tokio::net::TcpListener,
+    app: S,
+    header_read_time: std::time::Duration,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) where
+    S: tower::Service<
+            axum::http::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_read_time);
+    // Every connection holds a receiver: the sender's `closed` is when all ended.
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tokio::select! {
+                    () = accept_failed(error) => continue,
+                    () = &mut shutdown => break,
+                }
+            }
+        };
+        // A response goes out as written: small responses do not wait for an ack.
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let mut stopping = stopping.clone();
+        tokio::spawn(async move {
+            let mut connection = std::pin::pin!(connection);
+            // The watch's borrow is not held across an await (it is not `Send`).
+            let stopped = async { stopping.wait_for(|stop| *stop).await.is_ok() };
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                true = stopped => {
+                    // The request in flight finishes; no other is read.
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+            drop(stopping);
+        });
+    }
+    drop(listener);
+    drop(stopping);
+    let _ = stop.send(true);
+    stop.closed().await;
+}
+
+/// After a failed accept: a connection that failed on its way in is the client's
+/// problem; anything else (out of file descriptors) waits a moment before the next
+/// accept, as `axum::serve` does, instead of spinning.
+async fn accept_failed(error: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    eprintln!("omnigraph serve: accept failed: {error}");
+    tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
 }

@@ -228,9 +228,9 @@ pub struct CommitView<'a> {
     fork: Option<ForkView<'a>>,
     /// Whether this commit deleted its branch.
     deleted: bool,
-    /// The key of the request it answers, when a served write gave one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    idempotency_key: Option<&'a str>,
+    /// The keys of the requests it answers, when served writes gave them.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    idempotency_keys: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -312,7 +312,7 @@ impl<'a> CommitView<'a> {
             pins: commit.pins.iter().map(PinView::of).collect(),
             fork: commit.fork.as_ref().map(ForkView::of),
             deleted: commit.deleted,
-            idempotency_key: commit.idempotency_key.as_deref(),
+            idempotency_keys: &commit.idempotency_keys,
         }
     }
 }

@@ -50,6 +50,42 @@ const EVENT_APPENDS: usize = 50;
 /// Rows of each maintenance table.
 const EVENT_ROWS: usize = 1_000_000;
 
+/// The name of the server's threads in the bench.
+const SERVER_THREAD_NAME: &str = "og-server";
+
+/// CPU milliseconds this process has spent so far: on the server's threads (and
+/// Lance's CPU pool, whose work is the server's), and on every other thread.
+fn cpu_ms() -> (f64, f64) {
+    let ticks_per_ms = 100.0 / 1_000.0; // USER_HZ
+    let (mut server, mut other) = (0.0, 0.0);
+    let Ok(threads) = std::fs::read_dir("/proc/self/task") else {
+        return (0.0, 0.0);
+    };
+    for thread in threads.flatten() {
+        let Ok(stat) = std::fs::read_to_string(thread.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ...`: the name may hold spaces, so split after the `)`.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = &stat[open + 1..close];
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        // utime and stime are the 14th and 15th fields; `state` is the 3rd.
+        let ticks = |at: usize| fields.get(at - 3).and_then(|f| f.parse::<f64>().ok());
+        let (Some(user), Some(system)) = (ticks(14), ticks(15)) else {
+            continue;
+        };
+        let ms = (user + system) / ticks_per_ms;
+        if name.starts_with(SERVER_THREAD_NAME) || name.starts_with("lance-cpu") {
+            server += ms;
+        } else {
+            other += ms;
+        }
+    }
+    (server, other)
+}
+
 fn percentiles(mut times: Vec<f64>) -> Value {
     times.sort_by(f64::total_cmp);
     let at = |p: f64| match times.is_empty() {
@@ -309,6 +345,25 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
         .expect("knows");
     graph.maintenance().optimize().await.expect("optimize");
     let setup_s = loading.elapsed().as_secs_f64();
+    // How the two queries run, as `EXPLAIN` shows them.
+    let mut plans = serde_json::Map::new();
+    for (name, text) in [("point", POINT), ("one_hop", HOP)] {
+        let options = omnigraph_query::QueryOptions::new().parameter("id", json!("p1"));
+        let explained = omnigraph_query::query(&graph, &format!("EXPLAIN {text}"), &options)
+            .await
+            .expect("explain")
+            .collect()
+            .await
+            .expect("plan");
+        let plan = explained[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("plan column")
+            .value(0)
+            .to_owned();
+        plans.insert(name.to_owned(), json!(plan.lines().collect::<Vec<_>>()));
+    }
 
     let tokens = dir.join("tokens.json");
     let mut file = TokenFile::read_or_empty(&tokens).expect("tokens");
@@ -318,12 +373,25 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
         .graph_in_root("bench", root.clone())
         .expect("config")
         .tokens(tokens);
-    let server = Server::bind(config).await.expect("server");
-    let base = format!("http://{}", server.local_addr());
+    // The server on threads of its own, so the CPU it takes is told apart from the
+    // load generator's (both share this machine's cores).
+    let server_runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name(SERVER_THREAD_NAME)
+        .enable_all()
+        .build()
+        .expect("server runtime");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(server.run(async move {
-        let _ = stopped.await;
-    }));
+    let (bound, address) = tokio::sync::oneshot::channel();
+    let serving = server_runtime.spawn(async move {
+        let server = Server::bind(config).await?;
+        let _ = bound.send(server.local_addr());
+        server
+            .run(async move {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let base = format!("http://{}", address.await.expect("server bound"));
     let target = Arc::new(Target {
         base,
         token,
@@ -335,26 +403,48 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
 
     let mut reads = serde_json::Map::new();
     for clients in READ_CLIENTS {
+        let before = cpu_ms();
         let (points, hops) = target.read_mix(clients, READ_WINDOW).await;
+        let after = cpu_ms();
+        let requests = (points.len() + hops.len()).max(1) as f64;
         reads.insert(
             format!("clients_{clients}"),
-            json!({"point": percentiles(points), "one_hop": percentiles(hops)}),
+            json!({
+                "point": percentiles(points),
+                "one_hop": percentiles(hops),
+                // CPU per request of the server's threads (with Lance's) and of the
+                // rest of the process (the load generator).
+                "server_cpu_ms_per_request": (after.0 - before.0) / requests,
+                "load_generator_cpu_ms_per_request": (after.1 - before.1) / requests,
+            }),
         );
     }
     let library = embedded(&graph, people).await;
 
+    // One insert first: the server's handle reads the Person keys once (a cold cache,
+    // not the steady state the figures measure).
+    let (_, warm_ids, _) = target.inserts("warm", 1, 1, false).await;
+    // Commits each figure's inserts made: fewer than inserts when rounds gathered them.
+    let head_seq = || async { graph.head().await.expect("head").seq };
+    let before = head_seq().await;
     let (local, mut acknowledged, local_refused) = target
         .inserts("local", INSERT_CLIENTS, INSERTS_PER_CLIENT, false)
         .await;
+    let local_commits = head_seq().await - before;
+    let before = head_seq().await;
     let (keyed, keyed_ids, keyed_refused) = target
         .inserts("keyed", INSERT_CLIENTS, INSERTS_PER_CLIENT, true)
         .await;
+    let keyed_commits = head_seq().await - before;
     acknowledged.extend(keyed_ids);
+    acknowledged.extend(warm_ids);
+    let before = head_seq().await;
     let held_store = root.inject(FaultRule::new("*", &[], FaultAction::Delay(STORE_DELAY)));
     let (held, held_ids, held_refused) = target
         .inserts("held", INSERT_CLIENTS, HELD_INSERTS_PER_CLIENT, false)
         .await;
     drop(held_store);
+    let held_commits = head_seq().await - before;
     acknowledged.extend(held_ids);
     // The stress checker's rule: every acknowledged write is there, once.
     let present = omnigraph_query::query(
@@ -373,7 +463,7 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
         .downcast_ref::<Int64Array>()
         .expect("count column")
         .value(0) as usize;
-    let attempted = INSERT_CLIENTS * (2 * INSERTS_PER_CLIENT + HELD_INSERTS_PER_CLIENT);
+    let attempted = 1 + INSERT_CLIENTS * (2 * INSERTS_PER_CLIENT + HELD_INSERTS_PER_CLIENT);
     assert!(
         present >= acknowledged.len() && present <= attempted,
         "{present} present, {} acknowledged",
@@ -425,21 +515,27 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
 
     let _ = stop.send(());
     serving.await.expect("server task").expect("server");
+    // Its threads end without blocking this runtime.
+    server_runtime.shutdown_background();
     let reads_32 = &reads["clients_32"];
     json!({
         "people": people,
         "edges": edges,
         "setup_s": setup_s,
+        "plans": plans,
         "reads": reads,
         "library_one_at_a_time": library,
         "inserts": {
             "clients": INSERT_CLIENTS,
             "local": percentiles(local),
             "local_refused": local_refused,
+            "local_commits": local_commits,
             "local_keyed": percentiles(keyed),
             "local_keyed_refused": keyed_refused,
+            "local_keyed_commits": keyed_commits,
             "store_held_17ms": percentiles(held),
             "store_held_refused": held_refused,
+            "store_held_commits": held_commits,
             "acknowledged": acknowledged.len(),
             "present": present,
         },

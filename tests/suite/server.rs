@@ -801,6 +801,7 @@ async fn limits_refuse_before_any_effect() {
         load_body_bytes: 10_000,
         query_time: Duration::from_millis(300),
         request_time: Duration::from_millis(700),
+        header_read_time: Duration::from_millis(500),
         token_concurrent_requests: 1,
         ..Limits::default()
     };
@@ -917,6 +918,29 @@ async fn limits_refuse_before_any_effect() {
     let response = slow.await.unwrap().unwrap();
     assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
     drop(sender);
+    assert_eq!(served.head_seq().await, 2);
+
+    // A client that trickles its headers past the header-read time: its connection is
+    // closed, before any handler ran (the insert in them is not published).
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = served.base.trim_start_matches("http://").to_owned();
+    let mut slowloris = tokio::net::TcpStream::connect(&address).await.unwrap();
+    slowloris
+        .write_all(b"POST /graphs/people/insert HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let began = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), slowloris.read_to_end(&mut answer))
+        .await
+        .expect("the server closes a connection whose headers never end");
+    // Closed (or reset) without a response to a request it never read whole.
+    assert!(read.is_err() || answer.is_empty(), "{answer:?}");
+    assert!(
+        began.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        began.elapsed()
+    );
     assert_eq!(served.head_seq().await, 2);
     served.shutdown().await.unwrap();
 }
@@ -1134,6 +1158,130 @@ async fn shutdown_lets_a_write_in_flight_land() {
     drop(dir);
 }
 
+/// Inserts that arrive while another publishes are published together in the next
+/// round, in one commit that records each request's key; a round that fails before any
+/// effect runs each request alone, so one request's bad row or existing key refuses
+/// only that request. Every commit PUT is held 150 ms, so the rounds are seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_inserts_share_a_round_and_each_answers_for_itself() {
+    const GATHERED: usize = 12;
+    let served = Arc::new(serve(Limits::default()).await);
+    let held = served.root.inject(FaultRule::new(
+        "_graph/branches/main/commits/*",
+        &[RequestKind::PutIfAbsent],
+        FaultAction::Delay(Duration::from_millis(150)),
+    ));
+    let insert = |key: String, rows: Value| {
+        let served = served.clone();
+        tokio::spawn(async move {
+            let response = served
+                .request(
+                    Method::POST,
+                    "/graphs/people/insert",
+                    Some(&served.tokens.write),
+                )
+                .header("idempotency-key", key)
+                .json(&json!({"type": "Person", "rows": rows}))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            (status, response.json::<Value>().await.unwrap())
+        })
+    };
+    let first = insert("first".into(), people(0..1));
+    // The first publishes (its commit PUT held) while the others arrive.
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let gathered: Vec<_> = (1..=GATHERED)
+        .map(|n| insert(format!("k{n}"), people(n..n + 1)))
+        .collect();
+    let (status, body) = first.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut seqs = std::collections::BTreeMap::new();
+    for (n, answer) in (1..=GATHERED).zip(gathered) {
+        let (status, body) = answer.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["replayed"], false);
+        seqs.insert(format!("k{n}"), body["commit"]["seq"].as_u64().unwrap());
+    }
+    // Gathered: far fewer commits than inserts (the first, then one round or two).
+    let head = served.head_seq().await;
+    assert!((2..=3).contains(&head), "{head} commits for 13 inserts");
+    let graph = Omnigraph::open_root(served.root.clone()).await.unwrap();
+    for (key, seq) in &seqs {
+        let commit = graph
+            .graph()
+            .commit("main", &omnigraph_publish::CommitRef::Seq(*seq))
+            .await
+            .unwrap();
+        assert!(commit.idempotency_keys.contains(key), "{key} not in {seq}");
+        assert!(commit.actor.starts_with("token:tok_"), "{}", commit.actor);
+    }
+    // A retry of a gathered key replays its round's commit.
+    let (status, body) = insert("k5".into(), people(5..6)).await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["replayed"], true);
+    assert_eq!(body["commit"]["seq"], json!(seqs["k5"]));
+
+    // A round with a bad row and a key two requests share: each answers for itself.
+    let first = insert("second".into(), people(100..101));
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let good: Vec<_> = (101..105)
+        .map(|n| insert(format!("g{n}"), people(n..n + 1)))
+        .collect();
+    let bad = insert(
+        "bad".into(),
+        json!([{"id": "p0200", "name": "bad", "age": "old"}]),
+    );
+    let twice = [
+        insert("twice-a".into(), people(300..301)),
+        insert("twice-b".into(), people(300..301)),
+    ];
+    assert_eq!(first.await.unwrap().0, StatusCode::OK);
+    for answer in good {
+        let (status, body) = answer.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (status, body) = bad.await.unwrap();
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "bad_input", "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("age"),
+        "{body}"
+    );
+    let mut statuses = Vec::new();
+    for answer in twice {
+        let (status, body) = answer.await.unwrap();
+        statuses.push((status, body["error"]["code"].clone()));
+    }
+    statuses.sort_by_key(|(status, _)| *status);
+    assert_eq!(
+        statuses,
+        vec![
+            (StatusCode::OK, Value::Null),
+            (StatusCode::CONFLICT, json!("key_conflict"))
+        ]
+    );
+    let count = |cypher: &'static str| {
+        let served = served.clone();
+        async move { served.query(cypher).await }
+    };
+    // 13 + 1 + 4 + 1 rows, none of the bad one.
+    assert_eq!(
+        count("MATCH (p:Person) RETURN count(*)").await,
+        vec![json!([19])]
+    );
+    assert_eq!(
+        count("MATCH (p:Person {id: 'p0200'}) RETURN count(*)").await,
+        vec![json!([0])]
+    );
+    drop((held, insert, count));
+    let Ok(served) = Arc::try_unwrap(served) else {
+        panic!("every request ended");
+    };
+    served.shutdown().await.unwrap();
+}
+
 /// Faults for [`a_write_retried_with_its_key_lands_once`]: each severs one write's
 /// acknowledgement, alternately between the client and the server and at the store.
 const SEVERED_ACKNOWLEDGEMENTS: usize = 1_000;
@@ -1240,10 +1388,11 @@ async fn a_write_retried_with_its_key_lands_once() {
             .commit("main", &omnigraph_publish::CommitRef::Seq(seq))
             .await
             .unwrap();
-        let key = commit
-            .idempotency_key
-            .clone()
-            .expect("every write here had a key");
+        // One write at a time: each commit answers one request.
+        let [key] = commit.idempotency_keys.as_slice() else {
+            panic!("one key per commit: {:?}", commit.idempotency_keys);
+        };
+        let key = key.clone();
         assert!(keys.insert(key.clone()), "{key} landed twice");
         assert!(commit.actor.starts_with("token:tok_"), "{}", commit.actor);
     }

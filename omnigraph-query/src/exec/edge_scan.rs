@@ -164,7 +164,7 @@ impl DisplayAs for EdgeScanExec {
                 ", ends looked up in the index when the join's keys are few"
             )?;
         }
-        Ok(())
+        write!(f, ", uri={}", self.dataset.uri())
     }
 }
 

@@ -1,6 +1,9 @@
 //! How often each variable is named in a query, read off its syntax tree (decoded
 //! names, every scope): a node variable named once is bound and never read, so its
-//! table need not be joined. A `*` projection reads every variable.
+//! table need not be joined. A `*` projection reads every variable. Beside the count,
+//! the properties read through `name.property` and how often the name is named any
+//! other way: a node named once otherwise and read only for its key needs no table
+//! either (the edge that reached it holds the key).
 
 use open_cypher::ast::{
     ClauseKind, Expr, ExprKind, PathFactorKind, Pattern, ProjectionClause, ProjectionItemKind,
@@ -11,18 +14,44 @@ use std::collections::{BTreeSet, HashMap};
 /// The names a query mentions, with how often, and whether it projects `*`.
 pub(crate) struct Mentions {
     pub(crate) counts: HashMap<String, usize>,
+    /// Per name, the properties read as `name.property` and how often the name is
+    /// named otherwise (bound in a pattern, passed whole, compared).
+    pub(crate) uses: HashMap<String, Uses>,
     pub(crate) wildcard: bool,
     /// The edge types its relationships name; `None` once one names none (it may walk
     /// any edge type).
     pub(crate) edge_types: Option<BTreeSet<String>>,
+    /// The node types its node patterns name: with [`Mentions::any_node`] false, the
+    /// query binds nodes of these types and of the ends of [`Mentions::named_edges`]
+    /// only.
+    pub(crate) node_labels: BTreeSet<String>,
+    /// Every edge type a relationship names.
+    pub(crate) named_edges: BTreeSet<String>,
+    /// Whether it may bind a node of any type: a node pattern without a label, or a
+    /// variable-length relationship of no named type (its nodes between are of any
+    /// type).
+    pub(crate) any_node: bool,
+}
+
+/// How a query names one variable besides counting it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Uses {
+    /// The properties read as `name.property`.
+    pub(crate) properties: BTreeSet<String>,
+    /// How often it is named other than as `name.property`.
+    pub(crate) whole: usize,
 }
 
 impl Mentions {
     pub(crate) fn of(query: &Query) -> Mentions {
         let mut mentions = Mentions {
             counts: HashMap::new(),
+            uses: HashMap::new(),
             wildcard: false,
             edge_types: Some(BTreeSet::new()),
+            node_labels: BTreeSet::new(),
+            named_edges: BTreeSet::new(),
+            any_node: false,
         };
         mentions.query(query);
         mentions
@@ -30,6 +59,16 @@ impl Mentions {
 
     fn name(&mut self, name: &str) {
         *self.counts.entry(name.to_string()).or_default() += 1;
+        self.uses.entry(name.to_string()).or_default().whole += 1;
+    }
+
+    fn property(&mut self, name: &str, property: &str) {
+        *self.counts.entry(name.to_string()).or_default() += 1;
+        self.uses
+            .entry(name.to_string())
+            .or_default()
+            .properties
+            .insert(property.to_string());
     }
 
     /// Recursion only into subqueries, whose depth the checker bounds (`NESTING_MAX`).
@@ -85,6 +124,16 @@ impl Mentions {
             for factor in &part.kind.path.kind.factors {
                 match &factor.kind {
                     PathFactorKind::Node(node) => {
+                        let labels = node
+                            .labels
+                            .as_ref()
+                            .map(super::pattern::label_names)
+                            .unwrap_or_default();
+                        // Without a label, the planner scans (or unions) every node type.
+                        if labels.is_empty() {
+                            self.any_node = true;
+                        }
+                        self.node_labels.extend(labels);
                         if let Some(variable) = &node.variable {
                             self.name(&variable.kind.text);
                         }
@@ -98,6 +147,10 @@ impl Mentions {
                             .as_ref()
                             .map(super::pattern::label_names)
                             .unwrap_or_default();
+                        if named.is_empty() && super::pattern::hops(relationship).is_some() {
+                            self.any_node = true;
+                        }
+                        self.named_edges.extend(named.iter().cloned());
                         match &mut self.edge_types {
                             Some(types) if !named.is_empty() => types.extend(named),
                             _ => self.edge_types = None,
@@ -110,7 +163,10 @@ impl Mentions {
                         }
                     }
                     // Refused by the checker; counted as read, to be safe.
-                    _ => self.wildcard = true,
+                    _ => {
+                        self.wildcard = true;
+                        self.any_node = true;
+                    }
                 }
             }
         }
@@ -122,6 +178,13 @@ impl Mentions {
         while let Some(next) = pending.pop() {
             match &next.kind {
                 ExprKind::Variable(name) => self.name(&name.kind.text),
+                ExprKind::Property {
+                    expression: target,
+                    key,
+                } => match &target.kind {
+                    ExprKind::Variable(name) => self.property(&name.kind.text, &key.kind.text),
+                    _ => pending.push(target),
+                },
                 ExprKind::Subquery(subquery) => self.query(&subquery.query),
                 ExprKind::Pattern(pattern) => self.pattern(pattern),
                 _ => {

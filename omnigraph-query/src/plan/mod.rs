@@ -25,7 +25,7 @@ use datafusion::common::{Column, ScalarValue};
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, SortExpr};
 use omnigraph_core::lance::Dataset;
-use omnigraph_core::schema::Catalog;
+use omnigraph_core::schema::{Catalog, DeclKind};
 use omnigraph_core::{OmniError, QueryRefusal, Result};
 use open_cypher::Span;
 use open_cypher::ast::{
@@ -131,6 +131,8 @@ pub(crate) struct Planner<'a> {
     /// How often each variable is named (`mentions.rs`): a node variable named once is
     /// read by nothing, so its table need not be joined.
     mentions: HashMap<String, usize>,
+    /// How each variable is named besides (`mentions.rs`): the properties read of it.
+    uses: HashMap<String, mentions::Uses>,
     /// Whether some projection is `*` (it returns every variable).
     wildcard: bool,
     /// Whether node keys are compared as text (the graph's key types differ).
@@ -161,13 +163,28 @@ pub(crate) fn compile(
 ) -> Result<Compiled> {
     let mentions::Mentions {
         counts: mentions,
+        uses,
         wildcard,
+        node_labels,
+        named_edges,
+        any_node,
         ..
     } = mentions::Mentions::of(&checked.query);
+    // Keys are compared as text only when the query may bind nodes whose key types
+    // differ: the types its node patterns name and the ends of the edge types its
+    // relationships name, or every node type when a node may be of any.
+    let mut bindable = node_labels;
+    for def in catalog.types() {
+        if let DeclKind::Edge { from, to } = def.kind()
+            && named_edges.contains(def.name())
+        {
+            bindable.extend([from.clone(), to.clone()]);
+        }
+    }
     let key_types: std::collections::HashSet<_> = catalog
         .types()
         .iter()
-        .filter(|def| def.is_node())
+        .filter(|def| def.is_node() && (any_node || bindable.contains(def.name())))
         .map(|def| def.key_type())
         .collect();
     let mut planner = Planner {
@@ -177,6 +194,7 @@ pub(crate) fn compile(
         parameters,
         text: &checked.text,
         mentions,
+        uses,
         wildcard,
         text_keys: key_types.len() > 1,
         fresh: 0,
@@ -303,6 +321,17 @@ impl<'a> Planner<'a> {
     /// Whether `name` is read anywhere but where it is bound.
     pub(crate) fn is_read(&self, name: &str) -> bool {
         self.wildcard || self.mentions.get(name).copied().unwrap_or(0) > 1
+    }
+
+    /// Whether `name` is read, besides where it is bound once, only as
+    /// `name.{key}`: the query reads nothing of it that its key does not give.
+    pub(crate) fn is_read_for_key_only(&self, name: &str, key: &str) -> bool {
+        if self.wildcard {
+            return false;
+        }
+        self.uses
+            .get(name)
+            .is_some_and(|uses| uses.whole == 1 && uses.properties.iter().all(|p| p == key))
     }
 
     /// Runs the clauses of `query` on `rows`; returns the rows after them and, when the

@@ -369,6 +369,17 @@ impl<'a> Planner<'a> {
         Ok(rows)
     }
 
+    /// The key property every one of `types` has, when they name it alike.
+    fn shared_key_property(&self, types: &[String]) -> Option<String> {
+        let mut names = types
+            .iter()
+            .map(|t| self.catalog.get(t).map(|def| def.key_column().to_string()));
+        let first = names.next()??;
+        names
+            .all(|name| name.as_deref() == Some(first.as_str()))
+            .then_some(first)
+    }
+
     /// A scan of the nodes of `types`: their key, label (several types) and properties.
     pub(crate) fn scan_nodes(
         &mut self,
@@ -1049,12 +1060,20 @@ impl<'a> Planner<'a> {
             return Ok(rows);
         }
         let read = node.properties.is_some() || self.is_read(name);
-        if !read {
+        // Read only for its key, the node needs no table: the edge end holds its key,
+        // of the key's own type unless keys are compared as text.
+        let key_only = match self.shared_key_property(&wanted) {
+            Some(property) if read && !self.text_keys && node.properties.is_none() => self
+                .is_read_for_key_only(name, &property)
+                .then(|| BTreeMap::from([(property, key.clone())])),
+            _ => None,
+        };
+        if !read || key_only.is_some() {
             let reached = NodeColumns {
                 types: types.iter().cloned().collect(),
                 key,
                 label,
-                properties: None,
+                properties: key_only,
             };
             let rows = self.keep_types(&reached, &wanted, rows, span)?;
             let mut rows = rows;

@@ -20,7 +20,7 @@ use serde_json::json;
 fn unkeyed(admitted: &Admitted) -> WriteRequest {
     WriteRequest {
         actor: Some(admitted.actor.clone()),
-        idempotency_key: None,
+        idempotency_keys: Vec::new(),
     }
 }
 

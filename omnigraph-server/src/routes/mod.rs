@@ -104,7 +104,7 @@ pub(crate) fn chunk_error(error: &axum::Error) -> ApiError {
     if is_body_timeout(error) {
         return ApiError::BodyTimedOut;
     }
-    ApiError::Engine(OmniError::bad_input(
+    ApiError::from(OmniError::bad_input(
         InputLocation::in_source("request body"),
         format!("cannot read the body: {error}"),
     ))
@@ -119,7 +119,7 @@ pub(crate) async fn json_body<T: DeserializeOwned>(
     let (parts, body) = request.into_parts();
     let bytes = read_body(body, &parts.headers, state.limits.request_body_bytes).await?;
     serde_json::from_slice(&bytes).map_err(|error| {
-        ApiError::Engine(OmniError::bad_input(
+        ApiError::from(OmniError::bad_input(
             InputLocation::in_source("request body").at(error.line() as u64, error.column() as u64),
             format!("not the JSON this route takes: {error}"),
         ))
@@ -132,7 +132,7 @@ pub(crate) fn query_params<T: DeserializeOwned>(uri: &axum::http::Uri) -> Result
     axum::extract::Query::<T>::try_from_uri(uri)
         .map(|query| query.0)
         .map_err(|rejection| {
-            ApiError::Engine(OmniError::bad_input(
+            ApiError::from(OmniError::bad_input(
                 InputLocation::in_source("query string").field(text),
                 rejection.body_text(),
             ))
@@ -158,7 +158,7 @@ pub(crate) fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool
 
 /// A path that is no route: 404 with the error document every route gives.
 async fn no_route(uri: axum::http::Uri) -> ApiError {
-    ApiError::Engine(OmniError::not_found(format!("route {}", uri.path())))
+    ApiError::from(OmniError::not_found(format!("route {}", uri.path())))
 }
 
 /// A route asked with a method it does not take: 405 with the error document.

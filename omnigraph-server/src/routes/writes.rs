@@ -8,7 +8,6 @@ use super::{State, chunk_error, declared_length, json_body, query_params};
 use crate::auth::Admitted;
 use crate::error::ApiError;
 use crate::idempotency::Written;
-use crate::idempotency::the_commit;
 use crate::tokens::Role;
 use crate::view::commit_json;
 use axum::extract::{self, Path, Request};
@@ -62,19 +61,17 @@ pub(crate) async fn insert(
     let (served, admitted) = state.admit(&headers, &graph, Role::Write)?;
     let serving = write_request(&headers, &admitted)?;
     let body: InsertBody = json_body(&state, request).await?;
+    // Refused here as the engine refuses it: a round would publish it with the others.
+    if body.rows.is_empty() {
+        return Err(ApiError::from(OmniError::bad_input(
+            InputLocation::in_source("insert").type_name(&body.type_name),
+            "there are no rows to insert",
+        )));
+    }
     let handle = served.handle(body.branch.as_deref()).await?;
     let written = state
         .writes
-        .run(
-            &graph,
-            handle,
-            serving,
-            admitted,
-            the_commit,
-            move |handle| {
-                Box::pin(async move { handle.insert_json(&body.type_name, body.rows).await })
-            },
-        )
+        .insert(&graph, handle, serving, admitted, body.type_name, body.rows)
         .await?;
     Ok(answer(
         written,
@@ -232,7 +229,7 @@ pub(crate) fn write_request(
     };
     Ok(WriteRequest {
         actor: Some(admitted.actor.clone()),
-        idempotency_key: key,
+        idempotency_keys: key.into_iter().collect(),
     })
 }
 
@@ -261,7 +258,7 @@ pub(crate) fn answer<T>(written: Written<T>, document: impl FnOnce(&T) -> Value)
 /// A query-string parameter that is wrong: its value, when it has one, and what it
 /// should be.
 fn bad_param(name: &str, value: Option<&str>, expected: &str) -> ApiError {
-    ApiError::Engine(OmniError::bad_input(
+    ApiError::from(OmniError::bad_input(
         InputLocation::in_source("query string").field(name),
         match value {
             None => expected.to_owned(),
