@@ -10,10 +10,11 @@
 //!
 //! A round of one is the plain insert. A round of several refused for what a request
 //! sent (a bad row, a key that exists, a type that does not) runs each request alone,
-//! in arrival order, so one request's bad row refuses only that request. Any other
-//! failure (the store, contention past its bound, a failure that may have published)
-//! is every gathered request's answer, with its evidence: each retries (with its key,
-//! it finds the commit if it landed).
+//! in arrival order, so one request's bad row refuses only that request (the others
+//! then cost a commit each). Any other failure (the store, contention past its bound,
+//! a failure that may have published), of the round or of a request run alone, is the
+//! answer of every request not yet answered, with its evidence: each retries (with its
+//! key, it finds the commit if it landed).
 
 use crate::idempotency::{Writes, Written};
 use crate::limits::{GROUP_GATHER_TIME, GROUP_INSERT_ROWS_MAX, GROUP_INSERTS_MAX};
@@ -166,10 +167,12 @@ async fn publish_round(writes: &Arc<Writes>, (graph, _, actor): &GroupName, roun
             .collect();
         match request.serve(handle.insert_json_parts(parts)).await {
             Ok(commit) => {
-                writes.remember(graph, &handle, &keys, &commit).await;
+                // Answered first: a retry of a key waits for its answer, and finds the
+                // commit in the log if it comes before the index has it.
                 for waiting in fresh {
                     let _ = waiting.answer.send(Ok(Written::Fresh(commit.clone())));
                 }
+                writes.remember(graph, &handle, &keys, &commit).await;
                 return;
             }
             // Nothing of it is visible: each runs alone, and answers for itself.
@@ -185,7 +188,8 @@ async fn publish_round(writes: &Arc<Writes>, (graph, _, actor): &GroupName, roun
             }
         }
     }
-    for waiting in fresh {
+    let mut fresh = fresh.into_iter();
+    while let Some(waiting) = fresh.next() {
         let keys: Vec<String> = waiting.key.iter().cloned().collect();
         let request = WriteRequest {
             actor: actor.clone(),
@@ -194,20 +198,28 @@ async fn publish_round(writes: &Arc<Writes>, (graph, _, actor): &GroupName, roun
         let inserted = request
             .serve(handle.insert_json(&waiting.type_name, waiting.rows))
             .await;
-        let answer = match inserted {
+        let error = match inserted {
             Ok(commit) => {
+                let _ = waiting.answer.send(Ok(Written::Fresh(commit.clone())));
                 writes.remember(graph, &handle, &keys, &commit).await;
-                Ok(Written::Fresh(commit))
+                continue;
             }
             // The round's staging is still there, unpublished, until cleanup.
-            Err(error) => Err(Arc::new(match (&left, error.evidence()) {
+            Err(error) => Arc::new(match (&left, error.evidence()) {
                 (Evidence::Unpublished, Evidence::BeforeEffect) => {
                     error.with_evidence(Evidence::Unpublished)
                 }
                 _ => error,
-            })),
+            }),
         };
-        let _ = waiting.answer.send(answer);
+        let _ = waiting.answer.send(Err(error.clone()));
+        // Not this request's own doing (the store, contention): the rest would meet it
+        // too, one after another; they are answered with it, untried.
+        if !refused_for_its_input(&error) {
+            for untried in fresh.by_ref() {
+                let _ = untried.answer.send(Err(error.clone()));
+            }
+        }
     }
 }
 

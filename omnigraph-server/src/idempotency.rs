@@ -102,7 +102,7 @@ impl BranchKeys {
 /// One write's hold on its idempotency key (see [`Writes::hold_key`]).
 struct KeyHeld {
     writes: Arc<Writes>,
-    key: String,
+    key: HeldKey,
     guard: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
@@ -125,10 +125,14 @@ impl Drop for KeyHeld {
 /// A served graph's name and one of its branches.
 type GraphBranch = (String, String);
 
+/// An idempotency key on a graph's branch.
+type HeldKey = (String, String, String);
+
 /// The writes of one server.
 pub(crate) struct Writes {
-    /// A lock per idempotency key a write in flight holds or waits for.
-    keys_held: parking_lot::Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// A lock per idempotency key (of its graph and branch: a key means something on
+    /// its branch only) a write in flight holds or waits for.
+    keys_held: parking_lot::Mutex<HashMap<HeldKey, Arc<Mutex<()>>>>,
     branches: parking_lot::Mutex<HashMap<GraphBranch, Arc<Mutex<BranchKeys>>>>,
     /// Held shared by every write in flight; shutdown takes it whole to wait for them.
     in_flight: Arc<RwLock<()>>,
@@ -149,17 +153,18 @@ impl Writes {
     /// Holds `key` for one write: a write with another key never waits here, one with
     /// the same key waits until this one ends. The key's lock goes when nobody holds or
     /// waits for it, so the locks are as many as the keyed writes in flight.
-    async fn hold_key(self: &Arc<Self>, key: &str) -> KeyHeld {
+    async fn hold_key(self: &Arc<Self>, graph: &str, branch: &str, key: &str) -> KeyHeld {
+        let held_key = (graph.to_owned(), branch.to_owned(), key.to_owned());
         let lock = self
             .keys_held
             .lock()
-            .entry(key.to_owned())
+            .entry(held_key.clone())
             .or_default()
             .clone();
         // Built before the wait: a wait that ends early still lets the key's lock go.
         let mut held = KeyHeld {
             writes: self.clone(),
-            key: key.to_owned(),
+            key: held_key,
             guard: None,
         };
         held.guard = Some(lock.lock_owned().await);
@@ -244,7 +249,7 @@ impl Writes {
             let key = request.idempotency_keys.into_iter().next();
             // Held until answered: a retry with the key waits for this one to end.
             let _held = match &key {
-                Some(key) => Some(writes.hold_key(key).await),
+                Some(key) => Some(writes.hold_key(&graph, handle.branch(), key).await),
                 None => None,
             };
             let (answer, answered) = tokio::sync::oneshot::channel();
@@ -291,7 +296,7 @@ impl Writes {
             let Some(key) = request.idempotency_keys.first().cloned() else {
                 return request.serve(write(handle)).await.map(Written::Fresh);
             };
-            let _held = writes.hold_key(&key).await;
+            let _held = writes.hold_key(&graph, handle.branch(), &key).await;
             let keys = writes.keys_of(&graph, handle.branch());
             {
                 let mut keys = keys.lock().await;

@@ -47,9 +47,9 @@ pub const GROUP_INSERTS_MAX: usize = 64;
 /// several (a sign of writers that wait for their answers): the time a client takes to
 /// send its next insert over loopback or a LAN.
 pub const GROUP_GATHER_TIME: Duration = Duration::from_millis(2);
-/// Most rows one round of group commit gathers; an insert with more runs in a round
-/// of its own.
-pub const GROUP_INSERT_ROWS_MAX: usize = 10_000;
+/// Most rows one round of group commit gathers (one ingest batch: a round's rows are
+/// all checked before any is staged); an insert with more runs in a round of its own.
+pub const GROUP_INSERT_ROWS_MAX: usize = omnigraph_graph::limits::INGEST_BATCH_ROWS_MAX;
 /// Most bytes of a served graph's name.
 pub const GRAPH_NAME_BYTES_MAX: usize = 64;
 /// Most commits one log request returns (the log's own page bound applies too).

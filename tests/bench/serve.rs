@@ -54,36 +54,37 @@ const EVENT_ROWS: usize = 1_000_000;
 const SERVER_THREAD_NAME: &str = "og-server";
 
 /// CPU milliseconds this process has spent so far: on the server's threads (and
-/// Lance's CPU pool, whose work is the server's), and on every other thread.
-fn cpu_ms() -> (f64, f64) {
-    let ticks_per_ms = 100.0 / 1_000.0; // USER_HZ
-    let (mut server, mut other) = (0.0, 0.0);
-    let Ok(threads) = std::fs::read_dir("/proc/self/task") else {
-        return (0.0, 0.0);
-    };
-    for thread in threads.flatten() {
-        let Ok(stat) = std::fs::read_to_string(thread.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ...`: the name may hold spaces, so split after the `)`.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let name = &stat[open + 1..close];
+/// Lance's CPU pool, whose work is the server's), and on the rest of the process (the
+/// process's total, which keeps the time of threads that ended, less the server's).
+/// `None` without `/proc`.
+fn cpu_ms() -> Option<(f64, f64)> {
+    // Linux reports CPU times in USER_HZ, 100 a second on every architecture it runs.
+    const TICKS_PER_MS: f64 = 100.0 / 1_000.0;
+    // `pid (comm) state ...`: the name may hold spaces, so the fields start after `)`;
+    // utime and stime are the 14th and 15th (`state` is the 3rd).
+    let read = |stat: &str| -> Option<(String, f64)> {
+        let (open, close) = (stat.find('(')?, stat.rfind(')')?);
         let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        // utime and stime are the 14th and 15th fields; `state` is the 3rd.
-        let ticks = |at: usize| fields.get(at - 3).and_then(|f| f.parse::<f64>().ok());
-        let (Some(user), Some(system)) = (ticks(14), ticks(15)) else {
+        let ticks = |at: usize| fields.get(at - 3)?.parse::<f64>().ok();
+        Some((
+            stat[open + 1..close].to_owned(),
+            (ticks(14)? + ticks(15)?) / TICKS_PER_MS,
+        ))
+    };
+    let (_, total) = read(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    let mut server = 0.0;
+    for thread in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let Some((name, ms)) = std::fs::read_to_string(thread.path().join("stat"))
+            .ok()
+            .and_then(|stat| read(&stat))
+        else {
             continue;
         };
-        let ms = (user + system) / ticks_per_ms;
         if name.starts_with(SERVER_THREAD_NAME) || name.starts_with("lance-cpu") {
             server += ms;
-        } else {
-            other += ms;
         }
     }
-    (server, other)
+    Some((server, total - server))
 }
 
 fn percentiles(mut times: Vec<f64>) -> Value {
@@ -391,7 +392,10 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
             })
             .await
     });
-    let base = format!("http://{}", address.await.expect("server bound"));
+    let Ok(address) = address.await else {
+        panic!("the server did not bind: {:?}", serving.await);
+    };
+    let base = format!("http://{address}");
     let target = Arc::new(Target {
         base,
         token,
@@ -407,6 +411,11 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
         let (points, hops) = target.read_mix(clients, READ_WINDOW).await;
         let after = cpu_ms();
         let requests = (points.len() + hops.len()).max(1) as f64;
+        let per_request = |side: fn((f64, f64)) -> f64| {
+            before
+                .zip(after)
+                .map(|(before, after)| (side(after) - side(before)) / requests)
+        };
         reads.insert(
             format!("clients_{clients}"),
             json!({
@@ -414,8 +423,8 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
                 "one_hop": percentiles(hops),
                 // CPU per request of the server's threads (with Lance's) and of the
                 // rest of the process (the load generator).
-                "server_cpu_ms_per_request": (after.0 - before.0) / requests,
-                "load_generator_cpu_ms_per_request": (after.1 - before.1) / requests,
+                "server_cpu_ms_per_request": per_request(|(server, _)| server),
+                "load_generator_cpu_ms_per_request": per_request(|(_, other)| other),
             }),
         );
     }

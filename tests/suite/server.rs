@@ -1206,7 +1206,8 @@ async fn concurrent_inserts_share_a_round_and_each_answers_for_itself() {
     }
     // Gathered: far fewer commits than inserts (the first, then one round or two).
     let head = served.head_seq().await;
-    assert!((2..=3).contains(&head), "{head} commits for 13 inserts");
+    // (A loaded machine may let one request miss the round it was sent in.)
+    assert!((2..=4).contains(&head), "{head} commits for 13 inserts");
     let graph = Omnigraph::open_root(served.root.clone()).await.unwrap();
     for (key, seq) in &seqs {
         let commit = graph

@@ -135,8 +135,11 @@ pub(crate) struct Planner<'a> {
     uses: HashMap<String, mentions::Uses>,
     /// Whether some projection is `*` (it returns every variable).
     wildcard: bool,
-    /// Whether node keys are compared as text (the graph's key types differ).
+    /// Whether node keys are compared as text (the key types of the nodes the query
+    /// may bind differ).
     pub(crate) text_keys: bool,
+    /// The one key type of the nodes the query may bind, when keys keep their types.
+    pub(crate) key_type: Option<DataType>,
     fresh: usize,
     pub(crate) hops: Vec<String>,
     /// Node key columns whose value a pattern fixed to a constant (`{id: 12345}`), by
@@ -197,6 +200,10 @@ pub(crate) fn compile(
         uses,
         wildcard,
         text_keys: key_types.len() > 1,
+        key_type: match key_types.iter().collect::<Vec<_>>().as_slice() {
+            [only] => Some(only.arrow_type()),
+            _ => None,
+        },
         fresh: 0,
         hops: Vec::new(),
         fixed_keys: HashMap::new(),

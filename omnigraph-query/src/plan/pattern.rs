@@ -675,15 +675,7 @@ impl<'a> Planner<'a> {
             None => {
                 // No edge type fits both ends (the checker narrows less exactly): no
                 // edge, with the columns a hop joins on.
-                let key_type = if self.text_keys {
-                    DataType::Utf8
-                } else {
-                    self.catalog
-                        .types()
-                        .iter()
-                        .find(|def| def.is_node())
-                        .map_or(DataType::Utf8, |def| def.key_type().arrow_type())
-                };
+                let key_type = self.key_type.clone().unwrap_or(DataType::Utf8);
                 let null = ScalarValue::try_from(&key_type).unwrap_or(ScalarValue::Null);
                 let empty = LogicalPlanBuilder::empty(false)
                     .project([
