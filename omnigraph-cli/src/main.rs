@@ -396,6 +396,10 @@ enum Command {
         /// Each query's memory budget in bytes (default 1 GiB).
         #[arg(long, value_name = "BYTES")]
         query_memory: Option<usize>,
+        /// Most memory a query's rows may take while the server gathers its answer;
+        /// past it, 422 result_too_large (default 64 MiB).
+        #[arg(long, value_name = "BYTES")]
+        query_result_bytes_max: Option<usize>,
         /// Most time a client may pause while sending a body (default 600s).
         #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
         request_time: Option<std::time::Duration>,
@@ -762,6 +766,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
             load_bytes_max,
             query_time,
             query_memory,
+            query_result_bytes_max,
             request_time,
             header_read_time,
             concurrent_requests_per_token,
@@ -773,6 +778,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
                 load_body_bytes: load_bytes_max.unwrap_or(defaults.load_body_bytes),
                 query_time: query_time.unwrap_or(defaults.query_time),
                 query_memory_bytes: query_memory,
+                query_result_bytes: query_result_bytes_max.unwrap_or(defaults.query_result_bytes),
                 request_time: request_time.unwrap_or(defaults.request_time),
                 header_read_time: header_read_time.unwrap_or(defaults.header_read_time),
                 token_concurrent_requests: concurrent_requests_per_token

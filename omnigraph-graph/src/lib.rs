@@ -37,6 +37,7 @@
 //! - `reads`: neighbours, nearest vectors and full-text search.
 //! - `traverse`: multi-hop traversal, one batched lookup per step.
 //! - `adjacency`: the adjacency artifacts a handle reads and holds.
+//! - `export`: a type's whole table at a commit, streamed in the type's columns.
 //! - `indexes`: index coverage at a commit.
 //! - `key_cache` and `endpoint_cache`: a warm handle's keys per table and edge
 //!   endpoints per edge table.
@@ -85,6 +86,10 @@ mod columnar;
 pub mod endpoint_cache;
 #[cfg(not(feature = "internal-api"))]
 mod endpoint_cache;
+#[cfg(feature = "internal-api")]
+pub mod export;
+#[cfg(not(feature = "internal-api"))]
+mod export;
 #[cfg(feature = "internal-api")]
 pub mod indexes;
 #[cfg(not(feature = "internal-api"))]
@@ -141,6 +146,7 @@ mod writer;
 
 pub use adjacency::AdjacencyStatus;
 pub use columnar::InputFormat;
+pub use export::Export;
 pub use indexes::IndexCoverage;
 pub use ingest::{IngestReport, LoadMode};
 pub use merge::{MergeBudget, MergeReport, TableMerge, TableMergeAction};

@@ -41,6 +41,11 @@ pub const INGEST_BATCH_BYTES_MAX: usize = 64 << 20;
 
 /// The longest JSONL line accepted, in bytes.
 pub const JSONL_LINE_BYTES_MAX: usize = 1 << 20;
+/// Rows of one batch an export reads (the unit it hands on and a server encodes).
+pub const EXPORT_BATCH_ROWS_MAX: usize = 4_096;
+/// Bytes of reads an export's scan keeps queued ahead of the batch it hands on
+/// (Lance's own default is 2 GiB).
+pub const EXPORT_READ_AHEAD_BYTES_MAX: u64 = 64 << 20;
 
 /// The most a warm handle keeps of a JSONL input it cannot read twice (a pipe, a FIFO),
 /// by default: a load refused on a stale head runs again on the branch head from these

@@ -1,6 +1,7 @@
 //! Running a query: the commit it reads, its tables opened at the versions that commit
-//! pins, its parameters typed from JSON, and one DataFusion session with a memory pool
-//! of the query's budget. Rows stream as Arrow record batches.
+//! pins, its parameters typed from JSON, planned in the process's one DataFusion
+//! session and run in a task with a memory pool of the query's budget. Rows stream as
+//! Arrow record batches.
 
 use crate::check::{Mode, check};
 use crate::limits::{EXPAND_LOOKUP_KEYS_MAX, QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
@@ -10,19 +11,19 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
-use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::{SessionState, SessionStateBuilder, TaskContext};
 use datafusion::physical_plan::display::DisplayableExecutionPlan;
 use datafusion::physical_plan::{ExecutionPlan, displayable, execute_stream};
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::prelude::SessionConfig;
 use futures::stream::{BoxStream, StreamExt};
 use omnigraph_core::{InputLocation, OmniError, QueryFailure, Result, StorageKind};
 use omnigraph_graph::Omnigraph;
 use omnigraph_publish::CommitRef;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How to run a query: the commit it reads, its parameters, its memory budget.
@@ -164,39 +165,23 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
         adjacency.insert(def.name().to_string(), found);
     }
     let compiled = compile(&checked, &catalog, &tables, &adjacency, &parameters)?;
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_pool(Arc::new(FairSpillPool::new(options.memory_bytes)))
-        .build_arc()
-        .map_err(|error| running(error, options.memory_bytes))?;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut config = SessionConfig::new().with_target_partitions(threads);
-    // A hop that joins an edge table hands the join's keys to the table's scan, which
-    // looks them up in the end's index when they are few (exec/edge_scan.rs).
-    let optimizer = &mut config.options_mut().optimizer;
-    optimizer.enable_join_dynamic_filter_pushdown = true;
-    optimizer.hash_join_inlist_pushdown_max_distinct_values = EXPAND_LOOKUP_KEYS_MAX;
-    let state = SessionStateBuilder::new()
-        .with_config(config)
-        .with_runtime_env(runtime)
-        .with_default_features()
-        .with_query_planner(Arc::new(crate::exec::Operators))
-        .build();
-    let context = SessionContext::new_with_state(state);
     let budget = options.memory_bytes;
-    let frame = context
-        .execute_logical_plan(compiled.plan)
+    let session = session();
+    // Planning reads no memory pool: the query's budget is its task's.
+    let physical = session
+        .create_physical_plan(&compiled.plan)
         .await
         .map_err(|error| running(error, budget))?;
-    let physical = frame
-        .create_physical_plan()
-        .await
+    let runtime = RuntimeEnvBuilder::from_runtime_env(session.runtime_env())
+        .with_memory_pool(Arc::new(FairSpillPool::new(budget)))
+        .build_arc()
         .map_err(|error| running(error, budget))?;
+    let task = Arc::new(TaskContext::from(session).with_runtime(runtime));
     let (seq, commit_id) = (commit.seq, commit.commit_id.clone());
     match checked.mode() {
         Mode::Run => {
             let schema = physical.schema();
-            let stream = execute_stream(physical, context.task_ctx())
-                .map_err(|error| running(error, budget))?;
+            let stream = execute_stream(physical, task).map_err(|error| running(error, budget))?;
             let stream = stream
                 .map(move |batch| batch.map_err(|error| running(error, budget)))
                 .boxed();
@@ -222,8 +207,8 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
         Mode::Profile => {
             let planning = started.elapsed();
             // Counted as they stream, never held: a profile's memory is the query's.
-            let mut stream = execute_stream(physical.clone(), context.task_ctx())
-                .map_err(|error| running(error, budget))?;
+            let mut stream =
+                execute_stream(physical.clone(), task).map_err(|error| running(error, budget))?;
             let mut rows = 0usize;
             while let Some(batch) = stream.next().await {
                 rows += batch.map_err(|error| running(error, budget))?.num_rows();
@@ -233,6 +218,32 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
             Ok(plan_rows(Mode::Profile, plan, seq, commit_id, planning))
         }
     }
+}
+
+/// The session every query is planned in, built once: building one registers a few
+/// hundred functions and rules, a fixed cost a point read would otherwise pay each time.
+/// Nothing a query plans is registered in it (its tables are in the plan), and its
+/// start time is the build's: no function of the language reads the clock.
+fn session() -> &'static SessionState {
+    static SESSION: OnceLock<SessionState> = OnceLock::new();
+    SESSION.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut config = SessionConfig::new().with_target_partitions(threads);
+        // A hop that joins an edge table hands the join's keys to the table's scan,
+        // which looks them up in the end's index when they are few
+        // (exec/edge_scan.rs).
+        let optimizer = &mut config.options_mut().optimizer;
+        optimizer.enable_join_dynamic_filter_pushdown = true;
+        optimizer.hash_join_inlist_pushdown_max_distinct_values = EXPAND_LOOKUP_KEYS_MAX;
+        let mut state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_query_planner(Arc::new(crate::exec::Operators))
+            .build();
+        // Without it the planner gives functions default options, not the session's.
+        state.mark_start_execution();
+        state
+    })
 }
 
 /// The plan as text: how each hop is expanded, then DataFusion's physical plan (with

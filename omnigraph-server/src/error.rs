@@ -1,6 +1,6 @@
 //! A failed request as a response: the engine's error table gives the code and status of
-//! every engine error; the server adds its own (401, 403, 408, 413, 429, and a query
-//! past its time). Every body is `{"error": {code, message, evidence, ...}}`, the
+//! every engine error; the server adds its own (401, 403, 405, 406, 408, 413, 429, a
+//! query past its time (503) or its answer's size (422), shutting down (503)). Every body is `{"error": {code, message, evidence, ...}}`, the
 //! document the CLI prints with `--json`.
 
 use crate::tokens::Role;
@@ -34,6 +34,9 @@ pub(crate) enum ApiError {
     RateExceeded { per_second: u32 },
     /// A query ran past the query time; it was stopped.
     QueryTimeExceeded(Duration),
+    /// A query's rows took more memory than the server holds for one answer; it was
+    /// stopped.
+    ResultTooLarge { limit: usize },
     /// The server is shutting down and takes no new work.
     ShuttingDown,
     /// The client asked for a response type the route does not give.
@@ -98,6 +101,7 @@ impl ApiError {
             ApiError::QueryTimeExceeded(_) | ApiError::ShuttingDown => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
+            ApiError::ResultTooLarge { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         }
@@ -113,6 +117,7 @@ impl ApiError {
             ApiError::BodyTimedOut => "body_timed_out",
             ApiError::TooManyRequests { .. } | ApiError::RateExceeded { .. } => "too_many_requests",
             ApiError::QueryTimeExceeded(_) => "query_time_exceeded",
+            ApiError::ResultTooLarge { .. } => "result_too_large",
             ApiError::ShuttingDown => "shutting_down",
             ApiError::NotAcceptable(_) => "not_acceptable",
             ApiError::MethodNotAllowed => "method_not_allowed",
@@ -165,6 +170,10 @@ impl ApiError {
             ApiError::QueryTimeExceeded(limit) => format!(
                 "the query ran longer than the server's query time of {:.1} s and was stopped",
                 limit.as_secs_f64()
+            ),
+            ApiError::ResultTooLarge { limit } => format!(
+                "the query's rows take more than the server's limit of {limit} bytes for one answer; \
+                 add a LIMIT, page with SKIP and LIMIT, or read a whole type with the export route"
             ),
             ApiError::ShuttingDown => "the server is shutting down".to_owned(),
             ApiError::NotAcceptable(what) => what.clone(),

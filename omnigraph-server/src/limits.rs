@@ -9,6 +9,10 @@ pub const REQUEST_BODY_BYTES_MAX: usize = 16 << 20;
 pub const LOAD_BODY_BYTES_MAX: u64 = 4 << 30;
 /// Default most time a query may take, planning and reading its rows.
 pub const QUERY_TIME_MAX: Duration = Duration::from_secs(30);
+/// Default most memory a query's rows may take (their Arrow buffers) while the server
+/// gathers its answer: past it the query stops, 422 `result_too_large`. The export
+/// route streams a whole type instead, in bounded memory.
+pub const QUERY_RESULT_BYTES_MAX: usize = 64 << 20;
 /// Default most time a client may pause between two chunks of a request's body (a
 /// client too slow to send its body ends here, 408).
 pub const REQUEST_TIME_MAX: Duration = Duration::from_secs(600);
@@ -70,6 +74,9 @@ pub struct Limits {
     pub query_time: Duration,
     /// The memory budget of each query (the query crate's default when `None`).
     pub query_memory_bytes: Option<usize>,
+    /// Most memory a query's rows take while its answer is gathered (422
+    /// `result_too_large` past it).
+    pub query_result_bytes: usize,
     /// Most time a client may pause between two chunks of a body (408 past it).
     pub request_time: Duration,
     /// Most time a client may take to send a request's headers (the connection is
@@ -89,6 +96,7 @@ impl Default for Limits {
             load_body_bytes: LOAD_BODY_BYTES_MAX,
             query_time: QUERY_TIME_MAX,
             query_memory_bytes: None,
+            query_result_bytes: QUERY_RESULT_BYTES_MAX,
             request_time: REQUEST_TIME_MAX,
             header_read_time: HEADER_READ_TIME_MAX,
             token_concurrent_requests: TOKEN_CONCURRENT_REQUESTS_MAX,

@@ -2,7 +2,7 @@
 //! (utoipa), and served at `/openapi.json`. A test compares its paths with the route
 //! table the router is built from, both ways.
 
-use crate::routes::{branches, health, history, maintenance, query, schema, writes};
+use crate::routes::{branches, export, health, history, maintenance, query, schema, writes};
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
@@ -17,6 +17,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         health::readyz,
         health::openapi,
         query::query,
+        export::export,
         writes::insert,
         writes::load,
         writes::update,

@@ -43,6 +43,12 @@ impl Server {
                 "the header-read time is more than zero",
             ));
         }
+        if config.limits.query_result_bytes == 0 {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("--query-result-bytes-max"),
+                "a query's answer may take more than zero bytes",
+            ));
+        }
         if config.graphs.is_empty() {
             return Err(OmniError::bad_input(
                 InputLocation::in_source("--graph"),

@@ -174,6 +174,7 @@ fn concrete(path: &str) -> String {
     path.replace("{graph}", "people")
         .replace("{branch}", "feature")
         .replace("{run}", "run_unknown")
+        .replace("{type}", "Person")
 }
 
 #[tokio::test]
@@ -269,6 +270,234 @@ async fn the_document_lists_the_served_routes_and_each_wants_its_role() {
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(body["error"]["code"], "method_not_allowed");
     assert_eq!(served.head_seq().await, 0, "no request published anything");
+    served.shutdown().await.unwrap();
+}
+
+/// JSON lines as rows, in the order of their ids.
+fn rows_by_id(text: &str) -> Vec<Value> {
+    let mut rows: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    rows.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    rows
+}
+
+#[tokio::test]
+async fn a_type_exports_whole_streamed_and_loads_back_and_a_large_answer_is_refused() {
+    let served = serve(Limits {
+        query_result_bytes: 64 << 10,
+        ..Limits::default()
+    })
+    .await;
+    let genesis = served.head_seq().await;
+    let insert = |range| {
+        served.call(
+            Method::POST,
+            "/graphs/people/insert",
+            Some(&served.tokens.write),
+            Some(json!({"type": "Person", "rows": people(range)})),
+        )
+    };
+    let (status, body) = insert(0..5_000).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = insert(5_000..20_000).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let two_writes = served.head_seq().await;
+    let (status, body) = insert(20_000..20_010).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let export = |path: &str, accept: Option<&str>| {
+        let mut request = served.request(Method::GET, path, Some(&served.tokens.read));
+        if let Some(accept) = accept {
+            request = request.header("accept", accept);
+        }
+        request.send()
+    };
+
+    // JSON lines in the load route's format: every row once, as the query reads it.
+    let response = export("/graphs/people/export/Person", None).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+    assert_eq!(response.headers()["x-omnigraph-rows"], "20010");
+    let head = served.head_seq().await;
+    assert_eq!(
+        response.headers()["x-omnigraph-seq"],
+        head.to_string().as_str()
+    );
+    let text = response.text().await.unwrap();
+    let lines = rows_by_id(&text);
+    assert_eq!(lines.len(), 20_010);
+    assert_eq!(
+        lines[7],
+        json!({"type": "Person", "id": "p0007", "name": "person 7", "age": 27})
+    );
+    let mut ids: Vec<&str> = lines
+        .iter()
+        .map(|line| line["id"].as_str().unwrap())
+        .collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 20_010, "no row twice");
+
+    // Arrow, at an earlier commit: the type's columns, that commit's rows.
+    let response = export(
+        &format!("/graphs/people/export/Person?at={two_writes}"),
+        Some("application/vnd.apache.arrow.stream"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["x-omnigraph-seq"],
+        two_writes.to_string().as_str()
+    );
+    let bytes = response.bytes().await.unwrap();
+    let reader =
+        arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None).unwrap();
+    let schema = reader.schema();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, ["id", "name", "age"]);
+    let rows: usize = reader.map(|batch| batch.unwrap().num_rows()).sum();
+    assert_eq!(rows, 20_000);
+
+    // A store that fails while the export streams: the client never gets a short
+    // table as if it were whole (an incomplete body, or an error status when the failure
+    // comes before the first rows).
+    let (_, tables) = served
+        .call(
+            Method::GET,
+            "/graphs/people/tables",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    let person = tables["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|table| table["type"] == "Person")
+        .unwrap();
+    let data = PathBuf::from(
+        person["uri"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("file://"),
+    )
+    .join("data");
+    let largest = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .max_by_key(|entry| entry.metadata().unwrap().len())
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    let mut cut_off = 0;
+    for accept in [None, Some("application/vnd.apache.arrow.stream")] {
+        let _failing = served.root.inject(FaultRule::new(
+            format!("*{largest}"),
+            &[RequestKind::Get, RequestKind::RangedGet],
+            FaultAction::FailBefore(omnigraph_core::StorageKind::Permanent),
+        ));
+        // The connection may close before the status line has reached the client
+        // (hyper sends it with the first rows): that too is an incomplete answer.
+        let Ok(response) = export("/graphs/people/export/Person", accept).await else {
+            cut_off += 1;
+            continue;
+        };
+        let status = response.status();
+        let body = response.bytes().await;
+        match status {
+            StatusCode::OK => {
+                assert!(body.is_err(), "a short body ended as if whole ({accept:?})");
+                cut_off += 1;
+            }
+            status => {
+                assert!(status.is_server_error(), "{status}");
+                let document: Value = serde_json::from_slice(&body.unwrap()).unwrap();
+                assert!(document["error"]["code"].is_string(), "{document}");
+            }
+        }
+    }
+    // The failing file is not the first the scan reads: the cut comes after rows.
+    assert!(cut_off > 0, "no export was cut off after its first rows");
+
+    // An empty table is its schema and the end of the stream.
+    let response = export(
+        "/graphs/people/export/Company",
+        Some("application/vnd.apache.arrow.stream"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = response.bytes().await.unwrap();
+    let reader =
+        arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None).unwrap();
+    assert_eq!(reader.schema().fields().len(), 2);
+    assert_eq!(reader.count(), 0);
+
+    // The JSON lines load back as they are, into a branch from before any row.
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/branches",
+            Some(&served.tokens.write),
+            Some(json!({"name": "copy", "at": genesis.to_string()})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let response = served
+        .request(
+            Method::POST,
+            "/graphs/people/load?branch=copy",
+            Some(&served.tokens.write),
+        )
+        .body(text.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let copy = export("/graphs/people/export/Person?branch=copy", None)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(rows_by_id(&copy), lines);
+
+    // Refusals: a type the schema lacks, a format the route does not give.
+    let response = export("/graphs/people/export/Nobody", None).await.unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let response = export("/graphs/people/export/Person", Some("text/html"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_ACCEPTABLE);
+
+    // A query whose rows pass the answer's limit stops with its own status; a page of
+    // the same rows is answered.
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/query",
+            Some(&served.tokens.read),
+            Some(json!({"query": "MATCH (p:Person) RETURN p.id AS id, p.name AS name"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["code"], "result_too_large");
+    assert_eq!(body["error"]["evidence"]["kind"], "before_effect");
+    let page = served
+        .query("MATCH (p:Person) RETURN p.id AS id ORDER BY id SKIP 10 LIMIT 5")
+        .await;
+    assert_eq!(
+        page,
+        vec![
+            json!(["p0010"]),
+            json!(["p0011"]),
+            json!(["p0012"]),
+            json!(["p0013"]),
+            json!(["p0014"])
+        ]
+    );
     served.shutdown().await.unwrap();
 }
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import io
 import time
 import uuid
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Union
 
 import pyarrow as pa
 import pyarrow.ipc
 import requests
+import urllib3
 
 __all__ = ["Graph", "OmniGraphError"]
 
@@ -57,6 +58,15 @@ def _arrow_table(rows: Rows) -> pa.Table:
     raise TypeError(f"rows must be a pyarrow.Table, a pandas DataFrame or a list of dicts, not {type(rows)!r}")
 
 
+def _incomplete(read: Optional[int], expected: int, cause: Optional[Exception]) -> OmniGraphError:
+    """An export whose body ended before its last row: the server failed after it began
+    (its log says why). Nothing was written: retry."""
+    got = "" if read is None else f" after {read} rows"
+    message = f"the export ended{got} of {expected}" + (f": {cause}" if cause else "")
+    return OmniGraphError(200, {"error": {"code": "export_incomplete", "message": message,
+                                          "evidence": {"kind": "before_effect"}}}, None)
+
+
 class Graph:
     """One served graph."""
 
@@ -72,7 +82,7 @@ class Graph:
 
     def _request(self, method: str, path: str, *, json: Any = None, params: Any = None,
                  data: Any = None, headers: Optional[Dict[str, str]] = None,
-                 retry: bool = True) -> requests.Response:
+                 retry: bool = True, stream: bool = False) -> requests.Response:
         """One request. A 429, and a 503 the server says to retry (contention, shutting
         down; never a cancelled maintenance run), are retried after ``Retry-After``; a
         connection error only when ``retry`` (reads, and writes that carry their
@@ -83,7 +93,8 @@ class Graph:
         for attempt in range(ATTEMPTS_MAX):
             try:
                 response = self.session.request(method, self.url + path, json=json, params=params,
-                                                data=data, headers=headers, timeout=self.timeout)
+                                                data=data, headers=headers, timeout=self.timeout,
+                                                stream=stream)
             except (requests.ConnectionError, requests.Timeout) as error:
                 if not retry or attempt + 1 == ATTEMPTS_MAX:
                     raise
@@ -128,6 +139,51 @@ class Graph:
             body["at"] = str(at)
         response = self._request("POST", "/query", json=body, headers={"Accept": ARROW_STREAM})
         return pyarrow.ipc.open_stream(response.content).read_all()
+
+    def _export(self, type_name: str, branch: Optional[str],
+                at: Union[int, str, None]) -> requests.Response:
+        params: Dict[str, Any] = {}
+        if branch is not None:
+            params["branch"] = branch
+        if at is not None:
+            params["at"] = str(at)
+        response = self._request("GET", f"/export/{requests.utils.quote(type_name, safe='')}",
+                                 params=params, headers={"Accept": ARROW_STREAM}, stream=True)
+        response.raw.decode_content = True
+        return response
+
+    def export_batches(self, type_name: str, *, branch: Optional[str] = None,
+                       at: Union[int, str, None] = None) -> Iterator[pa.RecordBatch]:
+        """Every row of one type at the branch's head or commit ``at``, as record
+        batches while they stream: a table of any size in the memory of a few batches.
+        A body cut off before its last row raises :class:`OmniGraphError`
+        (``export_incomplete``), never ends as a short table. A generator: a refusal
+        (a 404, say) raises at the first batch."""
+        with self._export(type_name, branch, at) as response:
+            expected = int(response.headers["x-omnigraph-rows"])
+            read = 0
+            try:
+                for batch in pyarrow.ipc.open_stream(response.raw):
+                    read += batch.num_rows
+                    yield batch
+            except (requests.RequestException, urllib3.exceptions.HTTPError, pa.ArrowInvalid) as error:
+                raise _incomplete(read, expected, error) from error
+            if read != expected:
+                raise _incomplete(read, expected, None)
+
+    def export(self, type_name: str, *, branch: Optional[str] = None,
+               at: Union[int, str, None] = None) -> pa.Table:
+        """Every row of one type at the branch's head or commit ``at``, in the type's
+        columns (an empty table has them too); see :meth:`export_batches`."""
+        with self._export(type_name, branch, at) as response:
+            expected = int(response.headers["x-omnigraph-rows"])
+            try:
+                table = pyarrow.ipc.open_stream(response.raw).read_all()
+            except (requests.RequestException, urllib3.exceptions.HTTPError, pa.ArrowInvalid) as error:
+                raise _incomplete(None, expected, error) from error
+            if table.num_rows != expected:
+                raise _incomplete(table.num_rows, expected, None)
+            return table
 
     def schema(self, branch: Optional[str] = None) -> Dict[str, Any]:
         return self._json("GET", "/schema", params={"branch": branch} if branch else None)

@@ -12,6 +12,7 @@ import unittest
 
 import pandas
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 (pa.compute)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from omnigraph_client import Graph, OmniGraphError  # noqa: E402
@@ -83,6 +84,18 @@ class ServedGraph(unittest.TestCase):
         self.assertEqual(self.count("Person", at=seq_before_update), 100)
         names = g.query("MATCH (p:Person {id: 'p1'}) RETURN p.name AS name").column("name").to_pylist()
         self.assertEqual(names, ["renamed"])
+
+        # A type's whole table, streamed, at the head and at an earlier commit.
+        exported = g.export("Person").sort_by("id")
+        self.assertEqual(exported.column_names, ["id", "name", "age", "embedding"])
+        self.assertEqual(exported.num_rows, 99)
+        self.assertEqual(exported.filter(pa.compute.equal(exported["id"], "p1"))["name"].to_pylist(),
+                         ["renamed"])
+        self.assertEqual(g.export("Person", at=seq_before_update).num_rows, 100)
+        self.assertEqual(sum(b.num_rows for b in g.export_batches("WorksAt")), 2)
+        with self.assertRaises(OmniGraphError) as unknown:
+            g.export("Nobody")
+        self.assertEqual(unknown.exception.status, 404)
 
         # A retried write with its key lands once.
         key = "one-logical-write"

@@ -3,6 +3,7 @@
 //! A handler admits the request (token, role, slot) before it reads anything.
 
 pub(crate) mod branches;
+pub(crate) mod export;
 pub(crate) mod health;
 pub(crate) mod history;
 pub(crate) mod maintenance;
@@ -139,6 +140,19 @@ pub(crate) fn query_params<T: DeserializeOwned>(uri: &axum::http::Uri) -> Result
         })
 }
 
+/// The media types an `Accept` header names, without their parameters; `None` without
+/// a readable header (the client takes anything).
+pub(crate) fn accepted(headers: &HeaderMap) -> Option<Vec<&str>> {
+    // A header that is not text names no type: as if absent.
+    let accept = headers.get(header::ACCEPT)?.to_str().ok()?;
+    Some(
+        accept
+            .split(',')
+            .map(|part| part.split(';').next().unwrap_or_default().trim())
+            .collect(),
+    )
+}
+
 /// Whether reading the body failed because the client was too slow to send it.
 pub(crate) fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut source = Some(error);
@@ -188,6 +202,7 @@ routes! {
     get "/readyz" => health::readyz,
     get "/openapi.json" => health::openapi,
     post "/graphs/{graph}/query" => query::query,
+    get "/graphs/{graph}/export/{type}" => export::export,
     post "/graphs/{graph}/insert" => writes::insert,
     post "/graphs/{graph}/load" => writes::load,
     post "/graphs/{graph}/update" => writes::update,

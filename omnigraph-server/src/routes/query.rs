@@ -2,16 +2,17 @@
 //! query time and memory budget; rows as JSON, or as an Arrow IPC stream when the
 //! client accepts one.
 
-use super::{State, json_body};
+use super::{State, accepted, json_body};
 use crate::error::ApiError;
 use crate::tokens::Role;
+use arrow::array::RecordBatch;
 use axum::extract::{self, Path, Request};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use omnigraph_publish::CommitRef;
 use omnigraph_query::QueryOptions;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// The media type of an Arrow IPC stream.
 pub(crate) const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
@@ -42,7 +43,7 @@ pub(crate) struct QueryBody {
         (status = 403, description = "The token has no read role on the graph"),
         (status = 404, description = "No such graph, branch or commit"),
         (status = 413, description = "The body is past the server's limit"),
-        (status = 422, description = "The query failed while running (query_failed)"),
+        (status = 422, description = "The query failed while running (query_failed), or its rows took more than the server holds for one answer (result_too_large)"),
         (status = 429, description = "The token has as many requests in flight as it may"),
         (status = 503, description = "The query ran past the query time (query_time_exceeded)"),
     ))]
@@ -67,12 +68,26 @@ pub(crate) async fn query(
     let limit = state.limits.query_time;
     // Planning and every row within the query time: dropping the future stops the
     // plan's streams.
+    let result_limit = state.limits.query_result_bytes;
     let run = async {
-        let rows = omnigraph_query::query(&handle, &body.query, &options).await?;
+        let mut rows = omnigraph_query::query(&handle, &body.query, &options).await?;
         let schema = rows.schema();
         let (seq, commit_id) = (rows.seq(), rows.commit_id().to_owned());
-        let batches = rows.collect().await?;
-        Ok::<_, omnigraph_core::OmniError>((schema, batches, seq, commit_id))
+        // The answer is gathered before its status is sent, so a failure while the rows
+        // are read gets its own status and error body; the limit bounds what is held.
+        let mut batches = Vec::new();
+        let mut held = 0usize;
+        while let Some(batch) = rows.next().await {
+            let batch = batch?;
+            held = held.saturating_add(batch.get_array_memory_size());
+            if held > result_limit {
+                return Err(ApiError::ResultTooLarge {
+                    limit: result_limit,
+                });
+            }
+            batches.push(batch);
+        }
+        Ok::<_, ApiError>((schema, batches, seq, commit_id))
     };
     let (schema, batches, seq, commit_id) = tokio::time::timeout(limit, run)
         .await
@@ -105,39 +120,62 @@ pub(crate) async fn query(
         .iter()
         .map(|field| field.name().clone())
         .collect();
-    let rows: Vec<Value> = omnigraph_graph::batches_to_json(&batches)
-        .into_iter()
-        .map(|row| {
-            Value::Array(
-                columns
-                    .iter()
-                    .map(|column| row.get(column).cloned().unwrap_or(Value::Null))
-                    .collect(),
-            )
-        })
-        .collect();
-    Ok(axum::Json(json!({
-        "columns": columns,
-        "rows": rows,
-        "seq": seq,
-        "commit_id": commit_id,
-    }))
-    .into_response())
+    let body = json_answer(&columns, &batches, seq, &commit_id, result_limit)?;
+    let mut response = body.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+/// The answer as JSON, `{columns, rows, seq, commit_id}`, written a batch at a time and
+/// within `limit` bytes too: JSON takes several times the rows' Arrow memory, and the
+/// limit bounds what the server holds for one answer in either form.
+fn json_answer(
+    columns: &[String],
+    batches: &[RecordBatch],
+    seq: u64,
+    commit_id: &str,
+    limit: usize,
+) -> Result<Vec<u8>, ApiError> {
+    let encoding =
+        |error: serde_json::Error| omnigraph_core::OmniError::internal(error.to_string());
+    let mut out = Vec::new();
+    out.extend_from_slice(b"{\"columns\":");
+    serde_json::to_writer(&mut out, columns).map_err(encoding)?;
+    out.extend_from_slice(b",\"rows\":[");
+    let mut first = true;
+    for batch in batches {
+        for row in omnigraph_graph::batches_to_json(std::slice::from_ref(batch)) {
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            let cells: Vec<&Value> = columns
+                .iter()
+                .map(|column| row.get(column).unwrap_or(&Value::Null))
+                .collect();
+            serde_json::to_writer(&mut out, &cells).map_err(encoding)?;
+        }
+        if out.len() > limit {
+            return Err(ApiError::ResultTooLarge { limit });
+        }
+    }
+    out.extend_from_slice(b"],\"seq\":");
+    serde_json::to_writer(&mut out, &seq).map_err(encoding)?;
+    out.extend_from_slice(b",\"commit_id\":");
+    serde_json::to_writer(&mut out, commit_id).map_err(encoding)?;
+    out.push(b'}');
+    Ok(out)
 }
 
 /// Whether the client asked for an Arrow IPC stream; 406 when it accepts neither that
 /// nor JSON.
 fn wants_arrow(headers: &HeaderMap) -> Result<bool, ApiError> {
-    let Some(accept) = headers
-        .get(header::ACCEPT)
-        .and_then(|value| value.to_str().ok())
-    else {
+    let Some(types) = accepted(headers) else {
         return Ok(false);
     };
-    let types: Vec<&str> = accept
-        .split(',')
-        .map(|part| part.split(';').next().unwrap_or_default().trim())
-        .collect();
     if types.contains(&ARROW_STREAM) {
         return Ok(true);
     }
@@ -148,6 +186,6 @@ fn wants_arrow(headers: &HeaderMap) -> Result<bool, ApiError> {
         return Ok(false);
     }
     Err(ApiError::NotAcceptable(format!(
-        "the query route gives application/json or {ARROW_STREAM}, not {accept:?}"
+        "the query route gives application/json or {ARROW_STREAM}, not {types:?}"
     )))
 }
