@@ -37,8 +37,8 @@ impl Export {
         &self.type_name
     }
 
-    /// How many rows the stream holds (from the table's metadata, before a row is
-    /// read): a reader that got fewer was cut off.
+    /// How many rows the stream holds (as the commit's pin records them, before a row
+    /// is read): a reader that got fewer was cut off.
     pub fn rows(&self) -> u64 {
         self.rows
     }
@@ -85,10 +85,8 @@ impl Omnigraph {
             .iter()
             .map(|field| field.name().clone())
             .collect();
-        let rows = table
-            .count_rows(None)
-            .await
-            .map_err(|error| OmniError::from_lance("export", error))? as u64;
+        // The commit records the rows its pin holds: no read of the table's metadata.
+        let rows = commit.require_pin_of_type(type_name)?.row_count;
         let mut scanner = table.scan();
         scanner
             .project(&columns)

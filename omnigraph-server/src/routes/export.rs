@@ -2,7 +2,7 @@
 //! JSONL in the load route's format (so an export loads back as it is) or as an Arrow
 //! IPC stream. Only the batch in flight is held, whatever the table's size.
 
-use super::{State, accepted, query_params};
+use super::{State, accepted, arrow_failed, commit_headers, query_params};
 use crate::auth::Admitted;
 use crate::error::ApiError;
 use crate::routes::query::ARROW_STREAM;
@@ -105,11 +105,8 @@ pub(crate) async fn export(
         header::CONTENT_TYPE,
         HeaderValue::from_static(format.media_type()),
     );
-    headers.insert("x-omnigraph-seq", HeaderValue::from(seq));
+    commit_headers(headers, seq, &commit_id);
     headers.insert(ROWS_HEADER, HeaderValue::from(rows));
-    if let Ok(value) = HeaderValue::from_str(&commit_id) {
-        headers.insert("x-omnigraph-commit-id", value);
-    }
     Ok(response)
 }
 
@@ -241,8 +238,4 @@ impl Encoder {
             }
         }
     }
-}
-
-fn arrow_failed(error: arrow::error::ArrowError) -> OmniError {
-    OmniError::internal(format!("encoding rows as Arrow IPC: {error}"))
 }

@@ -20,7 +20,7 @@ use crate::tokens::Role;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use bytes::BytesMut;
 use futures::StreamExt;
 use omnigraph_core::{InputLocation, OmniError};
@@ -151,6 +151,20 @@ pub(crate) fn accepted(headers: &HeaderMap) -> Option<Vec<&str>> {
             .map(|part| part.split(';').next().unwrap_or_default().trim())
             .collect(),
     )
+}
+
+/// Names the commit an answer reads in its headers, for a body (Arrow, JSON lines)
+/// that cannot carry it.
+pub(crate) fn commit_headers(headers: &mut HeaderMap, seq: u64, commit_id: &str) {
+    headers.insert("x-omnigraph-seq", HeaderValue::from(seq));
+    if let Ok(value) = HeaderValue::from_str(commit_id) {
+        headers.insert("x-omnigraph-commit-id", value);
+    }
+}
+
+/// A failure to write rows as Arrow IPC: the rows were read, so it is ours.
+pub(crate) fn arrow_failed(error: arrow::error::ArrowError) -> OmniError {
+    OmniError::internal(format!("encoding rows as Arrow IPC: {error}"))
 }
 
 /// Whether reading the body failed because the client was too slow to send it.

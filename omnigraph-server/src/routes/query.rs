@@ -2,10 +2,11 @@
 //! query time and memory budget; rows as JSON, or as an Arrow IPC stream when the
 //! client accepts one.
 
-use super::{State, accepted, json_body};
+use super::{State, accepted, arrow_failed, commit_headers, json_body};
 use crate::error::ApiError;
 use crate::tokens::Role;
 use arrow::array::RecordBatch;
+use arrow::ipc::writer::StreamWriter;
 use axum::extract::{self, Path, Request};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -93,26 +94,16 @@ pub(crate) async fn query(
         .await
         .map_err(|_| ApiError::QueryTimeExceeded(limit))??;
     if arrow {
-        let mut bytes = Vec::new();
-        {
-            let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &schema)
-                .map_err(|error| omnigraph_core::OmniError::internal(error.to_string()))?;
-            for batch in &batches {
-                writer
-                    .write(batch)
-                    .map_err(|error| omnigraph_core::OmniError::internal(error.to_string()))?;
-            }
-            writer
-                .finish()
-                .map_err(|error| omnigraph_core::OmniError::internal(error.to_string()))?;
+        let mut writer = StreamWriter::try_new(Vec::new(), &schema).map_err(arrow_failed)?;
+        for batch in &batches {
+            writer.write(batch).map_err(arrow_failed)?;
         }
+        writer.finish().map_err(arrow_failed)?;
+        let bytes = writer.into_inner().map_err(arrow_failed)?;
         let mut response = bytes.into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ARROW_STREAM));
-        headers.insert("x-omnigraph-seq", HeaderValue::from(seq));
-        if let Ok(value) = HeaderValue::from_str(&commit_id) {
-            headers.insert("x-omnigraph-commit-id", value);
-        }
+        commit_headers(headers, seq, &commit_id);
         return Ok(response);
     }
     let columns: Vec<String> = schema
