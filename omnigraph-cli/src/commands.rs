@@ -6,7 +6,8 @@ use omnigraph_core::schema::{self, Catalog, PropertyType};
 use omnigraph_core::storage::{StorageOptions, StorageRoot};
 use omnigraph_core::{InputLocation, OmniError, Result};
 use omnigraph_graph::{
-    Direction, InputFormat, LoadMode, Omnigraph, ScanRequest, Step, StepDirection, default_actor,
+    Direction, ExportFormat, InputFormat, LoadMode, Omnigraph, ScanRequest, Step, StepDirection,
+    default_actor,
 };
 use omnigraph_maintenance::{
     CleanupReport, CleanupSettings, MaintenanceBudget, MaintenanceExt, UnitOutcome,
@@ -14,7 +15,7 @@ use omnigraph_maintenance::{
 use omnigraph_publish::{CommitRef, GraphCommit};
 use omnigraph_server::view::{LogPage, catalog_json, commit_json, merge_json};
 use serde_json::{Map, Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -295,6 +296,115 @@ pub async fn schema_show(out: &Output, root: &str) -> Result<()> {
     let head = graph.head().await?;
     let catalog = graph.catalog_at(&head).await?;
     out.emit(catalog_json(&catalog), |_| print!("{}", catalog.to_pg()));
+    Ok(())
+}
+
+/// What to export, and where.
+pub struct ExportRequest {
+    pub type_name: String,
+    pub format: ExportFormat,
+    pub output: Option<PathBuf>,
+    pub at: Option<String>,
+}
+
+/// Every row of a type: to a file written beside `--output` and renamed onto it once
+/// whole (a failure leaves no file there, nor a short one), or as JSON lines on stdout.
+pub async fn export(out: &Output, root: &str, request: ExportRequest) -> Result<()> {
+    let ExportRequest {
+        type_name,
+        format,
+        output,
+        at,
+    } = request;
+    let Some(path) = output else {
+        if format != ExportFormat::JsonLines {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("--output"),
+                "an Arrow or Parquet export is written to a file: give --output FILE",
+            ));
+        }
+        if out.json() {
+            return Err(OmniError::bad_input(
+                InputLocation::in_source("--output"),
+                "with --json, stdout holds the export's summary: give --output FILE",
+            ));
+        }
+        let graph = open(root).await?;
+        let export = graph.export(&type_name, &at_ref(at.as_deref())).await?;
+        let stdout = std::io::BufWriter::new(std::io::stdout());
+        // A failure part way exits non-zero after the lines printed so far.
+        export.write_to(format, stdout, |_| {}).await?;
+        return Ok(());
+    };
+    let in_place = |error: std::io::Error| {
+        OmniError::bad_input(
+            InputLocation::in_source("--output").field(path.display().to_string()),
+            format!("cannot write the export there: {error}"),
+        )
+    };
+    let graph = open(root).await?;
+    let export = graph.export(&type_name, &at_ref(at.as_deref())).await?;
+    let (seq, commit_id, total) = (export.seq(), export.commit_id().to_owned(), export.rows());
+    // Beside its place, so the rename onto it is atomic; removed when dropped unused.
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".omnigraph-export-");
+    // A file as `create` makes one (the umask applies), not a temporary file's 0600.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let temporary = builder.tempfile_in(&dir).map_err(in_place)?;
+    let written = out
+        .spinning(&format!("exporting {type_name}"), |spinner| {
+            let writer = std::io::BufWriter::new(temporary);
+            let type_name = type_name.clone();
+            export.write_to(format, writer, move |rows| {
+                if let Some(spinner) = &spinner {
+                    spinner.set_message(format!("exporting {type_name}: {rows} of {total} rows"));
+                }
+            })
+        })
+        .await?;
+    let (writer, rows) = written;
+    let temporary = writer
+        .into_inner()
+        .map_err(|error| OmniError::from_io("write an export", error.into_error()))?;
+    temporary
+        .as_file()
+        .sync_all()
+        .map_err(|error| OmniError::from_io("write an export", error))?;
+    let file = temporary
+        .persist(&path)
+        .map_err(|error| in_place(error.error))?;
+    let bytes = file
+        .metadata()
+        .map_err(|error| OmniError::from_io("write an export", error))?
+        .len();
+    let format_name = match format {
+        ExportFormat::JsonLines => "jsonl",
+        ExportFormat::ArrowFile => "arrow",
+        ExportFormat::Parquet => "parquet",
+    };
+    out.emit(
+        json!({
+            "type": type_name,
+            "rows": rows,
+            "format": format_name,
+            "output": path.display().to_string(),
+            "bytes": bytes,
+            "seq": seq,
+            "commit_id": commit_id,
+        }),
+        |_| {
+            println!(
+                "exported {rows} {} of {type_name} at commit {seq} to {} ({bytes} bytes, {format_name})",
+                noun(rows, "row", "rows"),
+                path.display()
+            );
+        },
+    );
     Ok(())
 }
 

@@ -73,6 +73,17 @@ pub enum RowsFormatArg {
     Csv,
 }
 
+/// The format of an export.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormatArg {
+    /// JSON lines in the load format, `{"type": T, ...}` per row.
+    Jsonl,
+    /// An Arrow IPC file in the type's columns (needs --output).
+    Arrow,
+    /// A Parquet file in the type's columns (needs --output).
+    Parquet,
+}
+
 /// Which way to follow an edge.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum DirectionArg {
@@ -149,6 +160,24 @@ enum Command {
     /// Schema files and the graph's schema.
     #[command(subcommand)]
     Schema(SchemaCommand),
+    /// Every row of one type at a commit, in a file `load` reads back (JSON lines on
+    /// stdout without --output).
+    Export {
+        /// The graph root.
+        root: String,
+        /// The type.
+        #[arg(long = "type")]
+        type_name: String,
+        /// The format.
+        #[arg(long, value_enum, default_value_t = ExportFormatArg::Jsonl)]
+        format: ExportFormatArg,
+        /// The file to write (replaced whole when the export ends, never left short).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// A commit seq or id (default: the head).
+        #[arg(long)]
+        at: Option<String>,
+    },
     /// The row of a type with a key.
     Get {
         /// The graph root.
@@ -596,6 +625,26 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
             commands::schema_apply(&out, &root, &file, force).await
         }
         Command::Schema(SchemaCommand::Show { root }) => commands::schema_show(&out, &root).await,
+        Command::Export {
+            root,
+            type_name,
+            format,
+            output,
+            at,
+        } => {
+            let format = match format {
+                ExportFormatArg::Jsonl => omnigraph_graph::ExportFormat::JsonLines,
+                ExportFormatArg::Arrow => omnigraph_graph::ExportFormat::ArrowFile,
+                ExportFormatArg::Parquet => omnigraph_graph::ExportFormat::Parquet,
+            };
+            let request = commands::ExportRequest {
+                type_name,
+                format,
+                output,
+                at,
+            };
+            commands::export(&out, &root, request).await
+        }
         Command::Get {
             root,
             type_name,

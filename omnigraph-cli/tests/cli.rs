@@ -839,6 +839,7 @@ fn the_json_shape_of_every_command_is_pinned() {
     );
     let schema = example();
     let empty = dir.path().join("fresh.omni").display().to_string();
+    let exported = dir.path().join("people.jsonl").display().to_string();
     let commands: Vec<(&str, Vec<&str>, i32)> = vec![
         ("init", vec!["init", &empty, "--schema", &schema], 0),
         ("load", vec!["load", &root, &data], 0),
@@ -964,6 +965,11 @@ fn the_json_shape_of_every_command_is_pinned() {
         (
             "delete",
             vec!["delete", &root, "--type", "Person", "--where", "id = 'p2'"],
+            0,
+        ),
+        (
+            "export",
+            vec!["export", &root, "--type", "Person", "--output", &exported],
             0,
         ),
         ("error", vec!["get", &root, "--type", "Nope", "x"], 1),
@@ -1886,4 +1892,197 @@ fn serve_answers_a_token_refuses_a_revoked_one_and_stops_on_ctrl_c() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[test]
+fn export_writes_each_format_that_load_reads_back_and_a_failure_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let rows: Vec<String> = (0..5_000)
+        .map(|i| {
+            let age = if i % 7 == 0 {
+                "null".to_string()
+            } else {
+                (i % 90).to_string()
+            };
+            format!(r#"{{"type": "Person", "id": "p{i:05}", "name": "n{i}", "age": {age}}}"#)
+        })
+        .collect();
+    let data = write(dir.path(), "people.jsonl", &rows.join("\n"));
+    json_of(&omnigraph(&["load", &root, &data, "--json"]));
+    let at = head_seq(&root);
+    // A later write the export at `at` does not see.
+    json_of(&omnigraph(&[
+        "insert",
+        &root,
+        "--type",
+        "Person",
+        "--rows",
+        r#"{"id": "late", "name": "Late"}"#,
+        "--json",
+    ]));
+    let people_of = |root: &str| -> Vec<Value> {
+        let rows = json_of(&omnigraph(&[
+            "query",
+            root,
+            "MATCH (p:Person) RETURN p.id AS id, p.name AS name, p.age AS age ORDER BY id",
+            "--json",
+        ]));
+        rows["rows"].as_array().unwrap().clone()
+    };
+    let expected = {
+        let all = people_of(&root);
+        assert_eq!(all.len(), 5_001);
+        all.into_iter()
+            .filter(|row| row[0] != "late")
+            .collect::<Vec<_>>()
+    };
+    // JSON lines on stdout are the load format: each row once, at the commit asked.
+    let stdout = omnigraph(&["export", &root, "--type", "Person", "--at", &at.to_string()]);
+    assert!(
+        stdout.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stdout.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(stdout.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5_000);
+    assert!(lines.iter().all(|line| line["type"] == "Person"));
+    for (format, extension) in [
+        ("jsonl", "jsonl"),
+        ("arrow", "arrow"),
+        ("parquet", "parquet"),
+    ] {
+        let file = dir
+            .path()
+            .join(format!("out.{extension}"))
+            .display()
+            .to_string();
+        let summary = json_of(&omnigraph(&[
+            "export",
+            &root,
+            "--type",
+            "Person",
+            "--format",
+            format,
+            "--output",
+            &file,
+            "--at",
+            &at.to_string(),
+            "--json",
+        ]));
+        assert_eq!(summary["rows"], 5_000, "{format}");
+        assert_eq!(summary["seq"], at, "{format}");
+        assert_eq!(summary["format"], format);
+        let bytes = std::fs::metadata(&file).unwrap().len();
+        assert_eq!(summary["bytes"], bytes, "{format}");
+        // Loaded into a fresh graph, the file gives the same rows.
+        let fresh_dir = tempfile::tempdir().unwrap();
+        let fresh = init_graph(fresh_dir.path());
+        let mut load = vec!["load", fresh.as_str(), file.as_str(), "--json"];
+        if format != "jsonl" {
+            load.extend(["--format", format, "--type", "Person"]);
+        }
+        json_of(&omnigraph(&load));
+        assert_eq!(people_of(&fresh), expected, "{format}");
+    }
+    // Refusals change nothing: a binary format without a file, --json on stdout, an
+    // unknown type, a folder that does not exist.
+    let listing = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(dir.path());
+    let refused = omnigraph(&["export", &root, "--type", "Person", "--format", "parquet"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--output"));
+    let refused = omnigraph(&["export", &root, "--type", "Person", "--json"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let kept = dir.path().join("out.jsonl");
+    let kept_bytes = std::fs::read(&kept).unwrap();
+    let refused = omnigraph(&[
+        "export",
+        &root,
+        "--type",
+        "Nope",
+        "--output",
+        &kept.display().to_string(),
+    ]);
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&kept).unwrap(),
+        kept_bytes,
+        "a failed export leaves the file as it was"
+    );
+    let nowhere = dir
+        .path()
+        .join("no-such-folder/out.jsonl")
+        .display()
+        .to_string();
+    let refused = omnigraph(&["export", &root, "--type", "Person", "--output", &nowhere]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(
+        listing(dir.path()),
+        before,
+        "no file, temporary or not, is left"
+    );
+    // A read that fails after the export began (the people's largest data file cut in
+    // half): the file already there is kept as it was, and no temporary file is left.
+    let mut data_files: Vec<std::path::PathBuf> = Vec::new();
+    let mut folders = vec![Path::new(&root).join("tables")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "lance") {
+                data_files.push(path);
+            }
+        }
+    }
+    let largest = data_files
+        .iter()
+        .max_by_key(|path| std::fs::metadata(path).unwrap().len())
+        .unwrap();
+    let length = std::fs::metadata(largest).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(largest)
+        .unwrap()
+        .set_len(length / 2)
+        .unwrap();
+    let failed = omnigraph(&[
+        "export",
+        &root,
+        "--type",
+        "Person",
+        "--output",
+        &kept.display().to_string(),
+        "--at",
+        &at.to_string(),
+    ]);
+    assert!(!failed.status.success(), "a cut data file fails the export");
+    assert_eq!(
+        std::fs::read(&kept).unwrap(),
+        kept_bytes,
+        "a failed export leaves the file as it was"
+    );
+    assert_eq!(listing(dir.path()), before, "no temporary file is left");
 }

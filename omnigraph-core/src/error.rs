@@ -1090,6 +1090,13 @@ impl OmniError {
         OmniError::storage(kind, operation, Box::new(error))
     }
 
+    /// A failure of a local file's I/O (an export's output, say), classified by its
+    /// kind.
+    pub fn from_io(operation: impl Into<String>, error: std::io::Error) -> Self {
+        let kind = crate::classify::io_kind(&error);
+        OmniError::storage(kind, operation, Box::new(error))
+    }
+
     /// A failure from Lance, classified by its variant and the type of its source.
     pub fn from_lance(operation: impl Into<String>, error: lance::Error) -> Self {
         let kind = crate::classify::lance_kind(&error);

@@ -1,7 +1,8 @@
 //! A whole table of one type at a commit, as a stream of record batches in the type's
 //! columns: what an export reads. Only the batches in flight and a bounded read-ahead
 //! are held (`EXPORT_BATCH_ROWS_MAX`, `EXPORT_READ_AHEAD_BYTES_MAX`), so a table of any
-//! size streams in bounded memory.
+//! size streams in bounded memory. An export is written in a format `load` reads back:
+//! JSON lines in the load format, an Arrow IPC file or a Parquet file.
 
 use crate::graph::CommitRef;
 use crate::limits::{EXPORT_BATCH_ROWS_MAX, EXPORT_READ_AHEAD_BYTES_MAX};
@@ -10,6 +11,8 @@ use futures::stream::{BoxStream, StreamExt};
 use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::arrow_schema::SchemaRef;
 use omnigraph_core::{OmniError, Result};
+use serde_json::{Map, Value};
+use std::io::Write;
 
 /// The rows of one type at one commit, as they stream.
 pub struct Export {
@@ -67,6 +70,131 @@ impl Export {
     /// The batches as a stream, for a caller that forwards them.
     pub fn into_stream(self) -> BoxStream<'static, Result<RecordBatch>> {
         self.stream
+    }
+}
+
+/// A format an export is written in; `load` reads each back as it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// JSON lines in the load format: one `{"type": T, ...}` per row.
+    JsonLines,
+    /// An Arrow IPC file in the type's columns.
+    ArrowFile,
+    /// A Parquet file in the type's columns.
+    Parquet,
+}
+
+/// The rows of `batch`, of type `type_name`, as JSON lines in the load format: one
+/// `{"type": T, ...}` object per row, each ended by a newline.
+pub fn json_lines(type_name: &str, batch: &RecordBatch) -> Result<Vec<u8>> {
+    let type_name = Value::String(type_name.to_owned());
+    let mut bytes = Vec::new();
+    for row in crate::rows::batches_to_json(std::slice::from_ref(batch)) {
+        let mut line = Map::with_capacity(row.len() + 1);
+        line.insert("type".to_owned(), type_name.clone());
+        line.extend(row);
+        serde_json::to_writer(&mut bytes, &line)
+            .map_err(|error| OmniError::internal(error.to_string()))?;
+        bytes.push(b'\n');
+    }
+    Ok(bytes)
+}
+
+impl Export {
+    /// Writes every row to `out` in `format`, telling `progress` the rows written after
+    /// each batch; gives `out` back with the rows written. A stream that ends with
+    /// other than [`Export::rows`] rows is an internal error, never a short file
+    /// reported whole. What `out` holds after a failure is partial: write to a
+    /// temporary place and move it into place after success.
+    pub async fn write_to<W: Write + Send>(
+        mut self,
+        format: ExportFormat,
+        out: W,
+        mut progress: impl FnMut(u64),
+    ) -> Result<(W, u64)> {
+        let mut sink = Sink::new(format, out, &self.schema)?;
+        let mut written: u64 = 0;
+        while let Some(batch) = self.stream.next().await {
+            let batch = batch?;
+            sink.write(&self.type_name, &batch)?;
+            written += batch.num_rows() as u64;
+            progress(written);
+        }
+        if written != self.rows {
+            return Err(OmniError::internal(format!(
+                "the export of {} at commit {} read {written} rows, but the commit pins {}",
+                self.type_name, self.seq, self.rows
+            )));
+        }
+        Ok((sink.finish()?, written))
+    }
+}
+
+/// Where written rows go, in one format.
+enum Sink<W: Write + Send> {
+    JsonLines(W),
+    ArrowFile(arrow::ipc::writer::FileWriter<W>),
+    Parquet(parquet::arrow::ArrowWriter<W>),
+}
+
+impl<W: Write + Send> Sink<W> {
+    fn new(format: ExportFormat, out: W, schema: &SchemaRef) -> Result<Sink<W>> {
+        Ok(match format {
+            ExportFormat::JsonLines => Sink::JsonLines(out),
+            ExportFormat::ArrowFile => Sink::ArrowFile(
+                arrow::ipc::writer::FileWriter::try_new(out, schema).map_err(arrow_failed)?,
+            ),
+            ExportFormat::Parquet => Sink::Parquet(
+                parquet::arrow::ArrowWriter::try_new(out, schema.clone(), None)
+                    .map_err(parquet_failed)?,
+            ),
+        })
+    }
+
+    fn write(&mut self, type_name: &str, batch: &RecordBatch) -> Result<()> {
+        match self {
+            Sink::JsonLines(out) => out
+                .write_all(&json_lines(type_name, batch)?)
+                .map_err(|error| OmniError::from_io("write an export", error)),
+            Sink::ArrowFile(writer) => writer.write(batch).map_err(arrow_failed),
+            Sink::Parquet(writer) => writer.write(batch).map_err(parquet_failed),
+        }
+    }
+
+    /// Ends the format (the Arrow file's footer, Parquet's metadata) and flushes.
+    fn finish(self) -> Result<W> {
+        let mut out = match self {
+            Sink::JsonLines(out) => out,
+            Sink::ArrowFile(mut writer) => {
+                writer.finish().map_err(arrow_failed)?;
+                writer.into_inner().map_err(arrow_failed)?
+            }
+            Sink::Parquet(writer) => writer.into_inner().map_err(parquet_failed)?,
+        };
+        out.flush()
+            .map_err(|error| OmniError::from_io("write an export", error))?;
+        Ok(out)
+    }
+}
+
+/// An Arrow writer's failure: its I/O classified, the rest internal.
+fn arrow_failed(error: arrow::error::ArrowError) -> OmniError {
+    match error {
+        arrow::error::ArrowError::IoError(_, error) => OmniError::from_io("write an export", error),
+        other => OmniError::internal(format!("write an export as Arrow: {other}")),
+    }
+}
+
+/// A Parquet writer's failure: its I/O classified, the rest internal.
+fn parquet_failed(error: parquet::errors::ParquetError) -> OmniError {
+    match error {
+        parquet::errors::ParquetError::External(source) => {
+            match source.downcast::<std::io::Error>() {
+                Ok(error) => OmniError::from_io("write an export", *error),
+                Err(source) => OmniError::internal(format!("write an export as Parquet: {source}")),
+            }
+        }
+        other => OmniError::internal(format!("write an export as Parquet: {other}")),
     }
 }
 

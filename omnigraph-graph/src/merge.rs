@@ -1365,6 +1365,7 @@ mod tests {
             merged_from: Vec::new(),
             reservations: Vec::new(),
             idempotency_keys: Vec::new(),
+            idempotency_fingerprints: Vec::new(),
         }
     }
 

@@ -139,6 +139,7 @@ pub async fn create_branch(
             // A new life holds no table of the branch it came from.
             reservations: Vec::new(),
             idempotency_keys: Vec::new(),
+            idempotency_fingerprints: Vec::new(),
         };
         first.validate().map_err(|message| {
             OmniError::internal(format!("refusing to create branch {name}: {message}"))

@@ -105,6 +105,12 @@ pub struct GraphCommit {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub idempotency_keys: Vec<String>,
+    /// For each of [`GraphCommit::idempotency_keys`], in order, the fingerprint of the
+    /// request it came with (SHA-256 in lowercase hex, of what the host says makes two
+    /// requests the same): empty when the writer gave none, as builds before
+    /// fingerprints did. Never carried forward.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idempotency_fingerprints: Vec<String>,
 }
 
 /// Keys given as one string (as builds before group commit wrote them) or a list.
@@ -343,6 +349,24 @@ impl GraphCommit {
         if distinct.len() != self.idempotency_keys.len() {
             return Err("it records an idempotency key twice".into());
         }
+        if !self.idempotency_fingerprints.is_empty()
+            && self.idempotency_fingerprints.len() != self.idempotency_keys.len()
+        {
+            return Err(format!(
+                "it records {} idempotency fingerprints for {} keys: none, or one per key",
+                self.idempotency_fingerprints.len(),
+                self.idempotency_keys.len()
+            ));
+        }
+        if let Some(fingerprint) = self
+            .idempotency_fingerprints
+            .iter()
+            .find(|fingerprint| !layout::is_schema_hash(fingerprint))
+        {
+            return Err(format!(
+                "its idempotency fingerprint {fingerprint:?} is not a SHA-256 hash in lowercase hex"
+            ));
+        }
         if self.actor.len() > ACTOR_LEN_MAX {
             return Err(format!(
                 "actor is {} bytes; the limit is {ACTOR_LEN_MAX}",
@@ -468,6 +492,7 @@ pub(crate) fn test_commit(branch: &str, seq: u64) -> GraphCommit {
         merged_from: Vec::new(),
         reservations: Vec::new(),
         idempotency_keys: Vec::new(),
+        idempotency_fingerprints: Vec::new(),
     }
 }
 
@@ -566,6 +591,27 @@ mod tests {
         assert!(commit.validate().unwrap_err().contains("the limit is"));
         let bytes = commit.to_bytes().unwrap();
         assert!(GraphCommit::parse("c", &bytes, "main", 0).is_err());
+    }
+
+    #[test]
+    fn idempotency_fingerprints_are_none_or_one_hash_per_key() {
+        let mut commit = genesis();
+        commit.idempotency_keys = vec!["k1".into(), "k2".into()];
+        let (a, b) = ("a".repeat(64), "0123456789abcdef".repeat(4));
+        commit.idempotency_fingerprints = vec![a.clone(), b.clone()];
+        let bytes = commit.to_bytes().unwrap();
+        let parsed = GraphCommit::parse("c", &bytes, "main", 0).unwrap();
+        assert_eq!(parsed.idempotency_fingerprints, [a.clone(), b]);
+        // A commit before fingerprints: keys without them.
+        commit.idempotency_fingerprints.clear();
+        let bytes = commit.to_bytes().unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("fingerprints"));
+        assert!(GraphCommit::parse("c", &bytes, "main", 0).is_ok());
+        // Refused: one for two keys, one that is no SHA-256 hex.
+        commit.idempotency_fingerprints = vec![a.clone()];
+        assert!(commit.validate().unwrap_err().contains("one per key"));
+        commit.idempotency_fingerprints = vec![a, "A".repeat(64)];
+        assert!(commit.validate().unwrap_err().contains("lowercase hex"));
     }
 
     #[test]

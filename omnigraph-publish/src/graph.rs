@@ -122,6 +122,7 @@ impl Graph {
             merged_from: Vec::new(),
             reservations: Vec::new(),
             idempotency_keys: Vec::new(),
+            idempotency_fingerprints: Vec::new(),
         };
         genesis.validate().map_err(|message| {
             OmniError::internal(format!("refusing to write genesis: {message}"))

@@ -177,6 +177,7 @@ pub struct Publication {
     operation: CommitOperation,
     actor: String,
     idempotency_keys: Vec<String>,
+    idempotency_fingerprints: Vec<String>,
 }
 
 /// A publication's parts, borrowed together: what the publisher reads in one call.
@@ -187,6 +188,7 @@ pub(crate) struct Parts<'a> {
     pub(crate) operation: &'a CommitOperation,
     pub(crate) actor: &'a str,
     pub(crate) idempotency_keys: &'a [String],
+    pub(crate) idempotency_fingerprints: &'a [String],
 }
 
 impl Publication {
@@ -267,6 +269,7 @@ impl Publication {
             operation,
             actor: actor.to_string(),
             idempotency_keys: Vec::new(),
+            idempotency_fingerprints: Vec::new(),
         }
     }
 
@@ -293,12 +296,26 @@ impl Publication {
             operation: &self.operation,
             actor: &self.actor,
             idempotency_keys: &self.idempotency_keys,
+            idempotency_fingerprints: &self.idempotency_fingerprints,
         }
     }
 
     /// The same publication serving `request`: its actor, when it names one, and its
-    /// idempotency keys.
+    /// idempotency keys with their requests' fingerprints.
     pub(crate) fn serving(&self, request: &crate::request::WriteRequest) -> Publication {
+        // A commit that broke these would be refused by every reader of the log.
+        assert!(
+            request.idempotency_fingerprints.is_empty()
+                || request.idempotency_fingerprints.len() == request.idempotency_keys.len(),
+            "a request gives no fingerprint or one per key"
+        );
+        assert!(
+            request
+                .idempotency_fingerprints
+                .iter()
+                .all(|fingerprint| crate::layout::is_schema_hash(fingerprint)),
+            "a fingerprint is SHA-256 in lowercase hex"
+        );
         let mut publication = self.clone();
         if let Some(actor) = &request.actor {
             publication.actor.clone_from(actor);
@@ -306,6 +323,9 @@ impl Publication {
         publication
             .idempotency_keys
             .clone_from(&request.idempotency_keys);
+        publication
+            .idempotency_fingerprints
+            .clone_from(&request.idempotency_fingerprints);
         publication
     }
 

@@ -397,6 +397,7 @@ fn next_commit(
             created_at,
         ),
         idempotency_keys: parts.idempotency_keys.to_vec(),
+        idempotency_fingerprints: parts.idempotency_fingerprints.to_vec(),
     };
     if let Some((pins, dropped, schema)) = change.of_tables() {
         commit.pins.retain(|pin| !dropped.contains(&pin.table_id));

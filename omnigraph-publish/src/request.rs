@@ -20,6 +20,10 @@ pub struct WriteRequest {
     /// Each valid ([`check_idempotency_key`]) and given once, at most
     /// [`IDEMPOTENCY_KEYS_PER_COMMIT_MAX`](crate::limits::IDEMPOTENCY_KEYS_PER_COMMIT_MAX).
     pub idempotency_keys: Vec<String>,
+    /// The fingerprint of the request each key came with, in the keys' order: empty,
+    /// or one per key (`GraphCommit::idempotency_fingerprints`). A host that finds a
+    /// key landed compares the fingerprints, and refuses a retry whose request differs.
+    pub idempotency_fingerprints: Vec<String>,
 }
 
 tokio::task_local! {

@@ -40,11 +40,16 @@ pub const EXPAND_RESOLVED_CACHED_MAX: usize = 16;
 /// text column holds (32-bit offsets). A larger artifact's hops join the edge table.
 pub const EXPAND_TEXT_KEY_BYTES_MAX: usize = i32::MAX as usize;
 
-// exec/edge_scan.rs
+// exec/joined_scan.rs
 /// The most distinct keys a hop joining an edge table looks up in the table's `src` or
 /// `dst` index: a hop from more nodes reads every edge. Past a few thousand keys, a
 /// lookup takes about as many scattered reads as there are edges in a page.
 pub const EXPAND_LOOKUP_KEYS_MAX: usize = 1_024;
+
+/// The bytes a joined scan estimates for one text or binary value when it tells
+/// DataFusion the size of its table (the join's choice of which side to hold depends
+/// on it).
+pub const VARIABLE_VALUE_BYTES_ESTIMATE: usize = 32;
 
 // run.rs
 /// The memory a query's operators may hold at once when the caller names no budget:
@@ -53,6 +58,10 @@ pub const QUERY_MEMORY_BYTES_DEFAULT: usize = 1 << 30;
 
 /// The most parameters one query is given.
 pub const QUERY_PARAMETERS_MAX: usize = 1_024;
+
+/// Passes of DataFusion's logical optimizer over a compiled plan (its default is 3,
+/// stopping early at a pass that changes nothing).
+pub const OPTIMIZER_PASSES_MAX: usize = 1;
 
 // Relations
 const _: () = assert!(VAR_LENGTH_HOPS_MAX >= 1);

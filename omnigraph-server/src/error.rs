@@ -37,6 +37,9 @@ pub(crate) enum ApiError {
     /// A query's rows took more memory than the server holds for one answer; it was
     /// stopped.
     ResultTooLarge { limit: usize },
+    /// A write's idempotency key landed already, in commit `seq`, for another request
+    /// (another route, body or branch); nothing was done.
+    KeyReused { seq: u64 },
     /// The server is shutting down and takes no new work.
     ShuttingDown,
     /// The client asked for a response type the route does not give.
@@ -101,7 +104,9 @@ impl ApiError {
             ApiError::QueryTimeExceeded(_) | ApiError::ShuttingDown => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            ApiError::ResultTooLarge { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::ResultTooLarge { .. } | ApiError::KeyReused { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         }
@@ -118,6 +123,7 @@ impl ApiError {
             ApiError::TooManyRequests { .. } | ApiError::RateExceeded { .. } => "too_many_requests",
             ApiError::QueryTimeExceeded(_) => "query_time_exceeded",
             ApiError::ResultTooLarge { .. } => "result_too_large",
+            ApiError::KeyReused { .. } => "idempotency_key_reused",
             ApiError::ShuttingDown => "shutting_down",
             ApiError::NotAcceptable(_) => "not_acceptable",
             ApiError::MethodNotAllowed => "method_not_allowed",
@@ -174,6 +180,11 @@ impl ApiError {
             ApiError::ResultTooLarge { limit } => format!(
                 "the query's rows take more than the server's limit of {limit} bytes for one answer; \
                  add a LIMIT, page with SKIP and LIMIT, or read a whole type with the export route"
+            ),
+            ApiError::KeyReused { seq } => format!(
+                "the idempotency key landed already, in commit {seq}, for another request \
+                 (another route, body or branch); a key names one logical write: send a new \
+                 write with a new key"
             ),
             ApiError::ShuttingDown => "the server is shutting down".to_owned(),
             ApiError::NotAcceptable(what) => what.clone(),

@@ -16,7 +16,7 @@
 //! answer of every request not yet answered, with its evidence: each retries (with its
 //! key, it finds the commit if it landed).
 
-use crate::idempotency::{Writes, Written};
+use crate::idempotency::{Found, Keyed, Writes, Written};
 use crate::limits::{GROUP_GATHER_TIME, GROUP_INSERT_ROWS_MAX, GROUP_INSERTS_MAX};
 use futures::FutureExt;
 use omnigraph_core::{ErrorKind, Evidence, OmniError};
@@ -44,8 +44,18 @@ pub(crate) struct Waiting {
     pub(crate) rows: Vec<Map<String, Value>>,
     /// Its idempotency key; the key's lock is held by its request's task, so no two
     /// waiting inserts share a key.
-    pub(crate) key: Option<String>,
+    pub(crate) key: Option<Keyed>,
     pub(crate) answer: oneshot::Sender<Answer>,
+}
+
+/// The request a round serves: its actor, and the keys of its inserts with their
+/// fingerprints.
+fn serving(actor: &Option<String>, keys: &[Keyed]) -> WriteRequest {
+    WriteRequest {
+        actor: actor.clone(),
+        idempotency_keys: keys.iter().map(|keyed| keyed.key.clone()).collect(),
+        idempotency_fingerprints: keys.iter().map(|keyed| keyed.fingerprint.clone()).collect(),
+    }
 }
 
 /// Whether a round's failure may be one request's own doing: its rows, its keys, its
@@ -156,11 +166,8 @@ async fn publish_round(writes: &Arc<Writes>, (graph, _, actor): &GroupName, roun
     // What the round left when it failed before any effect: each answer says so.
     let mut left = Evidence::BeforeEffect;
     if fresh.len() > 1 {
-        let keys: Vec<String> = fresh.iter().filter_map(|w| w.key.clone()).collect();
-        let request = WriteRequest {
-            actor: actor.clone(),
-            idempotency_keys: keys.clone(),
-        };
+        let keys: Vec<Keyed> = fresh.iter().filter_map(|w| w.key.clone()).collect();
+        let request = serving(actor, &keys);
         let parts = fresh
             .iter()
             .map(|w| (w.type_name.clone(), w.rows.clone()))
@@ -190,11 +197,8 @@ async fn publish_round(writes: &Arc<Writes>, (graph, _, actor): &GroupName, roun
     }
     let mut fresh = fresh.into_iter();
     while let Some(waiting) = fresh.next() {
-        let keys: Vec<String> = waiting.key.iter().cloned().collect();
-        let request = WriteRequest {
-            actor: actor.clone(),
-            idempotency_keys: keys.clone(),
-        };
+        let keys: Vec<Keyed> = waiting.key.iter().cloned().collect();
+        let request = serving(actor, &keys);
         let inserted = request
             .serve(handle.insert_json(&waiting.type_name, waiting.rows))
             .await;
@@ -245,11 +249,14 @@ async fn replayed(
         };
         let landed = match &caught_up {
             Err(error) => Err(error.clone()),
-            Ok(()) => Ok(keys.seq_of(key)),
+            Ok(()) => Ok(keys.find(key)),
         };
         match landed {
-            Ok(None) => fresh.push(waiting),
-            Ok(Some(seq)) => {
+            Ok(Found::Nothing) => fresh.push(waiting),
+            Ok(Found::Reused(seq)) => {
+                let _ = waiting.answer.send(Ok(Written::Reused { seq }));
+            }
+            Ok(Found::Replay(seq)) => {
                 let commit = handle
                     .graph()
                     .commit(handle.branch(), &CommitRef::Seq(seq))

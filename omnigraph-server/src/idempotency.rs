@@ -20,9 +20,27 @@ use omnigraph_graph::Omnigraph;
 use omnigraph_publish::request::WriteRequest;
 use omnigraph_publish::{CommitRef, GraphCommit};
 use serde_json::{Map, Value};
+use sha2::Digest;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::{Mutex, RwLock};
+
+/// The key a request gives (at most one), with its fingerprint.
+fn keyed(request: &WriteRequest) -> Option<Keyed> {
+    assert!(
+        request.idempotency_keys.len() <= 1,
+        "a request gives at most one key"
+    );
+    let key = request.idempotency_keys.first()?;
+    let fingerprint = request
+        .idempotency_fingerprints
+        .first()
+        .expect("a served request's key comes with its fingerprint");
+    Some(Keyed {
+        key: key.clone(),
+        fingerprint: fingerprint.clone(),
+    })
+}
 
 /// What a write gave.
 pub(crate) enum Written<T> {
@@ -30,6 +48,108 @@ pub(crate) enum Written<T> {
     Fresh(T),
     /// Its key had landed already: the commit that answered it.
     Replayed(Box<GraphCommit>),
+    /// Its key had landed already, for a request other than this one (another route,
+    /// body or branch): refused, before any effect.
+    Reused { seq: u64 },
+}
+
+/// An idempotency key, with the fingerprint of the request that gave it.
+#[derive(Clone, Debug)]
+pub(crate) struct Keyed {
+    pub(crate) key: String,
+    pub(crate) fingerprint: String,
+}
+
+/// The fingerprint of a request: SHA-256 over its route's name and the parts that make
+/// it the write it is (a JSON body as canonical JSON, so keys in another order or other
+/// spacing are the same request; a load's settings and its bytes), each part
+/// length-prefixed so no two splits of the same bytes collide.
+pub(crate) struct Fingerprint(sha2::Sha256);
+
+impl Fingerprint {
+    pub(crate) fn of_route(route: &str) -> Fingerprint {
+        let mut fingerprint = Fingerprint(sha2::Sha256::new());
+        fingerprint.part(route.as_bytes());
+        fingerprint
+    }
+
+    /// Adds one whole part.
+    pub(crate) fn part(&mut self, bytes: &[u8]) {
+        self.0.update((bytes.len() as u64).to_be_bytes());
+        self.0.update(bytes);
+    }
+
+    /// Adds a JSON value as canonical JSON (object keys sorted: `serde_json`'s map is
+    /// ordered by key in this build, which the test of this module checks).
+    pub(crate) fn json(&mut self, value: &Value) {
+        let bytes = serde_json::to_vec(value).expect("a JSON value encodes");
+        self.part(&bytes);
+    }
+
+    /// Adds a part streamed in pieces: its length comes after it.
+    pub(crate) fn streamed(&mut self) -> StreamedPart<'_> {
+        StreamedPart {
+            fingerprint: self,
+            length: 0,
+        }
+    }
+
+    pub(crate) fn hex(self) -> String {
+        use std::fmt::Write;
+        self.0
+            .finalize()
+            .iter()
+            .fold(String::with_capacity(64), |mut hex, byte| {
+                let _ = write!(hex, "{byte:02x}");
+                hex
+            })
+    }
+}
+
+/// A part of a fingerprint added as it arrives (a load's body).
+pub(crate) struct StreamedPart<'a> {
+    fingerprint: &'a mut Fingerprint,
+    length: u64,
+}
+
+impl StreamedPart<'_> {
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        self.fingerprint.0.update(bytes);
+        self.length += bytes.len() as u64;
+    }
+}
+
+impl Drop for StreamedPart<'_> {
+    fn drop(&mut self) {
+        self.fingerprint.0.update(self.length.to_be_bytes());
+    }
+}
+
+/// `request` with the fingerprint of the request its key came with (nothing without a
+/// key).
+pub(crate) fn fingerprinted(mut request: WriteRequest, fingerprint: Fingerprint) -> WriteRequest {
+    if !request.idempotency_keys.is_empty() {
+        request.idempotency_fingerprints = vec![fingerprint.hex()];
+    }
+    request
+}
+
+/// Where a key landed, and the fingerprint of the request it came with (none in a
+/// commit written before fingerprints).
+#[derive(Clone)]
+struct Landed {
+    seq: u64,
+    fingerprint: Option<String>,
+}
+
+/// What a keyed write finds of its key.
+pub(crate) enum Found {
+    /// Not landed (or not within what the server remembers).
+    Nothing,
+    /// Landed for this very request (or for one whose fingerprint is not known).
+    Replay(u64),
+    /// Landed for another request.
+    Reused(u64),
 }
 
 /// The commit of a write that returns one.
@@ -42,15 +162,19 @@ pub(crate) fn the_commit(commit: &GraphCommit) -> Option<&GraphCommit> {
 pub(crate) struct BranchKeys {
     /// Every commit up to this seq has been read for its key.
     through_seq: Option<u64>,
-    /// The seq of the commit each key landed in.
-    by_key: HashMap<String, u64>,
+    /// Where each key landed.
+    by_key: HashMap<String, Landed>,
     /// Keys in the order they were indexed, for eviction past the bound.
     order: VecDeque<String>,
 }
 
 impl BranchKeys {
-    fn remember(&mut self, key: &str, commit: &GraphCommit) {
-        if self.by_key.insert(key.to_owned(), commit.seq).is_none() {
+    fn remember(&mut self, key: &str, fingerprint: Option<&str>, commit: &GraphCommit) {
+        let landed = Landed {
+            seq: commit.seq,
+            fingerprint: fingerprint.map(str::to_owned),
+        };
+        if self.by_key.insert(key.to_owned(), landed).is_none() {
             self.order.push_back(key.to_owned());
         }
         while self.order.len() > IDEMPOTENCY_KEYS_KEPT_MAX {
@@ -60,9 +184,26 @@ impl BranchKeys {
         }
     }
 
-    /// The seq of the commit `key` landed in, when indexed.
-    pub(crate) fn seq_of(&self, key: &str) -> Option<u64> {
-        self.by_key.get(key).copied()
+    /// Where `key` landed, when indexed, and whether for the request `fingerprint`
+    /// names.
+    pub(crate) fn find(&self, keyed: &Keyed) -> Found {
+        match self.by_key.get(&keyed.key) {
+            None => Found::Nothing,
+            Some(Landed {
+                seq,
+                fingerprint: Some(landed),
+            }) if *landed != keyed.fingerprint => Found::Reused(*seq),
+            Some(landed) => Found::Replay(landed.seq),
+        }
+    }
+
+    /// Remembers the keys `commit` records, with their fingerprints when it has them.
+    fn remember_all(&mut self, commit: &GraphCommit) {
+        let fingerprints = &commit.idempotency_fingerprints;
+        for (at, key) in commit.idempotency_keys.iter().enumerate() {
+            // None, or one per key (checked when the commit was read).
+            self.remember(key, fingerprints.get(at).map(String::as_str), commit);
+        }
     }
 
     /// Reads the commits after the indexed ones, up to the head, for their keys.
@@ -87,13 +228,9 @@ impl BranchKeys {
                 Err(error) if error.kind() == ErrorKind::CommitReclaimed => continue,
                 Err(error) => return Err(error),
             };
-            for key in &commit.idempotency_keys {
-                self.remember(key, &commit);
-            }
+            self.remember_all(&commit);
         }
-        for key in &head.idempotency_keys {
-            self.remember(key, &head);
-        }
+        self.remember_all(&head);
         self.through_seq = Some(head.seq);
         Ok(())
     }
@@ -212,7 +349,7 @@ impl Writes {
         &self,
         graph: &str,
         handle: &Omnigraph,
-        keys: &[String],
+        keys: &[Keyed],
         commit: &GraphCommit,
     ) {
         if keys.is_empty() {
@@ -220,8 +357,8 @@ impl Writes {
         }
         let branch = self.keys_of(graph, handle.branch());
         let mut branch = branch.lock().await;
-        for key in keys {
-            branch.remember(key, commit);
+        for keyed in keys {
+            branch.remember(&keyed.key, Some(&keyed.fingerprint), commit);
         }
     }
 
@@ -239,17 +376,13 @@ impl Writes {
         type_name: String,
         rows: Vec<Map<String, Value>>,
     ) -> std::result::Result<Written<GraphCommit>, Arc<OmniError>> {
-        assert!(
-            request.idempotency_keys.len() <= 1,
-            "a request gives at most one key"
-        );
         let writes = self.clone();
         let graph = graph.to_owned();
         self.to_its_end(slot, async move {
-            let key = request.idempotency_keys.into_iter().next();
+            let key = keyed(&request);
             // Held until answered: a retry with the key waits for this one to end.
             let _held = match &key {
-                Some(key) => Some(writes.hold_key(&graph, handle.branch(), key).await),
+                Some(keyed) => Some(writes.hold_key(&graph, handle.branch(), &keyed.key).await),
                 None => None,
             };
             let (answer, answered) = tokio::sync::oneshot::channel();
@@ -293,25 +426,31 @@ impl Writes {
         let writes = self.clone();
         let graph = graph.to_owned();
         self.to_its_end(slot, async move {
-            let Some(key) = request.idempotency_keys.first().cloned() else {
+            let Some(key) = keyed(&request) else {
                 return request.serve(write(handle)).await.map(Written::Fresh);
             };
-            let _held = writes.hold_key(&graph, handle.branch(), &key).await;
+            let _held = writes.hold_key(&graph, handle.branch(), &key.key).await;
             let keys = writes.keys_of(&graph, handle.branch());
             {
                 let mut keys = keys.lock().await;
                 keys.catch_up(&handle).await?;
-                if let Some(seq) = keys.seq_of(&key) {
-                    let commit = handle
-                        .graph()
-                        .commit(handle.branch(), &CommitRef::Seq(seq))
-                        .await?;
-                    return Ok(Written::Replayed(Box::new(commit)));
+                match keys.find(&key) {
+                    Found::Nothing => {}
+                    Found::Reused(seq) => return Ok(Written::Reused { seq }),
+                    Found::Replay(seq) => {
+                        let commit = handle
+                            .graph()
+                            .commit(handle.branch(), &CommitRef::Seq(seq))
+                            .await?;
+                        return Ok(Written::Replayed(Box::new(commit)));
+                    }
                 }
             }
             let written = request.serve(write(handle)).await?;
             if let Some(commit) = commit_of(&written) {
-                keys.lock().await.remember(&key, commit);
+                keys.lock()
+                    .await
+                    .remember(&key.key, Some(&key.fingerprint), commit);
             }
             Ok(Written::Fresh(written))
         })
@@ -326,5 +465,71 @@ impl Writes {
     /// Waits for every write in flight to end.
     pub(crate) async fn drained(&self) {
         let _all = self.in_flight.write().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Fingerprint;
+
+    fn of(route: &str, body: &str) -> String {
+        let mut fingerprint = Fingerprint::of_route(route);
+        fingerprint.json(&serde_json::from_str(body).unwrap());
+        fingerprint.hex()
+    }
+
+    #[test]
+    fn a_fingerprint_is_of_the_json_not_of_its_spelling() {
+        let a = of(
+            "insert",
+            r#"{"type": "P", "rows": [{"id": 1, "name": "x"}]}"#,
+        );
+        let b = of("insert", r#"{ "rows":[ {"name":"x","id":1} ],"type":"P" }"#);
+        assert_eq!(a, b, "keys in another order, other spacing");
+        assert_eq!(a.len(), 64);
+        assert!(
+            a.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+        assert_ne!(
+            a,
+            of(
+                "insert",
+                r#"{"type": "P", "rows": [{"id": 2, "name": "x"}]}"#
+            )
+        );
+        assert_ne!(
+            a,
+            of(
+                "update",
+                r#"{"type": "P", "rows": [{"id": 1, "name": "x"}]}"#
+            )
+        );
+        // Rows in another order are another request.
+        assert_ne!(
+            of("insert", r#"{"rows": [{"id": 1}, {"id": 2}]}"#),
+            of("insert", r#"{"rows": [{"id": 2}, {"id": 1}]}"#)
+        );
+    }
+
+    #[test]
+    fn parts_are_told_apart_where_they_split() {
+        let split = |first: &[u8], second: &[u8]| {
+            let mut fingerprint = Fingerprint::of_route("load");
+            fingerprint.part(first);
+            {
+                let mut streamed = fingerprint.streamed();
+                streamed.update(&second[..second.len() / 2]);
+                streamed.update(&second[second.len() / 2..]);
+            }
+            fingerprint.hex()
+        };
+        assert_ne!(split(b"ab", b"cd"), split(b"a", b"bcd"));
+        assert_eq!(split(b"ab", b"cd"), split(b"ab", b"cd"));
+        // Streamed in other pieces, the same bytes are the same part.
+        let mut whole = Fingerprint::of_route("load");
+        whole.part(b"ab");
+        whole.streamed().update(b"cd");
+        assert_eq!(whole.hex(), split(b"ab", b"cd"));
     }
 }

@@ -105,6 +105,8 @@ struct Target {
 
 const POINT: &str = "MATCH (p:Person {id: $id}) RETURN p.name, p.age";
 const HOP: &str = "MATCH (p:Person {id: $id})-[:Knows]->(f:Person) RETURN f.id";
+/// A hop that reads the far nodes' properties: their rows are looked up by key.
+const HOP_PROPERTY: &str = "MATCH (p:Person {id: $id})-[:Knows]->(f:Person) RETURN f.name, f.age";
 
 impl Target {
     async fn query(&self, text: &str, id: &str) -> f64 {
@@ -202,9 +204,13 @@ impl Target {
 /// The same queries through the library on one handle, one at a time.
 async fn embedded(graph: &Omnigraph, people: usize) -> Value {
     let mut rng = StdRng::seed_from_u64(7);
-    let (mut points, mut hops) = (Vec::new(), Vec::new());
+    let (mut points, mut hops, mut far) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..200 {
-        for (text, times) in [(POINT, &mut points), (HOP, &mut hops)] {
+        for (text, times) in [
+            (POINT, &mut points),
+            (HOP, &mut hops),
+            (HOP_PROPERTY, &mut far),
+        ] {
             let id = format!("p{}", rng.random_range(0..people));
             let options = omnigraph_query::QueryOptions::new().parameter("id", json!(id));
             let started = Instant::now();
@@ -217,7 +223,11 @@ async fn embedded(graph: &Omnigraph, people: usize) -> Value {
             times.push(started.elapsed().as_secs_f64() * 1e3);
         }
     }
-    json!({"point": percentiles(points), "one_hop": percentiles(hops)})
+    json!({
+        "point": percentiles(points),
+        "one_hop": percentiles(hops),
+        "one_hop_far_properties": percentiles(far),
+    })
 }
 
 fn people_files(
@@ -348,7 +358,11 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
     let setup_s = loading.elapsed().as_secs_f64();
     // How the two queries run, as `EXPLAIN` shows them.
     let mut plans = serde_json::Map::new();
-    for (name, text) in [("point", POINT), ("one_hop", HOP)] {
+    for (name, text) in [
+        ("point", POINT),
+        ("one_hop", HOP),
+        ("one_hop_far_properties", HOP_PROPERTY),
+    ] {
         let options = omnigraph_query::QueryOptions::new().parameter("id", json!("p1"));
         let explained = omnigraph_query::query(&graph, &format!("EXPLAIN {text}"), &options)
             .await

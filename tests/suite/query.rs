@@ -852,7 +852,7 @@ async fn hops_expand_through_the_adjacency_artifact_with_the_same_answers() {
     let plan = rows(&graph, &format!("EXPLAIN {point}")).await;
     let plan = plan[0][0].as_str().unwrap();
     assert!(
-        plan.contains("EdgeScanExec: columns=[src, dst], filter=src = Utf8(\"ada\")"),
+        plan.contains("JoinedScanExec: columns=[src, dst], filter=src = Utf8(\"ada\")"),
         "{plan}"
     );
     graph.maintenance().optimize().await.unwrap();
@@ -1152,6 +1152,123 @@ async fn keys_are_compared_as_text_only_where_a_query_mixes_key_types() {
     assert!(line.contains("compared as text"), "{line}");
 }
 
+/// A joined scan's metrics in a `PROFILE`: the keys it looked up in its index (0 when
+/// it read every row) and the rows it read, from the first line holding `marker`.
+fn joined_scan_metrics(profile: &str, marker: &str) -> (u64, u64) {
+    let line = profile
+        .lines()
+        .find(|line| line.contains(marker))
+        .unwrap_or_else(|| panic!("{profile}"));
+    // DataFusion shows counts past a thousand as "3.00 K".
+    let metric = |name: &str| {
+        let at = line
+            .find(&format!("{name}="))
+            .unwrap_or_else(|| panic!("{line}"));
+        let shown: String = line[at + name.len() + 1..]
+            .chars()
+            .take_while(|c| *c != ',' && *c != ']')
+            .collect();
+        let (number, scale) = match shown.strip_suffix(" K") {
+            Some(number) => (number, 1_000.0),
+            None => (shown.as_str(), 1.0),
+        };
+        let number: f64 = number.parse().unwrap_or_else(|_| panic!("{line}"));
+        (number * scale).round() as u64
+    };
+    (metric("keys_looked_up"), metric("output_rows"))
+}
+
+/// The nodes a hop reaches, read for more than their key, are joined to their table on
+/// the key: when they are few the join looks them up in the key's index, when many it
+/// reads the table; the answers are the same either way.
+#[tokio::test]
+async fn nodes_a_hop_reaches_are_looked_up_by_key_when_few_and_read_whole_when_many() {
+    use omnigraph_maintenance::MaintenanceExt;
+    // More than DataFusion holds whole without asking (1 MiB of rows, as the scans
+    // estimate them): the join builds on the nodes the hop reached. Edges leave the
+    // first SOURCES only.
+    const PEOPLE: i64 = 30_000;
+    const SOURCES: i64 = 1_500;
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(
+        &test.uri,
+        "node P { id: Int64 @key, name: String }\nedge F: P -> P\n",
+    )
+    .await
+    .unwrap();
+    let people: Vec<Value> = (0..PEOPLE)
+        .map(|id| json!({"id": id, "name": format!("n{id}")}))
+        .collect();
+    graph
+        .insert_json("P", objects(Value::Array(people)))
+        .await
+        .unwrap();
+    let edges: Vec<(i64, i64)> = (0..SOURCES)
+        .flat_map(|id| {
+            [
+                (id, (id * 7 + 1) * 19 % PEOPLE),
+                (id, (id * 13 + 5) * 17 % PEOPLE),
+            ]
+        })
+        .collect();
+    let listed: Vec<Value> = edges
+        .iter()
+        .map(|(src, dst)| json!({"src": src, "dst": dst}))
+        .collect();
+    graph
+        .insert_json("F", objects(Value::Array(listed)))
+        .await
+        .unwrap();
+    graph.maintenance().optimize().await.unwrap();
+    let expected = |from: &dyn Fn(i64) -> bool| {
+        let mut found: Vec<Value> = edges
+            .iter()
+            .filter(|(src, _)| from(*src))
+            .map(|(src, dst)| json!([src, format!("n{dst}")]))
+            .collect();
+        found.sort_by_key(|row| row.to_string());
+        found
+    };
+    let node_scan = "JoinedScanExec: columns=[id, name]";
+    let few = "MATCH (a:P) WHERE a.id < 10 MATCH (a)-[:F]->(b) RETURN a.id, b.name";
+    assert_eq!(bag(&graph, few).await, expected(&|src| src < 10));
+    let profile = rows(&graph, &format!("PROFILE {few}")).await;
+    let profile = profile[0][0].as_str().unwrap();
+    // Twenty edges: their distinct ends looked up, as many rows read of 30,000.
+    let reached: std::collections::BTreeSet<i64> = edges
+        .iter()
+        .filter(|(src, _)| *src < 10)
+        .map(|(_, dst)| *dst)
+        .collect();
+    let reached = reached.len() as u64;
+    assert_eq!(
+        joined_scan_metrics(profile, node_scan),
+        (reached, reached),
+        "{profile}"
+    );
+    // From one node by its key, as a served one-hop read is.
+    let one = "MATCH (a:P {id: 3})-[:F]->(b:P) RETURN b.name";
+    let mut one_hop = vec![
+        json!([format!("n{}", 22 * 19)]),
+        json!([format!("n{}", 44 * 17)]),
+    ];
+    one_hop.sort_by_key(|row| row.to_string());
+    assert_eq!(bag(&graph, one).await, one_hop);
+    let profile = rows(&graph, &format!("PROFILE {one}")).await;
+    let profile = profile[0][0].as_str().unwrap();
+    assert_eq!(joined_scan_metrics(profile, node_scan), (2, 2), "{profile}");
+    // More nodes than EXPAND_LOOKUP_KEYS_MAX: the table is read whole.
+    let many = "MATCH (a:P) WHERE a.id >= 5 MATCH (a)-[:F]->(b) RETURN a.id, b.name";
+    assert_eq!(bag(&graph, many).await, expected(&|src| src >= 5));
+    let profile = rows(&graph, &format!("PROFILE {many}")).await;
+    let profile = profile[0][0].as_str().unwrap();
+    assert_eq!(
+        joined_scan_metrics(profile, node_scan),
+        (0, PEOPLE as u64),
+        "{profile}"
+    );
+}
+
 /// A hop that joins an edge table (no current artifact: the table was written after
 /// optimize) looks up in the table's `src` index the edges of the nodes it starts from
 /// when they are few, and reads every edge when they are many; the answers are the
@@ -1204,29 +1321,8 @@ async fn a_hop_from_few_nodes_looks_their_edges_up_and_from_many_reads_every_edg
     let few = "MATCH (a:P) WHERE a.id < 10 MATCH (a)-[:F]->(b) RETURN a.id, b.id";
     assert_eq!(bag(&graph, few).await, expected(&|src| src < 10));
     // The edge scan's metrics: keys looked up, and the edges read.
-    let scan_metrics = |profile: &str| -> (u64, u64) {
-        let line = profile
-            .lines()
-            .find(|line| line.contains("EdgeScanExec"))
-            .unwrap_or_else(|| panic!("{profile}"));
-        // DataFusion shows counts past a thousand as "3.00 K".
-        let metric = |name: &str| {
-            let at = line
-                .find(&format!("{name}="))
-                .unwrap_or_else(|| panic!("{line}"));
-            let shown: String = line[at + name.len() + 1..]
-                .chars()
-                .take_while(|c| *c != ',' && *c != ']')
-                .collect();
-            let (number, scale) = match shown.strip_suffix(" K") {
-                Some(number) => (number, 1_000.0),
-                None => (shown.as_str(), 1.0),
-            };
-            let number: f64 = number.parse().unwrap_or_else(|_| panic!("{line}"));
-            (number * scale).round() as u64
-        };
-        (metric("keys_looked_up"), metric("output_rows"))
-    };
+    let scan_metrics =
+        |profile: &str| joined_scan_metrics(profile, "JoinedScanExec: columns=[src, dst]");
     let profile = rows(&graph, &format!("PROFILE {few}")).await;
     let profile = profile[0][0].as_str().unwrap();
     // Ten nodes: their 21 edges read through the index, not the table's 3,002.

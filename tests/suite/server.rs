@@ -13,7 +13,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A token of each role on the served graph, one on another graph, and the file.
 struct Tokens {
@@ -155,6 +155,39 @@ fn people(range: std::ops::Range<usize>) -> Value {
             .map(|n| json!({"id": format!("p{n:04}"), "name": format!("person {n}"), "age": 20 + (n % 50) as i64}))
             .collect::<Vec<_>>()
     )
+}
+
+/// The name of the largest data file of `type_name`'s table at the head.
+async fn largest_data_file(served: &Served, type_name: &str) -> String {
+    let (_, tables) = served
+        .call(
+            Method::GET,
+            "/graphs/people/tables",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    let person = tables["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|table| table["type"] == type_name)
+        .unwrap();
+    let data = PathBuf::from(
+        person["uri"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("file://"),
+    )
+    .join("data");
+    std::fs::read_dir(&data)
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .max_by_key(|entry| entry.metadata().unwrap().len())
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap()
 }
 
 /// The role each route needs; `None` for the routes anyone may call.
@@ -362,35 +395,7 @@ async fn a_type_exports_whole_streamed_and_loads_back_and_a_large_answer_is_refu
     // A store that fails while the export streams: the client never gets a short
     // table as if it were whole (an incomplete body, or an error status when the failure
     // comes before the first rows).
-    let (_, tables) = served
-        .call(
-            Method::GET,
-            "/graphs/people/tables",
-            Some(&served.tokens.read),
-            None,
-        )
-        .await;
-    let person = tables["tables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|table| table["type"] == "Person")
-        .unwrap();
-    let data = PathBuf::from(
-        person["uri"]
-            .as_str()
-            .unwrap()
-            .trim_start_matches("file://"),
-    )
-    .join("data");
-    let largest = std::fs::read_dir(&data)
-        .unwrap()
-        .map(|entry| entry.unwrap())
-        .max_by_key(|entry| entry.metadata().unwrap().len())
-        .unwrap()
-        .file_name()
-        .into_string()
-        .unwrap();
+    let largest = largest_data_file(&served, "Person").await;
     let mut cut_off = 0;
     for accept in [None, Some("application/vnd.apache.arrow.stream")] {
         let _failing = served.root.inject(FaultRule::new(
@@ -499,6 +504,90 @@ async fn a_type_exports_whole_streamed_and_loads_back_and_a_large_answer_is_refu
         ]
     );
     served.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_whose_client_hangs_up_mid_body_gives_back_its_slot() {
+    // One request in flight per token: a slot the export kept would refuse the next.
+    let served = serve(Limits {
+        token_concurrent_requests: 1,
+        ..Limits::default()
+    })
+    .await;
+    for range in [0..5_000, 5_000..20_000] {
+        let (status, body) = served
+            .call(
+                Method::POST,
+                "/graphs/people/insert",
+                Some(&served.tokens.write),
+                Some(json!({"type": "Person", "rows": people(range)})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    // The second file's reads are held far longer than the test waits: the export
+    // sends its first rows, then waits there.
+    let largest = largest_data_file(&served, "Person").await;
+    let held = Duration::from_secs(30);
+    let _held = served.root.inject(FaultRule::new(
+        format!("*{largest}"),
+        &[RequestKind::Get, RequestKind::RangedGet],
+        FaultAction::Delay(held),
+    ));
+    let client = reqwest::Client::new();
+    let mut response = client
+        .get(format!("{}/graphs/people/export/Person", served.base))
+        .bearer_auth(&served.tokens.read)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let first = response.chunk().await.unwrap().expect("the first rows");
+    assert!(first.starts_with(b"{"), "JSON lines");
+    // The rows before the held file arrive; then the body waits, short of its end.
+    let mut lines = first.iter().filter(|byte| **byte == b'\n').count();
+    while let Ok(chunk) = tokio::time::timeout(Duration::from_secs(2), response.chunk()).await {
+        let chunk = chunk.unwrap().expect("the body waits, it does not end");
+        lines += chunk.iter().filter(|byte| **byte == b'\n').count();
+    }
+    assert!((1..20_000).contains(&lines), "{lines} rows before the wait");
+    // While the export streams, its slot is taken.
+    let (status, _) = served
+        .call(
+            Method::GET,
+            "/graphs/people/status",
+            Some(&served.tokens.read),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    // The client hangs up mid-body: the server drops the export and its slot then,
+    // not when the held read would have ended.
+    let hung_up = Instant::now();
+    drop(response);
+    drop(client);
+    let deadline = hung_up + Duration::from_secs(10);
+    loop {
+        let (status, body) = served
+            .call(
+                Method::GET,
+                "/graphs/people/status",
+                Some(&served.tokens.read),
+                None,
+            )
+            .await;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+        assert!(
+            Instant::now() < deadline,
+            "the slot was still held {:?} after the client hung up",
+            hung_up.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(hung_up.elapsed() < held);
 }
 
 #[tokio::test]
@@ -1665,6 +1754,195 @@ async fn a_write_retried_with_its_key_lands_once() {
     task.await.unwrap().unwrap();
     assert!(dir.exists());
     drop(kept);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_reused_for_another_request_is_refused_and_the_same_request_replays() {
+    let served = serve(Limits::default()).await;
+    let write = served.tokens.write.clone();
+    let send = |path: &str, key: &str, body: String| {
+        served
+            .request(Method::POST, path, Some(&write))
+            .header("idempotency-key", key)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let count = || served.query("MATCH (p:Person) RETURN count(*)");
+    let first = send(
+        "/graphs/people/insert",
+        "k-a",
+        json!({"type": "Person", "rows": people(0..2)}).to_string(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let first: Value = first.json().await.unwrap();
+    assert_eq!(first["replayed"], false);
+    // The commit records the request's fingerprint beside its key.
+    let graph = Omnigraph::open_root(served.root.clone()).await.unwrap();
+    let head = graph.head().await.unwrap();
+    assert_eq!(head.idempotency_keys, ["k-a"]);
+    assert_eq!(head.idempotency_fingerprints.len(), 1);
+    assert_eq!(head.idempotency_fingerprints[0].len(), 64);
+    // The same request, its JSON written another way (keys in another order, spaces):
+    // a replay.
+    let rows: Vec<String> = (0..2)
+        .map(|n| {
+            format!(
+                r#"{{ "age": {}, "name": "person {n}", "id": "p{n:04}" }}"#,
+                20 + n
+            )
+        })
+        .collect();
+    let same = format!(r#"{{ "rows": [{}], "type": "Person" }}"#, rows.join(" , "));
+    let again = send("/graphs/people/insert", "k-a", same).await.unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(again["commit"]["commit_id"], first["commit"]["commit_id"]);
+    // Another body, or another route, with the key: refused, nothing written.
+    let reused = [
+        (
+            "/graphs/people/insert",
+            json!({"type": "Person", "rows": people(5..6)}),
+        ),
+        (
+            "/graphs/people/update",
+            json!({"type": "Person", "where": "id = 'p0000'", "set": {"age": 99}}),
+        ),
+    ];
+    for (path, body) in reused {
+        let refused = send(path, "k-a", body.to_string()).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY, "{path}");
+        let body: Value = refused.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "idempotency_key_reused", "{body}");
+        assert_eq!(body["error"]["evidence"]["kind"], "before_effect", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("commit {}", head.seq)),
+            "{message}"
+        );
+    }
+    assert_eq!(count().await, vec![json!([2])]);
+    assert_eq!(
+        graph.head().await.unwrap().seq,
+        head.seq,
+        "nothing published"
+    );
+
+    // A load: its settings and bytes are its request.
+    let lines = |range: std::ops::Range<usize>| {
+        range
+            .map(|n| format!(r#"{{"type": "Person", "id": "l{n}", "name": "loaded {n}"}}"#))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let load = |body: String, mode: &'static str| {
+        served
+            .request(
+                Method::POST,
+                &format!("/graphs/people/load?mode={mode}"),
+                Some(&write),
+            )
+            .header("idempotency-key", "k-load")
+            .body(body)
+            .send()
+    };
+    let loaded: Value = load(lines(0..3), "append")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(loaded["replayed"], false, "{loaded}");
+    let replayed: Value = load(lines(0..3), "append")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(replayed["replayed"], true, "{replayed}");
+    for (body, mode) in [(lines(0..4), "append"), (lines(0..3), "merge")] {
+        let refused = load(body, mode).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY, "{mode}");
+    }
+    assert_eq!(count().await, vec![json!([5])]);
+
+    // A key a build before fingerprints recorded (no fingerprint): any request with it
+    // replays, as it did then.
+    let request = omnigraph_publish::request::WriteRequest {
+        actor: None,
+        idempotency_keys: vec!["k-old".into()],
+        idempotency_fingerprints: Vec::new(),
+    };
+    let rows = people(10..11)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row.as_object().unwrap().clone())
+        .collect();
+    let old = request
+        .serve(graph.insert_json("Person", rows))
+        .await
+        .unwrap();
+    let replayed: Value = send(
+        "/graphs/people/insert",
+        "k-old",
+        json!({"type": "Person", "rows": people(11..12)}).to_string(),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(replayed["replayed"], true, "{replayed}");
+    assert_eq!(replayed["commit"]["seq"], old.seq);
+
+    // Across a restart: the fingerprint is read back from the commit.
+    let root = served.root.clone();
+    let tokens = served.tokens.file.clone();
+    // The folder is kept (it holds the root) while the first server stops.
+    let Served {
+        stop,
+        task,
+        dir: _kept,
+        ..
+    } = served;
+    let _ = stop.unwrap().send(());
+    task.unwrap().await.unwrap().unwrap();
+    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap())
+        .graph_in_root("people", root)
+        .unwrap()
+        .tokens(tokens);
+    let server = Server::bind(config).await.unwrap();
+    let base = format!("http://{}", server.local_addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::new();
+    let keyed = |body: Value| {
+        client
+            .post(format!("{base}/graphs/people/insert"))
+            .bearer_auth(&write)
+            .header("idempotency-key", "k-a")
+            .json(&body)
+            .send()
+    };
+    let refused = keyed(json!({"type": "Person", "rows": people(5..6)}))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let replayed: Value = keyed(json!({"type": "Person", "rows": people(0..2)}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(replayed["replayed"], true, "{replayed}");
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
 }
 
 #[tokio::test]

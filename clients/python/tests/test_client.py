@@ -104,6 +104,12 @@ class ServedGraph(unittest.TestCase):
         self.assertTrue(again["replayed"])
         self.assertEqual(again["commit"]["commit_id"], first["commit"]["commit_id"])
         self.assertEqual(self.count("Company"), 3)
+        # The key again with another write: refused, nothing written.
+        with self.assertRaises(OmniGraphError) as reused:
+            g.insert("Company", [{"id": "c9", "name": "Other"}], idempotency_key=key)
+        self.assertEqual(reused.exception.status, 422)
+        self.assertEqual(reused.exception.code, "idempotency_key_reused")
+        self.assertEqual(self.count("Company"), 3)
 
         # Branches.
         g.create_branch("feature")

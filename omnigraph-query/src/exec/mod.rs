@@ -1,8 +1,8 @@
 //! The operators of our own that plans hold, as DataFusion `ExecutionPlan`s with
 //! declared partitioning, and the physical planner that knows them.
 
-pub(crate) mod edge_scan;
 pub(crate) mod expand;
+pub(crate) mod joined_scan;
 
 use async_trait::async_trait;
 use datafusion::common::Result;

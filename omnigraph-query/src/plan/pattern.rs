@@ -8,8 +8,8 @@
 //! so the edge's `src` or `dst` is the node.
 
 use super::{Context, Entity, NodeColumns, Planner, RelationshipColumns, Rows, column};
-use crate::exec::edge_scan::EdgeTable;
 use crate::exec::expand::{Expand, ExpandWay, KeyType};
+use crate::exec::joined_scan::JoinedTable;
 use crate::limits::EXPAND_LOOKUP_KEYS_MAX;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Column, JoinType, ScalarValue, TableReference};
@@ -387,6 +387,28 @@ impl<'a> Planner<'a> {
         name: &str,
         span: Span,
     ) -> Result<(LogicalPlan, NodeColumns)> {
+        self.scan_nodes_through(types, name, span, Self::scan)
+    }
+
+    /// A scan of the nodes of `types` a hop reached, which the hop joins on their key:
+    /// when the nodes reached are few, it looks their keys up in the key's index instead
+    /// of reading the table (`JoinedTable`).
+    fn scan_reached_nodes(
+        &mut self,
+        types: &[String],
+        name: &str,
+        span: Span,
+    ) -> Result<(LogicalPlan, NodeColumns)> {
+        self.scan_nodes_through(types, name, span, Self::scan_joined)
+    }
+
+    fn scan_nodes_through(
+        &mut self,
+        types: &[String],
+        name: &str,
+        span: Span,
+        scan_of: fn(&mut Self, &TypeDef, Span) -> Result<(LogicalPlanBuilder, TableReference)>,
+    ) -> Result<(LogicalPlan, NodeColumns)> {
         let defs: Vec<&TypeDef> = types.iter().filter_map(|t| self.catalog.get(t)).collect();
         assert_eq!(
             defs.len(),
@@ -398,7 +420,7 @@ impl<'a> Planner<'a> {
         let properties = self.property_columns(&defs, name, false);
         let mut branches = Vec::with_capacity(defs.len());
         for def in &defs {
-            let (scan, table) = self.scan(def, span)?;
+            let (scan, table) = scan_of(self, def, span)?;
             let mut items = vec![
                 self.key_expr(&table, def.key_column(), def.key_type())
                     .alias(&key),
@@ -509,15 +531,16 @@ impl<'a> Planner<'a> {
         self.scan_of(def, Arc::new(provider), span)
     }
 
-    /// A scan of the edge table of `def` that a hop joins: it looks the join's keys up
-    /// in the table's index on the end it meets when they are few (`EdgeTable`).
-    fn scan_edges(
+    /// A scan of the table of `def` that a hop joins (an edge table on the end it meets,
+    /// a node table on its key): it looks the join's keys up in the column's index when
+    /// they are few (`JoinedTable`).
+    fn scan_joined(
         &mut self,
         def: &TypeDef,
         span: Span,
     ) -> Result<(LogicalPlanBuilder, TableReference)> {
         let dataset = self.dataset(def, span)?;
-        self.scan_of(def, Arc::new(EdgeTable::new(dataset)), span)
+        self.scan_of(def, Arc::new(JoinedTable::new(dataset)), span)
     }
 
     fn dataset(&self, def: &TypeDef, span: Span) -> Result<Arc<Dataset>> {
@@ -622,7 +645,7 @@ impl<'a> Planner<'a> {
         });
         let mut branches = Vec::with_capacity(ways.len());
         for way in ways {
-            let (scan, table) = self.scan_edges(way.def, span)?;
+            let (scan, table) = self.scan_joined(way.def, span)?;
             let key_type = self
                 .catalog
                 .get(&way.from_type)
@@ -1074,7 +1097,7 @@ impl<'a> Planner<'a> {
             rows.env.insert(name.to_string(), Entity::Node(reached));
             return Ok(rows);
         }
-        let (scan, columns) = self.scan_nodes(&wanted, name, span)?;
+        let (scan, columns) = self.scan_reached_nodes(&wanted, name, span)?;
         let mut on = vec![column(&columns.key).eq(column(&key))];
         match (&columns.label, &label) {
             (Some(a), Some(b)) => on.push(column(a).eq(column(b))),

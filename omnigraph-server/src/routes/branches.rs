@@ -1,7 +1,7 @@
 //! The branch routes: list, create, delete, merge (with a dry run).
 
 use super::writes::{answer, write_request};
-use super::{State, json_body};
+use super::{State, json_body, write_body};
 use crate::auth::Admitted;
 use crate::error::ApiError;
 use crate::idempotency::the_commit;
@@ -21,6 +21,7 @@ fn unkeyed(admitted: &Admitted) -> WriteRequest {
     WriteRequest {
         actor: Some(admitted.actor.clone()),
         idempotency_keys: Vec::new(),
+        idempotency_fingerprints: Vec::new(),
     }
 }
 
@@ -154,6 +155,7 @@ pub(crate) struct MergeBody {
         (status = 403, description = "The token has no write role on the graph"),
         (status = 404, description = "No such graph or branch"),
         (status = 409, description = "Conflicts (merge_conflict, each one listed); nothing published"),
+        (status = 422, description = "The Idempotency-Key landed already for another request (idempotency_key_reused); nothing was done"),
     ))]
 pub(crate) async fn merge(
     extract::State(state): extract::State<State>,
@@ -163,7 +165,7 @@ pub(crate) async fn merge(
 ) -> Result<Response, ApiError> {
     let (served, admitted) = state.admit(&headers, &graph, Role::Write)?;
     let serving = write_request(&headers, &admitted)?;
-    let body: MergeBody = json_body(&state, request).await?;
+    let (body, serving): (MergeBody, _) = write_body(&state, request, "merge", serving).await?;
     omnigraph_publish::check_branch(&body.source)?;
     let into = served.handle(body.into.as_deref()).await?;
     let dry_run = body.dry_run;

@@ -17,7 +17,6 @@ use omnigraph_core::arrow_array::RecordBatch;
 use omnigraph_core::{OmniError, Result};
 use omnigraph_publish::CommitRef;
 use serde::Deserialize;
-use serde_json::{Map, Value};
 
 /// The header that says how many rows the body holds: a client that read fewer was cut
 /// off (a cut at a row's or a message's boundary looks like an end to a reader that does
@@ -183,7 +182,7 @@ fn failed(error: OmniError) -> OmniError {
 
 /// Rows to bytes in one format.
 enum Encoder {
-    JsonLines { type_name: Value },
+    JsonLines { type_name: String },
     Arrow(Box<StreamWriter<Vec<u8>>>),
 }
 
@@ -191,7 +190,7 @@ impl Encoder {
     fn new(format: Format, export: &omnigraph_graph::Export) -> Result<Encoder> {
         Ok(match format {
             Format::JsonLines => Encoder::JsonLines {
-                type_name: Value::String(export.type_name().to_owned()),
+                type_name: export.type_name().to_owned(),
             },
             Format::Arrow => Encoder::Arrow(Box::new(
                 StreamWriter::try_new(Vec::new(), &export.schema()).map_err(arrow_failed)?,
@@ -209,18 +208,7 @@ impl Encoder {
 
     fn batch(&mut self, batch: &RecordBatch) -> Result<Vec<u8>> {
         match self {
-            Encoder::JsonLines { type_name } => {
-                let mut bytes = Vec::new();
-                for row in omnigraph_graph::batches_to_json(std::slice::from_ref(batch)) {
-                    let mut line = Map::with_capacity(row.len() + 1);
-                    line.insert("type".to_owned(), type_name.clone());
-                    line.extend(row);
-                    serde_json::to_writer(&mut bytes, &line)
-                        .map_err(|error| OmniError::internal(error.to_string()))?;
-                    bytes.push(b'\n');
-                }
-                Ok(bytes)
-            }
+            Encoder::JsonLines { type_name } => omnigraph_graph::json_lines(type_name, batch),
             Encoder::Arrow(writer) => {
                 writer.write(batch).map_err(arrow_failed)?;
                 Ok(std::mem::take(writer.get_mut()))

@@ -4,10 +4,10 @@
 //! `Idempotency-Key`, a write whose key landed already answers with that commit
 //! (`crate::idempotency`).
 
-use super::{State, chunk_error, declared_length, json_body, query_params};
+use super::{State, chunk_error, declared_length, query_params, write_body};
 use crate::auth::Admitted;
 use crate::error::ApiError;
-use crate::idempotency::Written;
+use crate::idempotency::{Fingerprint, Written, fingerprinted};
 use crate::tokens::Role;
 use crate::view::commit_json;
 use axum::extract::{self, Path, Request};
@@ -50,6 +50,7 @@ pub(crate) struct InsertBody {
         (status = 404, description = "No such graph, branch or type"),
         (status = 409, description = "A key exists already (key_conflict), or the read set changed"),
         (status = 413, description = "The body is past the server's limit"),
+        (status = 422, description = "The Idempotency-Key landed already for another request (idempotency_key_reused); nothing was done"),
         (status = 429, description = "The token has as many requests in flight as it may"),
     ))]
 pub(crate) async fn insert(
@@ -60,7 +61,7 @@ pub(crate) async fn insert(
 ) -> std::result::Result<Response, ApiError> {
     let (served, admitted) = state.admit(&headers, &graph, Role::Write)?;
     let serving = write_request(&headers, &admitted)?;
-    let body: InsertBody = json_body(&state, request).await?;
+    let (body, serving): (InsertBody, _) = write_body(&state, request, "insert", serving).await?;
     // Refused here as the engine refuses it: a round would publish it with the others.
     if body.rows.is_empty() {
         return Err(ApiError::from(OmniError::bad_input(
@@ -107,6 +108,7 @@ pub(crate) struct LoadParams {
         (status = 408, description = "The client did not send the body within the request time"),
         (status = 409, description = "A key exists already (append)"),
         (status = 413, description = "The body is past the load limit; nothing published"),
+        (status = 422, description = "The Idempotency-Key landed already for another request (idempotency_key_reused); nothing was done"),
         (status = 429, description = "The token has as many requests in flight as it may"),
     ))]
 pub(crate) async fn load(
@@ -166,6 +168,15 @@ pub(crate) async fn load(
     let mut file = tokio::fs::File::create(&path)
         .await
         .map_err(|error| OmniError::internal(format!("cannot spool the body: {error}")))?;
+    // The load's settings, as it reads them, and its bytes make its fingerprint.
+    let mut fingerprint = Fingerprint::of_route("load");
+    fingerprint.json(&json!({
+        "format": params.format.as_deref().unwrap_or("jsonl"),
+        "type": params.type_name,
+        "mode": params.mode.as_deref().unwrap_or("append"),
+        "branch": handle.branch(),
+    }));
+    let mut body = fingerprint.streamed();
     let mut stream = request.into_body().into_data_stream();
     let mut written: u64 = 0;
     while let Some(chunk) = stream.next().await {
@@ -174,10 +185,13 @@ pub(crate) async fn load(
         if written > limit {
             return Err(ApiError::TooLarge { limit });
         }
+        body.update(&chunk);
         file.write_all(&chunk)
             .await
             .map_err(|error| OmniError::internal(format!("cannot spool the body: {error}")))?;
     }
+    drop(body);
+    let serving = fingerprinted(serving, fingerprint);
     file.flush()
         .await
         .map_err(|error| OmniError::internal(format!("cannot spool the body: {error}")))?;
@@ -227,9 +241,11 @@ pub(crate) fn write_request(
             Some(key.to_owned())
         }
     };
+    // The fingerprint comes with the body (`super::write_body`, or the load's spool).
     Ok(WriteRequest {
         actor: Some(admitted.actor.clone()),
         idempotency_keys: key.into_iter().collect(),
+        idempotency_fingerprints: Vec::new(),
     })
 }
 
@@ -242,6 +258,7 @@ pub(crate) fn answer<T>(written: Written<T>, document: impl FnOnce(&T) -> Value)
             body["replayed"] = json!(false);
             axum::Json(body).into_response()
         }
+        Written::Reused { seq } => ApiError::KeyReused { seq }.into_response(),
         Written::Replayed(commit) => {
             let mut response =
                 axum::Json(json!({"commit": commit_json(&commit), "replayed": true}))
@@ -294,6 +311,7 @@ pub(crate) struct UpdateBody {
         (status = 403, description = "The token has no write role on the graph"),
         (status = 404, description = "No such graph, branch or type"),
         (status = 409, description = "The rows changed under the update (read_set_changed)"),
+        (status = 422, description = "The Idempotency-Key landed already for another request (idempotency_key_reused); nothing was done"),
         (status = 429, description = "The token has as many requests in flight as it may"),
     ))]
 pub(crate) async fn update(
@@ -304,7 +322,7 @@ pub(crate) async fn update(
 ) -> std::result::Result<Response, ApiError> {
     let (served, admitted) = state.admit(&headers, &graph, Role::Write)?;
     let serving = write_request(&headers, &admitted)?;
-    let body: UpdateBody = json_body(&state, request).await?;
+    let (body, serving): (UpdateBody, _) = write_body(&state, request, "update", serving).await?;
     let handle = served.handle(body.branch.as_deref()).await?;
     let assignments: Vec<(String, Value)> = body.set.into_iter().collect();
     let written = state
@@ -354,6 +372,7 @@ pub(crate) struct DeleteBody {
         (status = 403, description = "The token has no write role on the graph"),
         (status = 404, description = "No such graph, branch or type"),
         (status = 409, description = "The rows changed under the delete (read_set_changed)"),
+        (status = 422, description = "The Idempotency-Key landed already for another request (idempotency_key_reused); nothing was done"),
         (status = 429, description = "The token has as many requests in flight as it may"),
     ))]
 pub(crate) async fn delete(
@@ -364,7 +383,7 @@ pub(crate) async fn delete(
 ) -> std::result::Result<Response, ApiError> {
     let (served, admitted) = state.admit(&headers, &graph, Role::Write)?;
     let serving = write_request(&headers, &admitted)?;
-    let body: DeleteBody = json_body(&state, request).await?;
+    let (body, serving): (DeleteBody, _) = write_body(&state, request, "delete", serving).await?;
     let handle = served.handle(body.branch.as_deref()).await?;
     let written = state
         .writes

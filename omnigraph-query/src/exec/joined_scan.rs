@@ -1,17 +1,19 @@
-//! A scan of an edge table that a hop joins, which reads only the edges of the nodes
-//! the hop starts from when they are few.
+//! A scan of a table that a hop joins, which reads only the rows the join can meet when
+//! its keys are few: an edge table, met on the end the hop starts from, and a node
+//! table, met on its key by the nodes a hop reached.
 //!
-//! The hop is a hash join whose build side is the rows the hop starts from and whose
-//! probe side is this scan. DataFusion's hash join hands its probe side a dynamic
-//! filter, complete once the build side is read: when the build side holds at most
-//! [`EXPAND_LOOKUP_KEYS_MAX`] distinct keys, the filter holds them as a list. The scan
-//! then asks Lance for the edges whose end is in that list, which Lance answers from
-//! the end's BTree index; otherwise it reads every edge. The join checks every key
-//! either way: the filter only decides how much is read, never what the hop returns.
+//! The hop is a hash join whose build side is the rows the hop starts from (or the
+//! nodes it reached) and whose probe side is this scan. DataFusion's hash join hands its
+//! probe side a dynamic filter, complete once the build side is read: when the build
+//! side holds at most [`EXPAND_LOOKUP_KEYS_MAX`] distinct keys, the filter holds them as
+//! a list. The scan then asks Lance for the rows whose column is in that list, which
+//! Lance answers from the column's BTree index (an edge's end, a node's key); otherwise
+//! it reads every row. The join checks every key either way: the filter only decides
+//! how much is read, never what the hop returns.
 //!
 //! [`EXPAND_LOOKUP_KEYS_MAX`]: crate::limits::EXPAND_LOOKUP_KEYS_MAX
 
-use crate::limits::EXPAND_LOOKUP_KEYS_MAX;
+use crate::limits::{EXPAND_LOOKUP_KEYS_MAX, VARIABLE_VALUE_BYTES_ESTIMATE};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
@@ -43,22 +45,22 @@ use futures::{StreamExt, TryStreamExt};
 use omnigraph_core::lance::Dataset;
 use std::sync::Arc;
 
-/// An edge table at the version the commit pins, as a hop's join reads it.
+/// An edge or node table at the version the commit pins, as a hop's join reads it.
 #[derive(Debug)]
-pub(crate) struct EdgeTable {
+pub(crate) struct JoinedTable {
     dataset: Arc<Dataset>,
     schema: SchemaRef,
 }
 
-impl EdgeTable {
-    pub(crate) fn new(dataset: Arc<Dataset>) -> EdgeTable {
+impl JoinedTable {
+    pub(crate) fn new(dataset: Arc<Dataset>) -> JoinedTable {
         let schema = Arc::new(datafusion::arrow::datatypes::Schema::from(dataset.schema()));
-        EdgeTable { dataset, schema }
+        JoinedTable { dataset, schema }
     }
 }
 
 #[async_trait]
-impl TableProvider for EdgeTable {
+impl TableProvider for JoinedTable {
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
@@ -67,8 +69,8 @@ impl TableProvider for EdgeTable {
         TableType::Base
     }
 
-    /// Every filter goes to Lance (which answers an end's equality from its index) and
-    /// stays in the plan: Lance's answer is not relied on to be exact.
+    /// Every filter goes to Lance (which answers an indexed column's equality from its
+    /// index) and stays in the plan: Lance's answer is not relied on to be exact.
     fn supports_filters_pushdown(
         &self,
         filters: &[&Expr],
@@ -94,7 +96,7 @@ impl TableProvider for EdgeTable {
             .collect::<Result<Vec<_>>>()?
             .into_iter()
             .reduce(Expr::and);
-        Ok(Arc::new(EdgeScanExec::new(
+        Ok(Arc::new(JoinedScanExec::new(
             self.dataset.clone(),
             schema,
             filter,
@@ -113,12 +115,12 @@ fn unqualified(expr: Expr) -> Result<Expr> {
     .map(|transformed| transformed.data)
 }
 
-/// The scan of an [`EdgeTable`]: its columns, its static filter, and the dynamic
+/// The scan of an [`JoinedTable`]: its columns, its static filter, and the dynamic
 /// filters its join hands it. It reports the table's rows (inexact: before filters),
 /// as Lance's own scan does, so DataFusion orders joins as it did: a hop from many
 /// nodes over few edges builds on the edges (and reads them all, which is cheap).
 #[derive(Debug, Clone)]
-pub(crate) struct EdgeScanExec {
+pub(crate) struct JoinedScanExec {
     dataset: Arc<Dataset>,
     schema: SchemaRef,
     filter: Option<Expr>,
@@ -127,15 +129,15 @@ pub(crate) struct EdgeScanExec {
     metrics: ExecutionPlanMetricsSet,
 }
 
-impl EdgeScanExec {
-    fn new(dataset: Arc<Dataset>, schema: SchemaRef, filter: Option<Expr>) -> EdgeScanExec {
+impl JoinedScanExec {
+    fn new(dataset: Arc<Dataset>, schema: SchemaRef, filter: Option<Expr>) -> JoinedScanExec {
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
             Partitioning::UnknownPartitioning(1),
             EmissionType::Incremental,
             Boundedness::Bounded,
         );
-        EdgeScanExec {
+        JoinedScanExec {
             dataset,
             schema,
             filter,
@@ -146,7 +148,7 @@ impl EdgeScanExec {
     }
 }
 
-impl DisplayAs for EdgeScanExec {
+impl DisplayAs for JoinedScanExec {
     fn fmt_as(&self, _: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         let columns: Vec<&str> = self
             .schema
@@ -154,23 +156,23 @@ impl DisplayAs for EdgeScanExec {
             .iter()
             .map(|field| field.name().as_str())
             .collect();
-        write!(f, "EdgeScanExec: columns=[{}]", columns.join(", "))?;
+        write!(f, "JoinedScanExec: columns=[{}]", columns.join(", "))?;
         if let Some(filter) = &self.filter {
             write!(f, ", filter={filter}")?;
         }
         if !self.dynamic.is_empty() {
             write!(
                 f,
-                ", ends looked up in the index when the join's keys are few"
+                ", keys looked up in the index when the join's keys are few"
             )?;
         }
         write!(f, ", uri={}", self.dataset.uri())
     }
 }
 
-impl ExecutionPlan for EdgeScanExec {
+impl ExecutionPlan for JoinedScanExec {
     fn name(&self) -> &str {
-        "EdgeScanExec"
+        "JoinedScanExec"
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -189,7 +191,7 @@ impl ExecutionPlan for EdgeScanExec {
             Ok(self)
         } else {
             Err(DataFusionError::Internal(
-                "an edge scan has no children".into(),
+                "a joined scan has no children".into(),
             ))
         }
     }
@@ -235,6 +237,10 @@ impl ExecutionPlan for EdgeScanExec {
             .sum();
         if let Some(rows) = rows {
             statistics.num_rows = Precision::Inexact(rows);
+            // With a size, as Lance's scan reports one: without it DataFusion sizes the
+            // join by rows alone, and may hold a table of many small rows whole.
+            statistics.total_byte_size =
+                Precision::Inexact(rows.saturating_mul(estimated_row_bytes(&self.schema)));
         }
         Ok(Arc::new(statistics))
     }
@@ -273,6 +279,31 @@ impl ExecutionPlan for EdgeScanExec {
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
     }
+}
+
+/// Bytes an Arrow row of `schema` takes, estimated as Lance estimates its own scans'
+/// rows: fixed widths as they are, a variable-width value as
+/// [`VARIABLE_VALUE_BYTES_ESTIMATE`] and its offset; at least 8.
+fn estimated_row_bytes(schema: &SchemaRef) -> usize {
+    fn bytes(data_type: &datafusion::arrow::datatypes::DataType) -> usize {
+        use datafusion::arrow::datatypes::DataType;
+        match data_type {
+            DataType::Boolean => 1,
+            DataType::FixedSizeList(child, dim) => {
+                (*dim).max(0) as usize * bytes(child.data_type())
+            }
+            DataType::LargeUtf8 | DataType::LargeBinary => VARIABLE_VALUE_BYTES_ESTIMATE + 8,
+            other => other
+                .primitive_width()
+                .unwrap_or(VARIABLE_VALUE_BYTES_ESTIMATE + 4),
+        }
+    }
+    schema
+        .fields()
+        .iter()
+        .map(|field| bytes(field.data_type()))
+        .sum::<usize>()
+        .max(8)
 }
 
 fn lance_error(error: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
@@ -326,12 +357,12 @@ async fn scan(
 
 /// The filter a join's complete dynamic filter sets on the scan, and how many keys it
 /// names: `end IN (keys)` when the filter lists the build side's keys of one column;
-/// `None` (read every edge) when it is not complete yet, or holds bounds or a hash
+/// `None` (read every row) when it is not complete yet, or holds bounds or a hash
 /// table only.
 fn lookup_filter(filter: &Arc<dyn PhysicalExpr>) -> Option<(Expr, usize)> {
     let dynamic = filter.downcast_ref::<DynamicFilterPhysicalExpr>()?;
     // Only a complete filter names every key the join can meet; a scan that started
-    // before reads every edge. (`inner` is DataFusion's one synchronous view of it.)
+    // before reads every row. (`inner` is DataFusion's one synchronous view of it.)
     if !dynamic.inner().is_complete {
         return None;
     }
@@ -525,7 +556,7 @@ mod tests {
             false,
         );
         assert_eq!(keys(listed(&both)), Some(("src".into(), vec![2, 4, 9])));
-        // A partition that gave up (true) or lists another column: read every edge.
+        // A partition that gave up (true) or lists another column: read every row.
         let gave_up = case(vec![(0, list("src", &[Some(4)]))], true);
         assert_eq!(keys(listed(&gave_up)), None);
         let mixed = case(
