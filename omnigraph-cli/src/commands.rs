@@ -336,11 +336,16 @@ pub async fn export(out: &Output, root: &str, request: ExportRequest) -> Result<
         export.write_to(format, stdout, |_| {}).await?;
         return Ok(());
     };
-    let in_place = |error: std::io::Error| {
-        OmniError::bad_input(
+    // A place the user named wrongly is bad input; the store failing there is not.
+    let in_place = |error: std::io::Error| match error.kind() {
+        std::io::ErrorKind::NotFound
+        | std::io::ErrorKind::PermissionDenied
+        | std::io::ErrorKind::NotADirectory
+        | std::io::ErrorKind::IsADirectory => OmniError::bad_input(
             InputLocation::in_source("--output").field(path.display().to_string()),
             format!("cannot write the export there: {error}"),
-        )
+        ),
+        _ => OmniError::from_io("write an export", error),
     };
     let graph = open(root).await?;
     let export = graph.export(&type_name, &at_ref(at.as_deref())).await?;
@@ -378,6 +383,11 @@ pub async fn export(out: &Output, root: &str, request: ExportRequest) -> Result<
     let file = temporary
         .persist(&path)
         .map_err(|error| in_place(error.error))?;
+    // The rename is durable once the folder that holds it is.
+    #[cfg(unix)]
+    std::fs::File::open(&dir)
+        .and_then(|folder| folder.sync_all())
+        .map_err(|error| OmniError::from_io("write an export", error))?;
     let bytes = file
         .metadata()
         .map_err(|error| OmniError::from_io("write an export", error))?

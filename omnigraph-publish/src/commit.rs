@@ -361,10 +361,11 @@ impl GraphCommit {
         if let Some(fingerprint) = self
             .idempotency_fingerprints
             .iter()
-            .find(|fingerprint| !layout::is_schema_hash(fingerprint))
+            .find(|fingerprint| !crate::request::fingerprint_is_valid(fingerprint))
         {
             return Err(format!(
-                "its idempotency fingerprint {fingerprint:?} is not a SHA-256 hash in lowercase hex"
+                "its idempotency fingerprint {fingerprint:?} is not 1 to {} bytes of printable ASCII",
+                crate::limits::IDEMPOTENCY_FINGERPRINT_BYTES_MAX
             ));
         }
         if self.actor.len() > ACTOR_LEN_MAX {
@@ -610,8 +611,15 @@ mod tests {
         // Refused: one for two keys, one that is no SHA-256 hex.
         commit.idempotency_fingerprints = vec![a.clone()];
         assert!(commit.validate().unwrap_err().contains("one per key"));
-        commit.idempotency_fingerprints = vec![a, "A".repeat(64)];
-        assert!(commit.validate().unwrap_err().contains("lowercase hex"));
+        commit.idempotency_fingerprints = vec![a.clone(), "A".repeat(64)];
+        assert!(
+            commit.validate().is_ok(),
+            "another build's fingerprint reads"
+        );
+        commit.idempotency_fingerprints = vec![a.clone(), String::new()];
+        assert!(commit.validate().unwrap_err().contains("printable ASCII"));
+        commit.idempotency_fingerprints = vec![a, "f".repeat(129)];
+        assert!(commit.validate().unwrap_err().contains("printable ASCII"));
     }
 
     #[test]

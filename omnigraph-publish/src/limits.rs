@@ -52,6 +52,10 @@ pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 256;
 /// requests' writes in one commit (group commit) records each request's key.
 pub const IDEMPOTENCY_KEYS_PER_COMMIT_MAX: usize = 64;
 
+/// The longest fingerprint a commit records beside a key: the server writes SHA-256 in
+/// hex (64 bytes); room for a later build's longer one.
+pub const IDEMPOTENCY_FINGERPRINT_BYTES_MAX: usize = 128;
+
 /// The longest operation summary a writer publishes, in bytes: writers quote their input
 /// in it (an update's predicate), so the publisher shortens it (`shortened_summary`).
 /// Readers accept any summary within the commit's size limit, as earlier builds wrote.
@@ -168,7 +172,8 @@ const _: () = assert!(HISTORY_CHUNK_COMMITS_MAX as usize * 1_024 <= HISTORY_LINE
 const _: () = assert!(
     omnigraph_core::limits::TYPES_MAX * PIN_JSON_BYTES_MAX
         + ACTOR_LEN_MAX
-        + IDEMPOTENCY_KEYS_PER_COMMIT_MAX * (IDEMPOTENCY_KEY_BYTES_MAX + 4)
+        + IDEMPOTENCY_KEYS_PER_COMMIT_MAX
+            * (IDEMPOTENCY_KEY_BYTES_MAX + 4 + IDEMPOTENCY_FINGERPRINT_BYTES_MAX + 4)
         + 2 * COMMIT_ID_LEN_MAX
         + OPERATION_KIND_LEN_MAX
         + SUMMARY_LEN_MAX

@@ -302,20 +302,13 @@ impl Publication {
 
     /// The same publication serving `request`: its actor, when it names one, and its
     /// idempotency keys with their requests' fingerprints.
-    pub(crate) fn serving(&self, request: &crate::request::WriteRequest) -> Publication {
-        // A commit that broke these would be refused by every reader of the log.
-        assert!(
-            request.idempotency_fingerprints.is_empty()
-                || request.idempotency_fingerprints.len() == request.idempotency_keys.len(),
-            "a request gives no fingerprint or one per key"
-        );
-        assert!(
-            request
-                .idempotency_fingerprints
-                .iter()
-                .all(|fingerprint| crate::layout::is_schema_hash(fingerprint)),
-            "a fingerprint is SHA-256 in lowercase hex"
-        );
+    /// Refuses a request a commit could not record (`WriteRequest::check`), before any
+    /// effect.
+    pub(crate) fn serving(
+        &self,
+        request: &crate::request::WriteRequest,
+    ) -> omnigraph_core::Result<Publication> {
+        request.check()?;
         let mut publication = self.clone();
         if let Some(actor) = &request.actor {
             publication.actor.clone_from(actor);
@@ -326,7 +319,7 @@ impl Publication {
         publication
             .idempotency_fingerprints
             .clone_from(&request.idempotency_fingerprints);
-        publication
+        Ok(publication)
     }
 
     /// The head the writer captured.

@@ -5,7 +5,9 @@
 //! outside it (the server runs each run in a task of its own); branch records and
 //! reservations do not go through a branch writer and record neither.
 
-use crate::limits::IDEMPOTENCY_KEY_BYTES_MAX;
+use crate::limits::{
+    IDEMPOTENCY_FINGERPRINT_BYTES_MAX, IDEMPOTENCY_KEY_BYTES_MAX, IDEMPOTENCY_KEYS_PER_COMMIT_MAX,
+};
 use omnigraph_core::{InputLocation, OmniError, Result};
 use std::future::Future;
 
@@ -18,7 +20,7 @@ pub struct WriteRequest {
     /// publishes several requests in one commit gives each one's): a retry with one of
     /// them finds the commit this one published (`GraphCommit::idempotency_keys`).
     /// Each valid ([`check_idempotency_key`]) and given once, at most
-    /// [`IDEMPOTENCY_KEYS_PER_COMMIT_MAX`](crate::limits::IDEMPOTENCY_KEYS_PER_COMMIT_MAX).
+    /// [`IDEMPOTENCY_KEYS_PER_COMMIT_MAX`].
     pub idempotency_keys: Vec<String>,
     /// The fingerprint of the request each key came with, in the keys' order: empty,
     /// or one per key (`GraphCommit::idempotency_fingerprints`). A host that finds a
@@ -54,6 +56,62 @@ pub fn check_idempotency_key(key: &str) -> Result<()> {
     ))
 }
 
+impl WriteRequest {
+    /// Checks what a commit serving this request records: each key valid
+    /// ([`check_idempotency_key`]) and given once, at most
+    /// [`IDEMPOTENCY_KEYS_PER_COMMIT_MAX`] of them, and no fingerprint or one per key,
+    /// each 1 to [`IDEMPOTENCY_FINGERPRINT_BYTES_MAX`] bytes of printable ASCII. A
+    /// commit that broke these would be refused by every reader of the log.
+    pub fn check(&self) -> Result<()> {
+        let refused = |message: String| {
+            Err(OmniError::bad_input(
+                InputLocation::in_source("write request"),
+                message,
+            ))
+        };
+        if self.idempotency_keys.len() > IDEMPOTENCY_KEYS_PER_COMMIT_MAX {
+            return refused(format!(
+                "{} idempotency keys; a commit records at most {IDEMPOTENCY_KEYS_PER_COMMIT_MAX}",
+                self.idempotency_keys.len()
+            ));
+        }
+        for key in &self.idempotency_keys {
+            check_idempotency_key(key)?;
+        }
+        let distinct: std::collections::BTreeSet<&String> = self.idempotency_keys.iter().collect();
+        if distinct.len() != self.idempotency_keys.len() {
+            return refused("an idempotency key given twice".into());
+        }
+        if !self.idempotency_fingerprints.is_empty()
+            && self.idempotency_fingerprints.len() != self.idempotency_keys.len()
+        {
+            return refused(format!(
+                "{} idempotency fingerprints for {} keys: none, or one per key",
+                self.idempotency_fingerprints.len(),
+                self.idempotency_keys.len()
+            ));
+        }
+        if self
+            .idempotency_fingerprints
+            .iter()
+            .any(|fingerprint| !fingerprint_is_valid(fingerprint))
+        {
+            return refused(format!(
+                "an idempotency fingerprint is 1 to {IDEMPOTENCY_FINGERPRINT_BYTES_MAX} bytes of printable ASCII"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `fingerprint` is 1 to [`IDEMPOTENCY_FINGERPRINT_BYTES_MAX`] bytes of
+/// printable ASCII.
+pub(crate) fn fingerprint_is_valid(fingerprint: &str) -> bool {
+    !fingerprint.is_empty()
+        && fingerprint.len() <= IDEMPOTENCY_FINGERPRINT_BYTES_MAX
+        && fingerprint.bytes().all(|byte| byte.is_ascii_graphic())
+}
+
 /// Whether `key` is 1 to [`IDEMPOTENCY_KEY_BYTES_MAX`] bytes of printable ASCII.
 pub(crate) fn key_is_valid(key: &str) -> bool {
     !key.is_empty()
@@ -61,4 +119,33 @@ pub(crate) fn key_is_valid(key: &str) -> bool {
         && key
             .bytes()
             .all(|byte| byte.is_ascii_graphic() || byte == b' ')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WriteRequest;
+    use omnigraph_core::ErrorKind;
+
+    #[test]
+    fn a_request_a_commit_could_not_record_is_refused_as_bad_input() {
+        let request = |keys: &[&str], fingerprints: &[&str]| WriteRequest {
+            actor: None,
+            idempotency_keys: keys.iter().map(|key| key.to_string()).collect(),
+            idempotency_fingerprints: fingerprints.iter().map(|f| f.to_string()).collect(),
+        };
+        let hex = "a".repeat(64);
+        assert!(request(&["k1", "k2"], &[]).check().is_ok());
+        assert!(request(&["k1", "k2"], &[&hex, &hex]).check().is_ok());
+        let long = "f".repeat(129);
+        for refused in [
+            request(&["k1", "k2"], &[&hex]),
+            request(&["k1"], &[&long]),
+            request(&["k1"], &[""]),
+            request(&["k1", "k1"], &[]),
+            request(&[""], &[]),
+        ] {
+            let error = refused.check().unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+        }
+    }
 }

@@ -150,8 +150,10 @@ impl Branch {
         attempts: &CommitAttempts,
     ) -> Result<GraphCommit> {
         // A write serving a request records who it is for and the request's key.
-        let serving =
-            crate::request::WriteRequest::current().map(|request| publication.serving(&request));
+        let serving = match crate::request::WriteRequest::current() {
+            Some(request) => Some(publication.serving(&request)?),
+            None => None,
+        };
         let publication = serving.as_ref().unwrap_or(publication);
         let mut seen = None;
         let published = publish_seeing(self.graph.root(), publication, attempts, &mut seen).await;

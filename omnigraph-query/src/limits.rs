@@ -46,10 +46,10 @@ pub const EXPAND_TEXT_KEY_BYTES_MAX: usize = i32::MAX as usize;
 /// lookup takes about as many scattered reads as there are edges in a page.
 pub const EXPAND_LOOKUP_KEYS_MAX: usize = 1_024;
 
-/// The bytes a joined scan estimates for one text or binary value when it tells
-/// DataFusion the size of its table (the join's choice of which side to hold depends
-/// on it).
-pub const VARIABLE_VALUE_BYTES_ESTIMATE: usize = 32;
+/// The bytes a node table's joined scan estimates for one text or binary value when it
+/// tells DataFusion the size of its table (which side of the join is held, and whether
+/// whole, depends on it): Lance 14's estimate for its own scans.
+pub const VARIABLE_VALUE_BYTES_ESTIMATE: usize = 64;
 
 // run.rs
 /// The memory a query's operators may hold at once when the caller names no budget:
@@ -58,10 +58,6 @@ pub const QUERY_MEMORY_BYTES_DEFAULT: usize = 1 << 30;
 
 /// The most parameters one query is given.
 pub const QUERY_PARAMETERS_MAX: usize = 1_024;
-
-/// Passes of DataFusion's logical optimizer over a compiled plan (its default is 3,
-/// stopping early at a pass that changes nothing).
-pub const OPTIMIZER_PASSES_MAX: usize = 1;
 
 // Relations
 const _: () = assert!(VAR_LENGTH_HOPS_MAX >= 1);

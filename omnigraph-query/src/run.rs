@@ -4,9 +4,7 @@
 //! Arrow record batches.
 
 use crate::check::{Mode, check};
-use crate::limits::{
-    EXPAND_LOOKUP_KEYS_MAX, OPTIMIZER_PASSES_MAX, QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX,
-};
+use crate::limits::{EXPAND_LOOKUP_KEYS_MAX, QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
 use crate::plan::{Adjacencies, Tables, compile, walked_edge_types};
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -237,10 +235,6 @@ fn session() -> &'static SessionState {
         let optimizer = &mut config.options_mut().optimizer;
         optimizer.enable_join_dynamic_filter_pushdown = true;
         optimizer.hash_join_inlist_pushdown_max_distinct_values = EXPAND_LOOKUP_KEYS_MAX;
-        // One pass of the logical rules: a plan we compile is in the shape they leave
-        // it after one (the default runs a second that only confirms no rule changes
-        // it, about a tenth of a served point read's CPU).
-        optimizer.max_passes = OPTIMIZER_PASSES_MAX;
         let mut state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()

@@ -37,8 +37,8 @@ pub(crate) enum ApiError {
     /// A query's rows took more memory than the server holds for one answer; it was
     /// stopped.
     ResultTooLarge { limit: usize },
-    /// A write's idempotency key landed already, in commit `seq`, for another request
-    /// (another route, body or branch); nothing was done.
+    /// A write's idempotency key landed already on its branch, in commit `seq`, for
+    /// another request (another route or body); nothing was done.
     KeyReused { seq: u64 },
     /// The server is shutting down and takes no new work.
     ShuttingDown,
@@ -182,9 +182,9 @@ impl ApiError {
                  add a LIMIT, page with SKIP and LIMIT, or read a whole type with the export route"
             ),
             ApiError::KeyReused { seq } => format!(
-                "the idempotency key landed already, in commit {seq}, for another request \
-                 (another route, body or branch); a key names one logical write: send a new \
-                 write with a new key"
+                "the idempotency key landed already on this branch, in commit {seq}, for \
+                 another request (another route or body); a key names one logical write: \
+                 send a new write with a new key"
             ),
             ApiError::ShuttingDown => "the server is shutting down".to_owned(),
             ApiError::NotAcceptable(what) => what.clone(),

@@ -60,14 +60,33 @@ pub(crate) struct Keyed {
     pub(crate) fingerprint: String,
 }
 
-/// The fingerprint of a request: SHA-256 over its route's name and the parts that make
-/// it the write it is (a JSON body as canonical JSON, so keys in another order or other
-/// spacing are the same request; a load's settings and its bytes), each part
-/// length-prefixed so no two splits of the same bytes collide.
+/// The fingerprint of a request: SHA-256 over its route's name and what makes it the
+/// write it is, as the route read it, defaults filled in (an absent branch is `main`, an
+/// absent `force` false): its settings and rows as canonical JSON (object keys sorted,
+/// so keys in another order or other spacing are the same request; numbers as
+/// written), a load's bytes as sent. Each part is length-prefixed, so no two splits of
+/// the same bytes collide.
 pub(crate) struct Fingerprint(sha2::Sha256);
 
 impl Fingerprint {
     pub(crate) fn of_route(route: &str) -> Fingerprint {
+        Fingerprint::start(route)
+    }
+
+    /// The fingerprint of a request to `route` whose settings are `settings` and whose
+    /// rows (or other payload) are `payload`, each as canonical JSON.
+    pub(crate) fn of_json<S, P>(route: &str, settings: &S, payload: &P) -> Fingerprint
+    where
+        S: serde::Serialize + ?Sized,
+        P: serde::Serialize + ?Sized,
+    {
+        let mut fingerprint = Fingerprint::start(route);
+        fingerprint.json(settings);
+        fingerprint.json(payload);
+        fingerprint
+    }
+
+    fn start(route: &str) -> Fingerprint {
         let mut fingerprint = Fingerprint(sha2::Sha256::new());
         fingerprint.part(route.as_bytes());
         fingerprint
@@ -79,10 +98,10 @@ impl Fingerprint {
         self.0.update(bytes);
     }
 
-    /// Adds a JSON value as canonical JSON (object keys sorted: `serde_json`'s map is
-    /// ordered by key in this build, which the test of this module checks).
-    pub(crate) fn json(&mut self, value: &Value) {
-        let bytes = serde_json::to_vec(value).expect("a JSON value encodes");
+    /// Adds `value` as canonical JSON (object keys sorted: `serde_json`'s map is ordered
+    /// by key in this build, which the test of this module checks).
+    pub(crate) fn json<T: serde::Serialize + ?Sized>(&mut self, value: &T) {
+        let bytes = serde_json::to_vec(value).expect("a request's parts encode as JSON");
         self.part(&bytes);
     }
 
@@ -125,11 +144,14 @@ impl Drop for StreamedPart<'_> {
     }
 }
 
-/// `request` with the fingerprint of the request its key came with (nothing without a
-/// key).
-pub(crate) fn fingerprinted(mut request: WriteRequest, fingerprint: Fingerprint) -> WriteRequest {
+/// `request` with the fingerprint of the request its key came with; `fingerprint` is
+/// computed only when it has a key.
+pub(crate) fn fingerprinted(
+    mut request: WriteRequest,
+    fingerprint: impl FnOnce() -> Fingerprint,
+) -> WriteRequest {
     if !request.idempotency_keys.is_empty() {
-        request.idempotency_fingerprints = vec![fingerprint.hex()];
+        request.idempotency_fingerprints = vec![fingerprint().hex()];
     }
     request
 }
@@ -474,7 +496,8 @@ mod tests {
 
     fn of(route: &str, body: &str) -> String {
         let mut fingerprint = Fingerprint::of_route(route);
-        fingerprint.json(&serde_json::from_str(body).unwrap());
+        let value: serde_json::Value = serde_json::from_str(body).unwrap();
+        fingerprint.json(&value);
         fingerprint.hex()
     }
 

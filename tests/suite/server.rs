@@ -535,14 +535,24 @@ async fn an_export_whose_client_hangs_up_mid_body_gives_back_its_slot() {
         FaultAction::Delay(held),
     ));
     let client = reqwest::Client::new();
-    let mut response = client
-        .get(format!("{}/graphs/people/export/Person", served.base))
-        .bearer_auth(&served.tokens.read)
-        .send()
-        .await
-        .unwrap();
+    // The first file is not held: the status and the first rows come at once.
+    let prompt = Duration::from_secs(15);
+    let mut response = tokio::time::timeout(
+        prompt,
+        client
+            .get(format!("{}/graphs/people/export/Person", served.base))
+            .bearer_auth(&served.tokens.read)
+            .send(),
+    )
+    .await
+    .expect("the export answers before the held file is read")
+    .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    let first = response.chunk().await.unwrap().expect("the first rows");
+    let first = tokio::time::timeout(prompt, response.chunk())
+        .await
+        .expect("the first rows come before the held file is read")
+        .unwrap()
+        .expect("the first rows");
     assert!(first.starts_with(b"{"), "JSON lines");
     // The rows before the held file arrive; then the body waits, short of its end.
     let mut lines = first.iter().filter(|byte| **byte == b'\n').count();
@@ -1534,13 +1544,25 @@ async fn concurrent_inserts_share_a_round_and_each_answers_for_itself() {
             .await
             .unwrap();
         assert!(commit.idempotency_keys.contains(key), "{key} not in {seq}");
+        // Each key with its own request's fingerprint.
+        assert_eq!(
+            commit.idempotency_fingerprints.len(),
+            commit.idempotency_keys.len()
+        );
         assert!(commit.actor.starts_with("token:tok_"), "{}", commit.actor);
     }
-    // A retry of a gathered key replays its round's commit.
-    let (status, body) = insert("k5".into(), people(5..6)).await.unwrap();
-    assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["replayed"], true);
-    assert_eq!(body["commit"]["seq"], json!(seqs["k5"]));
+    // A retry of each gathered key replays its round's commit; the key with another
+    // insert is refused.
+    for n in 1..=GATHERED {
+        let key = format!("k{n}");
+        let (status, body) = insert(key.clone(), people(n..n + 1)).await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["replayed"], true);
+        assert_eq!(body["commit"]["seq"], json!(seqs[&key]));
+    }
+    let (status, body) = insert("k5".into(), people(6..7)).await.unwrap();
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["code"], "idempotency_key_reused");
 
     // A round with a bad row and a key two requests share: each answers for itself.
     let first = insert("second".into(), people(100..101));
@@ -1801,6 +1823,15 @@ async fn a_key_reused_for_another_request_is_refused_and_the_same_request_replay
     let again: Value = again.json().await.unwrap();
     assert_eq!(again["replayed"], true, "{again}");
     assert_eq!(again["commit"]["commit_id"], first["commit"]["commit_id"]);
+    // The default branch spelled out is the same request.
+    let spelled = json!({"type": "Person", "rows": people(0..2), "branch": "main"});
+    let again: Value = send("/graphs/people/insert", "k-a", spelled.to_string())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["replayed"], true, "{again}");
     // Another body, or another route, with the key: refused, nothing written.
     let reused = [
         (

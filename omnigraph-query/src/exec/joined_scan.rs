@@ -50,12 +50,40 @@ use std::sync::Arc;
 pub(crate) struct JoinedTable {
     dataset: Arc<Dataset>,
     schema: SchemaRef,
+    size: Size,
+}
+
+/// What a joined scan tells DataFusion of its table's size, which decides the join's
+/// sides: which one it holds, and whether it holds it whole.
+#[derive(Debug, Clone, Copy)]
+enum Size {
+    /// Its rows: an edge table's scan, as it always told (a hop from many nodes over
+    /// few edges builds on the edges, and reads them all, which is cheap).
+    Rows,
+    /// Its rows and an estimate of their bytes, as Lance's own scan of a node table
+    /// tells them, so a node table the hop reached is sized as it was before it was
+    /// looked up.
+    RowsAndBytes,
 }
 
 impl JoinedTable {
-    pub(crate) fn new(dataset: Arc<Dataset>) -> JoinedTable {
+    /// An edge table, met on the end a hop starts from.
+    pub(crate) fn edges(dataset: Arc<Dataset>) -> JoinedTable {
+        JoinedTable::sized(dataset, Size::Rows)
+    }
+
+    /// A node table, met on the key of the nodes a hop reached.
+    pub(crate) fn nodes(dataset: Arc<Dataset>) -> JoinedTable {
+        JoinedTable::sized(dataset, Size::RowsAndBytes)
+    }
+
+    fn sized(dataset: Arc<Dataset>, size: Size) -> JoinedTable {
         let schema = Arc::new(datafusion::arrow::datatypes::Schema::from(dataset.schema()));
-        JoinedTable { dataset, schema }
+        JoinedTable {
+            dataset,
+            schema,
+            size,
+        }
     }
 }
 
@@ -100,6 +128,7 @@ impl TableProvider for JoinedTable {
             self.dataset.clone(),
             schema,
             filter,
+            self.size,
         )))
     }
 }
@@ -115,22 +144,27 @@ fn unqualified(expr: Expr) -> Result<Expr> {
     .map(|transformed| transformed.data)
 }
 
-/// The scan of an [`JoinedTable`]: its columns, its static filter, and the dynamic
+/// The scan of a [`JoinedTable`]: its columns, its static filter, and the dynamic
 /// filters its join hands it. It reports the table's rows (inexact: before filters),
-/// as Lance's own scan does, so DataFusion orders joins as it did: a hop from many
-/// nodes over few edges builds on the edges (and reads them all, which is cheap).
+/// and for a node table an estimate of their bytes ([`Size`]).
 #[derive(Debug, Clone)]
 pub(crate) struct JoinedScanExec {
     dataset: Arc<Dataset>,
     schema: SchemaRef,
     filter: Option<Expr>,
+    size: Size,
     dynamic: Vec<Arc<dyn PhysicalExpr>>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
 
 impl JoinedScanExec {
-    fn new(dataset: Arc<Dataset>, schema: SchemaRef, filter: Option<Expr>) -> JoinedScanExec {
+    fn new(
+        dataset: Arc<Dataset>,
+        schema: SchemaRef,
+        filter: Option<Expr>,
+        size: Size,
+    ) -> JoinedScanExec {
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
             Partitioning::UnknownPartitioning(1),
@@ -141,6 +175,7 @@ impl JoinedScanExec {
             dataset,
             schema,
             filter,
+            size,
             dynamic: Vec::new(),
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -237,10 +272,10 @@ impl ExecutionPlan for JoinedScanExec {
             .sum();
         if let Some(rows) = rows {
             statistics.num_rows = Precision::Inexact(rows);
-            // With a size, as Lance's scan reports one: without it DataFusion sizes the
-            // join by rows alone, and may hold a table of many small rows whole.
-            statistics.total_byte_size =
-                Precision::Inexact(rows.saturating_mul(estimated_row_bytes(&self.schema)));
+            if let Size::RowsAndBytes = self.size {
+                statistics.total_byte_size =
+                    Precision::Inexact(rows.saturating_mul(estimated_row_bytes(&self.schema)));
+            }
         }
         Ok(Arc::new(statistics))
     }
@@ -281,7 +316,7 @@ impl ExecutionPlan for JoinedScanExec {
     }
 }
 
-/// Bytes an Arrow row of `schema` takes, estimated as Lance estimates its own scans'
+/// Bytes an Arrow row of `schema` takes, estimated as Lance 14 estimates its own scans'
 /// rows: fixed widths as they are, a variable-width value as
 /// [`VARIABLE_VALUE_BYTES_ESTIMATE`] and its offset; at least 8.
 fn estimated_row_bytes(schema: &SchemaRef) -> usize {

@@ -399,7 +399,7 @@ impl<'a> Planner<'a> {
         name: &str,
         span: Span,
     ) -> Result<(LogicalPlan, NodeColumns)> {
-        self.scan_nodes_through(types, name, span, Self::scan_joined)
+        self.scan_nodes_through(types, name, span, Self::scan_reached)
     }
 
     fn scan_nodes_through(
@@ -531,16 +531,26 @@ impl<'a> Planner<'a> {
         self.scan_of(def, Arc::new(provider), span)
     }
 
-    /// A scan of the table of `def` that a hop joins (an edge table on the end it meets,
-    /// a node table on its key): it looks the join's keys up in the column's index when
-    /// they are few (`JoinedTable`).
-    fn scan_joined(
+    /// A scan of the edge table of `def` that a hop joins: it looks the join's keys up
+    /// in the table's index on the end it meets when they are few (`JoinedTable`).
+    fn scan_edges(
         &mut self,
         def: &TypeDef,
         span: Span,
     ) -> Result<(LogicalPlanBuilder, TableReference)> {
         let dataset = self.dataset(def, span)?;
-        self.scan_of(def, Arc::new(JoinedTable::new(dataset)), span)
+        self.scan_of(def, Arc::new(JoinedTable::edges(dataset)), span)
+    }
+
+    /// A scan of the node table of `def` that a hop joins on the key of the nodes it
+    /// reached: it looks them up in the key's index when they are few (`JoinedTable`).
+    fn scan_reached(
+        &mut self,
+        def: &TypeDef,
+        span: Span,
+    ) -> Result<(LogicalPlanBuilder, TableReference)> {
+        let dataset = self.dataset(def, span)?;
+        self.scan_of(def, Arc::new(JoinedTable::nodes(dataset)), span)
     }
 
     fn dataset(&self, def: &TypeDef, span: Span) -> Result<Arc<Dataset>> {
@@ -645,7 +655,7 @@ impl<'a> Planner<'a> {
         });
         let mut branches = Vec::with_capacity(ways.len());
         for way in ways {
-            let (scan, table) = self.scan_joined(way.def, span)?;
+            let (scan, table) = self.scan_edges(way.def, span)?;
             let key_type = self
                 .catalog
                 .get(&way.from_type)

@@ -1,10 +1,10 @@
 //! The branch routes: list, create, delete, merge (with a dry run).
 
 use super::writes::{answer, write_request};
-use super::{State, json_body, write_body};
+use super::{State, json_body};
 use crate::auth::Admitted;
 use crate::error::ApiError;
-use crate::idempotency::the_commit;
+use crate::idempotency::{Fingerprint, fingerprinted, the_commit};
 use crate::tokens::Role;
 use crate::view::{BranchView, commit_json, merge_json};
 use axum::extract::{self, Path, Request};
@@ -155,7 +155,7 @@ pub(crate) struct MergeBody {
         (status = 403, description = "The token has no write role on the graph"),
         (status = 404, description = "No such graph or branch"),
         (status = 409, description = "Conflicts (merge_conflict, each one listed); nothing published"),
-        (status = 422, description = "The Idempotency-Key landed already for another request (idempotency_key_reused); nothing was done"),
+        (status = 422, description = "The Idempotency-Key landed already on the branch for another request (idempotency_key_reused); nothing was done"),
     ))]
 pub(crate) async fn merge(
     extract::State(state): extract::State<State>,
@@ -165,9 +165,13 @@ pub(crate) async fn merge(
 ) -> Result<Response, ApiError> {
     let (served, admitted) = state.admit(&headers, &graph, Role::Write)?;
     let serving = write_request(&headers, &admitted)?;
-    let (body, serving): (MergeBody, _) = write_body(&state, request, "merge", serving).await?;
+    let body: MergeBody = json_body(&state, request).await?;
     omnigraph_publish::check_branch(&body.source)?;
     let into = served.handle(body.into.as_deref()).await?;
+    let serving = fingerprinted(serving, || {
+        let settings = json!({"into": into.branch(), "dry_run": body.dry_run});
+        Fingerprint::of_json("merge", &settings, &body.source)
+    });
     let dry_run = body.dry_run;
     let written = state
         .writes

@@ -14,7 +14,6 @@ pub(crate) mod writes;
 use crate::auth::{Admitted, Authenticator};
 use crate::error::ApiError;
 use crate::graphs::ServedGraph;
-use crate::idempotency::{Fingerprint, fingerprinted};
 use crate::limits::{ERROR_CHAIN_DEPTH_MAX, Limits};
 use crate::runs::Runs;
 use crate::tokens::Role;
@@ -25,7 +24,6 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use bytes::BytesMut;
 use futures::StreamExt;
 use omnigraph_core::{InputLocation, OmniError};
-use omnigraph_publish::request::WriteRequest;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -122,28 +120,6 @@ pub(crate) async fn json_body<T: DeserializeOwned>(
     let (parts, body) = request.into_parts();
     let bytes = read_body(body, &parts.headers, state.limits.request_body_bytes).await?;
     parsed(&bytes)
-}
-
-/// A write's JSON body, as [`json_body`] reads it, and the request it serves with its
-/// fingerprint when it carries an idempotency key: the route's name and the body as
-/// canonical JSON (the same write sent again with its keys in another order or other
-/// spacing is the same request).
-pub(crate) async fn write_body<T: DeserializeOwned>(
-    state: &Shared,
-    request: Request,
-    route: &str,
-    serving: WriteRequest,
-) -> Result<(T, WriteRequest), ApiError> {
-    let (parts, body) = request.into_parts();
-    let bytes = read_body(body, &parts.headers, state.limits.request_body_bytes).await?;
-    let body = parsed(&bytes)?;
-    if serving.idempotency_keys.is_empty() {
-        return Ok((body, serving));
-    }
-    let value: serde_json::Value = parsed(&bytes)?;
-    let mut fingerprint = Fingerprint::of_route(route);
-    fingerprint.json(&value);
-    Ok((body, fingerprinted(serving, fingerprint)))
 }
 
 /// `bytes` parsed into `T`; bytes that do not parse are `bad_input` naming their line

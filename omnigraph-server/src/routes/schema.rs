@@ -1,8 +1,9 @@
 //! The schema routes: the schema in force, and a move to a new one.
 
 use super::writes::{answer, write_request};
-use super::{State, query_params, write_body};
+use super::{State, json_body, query_params};
 use crate::error::ApiError;
+use crate::idempotency::{Fingerprint, fingerprinted};
 use crate::tokens::Role;
 use crate::view::{catalog_json, commit_json};
 use axum::extract::{self, Path, Request};
@@ -64,7 +65,7 @@ pub(crate) struct ApplyBody {
         (status = 401, description = "No token, or one not known"),
         (status = 403, description = "The token has no admin role on the graph"),
         (status = 404, description = "No such graph or branch"),
-        (status = 422, description = "A change that loses data without force (schema_violation), or an Idempotency-Key that landed already for another request (idempotency_key_reused); nothing was done"),
+        (status = 422, description = "A change that loses data without force (schema_violation), or an Idempotency-Key that landed already on the branch for another request (idempotency_key_reused); nothing was done"),
     ))]
 pub(crate) async fn apply(
     extract::State(state): extract::State<State>,
@@ -74,9 +75,12 @@ pub(crate) async fn apply(
 ) -> Result<Response, ApiError> {
     let (served, admitted) = state.admit(&headers, &graph, Role::Admin)?;
     let serving = write_request(&headers, &admitted)?;
-    let (body, serving): (ApplyBody, _) =
-        write_body(&state, request, "schema apply", serving).await?;
+    let body: ApplyBody = json_body(&state, request).await?;
     let handle = served.handle(body.branch.as_deref()).await?;
+    let serving = fingerprinted(serving, || {
+        let settings = json!({"force": body.force, "branch": handle.branch()});
+        Fingerprint::of_json("schema apply", &settings, &body.schema)
+    });
     omnigraph_core::schema::parse("request body", &body.schema)?;
     let written = state
         .writes

@@ -4,7 +4,7 @@
 //! `Idempotency-Key`, a write whose key landed already answers with that commit
 //! (`crate::idempotency`).
 
-use super::{State, chunk_error, declared_length, query_params, write_body};
+use super::{State, chunk_error, declared_length, json_body, query_params};
 use crate::auth::Admitted;
 use crate::error::ApiError;
 use crate::idempotency::{Fingerprint, Written, fingerprinted};
@@ -50,7 +50,7 @@ pub(crate) struct InsertBody {
         (status = 404, description = "No such graph, branch or type"),
         (status = 409, description = "A key exists already (key_conflict), or the read set changed"),
         (status = 413, description = "The body is past the server's limit"),
-        (status = 422, description = "The Idempotency-Key landed already for another request (idempotency_key_reused); nothing was done"),
+        (status = 422, description = "The Idempotency-Key landed already on the branch for another request (idempotency_key_reused); nothing was done"),
         (status = 429, description = "The token has as many requests in flight as it may"),
     ))]
 pub(crate) async fn insert(
@@ -61,7 +61,7 @@ pub(crate) async fn insert(
 ) -> std::result::Result<Response, ApiError> {
     let (served, admitted) = state.admit(&headers, &graph, Role::Write)?;
     let serving = write_request(&headers, &admitted)?;
-    let (body, serving): (InsertBody, _) = write_body(&state, request, "insert", serving).await?;
+    let body: InsertBody = json_body(&state, request).await?;
     // Refused here as the engine refuses it: a round would publish it with the others.
     if body.rows.is_empty() {
         return Err(ApiError::from(OmniError::bad_input(
@@ -70,6 +70,10 @@ pub(crate) async fn insert(
         )));
     }
     let handle = served.handle(body.branch.as_deref()).await?;
+    let serving = fingerprinted(serving, || {
+        let settings = json!({"type": body.type_name, "branch": handle.branch()});
+        Fingerprint::of_json("insert", &settings, &body.rows)
+    });
     let written = state
         .writes
         .insert(&graph, handle, serving, admitted, body.type_name, body.rows)
@@ -108,7 +112,7 @@ pub(crate) struct LoadParams {
         (status = 408, description = "The client did not send the body within the request time"),
         (status = 409, description = "A key exists already (append)"),
         (status = 413, description = "The body is past the load limit; nothing published"),
-        (status = 422, description = "The Idempotency-Key landed already for another request (idempotency_key_reused); nothing was done"),
+        (status = 422, description = "The Idempotency-Key landed already on the branch for another request (idempotency_key_reused); nothing was done"),
         (status = 429, description = "The token has as many requests in flight as it may"),
     ))]
 pub(crate) async fn load(
@@ -168,15 +172,18 @@ pub(crate) async fn load(
     let mut file = tokio::fs::File::create(&path)
         .await
         .map_err(|error| OmniError::internal(format!("cannot spool the body: {error}")))?;
-    // The load's settings, as it reads them, and its bytes make its fingerprint.
-    let mut fingerprint = Fingerprint::of_route("load");
-    fingerprint.json(&json!({
-        "format": params.format.as_deref().unwrap_or("jsonl"),
-        "type": params.type_name,
-        "mode": params.mode.as_deref().unwrap_or("append"),
-        "branch": handle.branch(),
-    }));
-    let mut body = fingerprint.streamed();
+    // A keyed load's fingerprint: its settings, as it reads them, and its bytes.
+    let mut fingerprint = (!serving.idempotency_keys.is_empty()).then(|| {
+        let mut fingerprint = Fingerprint::of_route("load");
+        fingerprint.json(&json!({
+            "format": params.format.as_deref().unwrap_or("jsonl"),
+            "type": params.type_name,
+            "mode": params.mode.as_deref().unwrap_or("append"),
+            "branch": handle.branch(),
+        }));
+        fingerprint
+    });
+    let mut body = fingerprint.as_mut().map(Fingerprint::streamed);
     let mut stream = request.into_body().into_data_stream();
     let mut written: u64 = 0;
     while let Some(chunk) = stream.next().await {
@@ -185,13 +192,18 @@ pub(crate) async fn load(
         if written > limit {
             return Err(ApiError::TooLarge { limit });
         }
-        body.update(&chunk);
+        if let Some(body) = body.as_mut() {
+            body.update(&chunk);
+        }
         file.write_all(&chunk)
             .await
             .map_err(|error| OmniError::internal(format!("cannot spool the body: {error}")))?;
     }
     drop(body);
-    let serving = fingerprinted(serving, fingerprint);
+    let serving = match fingerprint {
+        Some(fingerprint) => fingerprinted(serving, || fingerprint),
+        None => serving,
+    };
     file.flush()
         .await
         .map_err(|error| OmniError::internal(format!("cannot spool the body: {error}")))?;
@@ -241,7 +253,7 @@ pub(crate) fn write_request(
             Some(key.to_owned())
         }
     };
-    // The fingerprint comes with the body (`super::write_body`, or the load's spool).
+    // The fingerprint comes with the body, once the route has read it.
     Ok(WriteRequest {
         actor: Some(admitted.actor.clone()),
         idempotency_keys: key.into_iter().collect(),
@@ -311,7 +323,7 @@ pub(crate) struct UpdateBody {
         (status = 403, description = "The token has no write role on the graph"),
         (status = 404, description = "No such graph, branch or type"),
         (status = 409, description = "The rows changed under the update (read_set_changed)"),
-        (status = 422, description = "The Idempotency-Key landed already for another request (idempotency_key_reused); nothing was done"),
+        (status = 422, description = "The Idempotency-Key landed already on the branch for another request (idempotency_key_reused); nothing was done"),
         (status = 429, description = "The token has as many requests in flight as it may"),
     ))]
 pub(crate) async fn update(
@@ -322,8 +334,13 @@ pub(crate) async fn update(
 ) -> std::result::Result<Response, ApiError> {
     let (served, admitted) = state.admit(&headers, &graph, Role::Write)?;
     let serving = write_request(&headers, &admitted)?;
-    let (body, serving): (UpdateBody, _) = write_body(&state, request, "update", serving).await?;
+    let body: UpdateBody = json_body(&state, request).await?;
     let handle = served.handle(body.branch.as_deref()).await?;
+    let serving = fingerprinted(serving, || {
+        let settings =
+            json!({"type": body.type_name, "where": body.predicate, "branch": handle.branch()});
+        Fingerprint::of_json("update", &settings, &body.set)
+    });
     let assignments: Vec<(String, Value)> = body.set.into_iter().collect();
     let written = state
         .writes
@@ -372,7 +389,7 @@ pub(crate) struct DeleteBody {
         (status = 403, description = "The token has no write role on the graph"),
         (status = 404, description = "No such graph, branch or type"),
         (status = 409, description = "The rows changed under the delete (read_set_changed)"),
-        (status = 422, description = "The Idempotency-Key landed already for another request (idempotency_key_reused); nothing was done"),
+        (status = 422, description = "The Idempotency-Key landed already on the branch for another request (idempotency_key_reused); nothing was done"),
         (status = 429, description = "The token has as many requests in flight as it may"),
     ))]
 pub(crate) async fn delete(
@@ -383,8 +400,12 @@ pub(crate) async fn delete(
 ) -> std::result::Result<Response, ApiError> {
     let (served, admitted) = state.admit(&headers, &graph, Role::Write)?;
     let serving = write_request(&headers, &admitted)?;
-    let (body, serving): (DeleteBody, _) = write_body(&state, request, "delete", serving).await?;
+    let body: DeleteBody = json_body(&state, request).await?;
     let handle = served.handle(body.branch.as_deref()).await?;
+    let serving = fingerprinted(serving, || {
+        let settings = json!({"type": body.type_name, "branch": handle.branch()});
+        Fingerprint::of_json("delete", &settings, &body.predicate)
+    });
     let written = state
         .writes
         .run(
