@@ -106,8 +106,9 @@ pub struct GraphCommit {
     )]
     pub idempotency_keys: Vec<String>,
     /// For each of [`GraphCommit::idempotency_keys`], in order, the fingerprint of the
-    /// request it came with (SHA-256 in lowercase hex, of what the host says makes two
-    /// requests the same): empty when the writer gave none, as builds before
+    /// request it came with (1 to 128 bytes of printable ASCII without spaces, of what
+    /// the host says makes two requests the same; the server writes `og1-sha256:` and
+    /// a SHA-256 in hex): empty when the writer gave none, as builds before
     /// fingerprints did. Never carried forward.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub idempotency_fingerprints: Vec<String>,
@@ -608,7 +609,7 @@ mod tests {
         let bytes = commit.to_bytes().unwrap();
         assert!(!String::from_utf8_lossy(&bytes).contains("fingerprints"));
         assert!(GraphCommit::parse("c", &bytes, "main", 0).is_ok());
-        // Refused: one for two keys, one that is no SHA-256 hex.
+        // Refused: one for two keys, an empty one, one past 128 bytes.
         commit.idempotency_fingerprints = vec![a.clone()];
         assert!(commit.validate().unwrap_err().contains("one per key"));
         commit.idempotency_fingerprints = vec![a.clone(), "A".repeat(64)];

@@ -60,7 +60,8 @@ impl WriteRequest {
     /// Checks what a commit serving this request records: each key valid
     /// ([`check_idempotency_key`]) and given once, at most
     /// [`IDEMPOTENCY_KEYS_PER_COMMIT_MAX`] of them, and no fingerprint or one per key,
-    /// each 1 to [`IDEMPOTENCY_FINGERPRINT_BYTES_MAX`] bytes of printable ASCII. A
+    /// each 1 to [`IDEMPOTENCY_FINGERPRINT_BYTES_MAX`] bytes of printable ASCII without
+    /// spaces. A
     /// commit that broke these would be refused by every reader of the log.
     pub fn check(&self) -> Result<()> {
         let refused = |message: String| {
@@ -97,7 +98,7 @@ impl WriteRequest {
             .any(|fingerprint| !fingerprint_is_valid(fingerprint))
         {
             return refused(format!(
-                "an idempotency fingerprint is 1 to {IDEMPOTENCY_FINGERPRINT_BYTES_MAX} bytes of printable ASCII"
+                "an idempotency fingerprint is 1 to {IDEMPOTENCY_FINGERPRINT_BYTES_MAX} bytes of printable ASCII without spaces"
             ));
         }
         Ok(())
@@ -105,7 +106,7 @@ impl WriteRequest {
 }
 
 /// Whether `fingerprint` is 1 to [`IDEMPOTENCY_FINGERPRINT_BYTES_MAX`] bytes of
-/// printable ASCII.
+/// printable ASCII without spaces.
 pub(crate) fn fingerprint_is_valid(fingerprint: &str) -> bool {
     !fingerprint.is_empty()
         && fingerprint.len() <= IDEMPOTENCY_FINGERPRINT_BYTES_MAX

@@ -48,8 +48,8 @@ pub(crate) enum Written<T> {
     Fresh(T),
     /// Its key had landed already: the commit that answered it.
     Replayed(Box<GraphCommit>),
-    /// Its key had landed already, for a request other than this one (another route,
-    /// body or branch): refused, before any effect.
+    /// Its key had landed already on the branch, for a request other than this one
+    /// (another route or body): refused, before any effect.
     Reused { seq: u64 },
 }
 
@@ -59,6 +59,11 @@ pub(crate) struct Keyed {
     pub(crate) key: String,
     pub(crate) fingerprint: String,
 }
+
+/// How this build fingerprints a request, recorded before each fingerprint: a
+/// fingerprint recorded under another scheme (a later build's way, say) cannot be
+/// compared, and its key replays as a key without one does.
+pub(crate) const FINGERPRINT_SCHEME: &str = "og1-sha256:";
 
 /// The fingerprint of a request: SHA-256 over its route's name and what makes it the
 /// write it is, as the route read it, defaults filled in (an absent branch is `main`, an
@@ -113,14 +118,16 @@ impl Fingerprint {
         }
     }
 
-    pub(crate) fn hex(self) -> String {
+    /// The fingerprint as a commit records it: [`FINGERPRINT_SCHEME`], then the hash in
+    /// lowercase hex.
+    pub(crate) fn finish(self) -> String {
         use std::fmt::Write;
         self.0
             .finalize()
             .iter()
-            .fold(String::with_capacity(64), |mut hex, byte| {
-                let _ = write!(hex, "{byte:02x}");
-                hex
+            .fold(String::from(FINGERPRINT_SCHEME), |mut recorded, byte| {
+                let _ = write!(recorded, "{byte:02x}");
+                recorded
             })
     }
 }
@@ -151,7 +158,7 @@ pub(crate) fn fingerprinted(
     fingerprint: impl FnOnce() -> Fingerprint,
 ) -> WriteRequest {
     if !request.idempotency_keys.is_empty() {
-        request.idempotency_fingerprints = vec![fingerprint().hex()];
+        request.idempotency_fingerprints = vec![fingerprint().finish()];
     }
     request
 }
@@ -223,8 +230,13 @@ impl BranchKeys {
     fn remember_all(&mut self, commit: &GraphCommit) {
         let fingerprints = &commit.idempotency_fingerprints;
         for (at, key) in commit.idempotency_keys.iter().enumerate() {
-            // None, or one per key (checked when the commit was read).
-            self.remember(key, fingerprints.get(at).map(String::as_str), commit);
+            // None, or one per key (checked when the commit was read); one of another
+            // scheme is as good as none.
+            let comparable = fingerprints
+                .get(at)
+                .map(String::as_str)
+                .filter(|fingerprint| fingerprint.starts_with(FINGERPRINT_SCHEME));
+            self.remember(key, comparable, commit);
         }
     }
 
@@ -498,7 +510,7 @@ mod tests {
         let mut fingerprint = Fingerprint::of_route(route);
         let value: serde_json::Value = serde_json::from_str(body).unwrap();
         fingerprint.json(&value);
-        fingerprint.hex()
+        fingerprint.finish()
     }
 
     #[test]
@@ -509,9 +521,10 @@ mod tests {
         );
         let b = of("insert", r#"{ "rows":[ {"name":"x","id":1} ],"type":"P" }"#);
         assert_eq!(a, b, "keys in another order, other spacing");
-        assert_eq!(a.len(), 64);
+        let hex = a.strip_prefix(super::FINGERPRINT_SCHEME).unwrap();
+        assert_eq!(hex.len(), 64);
         assert!(
-            a.bytes()
+            hex.bytes()
                 .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
         );
         assert_ne!(
@@ -545,7 +558,7 @@ mod tests {
                 streamed.update(&second[..second.len() / 2]);
                 streamed.update(&second[second.len() / 2..]);
             }
-            fingerprint.hex()
+            fingerprint.finish()
         };
         assert_ne!(split(b"ab", b"cd"), split(b"a", b"bcd"));
         assert_eq!(split(b"ab", b"cd"), split(b"ab", b"cd"));
@@ -553,6 +566,6 @@ mod tests {
         let mut whole = Fingerprint::of_route("load");
         whole.part(b"ab");
         whole.streamed().update(b"cd");
-        assert_eq!(whole.hex(), split(b"ab", b"cd"));
+        assert_eq!(whole.finish(), split(b"ab", b"cd"));
     }
 }
