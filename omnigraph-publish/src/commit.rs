@@ -329,45 +329,10 @@ impl GraphCommit {
                 self.schema
             ));
         }
-        if self.idempotency_keys.len() > crate::limits::IDEMPOTENCY_KEYS_PER_COMMIT_MAX {
-            return Err(format!(
-                "it records {} idempotency keys; the limit is {}",
-                self.idempotency_keys.len(),
-                crate::limits::IDEMPOTENCY_KEYS_PER_COMMIT_MAX
-            ));
-        }
-        if let Some(key) = self
-            .idempotency_keys
-            .iter()
-            .find(|key| !crate::request::key_is_valid(key))
+        if let Some(why) =
+            crate::request::unrecordable(&self.idempotency_keys, &self.idempotency_fingerprints)
         {
-            return Err(format!(
-                "its idempotency key {key:?} is not 1 to {} bytes of printable ASCII",
-                crate::limits::IDEMPOTENCY_KEY_BYTES_MAX
-            ));
-        }
-        let distinct: std::collections::BTreeSet<&String> = self.idempotency_keys.iter().collect();
-        if distinct.len() != self.idempotency_keys.len() {
-            return Err("it records an idempotency key twice".into());
-        }
-        if !self.idempotency_fingerprints.is_empty()
-            && self.idempotency_fingerprints.len() != self.idempotency_keys.len()
-        {
-            return Err(format!(
-                "it records {} idempotency fingerprints for {} keys: none, or one per key",
-                self.idempotency_fingerprints.len(),
-                self.idempotency_keys.len()
-            ));
-        }
-        if let Some(fingerprint) = self
-            .idempotency_fingerprints
-            .iter()
-            .find(|fingerprint| !crate::request::fingerprint_is_valid(fingerprint))
-        {
-            return Err(format!(
-                "its idempotency fingerprint {fingerprint:?} is not 1 to {} bytes of printable ASCII",
-                crate::limits::IDEMPOTENCY_FINGERPRINT_BYTES_MAX
-            ));
+            return Err(why);
         }
         if self.actor.len() > ACTOR_LEN_MAX {
             return Err(format!(

@@ -64,57 +64,63 @@ impl WriteRequest {
     /// spaces. A
     /// commit that broke these would be refused by every reader of the log.
     pub fn check(&self) -> Result<()> {
-        let refused = |message: String| {
-            Err(OmniError::bad_input(
+        match unrecordable(&self.idempotency_keys, &self.idempotency_fingerprints) {
+            None => Ok(()),
+            Some(why) => Err(OmniError::bad_input(
                 InputLocation::in_source("write request"),
-                message,
-            ))
-        };
-        if self.idempotency_keys.len() > IDEMPOTENCY_KEYS_PER_COMMIT_MAX {
-            return refused(format!(
-                "{} idempotency keys; a commit records at most {IDEMPOTENCY_KEYS_PER_COMMIT_MAX}",
-                self.idempotency_keys.len()
-            ));
+                why,
+            )),
         }
-        for key in &self.idempotency_keys {
-            check_idempotency_key(key)?;
-        }
-        let distinct: std::collections::BTreeSet<&String> = self.idempotency_keys.iter().collect();
-        if distinct.len() != self.idempotency_keys.len() {
-            return refused("an idempotency key given twice".into());
-        }
-        if !self.idempotency_fingerprints.is_empty()
-            && self.idempotency_fingerprints.len() != self.idempotency_keys.len()
-        {
-            return refused(format!(
-                "{} idempotency fingerprints for {} keys: none, or one per key",
-                self.idempotency_fingerprints.len(),
-                self.idempotency_keys.len()
-            ));
-        }
-        if self
-            .idempotency_fingerprints
-            .iter()
-            .any(|fingerprint| !fingerprint_is_valid(fingerprint))
-        {
-            return refused(format!(
-                "an idempotency fingerprint is 1 to {IDEMPOTENCY_FINGERPRINT_BYTES_MAX} bytes of printable ASCII without spaces"
-            ));
-        }
-        Ok(())
     }
+}
+
+/// Why a commit may not record `keys` with `fingerprints`, when it may not: the one
+/// rule a writer checks before it publishes ([`WriteRequest::check`]) and a reader
+/// after it reads (`GraphCommit::validate`).
+pub(crate) fn unrecordable(keys: &[String], fingerprints: &[String]) -> Option<String> {
+    if keys.len() > IDEMPOTENCY_KEYS_PER_COMMIT_MAX {
+        return Some(format!(
+            "{} idempotency keys; the limit is {IDEMPOTENCY_KEYS_PER_COMMIT_MAX}",
+            keys.len()
+        ));
+    }
+    if let Some(key) = keys.iter().find(|key| !key_is_valid(key)) {
+        return Some(format!(
+            "idempotency key {key:?} is not 1 to {IDEMPOTENCY_KEY_BYTES_MAX} bytes of printable ASCII"
+        ));
+    }
+    let distinct: std::collections::BTreeSet<&String> = keys.iter().collect();
+    if distinct.len() != keys.len() {
+        return Some("an idempotency key given twice".into());
+    }
+    if !fingerprints.is_empty() && fingerprints.len() != keys.len() {
+        return Some(format!(
+            "{} idempotency fingerprints for {} keys: none, or one per key",
+            fingerprints.len(),
+            keys.len()
+        ));
+    }
+    fingerprints
+        .iter()
+        .find(|fingerprint| !fingerprint_is_valid(fingerprint))
+        .map(|fingerprint| {
+            format!(
+                "idempotency fingerprint {fingerprint:?} is not 1 to \
+                 {IDEMPOTENCY_FINGERPRINT_BYTES_MAX} bytes of printable ASCII without spaces"
+            )
+        })
 }
 
 /// Whether `fingerprint` is 1 to [`IDEMPOTENCY_FINGERPRINT_BYTES_MAX`] bytes of
 /// printable ASCII without spaces.
-pub(crate) fn fingerprint_is_valid(fingerprint: &str) -> bool {
+fn fingerprint_is_valid(fingerprint: &str) -> bool {
     !fingerprint.is_empty()
         && fingerprint.len() <= IDEMPOTENCY_FINGERPRINT_BYTES_MAX
         && fingerprint.bytes().all(|byte| byte.is_ascii_graphic())
 }
 
 /// Whether `key` is 1 to [`IDEMPOTENCY_KEY_BYTES_MAX`] bytes of printable ASCII.
-pub(crate) fn key_is_valid(key: &str) -> bool {
+fn key_is_valid(key: &str) -> bool {
     !key.is_empty()
         && key.len() <= IDEMPOTENCY_KEY_BYTES_MAX
         && key

@@ -74,8 +74,11 @@ pub(crate) const FINGERPRINT_SCHEME: &str = "og1-sha256:";
 pub(crate) struct Fingerprint(sha2::Sha256);
 
 impl Fingerprint {
+    /// A fingerprint of a request to `route`, its parts still to add.
     pub(crate) fn of_route(route: &str) -> Fingerprint {
-        Fingerprint::start(route)
+        let mut fingerprint = Fingerprint(sha2::Sha256::new());
+        fingerprint.part(route.as_bytes());
+        fingerprint
     }
 
     /// The fingerprint of a request to `route` whose settings are `settings` and whose
@@ -85,15 +88,9 @@ impl Fingerprint {
         S: serde::Serialize + ?Sized,
         P: serde::Serialize + ?Sized,
     {
-        let mut fingerprint = Fingerprint::start(route);
+        let mut fingerprint = Fingerprint::of_route(route);
         fingerprint.json(settings);
         fingerprint.json(payload);
-        fingerprint
-    }
-
-    fn start(route: &str) -> Fingerprint {
-        let mut fingerprint = Fingerprint(sha2::Sha256::new());
-        fingerprint.part(route.as_bytes());
         fingerprint
     }
 

@@ -8,7 +8,7 @@ use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind, StorageOption
 use omnigraph_graph::Omnigraph;
 use omnigraph_server::tokens::{Role, TokenFile};
 use omnigraph_server::{Limits, Server, ServerConfig};
-use omnigraph_tests::SOCIAL_SCHEMA;
+use omnigraph_tests::{SOCIAL_SCHEMA, objects};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -68,10 +68,21 @@ async fn serve(limits: Limits) -> Served {
         file: file.clone(),
     };
     tokens.write().unwrap();
+    start(root, issued, limits, dir).await
+}
+
+/// A server of `root` as `people`, with the tokens in `tokens.file`, until it is shut
+/// down; `dir` (which holds the root) lives as long.
+async fn start(
+    root: Arc<StorageRoot>,
+    tokens: Tokens,
+    limits: Limits,
+    dir: tempfile::TempDir,
+) -> Served {
     let config = ServerConfig::new("127.0.0.1:0".parse().unwrap())
         .graph_in_root("people", root.clone())
         .unwrap()
-        .tokens(file)
+        .tokens(tokens.file.clone())
         .limits(limits);
     let server = Server::bind(config).await.unwrap();
     let base = format!("http://{}", server.local_addr());
@@ -83,7 +94,7 @@ async fn serve(limits: Limits) -> Served {
         base,
         client: reqwest::Client::new(),
         root,
-        tokens: issued,
+        tokens,
         stop: Some(stop),
         task: Some(task),
         dir,
@@ -141,6 +152,17 @@ impl Served {
             .await;
         assert_eq!(status, StatusCode::OK, "{body}");
         body["rows"].as_array().unwrap().clone()
+    }
+
+    /// A new server of the same root and tokens (default limits), once this one has
+    /// stopped: what a restart does.
+    async fn restarted(mut self) -> Served {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap().unwrap();
+        let Served {
+            root, tokens, dir, ..
+        } = self;
+        start(root, tokens, Limits::default(), dir).await
     }
 
     async fn shutdown(mut self) -> omnigraph_core::Result<()> {
@@ -1740,30 +1762,9 @@ async fn a_write_retried_with_its_key_lands_once() {
     assert_eq!(keys.len(), SEVERED_ACKNOWLEDGEMENTS + 1);
 
     // Across a restart: a new server on the same root finds a key from before.
-    let root = served.root.clone();
-    let tokens = served.tokens.file.clone();
-    let dir = served.dir.path().to_owned();
-    let Served {
-        stop,
-        task,
-        dir: kept,
-        ..
-    } = served;
-    let _ = stop.unwrap().send(());
-    task.unwrap().await.unwrap().unwrap();
-    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap())
-        .graph_in_root("people", root)
-        .unwrap()
-        .tokens(tokens);
-    let server = Server::bind(config).await.unwrap();
-    let base = format!("http://{}", server.local_addr());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(server.run(async move {
-        let _ = stopped.await;
-    }));
-    let response = reqwest::Client::new()
-        .post(format!("{base}/graphs/people/insert"))
-        .bearer_auth(&write)
+    let served = served.restarted().await;
+    let response = served
+        .request(Method::POST, "/graphs/people/insert", Some(&write))
         .header("idempotency-key", "person-7")
         .json(&insert(7))
         .send()
@@ -1772,10 +1773,8 @@ async fn a_write_retried_with_its_key_lands_once() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["replayed"], true, "{body}");
     assert_eq!(body["commit"]["seq"], 8);
-    let _ = stop.send(());
-    task.await.unwrap().unwrap();
-    assert!(dir.exists());
-    drop(kept);
+    assert!(served.dir.path().exists());
+    served.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1906,89 +1905,41 @@ async fn a_key_reused_for_another_request_is_refused_and_the_same_request_replay
 
     // A key a build before fingerprints recorded (no fingerprint): any request with it
     // replays, as it did then.
-    let request = omnigraph_publish::request::WriteRequest {
-        actor: None,
-        idempotency_keys: vec!["k-old".into()],
-        idempotency_fingerprints: Vec::new(),
+    // An insert through the library that records `key` with `fingerprints`.
+    let recorded = |key: &str, fingerprints: Vec<String>, rows: std::ops::Range<usize>| {
+        let request = omnigraph_publish::request::WriteRequest {
+            actor: None,
+            idempotency_keys: vec![key.to_owned()],
+            idempotency_fingerprints: fingerprints,
+        };
+        request.serve(graph.insert_json("Person", objects(people(rows))))
     };
-    let rows = people(10..11)
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| row.as_object().unwrap().clone())
-        .collect();
-    let old = request
-        .serve(graph.insert_json("Person", rows))
-        .await
-        .unwrap();
-    let replayed: Value = send(
-        "/graphs/people/insert",
-        "k-old",
-        json!({"type": "Person", "rows": people(11..12)}).to_string(),
-    )
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let old = recorded("k-old", Vec::new(), 10..11).await.unwrap();
+    // An insert through the server with `key` and rows other than those it recorded.
+    let another = |key: &str, rows: std::ops::Range<usize>| {
+        let sent = send(
+            "/graphs/people/insert",
+            key,
+            json!({"type": "Person", "rows": people(rows)}).to_string(),
+        );
+        async move { sent.await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let replayed = another("k-old", 11..12).await;
     assert_eq!(replayed["replayed"], true, "{replayed}");
     assert_eq!(replayed["commit"]["seq"], old.seq);
     // A fingerprint of another scheme (a later build's) is not compared: a replay.
-    let request = omnigraph_publish::request::WriteRequest {
-        actor: None,
-        idempotency_keys: vec!["k-later".into()],
-        idempotency_fingerprints: vec!["og9-other:0123".into()],
-    };
-    let rows = people(12..13)
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| row.as_object().unwrap().clone())
-        .collect();
-    let later = request
-        .serve(graph.insert_json("Person", rows))
+    let later = recorded("k-later", vec!["og9-other:0123".into()], 12..13)
         .await
         .unwrap();
-    let replayed: Value = send(
-        "/graphs/people/insert",
-        "k-later",
-        json!({"type": "Person", "rows": people(13..14)}).to_string(),
-    )
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let replayed = another("k-later", 13..14).await;
     assert_eq!(replayed["replayed"], true, "{replayed}");
     assert_eq!(replayed["commit"]["seq"], later.seq);
 
     // Across a restart: the fingerprint is read back from the commit.
-    let root = served.root.clone();
-    let tokens = served.tokens.file.clone();
-    // The folder is kept (it holds the root) while the first server stops.
-    let Served {
-        stop,
-        task,
-        dir: _kept,
-        ..
-    } = served;
-    let _ = stop.unwrap().send(());
-    task.unwrap().await.unwrap().unwrap();
-    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap())
-        .graph_in_root("people", root)
-        .unwrap()
-        .tokens(tokens);
-    let server = Server::bind(config).await.unwrap();
-    let base = format!("http://{}", server.local_addr());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(server.run(async move {
-        let _ = stopped.await;
-    }));
-    let client = reqwest::Client::new();
+    let served = served.restarted().await;
     let keyed = |body: Value| {
-        client
-            .post(format!("{base}/graphs/people/insert"))
-            .bearer_auth(&write)
+        served
+            .request(Method::POST, "/graphs/people/insert", Some(&write))
             .header("idempotency-key", "k-a")
             .json(&body)
             .send()
@@ -2004,8 +1955,7 @@ async fn a_key_reused_for_another_request_is_refused_and_the_same_request_replay
         .await
         .unwrap();
     assert_eq!(replayed["replayed"], true, "{replayed}");
-    let _ = stop.send(());
-    task.await.unwrap().unwrap();
+    served.shutdown().await.unwrap();
 }
 
 #[tokio::test]

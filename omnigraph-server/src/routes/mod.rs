@@ -119,13 +119,7 @@ pub(crate) async fn json_body<T: DeserializeOwned>(
 ) -> Result<T, ApiError> {
     let (parts, body) = request.into_parts();
     let bytes = read_body(body, &parts.headers, state.limits.request_body_bytes).await?;
-    parsed(&bytes)
-}
-
-/// `bytes` parsed into `T`; bytes that do not parse are `bad_input` naming their line
-/// and column.
-fn parsed<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|error| {
+    serde_json::from_slice(&bytes).map_err(|error| {
         ApiError::from(OmniError::bad_input(
             InputLocation::in_source("request body").at(error.line() as u64, error.column() as u64),
             format!("not the JSON this route takes: {error}"),
