@@ -206,6 +206,28 @@ impl Graph {
                 commit
             }
         };
+        Graph::live(branch, commit)
+    }
+
+    /// The head of `branch`, for a handle that knows `known`, a head it read or
+    /// published: what [`Graph::commit`] at the head gives. While `known` is young
+    /// enough never to be below the branch's floor, the log is probed from its seq
+    /// ([`CommitLog::head_near`]: one GET and one round trip fewer). An older one may be
+    /// a commit cleanup reclaimed, or genesis, whose successors are deleted and which
+    /// would pass for the head (`docs/format.md` §8.4): the head is read as a fresh
+    /// handle reads it.
+    pub async fn head_near(&self, branch: &str, known: &GraphCommit) -> Result<GraphCommit> {
+        let log = self.log(branch)?;
+        let commit = match crate::publisher::above_any_floor(known.created_at) {
+            true => log.head_near(known.seq).await?,
+            false => log.head().await?,
+        };
+        Graph::live(branch, commit)
+    }
+
+    /// `commit`, read from `branch`'s log, unless it is the record of the branch's
+    /// deletion.
+    fn live(branch: &str, commit: GraphCommit) -> Result<GraphCommit> {
         if commit.deleted {
             return Err(crate::publisher::branch_deleted(&commit));
         }

@@ -131,6 +131,19 @@ impl CommitLog {
         self.newest_hinted(hint).await
     }
 
+    /// The head of the branch, probing from `seq`, the seq of a head this process
+    /// read or published before, instead of the one `HEAD` names: one GET and one round
+    /// trip fewer than [`CommitLog::head`]. Like `HEAD`'s, `seq` is a hint: the log
+    /// decides (it may have moved on, or be a log restored from a backup that ends
+    /// before `seq`). The caller knows that commit `seq` is not below the branch's
+    /// floor, where a leftover whose successors are deleted would pass for the head
+    /// ([`crate::Graph::head_near`]).
+    pub async fn head_near(&self, seq: u64) -> Result<GraphCommit> {
+        self.newest_hinted(Some(seq))
+            .await?
+            .ok_or_else(|| self.no_commits())
+    }
+
     /// The newest commit of the branch, probing from the seq `HEAD` named.
     async fn newest_hinted(&self, hint: Option<u64>) -> Result<Option<GraphCommit>> {
         // A hint at the very end of the seq space cannot be probed past: no hint.

@@ -270,6 +270,12 @@ fn adopt(
 /// the floor, whatever the clocks' skew within it.
 const FLOOR_CHECK_AGE_MICROS: i64 = crate::limits::GRACE_MIN.as_micros() as i64 / 2;
 
+/// Whether a commit created at `created_at` is young enough never to be below its
+/// branch's floor ([`FLOOR_CHECK_AGE_MICROS`]).
+pub(crate) fn above_any_floor(created_at: i64) -> bool {
+    seams::now_micros().saturating_sub(created_at) <= FLOOR_CHECK_AGE_MICROS
+}
+
 /// Whether `candidate`, whose put on `log` landed on a base created at
 /// `base_created_at`, is below the branch's floor: the base was a head long ago,
 /// cleanup reclaimed the commit after it, and the put found the slot free
@@ -282,7 +288,7 @@ pub(crate) async fn landed_below_the_floor(
     base_created_at: i64,
     candidate: &GraphCommit,
 ) -> Result<bool> {
-    if seams::now_micros().saturating_sub(base_created_at) <= FLOOR_CHECK_AGE_MICROS {
+    if above_any_floor(base_created_at) {
         return Ok(false);
     }
     log.below_the_floor(candidate.seq)

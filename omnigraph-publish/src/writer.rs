@@ -191,7 +191,10 @@ impl BranchWriter for Branch {
     }
 
     async fn head(&self) -> Result<GraphCommit> {
-        let head = self.graph.commit(&self.branch, &CommitRef::Head).await?;
+        let head = match self.known_head() {
+            Some(known) => self.graph.head_near(&self.branch, &known).await?,
+            None => self.graph.commit(&self.branch, &CommitRef::Head).await?,
+        };
         *self.known_head.lock() = Some(head.clone());
         Ok(head)
     }

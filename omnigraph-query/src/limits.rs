@@ -62,3 +62,7 @@ pub const QUERY_PARAMETERS_MAX: usize = 1_024;
 // Relations
 const _: () = assert!(VAR_LENGTH_HOPS_MAX >= 1);
 const _: () = assert!(NESTING_MAX >= 16, "room for ordinary expressions");
+
+/// Prepared plans the process keeps for queries run again (`run.rs`): each is one
+/// query text at one commit, and holds its tables' datasets.
+pub const PLANS_CACHED_MAX: usize = 128;

@@ -5,7 +5,7 @@
 
 use crate::check::{Mode, check};
 use crate::limits::{EXPAND_LOOKUP_KEYS_MAX, QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
-use crate::plan::{Adjacencies, Tables, compile, walked_edge_types};
+use crate::plan::{Adjacencies, Binding, Tables, compile, walked_edge_types};
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
@@ -14,15 +14,17 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::{SessionState, SessionStateBuilder, TaskContext};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::display::DisplayableExecutionPlan;
 use datafusion::physical_plan::{ExecutionPlan, displayable, execute_stream};
 use datafusion::prelude::SessionConfig;
 use futures::stream::{BoxStream, StreamExt};
+use omnigraph_core::storage::StorageRoot;
 use omnigraph_core::{InputLocation, OmniError, QueryFailure, Result, StorageKind};
 use omnigraph_graph::Omnigraph;
-use omnigraph_publish::CommitRef;
+use omnigraph_publish::{CommitRef, GraphCommit};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -79,6 +81,7 @@ pub struct QueryRows {
     seq: u64,
     commit_id: String,
     planning: Duration,
+    plan_reused: bool,
     stream: BoxStream<'static, Result<RecordBatch>>,
 }
 
@@ -119,6 +122,13 @@ impl QueryRows {
         self.planning
     }
 
+    /// Whether the query ran a plan prepared by an earlier run of the same text, at the
+    /// same commit, with parameters of the same types (checked, compiled and optimized
+    /// once; its parameters bound to this run's values).
+    pub fn plan_reused(&self) -> bool {
+        self.plan_reused
+    }
+
     /// The next batch of rows, or `None` at the end.
     pub async fn next(&mut self) -> Option<Result<RecordBatch>> {
         self.stream.next().await
@@ -140,45 +150,51 @@ impl QueryRows {
 /// operator.
 pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Result<QueryRows> {
     let started = Instant::now();
-    let commit = graph.graph().commit(graph.branch(), &options.at).await?;
-    let catalog = graph.catalog_at(&commit).await?;
-    let checked = check(&catalog, text)?;
-    let parameters = parameters(&options.parameters, checked.parameters())?;
-    let mut tables = Tables::new();
-    for def in catalog.types() {
-        tables.insert(
-            def.name().to_string(),
-            graph.pinned_table(&commit, def.name()).await?,
-        );
-    }
-    // The artifacts of the edge types the query may walk, and no others: each is a
-    // read (or a place in the handle's cache) of its own.
-    let walked = walked_edge_types(&checked);
-    let mut adjacency = Adjacencies::new();
-    for def in catalog.types().iter().filter(|def| {
-        !def.is_node()
-            && walked
-                .as_ref()
-                .is_none_or(|walked| walked.contains(def.name()))
-    }) {
-        let found = graph.pinned_adjacency(&commit, def.name()).await;
-        adjacency.insert(def.name().to_string(), found);
-    }
-    let compiled = compile(&checked, &catalog, &tables, &adjacency, &parameters)?;
+    let commit = match &options.at {
+        // Through the handle, which probes from the head it knows.
+        CommitRef::Head => graph.head().await?,
+        at => graph.graph().commit(graph.branch(), at).await?,
+    };
+    let parameters = parameters(&options.parameters)?;
     let budget = options.memory_bytes;
     let session = session();
-    // Planning reads no memory pool: the query's budget is its task's.
-    let physical = session
-        .create_physical_plan(&compiled.plan)
-        .await
-        .map_err(|error| running(error, budget))?;
+    let key = PlanKey::of(graph, &commit, text, &parameters);
+    let (prepared, reused, physical) = match key.as_ref().and_then(plans::get) {
+        Some(prepared) => {
+            refuse_unread(&parameters, &prepared.reads)?;
+            let physical = physical_plan(&prepared, &parameters, budget).await?;
+            (prepared, true, physical)
+        }
+        None => {
+            let mut prepared =
+                prepare(graph, &commit, text, &parameters, key.is_some(), budget).await?;
+            let physical = match physical_plan(&prepared, &parameters, budget).await {
+                Ok(physical) => physical,
+                // A plan DataFusion cannot plan once its placeholders are bound is
+                // planned with the values, as it would be without reuse: its errors are
+                // the query's own.
+                Err(_) if prepared.placeholders => {
+                    prepared = prepare(graph, &commit, text, &parameters, false, budget).await?;
+                    physical_plan(&prepared, &parameters, budget).await?
+                }
+                Err(error) => return Err(error),
+            };
+            let prepared = Arc::new(prepared);
+            if let Some(key) = key
+                && prepared.reusable
+            {
+                plans::insert(key, prepared.clone());
+            }
+            (prepared, false, physical)
+        }
+    };
     let runtime = RuntimeEnvBuilder::from_runtime_env(session.runtime_env())
         .with_memory_pool(Arc::new(FairSpillPool::new(budget)))
         .build_arc()
         .map_err(|error| running(error, budget))?;
     let task = Arc::new(TaskContext::from(session).with_runtime(runtime));
     let (seq, commit_id) = (commit.seq, commit.commit_id.clone());
-    match checked.mode() {
+    match prepared.mode {
         Mode::Run => {
             let schema = physical.schema();
             let stream = execute_stream(physical, task).map_err(|error| running(error, budget))?;
@@ -191,17 +207,19 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
                 seq,
                 commit_id,
                 planning: started.elapsed(),
+                plan_reused: reused,
                 stream,
             })
         }
         Mode::Explain => {
-            let plan = explain(&compiled.hops, physical.as_ref(), false);
+            let plan = explain(&prepared.hops, physical.as_ref(), false);
             Ok(plan_rows(
                 Mode::Explain,
                 plan,
                 seq,
                 commit_id,
                 started.elapsed(),
+                reused,
             ))
         }
         Mode::Profile => {
@@ -213,9 +231,16 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
             while let Some(batch) = stream.next().await {
                 rows += batch.map_err(|error| running(error, budget))?.num_rows();
             }
-            let mut plan = explain(&compiled.hops, physical.as_ref(), true);
+            let mut plan = explain(&prepared.hops, physical.as_ref(), true);
             plan.push_str(&format!("rows: {rows}\n"));
-            Ok(plan_rows(Mode::Profile, plan, seq, commit_id, planning))
+            Ok(plan_rows(
+                Mode::Profile,
+                plan,
+                seq,
+                commit_id,
+                planning,
+                reused,
+            ))
         }
     }
 }
@@ -270,6 +295,7 @@ fn plan_rows(
     seq: u64,
     commit_id: String,
     planning: Duration,
+    plan_reused: bool,
 ) -> QueryRows {
     let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
     let batch = RecordBatch::try_new(
@@ -283,15 +309,13 @@ fn plan_rows(
         seq,
         commit_id,
         planning,
+        plan_reused,
         stream: futures::stream::iter([Ok(batch)]).boxed(),
     }
 }
 
-/// The parameters as typed values, checked against the ones the query reads.
-fn parameters(
-    given: &BTreeMap<String, Value>,
-    read: &std::collections::BTreeSet<String>,
-) -> Result<BTreeMap<String, ScalarValue>> {
+/// The parameters as typed values.
+fn parameters(given: &BTreeMap<String, Value>) -> Result<BTreeMap<String, ScalarValue>> {
     if given.len() > QUERY_PARAMETERS_MAX {
         return Err(OmniError::bad_input(
             InputLocation::in_source("parameters"),
@@ -303,17 +327,211 @@ fn parameters(
     }
     let mut typed = BTreeMap::new();
     for (name, value) in given {
-        let at = || InputLocation::in_source("parameters").field(name.clone());
-        if !read.contains(name) {
-            return Err(OmniError::bad_input(
-                at(),
-                format!("the query reads no ${name}"),
-            ));
-        }
-        let scalar = scalar(value).map_err(|message| OmniError::bad_input(at(), message))?;
+        let scalar = scalar(value).map_err(|message| {
+            OmniError::bad_input(
+                InputLocation::in_source("parameters").field(name.clone()),
+                message,
+            )
+        })?;
         typed.insert(name.clone(), scalar);
     }
     Ok(typed)
+}
+
+/// A query checked, compiled and optimized at one commit: what every run of its text
+/// with parameters of the same types shares.
+struct Prepared {
+    mode: Mode,
+    /// The optimized logical plan.
+    plan: LogicalPlan,
+    /// Whether the plan holds placeholders for the parameters' values.
+    placeholders: bool,
+    /// Whether another run may use it: no parameter's value shaped it.
+    reusable: bool,
+    hops: Vec<String>,
+    /// The parameters the query reads.
+    reads: BTreeSet<String>,
+}
+
+/// Checks and compiles `text` at `commit`, and optimizes its plan: with placeholders
+/// for its parameters when `placeholders`, else with their values.
+async fn prepare(
+    graph: &Omnigraph,
+    commit: &GraphCommit,
+    text: &str,
+    parameters: &BTreeMap<String, ScalarValue>,
+    placeholders: bool,
+    budget: usize,
+) -> Result<Prepared> {
+    let catalog = graph.catalog_at(commit).await?;
+    let checked = check(&catalog, text)?;
+    refuse_unread(parameters, checked.parameters())?;
+    let mut tables = Tables::new();
+    for def in catalog.types() {
+        tables.insert(
+            def.name().to_string(),
+            graph.pinned_table(commit, def.name()).await?,
+        );
+    }
+    // The artifacts of the edge types the query may walk, and no others: each is a
+    // read (or a place in the handle's cache) of its own.
+    let walked = walked_edge_types(&checked);
+    let mut adjacency = Adjacencies::new();
+    for def in catalog.types().iter().filter(|def| {
+        !def.is_node()
+            && walked
+                .as_ref()
+                .is_none_or(|walked| walked.contains(def.name()))
+    }) {
+        let found = graph.pinned_adjacency(commit, def.name()).await;
+        adjacency.insert(def.name().to_string(), found);
+    }
+    let compiled = |binding| compile(&checked, &catalog, &tables, &adjacency, parameters, binding);
+    let optimize = |plan: &LogicalPlan| {
+        session()
+            .optimize(plan)
+            .map_err(|error| running(error, budget))
+    };
+    let prepared = |plan, placeholders, reusable, hops| Prepared {
+        mode: checked.mode(),
+        plan,
+        placeholders,
+        reusable,
+        hops,
+        reads: checked.parameters().clone(),
+    };
+    if placeholders {
+        let compiled = compiled(Binding::Placeholders)?;
+        // A plan DataFusion cannot optimize with placeholders is planned with the
+        // values, as it would be without the cache: its errors are the query's own.
+        if let Ok(plan) = optimize(&compiled.plan) {
+            return Ok(prepared(plan, true, !compiled.value_bound, compiled.hops));
+        }
+    }
+    let compiled = compiled(Binding::Literals)?;
+    let plan = optimize(&compiled.plan)?;
+    Ok(prepared(plan, false, false, compiled.hops))
+}
+
+/// Refuses a parameter the query does not read.
+fn refuse_unread(
+    parameters: &BTreeMap<String, ScalarValue>,
+    reads: &BTreeSet<String>,
+) -> Result<()> {
+    match parameters.keys().find(|name| !reads.contains(*name)) {
+        Some(name) => Err(OmniError::bad_input(
+            InputLocation::in_source("parameters").field(name.clone()),
+            format!("the query reads no ${name}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The physical plan of `prepared` run with `parameters`.
+async fn physical_plan(
+    prepared: &Prepared,
+    parameters: &BTreeMap<String, ScalarValue>,
+    budget: usize,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let session = session();
+    let plan = match prepared.placeholders {
+        true => bind(&prepared.plan, parameters).map_err(|error| running(error, budget))?,
+        false => prepared.plan.clone(),
+    };
+    // Planning reads no memory pool: the query's budget is its task's.
+    session
+        .query_planner()
+        .create_physical_plan(&plan, session)
+        .await
+        .map_err(|error| running(error, budget))
+}
+
+/// `plan` with its placeholders bound to `parameters`.
+fn bind(
+    plan: &LogicalPlan,
+    parameters: &BTreeMap<String, ScalarValue>,
+) -> std::result::Result<LogicalPlan, DataFusionError> {
+    let values: Vec<(String, ScalarValue)> = parameters
+        .iter()
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    plan.clone().with_param_values(values)
+}
+
+/// What a prepared plan is reused for: one handle's root, a commit of a branch, the
+/// text, and the types of its parameters. A query whose parameters include one that
+/// cannot be a placeholder has none.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PlanKey {
+    /// The root's address: the entry holds the root weakly and is used only while it
+    /// is this very root (its store, with its wrapper, is the one the plan reads).
+    root: usize,
+    branch: String,
+    commit_id: String,
+    text: String,
+    types: Vec<(String, DataType)>,
+}
+
+impl PlanKey {
+    fn of(
+        graph: &Omnigraph,
+        commit: &GraphCommit,
+        text: &str,
+        parameters: &BTreeMap<String, ScalarValue>,
+    ) -> Option<(PlanKey, std::sync::Weak<StorageRoot>)> {
+        if !parameters.values().all(crate::plan::placeholder_type) {
+            return None;
+        }
+        let root = graph.graph().root();
+        Some((
+            PlanKey {
+                root: Arc::as_ptr(root) as usize,
+                branch: commit.branch.clone(),
+                commit_id: commit.commit_id.clone(),
+                text: text.to_owned(),
+                types: parameters
+                    .iter()
+                    .map(|(name, value)| (name.clone(), value.data_type()))
+                    .collect(),
+            },
+            Arc::downgrade(root),
+        ))
+    }
+}
+
+/// The process's prepared plans, at most [`PLANS_CACHED_MAX`]; a full cache is emptied
+/// (its entries are each a commit's, and a new commit makes them old).
+mod plans {
+    use super::{PlanKey, Prepared};
+    use crate::limits::PLANS_CACHED_MAX;
+    use omnigraph_core::storage::StorageRoot;
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+    type Entries = HashMap<PlanKey, (Weak<StorageRoot>, Arc<Prepared>)>;
+
+    fn entries() -> std::sync::MutexGuard<'static, Entries> {
+        static PLANS: OnceLock<Mutex<Entries>> = OnceLock::new();
+        PLANS
+            .get_or_init(|| Mutex::new(HashMap::new()))
+            .lock()
+            // A panic while the map was held cannot leave an entry half made.
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(super) fn get((key, root): &(PlanKey, Weak<StorageRoot>)) -> Option<Arc<Prepared>> {
+        let entries = entries();
+        let (held, prepared) = entries.get(key)?;
+        (held.ptr_eq(root) && held.strong_count() > 0).then(|| prepared.clone())
+    }
+
+    pub(super) fn insert((key, root): (PlanKey, Weak<StorageRoot>), prepared: Arc<Prepared>) {
+        let mut entries = entries();
+        if entries.len() >= PLANS_CACHED_MAX {
+            entries.clear();
+        }
+        entries.insert(key, (root, prepared));
+    }
 }
 
 /// A JSON value as a typed scalar: integers as Int64, other numbers as Float64, lists

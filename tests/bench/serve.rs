@@ -4,6 +4,9 @@
 //!
 //! - reads: point reads and one-hop queries from random people, p50 and p99 at 1, 8 and
 //!   32 clients, beside the same queries through the library on the server's handle;
+//! - floors: at 32 clients, `GET /healthz` (this machine's HTTP, no token, no graph) in
+//!   turn with a query that reads no table (`RETURN $id`: the query route without
+//!   storage), with the server's CPU per request: what a read costs before it reads;
 //! - inserts: single-row inserts from 8 clients, on the local folder (with and without
 //!   an idempotency key), and with every store request held 17 ms (as on S3);
 //! - maintenance: the read mix at 8 clients while optimize compacts a 1M-row table made
@@ -107,6 +110,8 @@ const POINT: &str = "MATCH (p:Person {id: $id}) RETURN p.name, p.age";
 const HOP: &str = "MATCH (p:Person {id: $id})-[:Knows]->(f:Person) RETURN f.id";
 /// A hop that reads the far nodes' properties: their rows are looked up by key.
 const HOP_PROPERTY: &str = "MATCH (p:Person {id: $id})-[:Knows]->(f:Person) RETURN f.name, f.age";
+/// A query that reads no table: the query route's cost without storage.
+const NO_TABLE: &str = "RETURN $id AS id";
 
 impl Target {
     async fn query(&self, text: &str, id: &str) -> f64 {
@@ -122,6 +127,47 @@ impl Target {
         assert!(response.status().is_success(), "{}", response.status());
         response.bytes().await.expect("rows read");
         started.elapsed().as_secs_f64() * 1e3
+    }
+
+    /// `GET /healthz`: the HTTP floor (no token, no graph).
+    async fn healthz(&self) -> f64 {
+        let started = Instant::now();
+        let response = self
+            .client
+            .get(format!("{}/healthz", self.base))
+            .send()
+            .await
+            .expect("healthz sent");
+        assert!(response.status().is_success(), "{}", response.status());
+        response.bytes().await.expect("healthz read");
+        started.elapsed().as_secs_f64() * 1e3
+    }
+
+    /// `clients` tasks asking the HTTP floor and a query that reads no table, in turn,
+    /// for `window`: each kind's latencies.
+    async fn floor_mix(self: &Arc<Self>, clients: usize, window: Duration) -> (Vec<f64>, Vec<f64>) {
+        let deadline = Instant::now() + window;
+        let mut tasks = Vec::new();
+        for client in 0..clients {
+            let target = self.clone();
+            tasks.push(tokio::spawn(async move {
+                let (mut health, mut no_table) = (Vec::new(), Vec::new());
+                let mut n = 0usize;
+                while Instant::now() < deadline {
+                    health.push(target.healthz().await);
+                    no_table.push(target.query(NO_TABLE, &format!("c{client}-{n}")).await);
+                    n += 1;
+                }
+                (health, no_table)
+            }));
+        }
+        let (mut health, mut no_table) = (Vec::new(), Vec::new());
+        for task in tasks {
+            let (h, q) = task.await.expect("floor task");
+            health.extend(h);
+            no_table.extend(q);
+        }
+        (health, no_table)
     }
 
     /// `clients` tasks alternating point reads and hops for `window`: each kind's
@@ -442,6 +488,22 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
             }),
         );
     }
+    // The floors at the most clients: what this machine's HTTP costs, and the query
+    // route without storage, beside the reads above.
+    let floors = {
+        let clients = READ_CLIENTS[READ_CLIENTS.len() - 1];
+        let before = cpu_ms();
+        let (health, no_table) = target.floor_mix(clients, READ_WINDOW).await;
+        let after = cpu_ms();
+        let requests = (health.len() + no_table.len()).max(1) as f64;
+        json!({
+            "clients": clients,
+            "healthz": percentiles(health),
+            "query_no_table": percentiles(no_table),
+            "server_cpu_ms_per_request": before.zip(after).map(|(b, a)| (a.0 - b.0) / requests),
+            "load_generator_cpu_ms_per_request": before.zip(after).map(|(b, a)| (a.1 - b.1) / requests),
+        })
+    };
     let library = embedded(&graph, people).await;
 
     // One insert first: the server's handle reads the Person keys once (a cold cache,
@@ -547,6 +609,7 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
         "setup_s": setup_s,
         "plans": plans,
         "reads": reads,
+        "floors": floors,
         "library_one_at_a_time": library,
         "inserts": {
             "clients": INSERT_CLIENTS,

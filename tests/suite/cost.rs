@@ -53,6 +53,13 @@ async fn log_costs(test: &TestGraph, depth: u64, costs: &mut BTreeMap<String, St
         line(&probe.counts()),
     );
     probe.reset();
+    let near = graph.head_near("main", &head).await.unwrap();
+    assert_eq!(near, head);
+    costs.insert(
+        format!("log.head_read_near.depth_{depth}"),
+        line(&probe.counts()),
+    );
+    probe.reset();
     publish(graph.root(), &empty_commit(head)).await.unwrap();
     costs.insert(
         format!("publish.empty_commit.depth_{depth}"),
@@ -397,6 +404,21 @@ async fn writer_costs(graph: &omnigraph_graph::Omnigraph, costs: &mut BTreeMap<S
         "writers.schema_apply_add_property".into(),
         line(&probe.counts()),
     );
+    // A point read by key on a warm handle, its plan prepared by the run before.
+    let point = "MATCH (p:Person {id: $id}) RETURN p.name";
+    let read = |id: &'static str| async move {
+        let options = omnigraph_query::QueryOptions::new().parameter("id", json!(id));
+        let rows = omnigraph_query::query(graph, point, &options)
+            .await
+            .unwrap();
+        let reused = rows.plan_reused();
+        let batches = rows.collect().await.unwrap();
+        (batches.iter().map(|b| b.num_rows()).sum::<usize>(), reused)
+    };
+    assert_eq!(Box::pin(read("p0")).await, (1, false));
+    let probe = graph.graph().root().probe();
+    assert_eq!(Box::pin(read("p1")).await, (1, true));
+    costs.insert("query.point_read_warm".into(), line(&probe.counts()));
 }
 
 fn render(costs: &BTreeMap<String, String>) -> String {
@@ -423,6 +445,11 @@ fn request_counts_match_the_golden_file() {
     // probe, and the gap check.
     assert!(
         costs["log.head_read.depth_1000"].starts_with("4 "),
+        "{costs:?}"
+    );
+    // From a head read before: commits s, s+1 and s+2 together, without HEAD.
+    assert!(
+        costs["log.head_read_near.depth_1000"].starts_with("3 "),
         "{costs:?}"
     );
     assert_eq!(

@@ -1295,7 +1295,7 @@ impl Universe {
         let after = self.observe().await;
         let moved = after.seq > before.seq;
         let outcome = match &result {
-            Ok(Some(_)) => "published".to_string(),
+            Ok(Some(commit)) => format!("published at {}", commit.seq),
             Ok(None) => "nothing to publish".to_string(),
             Err(error) => format!("{} ({})", error.code().code, error.evidence().code()),
         };
@@ -2281,7 +2281,7 @@ fn cost_bound(op: Op) -> Option<u64> {
 }
 
 /// Seeds that found a defect, each with what it found: they run in every tier.
-const FINDING_SEEDS: [(u64, &str); 6] = [
+const FINDING_SEEDS: [(u64, &str); 9] = [
     (
         9,
         "an insert on a handle's stale head after another handle's schema apply failed",
@@ -2306,6 +2306,12 @@ const FINDING_SEEDS: [(u64, &str); 6] = [
         2994,
         "a cleanup parked before its record deleted what an insert staged meanwhile (the store's clock is the wall's, the universe's runs ahead): cleanup is no longer parked there",
     ),
+    (
+        96770,
+        "a handle that probed from the head it knew, an old one that cleanup had reclaimed, took it for the head and published below the floor",
+    ),
+    (97089, "the same, found by another universe"),
+    (97814, "the same: a merge then found no merge base"),
 ];
 
 #[test]

@@ -691,6 +691,83 @@ async fn a_writer_never_fills_a_gap_in_the_log() {
     assert_eq!(all_objects(root).await, before);
 }
 
+/// A handle reads the head from the one it knows (commits s, s+1 and s+2, without
+/// `HEAD`), and the log still decides: a log that moved on, a gap after the known head,
+/// and a log restored to an earlier state are each read as a fresh handle reads them.
+#[tokio::test]
+async fn a_handle_probes_from_the_head_it_knows_and_the_log_decides() {
+    let (graph, test) = new_graph(Backend::Local).await;
+    let root = graph.graph().root().clone();
+    let known = graph.head().await.unwrap();
+    // Another writer publishes three commits; `HEAD` is made to lag at genesis, so only
+    // the log tells the handle where the head is.
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    let mut head = other.head().await.unwrap();
+    for index in 0..3 {
+        head = publish(
+            &root,
+            &empty_publication(head, ReadSet::Strict, &format!("{index}")),
+        )
+        .await
+        .unwrap();
+    }
+    let genesis = root
+        .get(&layout::commit_path("main", known.seq))
+        .await
+        .unwrap()
+        .unwrap();
+    root.put(&layout::head_path("main"), genesis).await.unwrap();
+    let probe = root.probe();
+    assert_eq!(graph.head().await.unwrap(), head, "the log moved on");
+    assert!(
+        probe
+            .requests()
+            .iter()
+            .all(|request| request.path != layout::head_path("main")),
+        "HEAD is not read: {:?}",
+        probe.requests()
+    );
+    // A gap after the head it knows: commit n+1 gone, n+2 there. Reported, never read
+    // past.
+    let mut next = head.clone();
+    for index in 0..2 {
+        next = publish(
+            &root,
+            &empty_publication(next, ReadSet::Strict, &format!("after {index}")),
+        )
+        .await
+        .unwrap();
+    }
+    let gap = layout::commit_path("main", head.seq + 1);
+    let missing = root.get(&gap).await.unwrap().unwrap();
+    root.delete(&gap).await.unwrap();
+    let error = graph.head().await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    assert!(error.to_string().contains(&gap.to_string()), "{error}");
+    root.put(&gap, missing).await.unwrap();
+    assert_eq!(graph.head().await.unwrap(), next);
+    // The root restored to a backup that ends before the head the handle knows: the
+    // restored head is the head, and the next write follows it.
+    for seq in head.seq + 1..=next.seq {
+        root.delete(&layout::commit_path("main", seq))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        graph.head().await.unwrap(),
+        head,
+        "the restored log decides"
+    );
+    let written = graph
+        .insert_json("Person", objects(json!([{"id": "p9", "name": "After"}])))
+        .await
+        .unwrap();
+    assert_eq!(
+        (written.seq, written.parent_commit_id.as_deref()),
+        (head.seq + 1, Some(head.commit_id.as_str()))
+    );
+}
+
 #[tokio::test]
 async fn a_winner_that_does_not_follow_the_base_is_corrupt() {
     let (graph, _test) = seeded_graph(Backend::Local).await;

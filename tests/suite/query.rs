@@ -1337,3 +1337,194 @@ async fn a_hop_from_few_nodes_looks_their_edges_up_and_from_many_reads_every_edg
     let line = hop_line(&graph, few).await;
     assert!(line.contains("hash join on the edge table's src"), "{line}");
 }
+
+/// The rows of `text` with `parameters`, and whether its plan was one an earlier run
+/// prepared.
+async fn run_with(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Value>, bool) {
+    let mut options = QueryOptions::new();
+    for (name, value) in parameters.as_object().unwrap() {
+        options = options.parameter(name.clone(), value.clone());
+    }
+    let result = Box::pin(query(graph, text, &options))
+        .await
+        .unwrap_or_else(|error| panic!("{text}: {error}"));
+    let reused = result.plan_reused();
+    let schema = result.schema();
+    let batches = result.collect().await.unwrap();
+    (rows_in_column_order(&schema, &batches), reused)
+}
+
+#[tokio::test]
+async fn a_query_run_again_at_the_same_commit_reuses_its_plan_with_the_new_values() {
+    use omnigraph_maintenance::MaintenanceExt;
+    // An Int32 key, and a parameter is an Int64: the plan compares them through a
+    // cast, and the key's index still answers the comparison.
+    const ITEMS: i32 = 20_000;
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(
+        &test.uri,
+        "node Item { n: Int32 @key, label: String, weight: Float64? }\nedge Next: Item -> Item\n",
+    )
+    .await
+    .unwrap();
+    let items: Vec<Value> = (0..ITEMS)
+        .map(|n| json!({"n": n, "label": format!("i{n}"), "weight": f64::from(n) / 2.0}))
+        .collect();
+    graph
+        .insert_json("Item", objects(Value::Array(items)))
+        .await
+        .unwrap();
+    let next: Vec<Value> = (0..ITEMS - 1)
+        .map(|n| json!({"src": n, "dst": n + 1}))
+        .collect();
+    graph
+        .insert_json("Next", objects(Value::Array(next)))
+        .await
+        .unwrap();
+    graph.maintenance().optimize().await.unwrap();
+
+    let point = "MATCH (i:Item {n: $n}) RETURN i.label, i.weight";
+    let (first, reused) = run_with(&graph, point, json!({"n": 17})).await;
+    assert_eq!((first, reused), (vec![json!(["i17", 8.5])], false));
+    for n in [0, 5_000, 19_999, 20_000, -1] {
+        let (found, reused) = run_with(&graph, point, json!({"n": n})).await;
+        let expected: Vec<Value> = match n {
+            0..ITEMS => vec![json!([format!("i{n}"), f64::from(n) / 2.0])],
+            _ => Vec::new(),
+        };
+        assert_eq!((found, reused), (expected, true), "n = {n}");
+    }
+    // The reused plan reads one row through the key's index, as a plan made for the
+    // value does.
+    for n in [123, 124] {
+        let (profile, reused) =
+            run_with(&graph, &format!("PROFILE {point}"), json!({"n": n})).await;
+        let profile = profile[0][0].as_str().unwrap().to_owned();
+        assert_eq!(reused, n == 124, "{profile}");
+        assert!(
+            profile.contains(&format!("full_filter=n = Int32({n})"))
+                && profile.contains("ScalarIndexQuery")
+                && profile.contains("rows_scanned=1,")
+                && profile.ends_with("rows: 1\n"),
+            "{profile}"
+        );
+    }
+    // A hop from the node a parameter names.
+    let hop = "MATCH (i:Item {n: $n})-[:Next]->(j:Item) RETURN j.label";
+    assert_eq!(
+        run_with(&graph, hop, json!({"n": 1})).await,
+        (vec![json!(["i2"])], false)
+    );
+    assert_eq!(
+        run_with(&graph, hop, json!({"n": 300})).await,
+        (vec![json!(["i301"])], true)
+    );
+    assert_eq!(
+        run_with(&graph, hop, json!({"n": ITEMS - 1})).await,
+        (Vec::new(), true)
+    );
+    // A parameter of another type is another plan; each answers for its own value.
+    let heavier = "MATCH (i:Item) WHERE i.weight > $w RETURN count(*) AS n";
+    assert_eq!(
+        run_with(&graph, heavier, json!({"w": 9_990})).await,
+        (vec![json!([19])], false)
+    );
+    assert_eq!(
+        run_with(&graph, heavier, json!({"w": 9_990.5})).await,
+        (vec![json!([18])], false)
+    );
+    assert_eq!(
+        run_with(&graph, heavier, json!({"w": 9_995})).await,
+        (vec![json!([9])], true)
+    );
+    assert_eq!(
+        run_with(&graph, heavier, json!({"w": 9_995.5})).await,
+        (vec![json!([8])], true)
+    );
+    // A null, a list, and a parameter that shapes the plan bind it to their values:
+    // never reused, always right.
+    let named = "MATCH (i:Item) WHERE i.n IN $ns RETURN i.label ORDER BY i.label";
+    assert_eq!(
+        run_with(&graph, named, json!({"ns": [1, 2]})).await,
+        (vec![json!(["i1"]), json!(["i2"])], false)
+    );
+    assert_eq!(
+        run_with(&graph, named, json!({"ns": [3]})).await,
+        (vec![json!(["i3"])], false)
+    );
+    let first = "MATCH (i:Item) RETURN i.n ORDER BY i.n LIMIT $k";
+    assert_eq!(
+        run_with(&graph, first, json!({"k": 2})).await,
+        (vec![json!([0]), json!([1])], false)
+    );
+    assert_eq!(
+        run_with(&graph, first, json!({"k": 1})).await,
+        (vec![json!([0])], false)
+    );
+    let labelled = "MATCH (i:Item {n: 7}) RETURN coalesce($l, i.label) AS l";
+    assert_eq!(
+        run_with(&graph, labelled, json!({"l": null})).await,
+        (vec![json!(["i7"])], false)
+    );
+    assert_eq!(
+        run_with(&graph, labelled, json!({"l": null})).await,
+        (vec![json!(["i7"])], false)
+    );
+    assert_eq!(
+        run_with(&graph, labelled, json!({"l": "x"})).await,
+        (vec![json!(["x"])], false)
+    );
+    assert_eq!(
+        run_with(&graph, labelled, json!({"l": "y"})).await,
+        (vec![json!(["y"])], true)
+    );
+    // A parameter the query does not read is refused on a reused plan too.
+    let error = failure(
+        &graph,
+        point,
+        &QueryOptions::new()
+            .parameter("n", json!(1))
+            .parameter("m", json!(2)),
+    )
+    .await;
+    assert!(
+        matches!(error.kind(), ErrorKind::BadInput) && error.to_string().contains("$m"),
+        "{error}"
+    );
+    // A write makes a new commit: its plan is its own, and it reads the new row.
+    graph
+        .insert_json("Item", objects(json!([{"n": ITEMS, "label": "new"}])))
+        .await
+        .unwrap();
+    assert_eq!(
+        run_with(&graph, point, json!({"n": ITEMS})).await,
+        (vec![json!(["new", null])], false)
+    );
+    assert_eq!(
+        run_with(&graph, point, json!({"n": 3})).await,
+        (vec![json!(["i3", 1.5])], true)
+    );
+    // The commit before it, named: its plan is still the one prepared there.
+    let mut options = QueryOptions::new().parameter("n", json!(ITEMS));
+    options = options.at(CommitRef::Seq(graph.head().await.unwrap().seq - 1));
+    let result = query(&graph, point, &options).await.unwrap();
+    assert!(result.plan_reused());
+    assert!(
+        result
+            .collect()
+            .await
+            .unwrap()
+            .iter()
+            .all(|batch| batch.num_rows() == 0)
+    );
+    // Another handle opens the root again: its store is its own, and so are its plans.
+    let other = Omnigraph::open(&test.uri).await.unwrap();
+    assert_eq!(
+        run_with(&other, point, json!({"n": 4})).await,
+        (vec![json!(["i4", 2.0])], false)
+    );
+    assert_eq!(
+        run_with(&other, point, json!({"n": 5})).await,
+        (vec![json!(["i5", 2.5])], true)
+    );
+}

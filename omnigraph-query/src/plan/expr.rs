@@ -3,14 +3,16 @@
 //! so: string `+` is concatenation, lists index from 0, `collect` skips nulls and of
 //! no values is `[]`.
 
-use super::{Context, Entity, Planner, Rows, column};
+use super::{Binding, Context, Entity, Planner, Rows, column};
 use crate::functions;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::Field;
 use datafusion::common::ScalarValue;
 use datafusion::functions::expr_fn as f;
 use datafusion::functions_aggregate::expr_fn as agg;
 use datafusion::functions_nested::expr_fn as list;
 use datafusion::logical_expr::expr::Case;
+use datafusion::logical_expr::expr::Placeholder;
 use datafusion::logical_expr::{
     BinaryExpr, Cast, Expr, ExprFunctionExt, LogicalPlanBuilder, Operator, TryCast, lit,
 };
@@ -21,6 +23,7 @@ use open_cypher::ast::{
     IntegerRadix, IsPredicate, LiteralKind, Parameter, ParameterName, Query, QueryKind,
     SubqueryExpressionKind, UnaryOperator,
 };
+use std::sync::Arc;
 
 /// The left operand of a binary operator: as written (the first of a chain), or
 /// computed from the operators before it.
@@ -154,6 +157,33 @@ pub(crate) fn integer(literal: &IntegerLiteral) -> Option<i64> {
         }
         _ => None,
     }
+}
+
+impl Planner<'_> {
+    /// The parameter `name`, whose value is `value`, as a value of the plan: a literal,
+    /// or a placeholder of its type when the plan is compiled to serve any value
+    /// ([`Binding::Placeholders`]). A null or a list has no type a placeholder could
+    /// keep for every value, so it is always a literal, and binds the plan to it.
+    fn parameter_value(&self, name: &str, value: &ScalarValue) -> Expr {
+        if self.binding == Binding::Placeholders && placeholder_type(value) {
+            let field = Arc::new(Field::new("", value.data_type(), true));
+            return Expr::Placeholder(Placeholder::new_with_field(format!("${name}"), Some(field)));
+        }
+        if self.binding == Binding::Placeholders {
+            self.value_bound.set(true);
+        }
+        lit(value.clone())
+    }
+}
+
+/// Whether a parameter of `value`'s type can be a placeholder: a value of one scalar
+/// type that is not null.
+pub(crate) fn placeholder_type(value: &ScalarValue) -> bool {
+    !value.is_null()
+        && matches!(
+            value.data_type(),
+            DataType::Boolean | DataType::Int64 | DataType::Float64 | DataType::Utf8
+        )
 }
 
 pub(crate) fn parameter_name(
@@ -357,7 +387,7 @@ impl<'a> Planner<'a> {
             ExprKind::Parameter(parameter) => {
                 let name = parameter_name(self, parameter, span)?;
                 match self.parameters.get(&name) {
-                    Some(value) => lit(value.clone()),
+                    Some(value) => self.parameter_value(&name, value),
                     None => return Err(self.missing_parameter(&name, span)),
                 }
             }
@@ -467,6 +497,7 @@ impl<'a> Planner<'a> {
                 let at = match &index.kind {
                     ExprKind::Parameter(parameter) => {
                         let name = parameter_name(self, parameter, index.span)?;
+                        self.value_bound.set(true);
                         match self.parameters.get(&name) {
                             Some(ScalarValue::Int64(Some(at))) => Some(*at),
                             Some(_) => None,
@@ -664,6 +695,7 @@ impl<'a> Planner<'a> {
                 }
                 ExprKind::Parameter(parameter) => {
                     let name = parameter_name(self, parameter, right.span)?;
+                    self.value_bound.set(true);
                     match self.parameters.get(&name) {
                         Some(ScalarValue::List(array)) => {
                             let values = (0..array.value_length(0))

@@ -15,6 +15,7 @@ mod count;
 mod expr;
 mod mentions;
 mod pattern;
+pub(crate) use expr::placeholder_type;
 pub(crate) use pattern::describe;
 
 use crate::check::CheckedQuery;
@@ -112,6 +113,22 @@ pub(crate) struct Compiled {
     pub(crate) plan: LogicalPlan,
     /// How each hop is expanded, for `EXPLAIN`.
     pub(crate) hops: Vec<String>,
+    /// Whether the plan was shaped by some parameter's value (so it serves that value
+    /// only, whatever its [`Binding`]).
+    pub(crate) value_bound: bool,
+}
+
+/// How a compiled plan holds the query's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Binding {
+    /// As literals: the plan serves these values only.
+    Literals,
+    /// A parameter compared or returned as a value is a typed placeholder, bound when
+    /// the plan runs (`LogicalPlan::with_param_values`), so one plan serves every value
+    /// of the same types. A parameter that shapes the plan (`IN $list`, `[$i]`,
+    /// `SKIP`/`LIMIT $n`) is still read as its value, and marks the plan
+    /// [`Compiled::value_bound`].
+    Placeholders,
 }
 
 /// The tables of a commit by type name, opened at the versions it pins.
@@ -127,6 +144,9 @@ pub(crate) struct Planner<'a> {
     pub(crate) tables: &'a Tables,
     pub(crate) adjacency: &'a Adjacencies,
     pub(crate) parameters: &'a BTreeMap<String, ScalarValue>,
+    pub(crate) binding: Binding,
+    /// Set when a parameter's value shaped the plan ([`Binding::Placeholders`]).
+    pub(crate) value_bound: std::cell::Cell<bool>,
     text: &'a str,
     /// How often each variable is named (`mentions.rs`): a node variable named once is
     /// read by nothing, so its table need not be joined.
@@ -163,6 +183,7 @@ pub(crate) fn compile(
     tables: &Tables,
     adjacency: &Adjacencies,
     parameters: &BTreeMap<String, ScalarValue>,
+    binding: Binding,
 ) -> Result<Compiled> {
     let mentions::Mentions {
         counts: mentions,
@@ -195,6 +216,8 @@ pub(crate) fn compile(
         tables,
         adjacency,
         parameters,
+        binding,
+        value_bound: std::cell::Cell::new(false),
         text: &checked.text,
         mentions,
         uses,
@@ -211,6 +234,7 @@ pub(crate) fn compile(
     if let Some(plan) = planner.count_paths(&checked.query)? {
         return Ok(Compiled {
             plan,
+            value_bound: planner.value_bound.get(),
             hops: planner.hops,
         });
     }
@@ -233,6 +257,7 @@ pub(crate) fn compile(
     );
     Ok(Compiled {
         plan: rows.plan,
+        value_bound: planner.value_bound.get(),
         hops: planner.hops,
     })
 }
@@ -684,6 +709,7 @@ impl<'a> Planner<'a> {
             },
             ExprKind::Parameter(parameter) => {
                 let name = expr::parameter_name(self, parameter, expression.span)?;
+                self.value_bound.set(true);
                 match self.parameters.get(&name) {
                     Some(ScalarValue::Int64(Some(value))) => i128::from(*value),
                     Some(other) => {
