@@ -140,7 +140,7 @@ impl Omnigraph {
     }
 
     /// Whether traversals may use adjacency artifacts.
-    pub(crate) fn reads_adjacency(&self) -> bool {
+    pub fn reads_adjacency(&self) -> bool {
         self.adjacency_reads
     }
 

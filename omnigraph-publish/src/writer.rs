@@ -191,11 +191,20 @@ impl BranchWriter for Branch {
     }
 
     async fn head(&self) -> Result<GraphCommit> {
-        let head = match self.known_head() {
-            Some(known) => self.graph.head_near(&self.branch, &known).await?,
+        let probed_from = self.known_head();
+        let head = match &probed_from {
+            Some(known) => self.graph.head_near(&self.branch, known).await?,
             None => self.graph.commit(&self.branch, &CommitRef::Head).await?,
         };
-        *self.known_head.lock() = Some(head.clone());
+        // The log's head is the truth, even below the head it knew (a root restored from
+        // a backup); but a head a task sharing the writer published meanwhile is newer
+        // than this read, and stays.
+        let mut known = self.known_head.lock();
+        let unchanged =
+            known.as_ref().map(|k| &k.commit_id) == probed_from.as_ref().map(|k| &k.commit_id);
+        if unchanged || known.as_ref().is_none_or(|k| k.seq < head.seq) {
+            *known = Some(head.clone());
+        }
         Ok(head)
     }
 

@@ -15,6 +15,8 @@ use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::{SessionState, SessionStateBuilder, TaskContext};
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::optimizer::Optimizer;
+use datafusion::optimizer::simplify_expressions::SimplifyExpressions;
 use datafusion::physical_plan::display::DisplayableExecutionPlan;
 use datafusion::physical_plan::{ExecutionPlan, displayable, execute_stream};
 use datafusion::prelude::SessionConfig;
@@ -155,15 +157,32 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
         CommitRef::Head => graph.head().await?,
         at => graph.graph().commit(graph.branch(), at).await?,
     };
-    let parameters = parameters(&options.parameters)?;
+    let parameters = match parameters(&options.parameters) {
+        Ok(parameters) => parameters,
+        Err(error) => {
+            // A query the checker refuses says so first, as it did before its
+            // parameters were read.
+            check(&*graph.catalog_at(&commit).await?, text)?;
+            return Err(error);
+        }
+    };
     let budget = options.memory_bytes;
     let session = session();
     let key = PlanKey::of(graph, &commit, text, &parameters);
     let (prepared, reused, physical) = match key.as_ref().and_then(plans::get) {
         Some(prepared) => {
             refuse_unread(&parameters, &prepared.reads)?;
-            let physical = physical_plan(&prepared, &parameters, budget).await?;
-            (prepared, true, physical)
+            match physical_plan(&prepared, &parameters, budget).await {
+                Ok(physical) => (prepared, true, physical),
+                // A value the plan cannot take (a cast that fails once folded) is
+                // planned with the values, as without reuse: its error is the query's.
+                Err(_) => {
+                    let prepared =
+                        Arc::new(prepare(graph, &commit, text, &parameters, false, budget).await?);
+                    let physical = physical_plan(&prepared, &parameters, budget).await?;
+                    (prepared, false, physical)
+                }
+            }
         }
         None => {
             let mut prepared =
@@ -446,7 +465,10 @@ async fn physical_plan(
         .map_err(|error| running(error, budget))
 }
 
-/// `plan` with its placeholders bound to `parameters`.
+/// `plan` with its placeholders bound to `parameters`, its expressions simplified again
+/// as optimizing with the values would: a cast of a value is folded (one that cannot be
+/// made fails here, at planning, as it does for a literal, not only when a row reaches
+/// it).
 fn bind(
     plan: &LogicalPlan,
     parameters: &BTreeMap<String, ScalarValue>,
@@ -455,7 +477,11 @@ fn bind(
         .iter()
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
-    plan.clone().with_param_values(values)
+    let bound = plan.clone().with_param_values(values)?;
+    static SIMPLIFY: OnceLock<Optimizer> = OnceLock::new();
+    SIMPLIFY
+        .get_or_init(|| Optimizer::with_rules(vec![Arc::new(SimplifyExpressions::new())]))
+        .optimize(bound, session(), |_, _| {})
 }
 
 /// What a prepared plan is reused for: one handle's root, a commit of a branch, the
@@ -466,6 +492,9 @@ struct PlanKey {
     /// The root's address: the entry holds the root weakly and is used only while it
     /// is this very root (its store, with its wrapper, is the one the plan reads).
     root: usize,
+    /// Whether the handle's traversals may use adjacency artifacts (a plan walks them or
+    /// the edge tables).
+    adjacency: bool,
     branch: String,
     commit_id: String,
     text: String,
@@ -486,6 +515,7 @@ impl PlanKey {
         Some((
             PlanKey {
                 root: Arc::as_ptr(root) as usize,
+                adjacency: graph.reads_adjacency(),
                 branch: commit.branch.clone(),
                 commit_id: commit.commit_id.clone(),
                 text: text.to_owned(),
@@ -500,7 +530,8 @@ impl PlanKey {
 }
 
 /// The process's prepared plans, at most [`PLANS_CACHED_MAX`]; a full cache is emptied
-/// (its entries are each a commit's, and a new commit makes them old).
+/// (its entries are each a commit's, and a new commit makes them old), and the plans of
+/// a root no handle holds are dropped at the next insert.
 mod plans {
     use super::{PlanKey, Prepared};
     use crate::limits::PLANS_CACHED_MAX;
@@ -527,6 +558,8 @@ mod plans {
 
     pub(super) fn insert((key, root): (PlanKey, Weak<StorageRoot>), prepared: Arc<Prepared>) {
         let mut entries = entries();
+        // The plans of a root no handle holds any more are never used again.
+        entries.retain(|_, (held, _)| held.strong_count() > 0);
         if entries.len() >= PLANS_CACHED_MAX {
             entries.clear();
         }

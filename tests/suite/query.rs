@@ -1478,6 +1478,34 @@ async fn a_query_run_again_at_the_same_commit_reuses_its_plan_with_the_new_value
         run_with(&graph, labelled, json!({"l": "y"})).await,
         (vec![json!(["y"])], true)
     );
+    // A value the reused plan cannot take fails as the same query written with that
+    // value fails, though no row reaches it.
+    let power = "MATCH (i:Item) WHERE i.n < 0 RETURN i.weight ^ $e AS x";
+    assert_eq!(
+        run_with(&graph, power, json!({"e": "2"})).await,
+        (Vec::new(), false)
+    );
+    let literal = failure(
+        &graph,
+        "MATCH (i:Item) WHERE i.n < 0 RETURN i.weight ^ 'x' AS x",
+        &QueryOptions::new(),
+    )
+    .await;
+    let reused = failure(
+        &graph,
+        power,
+        &QueryOptions::new().parameter("e", json!("x")),
+    )
+    .await;
+    assert_eq!(
+        (reused.kind(), reused.code().code),
+        (literal.kind(), literal.code().code),
+        "{reused} / {literal}"
+    );
+    assert_eq!(
+        run_with(&graph, power, json!({"e": "3"})).await,
+        (Vec::new(), true)
+    );
     // A parameter the query does not read is refused on a reused plan too.
     let error = failure(
         &graph,
