@@ -169,36 +169,33 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
     let budget = options.memory_bytes;
     let session = session();
     let key = PlanKey::of(graph, &commit, text, &parameters);
+    // A plan DataFusion cannot plan once its placeholders are bound (a value it cannot
+    // take: a cast that fails once folded) is planned with the values, as it would be
+    // without reuse: the query's errors are its own.
+    let with_values = || async {
+        let prepared = prepare(graph, &commit, text, &parameters, false, budget).await?;
+        let physical = physical_plan(&prepared, &parameters, budget).await?;
+        Ok::<_, OmniError>((Arc::new(prepared), physical))
+    };
     let (prepared, reused, physical) = match key.as_ref().and_then(plans::get) {
         Some(prepared) => {
             refuse_unread(&parameters, &prepared.reads)?;
             match physical_plan(&prepared, &parameters, budget).await {
                 Ok(physical) => (prepared, true, physical),
-                // A value the plan cannot take (a cast that fails once folded) is
-                // planned with the values, as without reuse: its error is the query's.
                 Err(_) => {
-                    let prepared =
-                        Arc::new(prepare(graph, &commit, text, &parameters, false, budget).await?);
-                    let physical = physical_plan(&prepared, &parameters, budget).await?;
+                    let (prepared, physical) = with_values().await?;
                     (prepared, false, physical)
                 }
             }
         }
         None => {
-            let mut prepared =
+            let prepared =
                 prepare(graph, &commit, text, &parameters, key.is_some(), budget).await?;
-            let physical = match physical_plan(&prepared, &parameters, budget).await {
-                Ok(physical) => physical,
-                // A plan DataFusion cannot plan once its placeholders are bound is
-                // planned with the values, as it would be without reuse: its errors are
-                // the query's own.
-                Err(_) if prepared.placeholders => {
-                    prepared = prepare(graph, &commit, text, &parameters, false, budget).await?;
-                    physical_plan(&prepared, &parameters, budget).await?
-                }
+            let (prepared, physical) = match physical_plan(&prepared, &parameters, budget).await {
+                Ok(physical) => (Arc::new(prepared), physical),
+                Err(_) if prepared.placeholders => with_values().await?,
                 Err(error) => return Err(error),
             };
-            let prepared = Arc::new(prepared);
             if let Some(key) = key
                 && prepared.reusable
             {

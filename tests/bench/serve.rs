@@ -90,6 +90,23 @@ fn cpu_ms() -> Option<(f64, f64)> {
     Some((server, total - server))
 }
 
+/// CPU milliseconds per request between two [`cpu_ms`] readings, of the server's
+/// threads and of the rest of the process (the load generator).
+fn cpu_per_request(
+    before: Option<(f64, f64)>,
+    after: Option<(f64, f64)>,
+    requests: usize,
+) -> (Option<f64>, Option<f64>) {
+    let requests = requests.max(1) as f64;
+    match before.zip(after) {
+        Some((before, after)) => (
+            Some((after.0 - before.0) / requests),
+            Some((after.1 - before.1) / requests),
+        ),
+        None => (None, None),
+    }
+}
+
 fn percentiles(mut times: Vec<f64>) -> Value {
     times.sort_by(f64::total_cmp);
     let at = |p: f64| match times.is_empty() {
@@ -97,6 +114,17 @@ fn percentiles(mut times: Vec<f64>) -> Value {
         false => percentile(&times, p),
     };
     json!({"requests": times.len(), "p50_ms": at(0.5), "p99_ms": at(0.99), "max_ms": at(1.0)})
+}
+
+/// What a client of the load generator asks.
+#[derive(Clone, Copy)]
+enum Ask {
+    Point,
+    Hop,
+    /// The query route without storage.
+    NoTable,
+    /// The HTTP floor.
+    Healthz,
 }
 
 struct Target {
@@ -143,59 +171,52 @@ impl Target {
         started.elapsed().as_secs_f64() * 1e3
     }
 
-    /// `clients` tasks asking the HTTP floor and a query that reads no table, in turn,
-    /// for `window`: each kind's latencies.
-    async fn floor_mix(self: &Arc<Self>, clients: usize, window: Duration) -> (Vec<f64>, Vec<f64>) {
-        let deadline = Instant::now() + window;
-        let mut tasks = Vec::new();
-        for client in 0..clients {
-            let target = self.clone();
-            tasks.push(tokio::spawn(async move {
-                let (mut health, mut no_table) = (Vec::new(), Vec::new());
-                let mut n = 0usize;
-                while Instant::now() < deadline {
-                    health.push(target.healthz().await);
-                    no_table.push(target.query(NO_TABLE, &format!("c{client}-{n}")).await);
-                    n += 1;
-                }
-                (health, no_table)
-            }));
+    /// One request of kind `ask` (of a random person where it names one): its latency.
+    async fn ask(&self, ask: Ask, rng: &mut StdRng) -> f64 {
+        let id = format!("p{}", rng.random_range(0..self.people));
+        match ask {
+            Ask::Point => self.query(POINT, &id).await,
+            Ask::Hop => self.query(HOP, &id).await,
+            Ask::NoTable => self.query(NO_TABLE, &id).await,
+            Ask::Healthz => self.healthz().await,
         }
-        let (mut health, mut no_table) = (Vec::new(), Vec::new());
-        for task in tasks {
-            let (h, q) = task.await.expect("floor task");
-            health.extend(h);
-            no_table.extend(q);
-        }
-        (health, no_table)
     }
 
-    /// `clients` tasks alternating point reads and hops for `window`: each kind's
+    /// `clients` tasks asking the two kinds of `asks` in turn for `window`: each kind's
     /// latencies.
-    async fn read_mix(self: &Arc<Self>, clients: usize, window: Duration) -> (Vec<f64>, Vec<f64>) {
+    async fn mix(
+        self: &Arc<Self>,
+        clients: usize,
+        window: Duration,
+        asks: [Ask; 2],
+    ) -> (Vec<f64>, Vec<f64>) {
         let deadline = Instant::now() + window;
         let mut tasks = Vec::new();
         for client in 0..clients {
             let target = self.clone();
             tasks.push(tokio::spawn(async move {
                 let mut rng = StdRng::seed_from_u64(client as u64);
-                let (mut points, mut hops) = (Vec::new(), Vec::new());
+                let (mut first, mut second) = (Vec::new(), Vec::new());
                 while Instant::now() < deadline {
-                    let id = format!("p{}", rng.random_range(0..target.people));
-                    points.push(target.query(POINT, &id).await);
-                    let id = format!("p{}", rng.random_range(0..target.people));
-                    hops.push(target.query(HOP, &id).await);
+                    first.push(target.ask(asks[0], &mut rng).await);
+                    second.push(target.ask(asks[1], &mut rng).await);
                 }
-                (points, hops)
+                (first, second)
             }));
         }
-        let (mut points, mut hops) = (Vec::new(), Vec::new());
+        let (mut first, mut second) = (Vec::new(), Vec::new());
         for task in tasks {
-            let (p, h) = task.await.expect("client task");
-            points.extend(p);
-            hops.extend(h);
+            let (f, s) = task.await.expect("client task");
+            first.extend(f);
+            second.extend(s);
         }
-        (points, hops)
+        (first, second)
+    }
+
+    /// `clients` tasks alternating point reads and hops for `window`: each kind's
+    /// latencies.
+    async fn read_mix(self: &Arc<Self>, clients: usize, window: Duration) -> (Vec<f64>, Vec<f64>) {
+        self.mix(clients, window, [Ask::Point, Ask::Hop]).await
     }
 
     /// `clients` tasks inserting `each` single rows: latencies of the acknowledged ones,
@@ -470,12 +491,7 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
         let before = cpu_ms();
         let (points, hops) = target.read_mix(clients, READ_WINDOW).await;
         let after = cpu_ms();
-        let requests = (points.len() + hops.len()).max(1) as f64;
-        let per_request = |side: fn((f64, f64)) -> f64| {
-            before
-                .zip(after)
-                .map(|(before, after)| (side(after) - side(before)) / requests)
-        };
+        let (server, load_generator) = cpu_per_request(before, after, points.len() + hops.len());
         reads.insert(
             format!("clients_{clients}"),
             json!({
@@ -483,8 +499,8 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
                 "one_hop": percentiles(hops),
                 // CPU per request of the server's threads (with Lance's) and of the
                 // rest of the process (the load generator).
-                "server_cpu_ms_per_request": per_request(|(server, _)| server),
-                "load_generator_cpu_ms_per_request": per_request(|(_, other)| other),
+                "server_cpu_ms_per_request": server,
+                "load_generator_cpu_ms_per_request": load_generator,
             }),
         );
     }
@@ -493,15 +509,18 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
     let floors = {
         let clients = READ_CLIENTS[READ_CLIENTS.len() - 1];
         let before = cpu_ms();
-        let (health, no_table) = target.floor_mix(clients, READ_WINDOW).await;
+        let (health, no_table) = target
+            .mix(clients, READ_WINDOW, [Ask::Healthz, Ask::NoTable])
+            .await;
         let after = cpu_ms();
-        let requests = (health.len() + no_table.len()).max(1) as f64;
+        let (server, load_generator) =
+            cpu_per_request(before, after, health.len() + no_table.len());
         json!({
             "clients": clients,
             "healthz": percentiles(health),
             "query_no_table": percentiles(no_table),
-            "server_cpu_ms_per_request": before.zip(after).map(|(b, a)| (a.0 - b.0) / requests),
-            "load_generator_cpu_ms_per_request": before.zip(after).map(|(b, a)| (a.1 - b.1) / requests),
+            "server_cpu_ms_per_request": server,
+            "load_generator_cpu_ms_per_request": load_generator,
         })
     };
     let library = embedded(&graph, people).await;

@@ -17,6 +17,21 @@ fn empty_publication(base: GraphCommit, read_set: ReadSet, summary: &str) -> Pub
     omnigraph_tests::publication_changing_nothing(base, read_set, summary)
 }
 
+/// `count` empty commits published on `head`, one after another: the last.
+async fn publish_empty(
+    root: &std::sync::Arc<StorageRoot>,
+    mut head: GraphCommit,
+    count: usize,
+) -> GraphCommit {
+    for index in 0..count {
+        let summary = format!("empty {index} after {}", head.seq);
+        head = publish(root, &empty_publication(head, ReadSet::Strict, &summary))
+            .await
+            .unwrap();
+    }
+    head
+}
+
 async fn new_graph(backend: Backend) -> (Omnigraph, TestRoot) {
     let test = TestRoot::new(backend).await;
     let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
@@ -650,16 +665,7 @@ async fn an_oversized_commit_is_refused_without_being_read() {
 #[tokio::test]
 async fn a_writer_never_fills_a_gap_in_the_log() {
     let (graph, test) = new_graph(Backend::Local).await;
-    let genesis = graph.head().await.unwrap();
-    let mut head = genesis.clone();
-    for index in 0..3 {
-        head = publish(
-            graph.graph().root(),
-            &empty_publication(head, ReadSet::Strict, &format!("{index}")),
-        )
-        .await
-        .unwrap();
-    }
+    publish_empty(graph.graph().root(), graph.head().await.unwrap(), 3).await;
     let root = graph.graph().root();
     let first = root
         .get(&layout::commit_path("main", 1))
@@ -702,15 +708,7 @@ async fn a_handle_probes_from_the_head_it_knows_and_the_log_decides() {
     // Another writer publishes three commits; `HEAD` is made to lag at genesis, so only
     // the log tells the handle where the head is.
     let other = Omnigraph::open(&test.uri).await.unwrap();
-    let mut head = other.head().await.unwrap();
-    for index in 0..3 {
-        head = publish(
-            &root,
-            &empty_publication(head, ReadSet::Strict, &format!("{index}")),
-        )
-        .await
-        .unwrap();
-    }
+    let head = publish_empty(&root, other.head().await.unwrap(), 3).await;
     let genesis = root
         .get(&layout::commit_path("main", known.seq))
         .await
@@ -729,15 +727,7 @@ async fn a_handle_probes_from_the_head_it_knows_and_the_log_decides() {
     );
     // A gap after the head it knows: commit n+1 gone, n+2 there. Reported, never read
     // past.
-    let mut next = head.clone();
-    for index in 0..2 {
-        next = publish(
-            &root,
-            &empty_publication(next, ReadSet::Strict, &format!("after {index}")),
-        )
-        .await
-        .unwrap();
-    }
+    let next = publish_empty(&root, head.clone(), 2).await;
     let gap = layout::commit_path("main", head.seq + 1);
     let missing = root.get(&gap).await.unwrap().unwrap();
     root.delete(&gap).await.unwrap();

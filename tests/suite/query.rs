@@ -62,14 +62,21 @@ async fn social() -> (Omnigraph, TestRoot) {
 
 /// The rows of `text` as JSON arrays, in the order the query returns them.
 async fn rows_with(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Vec<Value> {
+    answer(graph, text, options).await.0
+}
+
+/// The rows of `text` as JSON arrays, and whether its plan was one an earlier run
+/// prepared.
+async fn answer(graph: &Omnigraph, text: &str, options: &QueryOptions) -> (Vec<Value>, bool) {
     // Boxed: a query's future is large in a debug build, and a test that awaits many
     // would outgrow a test thread's stack.
     let result = Box::pin(query(graph, text, options))
         .await
         .unwrap_or_else(|error| panic!("{text}: {error}"));
+    let reused = result.plan_reused();
     let schema = result.schema();
     let batches = result.collect().await.unwrap();
-    rows_in_column_order(&schema, &batches)
+    (rows_in_column_order(&schema, &batches), reused)
 }
 
 async fn rows(graph: &Omnigraph, text: &str) -> Vec<Value> {
@@ -1345,13 +1352,7 @@ async fn run_with(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Valu
     for (name, value) in parameters.as_object().unwrap() {
         options = options.parameter(name.clone(), value.clone());
     }
-    let result = Box::pin(query(graph, text, &options))
-        .await
-        .unwrap_or_else(|error| panic!("{text}: {error}"));
-    let reused = result.plan_reused();
-    let schema = result.schema();
-    let batches = result.collect().await.unwrap();
-    (rows_in_column_order(&schema, &batches), reused)
+    answer(graph, text, &options).await
 }
 
 #[tokio::test]

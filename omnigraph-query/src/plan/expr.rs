@@ -165,14 +165,17 @@ impl Planner<'_> {
     /// ([`Binding::Placeholders`]). A null or a list has no type a placeholder could
     /// keep for every value, so it is always a literal, and binds the plan to it.
     fn parameter_value(&self, name: &str, value: &ScalarValue) -> Expr {
-        if self.binding == Binding::Placeholders && placeholder_type(value) {
-            let field = Arc::new(Field::new("", value.data_type(), true));
-            return Expr::Placeholder(Placeholder::new_with_field(format!("${name}"), Some(field)));
+        match self.binding {
+            Binding::Placeholders if placeholder_type(value) => {
+                let field = Arc::new(Field::new("", value.data_type(), true));
+                Expr::Placeholder(Placeholder::new_with_field(format!("${name}"), Some(field)))
+            }
+            Binding::Placeholders => {
+                self.value_bound.set(true);
+                lit(value.clone())
+            }
+            Binding::Literals => lit(value.clone()),
         }
-        if self.binding == Binding::Placeholders {
-            self.value_bound.set(true);
-        }
-        lit(value.clone())
     }
 }
 
