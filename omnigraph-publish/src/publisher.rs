@@ -243,8 +243,28 @@ async fn follow(
     publication: &Publication,
     seen: &mut Option<GraphCommit>,
 ) -> Result<GraphCommit> {
-    let head = log.newest_after(base, next).await?;
+    let head = if next_may_be_a_leftover(log, base, &next).await? {
+        log.head().await?
+    } else {
+        log.newest_after(base, next).await?
+    };
     adopt(base, head, publication, seen)
+}
+
+/// Whether `next`, found in the slot after `base`, lies below the branch's floor: a
+/// leftover another writer on a reclaimed base put there, created a moment ago but no
+/// commit, whose successors' slots are free too. Only a base older than
+/// [`FLOOR_CHECK_AGE_MICROS`] can have a reclaimed slot after it (one LIST of the
+/// branch's history); the commit after a young base is never below the floor.
+async fn next_may_be_a_leftover(
+    log: &CommitLog,
+    base: &GraphCommit,
+    next: &GraphCommit,
+) -> Result<bool> {
+    if above_any_floor(base.created_at) {
+        return Ok(false);
+    }
+    log.below_the_floor(next.seq).await
 }
 
 /// Takes `head`, read after `base` lost its slot, as the publication's new base: notes

@@ -2281,7 +2281,7 @@ fn cost_bound(op: Op) -> Option<u64> {
 }
 
 /// Seeds that found a defect, each with what it found: they run in every tier.
-const FINDING_SEEDS: [(u64, &str); 9] = [
+const FINDING_SEEDS: [(u64, &str); 10] = [
     (
         9,
         "an insert on a handle's stale head after another handle's schema apply failed",
@@ -2312,6 +2312,10 @@ const FINDING_SEEDS: [(u64, &str); 9] = [
     ),
     (97089, "the same, found by another universe"),
     (97814, "the same: a merge then found no merge base"),
+    (
+        98659,
+        "a staged delete on a reclaimed base lost its slot to another writer's leftover below the floor, took the leftover for the head and published past it, below the floor",
+    ),
 ];
 
 #[test]

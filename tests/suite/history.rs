@@ -236,6 +236,73 @@ async fn writer_on_a_reclaimed_base() {
     whole_log(&graph).await;
 }
 
+/// Two handles that cached the same head, long since reclaimed: the first one's put
+/// lands below the floor, a leftover created a moment ago. The second one's put at the
+/// same seq loses to that leftover, which is young but no commit: the second must not
+/// take it (nor the free slot after it) for the head, and publishes at the head too.
+/// DST seed 98659 found a staged delete that published there.
+#[test]
+fn a_writer_that_loses_its_slot_to_a_leftover_below_the_floor_publishes_at_the_head() {
+    omnigraph_tests::on_a_big_stack(loses_to_a_leftover);
+}
+
+async fn loses_to_a_leftover() {
+    let (graph, test) = long_log(Backend::Memory).await;
+    let first = Omnigraph::open(&test.uri).await.unwrap();
+    first
+        .insert_json("Person", objects(json!([{"id": "p2", "name": "Bo"}])))
+        .await
+        .unwrap();
+    let stale_head = first.head().await.unwrap();
+    let second = Omnigraph::open(&test.uri).await.unwrap();
+    assert_eq!(second.head().await.unwrap(), stale_head);
+    for round in 0..5 {
+        graph
+            .update(
+                "Company",
+                "id = 'c1'",
+                &[("name".into(), json!(format!("d{round}")))],
+            )
+            .await
+            .unwrap();
+    }
+    let report = cleanup_keeping_one(&graph).await;
+    assert!(
+        stale_head.seq + 2 < report.logs[0].floor,
+        "the stale head's successors are reclaimed"
+    );
+    let head = graph.head().await.unwrap();
+    let (landed_first, landed_second): (GraphCommit, GraphCommit) =
+        omnigraph_tests::later_by(Duration::from_secs(180), async {
+            let landed_first = first
+                .insert_json("Person", objects(json!([{"id": "p3", "name": "Cy"}])))
+                .await
+                .unwrap();
+            let landed_second = second
+                .insert_json("Person", objects(json!([{"id": "p4", "name": "Di"}])))
+                .await
+                .unwrap();
+            (landed_first, landed_second)
+        })
+        .await;
+    assert_eq!(
+        landed_first.seq,
+        head.seq + 1,
+        "the first published at the head"
+    );
+    assert_eq!(
+        landed_second.seq,
+        head.seq + 2,
+        "the second published at the head, not past the leftover"
+    );
+    assert_eq!(graph.head().await.unwrap(), landed_second);
+    assert_eq!(
+        ids_at(&graph, "Person", &CommitRef::Head).await,
+        ["p1", "p2", "p3", "p4"]
+    );
+    whole_log(&graph).await;
+}
+
 /// A run that stops after writing the history and before deleting the commits it
 /// covers leaves every commit object in place: the log, the head and writers are as
 /// before, and the next run deletes them, the history unchanged.
