@@ -331,10 +331,14 @@ pub async fn export(out: &Output, root: &str, request: ExportRequest) -> Result<
         }
         let graph = open(root).await?;
         let export = graph.export(&type_name, &at_ref(at.as_deref())).await?;
-        let stdout = std::io::BufWriter::new(std::io::stdout());
-        // A failure part way exits non-zero after the lines printed so far.
-        export.write_to(format, stdout, |_| {}).await?;
-        return Ok(());
+        let (stdout, closed) = crate::output::ClosableStdout::new();
+        // A failure part way exits non-zero after the lines printed so far; a reader
+        // that stopped reading (`| head`) took what it wanted.
+        return match export.write_to(format, stdout, |_| {}).await {
+            Ok(_) => Ok(()),
+            Err(_) if closed.load(std::sync::atomic::Ordering::Relaxed) => Ok(()),
+            Err(error) => Err(error),
+        };
     };
     // A place the user named wrongly is bad input; the store failing there is not.
     let in_place = |error: std::io::Error| match error.kind() {

@@ -250,6 +250,50 @@ pub(crate) fn noun(count: u64, one: &'static str, many: &'static str) -> &'stati
     if count == 1 { one } else { many }
 }
 
+/// Stdout for a stream of lines that a reader may stop reading (`| head`): notes when
+/// the reader closed the pipe, so the command can end quietly instead of failing.
+pub struct ClosableStdout {
+    out: std::io::BufWriter<std::io::Stdout>,
+    closed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ClosableStdout {
+    /// Buffered stdout, and the flag set once a write finds the pipe closed.
+    pub fn new() -> (ClosableStdout, Arc<std::sync::atomic::AtomicBool>) {
+        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let out = std::io::BufWriter::new(std::io::stdout());
+        (
+            ClosableStdout {
+                out,
+                closed: closed.clone(),
+            },
+            closed,
+        )
+    }
+
+    fn noting<T>(&self, result: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(error) = &result
+            && error.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            self.closed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+impl std::io::Write for ClosableStdout {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.out.write(bytes);
+        self.noting(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let flushed = self.out.flush();
+        self.noting(flushed)
+    }
+}
+
 #[cfg(test)]
 mod noun_tests {
     #[test]

@@ -1951,6 +1951,36 @@ fn export_writes_each_format_that_load_reads_back_and_a_failure_leaves_no_file()
         .collect();
     assert_eq!(lines.len(), 5_000);
     assert!(lines.iter().all(|line| line["type"] == "Person"));
+    // A reader that stops reading (`| head -1`) ends the export quietly.
+    {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+            .args(["export", &root, "--type", "Person"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&first).unwrap()["type"],
+            "Person"
+        );
+        let ended = child.wait_with_output().unwrap();
+        assert_eq!(
+            ended.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&ended.stderr)
+        );
+        assert!(
+            ended.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&ended.stderr)
+        );
+    }
     for (format, extension) in [
         ("jsonl", "jsonl"),
         ("arrow", "arrow"),

@@ -302,8 +302,8 @@ impl Publication {
 
     /// The same publication serving `request`: its actor, when it names one, and its
     /// idempotency keys with their requests' fingerprints.
-    /// Refuses a request a commit could not record (`WriteRequest::check`), before any
-    /// effect.
+    /// Refuses a request a commit could not record (`WriteRequest::check`), before its
+    /// commit.
     pub(crate) fn serving(
         &self,
         request: &crate::request::WriteRequest,

@@ -33,8 +33,12 @@ tokio::task_local! {
 }
 
 impl WriteRequest {
-    /// Runs `write` serving this request.
-    pub async fn serve<F: Future>(self, write: F) -> F::Output {
+    /// Runs `write` serving this request. A request a commit could not record
+    /// ([`WriteRequest::check`]) is refused before `write` runs: `bad_input` with
+    /// `before_effect`, nothing written. (A prepared write that `write` would publish
+    /// keeps what it staged before, unpublished.)
+    pub async fn serve<T, F: Future<Output = Result<T>>>(self, write: F) -> Result<T> {
+        self.check()?;
         SERVING.scope(self, write).await
     }
 

@@ -2014,3 +2014,39 @@ async fn a_token_past_its_request_rate_gets_429_and_others_do_not() {
     assert_eq!(status, StatusCode::OK);
     served.shutdown().await.unwrap();
 }
+
+/// A library caller's request that a commit could not record (a key given twice, a
+/// fingerprint for one of two keys) is refused before its write runs: `bad_input` with
+/// `before_effect`, and the root as it was, nothing staged.
+#[tokio::test]
+async fn a_write_request_a_commit_could_not_record_changes_nothing() {
+    use omnigraph_core::{ErrorKind, Evidence};
+    use omnigraph_publish::request::WriteRequest;
+    use omnigraph_tests::{Backend, TestRoot, all_objects};
+    let test = TestRoot::new(Backend::Local).await;
+    let graph = Omnigraph::create(&test.uri, SOCIAL_SCHEMA).await.unwrap();
+    let before = all_objects(&test.root).await;
+    let refused = [
+        (vec!["k", "k"], vec![]),
+        (vec!["k1", "k2"], vec!["og1-sha256:00"]),
+    ];
+    for (keys, fingerprints) in refused {
+        let request = WriteRequest {
+            actor: None,
+            idempotency_keys: keys.iter().map(|key| key.to_string()).collect(),
+            idempotency_fingerprints: fingerprints.iter().map(|f| f.to_string()).collect(),
+        };
+        let error = request
+            .serve(graph.insert_json("Person", objects(json!([{"id": "p1", "name": "Ada"}]))))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
+        assert_eq!(error.evidence(), &Evidence::BeforeEffect, "{error}");
+        assert_eq!(
+            all_objects(&test.root).await,
+            before,
+            "nothing staged: {keys:?}"
+        );
+    }
+    assert_eq!(graph.head().await.unwrap().seq, 0);
+}
