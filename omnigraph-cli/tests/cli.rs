@@ -1944,6 +1944,13 @@ fn export_writes_each_format_that_load_reads_back_and_a_failure_leaves_no_file()
         "{}",
         String::from_utf8_lossy(&stdout.stderr)
     );
+    // Several times a pipe's buffer (64 KiB): a reader that stops early closes the pipe
+    // while the export still writes (below).
+    assert!(
+        stdout.stdout.len() > 4 * 65_536,
+        "{} bytes",
+        stdout.stdout.len()
+    );
     let lines: Vec<Value> = String::from_utf8(stdout.stdout)
         .unwrap()
         .lines()

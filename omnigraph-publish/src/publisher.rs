@@ -287,7 +287,9 @@ fn adopt(
 /// How old a base must be before a put on it may have landed below the branch's floor:
 /// cleanup reclaims a commit only once the commit that followed it is older than its
 /// grace period (at least a minute), so a base younger than half that is never below
-/// the floor, whatever the clocks' skew within it.
+/// the floor while the clocks involved (the base's writer's, its successors' writers',
+/// cleanup's and this one's) agree to within about 15 s of each other. A leftover
+/// below the floor is young but no base ([`next_may_be_a_leftover`]).
 const FLOOR_CHECK_AGE_MICROS: i64 = crate::limits::GRACE_MIN.as_micros() as i64 / 2;
 
 /// Whether a commit created at `created_at` is young enough never to be below its

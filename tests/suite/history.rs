@@ -300,6 +300,10 @@ async fn loses_to_a_leftover() {
         ids_at(&graph, "Person", &CommitRef::Head).await,
         ["p1", "p2", "p3", "p4"]
     );
+    // The slot the second lost holds the first's leftover; the one after it stays free.
+    let objects = commit_objects(&test, "main").await;
+    assert!(objects.contains(&(stale_head.seq + 1)), "{objects:?}");
+    assert!(!objects.contains(&(stale_head.seq + 2)), "{objects:?}");
     whole_log(&graph).await;
 }
 
