@@ -536,31 +536,70 @@ mod plans {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-    type Entries = HashMap<PlanKey, (Weak<StorageRoot>, Arc<Prepared>)>;
+    /// A prepared plan, the root it reads (held weakly) and when it was last used.
+    struct Entry {
+        root: Weak<StorageRoot>,
+        prepared: Arc<Prepared>,
+        used: u64,
+    }
 
-    fn entries() -> std::sync::MutexGuard<'static, Entries> {
-        static PLANS: OnceLock<Mutex<Entries>> = OnceLock::new();
+    #[derive(Default)]
+    struct Plans {
+        entries: HashMap<PlanKey, Entry>,
+        /// Counts uses: an entry's `used` is the count at its last use.
+        uses: u64,
+    }
+
+    fn plans() -> std::sync::MutexGuard<'static, Plans> {
+        static PLANS: OnceLock<Mutex<Plans>> = OnceLock::new();
         PLANS
-            .get_or_init(|| Mutex::new(HashMap::new()))
+            .get_or_init(|| Mutex::new(Plans::default()))
             .lock()
             // A panic while the map was held cannot leave an entry half made.
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(super) fn get((key, root): &(PlanKey, Weak<StorageRoot>)) -> Option<Arc<Prepared>> {
-        let entries = entries();
-        let (held, prepared) = entries.get(key)?;
-        (held.ptr_eq(root) && held.strong_count() > 0).then(|| prepared.clone())
+        let mut plans = plans();
+        plans.uses += 1;
+        let uses = plans.uses;
+        let entry = plans.entries.get_mut(key)?;
+        if !(entry.root.ptr_eq(root) && entry.root.strong_count() > 0) {
+            return None;
+        }
+        entry.used = uses;
+        Some(entry.prepared.clone())
     }
 
     pub(super) fn insert((key, root): (PlanKey, Weak<StorageRoot>), prepared: Arc<Prepared>) {
-        let mut entries = entries();
+        let mut plans = plans();
+        plans.uses += 1;
+        let used = plans.uses;
         // The plans of a root no handle holds any more are never used again.
-        entries.retain(|_, (held, _)| held.strong_count() > 0);
-        if entries.len() >= PLANS_CACHED_MAX {
-            entries.clear();
+        plans
+            .entries
+            .retain(|_, entry| entry.root.strong_count() > 0);
+        if plans.entries.len() >= PLANS_CACHED_MAX && !plans.entries.contains_key(&key) {
+            // The plan used least recently makes room (a scan of at most
+            // PLANS_CACHED_MAX entries, beside planning a query).
+            let oldest = plans
+                .entries
+                .iter()
+                .min_by_key(|(_, entry)| entry.used)
+                .map(|(key, _)| key.clone());
+            if let Some(oldest) = oldest {
+                plans.entries.remove(&oldest);
+            }
         }
-        entries.insert(key, (root, prepared));
+        plans.entries.insert(
+            key,
+            Entry {
+                root,
+                prepared,
+                used,
+            },
+        );
+        debug_assert!(plans.entries.len() <= PLANS_CACHED_MAX);
     }
 }
 

@@ -1355,6 +1355,39 @@ async fn run_with(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Valu
     answer(graph, text, &options).await
 }
 
+/// A full plan cache drops the plan used least recently, not every plan: a query run
+/// between every two others keeps its plan while twice as many distinct queries as the
+/// cache holds come and go.
+#[tokio::test]
+async fn a_full_plan_cache_keeps_the_plans_in_use() {
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, omnigraph_tests::SOCIAL_SCHEMA)
+        .await
+        .unwrap();
+    graph
+        .insert_json("Person", objects(json!([{"id": "p1", "name": "Ada"}])))
+        .await
+        .unwrap();
+    let hot = "MATCH (p:Person {id: $id}) RETURN p.name";
+    let (rows, reused) = run_with(&graph, hot, json!({"id": "p1"})).await;
+    assert_eq!((rows, reused), (vec![json!(["Ada"])], false));
+    for other in 0..2 * omnigraph_query::limits::PLANS_CACHED_MAX {
+        let (rows, reused) = answer(
+            &graph,
+            &format!("RETURN {other} AS n"),
+            &QueryOptions::new(),
+        )
+        .await;
+        assert_eq!((rows, reused), (vec![json!([other])], false));
+        let (rows, reused) = run_with(&graph, hot, json!({"id": "p1"})).await;
+        assert_eq!(
+            (rows, reused),
+            (vec![json!(["Ada"])], true),
+            "after {other} other queries"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_query_run_again_at_the_same_commit_reuses_its_plan_with_the_new_values() {
     use omnigraph_maintenance::MaintenanceExt;
