@@ -526,9 +526,10 @@ impl PlanKey {
     }
 }
 
-/// The process's prepared plans, at most [`PLANS_CACHED_MAX`]; a full cache is emptied
-/// (its entries are each a commit's, and a new commit makes them old), and the plans of
-/// a root no handle holds are dropped at the next insert.
+/// The process's prepared plans, at most [`PLANS_CACHED_MAX`]; a full cache drops the
+/// plan used least recently (each is a commit's, and a new commit makes the old ones
+/// fall out of use), and the plans of a root no handle holds are dropped at the next
+/// insert. A dropped plan's datasets are released after the lock.
 mod plans {
     use super::{PlanKey, Prepared};
     use crate::limits::PLANS_CACHED_MAX;
@@ -572,13 +573,21 @@ mod plans {
     }
 
     pub(super) fn insert((key, root): (PlanKey, Weak<StorageRoot>), prepared: Arc<Prepared>) {
+        // Dropped after the lock: the last reference to a plan's datasets may go with it.
+        let mut dropped: Vec<Entry> = Vec::new();
         let mut plans = plans();
         plans.uses += 1;
         let used = plans.uses;
         // The plans of a root no handle holds any more are never used again.
-        plans
+        let dead: Vec<PlanKey> = plans
             .entries
-            .retain(|_, entry| entry.root.strong_count() > 0);
+            .iter()
+            .filter(|(_, entry)| entry.root.strong_count() == 0)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in dead {
+            dropped.extend(plans.entries.remove(&key));
+        }
         if plans.entries.len() >= PLANS_CACHED_MAX && !plans.entries.contains_key(&key) {
             // The plan used least recently makes room (a scan of at most
             // PLANS_CACHED_MAX entries, beside planning a query).
@@ -588,18 +597,20 @@ mod plans {
                 .min_by_key(|(_, entry)| entry.used)
                 .map(|(key, _)| key.clone());
             if let Some(oldest) = oldest {
-                plans.entries.remove(&oldest);
+                dropped.extend(plans.entries.remove(&oldest));
             }
         }
-        plans.entries.insert(
+        dropped.extend(plans.entries.insert(
             key,
             Entry {
                 root,
                 prepared,
                 used,
             },
-        );
+        ));
         debug_assert!(plans.entries.len() <= PLANS_CACHED_MAX);
+        drop(plans);
+        drop(dropped);
     }
 }
 
