@@ -541,9 +541,6 @@ enum SchemaCommand {
     },
 }
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);

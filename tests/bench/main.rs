@@ -1254,10 +1254,6 @@ fn kuzu_dir(args: &[String]) -> (std::path::PathBuf, tempfile::TempDir) {
     (dir, temp)
 }
 
-/// As the `omnigraph` binary allocates (its figures are the served binary's).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
