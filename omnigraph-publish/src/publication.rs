@@ -352,6 +352,15 @@ impl Publication {
         self.requires.staged_since.is_some()
     }
 
+    /// What a failure of this publication before its commit landed leaves
+    /// ([`Publication::staged`]).
+    pub fn failure_evidence(&self) -> omnigraph_core::Evidence {
+        match self.staged() {
+            true => omnigraph_core::Evidence::Unpublished,
+            false => omnigraph_core::Evidence::BeforeEffect,
+        }
+    }
+
     /// The retention record the commit on `base` carries ([`Change::retention_on`]).
     pub fn retention_on(&self, base: &GraphCommit) -> Option<Retention> {
         self.change.retention_on(base)

@@ -59,11 +59,7 @@ async fn publish_on_log(
 ) -> Result<GraphCommit> {
     let parts = publication.parts();
     let log = CommitLog::new(root.clone(), &parts.base.branch)?;
-    let failure_evidence = if publication.staged() {
-        Evidence::Unpublished
-    } else {
-        Evidence::BeforeEffect
-    };
+    let failure_evidence = publication.failure_evidence();
     let began = seams::now_micros();
     // A winner created while this write ran, or just before it began, comes from a
     // writer still writing: the wait spreads the two. One created earlier beat only a

@@ -151,13 +151,11 @@ impl Branch {
     ) -> Result<GraphCommit> {
         // A write serving a request records who it is for and the request's key.
         let serving = match crate::request::WriteRequest::current() {
-            Some(request) => Some(publication.serving(&request).map_err(|error| {
-                // What the write staged is left unpublished.
-                match publication.staged() {
-                    true => error.with_evidence(omnigraph_core::Evidence::Unpublished),
-                    false => error,
-                }
-            })?),
+            Some(request) => Some(
+                publication
+                    .serving(&request)
+                    .map_err(|error| error.with_evidence(publication.failure_evidence()))?,
+            ),
             None => None,
         };
         let publication = serving.as_ref().unwrap_or(publication);

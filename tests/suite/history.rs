@@ -161,6 +161,22 @@ async fn a_log_with_a_reclaimed_floor_lists_everything_and_refuses_what_is_gone(
     assert!(history < floor * 100, "{history} bytes for {floor} commits");
 }
 
+/// Five more commits (Company renamed), then cleanup keeping one: every commit below
+/// the head is reclaimed. Returns the new floor.
+async fn supersede_and_reclaim(graph: &Omnigraph) -> u64 {
+    for round in 0..5 {
+        graph
+            .update(
+                "Company",
+                "id = 'c1'",
+                &[("name".into(), json!(format!("d{round}")))],
+            )
+            .await
+            .unwrap();
+    }
+    cleanup_keeping_one(graph).await.logs[0].floor
+}
+
 /// A handle whose cached head is a commit cleanup reclaimed long after it was
 /// superseded writes a table that did not move since: its put at the next seq finds
 /// the slot free (that commit's object was reclaimed), lands below the floor, and is no
@@ -182,18 +198,7 @@ async fn writer_on_a_reclaimed_base() {
         .await
         .unwrap();
     let stale_head = stale.head().await.unwrap().seq;
-    for round in 0..5 {
-        graph
-            .update(
-                "Company",
-                "id = 'c1'",
-                &[("name".into(), json!(format!("d{round}")))],
-            )
-            .await
-            .unwrap();
-    }
-    let report = cleanup_keeping_one(&graph).await;
-    let floor = report.logs[0].floor;
+    let floor = supersede_and_reclaim(&graph).await;
     assert!(
         stale_head + 1 < floor,
         "the stale head's successor is reclaimed"
@@ -256,19 +261,9 @@ async fn loses_to_a_leftover() {
     let stale_head = first.head().await.unwrap();
     let second = Omnigraph::open(&test.uri).await.unwrap();
     assert_eq!(second.head().await.unwrap(), stale_head);
-    for round in 0..5 {
-        graph
-            .update(
-                "Company",
-                "id = 'c1'",
-                &[("name".into(), json!(format!("d{round}")))],
-            )
-            .await
-            .unwrap();
-    }
-    let report = cleanup_keeping_one(&graph).await;
+    let floor = supersede_and_reclaim(&graph).await;
     assert!(
-        stale_head.seq + 2 < report.logs[0].floor,
+        stale_head.seq + 2 < floor,
         "the stale head's successors are reclaimed"
     );
     let head = graph.head().await.unwrap();
