@@ -75,6 +75,8 @@ pub use arrow_schema;
 pub use lance;
 /// Lance's index types (queries, parameters), re-exported for the read side.
 pub use lance_index;
+/// Lance's distance types (a vector search's metric), re-exported for the read side.
+pub use lance_linalg;
 
 pub use error::{
     EXIT_CONFLICT, EXIT_FAILURE, EXIT_SUCCESS, EXIT_TEMPORARY, EXIT_USAGE, ErrorCode, ErrorKind,

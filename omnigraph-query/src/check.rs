@@ -322,7 +322,7 @@ impl<'a> Checker<'a> {
                 ClauseKind::Use(_) => return Err(self.unsupported(clause.span, "USE")),
                 ClauseKind::Let(_) => return Err(self.unsupported(clause.span, "LET")),
                 ClauseKind::LoadCsv(_) => return Err(self.unsupported(clause.span, "LOAD CSV")),
-                ClauseKind::Call(_) => return Err(self.unsupported(clause.span, "CALL")),
+                ClauseKind::Call(call) => self.call(call, clause.span, &mut scope)?,
                 ClauseKind::Select(_) => return Err(self.unsupported(clause.span, "SELECT")),
                 ClauseKind::Next(_) => return Err(self.unsupported(clause.span, "NEXT")),
                 ClauseKind::Filter(_) => return Err(self.unsupported(clause.span, "FILTER")),
@@ -339,6 +339,62 @@ impl<'a> Checker<'a> {
                 "a query ends with RETURN",
             )),
         }
+    }
+
+    /// A procedure call (`procedures.rs`): its arguments against the schema and the
+    /// scope, and what it yields bound in the scope.
+    fn call(
+        &mut self,
+        call: &open_cypher::ast::CallClause,
+        span: Span,
+        scope: &mut Scope,
+    ) -> Result<()> {
+        let variable_types = |name: &str| match scope.get(name) {
+            Some(Binding::Node(types)) => Some(types.clone()),
+            _ => None,
+        };
+        let refuse = |refusal, span, message: String| self.refuse(refusal, span, message);
+        let read = crate::procedures::read(call, span, self.catalog, &variable_types, &refuse)?;
+        for leg in &read.legs {
+            self.expression(leg.query, scope, Context::Row)?;
+            self.integer_argument(leg.k, "a leg's k")?;
+            for value in leg.options.values() {
+                self.expression(value, scope, Context::Row)?;
+            }
+        }
+        self.integer_argument(read.k, "k")?;
+        if let Some(rrf_k) = read.rrf_k {
+            self.expression(rrf_k, scope, Context::Row)?;
+        }
+        for (output, name, name_span) in &read.yields {
+            let same_node = *output == crate::procedures::Output::Node
+                && read.target == crate::procedures::Target::Variable(name.clone());
+            if scope.contains_key(name) && !same_node {
+                return Err(self.refuse(
+                    QueryRefusal::Syntax,
+                    *name_span,
+                    format!(
+                        "{name} is bound already; YIELD binds a new name (YIELD node AS other)"
+                    ),
+                ));
+            }
+            if is_hidden(name) {
+                return Err(self.refuse(
+                    QueryRefusal::Syntax,
+                    *name_span,
+                    format!("{name} is not a name a query may bind"),
+                ));
+            }
+            let binding = match output {
+                crate::procedures::Output::Node => Binding::Node(vec![read.type_name.clone()]),
+                _ => Binding::Value,
+            };
+            self.bind(scope, name.clone(), binding);
+        }
+        if let Some(filter) = read.filter {
+            self.expression(filter, scope, Context::Row)?;
+        }
+        Ok(())
     }
 
     fn writing(&self, span: Span, clause: &str) -> OmniError {
@@ -978,6 +1034,19 @@ impl<'a> Checker<'a> {
                 QueryRefusal::WrongType,
                 expression.span,
                 "SKIP and LIMIT take an integer or a parameter",
+            )),
+        }
+    }
+
+    /// An argument the plan reads as an integer: a literal or a parameter.
+    fn integer_argument(&mut self, expression: &Expr, what: &str) -> Result<()> {
+        match &expression.kind {
+            ExprKind::Literal(literal) if matches!(literal.kind, LiteralKind::Integer(_)) => Ok(()),
+            ExprKind::Parameter(parameter) => self.parameter(&parameter.name, expression.span),
+            _ => Err(self.refuse(
+                QueryRefusal::WrongType,
+                expression.span,
+                format!("{what} is an integer or a parameter"),
             )),
         }
     }

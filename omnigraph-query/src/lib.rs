@@ -52,6 +52,7 @@ mod exec;
 mod functions;
 mod plan;
 mod position;
+mod procedures;
 mod run;
 
 pub use check::{Binding, CheckedQuery, Mode, check};

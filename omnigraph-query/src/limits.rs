@@ -66,3 +66,17 @@ const _: () = assert!(NESTING_MAX >= 16, "room for ordinary expressions");
 /// Prepared plans the process keeps for queries run again (`run.rs`): each is one
 /// query text at one commit, and holds its tables' datasets.
 pub const PLANS_CACHED_MAX: usize = 128;
+
+/// The most candidates a retrieval leg restricted by a pattern ranks: their keys are
+/// Lance's prefilter, held in memory as one list.
+pub const LEG_CANDIDATES_MAX: usize = 100_000;
+
+/// The most hits a retrieval leg or fusion returns (`k`).
+pub const LEG_K_MAX: usize = 10_000;
+
+/// The most hits a leg reads from Lance to see every hit tied with its `k`-th (so
+/// the cut among ties is by key): `k` doubled until the ties end, at most this.
+pub const LEG_FETCH_MAX: usize = 4 * LEG_K_MAX;
+
+/// The most legs one fusion combines.
+pub const FUSION_LEGS_MAX: usize = 16;

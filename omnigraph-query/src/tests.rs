@@ -188,7 +188,7 @@ fn each_refusal_names_its_kind_line_and_column() {
             "CALL db.labels() YIELD label RETURN label",
             Unsupported,
             1,
-            1,
+            6,
         ),
         (
             "MATCH (p:Person) RETURN apoc.text.clean(p.name)",

@@ -27,6 +27,7 @@ mod publish;
 mod query;
 mod request_counts;
 mod reservations;
+mod retrieval;
 mod s3;
 mod schema_apply;
 mod server;

@@ -3,6 +3,7 @@
 
 pub(crate) mod expand;
 pub(crate) mod joined_scan;
+pub(crate) mod leg;
 
 use async_trait::async_trait;
 use datafusion::common::Result;
@@ -42,6 +43,13 @@ impl ExtensionPlanner for Extensions {
         physical_inputs: &[Arc<dyn ExecutionPlan>],
         _session_state: &SessionState,
     ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        if let Some(leg) = node.as_any().downcast_ref::<leg::Leg>() {
+            return match physical_inputs {
+                [] => Ok(Some(leg.plan(None))),
+                [input] => Ok(Some(leg.plan(Some(input.clone())))),
+                _ => Ok(None),
+            };
+        }
         let Some(expand) = node.as_any().downcast_ref::<expand::Expand>() else {
             return Ok(None);
         };

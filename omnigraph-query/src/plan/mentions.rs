@@ -95,7 +95,48 @@ impl Mentions {
                     }
                 }
                 ClauseKind::Return(ret) => self.projection(&ret.projection),
+                ClauseKind::Call(call) => self.call(call),
                 _ => {}
+            }
+        }
+    }
+
+    /// A procedure call: its arguments are read; what it yields is bound (named once).
+    /// The type it searches may be bound, so its key type counts.
+    fn call(&mut self, call: &open_cypher::ast::CallClause) {
+        let open_cypher::ast::CallTarget::Procedure {
+            arguments: Some(arguments),
+            ..
+        } = &call.target
+        else {
+            return;
+        };
+        for (place, argument) in arguments.iter().enumerate() {
+            match &argument.kind {
+                ExprKind::Literal(literal) if place == 0 => {
+                    if let open_cypher::ast::LiteralKind::String(name) = &literal.kind {
+                        self.node_labels.insert(name.value.clone());
+                    }
+                }
+                _ => self.expression(argument),
+            }
+        }
+        if let Some(yielded) = &call.yield_clause {
+            for item in &yielded.items {
+                match &item.kind {
+                    ProjectionItemKind::Expression {
+                        expression:
+                            Expr {
+                                kind: ExprKind::Variable(output),
+                                ..
+                            },
+                        alias,
+                    } => self.name(&alias.as_ref().unwrap_or(output).kind.text),
+                    _ => self.wildcard = true,
+                }
+            }
+            if let Some(predicate) = &yielded.where_clause {
+                self.expression(predicate);
             }
         }
     }

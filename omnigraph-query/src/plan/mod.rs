@@ -15,6 +15,7 @@ mod count;
 mod expr;
 mod mentions;
 mod pattern;
+mod retrieval;
 pub(crate) use expr::placeholder_type;
 pub(crate) use pattern::describe;
 
@@ -379,6 +380,7 @@ impl<'a> Planner<'a> {
         for clause in &regular.head.kind.clauses {
             match &clause.kind {
                 ClauseKind::Match(matching) => rows = self.match_clause(matching, rows)?,
+                ClauseKind::Call(call) => rows = self.call(call, clause.span, rows)?,
                 ClauseKind::Unwind(unwind) => {
                     let name = unwind.variable.kind.text.clone();
                     rows = self.unwind(&unwind.expression, &name, rows)?;

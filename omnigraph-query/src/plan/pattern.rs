@@ -393,7 +393,7 @@ impl<'a> Planner<'a> {
     /// A scan of the nodes of `types` a hop reached, which the hop joins on their key:
     /// when the nodes reached are few, it looks their keys up in the key's index instead
     /// of reading the table (`JoinedTable`).
-    fn scan_reached_nodes(
+    pub(crate) fn scan_reached_nodes(
         &mut self,
         types: &[String],
         name: &str,

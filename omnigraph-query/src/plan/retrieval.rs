@@ -1,0 +1,543 @@
+//! `CALL omni.vector`, `omni.text` and `omni.fuse` (`procedures.rs`): each leg a
+//! [`Leg`] node (`exec/leg.rs`), a fusion the legs' union summed by node, and the hits
+//! joined to the rows so far.
+//!
+//! - A call on a type's name searches the whole type: its hits are crossed with the
+//!   rows so far (the one empty row when the call comes first).
+//! - A call on a node variable ranks the distinct nodes that variable holds, and keeps
+//!   the rows whose node is among the hits (an inner join on its key): the pattern and
+//!   `WHERE` before the call restrict the candidates before top-k.
+//!
+//! Reciprocal rank fusion: a node's fused score is `Σ weight / (rrf_k + rank)` over the
+//! legs that found it; the fusion keeps the `k` best, ties by key.
+
+use super::{Entity, NodeColumns, Planner, Rows, column};
+use crate::exec::leg::{Leg, LegSpec, Search};
+use crate::limits::LEG_K_MAX;
+use crate::procedures::{self, Call, LegCall, LegKind, LegOption, Output, RRF_K_DEFAULT, Target};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::functions_aggregate::expr_fn::{max, sum};
+use datafusion::functions_nested::expr_fn::make_array;
+use datafusion::logical_expr::{
+    Expr, Extension, JoinType, LogicalPlan, LogicalPlanBuilder, cast, lit,
+};
+use omnigraph_core::lance_linalg::distance::DistanceType;
+use omnigraph_core::schema::{PropertyType, TypeDef};
+use omnigraph_core::{QueryRefusal, Result};
+use open_cypher::Span;
+use open_cypher::ast::{CallClause, Expr as CypherExpr, ExprKind, LiteralKind, UnaryOperator};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+impl Planner<'_> {
+    /// A procedure call on `rows`.
+    pub(crate) fn call(&mut self, call: &CallClause, span: Span, rows: Rows) -> Result<Rows> {
+        let env = rows.env.clone();
+        let variable_types = |name: &str| match env.get(name) {
+            Some(Entity::Node(node)) => Some(node.types.clone()),
+            _ => None,
+        };
+        let refuse = |refusal, span, message: String| self.refuse(refusal, span, message);
+        let read = procedures::read(call, span, self.catalog, &variable_types, &refuse)?;
+        // The plan holds the call's values (a query vector, k): it serves them only.
+        self.value_bound.set(true);
+        let def = self
+            .catalog
+            .get(&read.type_name)
+            .expect("the call's type was checked");
+        let key_type = def.key_type().arrow_type();
+        let candidates = match &read.target {
+            Target::Type => None,
+            Target::Variable(name) => {
+                let Some(Entity::Node(node)) = rows.env.get(name) else {
+                    unreachable!("the call's variable was checked to be a node");
+                };
+                let key = self.fresh("candidate");
+                let plan = LogicalPlanBuilder::from(rows.plan.clone())
+                    .project(vec![cast(column(&node.key), key_type.clone()).alias(&key)])
+                    .and_then(LogicalPlanBuilder::distinct)
+                    .and_then(LogicalPlanBuilder::build);
+                Some(self.internal(plan)?)
+            }
+        };
+        let (hits, key) = match read.procedure {
+            procedures::Procedure::Fuse => self.fusion(&read, def, candidates, span)?,
+            _ => {
+                let leg = &read.legs[0];
+                let k = self.leg_k(read.k)?;
+                let (plan, key) = self.leg(def, leg, k, candidates, span)?;
+                (plan, key)
+            }
+        };
+        // The hits' key as the plan compares keys.
+        let (hits, key) = if self.text_keys && def.key_type() != PropertyType::String {
+            let text = self.fresh("hit_key");
+            let mut items: Vec<Expr> = hits
+                .schema()
+                .fields()
+                .iter()
+                .filter(|field| field.name() != &key)
+                .map(|field| column(field.name()))
+                .collect();
+            items.push(cast(column(&key), DataType::Utf8).alias(&text));
+            let plan = LogicalPlanBuilder::from(hits)
+                .project(items)
+                .and_then(LogicalPlanBuilder::build);
+            (self.internal(plan)?, text)
+        } else {
+            (hits, key)
+        };
+        let columns: BTreeMap<&'static str, String> = hits
+            .schema()
+            .fields()
+            .iter()
+            .filter_map(|field| {
+                let name = field.name();
+                let role = ["score", "rank", "ranks"]
+                    .into_iter()
+                    .find(|role| name.starts_with(&format!("{role}#")))?;
+                Some((role, name.clone()))
+            })
+            .collect();
+        let mut rows = match &read.target {
+            Target::Type if rows.unit => Rows {
+                plan: hits,
+                env: rows.env,
+                unit: false,
+            },
+            Target::Type => {
+                let joined = LogicalPlanBuilder::from(rows.plan)
+                    .cross_join(hits)
+                    .and_then(LogicalPlanBuilder::build);
+                Rows {
+                    plan: self.internal(joined)?,
+                    env: rows.env,
+                    unit: false,
+                }
+            }
+            Target::Variable(name) => {
+                let Some(Entity::Node(node)) = rows.env.get(name) else {
+                    unreachable!("the call's variable was checked to be a node");
+                };
+                let joined = LogicalPlanBuilder::from(rows.plan)
+                    .join_on(
+                        hits,
+                        JoinType::Inner,
+                        vec![column(&node.key).eq(column(&key))],
+                    )
+                    .and_then(LogicalPlanBuilder::build);
+                Rows {
+                    plan: self.internal(joined)?,
+                    env: rows.env,
+                    unit: false,
+                }
+            }
+        };
+        for (output, name, _) in &read.yields {
+            match output {
+                Output::Node => match &read.target {
+                    Target::Variable(bound) => {
+                        let node = rows.env[bound].clone();
+                        rows.env.insert(name.clone(), node);
+                    }
+                    Target::Type => {
+                        rows = self.reach(name, def, key.clone(), span, rows)?;
+                    }
+                },
+                Output::Rank => {
+                    rows.env
+                        .insert(name.clone(), Entity::Value(columns["rank"].clone()));
+                }
+                Output::Score => {
+                    rows.env
+                        .insert(name.clone(), Entity::Value(columns["score"].clone()));
+                }
+                Output::Ranks => {
+                    rows.env
+                        .insert(name.clone(), Entity::Value(columns["ranks"].clone()));
+                }
+            }
+        }
+        if let Some(filter) = read.filter {
+            rows = self.filter(filter, rows)?;
+        }
+        Ok(rows)
+    }
+
+    /// The node `name` of type `def` whose key the hits hold in `key`: its table joined
+    /// on the key when the query reads more of it than its key.
+    fn reach(
+        &mut self,
+        name: &str,
+        def: &TypeDef,
+        key: String,
+        span: Span,
+        mut rows: Rows,
+    ) -> Result<Rows> {
+        let types = vec![def.name().to_string()];
+        let key_only = !self.text_keys && self.is_read_for_key_only(name, def.key_column());
+        if !self.is_read(name) || key_only {
+            let properties =
+                key_only.then(|| BTreeMap::from([(def.key_column().to_string(), key.clone())]));
+            rows.env.insert(
+                name.to_string(),
+                Entity::Node(NodeColumns {
+                    types,
+                    key,
+                    label: None,
+                    properties,
+                }),
+            );
+            return Ok(rows);
+        }
+        let (scan, columns) = self.scan_reached_nodes(&types, name, span)?;
+        let joined = LogicalPlanBuilder::from(rows.plan)
+            .join_on(
+                scan,
+                JoinType::Inner,
+                vec![column(&columns.key).eq(column(&key))],
+            )
+            .and_then(LogicalPlanBuilder::build);
+        rows.plan = self.df(span, joined)?;
+        rows.env.insert(name.to_string(), Entity::Node(columns));
+        Ok(rows)
+    }
+
+    /// One leg's plan (`key#`, `score#`, `rank#` columns) and its key column.
+    fn leg(
+        &mut self,
+        def: &TypeDef,
+        leg: &LegCall<'_>,
+        k: usize,
+        candidates: Option<LogicalPlan>,
+        span: Span,
+    ) -> Result<(LogicalPlan, String)> {
+        let table = self
+            .tables
+            .get(def.name())
+            .cloned()
+            .ok_or_else(|| self.refuse(QueryRefusal::UnknownLabel, span, "no such table"))?;
+        let search = match leg.kind {
+            LegKind::Vector => {
+                let dimension = match def.columns().iter().find(|c| c.name == leg.property) {
+                    Some(column) => match column.data_type {
+                        PropertyType::Vector(dimension) => dimension as usize,
+                        _ => unreachable!("a vector leg's property was checked"),
+                    },
+                    None => unreachable!("a leg's property was checked"),
+                };
+                let query = self.vector(leg.query, dimension)?;
+                let metric = match leg.options.get(&LegOption::Metric) {
+                    Some(metric) => Some(self.metric(metric)?),
+                    None => None,
+                };
+                let nprobes = match leg.options.get(&LegOption::Nprobes) {
+                    Some(value) => Some(self.positive(value, "nprobes", usize::MAX)?),
+                    None => None,
+                };
+                let refine = match leg.options.get(&LegOption::Refine) {
+                    Some(value) => Some(self.positive(value, "refine", u32::MAX as usize)? as u32),
+                    None => None,
+                };
+                Search::Vector {
+                    property: leg.property.clone(),
+                    query,
+                    metric,
+                    nprobes,
+                    refine,
+                }
+            }
+            LegKind::Text => {
+                let fuzziness = match leg.options.get(&LegOption::Fuzziness) {
+                    Some(value) => {
+                        let fuzziness = self.integer(value, "fuzziness")?;
+                        if !(0..=2).contains(&fuzziness) {
+                            return Err(self.refuse(
+                                QueryRefusal::WrongType,
+                                value.span,
+                                format!("fuzziness is 0, 1 or 2 edits, not {fuzziness}"),
+                            ));
+                        }
+                        fuzziness as u32
+                    }
+                    None => 0,
+                };
+                Search::Text {
+                    property: leg.property.clone(),
+                    query: self.text(leg.query)?,
+                    fuzziness,
+                }
+            }
+        };
+        let spec = LegSpec {
+            table,
+            type_name: def.name().to_string(),
+            key_column: def.key_column().to_string(),
+            search,
+            k,
+        };
+        let (key, score, rank) = (self.fresh("key"), self.fresh("score"), self.fresh("rank"));
+        let node = Leg::new(spec, candidates, (&key, &score, &rank));
+        let node = self.internal(node)?;
+        Ok((
+            LogicalPlan::Extension(Extension {
+                node: Arc::new(node),
+            }),
+            key,
+        ))
+    }
+
+    /// A fusion: each leg's hits, their reciprocal-rank contributions summed by node,
+    /// the `k` best kept; columns `key#`, `score#`, `ranks#`.
+    fn fusion(
+        &mut self,
+        call: &Call<'_>,
+        def: &TypeDef,
+        candidates: Option<LogicalPlan>,
+        span: Span,
+    ) -> Result<(LogicalPlan, String)> {
+        let k = self.leg_k(call.k)?;
+        let rrf_k = match call.rrf_k {
+            Some(value) => {
+                let rrf_k = self.number(value, "rrf_k")?;
+                if !(rrf_k.is_finite() && rrf_k >= 0.0) {
+                    return Err(self.refuse(
+                        QueryRefusal::WrongType,
+                        value.span,
+                        format!("rrf_k is a number of at least 0, not {rrf_k}"),
+                    ));
+                }
+                rrf_k
+            }
+            None => RRF_K_DEFAULT,
+        };
+        let key = self.fresh("key");
+        let contribution = self.fresh("contribution");
+        let ranks: Vec<String> = (0..call.legs.len())
+            .map(|i| self.fresh(&format!("leg{i}_rank")))
+            .collect();
+        let mut branches = Vec::with_capacity(call.legs.len());
+        for (i, leg) in call.legs.iter().enumerate() {
+            let weight = match leg.options.get(&LegOption::Weight) {
+                Some(value) => {
+                    let weight = self.number(value, "weight")?;
+                    if !(weight.is_finite() && weight >= 0.0) {
+                        return Err(self.refuse(
+                            QueryRefusal::WrongType,
+                            value.span,
+                            format!("a leg's weight is a number of at least 0, not {weight}"),
+                        ));
+                    }
+                    weight
+                }
+                None => 1.0,
+            };
+            let leg_k = self.leg_k(leg.k)?;
+            let (plan, leg_key) = self.leg(def, leg, leg_k, candidates.clone(), span)?;
+            let rank_column = plan
+                .schema()
+                .fields()
+                .iter()
+                .find(|field| field.name().starts_with("rank#"))
+                .map(|field| field.name().clone())
+                .expect("a leg yields a rank");
+            let mut items = vec![
+                column(&leg_key).alias(&key),
+                (lit(weight) / (lit(rrf_k) + cast(column(&rank_column), DataType::Float64)))
+                    .alias(&contribution),
+            ];
+            for (j, name) in ranks.iter().enumerate() {
+                let value = if i == j {
+                    column(&rank_column)
+                } else {
+                    lit(ScalarValue::Int64(None))
+                };
+                items.push(value.alias(name));
+            }
+            let branch = LogicalPlanBuilder::from(plan)
+                .project(items)
+                .and_then(LogicalPlanBuilder::build);
+            branches.push(self.internal(branch)?);
+        }
+        let mut union = LogicalPlanBuilder::from(branches.remove(0));
+        for branch in branches {
+            union = self.internal(union.union(branch))?;
+        }
+        let score = self.fresh("score");
+        let all_ranks = self.fresh("ranks");
+        let mut aggregates = vec![sum(column(&contribution)).alias(&score)];
+        aggregates.extend(ranks.iter().map(|name| max(column(name)).alias(name)));
+        let fused = union
+            .aggregate(vec![column(&key)], aggregates)
+            .and_then(|plan| {
+                plan.sort(vec![
+                    column(&score).sort(false, false),
+                    column(&key).sort(true, false),
+                ])
+            })
+            .and_then(|plan| plan.limit(0, Some(k)))
+            .and_then(|plan| {
+                plan.project(vec![
+                    column(&key),
+                    column(&score),
+                    make_array(ranks.iter().map(|name| column(name)).collect()).alias(&all_ranks),
+                ])
+            })
+            .and_then(LogicalPlanBuilder::build);
+        Ok((self.internal(fused)?, key))
+    }
+
+    /// A leg's or a call's `k`: 1 to [`LEG_K_MAX`].
+    fn leg_k(&self, value: &CypherExpr) -> Result<usize> {
+        self.positive(value, "k", LEG_K_MAX)
+    }
+
+    fn positive(&self, value: &CypherExpr, what: &str, most: usize) -> Result<usize> {
+        let number = self.integer(value, what)?;
+        match usize::try_from(number) {
+            Ok(number) if (1..=most).contains(&number) => Ok(number),
+            _ => Err(self.refuse(
+                QueryRefusal::WrongType,
+                value.span,
+                format!("{what} is 1 to {most}, not {number}"),
+            )),
+        }
+    }
+
+    /// A literal or parameter value of the call.
+    fn value(&self, value: &CypherExpr) -> Result<ScalarValue> {
+        match &value.kind {
+            ExprKind::Parameter(parameter) => {
+                let name = super::expr::parameter_name(self, parameter, value.span)?;
+                self.parameters
+                    .get(&name)
+                    .cloned()
+                    .ok_or_else(|| self.missing_parameter(&name, value.span))
+            }
+            ExprKind::Literal(literal) => Ok(match &literal.kind {
+                LiteralKind::Integer(integer) => ScalarValue::Int64(super::expr::integer(integer)),
+                LiteralKind::Float(float) => {
+                    ScalarValue::Float64(float.text.replace('_', "").parse::<f64>().ok())
+                }
+                LiteralKind::String(text) => ScalarValue::Utf8(Some(text.value.clone())),
+                LiteralKind::Boolean(value) => ScalarValue::Boolean(Some(*value)),
+                LiteralKind::Null => ScalarValue::Null,
+                _ => return Err(self.literal_refused(value.span)),
+            }),
+            ExprKind::Unary { operator, operand } if operator.kind == UnaryOperator::Minus => {
+                match self.value(operand)? {
+                    ScalarValue::Int64(Some(n)) => Ok(ScalarValue::Int64(n.checked_neg())),
+                    ScalarValue::Float64(Some(n)) => Ok(ScalarValue::Float64(Some(-n))),
+                    _ => Err(self.literal_refused(value.span)),
+                }
+            }
+            ExprKind::List(items) => {
+                let values = items
+                    .iter()
+                    .map(|item| self.value(item))
+                    .collect::<Result<Vec<_>>>()?;
+                let floats: Vec<ScalarValue> = values
+                    .into_iter()
+                    .map(|v| match v {
+                        ScalarValue::Int64(Some(n)) => Ok(ScalarValue::Float64(Some(n as f64))),
+                        ScalarValue::Float64(Some(_)) => Ok(v),
+                        _ => Err(self.literal_refused(value.span)),
+                    })
+                    .collect::<Result<_>>()?;
+                Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+                    &floats,
+                    &DataType::Float64,
+                )))
+            }
+            _ => Err(self.literal_refused(value.span)),
+        }
+    }
+
+    fn literal_refused(&self, span: Span) -> omnigraph_core::OmniError {
+        self.refuse(
+            QueryRefusal::WrongType,
+            span,
+            "a call's arguments are literals or parameters",
+        )
+    }
+
+    fn integer(&self, value: &CypherExpr, what: &str) -> Result<i64> {
+        match self.value(value)? {
+            ScalarValue::Int64(Some(number)) => Ok(number),
+            other => Err(self.refuse(
+                QueryRefusal::WrongType,
+                value.span,
+                format!("{what} is an integer, not {}", other.data_type()),
+            )),
+        }
+    }
+
+    fn number(&self, value: &CypherExpr, what: &str) -> Result<f64> {
+        match self.value(value)? {
+            ScalarValue::Int64(Some(number)) => Ok(number as f64),
+            ScalarValue::Float64(Some(number)) => Ok(number),
+            other => Err(self.refuse(
+                QueryRefusal::WrongType,
+                value.span,
+                format!("{what} is a number, not {}", other.data_type()),
+            )),
+        }
+    }
+
+    fn text(&self, value: &CypherExpr) -> Result<String> {
+        match self.value(value)? {
+            ScalarValue::Utf8(Some(text)) => Ok(text),
+            other => Err(self.refuse(
+                QueryRefusal::WrongType,
+                value.span,
+                format!("a text leg's query is a string, not {}", other.data_type()),
+            )),
+        }
+    }
+
+    fn metric(&self, value: &CypherExpr) -> Result<DistanceType> {
+        match self.text(value)?.as_str() {
+            "l2" => Ok(DistanceType::L2),
+            "cosine" => Ok(DistanceType::Cosine),
+            "dot" => Ok(DistanceType::Dot),
+            other => Err(self.refuse(
+                QueryRefusal::WrongType,
+                value.span,
+                format!("the metric is 'l2', 'cosine' or 'dot', not '{other}'"),
+            )),
+        }
+    }
+
+    /// A query vector of `dimension` finite numbers.
+    fn vector(&self, value: &CypherExpr, dimension: usize) -> Result<Vec<f32>> {
+        let refuse = |message: String| self.refuse(QueryRefusal::WrongType, value.span, message);
+        let ScalarValue::List(list) = self.value(value)? else {
+            return Err(refuse("a query vector is a list of numbers".into()));
+        };
+        let items = list.value(0);
+        if items.len() != dimension {
+            return Err(refuse(format!(
+                "the query vector has {} numbers; the property has dimension {dimension}",
+                items.len()
+            )));
+        }
+        let mut vector = Vec::with_capacity(dimension);
+        for i in 0..items.len() {
+            let number = match ScalarValue::try_from_array(&items, i) {
+                Ok(ScalarValue::Float64(Some(n))) => n,
+                Ok(ScalarValue::Int64(Some(n))) => n as f64,
+                _ => return Err(refuse("a query vector is a list of numbers".into())),
+            };
+            let number = number as f32;
+            if !number.is_finite() {
+                return Err(refuse(format!(
+                    "the query vector's number {} is not a finite 32-bit float",
+                    i + 1
+                )));
+            }
+            vector.push(number);
+        }
+        Ok(vector)
+    }
+}
