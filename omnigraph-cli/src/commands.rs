@@ -1260,8 +1260,16 @@ pub async fn status(out: &Output, root: &str) -> Result<()> {
         }
         for index in coverage {
             let state = if index.built { "built" } else { "not built" };
+            let sizing = index.vector.map_or(String::new(), |v| {
+                format!(
+                    ", {} with {} partitions, {} probed by default",
+                    v.quantisation.lance_name(),
+                    v.partitions,
+                    v.nprobes_default
+                )
+            });
             println!(
-                "  index {:<28} {state:<10} {} {} uncovered",
+                "  index {:<28} {state:<10} {} {} uncovered{sizing}",
                 format!("{}.{}", index.type_name, index.index),
                 index.uncovered_rows,
                 noun(index.uncovered_rows, "row", "rows")

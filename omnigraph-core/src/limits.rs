@@ -11,6 +11,16 @@ pub(crate) const DELETION_WRITES_IN_FLIGHT_MAX: usize = 16;
 /// k-means iterations for a PQ codebook.
 pub(crate) const PQ_ITERATIONS_MAX: usize = 50;
 
+/// The most IVF partitions a built index may report before its statistics are refused
+/// as corrupt (a build chooses at most a few thousand).
+pub(crate) const IVF_PARTITIONS_READ_MAX: u64 = 1 << 20;
+
+/// The share of an index's partitions a vector search probes by default.
+pub(crate) const NPROBES_SHARE: f64 = 0.05;
+
+/// The fewest partitions a vector search probes by default.
+pub(crate) const NPROBES_MIN: usize = 16;
+
 // adapter/observed.rs
 /// Records a test build keeps per table at most (the newest stay).
 #[cfg(feature = "failpoints")]

@@ -19,6 +19,19 @@ pub struct IndexCoverage {
     /// Rows the index does not cover (appended or rewritten after the build); all rows
     /// when it is not built.
     pub uncovered_rows: u64,
+    /// A built vector index: how it was sized.
+    pub vector: Option<VectorIndexSizing>,
+}
+
+/// How a built vector index was sized, and how a search probes it by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct VectorIndexSizing {
+    /// How its partitions hold vectors (`flat`, `sq`, `pq`).
+    pub quantisation: omnigraph_core::adapter::Quantisation,
+    /// Its IVF partitions.
+    pub partitions: usize,
+    /// The fewest partitions a search probes when it names none.
+    pub nprobes_default: usize,
 }
 
 impl Omnigraph {
@@ -51,11 +64,26 @@ impl Omnigraph {
                             .sum()
                     }
                 };
+                let vector = match (index, declared.kind) {
+                    (Some(_), omnigraph_core::schema::IndexKind::Vector) => {
+                        omnigraph_core::adapter::built_vector_index(&table, &declared.name)
+                            .await?
+                            .map(|built| VectorIndexSizing {
+                                quantisation: built.quantisation,
+                                partitions: built.partitions,
+                                nprobes_default: omnigraph_core::adapter::default_nprobes(
+                                    built.partitions,
+                                ),
+                            })
+                    }
+                    _ => None,
+                };
                 report.push(IndexCoverage {
                     type_name: type_def.name().to_string(),
                     index: declared.name.clone(),
                     built: index.is_some(),
                     uncovered_rows,
+                    vector,
                 });
             }
         }

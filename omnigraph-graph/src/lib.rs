@@ -147,7 +147,7 @@ mod writer;
 pub use adjacency::AdjacencyStatus;
 pub use columnar::InputFormat;
 pub use export::{Export, ExportFormat, json_lines};
-pub use indexes::IndexCoverage;
+pub use indexes::{IndexCoverage, VectorIndexSizing};
 pub use ingest::{IngestReport, LoadMode};
 pub use merge::{MergeBudget, MergeReport, TableMerge, TableMergeAction};
 pub use mutate::PreparedWrite;

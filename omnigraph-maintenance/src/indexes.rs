@@ -8,9 +8,11 @@
 //! an untrained PQ index on too few rows and fails IVF_FLAT on all-null vectors): an
 //! untrainable column is reported under `pending_indexes` with its reason.
 
-use crate::limits::{IVF_PARTITIONS_MAX, VECTOR_TRAINING_ROWS_MIN};
-use omnigraph_core::adapter::IndexBuildKind;
-use omnigraph_core::adapter::{built_partitions, is_built};
+use crate::limits::{
+    FLAT_VECTOR_BYTES_MAX, IVF_PARTITIONS_MAX, PQ_DIMENSION_MIN, VECTOR_TRAINING_ROWS_MIN,
+};
+use omnigraph_core::adapter::{IndexBuildKind, Quantisation};
+use omnigraph_core::adapter::{built_vector_index, is_built};
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::index::DatasetIndexExt;
 use omnigraph_core::schema::{DeclaredIndex, IndexKind, TypeDef};
@@ -18,8 +20,13 @@ use omnigraph_core::{OmniError, Result};
 use omnigraph_publish::{BranchWriter, CommitOperation, GraphCommit, Staging};
 use std::sync::Arc;
 
-/// Vectors per IVF partition aimed for when a first build chooses the partition count.
-pub(crate) const VECTORS_PER_PARTITION: u64 = 1_000;
+/// Dimensions per PQ sub-vector.
+pub const PQ_DIMENSIONS_PER_SUB_VECTOR: u32 = 16;
+
+/// A fold retrains the index with a fresh partition count once the count its vectors
+/// now call for is at least this many times the built one; below it, a fold keeps the
+/// built partition count and quantisation.
+pub const RETRAIN_PARTITIONS_RATIO: usize = 2;
 
 /// A declared index that could not be built yet, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -160,10 +167,10 @@ pub async fn prepare_rebuild_index_with(
     }
     let kind = match declared.kind {
         IndexKind::Vector => {
-            let partitions = built_partitions(&tip, index_name).await?.ok_or_else(|| {
+            let built = built_vector_index(&tip, index_name).await?.ok_or_else(|| {
                 OmniError::not_found(format!("built index {index_name} on {type_name}"))
             })?;
-            IndexBuildKind::IvfFlat { partitions }
+            kept(built, vector_dimension(type_def, &declared.column))
         }
         IndexKind::BTree => IndexBuildKind::BTree,
         IndexKind::FullText => IndexBuildKind::FullText,
@@ -235,7 +242,8 @@ async fn stage_create_indices_reporting(
     let mut pending = Vec::new();
     for (type_def, pin, table, declared_missing) in missing {
         for declared in declared_missing {
-            match plan_build(&table, pin.row_count, declared).await? {
+            let dimension = vector_dimension(type_def, &declared.column);
+            match plan_build(&table, pin.row_count, declared, dimension).await? {
                 Ok(kind) => {
                     if !staging.has_chain(&pin.table_id) {
                         staging.seed(&pin.table_id, table.clone())?;
@@ -264,6 +272,7 @@ async fn plan_build(
     table: &Arc<Dataset>,
     row_count: u64,
     declared: &DeclaredIndex,
+    dimension: u32,
 ) -> Result<std::result::Result<IndexBuildKind, String>> {
     if row_count == 0 {
         return Ok(Err("the table has no rows yet".into()));
@@ -272,9 +281,7 @@ async fn plan_build(
         IndexKind::BTree => IndexBuildKind::BTree,
         IndexKind::FullText => IndexBuildKind::FullText,
         IndexKind::Vector => match vector_training_rows(table, &declared.column).await? {
-            Ok(vectors) => IndexBuildKind::IvfFlat {
-                partitions: first_partition_count(vectors),
-            },
+            Ok(vectors) => vector_index_for(vectors, dimension),
             Err(reason) => return Ok(Err(reason)),
         },
     }))
@@ -301,7 +308,117 @@ pub async fn vector_training_rows(
     Ok(Ok(vectors))
 }
 
-/// The partition count a first build chooses for `vectors` training vectors.
+/// The partition count a build chooses for `vectors` training vectors: √N rounded,
+/// 1 to `IVF_PARTITIONS_MAX`. A search probes a share of them
+/// (`omnigraph_core::adapter::default_nprobes`), so it reads about √N × share × N / √N
+/// vectors: the work grows as the square root of the table.
 pub fn first_partition_count(vectors: u64) -> usize {
-    (vectors / VECTORS_PER_PARTITION).clamp(1, IVF_PARTITIONS_MAX) as usize
+    ((vectors as f64).sqrt().round() as u64).clamp(1, IVF_PARTITIONS_MAX) as usize
+}
+
+/// How a build of `vectors` vectors of `dimension` holds them: uncompressed up to
+/// `FLAT_VECTOR_BYTES_MAX`, then SQ, or PQ from `PQ_DIMENSION_MIN` dimensions when
+/// [`PQ_DIMENSIONS_PER_SUB_VECTOR`] divides the dimension.
+pub fn quantisation_for(vectors: u64, dimension: u32) -> Quantisation {
+    let bytes = vectors
+        .saturating_mul(u64::from(dimension))
+        .saturating_mul(4);
+    if bytes <= FLAT_VECTOR_BYTES_MAX {
+        Quantisation::Flat
+    } else if dimension >= PQ_DIMENSION_MIN
+        && dimension.is_multiple_of(PQ_DIMENSIONS_PER_SUB_VECTOR)
+    {
+        Quantisation::Pq
+    } else {
+        Quantisation::Sq
+    }
+}
+
+/// The index a first build (or a retrain) makes for `vectors` vectors of `dimension`.
+pub fn vector_index_for(vectors: u64, dimension: u32) -> IndexBuildKind {
+    build_kind(
+        quantisation_for(vectors, dimension),
+        first_partition_count(vectors),
+        dimension,
+    )
+}
+
+/// The build that keeps `built`'s quantisation and partitions (a fold, a rebuild).
+pub fn kept(built: omnigraph_core::adapter::BuiltVectorIndex, dimension: u32) -> IndexBuildKind {
+    build_kind(built.quantisation, built.partitions, dimension)
+}
+
+fn build_kind(quantisation: Quantisation, partitions: usize, dimension: u32) -> IndexBuildKind {
+    match quantisation {
+        Quantisation::Flat => IndexBuildKind::IvfFlat { partitions },
+        Quantisation::Sq => IndexBuildKind::IvfSq { partitions },
+        Quantisation::Pq => IndexBuildKind::IvfPq {
+            partitions,
+            sub_vectors: (dimension / PQ_DIMENSIONS_PER_SUB_VECTOR).max(1) as usize,
+        },
+    }
+}
+
+/// Whether a fold of `built`, now over `vectors` vectors, retrains with a fresh
+/// partition count ([`RETRAIN_PARTITIONS_RATIO`]).
+pub fn outgrown(built: omnigraph_core::adapter::BuiltVectorIndex, vectors: u64) -> bool {
+    first_partition_count(vectors) >= built.partitions.saturating_mul(RETRAIN_PARTITIONS_RATIO)
+}
+
+/// The dimension of `type_def`'s vector property `column` (0 for another property).
+pub(crate) fn vector_dimension(type_def: &TypeDef, column: &str) -> u32 {
+    type_def
+        .columns()
+        .iter()
+        .find(|c| c.name == column)
+        .and_then(|c| match c.data_type {
+            omnigraph_core::schema::PropertyType::Vector(dimension) => Some(dimension),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_grow_as_the_square_root_and_never_exceed_the_vectors() {
+        assert_eq!(first_partition_count(1), 1);
+        assert_eq!(first_partition_count(256), 16);
+        assert_eq!(first_partition_count(10_000), 100);
+        assert_eq!(first_partition_count(1_000_000), 1_000);
+        assert_eq!(first_partition_count(u64::MAX), IVF_PARTITIONS_MAX as usize);
+        for vectors in [
+            VECTOR_TRAINING_ROWS_MIN,
+            VECTOR_TRAINING_ROWS_MIN + 1,
+            999,
+            65_536,
+        ] {
+            assert!(first_partition_count(vectors) as u64 <= vectors);
+        }
+    }
+
+    #[test]
+    fn quantisation_follows_the_bytes_and_the_dimension() {
+        // 1M × 128: 512 MiB raw, past the flat limit: SQ.
+        assert_eq!(quantisation_for(1_000_000, 128), Quantisation::Sq);
+        assert_eq!(quantisation_for(100_000, 128), Quantisation::Flat);
+        assert_eq!(quantisation_for(1_000_000, 768), Quantisation::Pq);
+        // PQ needs whole sub-vectors.
+        assert_eq!(quantisation_for(1_000_000, 520), Quantisation::Sq);
+        assert_eq!(
+            vector_index_for(1_000_000, 768),
+            IndexBuildKind::IvfPq {
+                partitions: 1_000,
+                sub_vectors: 48
+            }
+        );
+        let built = omnigraph_core::adapter::BuiltVectorIndex {
+            quantisation: Quantisation::Flat,
+            partitions: 50,
+        };
+        assert!(!outgrown(built, 9_999));
+        assert!(outgrown(built, 10_000));
+    }
 }

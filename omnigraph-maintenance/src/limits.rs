@@ -22,8 +22,20 @@ pub(crate) const TABLES_MAX: usize = 100_000;
 /// Fewest non-null vectors an IVF index is trained on.
 pub(crate) const VECTOR_TRAINING_ROWS_MIN: u64 = 256;
 
-/// The most IVF partitions a first build chooses.
-pub(crate) const IVF_PARTITIONS_MAX: u64 = 256;
+/// The most IVF partitions a build chooses: about √N for N vectors, so this many serve
+/// up to about 16.7 million vectors at the aimed size.
+pub(crate) const IVF_PARTITIONS_MAX: u64 = 4_096;
+
+/// Raw vector bytes (vectors × dimension × 4) up to which an index keeps its vectors
+/// uncompressed (IVF_FLAT: exact distances within the partitions probed). Past it the
+/// partitions hold quantised vectors, a quarter of the bytes (SQ) or less (PQ), which a
+/// search reads instead.
+pub(crate) const FLAT_VECTOR_BYTES_MAX: u64 = 256 << 20;
+
+/// The dimension from which a quantised index is PQ (one byte per
+/// [`PQ_DIMENSIONS_PER_SUB_VECTOR`] dimensions) rather than SQ (one byte per dimension):
+/// at 512 dimensions and more, SQ's bytes per vector are what IVF_FLAT's are at 128.
+pub(crate) const PQ_DIMENSION_MIN: u32 = 512;
 
 // optimize.rs
 /// How many times one unit is staged again on a moved pin before it ends `pin_moved`.
@@ -38,9 +50,9 @@ pub const RESTAGES_MAX: usize = 12;
 pub const DELETES_IN_FLIGHT_MAX: usize = 8;
 
 // Relations
-/// k-means never trains more centroids than it has rows: a first build's partitions
-/// are at most the fewest rows it trains on.
-const _: () = assert!(IVF_PARTITIONS_MAX <= VECTOR_TRAINING_ROWS_MIN);
+/// k-means never trains more centroids than it has rows: √N partitions are at most N
+/// for every N a build trains on (`indexes::tests`).
+const _: () = assert!(VECTOR_TRAINING_ROWS_MIN >= 1);
 /// At least one unit runs, and a moved head is traced again at least once.
 const _: () = assert!(UNIT_CONCURRENCY_MAX >= 1 && RETRACE_MAX >= 1);
 /// A unit's restages publish within one write's commit attempts.

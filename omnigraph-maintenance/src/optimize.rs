@@ -3,8 +3,9 @@
 //! A table is a unit. For each, on the pinned version at the captured head: stage the
 //! compaction (one detached Rewrite), then fold every index whose coverage lags the new
 //! layout, judged on the chain's tip (rebuilt whole under its name; a vector index
-//! keeps its partition count, and one that can no longer train is reported pending;
-//! full-text indexes are not folded and are reported), then build declared indexes
+//! keeps its partition count and quantisation unless its vectors outgrew them, then it
+//! is retrained with a fresh choice; one that can no longer train is reported pending;
+//! a full-text index is rebuilt whole), then build declared indexes
 //! that are missing. The chain tip is published with an exact CAS on the pin the table
 //! was planned from: if only other tables moved it lands on the new head; if this
 //! table's pin moved, the unit is staged again on the new pin from what still applies
@@ -23,12 +24,13 @@
 use crate::adjacency::AdjacencyOutcome;
 use crate::budget::MaintenanceBudget;
 use crate::indexes::{PendingIndex, stage_create_indices, vector_training_rows};
+use crate::indexes::{kept, outgrown, vector_index_for};
 use crate::lane::{CancelToken, cancelled};
 use crate::limits::RESTAGES_MAX;
 use crate::progress::{self, MaintenanceProgress, ProgressItems, ProgressSink, ProgressStage};
 use crate::run::RunRecord;
 use futures::StreamExt;
-use omnigraph_core::adapter::built_partitions;
+use omnigraph_core::adapter::built_vector_index;
 use omnigraph_core::adapter::{
     self, BaseDrift, CompactionBudget, FullTextBudget, IndexBuildKind, LinkKind,
 };
@@ -88,6 +90,10 @@ pub struct TableOptimize {
     pub rows: u64,
     /// Indexes rebuilt because their coverage lagged.
     pub indexes_folded: Vec<String>,
+    /// Of those, the vector indexes retrained with a fresh partition count because
+    /// their vectors outgrew the built one (`RETRAIN_PARTITIONS_RATIO`); the others
+    /// kept theirs.
+    pub indexes_retrained: Vec<String>,
     /// Declared indexes built for the first time.
     pub indexes_built: Vec<String>,
     /// Indexes that could not be built or folded, with why.
@@ -128,6 +134,7 @@ impl TableOptimize {
             fragments_after: 0,
             rows: 0,
             indexes_folded: Vec::new(),
+            indexes_retrained: Vec::new(),
             indexes_built: Vec::new(),
             pending_indexes: Vec::new(),
             outcome: failed_outcome(error),
@@ -526,6 +533,7 @@ async fn plan_chain(
         fragments_after: tip.manifest().fragments.len(),
         rows: pin.row_count,
         indexes_folded: work.folded,
+        indexes_retrained: work.retrained,
         indexes_built: work.built,
         pending_indexes: work.pending,
         outcome: UnitOutcome::NothingToDo,
@@ -537,6 +545,7 @@ async fn plan_chain(
 /// The index work of a unit, staged after its compaction.
 struct IndexWork {
     folded: Vec<String>,
+    retrained: Vec<String>,
     built: Vec<String>,
     pending: Vec<PendingIndex>,
 }
@@ -556,6 +565,7 @@ async fn stage_index_work(
     // chain's tip: an index Lance carried across the rewrite (row-id domain) covers the
     // new fragments there and is not rebuilt.
     let mut indexes_folded = Vec::new();
+    let mut indexes_retrained = Vec::new();
     let mut pending_indexes = Vec::new();
     let tip = staging.chain(table_id).await?.tip().clone();
     let built_at_tip = tip
@@ -591,12 +601,20 @@ async fn stage_index_work(
             IndexKind::Vector => {
                 // A fold trains like a first build: too few vectors wait, they never
                 // abort the run.
-                if let Err(reason) = vector_training_rows(&tip, &declared.column).await? {
-                    pending_indexes.push(pending(reason));
-                    continue;
-                }
-                match built_partitions(table, &declared.name).await? {
-                    Some(partitions) => IndexBuildKind::IvfFlat { partitions },
+                let vectors = match vector_training_rows(&tip, &declared.column).await? {
+                    Ok(vectors) => vectors,
+                    Err(reason) => {
+                        pending_indexes.push(pending(reason));
+                        continue;
+                    }
+                };
+                let dimension = crate::indexes::vector_dimension(type_def, &declared.column);
+                match built_vector_index(table, &declared.name).await? {
+                    Some(built) if outgrown(built, vectors) => {
+                        indexes_retrained.push(declared.name.clone());
+                        vector_index_for(vectors, dimension)
+                    }
+                    Some(built) => kept(built, dimension),
                     None => {
                         pending_indexes.push(pending(
                             "the built vector index reports no partition count; rebuild it".into(),
@@ -605,10 +623,9 @@ async fn stage_index_work(
                     }
                 }
             }
-            IndexKind::FullText => {
-                pending_indexes.push(pending("full-text indexes are not folded; new rows are searched once the index is rebuilt (`omnigraph rebuild-index`, Maintenance::rebuild_index)".into()));
-                continue;
-            }
+            // Rebuilt whole within the full-text budget: Lance merges new rows into an
+            // inverted index only by committing a version of its own.
+            IndexKind::FullText => IndexBuildKind::FullText,
         };
         staging
             .stage_index_rebuild(table_id, declared, kind)
@@ -622,6 +639,7 @@ async fn stage_index_work(
     pending_indexes.extend(pending);
     Ok(IndexWork {
         folded: indexes_folded,
+        retrained: indexes_retrained,
         built: built.into_iter().map(|(_, index)| index).collect(),
         pending: pending_indexes,
     })
@@ -795,6 +813,7 @@ async fn index_work_after(
         let reason = format!(
             "the compaction published alone beside writers; then {why}; the next run builds it"
         );
+        report.indexes_retrained.clear();
         let lost: Vec<String> = report
             .indexes_folded
             .drain(..)
@@ -876,6 +895,7 @@ async fn index_work_after(
         }
     };
     report.indexes_folded = work.folded;
+    report.indexes_retrained = work.retrained;
     report.indexes_built = work.built;
     report.pending_indexes = work.pending;
     if !staging.has_staged() {
@@ -1018,6 +1038,7 @@ async fn restage_unit(
     if indexed && !recommit_indexes && !deferred {
         let work = stage_index_work(graph, staging, type_def, &table_id, &table).await?;
         report.indexes_folded = work.folded;
+        report.indexes_retrained = work.retrained;
         report.indexes_built = work.built;
         report.pending_indexes = work.pending;
     }

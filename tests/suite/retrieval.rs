@@ -639,3 +639,87 @@ async fn query_result(
     let batches = result.collect().await?;
     Ok(rows_in_column_order(&schema, &batches))
 }
+
+/// The sizing `status` reports for the Doc embedding index.
+async fn sizing(graph: &Omnigraph) -> omnigraph_graph::VectorIndexSizing {
+    graph
+        .index_coverage(&CommitRef::Head)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.index == "embedding_vector")
+        .and_then(|c| c.vector)
+        .expect("a built vector index")
+}
+
+#[tokio::test]
+async fn optimize_keeps_vector_and_text_indexes_current_and_retrains_an_outgrown_one() {
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(&test.uri, SCHEMA).await.unwrap();
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut insert = async |from: i64, count: i64, word: &str| {
+        let docs: Vec<Value> = (from..from + count)
+            .map(|id| {
+                let embedding: Vec<f32> = (0..DIMENSION).map(|_| rng.random::<f32>()).collect();
+                json!({"id": id, "body": format!("{word} graph"), "embedding": embedding})
+            })
+            .collect();
+        graph
+            .insert_json("Doc", objects(Value::Array(docs)))
+            .await
+            .unwrap();
+    };
+    insert(0, 300, "lance").await;
+    graph.maintenance().build_indexes().await.unwrap();
+    // √300 rounds to 17 partitions, uncompressed; a search probes 16 by default.
+    let first = sizing(&graph).await;
+    assert_eq!(
+        (first.quantisation, first.partitions, first.nprobes_default),
+        (omnigraph_core::adapter::Quantisation::Flat, 17, 16)
+    );
+
+    // A few more rows: optimize folds both indexes, keeping the partitions; the new
+    // rows' word is found through the full-text index, which now covers every row.
+    insert(300, 100, "quartz").await;
+    let report = graph.maintenance().optimize().await.unwrap();
+    let doc = report.table("Doc").unwrap();
+    assert!(
+        doc.indexes_folded.contains(&"embedding_vector".to_string())
+            && doc.indexes_folded.contains(&"body_fts".to_string()),
+        "{doc:?}"
+    );
+    assert!(doc.indexes_retrained.is_empty(), "{doc:?}");
+    assert_eq!(sizing(&graph).await.partitions, 17);
+    let coverage = graph.index_coverage(&CommitRef::Head).await.unwrap();
+    assert!(
+        coverage
+            .iter()
+            .filter(|c| c.type_name == "Doc")
+            .all(|c| c.built && c.uncovered_rows == 0),
+        "{coverage:?}"
+    );
+    let found = rows(
+        &graph,
+        "CALL omni.text('Doc', 'body', 'quartz', 1000) YIELD node RETURN count(*)",
+        &QueryOptions::new(),
+    )
+    .await;
+    assert_eq!(found, [json!([100])]);
+
+    // Four times the rows: √1,400 rounds to 37, at least twice 17, so the fold retrains.
+    insert(400, 1_000, "ember").await;
+    let report = graph.maintenance().optimize().await.unwrap();
+    let doc = report.table("Doc").unwrap();
+    assert_eq!(doc.indexes_retrained, ["embedding_vector"], "{doc:?}");
+    assert_eq!(sizing(&graph).await.partitions, 37);
+    // The retrained index answers as the brute force does when every partition is
+    // probed.
+    let query: Vec<f32> = (0..DIMENSION).map(|_| rng.random::<f32>()).collect();
+    let found = rows(
+        &graph,
+        "CALL omni.vector('Doc', 'embedding', $v, 5, {nprobes: 37}) YIELD node RETURN count(*)",
+        &with_vector(&query),
+    )
+    .await;
+    assert_eq!(found, [json!([5])]);
+}

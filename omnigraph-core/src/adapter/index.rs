@@ -35,6 +35,11 @@ pub enum IndexBuildKind {
         /// Number of IVF partitions.
         partitions: usize,
     },
+    /// IVF with 8-bit scalar quantisation, L2 distance.
+    IvfSq {
+        /// Number of IVF partitions.
+        partitions: usize,
+    },
     /// IVF with product quantisation, L2 distance.
     IvfPq {
         /// Number of IVF partitions.
@@ -132,6 +137,14 @@ pub async fn stage_index_within(
             vector = VectorIndexParams::ivf_flat(partitions, MetricType::L2);
             (IndexType::Vector, &vector)
         }
+        IndexBuildKind::IvfSq { partitions } => {
+            vector = VectorIndexParams::with_ivf_sq_params(
+                MetricType::L2,
+                lance_index::vector::ivf::IvfBuildParams::new(partitions),
+                lance_index::vector::sq::builder::SQBuildParams::default(),
+            );
+            (IndexType::Vector, &vector)
+        }
         IndexBuildKind::IvfPq {
             partitions,
             sub_vectors,
@@ -166,17 +179,91 @@ pub async fn stage_index_within(
 
 /// The partition count of a built IVF index, from Lance's own statistics.
 pub async fn built_partitions(table: &Dataset, index_name: &str) -> Result<Option<usize>> {
+    Ok(built_vector_index(table, index_name)
+        .await?
+        .map(|built| built.partitions))
+}
+
+/// A built IVF index as Lance's statistics describe it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BuiltVectorIndex {
+    /// How its partitions hold vectors.
+    pub quantisation: Quantisation,
+    /// Its IVF partitions.
+    pub partitions: usize,
+}
+
+/// How an IVF index's partitions hold vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantisation {
+    /// Uncompressed: exact distances within the partitions probed.
+    Flat,
+    /// 8-bit scalar quantisation: a quarter of the bytes, approximate distances.
+    Sq,
+    /// Product quantisation: a byte per sub-vector, approximate distances.
+    Pq,
+}
+
+impl Quantisation {
+    /// Lance's name of the index type (`IVF_FLAT`, ...).
+    pub fn lance_name(self) -> &'static str {
+        match self {
+            Quantisation::Flat => "IVF_FLAT",
+            Quantisation::Sq => "IVF_SQ",
+            Quantisation::Pq => "IVF_PQ",
+        }
+    }
+
+    fn of_lance_name(name: &str) -> Option<Quantisation> {
+        [Quantisation::Flat, Quantisation::Sq, Quantisation::Pq]
+            .into_iter()
+            .find(|q| q.lance_name() == name)
+    }
+}
+
+/// The built IVF index `index_name` of `table`: `None` when there is none, or Lance
+/// reports no partitions (an untrained index). Lance's statistics are read as untrusted:
+/// a partition count of 0 or past `IVF_PARTITIONS_READ_MAX` is refused as corrupt.
+pub async fn built_vector_index(
+    table: &Dataset,
+    index_name: &str,
+) -> Result<Option<BuiltVectorIndex>> {
     let statistics = match table.index_statistics(index_name).await {
         Ok(text) => text,
         Err(_) => return Ok(None),
     };
-    let value: serde_json::Value = serde_json::from_str(&statistics).map_err(|error| {
-        crate::error::OmniError::internal(format!("index statistics of {index_name}: {error}"))
-    })?;
+    let corrupt = |what: String| {
+        crate::error::OmniError::internal(format!("index statistics of {index_name}: {what}"))
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&statistics).map_err(|error| corrupt(error.to_string()))?;
     let partitions = value["num_partitions"]
         .as_u64()
         .or_else(|| value["indices"][0]["num_partitions"].as_u64());
-    Ok(partitions.map(|count| count as usize))
+    let Some(partitions) = partitions else {
+        return Ok(None);
+    };
+    if partitions == 0 || partitions > crate::limits::IVF_PARTITIONS_READ_MAX {
+        return Err(corrupt(format!("{partitions} partitions")));
+    }
+    let kind = value["index_type"].as_str().unwrap_or_default();
+    let Some(quantisation) = Quantisation::of_lance_name(kind) else {
+        return Err(corrupt(format!("an index type of {kind:?}")));
+    };
+    Ok(Some(BuiltVectorIndex {
+        quantisation,
+        partitions: partitions as usize,
+    }))
+}
+
+/// The fewest IVF partitions a vector search probes by default on an index of
+/// `partitions`: `NPROBES_SHARE` of them, at least `NPROBES_MIN` (all when there are
+/// fewer). Lance probes more until it has `k` hits.
+pub fn default_nprobes(partitions: usize) -> usize {
+    use crate::limits::{NPROBES_MIN, NPROBES_SHARE};
+    let share = (partitions as f64 * NPROBES_SHARE).ceil() as usize;
+    share.max(NPROBES_MIN).min(partitions.max(1))
 }
 
 /// Whether `table` holds a built index named `index_name`.

@@ -32,6 +32,8 @@ pub const ENTRY_POINTS: &[&str] = &[
     "stage_index",
     "stage_index_within",
     "built_partitions",
+    "built_vector_index",
+    "default_nprobes",
     "is_built",
     "stage_add_null_columns",
     "stage_drop_columns",

@@ -38,6 +38,7 @@ use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance_index::scalar::FullTextSearchQuery;
 use omnigraph_core::lance_index::scalar::inverted::query::MatchQuery;
 use omnigraph_core::lance_linalg::distance::DistanceType;
+use omnigraph_core::schema::IndexKind;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
@@ -450,8 +451,19 @@ async fn lance_search(
                 // Exact over the candidates: see the module's docs.
                 scanner.use_index(false);
             } else {
+                // Unset, the index's default share (recorded in `status`).
+                let nprobes = match nprobes {
+                    Some(nprobes) => Some(*nprobes),
+                    None => {
+                        let index = format!("{property}_{}", IndexKind::Vector.suffix());
+                        omnigraph_core::adapter::built_vector_index(&spec.table, &index)
+                            .await
+                            .map_err(|error| DataFusionError::External(Box::new(error)))?
+                            .map(|built| omnigraph_core::adapter::default_nprobes(built.partitions))
+                    }
+                };
                 if let Some(nprobes) = nprobes {
-                    scanner.minimum_nprobes(*nprobes);
+                    scanner.minimum_nprobes(nprobes);
                 }
                 if let Some(refine) = refine {
                     scanner.refine(*refine);

@@ -194,3 +194,31 @@ async fn ivf_pq_on_too_few_rows_silently_builds_an_untrained_index() {
     assert_eq!(statistics["num_indexed_rows"], 0, "{statistics}");
     assert_eq!(statistics["num_unindexed_rows"], 100, "{statistics}");
 }
+
+#[tokio::test]
+async fn ivf_sq_builds_and_reads_back_as_sized() {
+    let test = TestRoot::new(Backend::Local).await;
+    let table = new_table(&test.root, "t1").await;
+    let tip = adapter::stage_append(&table, vec![rows(0, 600, false)], &origin(1))
+        .await
+        .unwrap();
+    let built = build(
+        &tip,
+        "vec",
+        "vec_vector",
+        IndexBuildKind::IvfSq { partitions: 3 },
+    )
+    .await;
+    assert_eq!(
+        adapter::built_vector_index(&built.dataset, "vec_vector")
+            .await
+            .unwrap(),
+        Some(adapter::BuiltVectorIndex {
+            quantisation: adapter::Quantisation::Sq,
+            partitions: 3
+        })
+    );
+    let statistics: serde_json::Value =
+        serde_json::from_str(&built.dataset.index_statistics("vec_vector").await.unwrap()).unwrap();
+    assert_eq!(statistics["num_indexed_rows"], 600, "{statistics}");
+}
