@@ -58,6 +58,13 @@
 //!   from 8 (also with every store request held 17 ms), the read mix beside optimize on
 //!   1M rows with Lance on the maintenance runtime and on the serving one (`serve.rs`).
 //!
+//! - retrieval (with `--retrieval`, alone): N vectors of 128 float32 (`--vectors`,
+//!   default 1,000,000) from a seeded Gaussian mixture and Q queries (`--queries`,
+//!   default 1,000): OmniGraph's index build (its own sizing) and `omni.vector` at the
+//!   default probe count and twice it, recall@10 against exact search, p50 and p99,
+//!   build time and index bytes; `--retrieval-dir D` keeps the data for
+//!   `tools/bench/retrieval_pylance.py`, which does the same with pylance (`retrieval.rs`).
+//!
 //! `--rows N`, `--read-rows M`, `--nodes N`, `--edges E`, `--optimize-rows K`, `--updates U` and `--garbage G`
 //! change the sizes; `--json` prints one JSON document.
 
@@ -66,6 +73,7 @@
 #![recursion_limit = "256"]
 
 mod query;
+mod retrieval;
 mod serve;
 
 use omnigraph_core::adapter;
@@ -1315,6 +1323,25 @@ async fn main() {
                 dir.path(),
                 argument(&args, "--people", 1_000_000),
                 argument(&args, "--edges", 2_000_000),
+            )
+            .await,
+        });
+        println!("{document:#}");
+        return;
+    }
+    if args.iter().any(|arg| arg == "--retrieval") {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = args
+            .iter()
+            .position(|arg| arg == "--retrieval-dir")
+            .and_then(|at| args.get(at + 1))
+            .map_or_else(|| temp.path().to_path_buf(), std::path::PathBuf::from);
+        let document = json!({
+            "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+            "retrieval": retrieval::retrieval_bench(
+                &dir,
+                argument(&args, "--vectors", 1_000_000),
+                argument(&args, "--queries", 1_000),
             )
             .await,
         });

@@ -58,6 +58,7 @@ fn print_help() {
          s3                 start a local S3-compatible server (SeaweedFS) and run the S3 suite against it\n  \
          bench [--rows N] [--json]  ingest benchmark: JSONL and Parquet loads vs arrow-json/parquet + plain Lance, warm inserts\n  \
          bench --graph [--nodes N] [--edges E]  1M nodes and 5M edges from Parquet, time and peak memory, and Kuzu's COPY FROM\n  \
+         bench --retrieval [--vectors N] [--queries Q]  N × 128 clustered vectors: OmniGraph's index build and omni.vector (recall@10, p50/p99, build time and bytes) beside pylance 14.0.2 building the same index on the same data\n  \
          bench --query [--people N] [--runs R]  a social graph (100,000 people, ~2.4M power-law follows, cities, states, countries, interests) loaded into OmniGraph and Kuzu 0.11.3, and a suite of Cypher queries on both: p50/p99, load time, peak memory, ratios\n  \
          bench --traverse [--nodes N] [--edges E]  1- and 2-hop traversals by scan, BTree and adjacency artifact; the artifact's build against optimize\n  \
          bench --merge [--rows N] [--changed M] [--pass-rows P]  a row merge of M rows changed on a branch into a table of N rows, P rows per pass: time and peak memory\n  \
@@ -118,12 +119,18 @@ fn bench(args: &[String]) -> Result<(), String> {
     println!("== bench: {}", binary.display());
     let graph = args.iter().any(|arg| arg == "--graph");
     let queries = args.iter().any(|arg| arg == "--query");
+    let retrieval = args.iter().any(|arg| arg == "--retrieval");
     let kuzu_dir = target_dir(&root).join("bench-graph");
+    let retrieval_dir = target_dir(&root).join("bench-retrieval");
     let mut command = Command::new(&binary);
     command.args(args).current_dir(&root);
     if graph || queries {
         let _ = std::fs::remove_dir_all(&kuzu_dir);
         command.arg("--kuzu-dir").arg(&kuzu_dir);
+    }
+    if retrieval {
+        let _ = std::fs::remove_dir_all(&retrieval_dir);
+        command.arg("--retrieval-dir").arg(&retrieval_dir);
     }
     let status = command
         .status()
@@ -139,7 +146,34 @@ fn bench(args: &[String]) -> Result<(), String> {
         kuzu_comparison(&root, &kuzu_dir, "kuzu_query.py");
         let _ = std::fs::remove_dir_all(&kuzu_dir);
     }
+    if retrieval {
+        pylance_comparison(&root, &retrieval_dir);
+        let _ = std::fs::remove_dir_all(&retrieval_dir);
+    }
     Ok(())
+}
+
+/// After `omnigraph-bench --retrieval --retrieval-dir DIR`: pylance 14.0.2 (the interop
+/// venv) builds the same index on the same vectors and runs the same queries
+/// (`tools/bench/retrieval_pylance.py`). Reported, never required, as Kuzu's is.
+fn pylance_comparison(root: &Path, dir: &Path) {
+    let python = match python_venv(root, "interop", INTEROP_REQUIREMENTS) {
+        Ok(python) => python,
+        Err(error) => {
+            println!("== pylance: skipped ({error})");
+            return;
+        }
+    };
+    println!("== pylance: tools/bench/retrieval_pylance.py");
+    match Command::new(&python)
+        .arg(root.join("tools/bench/retrieval_pylance.py"))
+        .arg(dir)
+        .status()
+    {
+        Ok(status) if status.success() => {}
+        Ok(status) => println!("== pylance: the comparison failed ({status})"),
+        Err(error) => println!("== pylance: could not run it: {error}"),
+    }
 }
 
 /// The CI's test build (`cargo test --workspace --lib --bins --tests --no-run`: the one
