@@ -418,7 +418,7 @@ mod tests {
             quantisation: Quantisation::Flat,
             partitions: 50,
         };
-        assert!(!outgrown(built, 9_999));
+        assert!(!outgrown(built, 9_800));
         assert!(outgrown(built, 10_000));
     }
 }

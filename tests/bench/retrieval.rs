@@ -163,7 +163,15 @@ pub(crate) async fn retrieval_bench(dir: &Path, vectors: usize, queries: usize) 
     let _ = std::fs::remove_dir_all(dir.join("graph"));
     let graph = Omnigraph::create(&uri, SCHEMA).await.expect("create graph");
     let started = Instant::now();
-    graph.load(&parquet, LoadMode::Append).await.expect("load");
+    graph
+        .load_columnar(
+            &parquet,
+            omnigraph_graph::InputFormat::Parquet,
+            "Doc",
+            LoadMode::Append,
+        )
+        .await
+        .expect("load");
     let load_seconds = started.elapsed().as_secs_f64();
     println!("== retrieval: loaded in {load_seconds:.1} s; building the index");
     let started = Instant::now();

@@ -731,6 +731,32 @@ async fn writes_queries_and_history_over_http() {
     assert_eq!(body["columns"], json!(["id"]));
     assert_eq!(body["rows"], json!([["p0001"], ["p0002"]]));
     assert_eq!(body["seq"], 4);
+    // Retrieval runs unchanged through the route: a text leg on the whole type (its
+    // equal scores share rank 1, and the cut at k is by key), and one prefiltered to
+    // the people the pattern bound.
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/query",
+            Some(&served.tokens.read),
+            Some(json!({"query": "CALL omni.text('Person', 'name', $q, 3) YIELD node, rank RETURN node.id AS id, rank ORDER BY rank, id", "params": {"q": "person"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["rows"],
+        json!([["p0000", 1], ["p0001", 1], ["p0002", 1]])
+    );
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/graphs/people/query",
+            Some(&served.tokens.read),
+            Some(json!({"query": "MATCH (p:Person)-[:WorksAt]->(:Company {id: 'c1'}) CALL omni.fuse(p, [{text: 'name', query: 'person', k: 10}], 10) YIELD score, ranks RETURN p.id AS id, ranks ORDER BY score DESC, id"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rows"], json!([["p0001", [1]], ["p0002", [1]]]));
     // The same as an Arrow IPC stream.
     let response = served
         .request(Method::POST, "/graphs/people/query", Some(&served.tokens.read))

@@ -46,7 +46,7 @@ def main(folder):
 
     def run(q):
         nearest = {"column": "embedding", "q": q, "k": k, "minimum_nprobes": nprobes}
-        return dataset.to_table(columns=["id"], nearest=nearest).column("id").to_pylist()
+        return dataset.to_table(columns=["id", "_distance"], nearest=nearest).column("id").to_pylist()
 
     for q in queries:
         run(q)

@@ -132,6 +132,18 @@ class ServedGraph(unittest.TestCase):
         preview = g.cleanup(keep=1)
         self.assertEqual(preview["operation"], "cleanup_preview")
 
+        # Retrieval runs unchanged: a text leg through the index optimize built, and a
+        # fusion prefiltered to the people who work at Acme.
+        found = g.query(
+            "CALL omni.text('Person', 'name', $q, 5) YIELD node, rank "
+            "RETURN node.id AS id, rank ORDER BY rank, id", q="renamed")
+        self.assertEqual(found.to_pylist(), [{"id": "p1", "rank": 1}])
+        fused = g.query(
+            "MATCH (p:Person)-[:WorksAt]->(:Company {name: 'Acme'}) "
+            "CALL omni.fuse(p, [{text: 'name', query: $q, k: 5}], 5) YIELD score, ranks "
+            "RETURN p.id AS id, ranks", q="renamed")
+        self.assertEqual(fused.to_pylist(), [{"id": "p1", "ranks": [1]}])
+
     def test_errors_carry_the_servers_code_and_evidence(self):
         with self.assertRaises(OmniGraphError) as refused:
             self.graph.query("MATCH (p:Nobody) RETURN p")

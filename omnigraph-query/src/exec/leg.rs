@@ -431,8 +431,9 @@ async fn lance_search(
 ) -> Result<Vec<RecordBatch>> {
     let lance = |error| DataFusionError::External(Box::new(error));
     let mut scanner = spec.table.scan();
+    // The score named too: Lance adds it unnamed today, and says it will stop.
     scanner
-        .project(&[spec.key_column.as_str()])
+        .project(&[spec.key_column.as_str(), spec.search.score_column()])
         .map_err(lance)?;
     match &spec.search {
         Search::Vector {
