@@ -137,7 +137,8 @@ pub async fn prepare_build_indexes_with(
 }
 
 /// Stages the rebuild of one built index whole under its name (a vector index keeps
-/// its partition count; a full-text index, which optimize does not fold, covers
+/// its partition count and quantisation unless its vectors outgrew or shrank below
+/// them, as a fold does; a full-text index covers
 /// every row again), on a staging that `setup` configures first. Maintenance runs
 /// it in the root's lane (`omnigraph_maintenance::Maintenance::rebuild_index`).
 pub async fn prepare_rebuild_index_with(
@@ -170,7 +171,18 @@ pub async fn prepare_rebuild_index_with(
             let built = built_vector_index(&tip, index_name).await?.ok_or_else(|| {
                 OmniError::not_found(format!("built index {index_name} on {type_name}"))
             })?;
-            kept(built, vector_dimension(type_def, &declared.column))
+            let dimension = vector_dimension(type_def, &declared.column);
+            match vector_training_rows(&tip, &declared.column).await? {
+                Ok(vectors) if outgrown(built, vectors) => vector_index_for(vectors, dimension),
+                Ok(_) => kept(built, dimension),
+                Err(reason) => {
+                    return Err(OmniError::bad_input(
+                        omnigraph_core::InputLocation::in_source("rebuild-index")
+                            .field(index_name.to_string()),
+                        format!("{index_name} cannot be trained now: {reason}"),
+                    ));
+                }
+            }
         }
         IndexKind::BTree => IndexBuildKind::BTree,
         IndexKind::FullText => IndexBuildKind::FullText,
@@ -309,9 +321,9 @@ pub async fn vector_training_rows(
 }
 
 /// The partition count a build chooses for `vectors` training vectors: √N rounded,
-/// 1 to `IVF_PARTITIONS_MAX`. A search probes a share of them
-/// (`omnigraph_core::adapter::default_nprobes`), so it reads about √N × share × N / √N
-/// vectors: the work grows as the square root of the table.
+/// 1 to `IVF_PARTITIONS_MAX`: about √N vectors each. A search probes a share of them
+/// (`omnigraph_core::adapter::default_nprobes`), so it reads about that share of the
+/// vectors.
 pub fn first_partition_count(vectors: u64) -> usize {
     ((vectors as f64).sqrt().round() as u64).clamp(1, IVF_PARTITIONS_MAX) as usize
 }
@@ -360,9 +372,14 @@ fn build_kind(quantisation: Quantisation, partitions: usize, dimension: u32) -> 
 }
 
 /// Whether a fold of `built`, now over `vectors` vectors, retrains with a fresh
-/// partition count ([`RETRAIN_PARTITIONS_RATIO`]).
+/// partition count: the count the vectors call for is [`RETRAIN_PARTITIONS_RATIO`]
+/// times the built one or more (they outgrew it), or that share of it or less (they
+/// shrank: k-means cannot train more centroids than it has vectors).
 pub fn outgrown(built: omnigraph_core::adapter::BuiltVectorIndex, vectors: u64) -> bool {
-    first_partition_count(vectors) >= built.partitions.saturating_mul(RETRAIN_PARTITIONS_RATIO)
+    let fresh = first_partition_count(vectors);
+    fresh >= built.partitions.saturating_mul(RETRAIN_PARTITIONS_RATIO)
+        || fresh.saturating_mul(RETRAIN_PARTITIONS_RATIO) <= built.partitions
+        || built.partitions as u64 > vectors
 }
 
 /// The dimension of `type_def`'s vector property `column` (0 for another property).
@@ -420,5 +437,13 @@ mod tests {
         };
         assert!(!outgrown(built, 9_800));
         assert!(outgrown(built, 10_000));
+        // Shrunk: 600 vectors call for 24 partitions, half of 50 or less.
+        assert!(!outgrown(built, 700));
+        assert!(outgrown(built, 600));
+        let wide = omnigraph_core::adapter::BuiltVectorIndex {
+            quantisation: Quantisation::Flat,
+            partitions: 4_096,
+        };
+        assert!(outgrown(wide, 300));
     }
 }

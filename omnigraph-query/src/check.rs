@@ -356,15 +356,15 @@ impl<'a> Checker<'a> {
         let refuse = |refusal, span, message: String| self.refuse(refusal, span, message);
         let read = crate::procedures::read(call, span, self.catalog, &variable_types, &refuse)?;
         for leg in &read.legs {
-            self.expression(leg.query, scope, Context::Row)?;
+            self.call_value(leg.query)?;
             self.integer_argument(leg.k, "a leg's k")?;
             for value in leg.options.values() {
-                self.expression(value, scope, Context::Row)?;
+                self.call_value(value)?;
             }
         }
         self.integer_argument(read.k, "k")?;
         if let Some(rrf_k) = read.rrf_k {
-            self.expression(rrf_k, scope, Context::Row)?;
+            self.call_value(rrf_k)?;
         }
         for (output, name, name_span) in &read.yields {
             let same_node = *output == crate::procedures::Output::Node
@@ -1034,6 +1034,26 @@ impl<'a> Checker<'a> {
                 QueryRefusal::WrongType,
                 expression.span,
                 "SKIP and LIMIT take an integer or a parameter",
+            )),
+        }
+    }
+
+    /// A value a call holds in its plan: a literal (a negated number, a list of them)
+    /// or a parameter. The checker's depth bound holds: a list is one level.
+    fn call_value(&mut self, expression: &Expr) -> Result<()> {
+        let literal = |e: &Expr| match &e.kind {
+            ExprKind::Literal(_) => true,
+            ExprKind::Unary { operand, .. } => matches!(operand.kind, ExprKind::Literal(_)),
+            _ => false,
+        };
+        match &expression.kind {
+            ExprKind::Parameter(parameter) => self.parameter(&parameter.name, expression.span),
+            ExprKind::List(items) if items.iter().all(literal) => Ok(()),
+            _ if literal(expression) => Ok(()),
+            _ => Err(self.refuse(
+                QueryRefusal::WrongType,
+                expression.span,
+                "a call's arguments are literals or parameters",
             )),
         }
     }

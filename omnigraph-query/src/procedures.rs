@@ -118,21 +118,29 @@ pub(crate) enum LegOption {
 }
 
 impl LegOption {
-    fn named(name: &str, kind: LegKind, fused: bool) -> Option<LegOption> {
+    /// An option of a leg called alone (`omni.vector`, `omni.text`).
+    fn of_call(name: &str, kind: LegKind) -> Option<LegOption> {
         let option = match name {
             "nprobes" => LegOption::Nprobes,
             "refine" => LegOption::Refine,
             "metric" => LegOption::Metric,
             "fuzziness" => LegOption::Fuzziness,
-            "weight" if fused => return Some(LegOption::Weight),
             _ => return None,
         };
         let fits = match option {
             LegOption::Nprobes | LegOption::Refine | LegOption::Metric => kind == LegKind::Vector,
             LegOption::Fuzziness => kind == LegKind::Text,
-            LegOption::Weight => fused,
+            LegOption::Weight => false,
         };
         fits.then_some(option)
+    }
+
+    /// An option of a fusion's leg: a leg's own, and its weight.
+    fn of_fused(name: &str, kind: LegKind) -> Option<LegOption> {
+        match name {
+            "weight" => Some(LegOption::Weight),
+            _ => Self::of_call(name, kind),
+        }
     }
 }
 
@@ -252,7 +260,7 @@ pub(crate) fn read<'q>(
             };
             if let Some(options) = options {
                 for (key, value, span) in map(options, refuse)? {
-                    let option = LegOption::named(&key, kind, false)
+                    let option = LegOption::of_call(&key, kind)
                         .ok_or_else(|| no_option(&key, span, refuse))?;
                     leg.options.insert(option, value);
                 }
@@ -490,7 +498,7 @@ fn fused_leg<'q>(def: &TypeDef, item: &'q Expr, refuse: Refuse<'_>) -> Result<Le
             continue;
         }
         let option =
-            LegOption::named(&key, kind, true).ok_or_else(|| no_option(&key, span, refuse))?;
+            LegOption::of_fused(&key, kind).ok_or_else(|| no_option(&key, span, refuse))?;
         options.insert(option, value);
     }
     let (Some(query), Some(k)) = (query, k) else {
@@ -534,8 +542,11 @@ fn check_property(
             )),
         },
         LegKind::Text => {
-            let index = format!("{property}_{}", IndexKind::FullText.suffix());
-            if def.declared_indexes().iter().any(|i| i.name == index) {
+            let declared = def
+                .declared_indexes()
+                .iter()
+                .any(|index| index.kind == IndexKind::FullText && index.column == property);
+            if declared {
                 Ok(())
             } else {
                 Err(refuse(

@@ -230,6 +230,19 @@ async fn a_vector_leg_returns_the_nearest_with_their_ranks_before_and_after_its_
     // No index: Lance's exact search.
     let exact = hits(&rows(&graph, VECTOR_LEG, &options).await);
     assert_hits(&exact, &expected, "without an index");
+    // The twins tie at the cut of k = 1: the smaller key is kept.
+    let one = hits(
+        &rows(
+            &graph,
+            VECTOR_LEG,
+            &with_vector(&query).parameter("k", json!(1)),
+        )
+        .await,
+    );
+    assert_eq!(
+        one.iter().map(|h| (h.0, h.2)).collect::<Vec<_>>(),
+        [(11, 1)]
+    );
     let before = graph.head().await.unwrap();
 
     let report = graph.maintenance().build_indexes().await.unwrap();
@@ -415,14 +428,27 @@ async fn a_text_leg_scores_by_bm25_as_its_formula_does() {
     )
     .await;
     assert!(none.is_empty());
-    // One edit away, fuzziness 1 finds the word.
+    // One edit away, fuzziness 1 finds the word; exactly, nothing.
     let fuzzy = rows(
         &graph,
-        "CALL omni.text('Doc', 'body', 'cobalx', 10, {fuzziness: 1}) YIELD node RETURN count(*)",
+        "CALL omni.text('Doc', 'body', 'cobalx', 10, {fuzziness: 1}) YIELD node RETURN node.body",
         &QueryOptions::new(),
     )
     .await;
-    assert_eq!(fuzzy, [json!([10])]);
+    assert_eq!(fuzzy.len(), 10);
+    assert!(
+        fuzzy
+            .iter()
+            .all(|row| row[0].as_str().unwrap().split(' ').any(|w| w == "cobalt")),
+        "{fuzzy:?}"
+    );
+    let exact = rows(
+        &graph,
+        "CALL omni.text('Doc', 'body', 'cobalx', 10) YIELD node RETURN node.body",
+        &QueryOptions::new(),
+    )
+    .await;
+    assert!(exact.is_empty(), "{exact:?}");
 }
 
 /// A leg's hits, (id, score, rank).
@@ -657,10 +683,12 @@ async fn optimize_keeps_vector_and_text_indexes_current_and_retrains_an_outgrown
     let test = TestRoot::new(Backend::Memory).await;
     let graph = Omnigraph::create(&test.uri, SCHEMA).await.unwrap();
     let mut rng = StdRng::seed_from_u64(3);
+    let mut written: Vec<(i64, Vec<f32>)> = Vec::new();
     let mut insert = async |from: i64, count: i64, word: &str| {
         let docs: Vec<Value> = (from..from + count)
             .map(|id| {
                 let embedding: Vec<f32> = (0..DIMENSION).map(|_| rng.random::<f32>()).collect();
+                written.push((id, embedding.clone()));
                 json!({"id": id, "body": format!("{word} graph"), "embedding": embedding})
             })
             .collect();
@@ -717,9 +745,81 @@ async fn optimize_keeps_vector_and_text_indexes_current_and_retrains_an_outgrown
     let query: Vec<f32> = (0..DIMENSION).map(|_| rng.random::<f32>()).collect();
     let found = rows(
         &graph,
-        "CALL omni.vector('Doc', 'embedding', $v, 5, {nprobes: 37}) YIELD node RETURN count(*)",
+        "CALL omni.vector('Doc', 'embedding', $v, 5, {nprobes: 37}) YIELD node, rank \
+         RETURN node.id ORDER BY rank, node.id",
         &with_vector(&query),
     )
     .await;
-    assert_eq!(found, [json!([5])]);
+    let mut exact: Vec<(f64, i64)> = written
+        .iter()
+        .map(|(id, embedding)| (l2(embedding, &query), *id))
+        .collect();
+    exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let expected: Vec<Value> = exact.iter().take(5).map(|(_, id)| json!([id])).collect();
+    assert_eq!(found, expected);
+}
+
+#[tokio::test]
+async fn a_call_keeps_the_rows_before_it_whose_node_it_found() {
+    let corpus = corpus();
+    let (graph, _test) = graph(&corpus).await;
+    let query = corpus.docs[&3].1.clone().unwrap();
+    // A node in two rows (one per acme author): both rows are kept, each with the call's
+    // columns; the call ranks the distinct nodes (doc 3 is nearer than doc 100).
+    let twice = rows(
+        &graph,
+        "MATCH (a:Author {company: 'acme'}), (d:Doc) WHERE d.id IN [3, 100] \
+         CALL omni.vector(d, 'embedding', $v, 1) YIELD rank RETURN a.name, d.id, rank ORDER BY a.name",
+        &with_vector(&query),
+    )
+    .await;
+    assert_eq!(twice, [json!(["ada", 3, 1]), json!(["bo", 3, 1])]);
+    // A row whose node an OPTIONAL MATCH left null is not among the hits: dropped.
+    let optional = rows(
+        &graph,
+        "MATCH (a:Author) OPTIONAL MATCH (a)-[:Wrote]->(d:Doc) WHERE d.id = 3 \
+         CALL omni.vector(d, 'embedding', $v, 5) YIELD rank RETURN a.name, d.id, rank",
+        &with_vector(&query),
+    )
+    .await;
+    assert_eq!(optional, [json!(["bo", 3, 1])]);
+    // YIELD ... WHERE filters the hits.
+    let kept = rows(
+        &graph,
+        "CALL omni.vector('Doc', 'embedding', $v, 10) YIELD node, rank WHERE rank <= 3 \
+         RETURN node.id ORDER BY node.id",
+        &with_vector(&query),
+    )
+    .await;
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    // EXPLAIN names the leg.
+    let plan = rows(
+        &graph,
+        "EXPLAIN CALL omni.vector('Doc', 'embedding', $v, 10) YIELD node RETURN node.id",
+        &with_vector(&query),
+    )
+    .await;
+    let plan = plan[0][0].as_str().unwrap();
+    assert!(
+        plan.contains("LegExec: top 10 of Doc by vector embedding"),
+        "{plan}"
+    );
+    // A value a call's plan cannot hold is refused before anything runs.
+    let error = query_result(
+        &graph,
+        "MATCH (d:Doc) CALL omni.text('Doc', 'body', d.body, 3) YIELD node RETURN node.id",
+        &QueryOptions::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            OmniError::BadQuery {
+                refusal: QueryRefusal::WrongType,
+                ..
+            }
+        ),
+        "{error}"
+    );
 }

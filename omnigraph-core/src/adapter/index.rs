@@ -222,8 +222,9 @@ impl Quantisation {
     }
 }
 
-/// The built IVF index `index_name` of `table`: `None` when there is none, or Lance
-/// reports no partitions (an untrained index). Lance's statistics are read as untrusted:
+/// The built IVF index `index_name` of `table`: `None` when there is none, Lance
+/// reports no partitions (an untrained index), or it is of a kind the engine does not
+/// build. Lance's statistics are read as untrusted:
 /// a partition count of 0 or past `IVF_PARTITIONS_READ_MAX` is refused as corrupt.
 pub async fn built_vector_index(
     table: &Dataset,
@@ -231,7 +232,8 @@ pub async fn built_vector_index(
 ) -> Result<Option<BuiltVectorIndex>> {
     let statistics = match table.index_statistics(index_name).await {
         Ok(text) => text,
-        Err(_) => return Ok(None),
+        Err(lance::Error::IndexNotFound { .. }) => return Ok(None),
+        Err(error) => return Err(read_error("index statistics", error)),
     };
     let corrupt = |what: String| {
         crate::error::OmniError::internal(format!("index statistics of {index_name}: {what}"))
@@ -247,9 +249,11 @@ pub async fn built_vector_index(
     if partitions == 0 || partitions > crate::limits::IVF_PARTITIONS_READ_MAX {
         return Err(corrupt(format!("{partitions} partitions")));
     }
+    // An IVF index of a kind the engine does not build (made outside it): not one
+    // whose sizing it knows; searches still use it.
     let kind = value["index_type"].as_str().unwrap_or_default();
     let Some(quantisation) = Quantisation::of_lance_name(kind) else {
-        return Err(corrupt(format!("an index type of {kind:?}")));
+        return Ok(None);
     };
     Ok(Some(BuiltVectorIndex {
         quantisation,

@@ -17,7 +17,7 @@
 //! strictly better, so equal scores share a rank and a fusion does not depend on the
 //! order Lance returns ties in.
 
-use crate::limits::{LEG_CANDIDATES_MAX, LEG_FETCH_MAX};
+use crate::limits::{LEG_CANDIDATES_MAX, LEG_FETCH_MAX, LEG_PROBES_CACHED_MAX};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, new_empty_array,
 };
@@ -38,7 +38,6 @@ use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance_index::scalar::FullTextSearchQuery;
 use omnigraph_core::lance_index::scalar::inverted::query::MatchQuery;
 use omnigraph_core::lance_linalg::distance::DistanceType;
-use omnigraph_core::schema::IndexKind;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
@@ -55,7 +54,10 @@ pub(crate) enum Search {
         /// `None`: the index's own metric (L2 for the indexes the engine builds).
         metric: Option<DistanceType>,
         /// The fewest IVF partitions probed; Lance probes more until it has `k` rows.
+        /// `None`: the index's default share.
         nprobes: Option<usize>,
+        /// The property's declared vector index, whose default share applies.
+        index: Option<String>,
         /// Re-rank `k × refine` candidates by exact distance.
         refine: Option<u32>,
     },
@@ -182,7 +184,9 @@ impl Leg {
 
 impl PartialEq for Leg {
     fn eq(&self, other: &Leg) -> bool {
-        self.input == other.input && self.spec.identity() == other.spec.identity()
+        self.input == other.input
+            && self.schema == other.schema
+            && self.spec.identity() == other.spec.identity()
     }
 }
 
@@ -191,13 +195,15 @@ impl Eq for Leg {}
 impl Hash for Leg {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.input.hash(state);
+        self.schema.hash(state);
         self.spec.identity().hash(state);
     }
 }
 
+/// Ordered only when equal: legs have no order the optimizer could use.
 impl PartialOrd for Leg {
     fn partial_cmp(&self, other: &Leg) -> Option<Ordering> {
-        self.spec.identity().partial_cmp(&other.spec.identity())
+        (self == other).then_some(Ordering::Equal)
     }
 }
 
@@ -409,9 +415,22 @@ async fn search(
         let keys: Vec<Expr> = candidates.into_iter().map(lit).collect();
         col(spec.key_column.as_str()).in_list(keys, false)
     });
-    let mut fetch = spec.k;
+    let nprobes = match &spec.search {
+        Search::Vector {
+            nprobes: Some(nprobes),
+            ..
+        } => Some(*nprobes),
+        Search::Vector {
+            nprobes: None,
+            index: Some(index),
+            ..
+        } => default_nprobes(&spec.table, index).await?,
+        _ => None,
+    };
+    // One more than k: a tie at the k-th shows in one search when it has an end.
+    let mut fetch = (spec.k + 1).min(LEG_FETCH_MAX);
     loop {
-        let batches = lance_search(spec, filter.clone(), fetch).await?;
+        let batches = lance_search(spec, filter.clone(), fetch, nprobes).await?;
         let returned: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let hits = Hits::of(spec, &batches, schema)?;
         let complete =
@@ -423,11 +442,45 @@ async fn search(
     }
 }
 
+/// The default probe count of `index` at `table`'s version, read once per table
+/// version and index in the process: Lance's statistics of a vector index carry its
+/// centroids, too dear to read for each query, and a version never changes.
+async fn default_nprobes(table: &Dataset, index: &str) -> Result<Option<usize>> {
+    type Key = (String, u64, String);
+    static CACHED: std::sync::Mutex<Option<std::collections::HashMap<Key, Option<usize>>>> =
+        std::sync::Mutex::new(None);
+    let key: Key = (
+        table.uri().to_string(),
+        table.version().version,
+        index.to_string(),
+    );
+    let known = CACHED
+        .lock()
+        .expect("the probe cache's lock")
+        .as_ref()
+        .and_then(|cached| cached.get(&key).copied());
+    if let Some(known) = known {
+        return Ok(known);
+    }
+    let nprobes = omnigraph_core::adapter::built_vector_index(table, index)
+        .await
+        .map_err(|error| DataFusionError::External(Box::new(error)))?
+        .map(|built| omnigraph_core::adapter::default_nprobes(built.partitions));
+    let mut cached = CACHED.lock().expect("the probe cache's lock");
+    let cached = cached.get_or_insert_with(Default::default);
+    if cached.len() >= LEG_PROBES_CACHED_MAX {
+        cached.clear();
+    }
+    cached.insert(key, nprobes);
+    Ok(nprobes)
+}
+
 /// One search of `fetch` hits through Lance.
 async fn lance_search(
     spec: &LegSpec,
     filter: Option<Expr>,
     fetch: usize,
+    nprobes: Option<usize>,
 ) -> Result<Vec<RecordBatch>> {
     let lance = |error| DataFusionError::External(Box::new(error));
     let mut scanner = spec.table.scan();
@@ -440,8 +493,8 @@ async fn lance_search(
             property,
             query,
             metric,
-            nprobes,
             refine,
+            ..
         } => {
             let query = datafusion::arrow::array::Float32Array::from(query.clone());
             scanner.nearest(property, &query, fetch).map_err(lance)?;
@@ -452,17 +505,6 @@ async fn lance_search(
                 // Exact over the candidates: see the module's docs.
                 scanner.use_index(false);
             } else {
-                // Unset, the index's default share (recorded in `status`).
-                let nprobes = match nprobes {
-                    Some(nprobes) => Some(*nprobes),
-                    None => {
-                        let index = format!("{property}_{}", IndexKind::Vector.suffix());
-                        omnigraph_core::adapter::built_vector_index(&spec.table, &index)
-                            .await
-                            .map_err(|error| DataFusionError::External(Box::new(error)))?
-                            .map(|built| omnigraph_core::adapter::default_nprobes(built.partitions))
-                    }
-                };
                 if let Some(nprobes) = nprobes {
                     scanner.minimum_nprobes(nprobes);
                 }
@@ -563,13 +605,13 @@ impl Hits {
         })
     }
 
-    /// Whether every hit tied with the `k`-th is in hand: the last hit scores
-    /// differently (so worse), or there are at most `k` hits. Only then is the cut at
-    /// `k` by key.
+    /// Whether every hit tied with the `k`-th is in hand: there is a hit after the
+    /// `k`-th, and the last scores differently (so worse). Only then is the cut at `k`
+    /// by key. (When Lance had no more to give, the caller knows it is all.)
     fn tie_ends_before_last(&self, k: usize) -> bool {
         match (self.scores.get(k - 1), self.scores.last()) {
             (Some(kth), Some(last)) => self.scores.len() > k && kth != last,
-            _ => true,
+            _ => false,
         }
     }
 

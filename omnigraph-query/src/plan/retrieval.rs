@@ -13,7 +13,7 @@
 
 use super::{Entity, NodeColumns, Planner, Rows, column};
 use crate::exec::leg::{Leg, LegSpec, Search};
-use crate::limits::LEG_K_MAX;
+use crate::limits::{FUZZINESS_MAX, LEG_K_MAX};
 use crate::procedures::{self, Call, LegCall, LegKind, LegOption, Output, RRF_K_DEFAULT, Target};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
@@ -23,12 +23,23 @@ use datafusion::logical_expr::{
     Expr, Extension, JoinType, LogicalPlan, LogicalPlanBuilder, cast, lit,
 };
 use omnigraph_core::lance_linalg::distance::DistanceType;
-use omnigraph_core::schema::{PropertyType, TypeDef};
+use omnigraph_core::schema::{IndexKind, PropertyType, TypeDef};
 use omnigraph_core::{QueryRefusal, Result};
 use open_cypher::Span;
 use open_cypher::ast::{CallClause, Expr as CypherExpr, ExprKind, LiteralKind, UnaryOperator};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// A call's hits: a plan and the names of its columns.
+struct Hits {
+    plan: LogicalPlan,
+    /// The node's key.
+    key: String,
+    /// A leg's distance or score; a fusion's fused score.
+    score: String,
+    /// A leg's rank; a fusion's list of the legs' ranks.
+    rank: String,
+}
 
 impl Planner<'_> {
     /// A procedure call on `rows`.
@@ -61,45 +72,41 @@ impl Planner<'_> {
                 Some(self.internal(plan)?)
             }
         };
-        let (hits, key) = match read.procedure {
+        let hits = match read.procedure {
             procedures::Procedure::Fuse => self.fusion(&read, def, candidates, span)?,
-            _ => {
-                let leg = &read.legs[0];
+            procedures::Procedure::Vector | procedures::Procedure::Text => {
                 let k = self.leg_k(read.k)?;
-                let (plan, key) = self.leg(def, leg, k, candidates, span)?;
-                (plan, key)
+                self.leg(def, &read.legs[0], k, candidates, span)?
             }
         };
         // The hits' key as the plan compares keys.
-        let (hits, key) = if self.text_keys && def.key_type() != PropertyType::String {
+        let Hits {
+            plan: hits,
+            key,
+            score,
+            rank,
+        } = if self.text_keys && def.key_type() != PropertyType::String {
             let text = self.fresh("hit_key");
             let mut items: Vec<Expr> = hits
+                .plan
                 .schema()
                 .fields()
                 .iter()
-                .filter(|field| field.name() != &key)
+                .filter(|field| field.name() != &hits.key)
                 .map(|field| column(field.name()))
                 .collect();
-            items.push(cast(column(&key), DataType::Utf8).alias(&text));
-            let plan = LogicalPlanBuilder::from(hits)
+            items.push(cast(column(&hits.key), DataType::Utf8).alias(&text));
+            let plan = LogicalPlanBuilder::from(hits.plan)
                 .project(items)
                 .and_then(LogicalPlanBuilder::build);
-            (self.internal(plan)?, text)
+            Hits {
+                plan: self.internal(plan)?,
+                key: text,
+                ..hits
+            }
         } else {
-            (hits, key)
+            hits
         };
-        let columns: BTreeMap<&'static str, String> = hits
-            .schema()
-            .fields()
-            .iter()
-            .filter_map(|field| {
-                let name = field.name();
-                let role = ["score", "rank", "ranks"]
-                    .into_iter()
-                    .find(|role| name.starts_with(&format!("{role}#")))?;
-                Some((role, name.clone()))
-            })
-            .collect();
         let mut rows = match &read.target {
             Target::Type if rows.unit => Rows {
                 plan: hits,
@@ -145,17 +152,12 @@ impl Planner<'_> {
                         rows = self.reach(name, def, key.clone(), span, rows)?;
                     }
                 },
-                Output::Rank => {
-                    rows.env
-                        .insert(name.clone(), Entity::Value(columns["rank"].clone()));
+                // A leg's rank, a fusion's ranks: the one column the call has.
+                Output::Rank | Output::Ranks => {
+                    rows.env.insert(name.clone(), Entity::Value(rank.clone()));
                 }
                 Output::Score => {
-                    rows.env
-                        .insert(name.clone(), Entity::Value(columns["score"].clone()));
-                }
-                Output::Ranks => {
-                    rows.env
-                        .insert(name.clone(), Entity::Value(columns["ranks"].clone()));
+                    rows.env.insert(name.clone(), Entity::Value(score.clone()));
                 }
             }
         }
@@ -204,7 +206,7 @@ impl Planner<'_> {
         Ok(rows)
     }
 
-    /// One leg's plan (`key#`, `score#`, `rank#` columns) and its key column.
+    /// One leg's hits.
     fn leg(
         &mut self,
         def: &TypeDef,
@@ -212,7 +214,7 @@ impl Planner<'_> {
         k: usize,
         candidates: Option<LogicalPlan>,
         span: Span,
-    ) -> Result<(LogicalPlan, String)> {
+    ) -> Result<Hits> {
         let table = self
             .tables
             .get(def.name())
@@ -240,11 +242,17 @@ impl Planner<'_> {
                     Some(value) => Some(self.positive(value, "refine", u32::MAX as usize)? as u32),
                     None => None,
                 };
+                let index = def
+                    .declared_indexes()
+                    .iter()
+                    .find(|index| index.kind == IndexKind::Vector && index.column == leg.property)
+                    .map(|index| index.name.clone());
                 Search::Vector {
                     property: leg.property.clone(),
                     query,
                     metric,
                     nprobes,
+                    index,
                     refine,
                 }
             }
@@ -252,11 +260,11 @@ impl Planner<'_> {
                 let fuzziness = match leg.options.get(&LegOption::Fuzziness) {
                     Some(value) => {
                         let fuzziness = self.integer(value, "fuzziness")?;
-                        if !(0..=2).contains(&fuzziness) {
+                        if !(0..=FUZZINESS_MAX).contains(&fuzziness) {
                             return Err(self.refuse(
                                 QueryRefusal::WrongType,
                                 value.span,
-                                format!("fuzziness is 0, 1 or 2 edits, not {fuzziness}"),
+                                format!("fuzziness is 0 to {FUZZINESS_MAX} edits, not {fuzziness}"),
                             ));
                         }
                         fuzziness as u32
@@ -280,23 +288,25 @@ impl Planner<'_> {
         let (key, score, rank) = (self.fresh("key"), self.fresh("score"), self.fresh("rank"));
         let node = Leg::new(spec, candidates, (&key, &score, &rank));
         let node = self.internal(node)?;
-        Ok((
-            LogicalPlan::Extension(Extension {
+        Ok(Hits {
+            plan: LogicalPlan::Extension(Extension {
                 node: Arc::new(node),
             }),
             key,
-        ))
+            score,
+            rank,
+        })
     }
 
     /// A fusion: each leg's hits, their reciprocal-rank contributions summed by node,
-    /// the `k` best kept; columns `key#`, `score#`, `ranks#`.
+    /// the `k` best kept; its rank column is the list of the legs' ranks.
     fn fusion(
         &mut self,
         call: &Call<'_>,
         def: &TypeDef,
         candidates: Option<LogicalPlan>,
         span: Span,
-    ) -> Result<(LogicalPlan, String)> {
+    ) -> Result<Hits> {
         let k = self.leg_k(call.k)?;
         let rrf_k = match call.rrf_k {
             Some(value) => {
@@ -334,14 +344,12 @@ impl Planner<'_> {
                 None => 1.0,
             };
             let leg_k = self.leg_k(leg.k)?;
-            let (plan, leg_key) = self.leg(def, leg, leg_k, candidates.clone(), span)?;
-            let rank_column = plan
-                .schema()
-                .fields()
-                .iter()
-                .find(|field| field.name().starts_with("rank#"))
-                .map(|field| field.name().clone())
-                .expect("a leg yields a rank");
+            let Hits {
+                plan,
+                key: leg_key,
+                rank: rank_column,
+                ..
+            } = self.leg(def, leg, leg_k, candidates.clone(), span)?;
             let mut items = vec![
                 column(&leg_key).alias(&key),
                 (lit(weight) / (lit(rrf_k) + cast(column(&rank_column), DataType::Float64)))
@@ -385,7 +393,12 @@ impl Planner<'_> {
                 ])
             })
             .and_then(LogicalPlanBuilder::build);
-        Ok((self.internal(fused)?, key))
+        Ok(Hits {
+            plan: self.internal(fused)?,
+            key,
+            score,
+            rank: all_ranks,
+        })
     }
 
     /// A leg's or a call's `k`: 1 to [`LEG_K_MAX`].
