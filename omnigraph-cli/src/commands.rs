@@ -1261,8 +1261,11 @@ pub async fn status(out: &Output, root: &str) -> Result<()> {
         for index in coverage {
             let state = if index.built { "built" } else { "not built" };
             let sizing = index.vector.map_or(String::new(), |v| {
+                let refine = v
+                    .refine_default
+                    .map_or(String::new(), |r| format!(", re-ranking {r} × k"));
                 format!(
-                    ", {} with {} partitions, {} probed by default",
+                    ", {} with {} partitions, {} probed by default{refine}",
                     v.quantisation.lance_name(),
                     v.partitions,
                     v.nprobes_default

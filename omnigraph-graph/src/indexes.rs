@@ -32,6 +32,9 @@ pub struct VectorIndexSizing {
     pub partitions: usize,
     /// The fewest partitions a search probes when it names none.
     pub nprobes_default: usize,
+    /// How many times `k` candidates a search re-ranks by exact distance when it names
+    /// no `refine` (none for an uncompressed index).
+    pub refine_default: Option<u32>,
 }
 
 impl Omnigraph {
@@ -73,6 +76,9 @@ impl Omnigraph {
                                 partitions: built.partitions,
                                 nprobes_default: omnigraph_core::adapter::default_nprobes(
                                     built.partitions,
+                                ),
+                                refine_default: omnigraph_core::adapter::default_refine(
+                                    built.quantisation,
                                 ),
                             })
                     }

@@ -214,6 +214,7 @@ pub(crate) async fn retrieval_bench(dir: &Path, vectors: usize, queries: usize) 
             "index_type": sizing.quantisation.lance_name(),
             "partitions": sizing.partitions,
             "nprobes": sizing.nprobes_default,
+            "refine": sizing.refine_default,
         }))
         .expect("json"),
     )
@@ -225,6 +226,7 @@ pub(crate) async fn retrieval_bench(dir: &Path, vectors: usize, queries: usize) 
         "index_type": sizing.quantisation.lance_name(),
         "partitions": sizing.partitions,
         "nprobes_default": sizing.nprobes_default,
+        "refine_default": sizing.refine_default,
         "load_seconds": load_seconds,
         "build_seconds": build_seconds,
         "index_bytes": index_bytes,

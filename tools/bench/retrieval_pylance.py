@@ -42,10 +42,12 @@ def main(folder):
     index_bytes = sum(p.stat().st_size for p in (uri / "_indices").rglob("*") if p.is_file())
 
     queries = np.asarray(spec["queries"], dtype=np.float32)
-    k, nprobes = spec["k"], spec["nprobes"]
+    k, nprobes, refine = spec["k"], spec["nprobes"], spec.get("refine")
 
     def run(q):
         nearest = {"column": "embedding", "q": q, "k": k, "minimum_nprobes": nprobes}
+        if refine is not None:
+            nearest["refine_factor"] = refine
         return dataset.to_table(columns=["id", "_distance"], nearest=nearest).column("id").to_pylist()
 
     for q in queries:
@@ -69,7 +71,8 @@ def main(folder):
         **ours["default_nprobes"],
     }
     print(json.dumps({
-        "index": {"type": spec["index_type"], "partitions": spec["partitions"], "nprobes": nprobes},
+        "index": {"type": spec["index_type"], "partitions": spec["partitions"],
+                  "nprobes": nprobes, "refine": refine},
         "omnigraph": mine,
         "pylance": theirs,
         "build_time_ratio": mine["build_seconds"] / theirs["build_seconds"],

@@ -261,6 +261,25 @@ pub async fn built_vector_index(
     }))
 }
 
+/// How many times `k` candidates a search of a quantised index re-ranks by exact
+/// distance by default: its distances are approximate, and the re-ranked candidates
+/// hold the true nearest far more often than the approximate top `k` does. `None` for
+/// an uncompressed index, whose distances are exact.
+pub fn default_refine(quantisation: Quantisation) -> Option<u32> {
+    match quantisation {
+        Quantisation::Flat => None,
+        Quantisation::Sq => Some(SQ_REFINE),
+        Quantisation::Pq => Some(PQ_REFINE),
+    }
+}
+
+/// The default re-ranking factor of an IVF_SQ index (measured: `cargo xtask bench
+/// --retrieval`, docs/performance.md).
+const SQ_REFINE: u32 = 4;
+
+/// The default re-ranking factor of an IVF_PQ index, whose distances are coarser.
+const PQ_REFINE: u32 = 10;
+
 /// The fewest IVF partitions a vector search probes by default on an index of
 /// `partitions`: `NPROBES_SHARE` of them, at least `NPROBES_MIN` (all when there are
 /// fewer). Lance probes more until it has `k` hits.

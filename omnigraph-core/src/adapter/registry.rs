@@ -34,6 +34,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "built_partitions",
     "built_vector_index",
     "default_nprobes",
+    "default_refine",
     "is_built",
     "stage_add_null_columns",
     "stage_drop_columns",

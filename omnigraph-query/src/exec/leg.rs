@@ -415,22 +415,36 @@ async fn search(
         let keys: Vec<Expr> = candidates.into_iter().map(lit).collect();
         col(spec.key_column.as_str()).in_list(keys, false)
     });
-    let nprobes = match &spec.search {
+    // A leg's own probes and refine, else its index's defaults (as `status` reports).
+    let probes = match &spec.search {
         Search::Vector {
-            nprobes: Some(nprobes),
+            nprobes,
+            refine,
+            index,
             ..
-        } => Some(*nprobes),
-        Search::Vector {
+        } => {
+            let built = match index {
+                Some(index) => built_index(&spec.table, index).await?,
+                None => None,
+            };
+            Probes {
+                nprobes: nprobes.or_else(|| {
+                    built.map(|b| omnigraph_core::adapter::default_nprobes(b.partitions))
+                }),
+                refine: refine.or_else(|| {
+                    built.and_then(|b| omnigraph_core::adapter::default_refine(b.quantisation))
+                }),
+            }
+        }
+        Search::Text { .. } => Probes {
             nprobes: None,
-            index: Some(index),
-            ..
-        } => default_nprobes(&spec.table, index).await?,
-        _ => None,
+            refine: None,
+        },
     };
     // One more than k: a tie at the k-th shows in one search when it has an end.
     let mut fetch = (spec.k + 1).min(LEG_FETCH_MAX);
     loop {
-        let batches = lance_search(spec, filter.clone(), fetch, nprobes).await?;
+        let batches = lance_search(spec, filter.clone(), fetch, probes).await?;
         let returned: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let hits = Hits::of(spec, &batches, schema)?;
         let complete =
@@ -442,12 +456,23 @@ async fn search(
     }
 }
 
-/// The default probe count of `index` at `table`'s version, read once per table
-/// version and index in the process: Lance's statistics of a vector index carry its
-/// centroids, too dear to read for each query, and a version never changes.
-async fn default_nprobes(table: &Dataset, index: &str) -> Result<Option<usize>> {
+/// How a vector search probes an IVF index.
+#[derive(Clone, Copy, Debug)]
+struct Probes {
+    nprobes: Option<usize>,
+    refine: Option<u32>,
+}
+
+/// The built vector index `index` at `table`'s version, read once per table version and
+/// index in the process: Lance's statistics of a vector index carry its centroids, too
+/// dear to read for each query, and a version never changes.
+async fn built_index(
+    table: &Dataset,
+    index: &str,
+) -> Result<Option<omnigraph_core::adapter::BuiltVectorIndex>> {
     type Key = (String, u64, String);
-    static CACHED: std::sync::Mutex<Option<std::collections::HashMap<Key, Option<usize>>>> =
+    type Built = Option<omnigraph_core::adapter::BuiltVectorIndex>;
+    static CACHED: std::sync::Mutex<Option<std::collections::HashMap<Key, Built>>> =
         std::sync::Mutex::new(None);
     let key: Key = (
         table.uri().to_string(),
@@ -462,17 +487,16 @@ async fn default_nprobes(table: &Dataset, index: &str) -> Result<Option<usize>> 
     if let Some(known) = known {
         return Ok(known);
     }
-    let nprobes = omnigraph_core::adapter::built_vector_index(table, index)
+    let built = omnigraph_core::adapter::built_vector_index(table, index)
         .await
-        .map_err(|error| DataFusionError::External(Box::new(error)))?
-        .map(|built| omnigraph_core::adapter::default_nprobes(built.partitions));
+        .map_err(|error| DataFusionError::External(Box::new(error)))?;
     let mut cached = CACHED.lock().expect("the probe cache's lock");
     let cached = cached.get_or_insert_with(Default::default);
     if cached.len() >= LEG_PROBES_CACHED_MAX {
         cached.clear();
     }
-    cached.insert(key, nprobes);
-    Ok(nprobes)
+    cached.insert(key, built);
+    Ok(built)
 }
 
 /// One search of `fetch` hits through Lance.
@@ -480,7 +504,7 @@ async fn lance_search(
     spec: &LegSpec,
     filter: Option<Expr>,
     fetch: usize,
-    nprobes: Option<usize>,
+    probes: Probes,
 ) -> Result<Vec<RecordBatch>> {
     let lance = |error| DataFusionError::External(Box::new(error));
     let mut scanner = spec.table.scan();
@@ -493,7 +517,6 @@ async fn lance_search(
             property,
             query,
             metric,
-            refine,
             ..
         } => {
             let query = datafusion::arrow::array::Float32Array::from(query.clone());
@@ -505,11 +528,11 @@ async fn lance_search(
                 // Exact over the candidates: see the module's docs.
                 scanner.use_index(false);
             } else {
-                if let Some(nprobes) = nprobes {
+                if let Some(nprobes) = probes.nprobes {
                     scanner.minimum_nprobes(nprobes);
                 }
-                if let Some(refine) = refine {
-                    scanner.refine(*refine);
+                if let Some(refine) = probes.refine {
+                    scanner.refine(refine);
                 }
             }
         }
