@@ -168,14 +168,16 @@ pub async fn prepare_rebuild_index_with(
     }
     let kind = match declared.kind {
         IndexKind::Vector => {
-            let built = built_vector_index(&tip, index_name).await?.ok_or_else(|| {
-                OmniError::not_found(format!("built index {index_name} on {type_name}"))
-            })?;
+            let built = built_vector_index(&tip, index_name).await?;
             let dimension = vector_dimension(type_def, &declared.column);
-            match vector_training_rows(&tip, &declared.column).await? {
-                Ok(vectors) if outgrown(built, vectors) => vector_index_for(vectors, dimension),
-                Ok(_) => kept(built, dimension),
-                Err(reason) => {
+            match (vector_training_rows(&tip, &declared.column).await?, built) {
+                // Untrained, or of a kind the engine does not build: a fresh choice.
+                (Ok(vectors), None) => vector_index_for(vectors, dimension),
+                (Ok(vectors), Some(built)) if outgrown(built, vectors) => {
+                    vector_index_for(vectors, dimension)
+                }
+                (Ok(_), Some(built)) => kept(built, dimension),
+                (Err(reason), _) => {
                     return Err(OmniError::bad_input(
                         omnigraph_core::InputLocation::in_source("rebuild-index")
                             .field(index_name.to_string()),

@@ -3,8 +3,8 @@
 //! A table is a unit. For each, on the pinned version at the captured head: stage the
 //! compaction (one detached Rewrite), then fold every index whose coverage lags the new
 //! layout, judged on the chain's tip (rebuilt whole under its name; a vector index
-//! keeps its partition count and quantisation unless its vectors outgrew them, then it
-//! is retrained with a fresh choice; one that can no longer train is reported pending;
+//! keeps its partition count and quantisation unless its vectors outgrew or shrank
+//! below them, then it is retrained with a fresh choice; one that can no longer train is reported pending;
 //! a full-text index is rebuilt whole), then build declared indexes
 //! that are missing. The chain tip is published with an exact CAS on the pin the table
 //! was planned from: if only other tables moved it lands on the new head; if this
@@ -615,11 +615,11 @@ async fn stage_index_work(
                         vector_index_for(vectors, dimension)
                     }
                     Some(built) => kept(built, dimension),
+                    // Built, but untrained or of a kind the engine does not build: a
+                    // fresh choice.
                     None => {
-                        pending_indexes.push(pending(
-                            "the built vector index reports no partition count; rebuild it".into(),
-                        ));
-                        continue;
+                        indexes_retrained.push(declared.name.clone());
+                        vector_index_for(vectors, dimension)
                     }
                 }
             }

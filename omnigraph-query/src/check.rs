@@ -1043,12 +1043,26 @@ impl<'a> Checker<'a> {
     fn call_value(&mut self, expression: &Expr) -> Result<()> {
         let literal = |e: &Expr| match &e.kind {
             ExprKind::Literal(_) => true,
-            ExprKind::Unary { operand, .. } => matches!(operand.kind, ExprKind::Literal(_)),
+            ExprKind::Unary { operator, operand } => {
+                operator.kind == open_cypher::ast::UnaryOperator::Minus
+                    && matches!(operand.kind, ExprKind::Literal(_))
+            }
             _ => false,
         };
         match &expression.kind {
             ExprKind::Parameter(parameter) => self.parameter(&parameter.name, expression.span),
-            ExprKind::List(items) if items.iter().all(literal) => Ok(()),
+            ExprKind::List(items)
+                if items
+                    .iter()
+                    .all(|item| literal(item) || matches!(item.kind, ExprKind::Parameter(_))) =>
+            {
+                for item in items {
+                    if let ExprKind::Parameter(parameter) = &item.kind {
+                        self.parameter(&parameter.name, item.span)?;
+                    }
+                }
+                Ok(())
+            }
             _ if literal(expression) => Ok(()),
             _ => Err(self.refuse(
                 QueryRefusal::WrongType,
@@ -1058,10 +1072,17 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// An argument the plan reads as an integer: a literal or a parameter.
+    /// An argument the plan reads as an integer: a literal (negated too: the planner
+    /// says which range it takes) or a parameter.
     fn integer_argument(&mut self, expression: &Expr, what: &str) -> Result<()> {
+        let integer = |e: &Expr| matches!(&e.kind, ExprKind::Literal(literal) if matches!(literal.kind, LiteralKind::Integer(_)));
         match &expression.kind {
-            ExprKind::Literal(literal) if matches!(literal.kind, LiteralKind::Integer(_)) => Ok(()),
+            _ if integer(expression) => Ok(()),
+            ExprKind::Unary { operator, operand }
+                if operator.kind == open_cypher::ast::UnaryOperator::Minus && integer(operand) =>
+            {
+                Ok(())
+            }
             ExprKind::Parameter(parameter) => self.parameter(&parameter.name, expression.span),
             _ => Err(self.refuse(
                 QueryRefusal::WrongType,

@@ -757,6 +757,18 @@ async fn optimize_keeps_vector_and_text_indexes_current_and_retrains_an_outgrown
     exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let expected: Vec<Value> = exact.iter().take(5).map(|(_, id)| json!([id])).collect();
     assert_eq!(found, expected);
+
+    // Shrunk below what trains: a rebuild is refused as bad input, nothing published.
+    // (Optimize leaves the index: a delete does not make it lag, it still serves.)
+    graph.delete("Doc", "id >= 100").await.unwrap();
+    let head = graph.head().await.unwrap().seq;
+    let error = graph
+        .maintenance()
+        .rebuild_index("Doc", "embedding_vector")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), omnigraph_core::ErrorKind::BadInput, "{error}");
+    assert_eq!(graph.head().await.unwrap().seq, head);
 }
 
 #[tokio::test]

@@ -4,7 +4,8 @@
 (`vectors.parquet`), the queries with their exact answers and the index OmniGraph chose
 (`queries.json`), and its own figures (`omnigraph.json`). This builds the same index
 (type, partitions, L2) with pylance on the same vectors, runs the same queries at the
-same minimum probe count, and prints both sides with the ratios.
+same minimum probe count and re-ranking factor (`refine_factor`), and prints both
+sides with the ratios.
 """
 
 import json

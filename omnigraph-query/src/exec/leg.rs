@@ -423,9 +423,12 @@ async fn search(
             index,
             ..
         } => {
+            // The index is read only when its defaults apply: not for candidates
+            // (searched exactly) nor when the leg sets both.
+            let defaults_apply = filter.is_none() && (nprobes.is_none() || refine.is_none());
             let built = match index {
-                Some(index) => built_index(&spec.table, index).await?,
-                None => None,
+                Some(index) if defaults_apply => built_index(&spec.table, index).await?,
+                _ => None,
             };
             Probes {
                 nprobes: nprobes.or_else(|| {
@@ -481,7 +484,7 @@ async fn built_index(
     );
     let known = CACHED
         .lock()
-        .expect("the probe cache's lock")
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .as_ref()
         .and_then(|cached| cached.get(&key).copied());
     if let Some(known) = known {
@@ -490,7 +493,9 @@ async fn built_index(
     let built = omnigraph_core::adapter::built_vector_index(table, index)
         .await
         .map_err(|error| DataFusionError::External(Box::new(error)))?;
-    let mut cached = CACHED.lock().expect("the probe cache's lock");
+    let mut cached = CACHED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let cached = cached.get_or_insert_with(Default::default);
     if cached.len() >= LEG_PROBES_CACHED_MAX {
         cached.clear();
