@@ -172,14 +172,19 @@ impl Omnigraph {
         }
         let table = self.table_of_type(&commit, type_name).await?;
         let index_name = format!("{property}_{}", IndexKind::Vector.suffix());
-        let partitions = omnigraph_core::adapter::built_partitions(&table, &index_name).await?;
+        let built = omnigraph_core::adapter::built_vector_index(&table, &index_name).await?;
         let query = Float32Array::from(query.to_vec());
         let mut scanner = table.scan();
         scanner
             .nearest(property, &query, k)
             .map_err(|error| query_error("vector", error))?;
-        if let Some(partitions) = partitions {
-            scanner.nprobes(partitions.div_ceil(PROBE_ONE_PARTITION_IN).max(1));
+        if let Some(built) = built {
+            scanner.nprobes(built.partitions.div_ceil(PROBE_ONE_PARTITION_IN).max(1));
+            // A quantised index's distances are approximate: re-ranked by exact ones,
+            // as a query's vector leg does.
+            if let Some(refine) = omnigraph_core::adapter::default_refine(built.quantisation) {
+                scanner.refine(refine);
+            }
         }
         if let Some(filter) = filter {
             scanner
