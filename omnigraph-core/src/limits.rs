@@ -15,6 +15,10 @@ pub(crate) const PQ_ITERATIONS_MAX: usize = 50;
 /// as corrupt (a build chooses at most a few thousand).
 pub(crate) const IVF_PARTITIONS_READ_MAX: u64 = 1 << 20;
 
+/// The most built vector indexes whose sizing a process keeps (a full cache is
+/// emptied).
+pub(crate) const VECTOR_SIZINGS_CACHED_MAX: usize = 1_024;
+
 /// The share of an index's partitions a vector search probes by default.
 pub(crate) const NPROBES_SHARE: f64 = 0.05;
 

@@ -78,10 +78,6 @@ pub const LEG_K_MAX: usize = 10_000;
 /// the cut among ties is by key): `k` doubled until the ties end, at most this.
 pub const LEG_FETCH_MAX: usize = 4 * LEG_K_MAX;
 
-/// The most (table version, vector index) default probe counts a process keeps; a
-/// full cache is emptied.
-pub const LEG_PROBES_CACHED_MAX: usize = 1_024;
-
 /// The most edits a text leg's fuzzy match allows (Lance's fuzzy matching).
 pub const FUZZINESS_MAX: i64 = 2;
 

@@ -230,6 +230,56 @@ pub async fn built_vector_index(
     table: &Dataset,
     index_name: &str,
 ) -> Result<Option<BuiltVectorIndex>> {
+    // Lance's statistics of a vector index carry its centroids, too dear to read for
+    // each search; a built index never changes, so its sizing is kept by the ids of
+    // its segments (from the manifest, which the table has read).
+    let segments: Vec<String> = table
+        .load_indices()
+        .await
+        .map_err(|error| read_error("list indexes", error))?
+        .iter()
+        .filter(|index| index.name == index_name)
+        .map(|index| index.uuid.to_string())
+        .collect();
+    if segments.is_empty() {
+        return Ok(None);
+    }
+    if let Some(known) = sizings::get(&segments) {
+        return Ok(known);
+    }
+    let built = read_vector_index(table, index_name).await?;
+    sizings::insert(segments, built);
+    Ok(built)
+}
+
+/// The sizings of built vector indexes read so far in the process, by their segments'
+/// ids, at most `VECTOR_SIZINGS_CACHED_MAX` (a full cache is emptied).
+mod sizings {
+    use super::BuiltVectorIndex;
+    use crate::limits::VECTOR_SIZINGS_CACHED_MAX;
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
+
+    type Cache = Option<HashMap<Vec<String>, Option<BuiltVectorIndex>>>;
+    static CACHED: Mutex<Cache> = Mutex::new(None);
+
+    pub(super) fn get(segments: &[String]) -> Option<Option<BuiltVectorIndex>> {
+        let cached = CACHED.lock().unwrap_or_else(PoisonError::into_inner);
+        cached.as_ref()?.get(segments).copied()
+    }
+
+    pub(super) fn insert(segments: Vec<String>, built: Option<BuiltVectorIndex>) {
+        let mut cached = CACHED.lock().unwrap_or_else(PoisonError::into_inner);
+        let cached = cached.get_or_insert_with(HashMap::new);
+        if cached.len() >= VECTOR_SIZINGS_CACHED_MAX {
+            cached.clear();
+        }
+        cached.insert(segments, built);
+    }
+}
+
+/// [`built_vector_index`] read from Lance's statistics.
+async fn read_vector_index(table: &Dataset, index_name: &str) -> Result<Option<BuiltVectorIndex>> {
     let statistics = match table.index_statistics(index_name).await {
         Ok(text) => text,
         Err(lance::Error::IndexNotFound { .. }) => return Ok(None),

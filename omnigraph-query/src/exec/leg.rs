@@ -17,7 +17,7 @@
 //! strictly better, so equal scores share a rank and a fusion does not depend on the
 //! order Lance returns ties in.
 
-use crate::limits::{LEG_CANDIDATES_MAX, LEG_FETCH_MAX, LEG_PROBES_CACHED_MAX};
+use crate::limits::{LEG_CANDIDATES_MAX, LEG_FETCH_MAX};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, new_empty_array,
 };
@@ -109,6 +109,21 @@ pub(crate) struct LegSpec {
 }
 
 impl LegSpec {
+    /// As `EXPLAIN` shows it, over candidates when the leg has an `input`.
+    fn describe<T>(&self, input: &Option<T>) -> String {
+        format!(
+            "top {} of {} by {}{}",
+            self.k,
+            self.type_name,
+            self.search.describe(),
+            if input.is_some() {
+                ", among candidates"
+            } else {
+                ""
+            }
+        )
+    }
+
     fn identity(&self) -> (&str, u64, &str, String, usize) {
         (
             &self.type_name,
@@ -225,18 +240,7 @@ impl UserDefinedLogicalNodeCore for Leg {
     }
 
     fn fmt_for_explain(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        write!(
-            f,
-            "Leg: top {} of {} by {}{}",
-            self.spec.k,
-            self.spec.type_name,
-            self.spec.search.describe(),
-            if self.input.is_some() {
-                ", among candidates"
-            } else {
-                ""
-            }
-        )
+        write!(f, "Leg: {}", self.spec.describe(&self.input))
     }
 
     fn with_exprs_and_inputs(&self, _exprs: Vec<Expr>, inputs: Vec<LogicalPlan>) -> Result<Self> {
@@ -284,18 +288,7 @@ impl LegExec {
 
 impl DisplayAs for LegExec {
     fn fmt_as(&self, _: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        write!(
-            f,
-            "LegExec: top {} of {} by {}{}",
-            self.spec.k,
-            self.spec.type_name,
-            self.spec.search.describe(),
-            if self.input.is_some() {
-                ", among candidates"
-            } else {
-                ""
-            }
-        )
+        write!(f, "LegExec: {}", self.spec.describe(&self.input))
     }
 }
 
@@ -427,7 +420,11 @@ async fn search(
             // (searched exactly) nor when the leg sets both.
             let defaults_apply = filter.is_none() && (nprobes.is_none() || refine.is_none());
             let built = match index {
-                Some(index) if defaults_apply => built_index(&spec.table, index).await?,
+                Some(index) if defaults_apply => {
+                    omnigraph_core::adapter::built_vector_index(&spec.table, index)
+                        .await
+                        .map_err(|error| DataFusionError::External(Box::new(error)))?
+                }
                 _ => None,
             };
             Probes {
@@ -464,44 +461,6 @@ async fn search(
 struct Probes {
     nprobes: Option<usize>,
     refine: Option<u32>,
-}
-
-/// The built vector index `index` at `table`'s version, read once per table version and
-/// index in the process: Lance's statistics of a vector index carry its centroids, too
-/// dear to read for each query, and a version never changes.
-async fn built_index(
-    table: &Dataset,
-    index: &str,
-) -> Result<Option<omnigraph_core::adapter::BuiltVectorIndex>> {
-    type Key = (String, u64, String);
-    type Built = Option<omnigraph_core::adapter::BuiltVectorIndex>;
-    static CACHED: std::sync::Mutex<Option<std::collections::HashMap<Key, Built>>> =
-        std::sync::Mutex::new(None);
-    let key: Key = (
-        table.uri().to_string(),
-        table.version().version,
-        index.to_string(),
-    );
-    let known = CACHED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .as_ref()
-        .and_then(|cached| cached.get(&key).copied());
-    if let Some(known) = known {
-        return Ok(known);
-    }
-    let built = omnigraph_core::adapter::built_vector_index(table, index)
-        .await
-        .map_err(|error| DataFusionError::External(Box::new(error)))?;
-    let mut cached = CACHED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let cached = cached.get_or_insert_with(Default::default);
-    if cached.len() >= LEG_PROBES_CACHED_MAX {
-        cached.clear();
-    }
-    cached.insert(key, built);
-    Ok(built)
 }
 
 /// One search of `fetch` hits through Lance.

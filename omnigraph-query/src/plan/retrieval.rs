@@ -309,17 +309,7 @@ impl Planner<'_> {
     ) -> Result<Hits> {
         let k = self.leg_k(call.k)?;
         let rrf_k = match call.rrf_k {
-            Some(value) => {
-                let rrf_k = self.number(value, "rrf_k")?;
-                if !(rrf_k.is_finite() && rrf_k >= 0.0) {
-                    return Err(self.refuse(
-                        QueryRefusal::WrongType,
-                        value.span,
-                        format!("rrf_k is a number of at least 0, not {rrf_k}"),
-                    ));
-                }
-                rrf_k
-            }
+            Some(value) => self.non_negative(value, "rrf_k")?,
             None => RRF_K_DEFAULT,
         };
         let key = self.fresh("key");
@@ -330,17 +320,7 @@ impl Planner<'_> {
         let mut branches = Vec::with_capacity(call.legs.len());
         for (i, leg) in call.legs.iter().enumerate() {
             let weight = match leg.options.get(&LegOption::Weight) {
-                Some(value) => {
-                    let weight = self.number(value, "weight")?;
-                    if !(weight.is_finite() && weight >= 0.0) {
-                        return Err(self.refuse(
-                            QueryRefusal::WrongType,
-                            value.span,
-                            format!("a leg's weight is a number of at least 0, not {weight}"),
-                        ));
-                    }
-                    weight
-                }
+                Some(value) => self.non_negative(value, "a leg's weight")?,
                 None => 1.0,
             };
             let leg_k = self.leg_k(leg.k)?;
@@ -495,6 +475,20 @@ impl Planner<'_> {
                 value.span,
                 format!("{what} is a number, not {}", other.data_type()),
             )),
+        }
+    }
+
+    /// A finite number of at least 0.
+    fn non_negative(&self, value: &CypherExpr, what: &str) -> Result<f64> {
+        let number = self.number(value, what)?;
+        if number.is_finite() && number >= 0.0 {
+            Ok(number)
+        } else {
+            Err(self.refuse(
+                QueryRefusal::WrongType,
+                value.span,
+                format!("{what} is a number of at least 0, not {number}"),
+            ))
         }
     }
 
