@@ -823,10 +823,14 @@ pub struct SearchQuery {
     pub vector: Option<Vec<f32>>,
     /// How many results.
     pub k: usize,
-    /// A filter for vector search.
+    /// A Cypher predicate on `n`, the node searched: the candidates, before top-k.
     pub predicate: Option<String>,
+    /// How a text search matches its words: `any`, `all` or `phrase`.
+    pub matching: Option<String>,
 }
 
+/// `search` is one retrieval leg (`CALL omni.text` or `omni.vector`) run through the
+/// query planner: the same code, limits and refusals as a query's leg.
 pub async fn search(
     out: &Output,
     root: &str,
@@ -836,30 +840,47 @@ pub async fn search(
     at: Option<&str>,
 ) -> Result<()> {
     let graph = open(root).await?;
-    let at = pinned(&graph, at).await?;
+    let commit = graph.graph().commit(graph.branch(), &at_ref(at)).await?;
+    let catalog = graph.catalog_at(&commit).await?;
+    let key = catalog.require(type_name)?.key_column().to_string();
     let k = query.k;
-    // One more than asked (up to the most one call returns): whether more match is
-    // then known.
+    // One more than asked (up to the most a leg returns): whether more match is then
+    // known.
     let asked = k
         .saturating_add(1)
-        .min(omnigraph_graph::limits::K_MAX.max(k));
-    let mut rows = match (query.text, query.vector) {
+        .min(omnigraph_query::limits::LEG_K_MAX.max(k));
+    let mut options = omnigraph_query::QueryOptions::new()
+        .at(CommitRef::Seq(commit.seq))
+        .parameter("k", json!(asked));
+    let (procedure, found, score) = match (query.text, query.vector) {
         (Some(text), None) => {
-            graph
-                .search_text(type_name, property, &text, asked, &at)
-                .await?
+            options = options.parameter("query", json!(text));
+            let matching = match query.matching {
+                Some(matching) => {
+                    options = options.parameter("match", json!(matching));
+                    ", {match: $match}"
+                }
+                None => "",
+            };
+            (
+                format!("omni.text(TARGET, PROPERTY, $query, $k{matching})"),
+                "score",
+                "_score",
+            )
         }
         (None, Some(vector)) => {
-            graph
-                .nearest(
-                    type_name,
-                    property,
-                    &vector,
-                    asked,
-                    query.predicate.as_deref(),
-                    &at,
-                )
-                .await?
+            if query.matching.is_some() {
+                return Err(OmniError::bad_input(
+                    InputLocation::in_source("search").field("--match"),
+                    "--match applies to a text search",
+                ));
+            }
+            options = options.parameter("query", json!(vector));
+            (
+                "omni.vector(TARGET, PROPERTY, $query, $k)".to_string(),
+                "distance",
+                "_distance",
+            )
         }
         _ => {
             return Err(OmniError::bad_input(
@@ -868,12 +889,74 @@ pub async fn search(
             ));
         }
     };
+    let label = cypher_name(type_name);
+    let (pattern, target) = match &query.predicate {
+        Some(predicate) => (
+            format!("MATCH (n:{label}) WHERE {predicate} "),
+            "n".to_string(),
+        ),
+        None => (String::new(), cypher_string(type_name)),
+    };
+    let call = procedure
+        .replace("TARGET", &target)
+        .replace("PROPERTY", &cypher_string(property));
+    let text = format!(
+        "{pattern}CALL {call} YIELD node, rank, {found} \
+         RETURN node, rank, {found} ORDER BY rank, node.{}",
+        cypher_name(&key)
+    );
+    // A refusal inside the predicate is told at its column in the predicate.
+    let where_at = pattern.chars().count()
+        - query
+            .predicate
+            .as_ref()
+            .map_or(0, |p| p.chars().count() + 1);
+    let in_predicate = |error: OmniError| match (error, &query.predicate) {
+        (
+            OmniError::BadQuery {
+                refusal,
+                line: 1,
+                column,
+                message,
+                ..
+            },
+            Some(predicate),
+        ) if !predicate.contains('\n')
+            && column as usize > where_at
+            && column as usize <= where_at + predicate.chars().count() + 1 =>
+        {
+            let column = column - where_at as u64;
+            OmniError::bad_query(
+                refusal,
+                1,
+                column,
+                format!("--where `{predicate}`, at its column {column}: {message}"),
+            )
+        }
+        (error, _) => error,
+    };
+    let result = omnigraph_query::query(&graph, &text, &options)
+        .await
+        .map_err(in_predicate)?;
+    let batches = result.collect().await.map_err(in_predicate)?;
+    let mut rows: Vec<Map<String, Value>> = omnigraph_graph::batches_to_json(&batches)
+        .into_iter()
+        .map(|mut row| {
+            let mut hit = match row.remove("node") {
+                Some(Value::Object(node)) => node,
+                _ => Map::new(),
+            };
+            hit.insert("_rank".into(), row.remove("rank").unwrap_or(Value::Null));
+            hit.insert(score.into(), row.remove(found).unwrap_or(Value::Null));
+            hit
+        })
+        .collect();
     // At the largest k nothing more can be asked for: k results may be all of them or
     // not, and the output says it may be cut.
     let truncated = rows.len() > k || (asked == k && rows.len() == k);
     rows.truncate(k);
     out.emit(
-        json!({"rows": rows, "limit": k, "truncated": truncated}),
+        json!({"rows": rows, "limit": k, "truncated": truncated, "seq": commit.seq}),
         |_| {
             print_rows(&rows);
             if truncated {
@@ -882,6 +965,16 @@ pub async fn search(
         },
     );
     Ok(())
+}
+
+/// A schema name as a Cypher name (backquoted, a backquote doubled).
+fn cypher_name(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// Text as a Cypher string literal.
+fn cypher_string(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 pub async fn build_indexes(out: &Output, root: &str) -> Result<()> {

@@ -275,7 +275,8 @@ enum Command {
         #[arg(long)]
         at: Option<String>,
     },
-    /// Full-text or vector search on a property.
+    /// Full-text or vector search on a property: one retrieval leg of the query
+    /// language (`CALL omni.text` or `omni.vector`), run by its planner.
     Search {
         /// The graph root.
         root: String,
@@ -294,9 +295,13 @@ enum Command {
         /// How many results.
         #[arg(short, default_value_t = 10)]
         k: usize,
-        /// A SQL filter (vector search).
+        /// A Cypher predicate on `n`, the node searched (`n.lang = 'en'`): only the
+        /// nodes it keeps are ranked.
         #[arg(long = "where")]
         predicate: Option<String>,
+        /// How a text search matches its words: any (the default), all, or phrase.
+        #[arg(long = "match", value_parser = ["any", "all", "phrase"])]
+        matching: Option<String>,
         /// A commit seq or id (default: the head).
         #[arg(long)]
         at: Option<String>,
@@ -740,6 +745,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
             vector,
             k,
             predicate,
+            matching,
             at,
         } => {
             let query = commands::SearchQuery {
@@ -747,6 +753,7 @@ async fn run(cli: Cli) -> Result<i32, OmniError> {
                 vector,
                 k,
                 predicate,
+                matching,
             };
             commands::search(&out, &root, &type_name, &property, query, at.as_deref()).await
         }

@@ -1295,24 +1295,11 @@ fn a_bad_filter_names_the_filter_and_the_types_properties_only() {
 
     // Every command that takes a filter checks it the same way, and changes nothing.
     let seq = head_seq(&root);
-    let vector = vec!["0.5"; 16].join(",");
     let commands: Vec<Vec<&str>> = vec![
         vec![
             "update", &root, "--type", "Person", "--where", "zzzq = 1", "--set", "age=3",
         ],
         vec!["delete", &root, "--type", "Person", "--where", "zzzq = 1"],
-        vec![
-            "search",
-            &root,
-            "--type",
-            "Person",
-            "--property",
-            "embedding",
-            "--vector",
-            &vector,
-            "--where",
-            "zzzq = 1",
-        ],
     ];
     for command in commands {
         let output = omnigraph(&command);
@@ -2122,4 +2109,135 @@ fn export_writes_each_format_that_load_reads_back_and_a_failure_leaves_no_file()
         "a failed export leaves the file as it was"
     );
     assert_eq!(listing(dir.path()), before, "no temporary file is left");
+}
+
+#[test]
+fn search_is_one_leg_of_the_query_language_with_a_cypher_prefilter() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = init_graph(dir.path());
+    let vector = |x: f32| -> String {
+        let mut values = vec![0.0f32; 16];
+        values[0] = x;
+        serde_json::to_string(&values).unwrap()
+    };
+    let people: Vec<String> = [
+        ("p1", "Ada Lovelace", 36, 1.0),
+        ("p2", "Alan Turing", 41, 2.0),
+        ("p3", "Ada Turing", 29, 3.0),
+        ("p4", "Turing Ada", 52, 4.0),
+    ]
+    .iter()
+    .map(|(id, name, age, x)| {
+        format!(
+            r#"{{"type": "Person", "id": "{id}", "name": "{name}", "age": {age}, "embedding": {}}}"#,
+            vector(*x)
+        )
+    })
+    .collect();
+    let data = write(dir.path(), "people.jsonl", &people.join("\n"));
+    json_of(&omnigraph(&["load", &root, &data, "--json"]));
+    json_of(&omnigraph(&["build-indexes", &root, "--json"]));
+    let search = |extra: &[&str]| {
+        let mut command = vec!["search", &root, "--type", "Person", "--json"];
+        command.extend_from_slice(extra);
+        omnigraph(&command)
+    };
+    let ids = |document: &Value| -> Vec<String> {
+        document["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Any word; every word; the phrase, in order.
+    let any = json_of(&search(&["--property", "name", "--text", "ada turing"]));
+    assert_eq!(ids(&any).len(), 4, "{any}");
+    assert_eq!(any["rows"][0]["_rank"], 1, "{any}");
+    assert!(any["rows"][0]["_score"].as_f64().unwrap() > 0.0, "{any}");
+    let all = json_of(&search(&[
+        "--property",
+        "name",
+        "--text",
+        "ada turing",
+        "--match",
+        "all",
+    ]));
+    assert_eq!(ids(&all), ["p3", "p4"], "{all}");
+    let phrase = json_of(&search(&[
+        "--property",
+        "name",
+        "--text",
+        "ada turing",
+        "--match",
+        "phrase",
+    ]));
+    assert_eq!(ids(&phrase), ["p3"], "{phrase}");
+    // A Cypher prefilter on n: the nearest among those over 40, not the nearest
+    // post-filtered.
+    let query = vector(0.0);
+    let query = query.trim_matches(|c| c == '[' || c == ']');
+    let nearest = json_of(&search(&[
+        "--property",
+        "embedding",
+        "--vector",
+        query,
+        "-k",
+        "2",
+    ]));
+    assert_eq!(ids(&nearest), ["p1", "p2"], "{nearest}");
+    assert_eq!(nearest["rows"][0]["_distance"], 1.0, "{nearest}");
+    let older = json_of(&search(&[
+        "--property",
+        "embedding",
+        "--vector",
+        query,
+        "-k",
+        "2",
+        "--where",
+        "n.age > 40",
+    ]));
+    assert_eq!(ids(&older), ["p2", "p4"], "{older}");
+    assert_eq!(older["truncated"], false, "{older}");
+    // Refusals, typed: a predicate that does not parse (at its column), --match on a
+    // vector search, an unknown type.
+    let bad = search(&[
+        "--property",
+        "name",
+        "--text",
+        "ada",
+        "--where",
+        "n.agee > 3",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    let error: Value = serde_json::from_slice(&bad.stderr).unwrap();
+    assert_eq!(error["error"]["code"], "bad_query", "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("--where `n.agee > 3`, at its column 3") && message.contains("agee"),
+        "{error}"
+    );
+    let mismatched = search(&[
+        "--property",
+        "embedding",
+        "--vector",
+        query,
+        "--match",
+        "all",
+    ]);
+    let error: Value = serde_json::from_slice(&mismatched.stderr).unwrap();
+    assert_eq!(error["error"]["code"], "bad_input", "{error}");
+    let unknown = omnigraph(&[
+        "search",
+        &root,
+        "--type",
+        "Nobody",
+        "--property",
+        "name",
+        "--text",
+        "ada",
+        "--json",
+    ]);
+    let error: Value = serde_json::from_slice(&unknown.stderr).unwrap();
+    assert_eq!(error["error"]["code"], "not_found", "{error}");
 }

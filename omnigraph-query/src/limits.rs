@@ -81,5 +81,9 @@ pub const LEG_FETCH_MAX: usize = 4 * LEG_K_MAX;
 /// The most edits a text leg's fuzzy match allows (Lance's fuzzy matching).
 pub const FUZZINESS_MAX: i64 = 2;
 
+/// The most words a phrase's words may stand apart by in all (`{slop: n}`): Lance
+/// checks positions within this window for every candidate row.
+pub const PHRASE_SLOP_MAX: i64 = 16;
+
 /// The most legs one fusion combines.
 pub const FUSION_LEGS_MAX: usize = 16;

@@ -6,10 +6,11 @@
 //! ```text
 //! CALL omni.vector(target, 'property', vector, k [, {nprobes, refine, metric}])
 //!   YIELD node, rank, distance
-//! CALL omni.text(target, 'property', text, k [, {fuzziness}])
+//! CALL omni.text(target, 'property', text, k [, {match, fuzziness, slop}])
 //!   YIELD node, rank, score
 //! CALL omni.fuse(target, [{vector: 'property', query: v, k: n, weight: w, ...},
-//!                         {text: 'property', query: t, k: n, ...}, ...], k [, {rrf_k}])
+//!                         {text: 'property', query: t, k: n, ...}, ...], k
+//!                        [, {method, rrf_k}])
 //!   YIELD node, score, ranks
 //! ```
 //!
@@ -111,8 +112,12 @@ pub(crate) enum LegOption {
     Refine,
     /// A vector leg's metric: `'l2'`, `'cosine'` or `'dot'`.
     Metric,
+    /// How a text leg matches its words: `'any'` (the default), `'all'` or `'phrase'`.
+    Match,
     /// The edits a text leg's term may be from a word it matches (0 to 2).
     Fuzziness,
+    /// The words a phrase's words may stand apart by (0: adjacent, in order).
+    Slop,
     /// A leg's weight in a fusion (default 1).
     Weight,
 }
@@ -124,12 +129,14 @@ impl LegOption {
             "nprobes" => LegOption::Nprobes,
             "refine" => LegOption::Refine,
             "metric" => LegOption::Metric,
+            "match" => LegOption::Match,
             "fuzziness" => LegOption::Fuzziness,
+            "slop" => LegOption::Slop,
             _ => return None,
         };
         let fits = match option {
             LegOption::Nprobes | LegOption::Refine | LegOption::Metric => kind == LegKind::Vector,
-            LegOption::Fuzziness => kind == LegKind::Text,
+            LegOption::Match | LegOption::Fuzziness | LegOption::Slop => kind == LegKind::Text,
             LegOption::Weight => false,
         };
         fits.then_some(option)
@@ -166,6 +173,8 @@ pub(crate) struct Call<'q> {
     pub(crate) k: &'q Expr,
     /// A fusion's constant `k` (`{rrf_k: 60}`).
     pub(crate) rrf_k: Option<&'q Expr>,
+    /// A fusion's method (`{method: 'rrf'}` or `'score'`).
+    pub(crate) method: Option<&'q Expr>,
     /// What it yields, under the names the query binds.
     pub(crate) yields: Vec<(Output, String, Span)>,
     /// `YIELD ... WHERE`.
@@ -242,6 +251,7 @@ pub(crate) fn read<'q>(
     }
     let options = arguments.get(required);
     let mut rrf_k = None;
+    let mut method = None;
     let legs = match procedure {
         Procedure::Vector | Procedure::Text => {
             let kind = if procedure == Procedure::Vector {
@@ -288,10 +298,11 @@ pub(crate) fn read<'q>(
             }
             if let Some(options) = options {
                 for (key, value, span) in map(options, refuse)? {
-                    if key != "rrf_k" {
-                        return Err(no_option(&key, span, refuse));
+                    match key.as_str() {
+                        "rrf_k" => rrf_k = Some(value),
+                        "method" => method = Some(value),
+                        _ => return Err(no_option(&key, span, refuse)),
                     }
-                    rrf_k = Some(value);
                 }
             }
             legs
@@ -359,6 +370,7 @@ pub(crate) fn read<'q>(
         legs,
         k: &arguments[if procedure == Procedure::Fuse { 2 } else { 3 }],
         rrf_k,
+        method,
         yields,
         filter: yielded.where_clause.as_ref(),
     })

@@ -835,3 +835,216 @@ async fn a_call_keeps_the_rows_before_it_whose_node_it_found() {
         "{error}"
     );
 }
+
+/// The ids of the docs whose body holds `first` then `second`, at most `slop` words
+/// between them (Lance's phrase: `second`'s position minus `first`'s is 1 to
+/// `slop + 1`).
+fn phrase(corpus: &Corpus, first: &str, second: &str, slop: usize) -> BTreeSet<i64> {
+    corpus
+        .docs
+        .iter()
+        .filter(|(_, (body, _))| {
+            let words: Vec<&str> = body.split(' ').collect();
+            words.iter().enumerate().any(|(p, w)| {
+                *w == first
+                    && words
+                        .iter()
+                        .enumerate()
+                        .any(|(q, v)| *v == second && q > p && q - p <= slop + 1)
+            })
+        })
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+/// Each leg's `(id, score, rank)` scaled over its hits to 1 (its best) down to 0 (its
+/// worst), weighted and summed by id: the fusion by score as documented.
+fn by_score(legs: &[(Ranked, f64)], k: usize) -> Vec<(i64, f64, Vec<Option<i64>>)> {
+    let mut fused: BTreeMap<i64, (f64, Vec<Option<i64>>)> = BTreeMap::new();
+    for (i, (hits, weight)) in legs.iter().enumerate() {
+        let (best, worst) = (hits[0].1, hits[hits.len() - 1].1);
+        for (id, score, rank) in hits {
+            let scaled = if best == worst {
+                1.0
+            } else {
+                (score - worst) / (best - worst)
+            };
+            let entry = fused
+                .entry(*id)
+                .or_insert_with(|| (0.0, vec![None; legs.len()]));
+            entry.0 += weight * scaled;
+            entry.1[i] = Some(*rank);
+        }
+    }
+    let mut fused: Vec<(i64, f64, Vec<Option<i64>>)> =
+        fused.into_iter().map(|(id, (s, r))| (id, s, r)).collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    fused.truncate(k);
+    fused
+}
+
+#[tokio::test]
+async fn a_text_leg_matches_every_word_or_a_phrase_and_a_fusion_may_sum_scaled_scores() {
+    let corpus = corpus();
+    let (graph, _test) = graph(&corpus).await;
+    graph.maintenance().build_indexes().await.unwrap();
+    let ids =
+        |rows: &[Value]| -> BTreeSet<i64> { rows.iter().map(|r| r[0].as_i64().unwrap()).collect() };
+
+    // Every word: the docs holding both, scored as the sum of each word's BM25.
+    let both = rows(
+        &graph,
+        "CALL omni.text('Doc', 'body', 'cobalt harbor', 10, {match: 'all'}) YIELD node, rank, score \
+         RETURN node.id, rank, score ORDER BY rank, node.id",
+        &QueryOptions::new(),
+    )
+    .await;
+    let cobalt = bm25(&corpus, "cobalt", DOCS);
+    let harbor = bm25(&corpus, "harbor", DOCS);
+    let mut expected: Vec<(i64, f64)> = cobalt
+        .iter()
+        .filter_map(|(id, a, _)| {
+            let b = harbor.iter().find(|h| h.0 == *id)?.1;
+            Some((*id, a + b))
+        })
+        .collect();
+    expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    expected.truncate(10);
+    assert!(expected.len() == 10, "the corpus has docs holding both");
+    let expected = competition(expected, |a, b| (a - b).abs() < 1e-4 * a.abs().max(1.0));
+    assert_hits(&hits(&both), &expected, "cobalt AND harbor");
+
+    // A phrase: the words adjacent and in order; with slop 2, up to two words between.
+    for slop in [0usize, 2] {
+        let text = format!(
+            "CALL omni.text('Doc', 'body', 'quartz ember', 2000, {{match: 'phrase', slop: {slop}}}) \
+             YIELD node RETURN node.id"
+        );
+        let found = ids(&rows(&graph, &text, &QueryOptions::new()).await);
+        let want = phrase(&corpus, "quartz", "ember", slop);
+        assert!(!want.is_empty());
+        assert_eq!(found, want, "slop {slop}");
+    }
+    assert!(
+        phrase(&corpus, "quartz", "ember", 2).len() > phrase(&corpus, "quartz", "ember", 0).len()
+    );
+    // The reversed order is another phrase.
+    let reversed = ids(
+        &rows(
+            &graph,
+            "CALL omni.text('Doc', 'body', 'ember quartz', 2000, {match: 'phrase'}) YIELD node RETURN node.id",
+            &QueryOptions::new(),
+        )
+        .await,
+    );
+    assert_eq!(reversed, phrase(&corpus, "ember", "quartz", 0));
+
+    // Fusion by score: each leg's scores scaled over its hits, weighted, summed.
+    let query = corpus.docs[&40].1.clone().unwrap();
+    let options = with_vector(&query).parameter("q", json!("quartz"));
+    let vector = nearest(&corpus, &query, 30, None);
+    let text = bm25(&corpus, "quartz", 30);
+    // Every partition probed: the vector leg's 30th, which scales it, is exact.
+    let fusion = "CALL omni.fuse('Doc', [{vector: 'embedding', query: $v, k: 30, nprobes: 4096}, \
+                                         {text: 'body', query: $q, k: 30, weight: 0.5}], 10, {method: 'score'}) \
+        YIELD node, score, ranks RETURN node.id, score, ranks ORDER BY score DESC, node.id";
+    let found = fused(&rows(&graph, fusion, &options).await);
+    let expected = by_score(&[(vector, 1.0), (text, 0.5)], 10);
+    assert!(
+        expected.iter().any(|hit| hit.2[0].is_some())
+            && expected.iter().any(|hit| hit.2[1].is_some()),
+        "both legs reach the top 10: {expected:?}"
+    );
+    assert_eq!(found.len(), expected.len());
+    for (f, e) in found.iter().zip(&expected) {
+        // Lance scores in 32 bits.
+        assert_eq!((f.0, &f.2), (e.0, &e.2), "{found:?} vs {expected:?}");
+        assert!((f.1 - e.1).abs() < 1e-4, "{found:?} vs {expected:?}");
+    }
+
+    // What the options refuse, each where it is written, with the head unmoved.
+    let before = graph.head().await.unwrap().seq;
+    for (text, says) in [
+        (
+            "CALL omni.text('Doc', 'body', 'x y', 3, {match: 'phrase', fuzziness: 1}) YIELD node RETURN node",
+            "fuzziness applies",
+        ),
+        (
+            "CALL omni.text('Doc', 'body', 'x y', 3, {slop: 1}) YIELD node RETURN node",
+            "slop applies",
+        ),
+        (
+            "CALL omni.text('Doc', 'body', 'x', 3, {match: 'prefix'}) YIELD node RETURN node",
+            "'any', 'all' or 'phrase'",
+        ),
+        (
+            "CALL omni.text('Doc', 'body', 'x y', 3, {match: 'phrase', slop: 17}) YIELD node RETURN node",
+            "slop is 0 to 16",
+        ),
+        (
+            "CALL omni.fuse('Doc', [{text: 'body', query: 'x', k: 3}], 3, {method: 'score', rrf_k: 5}) YIELD node RETURN node",
+            "rrf_k applies",
+        ),
+        (
+            "CALL omni.fuse('Doc', [{text: 'body', query: 'x', k: 3}], 3, {method: 'mean'}) YIELD node RETURN node",
+            "'rrf' or 'score'",
+        ),
+    ] {
+        let error = match query_result(&graph, text, &QueryOptions::new()).await {
+            Err(error) => error,
+            Ok(rows) => panic!("{text}: {rows:?}"),
+        };
+        let OmniError::BadQuery { refusal, .. } = &error else {
+            panic!("{text}: {error}");
+        };
+        assert_eq!(*refusal, QueryRefusal::WrongType, "{text}: {error}");
+        assert!(error.to_string().contains(says), "{text}: {error}");
+    }
+    assert_eq!(graph.head().await.unwrap().seq, before);
+}
+
+#[tokio::test]
+async fn a_call_on_a_type_returns_its_node_whole_and_orders_by_its_properties() {
+    let corpus = corpus();
+    let (graph, _test) = graph(&corpus).await;
+    let found = rows(
+        &graph,
+        "CALL omni.text('Doc', 'body', 'quartz', 3) YIELD node, rank \
+         RETURN node, rank ORDER BY rank, node.id",
+        &QueryOptions::new(),
+    )
+    .await;
+    let expected = bm25(&corpus, "quartz", 3);
+    assert_eq!(found.len(), expected.len(), "{found:?}");
+    for (row, (id, _, rank)) in found.iter().zip(&expected) {
+        assert_eq!(row[0]["id"], json!(id), "{found:?}");
+        assert_eq!(row[0]["body"], json!(corpus.docs[id].0), "{found:?}");
+        assert_eq!(row[1], json!(rank), "{found:?}");
+    }
+    // On candidates, renamed, ordered by another property.
+    let acme = rows(
+        &graph,
+        "MATCH (:Author {company: 'acme'})-[:Wrote]->(d:Doc) \
+         CALL omni.text(d, 'body', 'quartz', 100) YIELD node AS hit \
+         RETURN hit ORDER BY hit.body, hit.id",
+        &QueryOptions::new(),
+    )
+    .await;
+    let mut expected: Vec<(String, i64)> = bm25(&corpus, "quartz", DOCS)
+        .into_iter()
+        .filter(|hit| corpus.acme.contains(&hit.0))
+        .map(|hit| (corpus.docs[&hit.0].0.clone(), hit.0))
+        .collect();
+    expected.sort();
+    let found: Vec<(String, i64)> = acme
+        .iter()
+        .map(|row| {
+            (
+                row[0]["body"].as_str().unwrap().to_string(),
+                row[0]["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(!expected.is_empty());
+    assert_eq!(found, expected);
+}

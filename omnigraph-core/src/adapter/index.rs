@@ -83,7 +83,9 @@ impl Default for FullTextBudget {
 /// The parameters a full-text build hands Lance: the budget's memory over its workers
 /// (Lance's default is 2 GiB per worker).
 pub fn full_text_params(budget: &FullTextBudget) -> InvertedIndexParams {
+    // Positions are kept so a phrase query can be answered.
     InvertedIndexParams::default()
+        .with_position(true)
         .memory_limit_mb(budget.memory_mib)
         .num_workers(budget.workers)
 }
@@ -337,6 +339,30 @@ pub fn default_nprobes(partitions: usize) -> usize {
     use crate::limits::{NPROBES_MIN, NPROBES_SHARE};
     let share = (partitions as f64 * NPROBES_SHARE).ceil() as usize;
     share.max(NPROBES_MIN).min(partitions.max(1))
+}
+
+/// Whether the built full-text index `index_name` of `table` keeps word positions (a
+/// phrase query needs them): `None` when no such index is built. An index whose
+/// segments disagree, or whose details do not decode, keeps none.
+pub async fn full_text_positions(table: &Dataset, index_name: &str) -> Result<Option<bool>> {
+    use prost::Message;
+    let segments: Vec<_> = table
+        .load_indices()
+        .await
+        .map_err(|error| read_error("list indexes", error))?
+        .iter()
+        .filter(|index| index.name == index_name)
+        .cloned()
+        .collect();
+    if segments.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(segments.iter().all(|segment| {
+        segment.index_details.as_ref().is_some_and(|details| {
+            lance_index::pbold::InvertedIndexDetails::decode(details.value.as_slice())
+                .is_ok_and(|details| details.with_position)
+        })
+    })))
 }
 
 /// Whether `table` holds a built index named `index_name`.

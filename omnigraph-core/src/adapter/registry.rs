@@ -35,6 +35,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "built_vector_index",
     "default_nprobes",
     "default_refine",
+    "full_text_positions",
     "is_built",
     "stage_add_null_columns",
     "stage_drop_columns",

@@ -36,7 +36,9 @@ use futures::{StreamExt, TryStreamExt};
 use omnigraph_core::OmniError;
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance_index::scalar::FullTextSearchQuery;
-use omnigraph_core::lance_index::scalar::inverted::query::MatchQuery;
+use omnigraph_core::lance_index::scalar::inverted::query::{
+    FtsQuery, MatchQuery, Operator, PhraseQuery,
+};
 use omnigraph_core::lance_linalg::distance::DistanceType;
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -61,13 +63,35 @@ pub(crate) enum Search {
         /// Re-rank `k × refine` candidates by exact distance.
         refine: Option<u32>,
     },
-    /// The rows whose `property` best matches `query` by BM25, each term matched
-    /// within `fuzziness` edits.
+    /// The rows whose `property` best matches `query` by BM25.
     Text {
         property: String,
         query: String,
-        fuzziness: u32,
+        matching: TextMatch,
+        /// The property's declared full-text index (a phrase needs its positions).
+        index: Option<String>,
     },
+}
+
+/// How a text leg matches its query's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TextMatch {
+    /// A row holding any of the words, each within `fuzziness` edits.
+    Any { fuzziness: u32 },
+    /// A row holding every word, each within `fuzziness` edits.
+    All { fuzziness: u32 },
+    /// A row holding the words in order, at most `slop` words apart in all.
+    Phrase { slop: u32 },
+}
+
+impl std::fmt::Display for TextMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            TextMatch::Any { fuzziness } => write!(f, "any word, fuzziness {fuzziness}"),
+            TextMatch::All { fuzziness } => write!(f, "every word, fuzziness {fuzziness}"),
+            TextMatch::Phrase { slop } => write!(f, "phrase, slop {slop}"),
+        }
+    }
 }
 
 impl Search {
@@ -89,10 +113,8 @@ impl Search {
                 property, query, ..
             } => format!("vector {property} ({} dimensions)", query.len()),
             Search::Text {
-                property,
-                fuzziness,
-                ..
-            } => format!("text {property} (fuzziness {fuzziness})"),
+                property, matching, ..
+            } => format!("text {property} ({matching})"),
         }
     }
 }
@@ -135,8 +157,20 @@ impl LegSpec {
     }
 }
 
-/// The logical leg: columns `key` (the type's key type), `score` (Float64) and `rank`
-/// (Int64), at most `k` rows. With an input, the input's one column holds the
+/// The names of a leg's columns.
+pub(crate) struct LegColumns {
+    /// The node's key, of the type's key type.
+    pub(crate) key: String,
+    /// Lance's distance or BM25 score (Float64).
+    pub(crate) score: String,
+    /// The competition rank (Int64).
+    pub(crate) rank: String,
+    /// The score scaled over the leg's hits to 0 (the worst) to 1 (the best), Float64;
+    /// 1 when every hit scores the same. A fusion by score sums these.
+    pub(crate) normalised: String,
+}
+
+/// The logical leg: the columns [`LegColumns`] names, at most `k` rows. With an input, the input's one column holds the
 /// candidates' keys (of the key's type).
 #[derive(Clone, Debug)]
 pub(crate) struct Leg {
@@ -147,11 +181,11 @@ pub(crate) struct Leg {
 
 impl Leg {
     /// The leg `spec` over the whole table, or over the keys `candidates` holds in its
-    /// only column, into columns named `key`, `score` and `rank`.
+    /// only column, into columns named by `columns`.
     pub(crate) fn new(
         spec: LegSpec,
         candidates: Option<LogicalPlan>,
-        (key, score, rank): (&str, &str, &str),
+        columns: &LegColumns,
     ) -> Result<Leg> {
         let key_type = spec
             .table
@@ -173,9 +207,10 @@ impl Leg {
             }
         }
         let fields = vec![
-            Field::new(key, key_type, false),
-            Field::new(score, DataType::Float64, false),
-            Field::new(rank, DataType::Int64, false),
+            Field::new(&columns.key, key_type, false),
+            Field::new(&columns.score, DataType::Float64, false),
+            Field::new(&columns.rank, DataType::Int64, false),
+            Field::new(&columns.normalised, DataType::Float64, false),
         ];
         let schema = DFSchema::from_unqualified_fields(fields.into(), Default::default())?;
         Ok(Leg {
@@ -436,6 +471,30 @@ async fn search(
                 }),
             }
         }
+        Search::Text {
+            matching: TextMatch::Phrase { .. },
+            index: Some(index),
+            ..
+        } => {
+            let positions = omnigraph_core::adapter::full_text_positions(&spec.table, index)
+                .await
+                .map_err(|error| DataFusionError::External(Box::new(error)))?;
+            if positions == Some(false) {
+                return Err(DataFusionError::External(Box::new(
+                    OmniError::query_failed(
+                        omnigraph_core::QueryFailure::Evaluation,
+                        format!(
+                            "the full-text index {index} of {} keeps no word positions, which a phrase needs (it was built before phrases were supported): rebuild it with `omnigraph rebuild-index --type {} --index {index}`",
+                            spec.type_name, spec.type_name
+                        ),
+                    ),
+                )));
+            }
+            Probes {
+                nprobes: None,
+                refine: None,
+            }
+        }
         Search::Text { .. } => Probes {
             nprobes: None,
             refine: None,
@@ -503,12 +562,25 @@ async fn lance_search(
         Search::Text {
             property,
             query,
-            fuzziness,
+            matching,
+            ..
         } => {
-            let matching = MatchQuery::new(query.clone())
-                .with_column(Some(property.clone()))
-                .with_fuzziness(Some(*fuzziness));
-            let search = FullTextSearchQuery::new_query(matching.into()).limit(Some(fetch as i64));
+            let words = |fuzziness: u32, operator: Operator| {
+                MatchQuery::new(query.clone())
+                    .with_column(Some(property.clone()))
+                    .with_fuzziness(Some(fuzziness))
+                    .with_operator(operator)
+                    .into()
+            };
+            let matching: FtsQuery = match *matching {
+                TextMatch::Any { fuzziness } => words(fuzziness, Operator::Or),
+                TextMatch::All { fuzziness } => words(fuzziness, Operator::And),
+                TextMatch::Phrase { slop } => PhraseQuery::new(query.clone())
+                    .with_column(Some(property.clone()))
+                    .with_slop(slop)
+                    .into(),
+            };
+            let search = FullTextSearchQuery::new_query(matching).limit(Some(fetch as i64));
             scanner.full_text_search(search).map_err(lance)?;
             scanner.limit(Some(fetch as i64), None).map_err(lance)?;
         }
@@ -613,14 +685,49 @@ impl Hits {
                 _ => place as i64 + 1,
             });
         }
+        let scores = &self.scores[..count];
         RecordBatch::try_new(
             Arc::new(Schema::new(schema.fields().clone())),
             vec![
                 self.keys.slice(0, count),
-                Arc::new(Float64Array::from(self.scores[..count].to_vec())),
+                Arc::new(Float64Array::from(scores.to_vec())),
                 Arc::new(Int64Array::from(ranks)),
+                Arc::new(Float64Array::from(normalised(scores))),
             ],
         )
         .map_err(Into::into)
+    }
+}
+
+/// `scores`, best first, scaled to 1 (the first) down to 0 (the last); all 1 when they
+/// are equal. Best first, so this holds for a distance and for a BM25 score alike.
+fn normalised(scores: &[f64]) -> Vec<f64> {
+    let (Some(best), Some(worst)) = (scores.first(), scores.last()) else {
+        return Vec::new();
+    };
+    let span = best - worst;
+    scores
+        .iter()
+        .map(|score| {
+            if span == 0.0 {
+                1.0
+            } else {
+                (score - worst) / span
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalised;
+
+    #[test]
+    fn scores_are_scaled_best_one_worst_zero() {
+        // A BM25 score (larger is better) and a distance (smaller is better).
+        assert_eq!(normalised(&[4.0, 3.0, 2.0]), vec![1.0, 0.5, 0.0]);
+        assert_eq!(normalised(&[0.5, 1.0, 2.5]), vec![1.0, 0.75, 0.0]);
+        assert_eq!(normalised(&[7.0, 7.0]), vec![1.0, 1.0]);
+        assert!(normalised(&[]).is_empty());
     }
 }

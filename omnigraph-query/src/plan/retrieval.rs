@@ -8,12 +8,15 @@
 //!   the rows whose node is among the hits (an inner join on its key): the pattern and
 //!   `WHERE` before the call restrict the candidates before top-k.
 //!
-//! Reciprocal rank fusion: a node's fused score is `Σ weight / (rrf_k + rank)` over the
-//! legs that found it; the fusion keeps the `k` best, ties by key.
+//! Reciprocal rank fusion (`method: 'rrf'`, the default): a node's fused score is
+//! `Σ weight / (rrf_k + rank)` over the legs that found it. Fusion by score
+//! (`method: 'score'`): `Σ weight × s`, where `s` is the node's score in a leg scaled
+//! over that leg's hits from 0 (its worst) to 1 (its best). Either keeps the `k` best,
+//! ties by key.
 
 use super::{Entity, NodeColumns, Planner, Rows, column};
-use crate::exec::leg::{Leg, LegSpec, Search};
-use crate::limits::{FUZZINESS_MAX, LEG_K_MAX};
+use crate::exec::leg::{Leg, LegColumns, LegSpec, Search, TextMatch};
+use crate::limits::{FUZZINESS_MAX, LEG_K_MAX, PHRASE_SLOP_MAX};
 use crate::procedures::{self, Call, LegCall, LegKind, LegOption, Output, RRF_K_DEFAULT, Target};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
@@ -39,6 +42,8 @@ struct Hits {
     score: String,
     /// A leg's rank; a fusion's list of the legs' ranks.
     rank: String,
+    /// A leg's score scaled to 0 to 1 over its hits (none for a fusion).
+    normalised: Option<String>,
 }
 
 impl Planner<'_> {
@@ -85,6 +90,7 @@ impl Planner<'_> {
             key,
             score,
             rank,
+            ..
         } = if self.text_keys && def.key_type() != PropertyType::String {
             let text = self.fresh("hit_key");
             let mut items: Vec<Expr> = hits
@@ -267,14 +273,73 @@ impl Planner<'_> {
                                 format!("fuzziness is 0 to {FUZZINESS_MAX} edits, not {fuzziness}"),
                             ));
                         }
-                        fuzziness as u32
+                        Some((fuzziness as u32, value.span))
                     }
-                    None => 0,
+                    None => None,
                 };
+                let slop = match leg.options.get(&LegOption::Slop) {
+                    Some(value) => {
+                        let slop = self.integer(value, "slop")?;
+                        if !(0..=PHRASE_SLOP_MAX).contains(&slop) {
+                            return Err(self.refuse(
+                                QueryRefusal::WrongType,
+                                value.span,
+                                format!("slop is 0 to {PHRASE_SLOP_MAX} words, not {slop}"),
+                            ));
+                        }
+                        Some((slop as u32, value.span))
+                    }
+                    None => None,
+                };
+                let mode = match leg.options.get(&LegOption::Match) {
+                    Some(value) => (self.text(value)?, value.span),
+                    None => ("any".to_string(), span),
+                };
+                let only_for = |option: &str, modes: &str, at: Span| {
+                    self.refuse(
+                        QueryRefusal::WrongType,
+                        at,
+                        format!("{option} applies to match {modes}, not '{}'", mode.0),
+                    )
+                };
+                let matching = match mode.0.as_str() {
+                    "any" | "all" => {
+                        if let Some((_, at)) = slop {
+                            return Err(only_for("slop", "'phrase'", at));
+                        }
+                        let fuzziness = fuzziness.map_or(0, |(edits, _)| edits);
+                        if mode.0 == "any" {
+                            TextMatch::Any { fuzziness }
+                        } else {
+                            TextMatch::All { fuzziness }
+                        }
+                    }
+                    "phrase" => {
+                        if let Some((_, at)) = fuzziness {
+                            return Err(only_for("fuzziness", "'any' and 'all'", at));
+                        }
+                        TextMatch::Phrase {
+                            slop: slop.map_or(0, |(words, _)| words),
+                        }
+                    }
+                    other => {
+                        return Err(self.refuse(
+                            QueryRefusal::WrongType,
+                            mode.1,
+                            format!("match is 'any', 'all' or 'phrase', not '{other}'"),
+                        ));
+                    }
+                };
+                let index = def
+                    .declared_indexes()
+                    .iter()
+                    .find(|index| index.kind == IndexKind::FullText && index.column == leg.property)
+                    .map(|index| index.name.clone());
                 Search::Text {
                     property: leg.property.clone(),
                     query: self.text(leg.query)?,
-                    fuzziness,
+                    matching,
+                    index,
                 }
             }
         };
@@ -285,16 +350,22 @@ impl Planner<'_> {
             search,
             k,
         };
-        let (key, score, rank) = (self.fresh("key"), self.fresh("score"), self.fresh("rank"));
-        let node = Leg::new(spec, candidates, (&key, &score, &rank));
+        let columns = LegColumns {
+            key: self.fresh("key"),
+            score: self.fresh("score"),
+            rank: self.fresh("rank"),
+            normalised: self.fresh("normalised"),
+        };
+        let node = Leg::new(spec, candidates, &columns);
         let node = self.internal(node)?;
         Ok(Hits {
             plan: LogicalPlan::Extension(Extension {
                 node: Arc::new(node),
             }),
-            key,
-            score,
-            rank,
+            key: columns.key,
+            score: columns.score,
+            rank: columns.rank,
+            normalised: Some(columns.normalised),
         })
     }
 
@@ -308,7 +379,28 @@ impl Planner<'_> {
         span: Span,
     ) -> Result<Hits> {
         let k = self.leg_k(call.k)?;
+        let by_score = match call.method {
+            Some(value) => match self.text(value)?.as_str() {
+                "rrf" => false,
+                "score" => true,
+                other => {
+                    return Err(self.refuse(
+                        QueryRefusal::WrongType,
+                        value.span,
+                        format!("a fusion's method is 'rrf' or 'score', not '{other}'"),
+                    ));
+                }
+            },
+            None => false,
+        };
         let rrf_k = match call.rrf_k {
+            Some(value) if by_score => {
+                return Err(self.refuse(
+                    QueryRefusal::WrongType,
+                    value.span,
+                    "rrf_k applies to method 'rrf', not 'score'",
+                ));
+            }
             Some(value) => self.non_negative(value, "rrf_k")?,
             None => RRF_K_DEFAULT,
         };
@@ -328,12 +420,18 @@ impl Planner<'_> {
                 plan,
                 key: leg_key,
                 rank: rank_column,
+                normalised,
                 ..
             } = self.leg(def, leg, leg_k, candidates.clone(), span)?;
+            let normalised = normalised.expect("a leg scales its scores");
+            let contribution_of_leg = if by_score {
+                lit(weight) * column(&normalised)
+            } else {
+                lit(weight) / (lit(rrf_k) + cast(column(&rank_column), DataType::Float64))
+            };
             let mut items = vec![
                 column(&leg_key).alias(&key),
-                (lit(weight) / (lit(rrf_k) + cast(column(&rank_column), DataType::Float64)))
-                    .alias(&contribution),
+                contribution_of_leg.alias(&contribution),
             ];
             for (j, name) in ranks.iter().enumerate() {
                 let value = if i == j {
@@ -378,6 +476,7 @@ impl Planner<'_> {
             key,
             score,
             rank: all_ranks,
+            normalised: None,
         })
     }
 
