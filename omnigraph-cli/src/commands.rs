@@ -825,7 +825,7 @@ pub struct SearchQuery {
     pub k: usize,
     /// A Cypher predicate on `n`, the node searched: the candidates, before top-k.
     pub predicate: Option<String>,
-    /// How a text search matches its words: `any`, `all` or `phrase`.
+    /// How a text search matches its words: `any`, `all`, `phrase` or `prefix`.
     pub matching: Option<String>,
 }
 
@@ -844,11 +844,16 @@ pub async fn search(
     let catalog = graph.catalog_at(&commit).await?;
     let key = catalog.require(type_name)?.key_column().to_string();
     let k = query.k;
+    let k_max = omnigraph_query::limits::LEG_K_MAX;
+    if k == 0 || k > k_max {
+        return Err(OmniError::bad_input(
+            InputLocation::in_source("search").field("-k"),
+            format!("k is 1 to {k_max}, not {k}"),
+        ));
+    }
     // One more than asked (up to the most a leg returns): whether more match is then
     // known.
-    let asked = k
-        .saturating_add(1)
-        .min(omnigraph_query::limits::LEG_K_MAX.max(k));
+    let asked = (k + 1).min(k_max);
     let mut options = omnigraph_query::QueryOptions::new()
         .at(CommitRef::Seq(commit.seq))
         .parameter("k", json!(asked));

@@ -299,8 +299,9 @@ enum Command {
         /// nodes it keeps are ranked.
         #[arg(long = "where")]
         predicate: Option<String>,
-        /// How a text search matches its words: any (the default), all, or phrase.
-        #[arg(long = "match", value_parser = ["any", "all", "phrase"])]
+        /// How a text search matches its words: any (the default), all, phrase, or
+        /// prefix (any, the last word a prefix).
+        #[arg(long = "match", value_parser = ["any", "all", "phrase", "prefix"])]
         matching: Option<String>,
         /// A commit seq or id (default: the head).
         #[arg(long)]

@@ -2173,6 +2173,15 @@ fn search_is_one_leg_of_the_query_language_with_a_cypher_prefilter() {
         "phrase",
     ]));
     assert_eq!(ids(&phrase), ["p3"], "{phrase}");
+    let prefix = json_of(&search(&[
+        "--property",
+        "name",
+        "--text",
+        "lov",
+        "--match",
+        "prefix",
+    ]));
+    assert_eq!(ids(&prefix), ["p1"], "{prefix}");
     // A Cypher prefilter on n: the nearest among those over 40, not the nearest
     // post-filtered.
     let query = vector(0.0);
@@ -2226,6 +2235,9 @@ fn search_is_one_leg_of_the_query_language_with_a_cypher_prefilter() {
         "all",
     ]);
     let error: Value = serde_json::from_slice(&mismatched.stderr).unwrap();
+    assert_eq!(error["error"]["code"], "bad_input", "{error}");
+    let too_many = search(&["--property", "name", "--text", "ada", "-k", "10001"]);
+    let error: Value = serde_json::from_slice(&too_many.stderr).unwrap();
     assert_eq!(error["error"]["code"], "bad_input", "{error}");
     let unknown = omnigraph(&[
         "search",

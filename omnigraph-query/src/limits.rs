@@ -85,5 +85,17 @@ pub const FUZZINESS_MAX: i64 = 2;
 /// checks positions within this window for every candidate row.
 pub const PHRASE_SLOP_MAX: i64 = 16;
 
+// exec/prefix.rs
+/// The most words a text leg's prefix stands for (Lance's own bound on a fuzzy
+/// match's expansions): those held by the most rows.
+pub const PREFIX_EXPANSIONS_MAX: usize = 50;
+
+/// The fewest characters a prefix has: a shorter one stands for too much of the column.
+pub const PREFIX_CHARS_MIN: usize = 2;
+
+/// The most distinct words beginning with a prefix counted while the column is read;
+/// past it only the words already met are counted.
+pub const PREFIX_WORDS_COUNTED_MAX: usize = 100_000;
+
 /// The most legs one fusion combines.
 pub const FUSION_LEGS_MAX: usize = 16;

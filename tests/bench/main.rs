@@ -63,7 +63,11 @@
 //!   default 1,000): OmniGraph's index build (its own sizing) and `omni.vector` at the
 //!   default probe count and twice it, recall@10 against exact search, p50 and p99,
 //!   build time and index bytes; `--retrieval-dir D` keeps the data for
-//!   `tools/bench/retrieval_pylance.py`, which does the same with pylance (`retrieval.rs`).
+//!   `tools/bench/retrieval_pylance.py`, which does the same with pylance (`retrieval.rs`);
+//!   then hybrid retrieval: D documents (`--docs`, default 200,000) with text, embeddings
+//!   and authors, a vector leg, a BM25 leg and their fusion under a one-hop graph filter,
+//!   timed over `--hybrid-queries` (default 200) and checked against brute force on a
+//!   sample (`hybrid.rs`; `--hybrid` runs it alone).
 //!
 //! `--rows N`, `--read-rows M`, `--nodes N`, `--edges E`, `--optimize-rows K`, `--updates U` and `--garbage G`
 //! change the sizes; `--json` prints one JSON document.
@@ -72,6 +76,7 @@
 // depth of 128 when their layout is computed.
 #![recursion_limit = "256"]
 
+mod hybrid;
 mod query;
 mod retrieval;
 mod serve;
@@ -1329,6 +1334,20 @@ async fn main() {
         println!("{document:#}");
         return;
     }
+    if args.iter().any(|arg| arg == "--hybrid") {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let document = json!({
+            "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
+            "hybrid": hybrid::hybrid_bench(
+                temp.path(),
+                argument(&args, "--docs", 200_000),
+                argument(&args, "--hybrid-queries", 200),
+            )
+            .await,
+        });
+        println!("{document:#}");
+        return;
+    }
     if args.iter().any(|arg| arg == "--retrieval") {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = args
@@ -1336,14 +1355,23 @@ async fn main() {
             .position(|arg| arg == "--retrieval-dir")
             .and_then(|at| args.get(at + 1))
             .map_or_else(|| temp.path().to_path_buf(), std::path::PathBuf::from);
+        let vectors = retrieval::retrieval_bench(
+            &dir,
+            argument(&args, "--vectors", 1_000_000),
+            argument(&args, "--queries", 1_000),
+        )
+        .await;
+        let hybrid = hybrid::hybrid_bench(
+            &dir.join("hybrid"),
+            argument(&args, "--docs", 200_000),
+            argument(&args, "--hybrid-queries", 200),
+        )
+        .await;
+        let _ = std::fs::remove_dir_all(dir.join("hybrid"));
         let document = json!({
             "profile": if cfg!(debug_assertions) { "dev" } else { "release" },
-            "retrieval": retrieval::retrieval_bench(
-                &dir,
-                argument(&args, "--vectors", 1_000_000),
-                argument(&args, "--queries", 1_000),
-            )
-            .await,
+            "retrieval": vectors,
+            "hybrid": hybrid,
         });
         println!("{document:#}");
         return;

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-const DIMENSION: usize = 128;
+pub(crate) const DIMENSION: usize = 128;
 const CLUSTERS: usize = 256;
 /// Each point's spread around its cluster's centre (centres are N(0, 1) per dimension).
 const SPREAD: f32 = 0.35;
@@ -31,7 +31,7 @@ fn normal(rng: &mut StdRng) -> f32 {
     (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
 }
 
-fn centres() -> Vec<Vec<f32>> {
+pub(crate) fn centres() -> Vec<Vec<f32>> {
     let mut rng = StdRng::seed_from_u64(50);
     (0..CLUSTERS)
         .map(|_| (0..DIMENSION).map(|_| normal(&mut rng)).collect())
@@ -39,7 +39,7 @@ fn centres() -> Vec<Vec<f32>> {
 }
 
 /// `count` points of the mixture from `seed`, flat.
-fn points(centres: &[Vec<f32>], seed: u64, count: usize) -> Vec<f32> {
+pub(crate) fn points(centres: &[Vec<f32>], seed: u64, count: usize) -> Vec<f32> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut out = Vec::with_capacity(count * DIMENSION);
     for _ in 0..count {
@@ -96,7 +96,7 @@ fn exact(data: &[f32], queries: &[f32]) -> Vec<Vec<i64>> {
     answers
 }
 
-fn percentile(times: &mut [Duration], percent: usize) -> f64 {
+pub(crate) fn percentile(times: &mut [Duration], percent: usize) -> f64 {
     times.sort_unstable();
     let at = (times.len() * percent / 100).min(times.len() - 1);
     times[at].as_secs_f64() * 1e3

@@ -576,6 +576,14 @@ async fn a_fusion_ranks_as_reciprocal_rank_fusion_of_its_legs_and_feeds_a_match(
         &found,
         &rrf(&[(vector_acme, 1.0), (text_acme, 1.0)], 60.0, 5),
     );
+    // One operator runs both legs: the pattern before them is read once.
+    let plan = rows(&graph, &format!("EXPLAIN {restricted}"), &options).await;
+    let plan = plan[0][0].as_str().unwrap();
+    assert_eq!(plan.matches("LegExec").count(), 1, "{plan}");
+    assert!(
+        plan.contains("top 5 of Doc by vector embedding (8 dimensions), among candidates; top 5 of Doc by text body"),
+        "{plan}"
+    );
 }
 
 #[tokio::test]
@@ -939,6 +947,36 @@ async fn a_text_leg_matches_every_word_or_a_phrase_and_a_fusion_may_sum_scaled_s
     );
     assert_eq!(reversed, phrase(&corpus, "ember", "quartz", 0));
 
+    // A prefix stands for the words that begin with it: 'cob' for 'cobalt' (and 'Co',
+    // two letters, for 'cobalt' alone too); earlier words match whole.
+    let prefixed = |text: &str| {
+        format!(
+            "CALL omni.text('Doc', 'body', '{text}', 10, {{match: 'prefix'}}) YIELD node, rank, score \
+             RETURN node.id, rank, score ORDER BY rank, node.id"
+        )
+    };
+    for text in ["cob", "Co"] {
+        let found = hits(&rows(&graph, &prefixed(text), &QueryOptions::new()).await);
+        assert_hits(&found, &bm25(&corpus, "cobalt", 10), text);
+    }
+    let found = hits(&rows(&graph, &prefixed("harbor qua"), &QueryOptions::new()).await);
+    let harbor = bm25(&corpus, "harbor", DOCS);
+    let quartz = bm25(&corpus, "quartz", DOCS);
+    let mut summed: BTreeMap<i64, f64> = BTreeMap::new();
+    for (id, score, _) in harbor.iter().chain(&quartz) {
+        *summed.entry(*id).or_default() += score;
+    }
+    let mut expected: Vec<(i64, f64)> = summed.into_iter().collect();
+    expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    expected.truncate(10);
+    let expected = competition(expected, |a, b| (a - b).abs() < 1e-4 * a.abs().max(1.0));
+    assert_hits(&found, &expected, "harbor qua*");
+    assert!(
+        rows(&graph, &prefixed("zzq"), &QueryOptions::new())
+            .await
+            .is_empty()
+    );
+
     // Fusion by score: each leg's scores scaled over its hits, weighted, summed.
     let query = corpus.docs[&40].1.clone().unwrap();
     let options = with_vector(&query).parameter("q", json!("quartz"));
@@ -974,8 +1012,12 @@ async fn a_text_leg_matches_every_word_or_a_phrase_and_a_fusion_may_sum_scaled_s
             "slop applies",
         ),
         (
-            "CALL omni.text('Doc', 'body', 'x', 3, {match: 'prefix'}) YIELD node RETURN node",
-            "'any', 'all' or 'phrase'",
+            "CALL omni.text('Doc', 'body', 'x', 3, {match: 'suffix'}) YIELD node RETURN node",
+            "'any', 'all', 'phrase' or 'prefix'",
+        ),
+        (
+            "CALL omni.text('Doc', 'body', 'quartz c', 3, {match: 'prefix'}) YIELD node RETURN node",
+            "at least 2 characters, not 'c'",
         ),
         (
             "CALL omni.text('Doc', 'body', 'x y', 3, {match: 'phrase', slop: 17}) YIELD node RETURN node",

@@ -58,7 +58,7 @@ fn print_help() {
          s3                 start a local S3-compatible server (SeaweedFS) and run the S3 suite against it\n  \
          bench [--rows N] [--json]  ingest benchmark: JSONL and Parquet loads vs arrow-json/parquet + plain Lance, warm inserts\n  \
          bench --graph [--nodes N] [--edges E]  1M nodes and 5M edges from Parquet, time and peak memory, and Kuzu's COPY FROM\n  \
-         bench --retrieval [--vectors N] [--queries Q]  N × 128 clustered vectors: OmniGraph's index build and omni.vector (recall@10, p50/p99, build time and bytes) beside pylance 14.0.2 building the same index on the same data\n  \
+         bench --retrieval [--vectors N] [--queries Q]  N × 128 clustered vectors: OmniGraph's index build and omni.vector (recall@10, p50/p99, build time and bytes) beside pylance 14.0.2 building the same index on the same data; then hybrid retrieval on 200,000 documents (a vector leg, a BM25 leg and their fusion under a one-hop graph filter; --docs N), checked against brute force\n  \
          bench --query [--people N] [--runs R]  a social graph (100,000 people, ~2.4M power-law follows, cities, states, countries, interests) loaded into OmniGraph and Kuzu 0.11.3, and a suite of Cypher queries on both: p50/p99, load time, peak memory, ratios\n  \
          bench --traverse [--nodes N] [--edges E]  1- and 2-hop traversals by scan, BTree and adjacency artifact; the artifact's build against optimize\n  \
          bench --merge [--rows N] [--changed M] [--pass-rows P]  a row merge of M rows changed on a branch into a table of N rows, P rows per pass: time and peak memory\n  \

@@ -16,6 +16,9 @@
 //! Ranks are competition ranks: a hit's rank is one more than the number of hits
 //! strictly better, so equal scores share a rank and a fusion does not depend on the
 //! order Lance returns ties in.
+//!
+//! One node runs every leg of a call (a fusion has several): the candidates are read
+//! once, and the legs' searches run at once; each row says which leg found it.
 
 use crate::limits::{LEG_CANDIDATES_MAX, LEG_FETCH_MAX};
 use datafusion::arrow::array::{
@@ -82,6 +85,9 @@ pub(crate) enum TextMatch {
     All { fuzziness: u32 },
     /// A row holding the words in order, at most `slop` words apart in all.
     Phrase { slop: u32 },
+    /// A row holding any of the words, the last standing for the words that begin
+    /// with it (`prefix.rs`).
+    Prefix,
 }
 
 impl std::fmt::Display for TextMatch {
@@ -90,6 +96,7 @@ impl std::fmt::Display for TextMatch {
             TextMatch::Any { fuzziness } => write!(f, "any word, fuzziness {fuzziness}"),
             TextMatch::All { fuzziness } => write!(f, "every word, fuzziness {fuzziness}"),
             TextMatch::Phrase { slop } => write!(f, "phrase, slop {slop}"),
+            TextMatch::Prefix => write!(f, "any word, the last a prefix"),
         }
     }
 }
@@ -157,7 +164,7 @@ impl LegSpec {
     }
 }
 
-/// The names of a leg's columns.
+/// The names of the legs' columns.
 pub(crate) struct LegColumns {
     /// The node's key, of the type's key type.
     pub(crate) key: String,
@@ -168,25 +175,39 @@ pub(crate) struct LegColumns {
     /// The score scaled over the leg's hits to 0 (the worst) to 1 (the best), Float64;
     /// 1 when every hit scores the same. A fusion by score sums these.
     pub(crate) normalised: String,
+    /// Which leg found the row: its place among the call's legs (Int64).
+    pub(crate) leg: String,
 }
 
-/// The logical leg: the columns [`LegColumns`] names, at most `k` rows. With an input, the input's one column holds the
+/// The logical legs: the columns [`LegColumns`] names, at most each leg's `k` rows
+/// from each leg. With an input, the input's one column holds the
 /// candidates' keys (of the key's type).
 #[derive(Clone, Debug)]
 pub(crate) struct Leg {
     input: Option<LogicalPlan>,
-    spec: Arc<LegSpec>,
+    specs: Arc<[LegSpec]>,
     schema: DFSchemaRef,
 }
 
 impl Leg {
-    /// The leg `spec` over the whole table, or over the keys `candidates` holds in its
-    /// only column, into columns named by `columns`.
+    /// The legs `specs` (of one type) over the whole table, or over the keys
+    /// `candidates` holds in its only column, into columns named by `columns`.
     pub(crate) fn new(
-        spec: LegSpec,
+        specs: Vec<LegSpec>,
         candidates: Option<LogicalPlan>,
         columns: &LegColumns,
     ) -> Result<Leg> {
+        let Some(spec) = specs.first() else {
+            return Err(DataFusionError::Internal("a call with no leg".into()));
+        };
+        if specs.iter().any(|other| {
+            other.type_name != spec.type_name
+                || other.table.version().version != spec.table.version().version
+        }) {
+            return Err(DataFusionError::Internal(
+                "a call's legs search one table".into(),
+            ));
+        }
         let key_type = spec
             .table
             .schema()
@@ -211,13 +232,23 @@ impl Leg {
             Field::new(&columns.score, DataType::Float64, false),
             Field::new(&columns.rank, DataType::Int64, false),
             Field::new(&columns.normalised, DataType::Float64, false),
+            Field::new(&columns.leg, DataType::Int64, false),
         ];
         let schema = DFSchema::from_unqualified_fields(fields.into(), Default::default())?;
         Ok(Leg {
             input: candidates,
-            spec: Arc::new(spec),
+            specs: specs.into(),
             schema: Arc::new(schema),
         })
+    }
+
+    /// As `EXPLAIN` shows it.
+    fn describe(&self) -> String {
+        self.specs
+            .iter()
+            .map(|spec| spec.describe(&self.input))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     /// The physical leg, planned from this node.
@@ -226,7 +257,8 @@ impl Leg {
         Arc::new(LegExec {
             properties: Arc::new(LegExec::properties_of(&schema)),
             input,
-            spec: self.spec.clone(),
+            specs: self.specs.clone(),
+            described: self.describe(),
             schema,
         })
     }
@@ -236,7 +268,12 @@ impl PartialEq for Leg {
     fn eq(&self, other: &Leg) -> bool {
         self.input == other.input
             && self.schema == other.schema
-            && self.spec.identity() == other.spec.identity()
+            && self.specs.len() == other.specs.len()
+            && self
+                .specs
+                .iter()
+                .zip(other.specs.iter())
+                .all(|(a, b)| a.identity() == b.identity())
     }
 }
 
@@ -246,7 +283,9 @@ impl Hash for Leg {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.input.hash(state);
         self.schema.hash(state);
-        self.spec.identity().hash(state);
+        for spec in self.specs.iter() {
+            spec.identity().hash(state);
+        }
     }
 }
 
@@ -275,7 +314,7 @@ impl UserDefinedLogicalNodeCore for Leg {
     }
 
     fn fmt_for_explain(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        write!(f, "Leg: {}", self.spec.describe(&self.input))
+        write!(f, "Leg: {}", self.describe())
     }
 
     fn with_exprs_and_inputs(&self, _exprs: Vec<Expr>, inputs: Vec<LogicalPlan>) -> Result<Self> {
@@ -301,11 +340,12 @@ impl UserDefinedLogicalNodeCore for Leg {
     }
 }
 
-/// The physical leg: one partition, one batch, emitted once the search ends.
+/// The physical legs: one partition, one batch, emitted once every search ends.
 #[derive(Debug)]
 pub(crate) struct LegExec {
     input: Option<Arc<dyn ExecutionPlan>>,
-    spec: Arc<LegSpec>,
+    specs: Arc<[LegSpec]>,
+    described: String,
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
 }
@@ -323,7 +363,7 @@ impl LegExec {
 
 impl DisplayAs for LegExec {
     fn fmt_as(&self, _: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        write!(f, "LegExec: {}", self.spec.describe(&self.input))
+        write!(f, "LegExec: {}", self.described)
     }
 }
 
@@ -360,7 +400,8 @@ impl ExecutionPlan for LegExec {
         }
         Ok(Arc::new(LegExec {
             input: children.into_iter().next(),
-            spec: self.spec.clone(),
+            specs: self.specs.clone(),
+            described: self.described.clone(),
             schema: self.schema.clone(),
             properties: self.properties.clone(),
         }))
@@ -380,14 +421,21 @@ impl ExecutionPlan for LegExec {
             Some(input) => Some(input.execute(0, context)?),
             None => None,
         };
-        let spec = self.spec.clone();
+        let specs = self.specs.clone();
         let schema = self.schema.clone();
         let batch = futures::stream::once(async move {
             let candidates = match input {
                 Some(input) => Some(candidates(input).await?),
                 None => None,
             };
-            search(&spec, candidates, &schema).await
+            let searches = specs
+                .iter()
+                .enumerate()
+                .map(|(leg, spec)| search(spec, leg as i64, candidates.clone(), &schema));
+            let batches = futures::future::try_join_all(searches).await?;
+            Ok(datafusion::arrow::compute::concat_batches(
+                &schema, &batches,
+            )?)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
@@ -433,6 +481,7 @@ async fn candidates(mut input: SendableRecordBatchStream) -> Result<Vec<ScalarVa
 /// [`LEG_FETCH_MAX`] hits.
 async fn search(
     spec: &LegSpec,
+    leg: i64,
     candidates: Option<Vec<ScalarValue>>,
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
@@ -500,16 +549,30 @@ async fn search(
             refine: None,
         },
     };
+    // A prefix's words, found before the search.
+    let expanded = match &spec.search {
+        Search::Text {
+            property,
+            query,
+            matching: TextMatch::Prefix,
+            ..
+        } => match super::prefix::expand(&spec.table, property, query).await? {
+            Some(words) => Some(words),
+            None => return Ok(RecordBatch::new_empty(schema.clone())),
+        },
+        _ => None,
+    };
     // One more than k: a tie at the k-th shows in one search when it has an end.
     let mut fetch = (spec.k + 1).min(LEG_FETCH_MAX);
     loop {
-        let batches = lance_search(spec, filter.clone(), fetch, probes).await?;
+        let batches =
+            lance_search(spec, expanded.as_deref(), filter.clone(), fetch, probes).await?;
         let returned: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let hits = Hits::of(spec, &batches, schema)?;
         let complete =
             returned < fetch || fetch >= LEG_FETCH_MAX || hits.tie_ends_before_last(spec.k);
         if complete {
-            return hits.batch(spec.k, schema);
+            return hits.batch(spec.k, leg, schema);
         }
         fetch = (fetch * 2).min(LEG_FETCH_MAX);
     }
@@ -522,9 +585,11 @@ struct Probes {
     refine: Option<u32>,
 }
 
-/// One search of `fetch` hits through Lance.
+/// One search of `fetch` hits through Lance; a text leg's words are `expanded` when its
+/// prefix was.
 async fn lance_search(
     spec: &LegSpec,
+    expanded: Option<&str>,
     filter: Option<Expr>,
     fetch: usize,
     probes: Probes,
@@ -565,6 +630,7 @@ async fn lance_search(
             matching,
             ..
         } => {
+            let query = expanded.unwrap_or(query).to_string();
             let words = |fuzziness: u32, operator: Operator| {
                 MatchQuery::new(query.clone())
                     .with_column(Some(property.clone()))
@@ -575,6 +641,7 @@ async fn lance_search(
             let matching: FtsQuery = match *matching {
                 TextMatch::Any { fuzziness } => words(fuzziness, Operator::Or),
                 TextMatch::All { fuzziness } => words(fuzziness, Operator::And),
+                TextMatch::Prefix => words(0, Operator::Or),
                 TextMatch::Phrase { slop } => PhraseQuery::new(query.clone())
                     .with_column(Some(property.clone()))
                     .with_slop(slop)
@@ -674,8 +741,8 @@ impl Hits {
         }
     }
 
-    /// The first `k` as the leg's rows, each with its competition rank.
-    fn batch(self, k: usize, schema: &SchemaRef) -> Result<RecordBatch> {
+    /// The first `k` as the rows of leg `leg`, each with its competition rank.
+    fn batch(self, k: usize, leg: i64, schema: &SchemaRef) -> Result<RecordBatch> {
         let count = self.scores.len().min(k);
         let mut ranks: Vec<i64> = Vec::with_capacity(count);
         for place in 0..count {
@@ -693,6 +760,7 @@ impl Hits {
                 Arc::new(Float64Array::from(scores.to_vec())),
                 Arc::new(Int64Array::from(ranks)),
                 Arc::new(Float64Array::from(normalised(scores))),
+                Arc::new(Int64Array::from(vec![leg; count])),
             ],
         )
         .map_err(Into::into)

@@ -1,6 +1,6 @@
-//! `CALL omni.vector`, `omni.text` and `omni.fuse` (`procedures.rs`): each leg a
-//! [`Leg`] node (`exec/leg.rs`), a fusion the legs' union summed by node, and the hits
-//! joined to the rows so far.
+//! `CALL omni.vector`, `omni.text` and `omni.fuse` (`procedures.rs`): a call's legs one
+//! [`Leg`] node (`exec/leg.rs`, which reads the candidates once and runs the legs at
+//! once), a fusion their rows summed by node, and the hits joined to the rows so far.
 //!
 //! - A call on a type's name searches the whole type: its hits are crossed with the
 //!   rows so far (the one empty row when the call comes first).
@@ -16,7 +16,7 @@
 
 use super::{Entity, NodeColumns, Planner, Rows, column};
 use crate::exec::leg::{Leg, LegColumns, LegSpec, Search, TextMatch};
-use crate::limits::{FUZZINESS_MAX, LEG_K_MAX, PHRASE_SLOP_MAX};
+use crate::limits::{FUZZINESS_MAX, LEG_K_MAX, PHRASE_SLOP_MAX, PREFIX_CHARS_MIN};
 use crate::procedures::{self, Call, LegCall, LegKind, LegOption, Output, RRF_K_DEFAULT, Target};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
@@ -42,8 +42,6 @@ struct Hits {
     score: String,
     /// A leg's rank; a fusion's list of the legs' ranks.
     rank: String,
-    /// A leg's score scaled to 0 to 1 over its hits (none for a fusion).
-    normalised: Option<String>,
 }
 
 impl Planner<'_> {
@@ -81,7 +79,14 @@ impl Planner<'_> {
             procedures::Procedure::Fuse => self.fusion(&read, def, candidates, span)?,
             procedures::Procedure::Vector | procedures::Procedure::Text => {
                 let k = self.leg_k(read.k)?;
-                self.leg(def, &read.legs[0], k, candidates, span)?
+                let spec = self.leg_spec(def, &read.legs[0], k, span)?;
+                let (plan, columns) = self.legs(vec![spec], candidates)?;
+                Hits {
+                    plan,
+                    key: columns.key,
+                    score: columns.score,
+                    rank: columns.rank,
+                }
             }
         };
         // The hits' key as the plan compares keys.
@@ -212,15 +217,14 @@ impl Planner<'_> {
         Ok(rows)
     }
 
-    /// One leg's hits.
-    fn leg(
+    /// One leg's search, as the call asks it.
+    fn leg_spec(
         &mut self,
         def: &TypeDef,
         leg: &LegCall<'_>,
         k: usize,
-        candidates: Option<LogicalPlan>,
         span: Span,
-    ) -> Result<Hits> {
+    ) -> Result<LegSpec> {
         let table = self
             .tables
             .get(def.name())
@@ -322,11 +326,31 @@ impl Planner<'_> {
                             slop: slop.map_or(0, |(words, _)| words),
                         }
                     }
+                    "prefix" => {
+                        if let Some((_, at)) = slop {
+                            return Err(only_for("slop", "'phrase'", at));
+                        }
+                        if let Some((_, at)) = fuzziness {
+                            return Err(only_for("fuzziness", "'any' and 'all'", at));
+                        }
+                        let text = self.text(leg.query)?;
+                        let prefix = crate::exec::prefix::prefix_of(&text).unwrap_or_default();
+                        if prefix.chars().count() < PREFIX_CHARS_MIN {
+                            return Err(self.refuse(
+                                QueryRefusal::WrongType,
+                                leg.query.span,
+                                format!(
+                                    "a prefix has at least {PREFIX_CHARS_MIN} characters, not '{prefix}'"
+                                ),
+                            ));
+                        }
+                        TextMatch::Prefix
+                    }
                     other => {
                         return Err(self.refuse(
                             QueryRefusal::WrongType,
                             mode.1,
-                            format!("match is 'any', 'all' or 'phrase', not '{other}'"),
+                            format!("match is 'any', 'all', 'phrase' or 'prefix', not '{other}'"),
                         ));
                     }
                 };
@@ -343,30 +367,33 @@ impl Planner<'_> {
                 }
             }
         };
-        let spec = LegSpec {
+        Ok(LegSpec {
             table,
             type_name: def.name().to_string(),
             key_column: def.key_column().to_string(),
             search,
             k,
-        };
+        })
+    }
+
+    /// One node running `specs` over `candidates` (read once for all of them).
+    fn legs(
+        &mut self,
+        specs: Vec<LegSpec>,
+        candidates: Option<LogicalPlan>,
+    ) -> Result<(LogicalPlan, LegColumns)> {
         let columns = LegColumns {
             key: self.fresh("key"),
             score: self.fresh("score"),
             rank: self.fresh("rank"),
             normalised: self.fresh("normalised"),
+            leg: self.fresh("leg"),
         };
-        let node = Leg::new(spec, candidates, &columns);
-        let node = self.internal(node)?;
-        Ok(Hits {
-            plan: LogicalPlan::Extension(Extension {
-                node: Arc::new(node),
-            }),
-            key: columns.key,
-            score: columns.score,
-            rank: columns.rank,
-            normalised: Some(columns.normalised),
-        })
+        let node = self.internal(Leg::new(specs, candidates, &columns))?;
+        let plan = LogicalPlan::Extension(Extension {
+            node: Arc::new(node),
+        });
+        Ok((plan, columns))
     }
 
     /// A fusion: each leg's hits, their reciprocal-rank contributions summed by node,
@@ -404,52 +431,51 @@ impl Planner<'_> {
             Some(value) => self.non_negative(value, "rrf_k")?,
             None => RRF_K_DEFAULT,
         };
+        let mut specs = Vec::with_capacity(call.legs.len());
+        let mut weights = Vec::with_capacity(call.legs.len());
+        for leg in &call.legs {
+            weights.push(match leg.options.get(&LegOption::Weight) {
+                Some(value) => self.non_negative(value, "a leg's weight")?,
+                None => 1.0,
+            });
+            let leg_k = self.leg_k(leg.k)?;
+            specs.push(self.leg_spec(def, leg, leg_k, span)?);
+        }
+        let (hits, columns) = self.legs(specs, candidates)?;
+        // Each row's contribution, by the weight of the leg that found it; each leg's
+        // rank in a column of its own.
+        let of_leg = |i: usize| column(&columns.leg).eq(lit(i as i64));
+        let mut weight = lit(ScalarValue::Float64(None));
+        for (i, w) in weights.iter().enumerate().rev() {
+            weight = Expr::Case(datafusion::logical_expr::Case::new(
+                None,
+                vec![(Box::new(of_leg(i)), Box::new(lit(*w)))],
+                Some(Box::new(weight)),
+            ));
+        }
+        let contribution_of_row = if by_score {
+            weight * column(&columns.normalised)
+        } else {
+            weight / (lit(rrf_k) + cast(column(&columns.rank), DataType::Float64))
+        };
         let key = self.fresh("key");
         let contribution = self.fresh("contribution");
         let ranks: Vec<String> = (0..call.legs.len())
             .map(|i| self.fresh(&format!("leg{i}_rank")))
             .collect();
-        let mut branches = Vec::with_capacity(call.legs.len());
-        for (i, leg) in call.legs.iter().enumerate() {
-            let weight = match leg.options.get(&LegOption::Weight) {
-                Some(value) => self.non_negative(value, "a leg's weight")?,
-                None => 1.0,
-            };
-            let leg_k = self.leg_k(leg.k)?;
-            let Hits {
-                plan,
-                key: leg_key,
-                rank: rank_column,
-                normalised,
-                ..
-            } = self.leg(def, leg, leg_k, candidates.clone(), span)?;
-            let normalised = normalised.expect("a leg scales its scores");
-            let contribution_of_leg = if by_score {
-                lit(weight) * column(&normalised)
-            } else {
-                lit(weight) / (lit(rrf_k) + cast(column(&rank_column), DataType::Float64))
-            };
-            let mut items = vec![
-                column(&leg_key).alias(&key),
-                contribution_of_leg.alias(&contribution),
-            ];
-            for (j, name) in ranks.iter().enumerate() {
-                let value = if i == j {
-                    column(&rank_column)
-                } else {
-                    lit(ScalarValue::Int64(None))
-                };
-                items.push(value.alias(name));
-            }
-            let branch = LogicalPlanBuilder::from(plan)
-                .project(items)
-                .and_then(LogicalPlanBuilder::build);
-            branches.push(self.internal(branch)?);
+        let mut items = vec![
+            column(&columns.key).alias(&key),
+            contribution_of_row.alias(&contribution),
+        ];
+        for (i, name) in ranks.iter().enumerate() {
+            let rank = Expr::Case(datafusion::logical_expr::Case::new(
+                None,
+                vec![(Box::new(of_leg(i)), Box::new(column(&columns.rank)))],
+                Some(Box::new(lit(ScalarValue::Int64(None)))),
+            ));
+            items.push(rank.alias(name));
         }
-        let mut union = LogicalPlanBuilder::from(branches.remove(0));
-        for branch in branches {
-            union = self.internal(union.union(branch))?;
-        }
+        let union = self.internal(LogicalPlanBuilder::from(hits).project(items))?;
         let score = self.fresh("score");
         let all_ranks = self.fresh("ranks");
         let mut aggregates = vec![sum(column(&contribution)).alias(&score)];
@@ -476,7 +502,6 @@ impl Planner<'_> {
             key,
             score,
             rank: all_ranks,
-            normalised: None,
         })
     }
 
