@@ -857,7 +857,17 @@ pub async fn search(
     let mut options = omnigraph_query::QueryOptions::new()
         .at(CommitRef::Seq(commit.seq))
         .parameter("k", json!(asked));
-    let (procedure, found, score) = match (query.text, query.vector) {
+    let label = cypher_name(type_name);
+    // The predicate in brackets and on a line of its own: a comment in it ends with it.
+    let (pattern, target) = match &query.predicate {
+        Some(predicate) => (
+            format!("MATCH (n:{label}) WHERE ({predicate}\n) "),
+            "n".to_string(),
+        ),
+        None => (String::new(), cypher_string(type_name)),
+    };
+    let property = cypher_string(property);
+    let (call, found, score) = match (query.text, query.vector) {
         (Some(text), None) => {
             options = options.parameter("query", json!(text));
             let matching = match query.matching {
@@ -868,7 +878,7 @@ pub async fn search(
                 None => "",
             };
             (
-                format!("omni.text(TARGET, PROPERTY, $query, $k{matching})"),
+                format!("omni.text({target}, {property}, $query, $k{matching})"),
                 "score",
                 "_score",
             )
@@ -882,7 +892,7 @@ pub async fn search(
             }
             options = options.parameter("query", json!(vector));
             (
-                "omni.vector(TARGET, PROPERTY, $query, $k)".to_string(),
+                format!("omni.vector({target}, {property}, $query, $k)"),
                 "distance",
                 "_distance",
             )
@@ -894,56 +904,18 @@ pub async fn search(
             ));
         }
     };
-    let label = cypher_name(type_name);
-    let (pattern, target) = match &query.predicate {
-        Some(predicate) => (
-            format!("MATCH (n:{label}) WHERE {predicate} "),
-            "n".to_string(),
-        ),
-        None => (String::new(), cypher_string(type_name)),
-    };
-    let call = procedure
-        .replace("TARGET", &target)
-        .replace("PROPERTY", &cypher_string(property));
     let text = format!(
         "{pattern}CALL {call} YIELD node, rank, {found} \
          RETURN node, rank, {found} ORDER BY rank, node.{}",
         cypher_name(&key)
     );
-    // A refusal inside the predicate is told at its column in the predicate.
-    let where_at = pattern.chars().count()
-        - query
-            .predicate
-            .as_ref()
-            .map_or(0, |p| p.chars().count() + 1);
-    let in_predicate = |error: OmniError| match (error, &query.predicate) {
-        (
-            OmniError::BadQuery {
-                refusal,
-                line: 1,
-                column,
-                message,
-                ..
-            },
-            Some(predicate),
-        ) if !predicate.contains('\n')
-            && column as usize > where_at
-            && column as usize <= where_at + predicate.chars().count() + 1 =>
-        {
-            let column = column - where_at as u64;
-            OmniError::bad_query(
-                refusal,
-                1,
-                column,
-                format!("--where `{predicate}`, at its column {column}: {message}"),
-            )
-        }
-        (error, _) => error,
-    };
     let result = omnigraph_query::query(&graph, &text, &options)
         .await
-        .map_err(in_predicate)?;
-    let batches = result.collect().await.map_err(in_predicate)?;
+        .map_err(|error| search_error(error, query.predicate.as_deref(), &label))?;
+    let batches = result
+        .collect()
+        .await
+        .map_err(|error| search_error(error, query.predicate.as_deref(), &label))?;
     let mut rows: Vec<Map<String, Value>> = omnigraph_graph::batches_to_json(&batches)
         .into_iter()
         .map(|mut row| {
@@ -970,6 +942,51 @@ pub async fn search(
         },
     );
     Ok(())
+}
+
+/// An error of the query `search` wrote, told of what the user gave: a refusal inside
+/// the `--where` predicate at its line and column there (its first line starts after
+/// `MATCH (n:LABEL) WHERE (`), any other refusal as bad input of the command, since the
+/// query's own text is not the user's.
+fn search_error(error: OmniError, predicate: Option<&str>, label: &str) -> OmniError {
+    let OmniError::BadQuery {
+        refusal,
+        line,
+        column,
+        message,
+        ..
+    } = error
+    else {
+        return error;
+    };
+    if let Some(predicate) = predicate {
+        let lines = predicate.lines().count().max(1) as u64;
+        // The columns the query holds before the predicate on its first line.
+        let before = format!("MATCH (n:{label}) WHERE (").chars().count() as u64;
+        // The bracket that closes the predicate starts the line after it: an error
+        // there is at the predicate's end.
+        let (line, column) = if line == lines + 1 && column == 1 {
+            let last = predicate.lines().last().unwrap_or_default().chars().count() as u64;
+            let first_line_offset = if lines == 1 { before } else { 0 };
+            (lines, first_line_offset + last + 1)
+        } else {
+            (line, column)
+        };
+        let inside = match line {
+            1 => column > before,
+            line => line <= lines,
+        };
+        if inside {
+            let column = if line == 1 { column - before } else { column };
+            return OmniError::bad_query(
+                refusal,
+                line,
+                column,
+                format!("--where `{predicate}`, at its line {line}, column {column}: {message}"),
+            );
+        }
+    }
+    OmniError::bad_input(InputLocation::in_source("search"), message)
 }
 
 /// A schema name as a Cypher name (backquoted, a backquote doubled).

@@ -2208,8 +2208,8 @@ fn search_is_one_leg_of_the_query_language_with_a_cypher_prefilter() {
     ]));
     assert_eq!(ids(&older), ["p2", "p4"], "{older}");
     assert_eq!(older["truncated"], false, "{older}");
-    // Refusals, typed: a predicate that does not parse (at its column), --match on a
-    // vector search, an unknown type.
+    // Refusals, typed: an unknown property in the predicate (at its column there),
+    // --match on a vector search, an unknown type.
     let bad = search(&[
         "--property",
         "name",
@@ -2223,7 +2223,8 @@ fn search_is_one_leg_of_the_query_language_with_a_cypher_prefilter() {
     assert_eq!(error["error"]["code"], "bad_query", "{error}");
     let message = error["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("--where `n.agee > 3`, at its column 3") && message.contains("agee"),
+        message.contains("--where `n.agee > 3`, at its line 1, column 3")
+            && message.contains("agee"),
         "{error}"
     );
     let mismatched = search(&[
@@ -2236,6 +2237,37 @@ fn search_is_one_leg_of_the_query_language_with_a_cypher_prefilter() {
     ]);
     let error: Value = serde_json::from_slice(&mismatched.stderr).unwrap();
     assert_eq!(error["error"]["code"], "bad_input", "{error}");
+    // A predicate that does not parse is told inside the predicate; a comment in one
+    // ends with it.
+    let unparsed = search(&["--property", "name", "--text", "ada", "--where", "n.age >"]);
+    let error: Value = serde_json::from_slice(&unparsed.stderr).unwrap();
+    assert_eq!(error["error"]["code"], "bad_query", "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--where `n.age >`"),
+        "{error}"
+    );
+    let commented = json_of(&search(&[
+        "--property",
+        "embedding",
+        "--vector",
+        query,
+        "-k",
+        "2",
+        "--where",
+        "n.age > 40 // older",
+    ]));
+    assert_eq!(ids(&commented), ["p2", "p4"], "{commented}");
+    // A refusal of what the command wrote is bad input of the command.
+    let unindexed = search(&["--property", "age", "--text", "ada"]);
+    let error: Value = serde_json::from_slice(&unindexed.stderr).unwrap();
+    assert_eq!(error["error"]["code"], "bad_input", "{error}");
+    assert!(
+        error["error"]["message"].as_str().unwrap().contains("age"),
+        "{error}"
+    );
     let too_many = search(&["--property", "name", "--text", "ada", "-k", "10001"]);
     let error: Value = serde_json::from_slice(&too_many.stderr).unwrap();
     assert_eq!(error["error"]["code"], "bad_input", "{error}");

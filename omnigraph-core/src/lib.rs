@@ -77,6 +77,8 @@ pub use lance;
 pub use lance_index;
 /// Lance's distance types (a vector search's metric), re-exported for the read side.
 pub use lance_linalg;
+/// Lance's tokenizers (a full-text index's own), re-exported for the read side.
+pub use lance_tokenizer;
 
 pub use error::{
     EXIT_CONFLICT, EXIT_FAILURE, EXIT_SUCCESS, EXIT_TEMPORARY, EXIT_USAGE, ErrorCode, ErrorKind,

@@ -81,7 +81,7 @@ pub const LEG_FETCH_MAX: usize = 4 * LEG_K_MAX;
 /// The most edits a text leg's fuzzy match allows (Lance's fuzzy matching).
 pub const FUZZINESS_MAX: i64 = 2;
 
-/// The most words a phrase's words may stand apart by in all (`{slop: n}`): Lance
+/// The most words between two consecutive words of a phrase (`{slop: n}`): Lance
 /// checks positions within this window for every candidate row.
 pub const PHRASE_SLOP_MAX: i64 = 16;
 
@@ -89,6 +89,10 @@ pub const PHRASE_SLOP_MAX: i64 = 16;
 /// The most words a text leg's prefix stands for (Lance's own bound on a fuzzy
 /// match's expansions): those held by the most rows.
 pub const PREFIX_EXPANSIONS_MAX: usize = 50;
+
+/// The most rows a prefix reads the words of (the whole column, or the leg's
+/// candidates): past it the leg fails and asks for candidates.
+pub const PREFIX_ROWS_READ_MAX: usize = 10_000_000;
 
 /// The fewest characters a prefix has: a shorter one stands for too much of the column.
 pub const PREFIX_CHARS_MIN: usize = 2;

@@ -112,11 +112,12 @@ pub(crate) enum LegOption {
     Refine,
     /// A vector leg's metric: `'l2'`, `'cosine'` or `'dot'`.
     Metric,
-    /// How a text leg matches its words: `'any'` (the default), `'all'` or `'phrase'`.
+    /// How a text leg matches its words: `'any'` (the default), `'all'`, `'phrase'` or
+    /// `'prefix'`.
     Match,
     /// The edits a text leg's term may be from a word it matches (0 to 2).
     Fuzziness,
-    /// The words a phrase's words may stand apart by (0: adjacent, in order).
+    /// The most words between two consecutive words of a phrase (0: adjacent).
     Slop,
     /// A leg's weight in a fusion (default 1).
     Weight,

@@ -293,12 +293,18 @@ fn session() -> &'static SessionState {
             ExtractLeafExpressions::new().name().to_string(),
             PushDownLeafProjections::new().name().to_string(),
         ];
-        let rules = state
+        let rules: Vec<_> = state
             .optimizers()
             .iter()
             .filter(|rule| !leaf_passes.iter().any(|pass| pass == rule.name()))
             .cloned()
             .collect();
+        // Both passes were there to remove (a DataFusion that renamed one would keep it).
+        assert_eq!(
+            state.optimizers().len() - rules.len(),
+            leaf_passes.len(),
+            "DataFusion's leaf-projection passes are in its default rules"
+        );
         let mut state = SessionStateBuilder::new_from_existing(state)
             .with_optimizer_rules(rules)
             .build();

@@ -215,17 +215,14 @@ async fn timed(graph: &Omnigraph, text: &str, asked: &[Asked]) -> Value {
     json!({"p50_ms": percentile(&mut times, 50), "p99_ms": percentile(&mut times, 99)})
 }
 
-/// Competition ranks of `(id, score)` sorted best first (ties by id), cut at `k`.
-fn ranked(mut hits: Vec<(i64, f64)>, larger_is_better: bool, k: usize) -> Vec<(i64, i64)> {
-    hits.sort_by(|a, b| {
-        let order = a.1.total_cmp(&b.1);
-        let order = if larger_is_better {
-            order.reverse()
-        } else {
-            order
-        };
-        order.then(a.0.cmp(&b.0))
-    });
+/// Competition ranks of `(id, score)` sorted best first by `better` (ties by id), cut
+/// at `k`.
+fn ranked(
+    mut hits: Vec<(i64, f64)>,
+    better: fn(&f64, &f64) -> std::cmp::Ordering,
+    k: usize,
+) -> Vec<(i64, i64)> {
+    hits.sort_by(|a, b| better(&a.1, &b.1).then(a.0.cmp(&b.0)));
     hits.truncate(k);
     let mut out: Vec<(i64, i64)> = Vec::with_capacity(hits.len());
     for (place, (id, score)) in hits.iter().enumerate() {
@@ -279,9 +276,11 @@ fn brute_force(corpus: &Corpus, vectors: &[f32], q: &Asked) -> Vec<i64> {
         })
         .collect();
     let mut fused: HashMap<i64, f64> = HashMap::new();
-    for (id, rank) in ranked(distances, false, LEG_K)
+    let nearest = |a: &f64, b: &f64| a.total_cmp(b);
+    let highest = |a: &f64, b: &f64| b.total_cmp(a);
+    for (id, rank) in ranked(distances, nearest, LEG_K)
         .into_iter()
-        .chain(ranked(scores, true, LEG_K))
+        .chain(ranked(scores, highest, LEG_K))
     {
         *fused.entry(id).or_default() += 1.0 / (RRF_K + rank as f64);
     }
@@ -416,6 +415,13 @@ pub(crate) async fn hybrid_bench(dir: &Path, docs: usize, count: usize) -> Value
         .as_f64()
         .unwrap_or_default()
         .max(text["p50_ms"].as_f64().unwrap_or_default());
+    // The fused answers must be the brute-force ones: a bench of wrong answers is no
+    // figure.
+    assert!(
+        differing.is_empty(),
+        "the fusion differs from brute force on {} of {checked} queries: {differing:?}",
+        differing.len()
+    );
     json!({
         "docs": docs,
         "authors": AUTHORS,

@@ -936,6 +936,23 @@ async fn a_text_leg_matches_every_word_or_a_phrase_and_a_fusion_may_sum_scaled_s
     assert!(
         phrase(&corpus, "quartz", "ember", 2).len() > phrase(&corpus, "quartz", "ember", 0).len()
     );
+    // Three words, adjacent and in order.
+    let three = ids(
+        &rows(
+            &graph,
+            "CALL omni.text('Doc', 'body', 'graph lance vector', 2000, {match: 'phrase'}) YIELD node RETURN node.id",
+            &QueryOptions::new(),
+        )
+        .await,
+    );
+    let want: BTreeSet<i64> = corpus
+        .docs
+        .iter()
+        .filter(|(_, (body, _))| body.contains("graph lance vector"))
+        .map(|(id, _)| *id)
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(three, want);
     // The reversed order is another phrase.
     let reversed = ids(
         &rows(

@@ -341,28 +341,56 @@ pub fn default_nprobes(partitions: usize) -> usize {
     share.max(NPROBES_MIN).min(partitions.max(1))
 }
 
-/// Whether the built full-text index `index_name` of `table` keeps word positions (a
-/// phrase query needs them): `None` when no such index is built. An index whose
-/// segments disagree, or whose details do not decode, keeps none.
-pub async fn full_text_positions(table: &Dataset, index_name: &str) -> Result<Option<bool>> {
+/// The parameters each segment of the built full-text index `index_name` of `table`
+/// was built with, as its details record them (read as untrusted: a segment whose
+/// details are missing or do not decode is `None`). Empty when no such index is built.
+async fn built_full_text_segments(
+    table: &Dataset,
+    index_name: &str,
+) -> Result<Vec<Option<InvertedIndexParams>>> {
     use prost::Message;
-    let segments: Vec<_> = table
+    Ok(table
         .load_indices()
         .await
         .map_err(|error| read_error("list indexes", error))?
         .iter()
         .filter(|index| index.name == index_name)
-        .cloned()
-        .collect();
+        .map(|segment| {
+            let details = segment.index_details.as_ref()?;
+            let details =
+                lance_index::pbold::InvertedIndexDetails::decode(details.value.as_slice()).ok()?;
+            InvertedIndexParams::try_from(&details).ok()
+        })
+        .collect())
+}
+
+/// Whether the built full-text index `index_name` of `table` keeps word positions (a
+/// phrase query needs them): `None` when no such index is built. An index any of whose
+/// segments keeps none, or whose details do not decode, keeps none.
+pub async fn full_text_positions(table: &Dataset, index_name: &str) -> Result<Option<bool>> {
+    let segments = built_full_text_segments(table, index_name).await?;
     if segments.is_empty() {
         return Ok(None);
     }
     Ok(Some(segments.iter().all(|segment| {
-        segment.index_details.as_ref().is_some_and(|details| {
-            lance_index::pbold::InvertedIndexDetails::decode(details.value.as_slice())
-                .is_ok_and(|details| details.with_position)
-        })
+        segment
+            .as_ref()
+            .is_some_and(InvertedIndexParams::has_positions)
     })))
+}
+
+/// The parameters (tokenizer, positions) the built full-text index `index_name` of
+/// `table` was built with: those of its first segment whose details decode; `None`
+/// when it is not built or no segment's do.
+pub async fn built_full_text_params(
+    table: &Dataset,
+    index_name: &str,
+) -> Result<Option<InvertedIndexParams>> {
+    Ok(built_full_text_segments(table, index_name)
+        .await?
+        .into_iter()
+        .flatten()
+        .next())
 }
 
 /// Whether `table` holds a built index named `index_name`.

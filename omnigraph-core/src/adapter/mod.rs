@@ -37,8 +37,8 @@ pub use evolve::{
 pub use in_fragments::{stage_delete_in, stage_update_in};
 pub use index::{
     BuiltVectorIndex, FULL_TEXT_MEMORY_MIB, FULL_TEXT_WORKERS, FullTextBudget, IndexBuild,
-    IndexBuildKind, Quantisation, built_partitions, built_vector_index, default_nprobes,
-    default_refine, full_text_params, full_text_positions, is_built, stage_index,
+    IndexBuildKind, Quantisation, built_full_text_params, built_partitions, built_vector_index,
+    default_nprobes, default_refine, full_text_params, full_text_positions, is_built, stage_index,
     stage_index_within,
 };
 pub use rebase::{BaseDrift, base_drift, recommit_index_build, restage_compaction};

@@ -36,6 +36,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "default_nprobes",
     "default_refine",
     "full_text_positions",
+    "built_full_text_params",
     "is_built",
     "stage_add_null_columns",
     "stage_drop_columns",

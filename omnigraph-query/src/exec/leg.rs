@@ -83,7 +83,8 @@ pub(crate) enum TextMatch {
     Any { fuzziness: u32 },
     /// A row holding every word, each within `fuzziness` edits.
     All { fuzziness: u32 },
-    /// A row holding the words in order, at most `slop` words apart in all.
+    /// A row holding the words in order, at most `slop` words between each two
+    /// consecutive ones.
     Phrase { slop: u32 },
     /// A row holding any of the words, the last standing for the words that begin
     /// with it (`prefix.rs`).
@@ -431,7 +432,7 @@ impl ExecutionPlan for LegExec {
             let searches = specs
                 .iter()
                 .enumerate()
-                .map(|(leg, spec)| search(spec, leg as i64, candidates.clone(), &schema));
+                .map(|(leg, spec)| search(spec, leg as i64, candidates.as_deref(), &schema));
             let batches = futures::future::try_join_all(searches).await?;
             Ok(datafusion::arrow::compute::concat_batches(
                 &schema, &batches,
@@ -482,14 +483,14 @@ async fn candidates(mut input: SendableRecordBatchStream) -> Result<Vec<ScalarVa
 async fn search(
     spec: &LegSpec,
     leg: i64,
-    candidates: Option<Vec<ScalarValue>>,
+    candidates: Option<&[ScalarValue]>,
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
-    if candidates.as_ref().is_some_and(Vec::is_empty) {
+    if candidates.is_some_and(<[ScalarValue]>::is_empty) {
         return Ok(RecordBatch::new_empty(schema.clone()));
     }
     let filter = candidates.map(|candidates| {
-        let keys: Vec<Expr> = candidates.into_iter().map(lit).collect();
+        let keys: Vec<Expr> = candidates.iter().cloned().map(lit).collect();
         col(spec.key_column.as_str()).in_list(keys, false)
     });
     // A leg's own probes and refine, else its index's defaults (as `status` reports).
@@ -533,7 +534,7 @@ async fn search(
                     OmniError::query_failed(
                         omnigraph_core::QueryFailure::Evaluation,
                         format!(
-                            "the full-text index {index} of {} keeps no word positions, which a phrase needs (it was built before phrases were supported): rebuild it with `omnigraph rebuild-index --type {} --index {index}`",
+                            "the full-text index {index} of {} keeps no word positions, which a phrase needs (it was built before phrases were supported): rebuild it with `omnigraph rebuild-index ROOT --type {} --index {index}`",
                             spec.type_name, spec.type_name
                         ),
                     ),
@@ -555,8 +556,16 @@ async fn search(
             property,
             query,
             matching: TextMatch::Prefix,
-            ..
-        } => match super::prefix::expand(&spec.table, property, query).await? {
+            index,
+        } => match super::prefix::expand(
+            &spec.table,
+            property,
+            index.as_deref(),
+            query,
+            filter.as_ref(),
+        )
+        .await?
+        {
             Some(words) => Some(words),
             None => return Ok(RecordBatch::new_empty(schema.clone())),
         },

@@ -396,8 +396,9 @@ impl Planner<'_> {
         Ok((plan, columns))
     }
 
-    /// A fusion: each leg's hits, their reciprocal-rank contributions summed by node,
-    /// the `k` best kept; its rank column is the list of the legs' ranks.
+    /// A fusion: every leg's hits from one node, each row's contribution (by reciprocal
+    /// rank, or its weighted scaled score) summed by node, the `k` best kept; its rank
+    /// column is the list of the legs' ranks.
     fn fusion(
         &mut self,
         call: &Call<'_>,
