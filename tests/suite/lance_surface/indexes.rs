@@ -222,3 +222,31 @@ async fn ivf_sq_builds_and_reads_back_as_sized() {
         serde_json::from_str(&built.dataset.index_statistics("vec_vector").await.unwrap()).unwrap();
     assert_eq!(statistics["num_indexed_rows"], 600, "{statistics}");
 }
+
+#[tokio::test]
+async fn a_full_text_index_keeps_word_positions_and_its_details_say_so() {
+    let test = TestRoot::new(Backend::Memory).await;
+    let table = new_table(&test.root, "t1").await;
+    let tip = adapter::stage_append(&table, vec![rows(0, 40, false)], &origin(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        adapter::full_text_positions(&tip.dataset, "text_fts")
+            .await
+            .unwrap(),
+        None,
+        "no index built yet"
+    );
+    let tip = build(&tip, "text", "text_fts", IndexBuildKind::FullText).await;
+    assert_eq!(
+        adapter::full_text_positions(&tip.dataset, "text_fts")
+            .await
+            .unwrap(),
+        Some(true)
+    );
+    let params = adapter::built_full_text_params(&tip.dataset, "text_fts")
+        .await
+        .unwrap()
+        .expect("the details decode");
+    assert!(params.has_positions());
+}
