@@ -18,8 +18,8 @@ use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance_tokenizer::TokenStream;
 use std::collections::{HashMap, HashSet};
 
-/// The words of `text` as the simple tokenizer cuts them: runs of letters and digits,
-/// lowercased. The planner checks a prefix's length on these.
+/// The last word of `query` (a run of letters and digits), lowercased: the prefix
+/// whose length the planner checks.
 pub(crate) fn prefix_of(query: &str) -> Option<String> {
     query
         .split(|c: char| !c.is_alphanumeric())
