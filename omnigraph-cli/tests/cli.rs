@@ -1596,8 +1596,8 @@ fn csv_files_load_by_type_and_a_bad_one_names_its_row_and_publishes_nothing() {
     assert_eq!(p9["name"], "Nine");
 }
 
-/// The error code of a failed command's `--json` document (on stderr).
-fn error_code(output: &Output) -> String {
+/// The `error` of a failed command's `--json` document (on stderr).
+fn error_of(output: &Output) -> Value {
     assert!(!output.status.success());
     let document: Value = serde_json::from_slice(&output.stderr).unwrap_or_else(|error| {
         panic!(
@@ -1605,7 +1605,12 @@ fn error_code(output: &Output) -> String {
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    document["error"]["code"]
+    document["error"].clone()
+}
+
+/// The error code of a failed command's `--json` document (on stderr).
+fn error_code(output: &Output) -> String {
+    error_of(output)["code"]
         .as_str()
         .unwrap_or_default()
         .to_string()
@@ -2219,9 +2224,9 @@ fn search_is_one_leg_of_the_query_language_with_a_cypher_prefilter() {
         "n.agee > 3",
     ]);
     assert_eq!(bad.status.code(), Some(2), "{bad:?}");
-    let error: Value = serde_json::from_slice(&bad.stderr).unwrap();
-    assert_eq!(error["error"]["code"], "bad_query", "{error}");
-    let message = error["error"]["message"].as_str().unwrap();
+    let error = error_of(&bad);
+    assert_eq!(error["code"], "bad_query", "{error}");
+    let message = error["message"].as_str().unwrap();
     assert!(
         message.contains("--where `n.agee > 3`, at its line 1, column 3")
             && message.contains("agee"),
@@ -2235,15 +2240,14 @@ fn search_is_one_leg_of_the_query_language_with_a_cypher_prefilter() {
         "--match",
         "all",
     ]);
-    let error: Value = serde_json::from_slice(&mismatched.stderr).unwrap();
-    assert_eq!(error["error"]["code"], "bad_input", "{error}");
+    assert_eq!(error_code(&mismatched), "bad_input");
     // A predicate that does not parse is told inside the predicate; a comment in one
     // ends with it.
     let unparsed = search(&["--property", "name", "--text", "ada", "--where", "n.age >"]);
-    let error: Value = serde_json::from_slice(&unparsed.stderr).unwrap();
-    assert_eq!(error["error"]["code"], "bad_query", "{error}");
+    let error = error_of(&unparsed);
+    assert_eq!(error["code"], "bad_query", "{error}");
     assert!(
-        error["error"]["message"]
+        error["message"]
             .as_str()
             .unwrap()
             .contains("--where `n.age >`"),
@@ -2262,15 +2266,14 @@ fn search_is_one_leg_of_the_query_language_with_a_cypher_prefilter() {
     assert_eq!(ids(&commented), ["p2", "p4"], "{commented}");
     // A refusal of what the command wrote is bad input of the command.
     let unindexed = search(&["--property", "age", "--text", "ada"]);
-    let error: Value = serde_json::from_slice(&unindexed.stderr).unwrap();
-    assert_eq!(error["error"]["code"], "bad_input", "{error}");
+    let error = error_of(&unindexed);
+    assert_eq!(error["code"], "bad_input", "{error}");
     assert!(
-        error["error"]["message"].as_str().unwrap().contains("age"),
+        error["message"].as_str().unwrap().contains("age"),
         "{error}"
     );
     let too_many = search(&["--property", "name", "--text", "ada", "-k", "10001"]);
-    let error: Value = serde_json::from_slice(&too_many.stderr).unwrap();
-    assert_eq!(error["error"]["code"], "bad_input", "{error}");
+    assert_eq!(error_code(&too_many), "bad_input");
     let unknown = omnigraph(&[
         "search",
         &root,
@@ -2282,6 +2285,5 @@ fn search_is_one_leg_of_the_query_language_with_a_cypher_prefilter() {
         "ada",
         "--json",
     ]);
-    let error: Value = serde_json::from_slice(&unknown.stderr).unwrap();
-    assert_eq!(error["error"]["code"], "not_found", "{error}");
+    assert_eq!(error_code(&unknown), "not_found");
 }

@@ -18,12 +18,12 @@
 //! over the candidates, BM25 from its formula with the whole corpus's statistics,
 //! reciprocal rank fusion (k = 60) of the two top 20s, ties cut by key.
 
-use crate::retrieval::{DIMENSION, centres, percentile, points};
+use crate::retrieval::{DIMENSION, centres, ids, percentile, points};
 use omnigraph_core::arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
 use omnigraph_core::arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use omnigraph_graph::{InputFormat, LoadMode, Omnigraph};
 use omnigraph_maintenance::MaintenanceExt;
-use omnigraph_query::{QueryOptions, query};
+use omnigraph_query::QueryOptions;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -184,21 +184,6 @@ fn fusion() -> String {
          {{text: 'body', query: $q, k: {LEG_K}}}], {K}) YIELD score \
          RETURN d.id ORDER BY score DESC, d.id"
     )
-}
-
-async fn ids(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Vec<i64> {
-    let result = query(graph, text, options).await.expect("query");
-    let batches = result.collect().await.expect("rows");
-    let mut ids = Vec::new();
-    for batch in &batches {
-        let column = batch
-            .column(0)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .expect("ids");
-        ids.extend(column.values().iter().copied());
-    }
-    ids
 }
 
 /// p50 and p99 of `text` over `asked`, after one warm pass.

@@ -102,24 +102,27 @@ pub(crate) fn percentile(times: &mut [Duration], percent: usize) -> f64 {
     times[at].as_secs_f64() * 1e3
 }
 
+/// The first column of `text`'s rows, an Int64 (the nodes' ids).
+pub(crate) async fn ids(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Vec<i64> {
+    let result = query(graph, text, options).await.expect("query");
+    let batches = result.collect().await.expect("rows");
+    let mut ids = Vec::new();
+    for batch in &batches {
+        let column = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<omnigraph_core::arrow_array::Int64Array>()
+            .expect("ids");
+        ids.extend(column.values().iter().copied());
+    }
+    ids
+}
+
 /// Recall@K and latencies of `text` (reading `$v`) over every query, after one warm pass.
 async fn measure(graph: &Omnigraph, text: &str, queries: &[f32], truth: &[Vec<i64>]) -> Value {
     let run = |q: &[f32]| {
         let options = QueryOptions::new().parameter("v", json!(q));
-        async move {
-            let result = query(graph, text, &options).await.expect("query");
-            let batches = result.collect().await.expect("rows");
-            let mut ids = Vec::new();
-            for batch in &batches {
-                let column = batch
-                    .column(0)
-                    .as_any()
-                    .downcast_ref::<omnigraph_core::arrow_array::Int64Array>()
-                    .expect("ids");
-                ids.extend(column.values().iter().copied());
-            }
-            ids
-        }
+        async move { ids(graph, text, &options).await }
     };
     for q in queries.chunks(DIMENSION) {
         run(q).await;

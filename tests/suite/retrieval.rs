@@ -456,14 +456,26 @@ type Ranked = Vec<(i64, f64, i64)>;
 
 /// RRF of single legs' `(id, _, rank)`, as the fusion documents it.
 fn rrf(legs: &[(Ranked, f64)], rrf_k: f64, k: usize) -> Vec<(i64, f64, Vec<Option<i64>>)> {
+    fuse(legs, k, |_, (_, _, rank), weight| {
+        weight / (rrf_k + *rank as f64)
+    })
+}
+
+/// The legs' hits summed by id, each hit adding `contribution(its leg's hits, the hit,
+/// the leg's weight)`, with each leg's rank; the `k` best, ties by id.
+fn fuse(
+    legs: &[(Ranked, f64)],
+    k: usize,
+    contribution: impl Fn(&Ranked, &(i64, f64, i64), f64) -> f64,
+) -> Vec<(i64, f64, Vec<Option<i64>>)> {
     let mut fused: BTreeMap<i64, (f64, Vec<Option<i64>>)> = BTreeMap::new();
     for (i, (hits, weight)) in legs.iter().enumerate() {
-        for (id, _, rank) in hits {
+        for hit in hits {
             let entry = fused
-                .entry(*id)
+                .entry(hit.0)
                 .or_insert_with(|| (0.0, vec![None; legs.len()]));
-            entry.0 += weight / (rrf_k + *rank as f64);
-            entry.1[i] = Some(*rank);
+            entry.0 += contribution(hits, hit, *weight);
+            entry.1[i] = Some(hit.2);
         }
     }
     let mut fused: Vec<(i64, f64, Vec<Option<i64>>)> =
@@ -868,27 +880,15 @@ fn phrase(corpus: &Corpus, first: &str, second: &str, slop: usize) -> BTreeSet<i
 /// Each leg's `(id, score, rank)` scaled over its hits to 1 (its best) down to 0 (its
 /// worst), weighted and summed by id: the fusion by score as documented.
 fn by_score(legs: &[(Ranked, f64)], k: usize) -> Vec<(i64, f64, Vec<Option<i64>>)> {
-    let mut fused: BTreeMap<i64, (f64, Vec<Option<i64>>)> = BTreeMap::new();
-    for (i, (hits, weight)) in legs.iter().enumerate() {
+    fuse(legs, k, |hits, (_, score, _), weight| {
         let (best, worst) = (hits[0].1, hits[hits.len() - 1].1);
-        for (id, score, rank) in hits {
-            let scaled = if best == worst {
-                1.0
-            } else {
-                (score - worst) / (best - worst)
-            };
-            let entry = fused
-                .entry(*id)
-                .or_insert_with(|| (0.0, vec![None; legs.len()]));
-            entry.0 += weight * scaled;
-            entry.1[i] = Some(*rank);
-        }
-    }
-    let mut fused: Vec<(i64, f64, Vec<Option<i64>>)> =
-        fused.into_iter().map(|(id, (s, r))| (id, s, r)).collect();
-    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    fused.truncate(k);
-    fused
+        let scaled = if best == worst {
+            1.0
+        } else {
+            (score - worst) / (best - worst)
+        };
+        weight * scaled
+    })
 }
 
 #[tokio::test]

@@ -267,34 +267,21 @@ impl Planner<'_> {
                 }
             }
             LegKind::Text => {
-                let fuzziness = match leg.options.get(&LegOption::Fuzziness) {
-                    Some(value) => {
-                        let fuzziness = self.integer(value, "fuzziness")?;
-                        if !(0..=FUZZINESS_MAX).contains(&fuzziness) {
-                            return Err(self.refuse(
-                                QueryRefusal::WrongType,
-                                value.span,
-                                format!("fuzziness is 0 to {FUZZINESS_MAX} edits, not {fuzziness}"),
-                            ));
-                        }
-                        Some((fuzziness as u32, value.span))
-                    }
-                    None => None,
+                let option = |this: &Self, option, what, most, unit| match leg.options.get(&option)
+                {
+                    Some(value) => this
+                        .zero_to(value, what, most, unit)
+                        .map(|count| Some((count, value.span))),
+                    None => Ok(None),
                 };
-                let slop = match leg.options.get(&LegOption::Slop) {
-                    Some(value) => {
-                        let slop = self.integer(value, "slop")?;
-                        if !(0..=PHRASE_SLOP_MAX).contains(&slop) {
-                            return Err(self.refuse(
-                                QueryRefusal::WrongType,
-                                value.span,
-                                format!("slop is 0 to {PHRASE_SLOP_MAX} words, not {slop}"),
-                            ));
-                        }
-                        Some((slop as u32, value.span))
-                    }
-                    None => None,
-                };
+                let fuzziness = option(
+                    self,
+                    LegOption::Fuzziness,
+                    "fuzziness",
+                    FUZZINESS_MAX,
+                    "edits",
+                )?;
+                let slop = option(self, LegOption::Slop, "slop", PHRASE_SLOP_MAX, "words")?;
                 let mode = match leg.options.get(&LegOption::Match) {
                     Some(value) => (self.text(value)?, value.span),
                     None => ("any".to_string(), span),
@@ -509,6 +496,20 @@ impl Planner<'_> {
     /// A leg's or a call's `k`: 1 to [`LEG_K_MAX`].
     fn leg_k(&self, value: &CypherExpr) -> Result<usize> {
         self.positive(value, "k", LEG_K_MAX)
+    }
+
+    /// A count of 0 to `most` `unit`s.
+    fn zero_to(&self, value: &CypherExpr, what: &str, most: i64, unit: &str) -> Result<u32> {
+        let number = self.integer(value, what)?;
+        if (0..=most).contains(&number) {
+            Ok(number as u32)
+        } else {
+            Err(self.refuse(
+                QueryRefusal::WrongType,
+                value.span,
+                format!("{what} is 0 to {most} {unit}, not {number}"),
+            ))
+        }
     }
 
     fn positive(&self, value: &CypherExpr, what: &str, most: usize) -> Result<usize> {
