@@ -63,6 +63,9 @@ pub mod request;
 pub mod staging;
 pub mod writer;
 
+// Used only inside this crate.
+mod shared_reads;
+
 // Outside the supported API: public with `internal-api` (ARCHITECTURE.md).
 #[cfg(feature = "internal-api")]
 pub mod adjacency;

@@ -9,6 +9,7 @@ use crate::commit::{CommitOperation, GraphCommit};
 use crate::graph::{CommitRef, Graph};
 use crate::publication::{Publication, ReadSet};
 use crate::publisher::publish_seeing;
+use crate::shared_reads::SharedReads;
 use crate::staging::{Staging, open_pinned};
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::schema::Catalog;
@@ -86,6 +87,8 @@ pub struct Branch {
     actor: String,
     known_head: Mutex<Option<GraphCommit>>,
     catalog: Mutex<Option<Arc<Catalog>>>,
+    /// Reads of the head, shared by the callers that ask at once.
+    head_reads: SharedReads,
 }
 
 impl Branch {
@@ -97,6 +100,7 @@ impl Branch {
             actor: actor.to_string(),
             known_head: Mutex::new(None),
             catalog: Mutex::new(None),
+            head_reads: SharedReads::default(),
         }
     }
 
@@ -137,6 +141,25 @@ impl Branch {
     /// Forgets the head it knows: the next write reads the branch head first.
     pub fn forget_head(&self) {
         *self.known_head.lock() = None;
+    }
+
+    /// One read of the branch head, probing from the head it knows when it knows one.
+    async fn read_head(&self) -> Result<GraphCommit> {
+        let probed_from = self.known_head();
+        let head = match &probed_from {
+            Some(known) => self.graph.head_near(&self.branch, known).await?,
+            None => self.graph.commit(&self.branch, &CommitRef::Head).await?,
+        };
+        // The log's head is the truth, even below the head it knew (a root restored from
+        // a backup); but a head a task sharing the writer published meanwhile is newer
+        // than this read, and stays.
+        let mut known = self.known_head.lock();
+        let unchanged =
+            known.as_ref().map(|k| &k.commit_id) == probed_from.as_ref().map(|k| &k.commit_id);
+        if unchanged || known.as_ref().is_none_or(|k| k.seq < head.seq) {
+            *known = Some(head.clone());
+        }
+        Ok(head)
     }
 
     /// Publishes `publication` on this branch, its commit PUTs counted in `attempts`:
@@ -194,22 +217,10 @@ impl BranchWriter for Branch {
         &self.actor
     }
 
+    /// Callers that ask at once share reads of the log (`shared_reads.rs`): each gets
+    /// the head from a read that started after it asked.
     async fn head(&self) -> Result<GraphCommit> {
-        let probed_from = self.known_head();
-        let head = match &probed_from {
-            Some(known) => self.graph.head_near(&self.branch, known).await?,
-            None => self.graph.commit(&self.branch, &CommitRef::Head).await?,
-        };
-        // The log's head is the truth, even below the head it knew (a root restored from
-        // a backup); but a head a task sharing the writer published meanwhile is newer
-        // than this read, and stays.
-        let mut known = self.known_head.lock();
-        let unchanged =
-            known.as_ref().map(|k| &k.commit_id) == probed_from.as_ref().map(|k| &k.commit_id);
-        if unchanged || known.as_ref().is_none_or(|k| k.seq < head.seq) {
-            *known = Some(head.clone());
-        }
-        Ok(head)
+        self.head_reads.head(|| self.read_head()).await
     }
 
     async fn newest_known_head(&self) -> Result<GraphCommit> {

@@ -488,10 +488,15 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
 
     let mut reads = serde_json::Map::new();
     for clients in READ_CLIENTS {
+        let probe = root.probe();
         let before = cpu_ms();
         let (points, hops) = target.read_mix(clients, READ_WINDOW).await;
         let after = cpu_ms();
-        let (server, load_generator) = cpu_per_request(before, after, points.len() + hops.len());
+        let requests = points.len() + hops.len();
+        let (server, load_generator) = cpu_per_request(before, after, requests);
+        // Store requests per read: the head's probes (shared by reads that ask at once)
+        // and what Lance reads below its caches.
+        let store_requests = probe.total() as f64 / requests.max(1) as f64;
         reads.insert(
             format!("clients_{clients}"),
             json!({
@@ -501,6 +506,7 @@ pub(crate) async fn serve_bench(dir: &Path, people: usize, edges: usize) -> Valu
                 // rest of the process (the load generator).
                 "server_cpu_ms_per_request": server,
                 "load_generator_cpu_ms_per_request": load_generator,
+                "store_requests_per_request": store_requests,
             }),
         );
     }

@@ -691,3 +691,110 @@ async fn two_processes_publish_two_hundred_commits() {
         );
     }
 }
+
+/// Heads asked for at once share reads of the log, and a read already in flight when a
+/// caller asked never answers it: that caller sees a commit that landed after the read
+/// began (what a server's queries at the head rely on).
+#[tokio::test]
+async fn heads_asked_at_once_share_reads_and_none_misses_a_commit_made_before_it_asked() {
+    use omnigraph_publish::{Branch, BranchWriter};
+    const CALLERS: usize = 16;
+    for backend in BACKENDS {
+        let test = TestGraph::new(backend).await;
+        let person = test.table_id("Person");
+        let reader = Branch::new(test.reopen().await, "main", "reader");
+        let known = reader.head().await.unwrap();
+        assert_eq!(known, test.genesis);
+
+        // Every commit GET held, so the callers' reads overlap.
+        let probe = reader.graph().root().probe();
+        let held = reader.graph().root().inject(FaultRule::new(
+            "_graph/branches/main/commits/*",
+            &[RequestKind::Get],
+            FaultAction::Delay(std::time::Duration::from_millis(100)),
+        ));
+        let heads = futures::future::join_all((0..CALLERS).map(|_| reader.head())).await;
+        drop(held);
+        for head in heads {
+            assert_eq!(head.unwrap(), known, "{backend:?}");
+        }
+        let commit_gets = probe
+            .requests()
+            .iter()
+            .filter(|request| {
+                request.kind == RequestKind::Get && request.path.contains("/commits/")
+            })
+            .count();
+        // A read probes three commits; alone, each caller would have made its own.
+        assert!(
+            (3..=6).contains(&commit_gets),
+            "{backend:?}: {CALLERS} callers made {commit_gets} commit GETs"
+        );
+
+        // A read in flight (its GET of the known commit held; the two after it already
+        // answered "absent"), a commit lands, and a caller asks: it gets the new commit,
+        // not the in-flight read's answer.
+        let mut rule = FaultRule::new(
+            layout::commit_path("main", known.seq),
+            &[RequestKind::Get],
+            FaultAction::Delay(std::time::Duration::from_millis(1_500)),
+        );
+        rule.times = Some(1);
+        let held = reader.graph().root().inject(rule);
+        let reader = std::sync::Arc::new(reader);
+        let in_flight = tokio::spawn({
+            let reader = reader.clone();
+            async move { reader.head().await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let landed = insert_people(&test.graph, known.clone(), &person, 0, 2)
+            .await
+            .unwrap();
+        assert!(
+            !in_flight.is_finished(),
+            "{backend:?}: the first read is still in flight when the second caller asks"
+        );
+        let asked_after = reader.head().await.unwrap();
+        assert_eq!(asked_after, landed, "{backend:?}");
+        assert_eq!(in_flight.await.unwrap().unwrap(), known, "{backend:?}");
+        drop(held);
+    }
+}
+
+/// A head read whose caller goes away (its future dropped mid-read) leaves no waiter
+/// behind: one that waited on it makes the next read and gets the head.
+#[tokio::test]
+async fn a_head_read_dropped_mid_read_leaves_its_waiters_a_read_of_their_own() {
+    use omnigraph_publish::{Branch, BranchWriter};
+    let test = TestGraph::new(omnigraph_tests::Backend::Local).await;
+    let reader = std::sync::Arc::new(Branch::new(test.reopen().await, "main", "reader"));
+    let known = reader.head().await.unwrap();
+    let mut rule = FaultRule::new(
+        layout::commit_path("main", known.seq),
+        &[RequestKind::Get],
+        FaultAction::Delay(std::time::Duration::from_secs(30)),
+    );
+    rule.times = Some(1);
+    let _held = reader.graph().root().inject(rule);
+    let dropped = tokio::spawn({
+        let reader = reader.clone();
+        async move { reader.head().await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let waiter = tokio::spawn({
+        let reader = reader.clone();
+        async move { reader.head().await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the waiter waits on the read in flight"
+    );
+    dropped.abort();
+    let head = tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter made a read of its own")
+        .unwrap()
+        .unwrap();
+    assert_eq!(head, known);
+}

@@ -1,0 +1,128 @@
+//! Reads of a branch head shared by the callers that ask at once.
+//!
+//! A read that started after a caller asked saw every commit that landed before the
+//! caller asked, so its head answers that caller exactly as a read of its own would. A
+//! read already in flight when the caller asked may have missed such a commit, and never
+//! answers it. One read runs at a time: a caller that finds one in flight waits for it to
+//! end, then takes the next read's head, or makes that read. Every waiter is woken at
+//! once when a read ends (a broadcast, not a lock handed from one waiter to the next).
+//!
+//! So under load a head costs a few reads rather than one per caller (on S3 each is a
+//! round trip of three GETs), and a caller waits at most for two reads. A failed read is
+//! not shared: each caller it would have answered reads alone, at once, as it would have
+//! without sharing. A read whose caller stops waiting (its future dropped) ends without
+//! an answer, and a waiter makes the next one.
+
+use crate::commit::GraphCommit;
+use omnigraph_core::Result;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tokio::sync::watch;
+
+/// What the newest read that ended found: its number among the reads started, and its
+/// head (`None` when it failed).
+#[derive(Clone, Debug, Default)]
+struct Ended {
+    number: u64,
+    head: Option<GraphCommit>,
+}
+
+/// The shared reads of one writer's branch head.
+#[derive(Debug)]
+pub(crate) struct SharedReads {
+    /// How many reads have started: a caller that read `n` here is answered only by a
+    /// read numbered above `n`.
+    started: AtomicU64,
+    /// Whether a read is in flight.
+    reading: AtomicBool,
+    /// The last read that ended, sent to every waiter.
+    ended: watch::Sender<Ended>,
+}
+
+impl Default for SharedReads {
+    fn default() -> Self {
+        SharedReads {
+            started: AtomicU64::new(0),
+            reading: AtomicBool::new(false),
+            ended: watch::Sender::new(Ended::default()),
+        }
+    }
+}
+
+/// Marks the read in flight as ended when dropped, so waiters never wait on a read
+/// whose caller went away.
+struct InFlight<'a> {
+    reads: &'a SharedReads,
+    number: u64,
+}
+
+impl InFlight<'_> {
+    fn end(self, head: Option<GraphCommit>) {
+        let (reads, number) = (self.reads, self.number);
+        std::mem::forget(self);
+        reads.finish(Some(Ended { number, head }));
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.reads.finish(None);
+    }
+}
+
+impl SharedReads {
+    /// The branch head: from a read that starts after this call, made by `read` when
+    /// this caller is the one to make it.
+    pub(crate) async fn head<F, R>(&self, read: F) -> Result<GraphCommit>
+    where
+        F: Fn() -> R,
+        R: Future<Output = Result<GraphCommit>>,
+    {
+        let asked = self.started.load(Ordering::SeqCst);
+        let mut ended = self.ended.subscribe();
+        // Each turn, a read ends or this caller makes one: at most two turns wait (the
+        // read in flight when it asked, then the next), and a dropped read adds one.
+        loop {
+            let last = ended.borrow_and_update().clone();
+            if last.number > asked {
+                return match last.head {
+                    Some(head) => Ok(head),
+                    None => read().await,
+                };
+            }
+            if self
+                .reading
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                let number = self.started.fetch_add(1, Ordering::SeqCst) + 1;
+                let in_flight = InFlight {
+                    reads: self,
+                    number,
+                };
+                let head = read().await;
+                in_flight.end(head.as_ref().ok().cloned());
+                return head;
+            }
+            // The sender lives in `self`, which outlives this call.
+            let _ = ended.changed().await;
+        }
+    }
+
+    /// Ends the read in flight with what it found (`None`: dropped, no answer) and
+    /// wakes every waiter. The flag is cleared first, so a woken waiter finds either no
+    /// read in flight or one that will wake it again.
+    fn finish(&self, ended: Option<Ended>) {
+        assert!(
+            self.reading.swap(false, Ordering::SeqCst),
+            "only the read in flight ends"
+        );
+        self.ended.send_modify(|last| {
+            if let Some(ended) = ended
+                && ended.number > last.number
+            {
+                *last = ended;
+            }
+        });
+    }
+}
