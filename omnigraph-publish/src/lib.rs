@@ -63,7 +63,7 @@ pub mod request;
 pub mod staging;
 pub mod writer;
 
-// Used only inside this crate.
+// Not an API: how `Branch::head` shares its reads.
 mod shared_reads;
 
 // Outside the supported API: public with `internal-api` (ARCHITECTURE.md).

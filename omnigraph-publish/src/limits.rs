@@ -32,6 +32,12 @@ pub const LOST_RACE_BACKOFF_MAX: Duration = Duration::from_millis(16);
 /// [`LOST_RACE_BACKOFF_MAX`].
 pub const LOST_RACE_BACKOFF_MIN: Duration = Duration::from_millis(4);
 
+// shared_reads.rs
+/// The most reads of the head a caller waits on before it reads alone: the one in
+/// flight when it asked (which cannot answer it), then the next (which answers it unless
+/// its caller went away). So a caller's wait is bounded whatever other callers do.
+pub(crate) const HEAD_READ_WAITS_MAX: usize = 2;
+
 // branches.rs
 /// The most branches a root holds: listing reads each one's head.
 pub const BRANCHES_MAX: usize = 4_096;

@@ -7,13 +7,17 @@
 //! end, then takes the next read's head, or makes that read. Every waiter is woken at
 //! once when a read ends (a broadcast, not a lock handed from one waiter to the next).
 //!
-//! So under load a head costs a few reads rather than one per caller (on S3 each is a
-//! round trip of three GETs), and a caller waits at most for two reads. A failed read is
-//! not shared: each caller it would have answered reads alone, at once, as it would have
-//! without sharing. A read whose caller stops waiting (its future dropped) ends without
-//! an answer, and a waiter makes the next one.
+//! So under load a head costs a few reads rather than one per caller (on S3, a round
+//! trip of three GETs each: `docs/format.md` §6.1). The price is the wait: a caller that
+//! asks just after a read began waits for it, then for the next, about two reads' time
+//! where a read of its own takes one. A caller waits on at most [`HEAD_READ_WAITS_MAX`]
+//! reads, then reads alone, so a read whose caller goes away (its future dropped, as a
+//! query past its time limit is) delays its waiters by one read at most. A failed read
+//! is not shared: each caller it would have answered reads alone, at once, as it would
+//! have without sharing.
 
 use crate::commit::GraphCommit;
+use crate::limits::HEAD_READ_WAITS_MAX;
 use omnigraph_core::Result;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -80,15 +84,15 @@ impl SharedReads {
     {
         let asked = self.started.load(Ordering::SeqCst);
         let mut ended = self.ended.subscribe();
-        // Each turn, a read ends or this caller makes one: at most two turns wait (the
-        // read in flight when it asked, then the next), and a dropped read adds one.
-        loop {
-            let last = ended.borrow_and_update().clone();
-            if last.number > asked {
-                return match last.head {
-                    Some(head) => Ok(head),
-                    None => read().await,
-                };
+        for _ in 0..=HEAD_READ_WAITS_MAX {
+            let answer = {
+                let last = ended.borrow_and_update();
+                (last.number > asked).then(|| last.head.clone())
+            };
+            match answer {
+                Some(Some(head)) => return Ok(head),
+                Some(None) => return read().await,
+                None => {}
             }
             if self
                 .reading
@@ -107,6 +111,7 @@ impl SharedReads {
             // The sender lives in `self`, which outlives this call.
             let _ = ended.changed().await;
         }
+        read().await
     }
 
     /// Ends the read in flight with what it found (`None`: dropped, no answer) and
@@ -118,9 +123,13 @@ impl SharedReads {
             "only the read in flight ends"
         );
         self.ended.send_modify(|last| {
-            if let Some(ended) = ended
-                && ended.number > last.number
-            {
+            if let Some(ended) = ended {
+                // One read at a time, each numbered as it starts: the one ending is the
+                // newest.
+                assert!(
+                    ended.number > last.number,
+                    "reads end in the order they start"
+                );
                 *last = ended;
             }
         });
