@@ -53,24 +53,16 @@ impl Default for SharedReads {
     }
 }
 
-/// Marks the read in flight as ended when dropped, so waiters never wait on a read
-/// whose caller went away.
+/// The read in flight: when dropped it ends with what it found, or with no answer when
+/// its caller went away before it did, so waiters never wait on it past its end.
 struct InFlight<'a> {
     reads: &'a SharedReads,
-    number: u64,
-}
-
-impl InFlight<'_> {
-    fn end(self, head: Option<GraphCommit>) {
-        let (reads, number) = (self.reads, self.number);
-        std::mem::forget(self);
-        reads.finish(Some(Ended { number, head }));
-    }
+    found: Option<Ended>,
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.reads.finish(None);
+        self.reads.finish(self.found.take());
     }
 }
 
@@ -100,12 +92,16 @@ impl SharedReads {
                 .is_ok()
             {
                 let number = self.started.fetch_add(1, Ordering::SeqCst) + 1;
-                let in_flight = InFlight {
+                let mut in_flight = InFlight {
                     reads: self,
-                    number,
+                    found: None,
                 };
                 let head = read().await;
-                in_flight.end(head.as_ref().ok().cloned());
+                in_flight.found = Some(Ended {
+                    number,
+                    head: head.as_ref().ok().cloned(),
+                });
+                drop(in_flight);
                 return head;
             }
             // The sender lives in `self`, which outlives this call.

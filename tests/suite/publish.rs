@@ -692,6 +692,24 @@ async fn two_processes_publish_two_hundred_commits() {
     }
 }
 
+/// Holds the next GET of `reader`'s commit `seq` for `delay`: a head read probing from
+/// it stays in flight that long.
+fn hold_first_get(
+    reader: &omnigraph_publish::Branch,
+    seq: u64,
+    delay: std::time::Duration,
+) -> omnigraph_core::storage::FaultHandle {
+    use omnigraph_publish::BranchWriter;
+    reader.graph().root().inject(
+        FaultRule::new(
+            layout::commit_path("main", seq),
+            &[RequestKind::Get],
+            FaultAction::Delay(delay),
+        )
+        .times(1),
+    )
+}
+
 /// Heads asked for at once share reads of the log, and a read already in flight when a
 /// caller asked never answers it: that caller sees a commit that landed after the read
 /// began (what a server's queries at the head rely on).
@@ -736,13 +754,7 @@ async fn heads_asked_at_once_share_reads_and_none_misses_a_commit_made_before_it
         // A read in flight (its GET of the known commit held; the two after it already
         // answered "absent"), a commit lands, and a caller asks: it gets the new commit,
         // not the in-flight read's answer.
-        let mut rule = FaultRule::new(
-            layout::commit_path("main", known.seq),
-            &[RequestKind::Get],
-            FaultAction::Delay(std::time::Duration::from_secs(10)),
-        );
-        rule.times = Some(1);
-        let held = reader.graph().root().inject(rule);
+        let held = hold_first_get(&reader, known.seq, std::time::Duration::from_secs(10));
         let reader = std::sync::Arc::new(reader);
         let in_flight = tokio::spawn({
             let reader = reader.clone();
@@ -771,13 +783,7 @@ async fn a_head_read_dropped_mid_read_leaves_its_waiters_a_read_of_their_own() {
     let test = TestGraph::new(omnigraph_tests::Backend::Local).await;
     let reader = std::sync::Arc::new(Branch::new(test.reopen().await, "main", "reader"));
     let known = reader.head().await.unwrap();
-    let mut rule = FaultRule::new(
-        layout::commit_path("main", known.seq),
-        &[RequestKind::Get],
-        FaultAction::Delay(std::time::Duration::from_secs(30)),
-    );
-    rule.times = Some(1);
-    let _held = reader.graph().root().inject(rule);
+    let _held = hold_first_get(&reader, known.seq, std::time::Duration::from_secs(30));
     let dropped = tokio::spawn({
         let reader = reader.clone();
         async move { reader.head().await }

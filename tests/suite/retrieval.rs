@@ -856,6 +856,19 @@ async fn a_call_keeps_the_rows_before_it_whose_node_it_found() {
     );
 }
 
+/// The documents a phrase leg over `words` at `slop` returns.
+async fn phrase_ids(graph: &Omnigraph, words: &str, slop: usize) -> BTreeSet<i64> {
+    let text = format!(
+        "CALL omni.text('Doc', 'body', '{words}', 2000, {{match: 'phrase', slop: {slop}}}) \
+         YIELD node RETURN node.id"
+    );
+    rows(graph, &text, &QueryOptions::new())
+        .await
+        .iter()
+        .map(|row| row[0].as_i64().unwrap())
+        .collect()
+}
+
 /// The ids of the docs whose body holds `first` then `second`, at most `slop` words
 /// between them (Lance's phrase: `second`'s position minus `first`'s is 1 to
 /// `slop + 1`).
@@ -896,9 +909,6 @@ async fn a_text_leg_matches_every_word_or_a_phrase_and_a_fusion_may_sum_scaled_s
     let corpus = corpus();
     let (graph, _test) = graph(&corpus).await;
     graph.maintenance().build_indexes().await.unwrap();
-    let ids =
-        |rows: &[Value]| -> BTreeSet<i64> { rows.iter().map(|r| r[0].as_i64().unwrap()).collect() };
-
     // Every word: the docs holding both, scored as the sum of each word's BM25.
     let both = rows(
         &graph,
@@ -924,11 +934,7 @@ async fn a_text_leg_matches_every_word_or_a_phrase_and_a_fusion_may_sum_scaled_s
 
     // A phrase: the words adjacent and in order; with slop 2, up to two words between.
     for slop in [0usize, 2] {
-        let text = format!(
-            "CALL omni.text('Doc', 'body', 'quartz ember', 2000, {{match: 'phrase', slop: {slop}}}) \
-             YIELD node RETURN node.id"
-        );
-        let found = ids(&rows(&graph, &text, &QueryOptions::new()).await);
+        let found = phrase_ids(&graph, "quartz ember", slop).await;
         let want = phrase(&corpus, "quartz", "ember", slop);
         assert!(!want.is_empty());
         assert_eq!(found, want, "slop {slop}");
@@ -937,14 +943,7 @@ async fn a_text_leg_matches_every_word_or_a_phrase_and_a_fusion_may_sum_scaled_s
         phrase(&corpus, "quartz", "ember", 2).len() > phrase(&corpus, "quartz", "ember", 0).len()
     );
     // Three words, adjacent and in order.
-    let three = ids(
-        &rows(
-            &graph,
-            "CALL omni.text('Doc', 'body', 'graph lance vector', 2000, {match: 'phrase'}) YIELD node RETURN node.id",
-            &QueryOptions::new(),
-        )
-        .await,
-    );
+    let three = phrase_ids(&graph, "graph lance vector", 0).await;
     let want: BTreeSet<i64> = corpus
         .docs
         .iter()
@@ -954,14 +953,7 @@ async fn a_text_leg_matches_every_word_or_a_phrase_and_a_fusion_may_sum_scaled_s
     assert!(!want.is_empty());
     assert_eq!(three, want);
     // The reversed order is another phrase.
-    let reversed = ids(
-        &rows(
-            &graph,
-            "CALL omni.text('Doc', 'body', 'ember quartz', 2000, {match: 'phrase'}) YIELD node RETURN node.id",
-            &QueryOptions::new(),
-        )
-        .await,
-    );
+    let reversed = phrase_ids(&graph, "ember quartz", 0).await;
     assert_eq!(reversed, phrase(&corpus, "ember", "quartz", 0));
 
     // A prefix stands for the words that begin with it: 'cob' for 'cobalt' (and 'Co',

@@ -18,13 +18,16 @@ use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance_tokenizer::TokenStream;
 use std::collections::{HashMap, HashSet};
 
-/// The last word of `query` (a run of letters and digits), lowercased: the prefix
-/// whose length the planner checks.
-pub(crate) fn prefix_of(query: &str) -> Option<String> {
+/// The words of `query` as written: runs of letters and digits.
+fn written(query: &str) -> impl DoubleEndedIterator<Item = &str> {
     query
         .split(|c: char| !c.is_alphanumeric())
-        .rfind(|word| !word.is_empty())
-        .map(str::to_lowercase)
+        .filter(|word| !word.is_empty())
+}
+
+/// The last word of `query`, lowercased: the prefix whose length the planner checks.
+pub(crate) fn prefix_of(query: &str) -> Option<String> {
+    written(query).next_back().map(str::to_lowercase)
 }
 
 fn external(error: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
@@ -59,14 +62,11 @@ pub(crate) async fn expand(
     // The index's own cut, without its stemmer: a prefix is of the written word.
     let params = built.unwrap_or_default().stem(false);
     let mut tokenizer = params.build().map_err(external)?;
-    let mut written: Vec<&str> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .collect();
-    let Some(last) = written.pop() else {
+    let mut words: Vec<&str> = written(query).collect();
+    let Some(last) = words.pop() else {
         return Ok(None);
     };
-    let given = collect(tokenizer.token_stream_for_search(&written.join(" ")));
+    let given = collect(tokenizer.token_stream_for_search(&words.join(" ")));
     // A prefix the tokenizer drops (a stop word) is kept as written, lowercased.
     let prefix = collect(tokenizer.token_stream_for_search(last))
         .pop()
