@@ -88,7 +88,7 @@ pub struct Branch {
     known_head: Mutex<Option<GraphCommit>>,
     catalog: Mutex<Option<Arc<Catalog>>>,
     /// Reads of the head, shared by the callers that ask at once.
-    head_reads: SharedReads,
+    head_reads: SharedReads<GraphCommit>,
 }
 
 impl Branch {
