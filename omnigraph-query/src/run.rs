@@ -4,12 +4,15 @@
 //! Arrow record batches.
 
 use crate::check::{Mode, check};
+use crate::exec::expand::ExpandExec;
+use crate::exec::parameter_scan::ParameterScanExec;
 use crate::limits::{EXPAND_LOOKUP_KEYS_MAX, QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
 use crate::plan::{Adjacencies, Binding, Tables, compile, walked_edge_types};
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -20,7 +23,14 @@ use datafusion::optimizer::extract_leaf_expressions::{
 };
 use datafusion::optimizer::simplify_expressions::SimplifyExpressions;
 use datafusion::optimizer::{Optimizer, OptimizerRule};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::display::DisplayableExecutionPlan;
+use datafusion::physical_plan::execution_plan::reset_plan_states;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, displayable, execute_stream};
 use datafusion::prelude::SessionConfig;
 use futures::stream::{BoxStream, StreamExt};
@@ -29,7 +39,7 @@ use omnigraph_core::{InputLocation, OmniError, QueryFailure, Result, StorageKind
 use omnigraph_graph::Omnigraph;
 use omnigraph_publish::{CommitRef, GraphCommit};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -87,6 +97,7 @@ pub struct QueryRows {
     commit_id: String,
     planning: Duration,
     plan_reused: bool,
+    physical_plan_reused: bool,
     stream: BoxStream<'static, Result<RecordBatch>>,
 }
 
@@ -132,6 +143,15 @@ impl QueryRows {
     /// once; its parameters bound to this run's values).
     pub fn plan_reused(&self) -> bool {
         self.plan_reused
+    }
+
+    /// Whether the run reused the physical plan too, made once for every value of its
+    /// parameters: its scans' filters on parameters planned by Lance with this run's
+    /// values, and nothing else planned again. A plan whose parameters all sit in
+    /// filters of node scans, with operators that keep no state between runs (no join),
+    /// run as rows (not `EXPLAIN` or `PROFILE`).
+    pub fn physical_plan_reused(&self) -> bool {
+        self.physical_plan_reused
     }
 
     /// The next batch of rows, or `None` at the end.
@@ -180,14 +200,26 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
         let physical = physical_plan(&prepared, &parameters, budget).await?;
         Ok::<_, OmniError>((Arc::new(prepared), physical))
     };
+    let mut physical_reused = false;
     let (prepared, reused, physical) = match key.as_ref().and_then(plans::get) {
         Some(prepared) => {
             refuse_unread(&parameters, &prepared.reads)?;
-            match physical_plan(&prepared, &parameters, budget).await {
-                Ok(physical) => (prepared, true, physical),
-                Err(_) => {
-                    let (prepared, physical) = with_values().await?;
-                    (prepared, false, physical)
+            let shared = match prepared.mode {
+                Mode::Run => bound_shared_plan(&prepared, &parameters).await,
+                // Their text shows the plan made for the values, and a profile's
+                // operators count its run alone.
+                Mode::Explain | Mode::Profile => None,
+            };
+            if let Some(physical) = shared {
+                physical_reused = true;
+                (prepared, true, physical)
+            } else {
+                match physical_plan(&prepared, &parameters, budget).await {
+                    Ok(physical) => (prepared, true, physical),
+                    Err(_) => {
+                        let (prepared, physical) = with_values().await?;
+                        (prepared, false, physical)
+                    }
                 }
             }
         }
@@ -227,6 +259,7 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
                 commit_id,
                 planning: started.elapsed(),
                 plan_reused: reused,
+                physical_plan_reused: physical_reused,
                 stream,
             })
         }
@@ -353,6 +386,7 @@ fn plan_rows(
         commit_id,
         planning,
         plan_reused,
+        physical_plan_reused: false,
         stream: futures::stream::iter([Ok(batch)]).boxed(),
     }
 }
@@ -394,6 +428,9 @@ struct Prepared {
     hops: Vec<String>,
     /// The parameters the query reads.
     reads: BTreeSet<String>,
+    /// The physical plan every run shares, made at the first reuse: `None` when the
+    /// plan cannot be shared (`shared_plan`).
+    shared: OnceLock<Option<Arc<dyn ExecutionPlan>>>,
 }
 
 /// Checks and compiles `text` at `commit`, and optimizes its plan: with placeholders
@@ -442,6 +479,7 @@ async fn prepare(
         reusable,
         hops,
         reads: checked.parameters().clone(),
+        shared: OnceLock::new(),
     };
     if placeholders {
         let compiled = compiled(Binding::Placeholders)?;
@@ -487,6 +525,91 @@ async fn physical_plan(
         .create_physical_plan(&plan, session)
         .await
         .map_err(|error| running(error, budget))
+}
+
+/// The physical plan of `prepared` that its runs share, made once: planned with its
+/// placeholders, each in the filters of a node scan that waits for a run's values
+/// (`ParameterScanExec`). `None` when DataFusion cannot plan it so (a placeholder
+/// elsewhere) or when an operator of it keeps state between runs.
+async fn shared_plan(prepared: &Prepared) -> Option<Arc<dyn ExecutionPlan>> {
+    if let Some(made) = prepared.shared.get() {
+        return made.clone();
+    }
+    let session = session();
+    let made = match session
+        .query_planner()
+        .create_physical_plan(&prepared.plan, session)
+        .await
+    {
+        Ok(plan) if runs_again(&plan) => Some(plan),
+        _ => None,
+    };
+    // Two runs that made it at once made the same plan: the first kept is used.
+    prepared.shared.get_or_init(|| made).clone()
+}
+
+/// Whether every operator of `plan` runs again, from its copy, as it ran the first
+/// time: DataFusion's operators that keep no state between runs but their metrics
+/// (each copy has its own), an expansion, and the parameter scans bound in each run. A
+/// join is not among them: its probe side keeps the dynamic filter of its first run.
+fn runs_again(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let mut all = true;
+    let walked = plan.apply(|node| {
+        let node = node.as_ref();
+        all = node.is::<ProjectionExec>()
+            || node.is::<FilterExec>()
+            || node.is::<RepartitionExec>()
+            || node.is::<CoalescePartitionsExec>()
+            || node.is::<CooperativeExec>()
+            || node.is::<GlobalLimitExec>()
+            || node.is::<LocalLimitExec>()
+            || node.is::<ExpandExec>()
+            || node.is::<ParameterScanExec>();
+        Ok(match all {
+            true => TreeNodeRecursion::Continue,
+            false => TreeNodeRecursion::Stop,
+        })
+    });
+    walked.is_ok() && all
+}
+
+/// The shared physical plan of `prepared` for one run: each parameter scan replaced by
+/// Lance's scan of its filters bound to `parameters`, every other operator a copy of
+/// its own with no state. `None` when there is no shared plan, or when a value does
+/// not fit it (the caller plans the query with its values, whose errors are its own).
+async fn bound_shared_plan(
+    prepared: &Prepared,
+    parameters: &BTreeMap<String, ScalarValue>,
+) -> Option<Arc<dyn ExecutionPlan>> {
+    let shared = shared_plan(prepared).await?;
+    let mut scans: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
+    shared
+        .apply(|node| {
+            if node.is::<ParameterScanExec>() {
+                scans.push(node.clone());
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })
+        .ok()?;
+    // Lance's scans, each by the address of the leaf it replaces.
+    let address = |node: &Arc<dyn ExecutionPlan>| Arc::as_ptr(node) as *const () as usize;
+    let mut bound: HashMap<usize, Arc<dyn ExecutionPlan>> = HashMap::new();
+    for scan in scans {
+        let leaf = scan.downcast_ref::<ParameterScanExec>()?;
+        let read = leaf.bind(session(), parameters).await.ok()?;
+        bound.insert(address(&scan), read);
+    }
+    // Copies first, so no operator of the run is the shared plan's own; then each leaf
+    // in its place (the copy of a leaf is the leaf: it holds no state).
+    let copy = reset_plan_states(shared).ok()?;
+    copy.transform_up(|node| {
+        Ok(match bound.get(&address(&node)) {
+            Some(read) => Transformed::yes(read.clone()),
+            None => Transformed::no(node),
+        })
+    })
+    .ok()
+    .map(|transformed| transformed.data)
 }
 
 /// `plan` with its placeholders bound to `parameters`, its expressions simplified again

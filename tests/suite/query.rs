@@ -1388,6 +1388,145 @@ async fn a_full_plan_cache_keeps_the_plans_in_use() {
     }
 }
 
+/// The rows of `text` with `parameters`, and whether the run reused the prepared plan
+/// and its physical plan.
+async fn run_shared(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Value>, bool, bool) {
+    let mut options = QueryOptions::new();
+    for (name, value) in parameters.as_object().unwrap() {
+        options = options.parameter(name.clone(), value.clone());
+    }
+    let result = Box::pin(query(graph, text, &options))
+        .await
+        .unwrap_or_else(|error| panic!("{text}: {error}"));
+    let reused = (result.plan_reused(), result.physical_plan_reused());
+    let schema = result.schema();
+    let batches = result.collect().await.unwrap();
+    (rows_in_column_order(&schema, &batches), reused.0, reused.1)
+}
+
+/// A point read and a hop from a key make their physical plan once, at their first
+/// reuse, and every later run binds only its scan's filter to its own values: each run
+/// reads its own rows, runs at once included, and what cannot share a plan (a join, a
+/// value its cast refuses, a profile) is planned with its values as before.
+#[tokio::test]
+async fn a_point_read_and_a_hop_share_one_physical_plan_over_every_value() {
+    use omnigraph_maintenance::MaintenanceExt;
+    const ITEMS: i32 = 2_000;
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(
+        &test.uri,
+        "node Item { n: Int32 @key, label: String }\nedge Next: Item -> Item\n",
+    )
+    .await
+    .unwrap();
+    let items: Vec<Value> = (0..ITEMS)
+        .map(|n| json!({"n": n, "label": format!("i{n}")}))
+        .collect();
+    graph
+        .insert_json("Item", objects(Value::Array(items)))
+        .await
+        .unwrap();
+    let next: Vec<Value> = (0..ITEMS - 1)
+        .map(|n| json!({"src": n, "dst": n + 1}))
+        .collect();
+    graph
+        .insert_json("Next", objects(Value::Array(next)))
+        .await
+        .unwrap();
+    graph.maintenance().optimize().await.unwrap();
+
+    let point = "MATCH (i:Item {n: $n}) RETURN i.label";
+    assert_eq!(
+        run_shared(&graph, point, json!({"n": 1})).await,
+        (vec![json!(["i1"])], false, false)
+    );
+    // The first reuse makes the shared plan, and every run after it binds it.
+    for n in [2, 1_999, 2_000, -1, 2] {
+        let expected: Vec<Value> = match n {
+            0..ITEMS => vec![json!([format!("i{n}")])],
+            _ => Vec::new(),
+        };
+        assert_eq!(
+            run_shared(&graph, point, json!({"n": n})).await,
+            (expected, true, true),
+            "n = {n}"
+        );
+    }
+    // Runs at once each read their own value's row.
+    let reads = (0..16).map(|n| run_shared(&graph, point, json!({"n": n * 100})));
+    for (n, read) in futures::future::join_all(reads)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(read, (vec![json!([format!("i{}", n * 100)])], true, true));
+    }
+    // A value the key's Int32 cannot hold answers as the same query written with it.
+    let written = rows(&graph, "MATCH (i:Item {n: 4294967296}) RETURN i.label").await;
+    assert_eq!(
+        run_shared(&graph, point, json!({"n": 4_294_967_296_i64})).await,
+        (written, true, true)
+    );
+    // A text value is another plan, whose filter casts the value to the key's type. A
+    // value the cast refuses fails the run as it fails a first run, whose plan is made
+    // with it.
+    assert_eq!(
+        run_shared(&graph, point, json!({"n": "3"})).await,
+        (vec![json!(["i3"])], false, false)
+    );
+    assert_eq!(
+        run_shared(&graph, point, json!({"n": "4"})).await,
+        (vec![json!(["i4"])], true, true)
+    );
+    let text = QueryOptions::new().parameter("n", json!("x"));
+    let shared = failure(&graph, point, &text).await;
+    let first = failure(&graph, &format!("{point} "), &text).await;
+    assert_eq!(
+        (shared.kind(), shared.to_string()),
+        (first.kind(), first.to_string())
+    );
+    assert!(
+        matches!(
+            shared,
+            OmniError::QueryFailed {
+                reason: QueryFailure::Evaluation,
+                ..
+            }
+        ),
+        "{shared}"
+    );
+    // A hop to the far nodes' keys is an expansion, shared; the far nodes' labels are a
+    // join with their table, planned for each run.
+    let hop = "MATCH (i:Item {n: $n})-[:Next]->(j:Item) RETURN j.n";
+    let labels = "MATCH (i:Item {n: $n})-[:Next]->(j:Item) RETURN j.label";
+    for (n, reused) in [(5, false), (6, true), (1_999, true), (7, true)] {
+        let expected: Vec<Value> = match n {
+            1_999 => Vec::new(),
+            _ => vec![json!([n + 1])],
+        };
+        assert_eq!(
+            run_shared(&graph, hop, json!({"n": n})).await,
+            (expected, reused, reused),
+            "hop from {n}"
+        );
+        let expected: Vec<Value> = match n {
+            1_999 => Vec::new(),
+            _ => vec![json!([format!("i{}", n + 1)])],
+        };
+        assert_eq!(
+            run_shared(&graph, labels, json!({"n": n})).await,
+            (expected, reused, false),
+            "labels from {n}"
+        );
+    }
+    // A profile plans its own run, with the value in the scan's filter.
+    let profile = run_shared(&graph, &format!("PROFILE {point}"), json!({"n": 8})).await;
+    let profile = profile.0[0][0].as_str().unwrap().to_owned();
+    assert!(profile.contains("full_filter=n = Int32(8)"), "{profile}");
+    let profiled = run_shared(&graph, &format!("PROFILE {point}"), json!({"n": 9})).await;
+    assert_eq!((profiled.1, profiled.2), (true, false));
+}
+
 #[tokio::test]
 async fn a_query_run_again_at_the_same_commit_reuses_its_plan_with_the_new_values() {
     use omnigraph_maintenance::MaintenanceExt;

@@ -4,6 +4,7 @@
 pub(crate) mod expand;
 pub(crate) mod joined_scan;
 pub(crate) mod leg;
+pub(crate) mod parameter_scan;
 pub(crate) mod prefix;
 
 use async_trait::async_trait;
