@@ -132,13 +132,17 @@ impl<T: Clone> SharedReads<T> {
     /// order: between a read's flag cleared and its end published, a newer read can
     /// start and end. The newest end is kept, since a read that started later saw
     /// every commit an older one saw, and answers every caller the older one could.
+    /// An older end wakes no one: the newer one's publish woke every waiter it could
+    /// answer, and a spurious wake would spend one of a waiter's turns.
     fn publish(&self, ended: Option<Ended<T>>) {
-        self.ended.send_modify(|last| {
-            if let Some(ended) = ended
-                && ended.number > last.number
-            {
+        self.ended.send_if_modified(|last| match ended {
+            // A dropped read: its waiters make the next read.
+            None => true,
+            Some(ended) if ended.number > last.number => {
                 *last = ended;
+                true
             }
+            Some(_) => false,
         });
     }
 }
@@ -181,10 +185,10 @@ mod tests {
     }
 
     /// Many callers on many threads, each read numbered as it starts: every caller is
-    /// answered by a read that started after it asked, and the reads' ends, which the
-    /// threads may publish in another order than they began, never stop the reader
-    /// (the flag of a read in flight is cleared before its end is published, so a newer
-    /// read can start and end in between).
+    /// answered by a read that started after it asked, whatever the interleaving. Ends
+    /// published out of order (the test above, step by step) happen here only when a
+    /// thread is preempted in that window; with the old assertion this test failed in
+    /// the runs made, but it is the test above that fails every time.
     #[test]
     fn callers_on_many_threads_are_answered_by_reads_started_after_they_asked() {
         const CALLERS: usize = 64;
@@ -223,6 +227,5 @@ mod tests {
                 caller.await.expect("a caller ends without a panic");
             }
         });
-        assert!(begun.load(SeqCst) <= (CALLERS * ASKS_PER_CALLER) as u64);
     }
 }

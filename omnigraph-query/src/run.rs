@@ -5,14 +5,14 @@
 
 use crate::check::{Mode, check};
 use crate::exec::expand::ExpandExec;
-use crate::exec::parameter_scan::ParameterScanExec;
+use crate::exec::parameter_scan::{ParameterScanExec, Unbound};
 use crate::limits::{EXPAND_LOOKUP_KEYS_MAX, QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
 use crate::plan::{Adjacencies, Binding, Tables, compile, walked_edge_types};
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
-use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -26,7 +26,6 @@ use datafusion::optimizer::{Optimizer, OptimizerRule};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::display::DisplayableExecutionPlan;
-use datafusion::physical_plan::execution_plan::reset_plan_states;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
 use datafusion::physical_plan::projection::ProjectionExec;
@@ -39,7 +38,8 @@ use omnigraph_core::{InputLocation, OmniError, QueryFailure, Result, StorageKind
 use omnigraph_graph::Omnigraph;
 use omnigraph_publish::{CommitRef, GraphCommit};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -431,6 +431,9 @@ struct Prepared {
     /// The physical plan every run shares, made at the first reuse: `None` when the
     /// plan cannot be shared (`shared_plan`).
     shared: OnceLock<Option<Arc<dyn ExecutionPlan>>>,
+    /// Set when Lance planned a bound scan in another shape than the shared plan's
+    /// leaf: no run tries the shared plan again.
+    unshareable: AtomicBool,
 }
 
 /// Checks and compiles `text` at `commit`, and optimizes its plan: with placeholders
@@ -480,6 +483,7 @@ async fn prepare(
         hops,
         reads: checked.parameters().clone(),
         shared: OnceLock::new(),
+        unshareable: AtomicBool::new(false),
     };
     if placeholders {
         let compiled = compiled(Binding::Placeholders)?;
@@ -532,6 +536,9 @@ async fn physical_plan(
 /// (`ParameterScanExec`). `None` when DataFusion cannot plan it so (a placeholder
 /// elsewhere) or when an operator of it keeps state between runs.
 async fn shared_plan(prepared: &Prepared) -> Option<Arc<dyn ExecutionPlan>> {
+    if prepared.unshareable.load(Ordering::Relaxed) {
+        return None;
+    }
     if let Some(made) = prepared.shared.get() {
         return made.clone();
     }
@@ -549,13 +556,16 @@ async fn shared_plan(prepared: &Prepared) -> Option<Arc<dyn ExecutionPlan>> {
 }
 
 /// Whether every operator of `plan` runs again, from its copy, as it ran the first
-/// time: DataFusion's operators that keep no state between runs but their metrics
-/// (each copy has its own), an expansion, and the parameter scans bound in each run. A
-/// join is not among them: its probe side keeps the dynamic filter of its first run.
+/// time, and the plan has one parameter scan, bound in each run. The operators are
+/// DataFusion's whose copy (`with_new_children`) starts with no state of a run
+/// (metrics, a repartition's channels), and an expansion. Each takes one input, so the
+/// plan is a chain down to its one leaf. A join is not among them: its probe side keeps
+/// the dynamic filter of its first run.
 fn runs_again(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    let mut all = true;
+    let (mut all, mut scans) = (true, 0usize);
     let walked = plan.apply(|node| {
         let node = node.as_ref();
+        scans += usize::from(node.is::<ParameterScanExec>());
         all = node.is::<ProjectionExec>()
             || node.is::<FilterExec>()
             || node.is::<RepartitionExec>()
@@ -570,46 +580,59 @@ fn runs_again(plan: &Arc<dyn ExecutionPlan>) -> bool {
             false => TreeNodeRecursion::Stop,
         })
     });
-    walked.is_ok() && all
+    walked.is_ok() && all && scans == 1
 }
 
-/// The shared physical plan of `prepared` for one run: each parameter scan replaced by
-/// Lance's scan of its filters bound to `parameters`, every other operator a copy of
-/// its own with no state. `None` when there is no shared plan, or when a value does
-/// not fit it (the caller plans the query with its values, whose errors are its own).
+/// The shared physical plan of `prepared` for one run: its parameter scan replaced by
+/// Lance's scan of its filters bound to `parameters`, and every operator above it a
+/// copy with no state. `None` when there is no shared plan, or when a value does not
+/// fit it (the caller plans the query with its values, whose errors are its own).
 async fn bound_shared_plan(
     prepared: &Prepared,
     parameters: &BTreeMap<String, ScalarValue>,
 ) -> Option<Arc<dyn ExecutionPlan>> {
     let shared = shared_plan(prepared).await?;
-    let mut scans: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
+    let mut leaf: Option<Arc<dyn ExecutionPlan>> = None;
     shared
         .apply(|node| {
             if node.is::<ParameterScanExec>() {
-                scans.push(node.clone());
+                leaf = Some(node.clone());
             }
             Ok(TreeNodeRecursion::Continue)
         })
         .ok()?;
-    // Lance's scans, each by the address of the leaf it replaces.
-    let address = |node: &Arc<dyn ExecutionPlan>| Arc::as_ptr(node) as *const () as usize;
-    let mut bound: HashMap<usize, Arc<dyn ExecutionPlan>> = HashMap::new();
-    for scan in scans {
-        let leaf = scan.downcast_ref::<ParameterScanExec>()?;
-        let read = leaf.bind(session(), parameters).await.ok()?;
-        bound.insert(address(&scan), read);
-    }
-    // Copies first, so no operator of the run is the shared plan's own; then each leaf
-    // in its place (the copy of a leaf is the leaf: it holds no state).
-    let copy = reset_plan_states(shared).ok()?;
-    copy.transform_up(|node| {
-        Ok(match bound.get(&address(&node)) {
-            Some(read) => Transformed::yes(read.clone()),
-            None => Transformed::no(node),
+    let leaf = leaf?;
+    let values = ParamValues::from(
+        parameters
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect::<Vec<_>>(),
+    );
+    let read = match leaf
+        .downcast_ref::<ParameterScanExec>()?
+        .bind(session(), &values)
+        .await
+    {
+        Ok(read) => read,
+        Err(Unbound::Value) => return None,
+        Err(Unbound::Shape) => {
+            prepared.unshareable.store(true, Ordering::Relaxed);
+            return None;
+        }
+    };
+    // The leaf's place takes Lance's scan; every operator above it, in a chain, is then
+    // made again by `with_new_children` (a child of its changed), which gives each a
+    // copy with no state of an earlier run: no operator of the run is the shared plan's.
+    let mut read = Some(read);
+    shared
+        .transform_up(|node| {
+            Ok(match Arc::ptr_eq(&node, &leaf) {
+                true => Transformed::yes(read.take().expect("the plan has one parameter scan")),
+                false => Transformed::no(node),
+            })
         })
-    })
-    .ok()
-    .map(|transformed| transformed.data)
+        .ok()
+        .map(|transformed| transformed.data)
 }
 
 /// `plan` with its placeholders bound to `parameters`, its expressions simplified again

@@ -1408,19 +1408,19 @@ async fn run_shared(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Va
 /// reuse, and every later run binds only its scan's filter to its own values: each run
 /// reads its own rows, runs at once included, and what cannot share a plan (a join, a
 /// value its cast refuses, a profile) is planned with its values as before.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_point_read_and_a_hop_share_one_physical_plan_over_every_value() {
     use omnigraph_maintenance::MaintenanceExt;
     const ITEMS: i32 = 2_000;
     let test = TestRoot::new(Backend::Memory).await;
     let graph = Omnigraph::create(
         &test.uri,
-        "node Item { n: Int32 @key, label: String }\nedge Next: Item -> Item\n",
+        "node Item { n: Int32 @key, label: String, tens: Int32 }\nedge Next: Item -> Item\n",
     )
     .await
     .unwrap();
     let items: Vec<Value> = (0..ITEMS)
-        .map(|n| json!({"n": n, "label": format!("i{n}")}))
+        .map(|n| json!({"n": n, "label": format!("i{n}"), "tens": n / 10}))
         .collect();
     graph
         .insert_json("Item", objects(Value::Array(items)))
@@ -1517,6 +1517,39 @@ async fn a_point_read_and_a_hop_share_one_physical_plan_over_every_value() {
             run_shared(&graph, labels, json!({"n": n})).await,
             (expected, reused, false),
             "labels from {n}"
+        );
+    }
+    // Hops at once, each through its own copy of the plan's repartition and expansion.
+    let hops = (0..16).map(|n| run_shared(&graph, hop, json!({"n": n * 100})));
+    for (n, read) in futures::future::join_all(hops)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(read, (vec![json!([n * 100 + 1])], true, true));
+    }
+    // Many rows of a filter no index answers, and a limit above the scan.
+    let tens = "MATCH (i:Item) WHERE i.tens = $t RETURN i.n";
+    for (t, reused) in [(3, false), (4, true), (199, true), (200, true)] {
+        let (mut found, plan, physical) = run_shared(&graph, tens, json!({"t": t})).await;
+        found.sort_by_key(|row| row[0].as_i64());
+        let expected: Vec<Value> = (0..ITEMS)
+            .filter(|n| n / 10 == t)
+            .map(|n| json!([n]))
+            .collect();
+        assert_eq!(
+            (found, plan, physical),
+            (expected, reused, reused),
+            "tens {t}"
+        );
+    }
+    let one = "MATCH (i:Item) WHERE i.tens = $t RETURN i.n LIMIT 1";
+    for (t, reused) in [(5, false), (6, true), (7, true)] {
+        let (found, plan, physical) = run_shared(&graph, one, json!({"t": t})).await;
+        assert_eq!((plan, physical), (reused, reused), "limit {t}");
+        assert!(
+            matches!(found.as_slice(), [row] if row[0].as_i64().unwrap() / 10 == i64::from(t)),
+            "limit {t}: {found:?}"
         );
     }
     // A profile plans its own run, with the value in the scan's filter.

@@ -9,27 +9,31 @@
 //! CPU. [`ParameterScan`] wraps Lance's provider: a scan whose filters hold a
 //! placeholder becomes a [`ParameterScanExec`], a leaf that keeps what the scan was
 //! asked and cannot run. [`ParameterScanExec::bind`] plans Lance's own scan of the bound
-//! filters, which `run.rs` puts in the leaf's place before the run starts: the read is
-//! the one a plan made for the values makes. A scan without placeholders (a plan bound
-//! before it is planned, as every `EXPLAIN` and `PROFILE` is) is Lance's, as before.
+//! filters, which `run.rs` puts in the leaf's place before the run starts. Lance gets
+//! what a plan made for the values hands it (the same filters, projection and limit),
+//! so it chooses the same index and reads the same rows. DataFusion's physical
+//! optimizer does not run over Lance's scan again: a rewrite it might make inside it
+//! is not made, and a query without `ORDER BY` may return its rows in another order. A
+//! scan without placeholders (a plan bound before it is planned, as every `EXPLAIN`
+//! and `PROFILE` is) is Lance's, as before.
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
+use datafusion::common::{DFSchema, DataFusionError, ParamValues, Result};
 use datafusion::datasource::{TableProvider, TableType};
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::execution::{SendableRecordBatchStream, SessionState, TaskContext};
 use datafusion::logical_expr::expr::Placeholder;
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::optimizer::OptimizerConfig;
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Lance's provider of a node table, whose scans with a placeholder in their filters
@@ -121,48 +125,68 @@ pub(crate) struct ParameterScanExec {
     properties: Arc<PlanProperties>,
 }
 
+/// Why a parameter scan could not be bound for a run.
+#[derive(Debug)]
+pub(crate) enum Unbound {
+    /// A value the filters cannot take (a cast that fails), or Lance's planning of the
+    /// bound scan failed: this run only. The run planned with its values says why.
+    Value,
+    /// Lance's scan is not the shape the shared plan was made for (its partitions or
+    /// columns), or the filters' placeholders are not the run's parameters: no run can
+    /// share the plan.
+    Shape,
+}
+
 impl ParameterScanExec {
     /// Lance's scan of this table with the filters bound to `parameters` and simplified
-    /// (a cast of a value folded), as a plan made for the values would scan. An error
-    /// when a value does not fit (a cast that fails), or when Lance's plan is not the
-    /// shape the leaf's parents were made for: the caller then plans the query with its
-    /// values, whose errors are the query's own.
+    /// as DataFusion's optimizer simplifies a plan bound to them (a cast of a value
+    /// folded), the scan a plan made for the values hands Lance. The caller then plans
+    /// the query with its values, whose errors are the query's own, on either error.
     pub(crate) async fn bind(
         &self,
-        session: &dyn Session,
-        parameters: &BTreeMap<String, ScalarValue>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let table = Arc::new(DFSchema::try_from(self.lance.schema())?);
-        let simplifier = ExprSimplifier::new(SimplifyContext::builder().with_schema(table).build());
+        session: &SessionState,
+        parameters: &ParamValues,
+    ) -> std::result::Result<Arc<dyn ExecutionPlan>, Unbound> {
+        let table = DFSchema::try_from(self.lance.schema()).map_err(|_| Unbound::Shape)?;
+        let simplifier = ExprSimplifier::new(
+            SimplifyContext::builder()
+                .with_schema(Arc::new(table))
+                .with_config_options(OptimizerConfig::options(session))
+                .with_query_execution_start_time(session.query_execution_start_time())
+                .build(),
+        );
         let mut filters = Vec::with_capacity(self.filters.len());
         for filter in &self.filters {
             let bound = filter
                 .clone()
                 .transform_up(|expr| match expr {
                     Expr::Placeholder(Placeholder { id, field }) => {
-                        let value = id
-                            .strip_prefix('$')
-                            .and_then(|name| parameters.get(name))
-                            .ok_or_else(|| {
-                                DataFusionError::Plan(format!("no value for the placeholder {id}"))
-                            })?;
-                        let value = match field {
-                            Some(field) if value.data_type() != *field.data_type() => {
-                                value.cast_to(field.data_type())?
-                            }
-                            _ => value.clone(),
-                        };
-                        Ok(Transformed::yes(Expr::Literal(value, None)))
+                        let (value, metadata) =
+                            parameters.get_placeholders_with_values(&id)?.into_inner();
+                        // The plan's key holds the parameters' types, so each value has
+                        // its placeholder's type.
+                        if let Some(field) = field
+                            && value.data_type() != *field.data_type()
+                        {
+                            return Err(DataFusionError::Internal(format!(
+                                "{id} is {}, its placeholder {}",
+                                value.data_type(),
+                                field.data_type()
+                            )));
+                        }
+                        Ok(Transformed::yes(Expr::Literal(value, metadata)))
                     }
                     other => Ok(Transformed::no(other)),
-                })?
+                })
+                .map_err(|_| Unbound::Shape)?
                 .data;
-            filters.push(simplifier.simplify(bound)?);
+            filters.push(simplifier.simplify(bound).map_err(|_| Unbound::Value)?);
         }
         let plan = self
             .lance
             .scan(session, self.projection.as_ref(), &filters, self.limit)
-            .await?;
+            .await
+            .map_err(|_| Unbound::Value)?;
         let partitions = plan.properties().output_partitioning().partition_count();
         let columns = plan.schema();
         let same_columns = columns.fields().len() == self.schema.fields().len()
@@ -170,13 +194,13 @@ impl ParameterScanExec {
                 .fields()
                 .iter()
                 .zip(self.schema.fields())
-                .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+                .all(|(a, b)| {
+                    a.name() == b.name()
+                        && a.data_type() == b.data_type()
+                        && a.is_nullable() == b.is_nullable()
+                });
         if partitions != 1 || !same_columns {
-            return Err(DataFusionError::Plan(format!(
-                "Lance planned the bound scan in {partitions} partitions with columns {columns}, \
-                 not the one partition and columns {} the shared plan was made for",
-                self.schema
-            )));
+            return Err(Unbound::Shape);
         }
         Ok(plan)
     }
