@@ -146,10 +146,10 @@ impl QueryRows {
     }
 
     /// Whether the run reused the physical plan too, made once for every value of its
-    /// parameters: its scans' filters on parameters planned by Lance with this run's
-    /// values, and nothing else planned again. A plan whose parameters all sit in
-    /// filters of node scans, with operators that keep no state between runs (no join),
-    /// run as rows (not `EXPLAIN` or `PROFILE`).
+    /// parameters: its scan's filters planned by Lance with this run's values, and
+    /// nothing else planned again. A plan that scans one node table with a parameter in
+    /// the scan's filters, under operators that keep no state between runs (no join,
+    /// aggregate or sort), run as rows (not `EXPLAIN` or `PROFILE`); `docs/query.md`.
     pub fn physical_plan_reused(&self) -> bool {
         self.physical_plan_reused
     }
@@ -301,7 +301,8 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
 /// memory pool. It carries no function registry: every function of a physical plan was
 /// resolved when it was planned, and nothing that runs looks one up by name, while
 /// copying the session's few hundred entries per query (as `TaskContext::from` does)
-/// was 3% of a served read's CPU.
+/// cost a served read a tenth of its CPU (`docs/performance.md`). A DataFusion or Lance
+/// upgrade, or plans read back from bytes, would need this checked again.
 fn task_context(session: &SessionState, runtime: Arc<RuntimeEnv>) -> TaskContext {
     TaskContext::new(
         None,
@@ -362,6 +363,22 @@ fn session() -> &'static SessionState {
         // Without it the planner gives functions default options, not the session's.
         state.mark_start_execution();
         state
+    })
+}
+
+/// The session a shared physical plan is made in: the query session with one target
+/// partition. A plan that can be shared is a chain of cheap operators above one scan,
+/// which Lance plans in one partition (reading its fragments in parallel inside it):
+/// spreading the chain over the cores would only add a repartition's tasks and
+/// channels to every run, most of them a key's single row.
+fn chain_session() -> &'static SessionState {
+    static SESSION: OnceLock<SessionState> = OnceLock::new();
+    SESSION.get_or_init(|| {
+        let query = session();
+        let config = query.config().clone().with_target_partitions(1);
+        SessionStateBuilder::new_from_existing(query.clone())
+            .with_config(config)
+            .build()
     })
 }
 
@@ -550,9 +567,10 @@ async fn physical_plan(
 }
 
 /// The physical plan of `prepared` that its runs share, made once: planned with its
-/// placeholders, each in the filters of a node scan that waits for a run's values
+/// placeholders in the filters of its node scan, a leaf that waits for a run's values
 /// (`ParameterScanExec`). `None` when DataFusion cannot plan it so (a placeholder
-/// elsewhere) or when an operator of it keeps state between runs.
+/// elsewhere), or when it is not a chain of operators that run again above one such
+/// leaf (`runs_again`).
 async fn shared_plan(prepared: &Prepared) -> Option<Arc<dyn ExecutionPlan>> {
     if prepared.unshareable.load(Ordering::Relaxed) {
         return None;
@@ -560,7 +578,7 @@ async fn shared_plan(prepared: &Prepared) -> Option<Arc<dyn ExecutionPlan>> {
     if let Some(made) = prepared.shared.get() {
         return made.clone();
     }
-    let session = session();
+    let session = chain_session();
     let made = match session
         .query_planner()
         .create_physical_plan(&prepared.plan, session)
