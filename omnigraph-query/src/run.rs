@@ -465,7 +465,7 @@ struct Prepared {
     reads: BTreeSet<String>,
     /// The physical plan every run shares, made at the first reuse: `None` when the
     /// plan cannot be shared (`shared_plan`).
-    shared: OnceLock<Option<Arc<dyn ExecutionPlan>>>,
+    shared: OnceLock<Option<Shared>>,
     /// Set when Lance planned a bound scan in another shape than the shared plan's
     /// leaf: no run tries the shared plan again.
     unshareable: AtomicBool,
@@ -566,12 +566,20 @@ async fn physical_plan(
         .map_err(|error| running(error, budget))
 }
 
+/// A physical plan every run of a prepared plan shares, and its one parameter scan.
+#[derive(Clone)]
+struct Shared {
+    plan: Arc<dyn ExecutionPlan>,
+    /// The leaf each run replaces with Lance's scan of its values.
+    leaf: Arc<dyn ExecutionPlan>,
+}
+
 /// The physical plan of `prepared` that its runs share, made once: planned with its
 /// placeholders in the filters of its node scan, a leaf that waits for a run's values
 /// (`ParameterScanExec`). `None` when DataFusion cannot plan it so (a placeholder
 /// elsewhere), or when it is not a chain of operators that run again above one such
-/// leaf (`runs_again`).
-async fn shared_plan(prepared: &Prepared) -> Option<Arc<dyn ExecutionPlan>> {
+/// leaf (`shared_leaf`).
+async fn shared_plan(prepared: &Prepared) -> Option<Shared> {
     if prepared.unshareable.load(Ordering::Relaxed) {
         return None;
     }
@@ -584,24 +592,27 @@ async fn shared_plan(prepared: &Prepared) -> Option<Arc<dyn ExecutionPlan>> {
         .create_physical_plan(&prepared.plan, session)
         .await
     {
-        Ok(plan) if runs_again(&plan) => Some(plan),
-        _ => None,
+        Ok(plan) => shared_leaf(&plan).map(|leaf| Shared { plan, leaf }),
+        Err(_) => None,
     };
     // Two runs that made it at once made the same plan: the first kept is used.
     prepared.shared.get_or_init(|| made).clone()
 }
 
-/// Whether every operator of `plan` runs again, from its copy, as it ran the first
-/// time, and the plan has one parameter scan, bound in each run. The operators are
-/// DataFusion's whose copy (`with_new_children`) starts with no state of a run
-/// (metrics, a repartition's channels), and an expansion. Each takes one input, so the
-/// plan is a chain down to its one leaf. A join is not among them: its probe side keeps
-/// the dynamic filter of its first run.
-fn runs_again(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    let (mut all, mut scans) = (true, 0usize);
-    let walked = plan.apply(|node| {
+/// The one parameter scan of `plan`, when every operator of `plan` runs again, from its
+/// copy, as it ran the first time. The operators are DataFusion's whose copy
+/// (`with_new_children`) starts with no state of a run (metrics, a repartition's
+/// channels), and an expansion. Each takes one input, so the plan is a chain down to
+/// its one leaf. A join is not among them: its probe side keeps the dynamic filter of
+/// its first run.
+fn shared_leaf(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    let mut all = true;
+    let mut leaves = Vec::new();
+    plan.apply(|node| {
+        if node.is::<ParameterScanExec>() {
+            leaves.push(node.clone());
+        }
         let node = node.as_ref();
-        scans += usize::from(node.is::<ParameterScanExec>());
         all = node.is::<ProjectionExec>()
             || node.is::<FilterExec>()
             || node.is::<RepartitionExec>()
@@ -615,8 +626,12 @@ fn runs_again(plan: &Arc<dyn ExecutionPlan>) -> bool {
             true => TreeNodeRecursion::Continue,
             false => TreeNodeRecursion::Stop,
         })
-    });
-    walked.is_ok() && all && scans == 1
+    })
+    .ok()?;
+    match (all, leaves.as_slice()) {
+        (true, [leaf]) => Some(leaf.clone()),
+        _ => None,
+    }
 }
 
 /// The shared physical plan of `prepared` for one run: its parameter scan replaced by
@@ -627,17 +642,7 @@ async fn bound_shared_plan(
     prepared: &Prepared,
     parameters: &BTreeMap<String, ScalarValue>,
 ) -> Option<Arc<dyn ExecutionPlan>> {
-    let shared = shared_plan(prepared).await?;
-    let mut leaf: Option<Arc<dyn ExecutionPlan>> = None;
-    shared
-        .apply(|node| {
-            if node.is::<ParameterScanExec>() {
-                leaf = Some(node.clone());
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })
-        .ok()?;
-    let leaf = leaf?;
+    let Shared { plan, leaf } = shared_plan(prepared).await?;
     let values = ParamValues::from(
         parameters
             .iter()
@@ -660,15 +665,14 @@ async fn bound_shared_plan(
     // made again by `with_new_children` (a child of its changed), which gives each a
     // copy with no state of an earlier run: no operator of the run is the shared plan's.
     let mut read = Some(read);
-    shared
-        .transform_up(|node| {
-            Ok(match Arc::ptr_eq(&node, &leaf) {
-                true => Transformed::yes(read.take().expect("the plan has one parameter scan")),
-                false => Transformed::no(node),
-            })
+    plan.transform_up(|node| {
+        Ok(match Arc::ptr_eq(&node, &leaf) {
+            true => Transformed::yes(read.take().expect("the plan has one parameter scan")),
+            false => Transformed::no(node),
         })
-        .ok()
-        .map(|transformed| transformed.data)
+    })
+    .ok()
+    .map(|transformed| transformed.data)
 }
 
 /// `plan` with its placeholders bound to `parameters`, its expressions simplified again

@@ -68,15 +68,26 @@ async fn rows_with(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Vec
 /// The rows of `text` as JSON arrays, and whether its plan was one an earlier run
 /// prepared.
 async fn answer(graph: &Omnigraph, text: &str, options: &QueryOptions) -> (Vec<Value>, bool) {
+    let (rows, reused, _) = answer_shared(graph, text, options).await;
+    (rows, reused)
+}
+
+/// The rows of `text` as JSON arrays, whether its plan was one an earlier run prepared,
+/// and whether its physical plan was one every run shares.
+async fn answer_shared(
+    graph: &Omnigraph,
+    text: &str,
+    options: &QueryOptions,
+) -> (Vec<Value>, bool, bool) {
     // Boxed: a query's future is large in a debug build, and a test that awaits many
     // would outgrow a test thread's stack.
     let result = Box::pin(query(graph, text, options))
         .await
         .unwrap_or_else(|error| panic!("{text}: {error}"));
-    let reused = result.plan_reused();
+    let reused = (result.plan_reused(), result.physical_plan_reused());
     let schema = result.schema();
     let batches = result.collect().await.unwrap();
-    (rows_in_column_order(&schema, &batches), reused)
+    (rows_in_column_order(&schema, &batches), reused.0, reused.1)
 }
 
 async fn rows(graph: &Omnigraph, text: &str) -> Vec<Value> {
@@ -1348,11 +1359,44 @@ async fn a_hop_from_few_nodes_looks_their_edges_up_and_from_many_reads_every_edg
 /// The rows of `text` with `parameters`, and whether its plan was one an earlier run
 /// prepared.
 async fn run_with(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Value>, bool) {
+    answer(graph, text, &with_parameters(parameters)).await
+}
+
+/// Options with each member of the JSON object `parameters` as a parameter.
+fn with_parameters(parameters: Value) -> QueryOptions {
     let mut options = QueryOptions::new();
     for (name, value) in parameters.as_object().unwrap() {
         options = options.parameter(name.clone(), value.clone());
     }
-    answer(graph, text, &options).await
+    options
+}
+
+/// A graph of `items` items keyed by `n` (an Int32) from 0, each with the properties
+/// `item` gives (the schema declares `label: String` and `more`), each linked to the
+/// next by `Next`, optimized so the key has its index.
+async fn item_chain(items: i32, more: &str, item: impl Fn(i32) -> Value) -> (Omnigraph, TestRoot) {
+    use omnigraph_maintenance::MaintenanceExt;
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(
+        &test.uri,
+        &format!("node Item {{ n: Int32 @key, label: String, {more} }}\nedge Next: Item -> Item\n"),
+    )
+    .await
+    .unwrap();
+    let rows: Vec<Value> = (0..items).map(item).collect();
+    graph
+        .insert_json("Item", objects(Value::Array(rows)))
+        .await
+        .unwrap();
+    let next: Vec<Value> = (0..items - 1)
+        .map(|n| json!({"src": n, "dst": n + 1}))
+        .collect();
+    graph
+        .insert_json("Next", objects(Value::Array(next)))
+        .await
+        .unwrap();
+    graph.maintenance().optimize().await.unwrap();
+    (graph, test)
 }
 
 /// A full plan cache drops the plan used least recently, not every plan: a query run
@@ -1391,17 +1435,7 @@ async fn a_full_plan_cache_keeps_the_plans_in_use() {
 /// The rows of `text` with `parameters`, and whether the run reused the prepared plan
 /// and its physical plan.
 async fn run_shared(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Value>, bool, bool) {
-    let mut options = QueryOptions::new();
-    for (name, value) in parameters.as_object().unwrap() {
-        options = options.parameter(name.clone(), value.clone());
-    }
-    let result = Box::pin(query(graph, text, &options))
-        .await
-        .unwrap_or_else(|error| panic!("{text}: {error}"));
-    let reused = (result.plan_reused(), result.physical_plan_reused());
-    let schema = result.schema();
-    let batches = result.collect().await.unwrap();
-    (rows_in_column_order(&schema, &batches), reused.0, reused.1)
+    answer_shared(graph, text, &with_parameters(parameters)).await
 }
 
 /// A point read and a hop from a key make their physical plan once, at their first
@@ -1410,30 +1444,13 @@ async fn run_shared(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Va
 /// value its cast refuses, a profile) is planned with its values as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_point_read_and_a_hop_share_one_physical_plan_over_every_value() {
-    use omnigraph_maintenance::MaintenanceExt;
     const ITEMS: i32 = 2_000;
-    let test = TestRoot::new(Backend::Memory).await;
-    let graph = Omnigraph::create(
-        &test.uri,
-        "node Item { n: Int32 @key, label: String, tens: Int32 }\nedge Next: Item -> Item\n",
+    let (graph, _test) = item_chain(
+        ITEMS,
+        "tens: Int32",
+        |n| json!({"n": n, "label": format!("i{n}"), "tens": n / 10}),
     )
-    .await
-    .unwrap();
-    let items: Vec<Value> = (0..ITEMS)
-        .map(|n| json!({"n": n, "label": format!("i{n}"), "tens": n / 10}))
-        .collect();
-    graph
-        .insert_json("Item", objects(Value::Array(items)))
-        .await
-        .unwrap();
-    let next: Vec<Value> = (0..ITEMS - 1)
-        .map(|n| json!({"src": n, "dst": n + 1}))
-        .collect();
-    graph
-        .insert_json("Next", objects(Value::Array(next)))
-        .await
-        .unwrap();
-    graph.maintenance().optimize().await.unwrap();
+    .await;
 
     let point = "MATCH (i:Item {n: $n}) RETURN i.label";
     assert_eq!(
@@ -1562,32 +1579,15 @@ async fn a_point_read_and_a_hop_share_one_physical_plan_over_every_value() {
 
 #[tokio::test]
 async fn a_query_run_again_at_the_same_commit_reuses_its_plan_with_the_new_values() {
-    use omnigraph_maintenance::MaintenanceExt;
     // An Int32 key, and a parameter is an Int64: the plan compares them through a
     // cast, and the key's index still answers the comparison.
     const ITEMS: i32 = 20_000;
-    let test = TestRoot::new(Backend::Memory).await;
-    let graph = Omnigraph::create(
-        &test.uri,
-        "node Item { n: Int32 @key, label: String, weight: Float64? }\nedge Next: Item -> Item\n",
+    let (graph, test) = item_chain(
+        ITEMS,
+        "weight: Float64?",
+        |n| json!({"n": n, "label": format!("i{n}"), "weight": f64::from(n) / 2.0}),
     )
-    .await
-    .unwrap();
-    let items: Vec<Value> = (0..ITEMS)
-        .map(|n| json!({"n": n, "label": format!("i{n}"), "weight": f64::from(n) / 2.0}))
-        .collect();
-    graph
-        .insert_json("Item", objects(Value::Array(items)))
-        .await
-        .unwrap();
-    let next: Vec<Value> = (0..ITEMS - 1)
-        .map(|n| json!({"src": n, "dst": n + 1}))
-        .collect();
-    graph
-        .insert_json("Next", objects(Value::Array(next)))
-        .await
-        .unwrap();
-    graph.maintenance().optimize().await.unwrap();
+    .await;
 
     let point = "MATCH (i:Item {n: $n}) RETURN i.label, i.weight";
     let (first, reused) = run_with(&graph, point, json!({"n": 17})).await;

@@ -20,8 +20,8 @@
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{DFSchema, DataFusionError, ParamValues, Result};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, ParamValues, Result};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::{SendableRecordBatchStream, SessionState, TaskContext};
 use datafusion::logical_expr::expr::Placeholder;
@@ -76,13 +76,7 @@ impl TableProvider for ParameterScan {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut placeholders = false;
         for filter in filters {
-            filter.apply(|expr| {
-                placeholders |= matches!(expr, Expr::Placeholder(_));
-                Ok(match placeholders {
-                    true => TreeNodeRecursion::Stop,
-                    false => TreeNodeRecursion::Continue,
-                })
-            })?;
+            placeholders |= filter.exists(|expr| Ok(matches!(expr, Expr::Placeholder(_))))?;
         }
         if !placeholders {
             return self.lance.scan(state, projection, filters, limit).await;
@@ -101,6 +95,7 @@ impl TableProvider for ParameterScan {
             Boundedness::Bounded,
         );
         Ok(Arc::new(ParameterScanExec {
+            table: Arc::new(DFSchema::try_from(self.lance.schema())?),
             lance: self.lance.clone(),
             projection: projection.cloned(),
             filters: filters.to_vec(),
@@ -117,6 +112,9 @@ impl TableProvider for ParameterScan {
 #[derive(Debug)]
 pub(crate) struct ParameterScanExec {
     lance: Arc<dyn TableProvider>,
+    /// The table's columns, unqualified as the filters name them: what `bind`
+    /// simplifies the bound filters against.
+    table: DFSchemaRef,
     projection: Option<Vec<usize>>,
     /// The filters DataFusion pushed to the scan, placeholders and all.
     filters: Vec<Expr>,
@@ -147,10 +145,9 @@ impl ParameterScanExec {
         session: &SessionState,
         parameters: &ParamValues,
     ) -> std::result::Result<Arc<dyn ExecutionPlan>, Unbound> {
-        let table = DFSchema::try_from(self.lance.schema()).map_err(|_| Unbound::Shape)?;
         let simplifier = ExprSimplifier::new(
             SimplifyContext::builder()
-                .with_schema(Arc::new(table))
+                .with_schema(self.table.clone())
                 .with_config_options(OptimizerConfig::options(session))
                 .with_query_execution_start_time(session.query_execution_start_time())
                 .build(),
