@@ -5,7 +5,7 @@
 
 use crate::check::{Mode, check};
 use crate::exec::expand::ExpandExec;
-use crate::exec::parameter_scan::{ParameterScanExec, Unbound};
+use crate::exec::parameter_scan::{Bound, ParameterScanExec, Unbound};
 use crate::limits::{EXPAND_LOOKUP_KEYS_MAX, QUERY_MEMORY_BYTES_DEFAULT, QUERY_PARAMETERS_MAX};
 use crate::plan::{Adjacencies, Binding, Tables, compile, walked_edge_types};
 use datafusion::arrow::array::{RecordBatch, StringArray};
@@ -98,6 +98,7 @@ pub struct QueryRows {
     planning: Duration,
     plan_reused: bool,
     physical_plan_reused: bool,
+    key_scan_reused: bool,
     stream: BoxStream<'static, Result<RecordBatch>>,
 }
 
@@ -154,6 +155,14 @@ impl QueryRows {
         self.physical_plan_reused
     }
 
+    /// Whether the run's scan, a key's equality that Lance answers from the key's index
+    /// (`id = $id`), was Lance's plan of an earlier run with this run's value put in:
+    /// its scan not planned by Lance again either. Only a run that reused the physical
+    /// plan can; `docs/query.md`.
+    pub fn key_scan_reused(&self) -> bool {
+        self.key_scan_reused
+    }
+
     /// The next batch of rows, or `None` at the end.
     pub async fn next(&mut self) -> Option<Result<RecordBatch>> {
         self.stream.next().await
@@ -201,6 +210,7 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
         Ok::<_, OmniError>((Arc::new(prepared), physical))
     };
     let mut physical_reused = false;
+    let mut key_scan_reused = false;
     let (prepared, reused, physical) = match key.as_ref().and_then(plans::get) {
         Some(prepared) => {
             refuse_unread(&parameters, &prepared.reads)?;
@@ -210,8 +220,9 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
                 // operators count its run alone.
                 Mode::Explain | Mode::Profile => None,
             };
-            if let Some(physical) = shared {
+            if let Some((physical, key_reused)) = shared {
                 physical_reused = true;
+                key_scan_reused = key_reused;
                 (prepared, true, physical)
             } else {
                 match physical_plan(&prepared, &parameters, budget).await {
@@ -260,6 +271,7 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
                 planning: started.elapsed(),
                 plan_reused: reused,
                 physical_plan_reused: physical_reused,
+                key_scan_reused,
                 stream,
             })
         }
@@ -422,6 +434,7 @@ fn plan_rows(
         planning,
         plan_reused,
         physical_plan_reused: false,
+        key_scan_reused: false,
         stream: futures::stream::iter([Ok(batch)]).boxed(),
     }
 }
@@ -641,7 +654,7 @@ fn shared_leaf(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> 
 async fn bound_shared_plan(
     prepared: &Prepared,
     parameters: &BTreeMap<String, ScalarValue>,
-) -> Option<Arc<dyn ExecutionPlan>> {
+) -> Option<(Arc<dyn ExecutionPlan>, bool)> {
     let Shared { plan, leaf } = shared_plan(prepared).await?;
     let values = ParamValues::from(
         parameters
@@ -649,12 +662,15 @@ async fn bound_shared_plan(
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect::<Vec<_>>(),
     );
-    let read = match leaf
+    let Bound {
+        plan: read,
+        key_reused,
+    } = match leaf
         .downcast_ref::<ParameterScanExec>()?
         .bind(session(), &values)
         .await
     {
-        Ok(read) => read,
+        Ok(bound) => bound,
         Err(Unbound::Value) => return None,
         Err(Unbound::Shape) => {
             prepared.unshareable.store(true, Ordering::Relaxed);
@@ -672,7 +688,7 @@ async fn bound_shared_plan(
         })
     })
     .ok()
-    .map(|transformed| transformed.data)
+    .map(|transformed| (transformed.data, key_reused))
 }
 
 /// `plan` with its placeholders bound to `parameters`, its expressions simplified again

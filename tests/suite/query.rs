@@ -1577,6 +1577,168 @@ async fn a_point_read_and_a_hop_share_one_physical_plan_over_every_value() {
     assert_eq!((profiled.1, profiled.2), (true, false));
 }
 
+/// A run's rows, and whether its scan of a key was Lance's plan of an earlier run with
+/// its value put in.
+async fn run_keyed(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Value>, bool) {
+    let result = Box::pin(query(graph, text, &with_parameters(parameters)))
+        .await
+        .unwrap_or_else(|error| panic!("{text}: {error}"));
+    let reused = result.key_scan_reused();
+    let schema = result.schema();
+    let batches = result.collect().await.unwrap();
+    (rows_in_column_order(&schema, &batches), reused)
+}
+
+/// A scan of a key's equality, which Lance answers from the key's index, is planned by
+/// Lance once, at the shared plan's first run; each run after it puts its own value in
+/// Lance's plan. It reads what a plan made for the value reads: items inserted after
+/// the index was built (a fragment the index does not cover), deleted and updated
+/// items, absent values, runs at once, and a hop's start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_key_scan_planned_once_reads_each_runs_own_value() {
+    const ITEMS: i32 = 200;
+    const MORE: i32 = 20;
+    let item = |n: i32| json!({"n": n, "label": format!("i{n}"), "tens": n / 10});
+    let (graph, _test) = item_chain(ITEMS, "tens: Int32", item).await;
+    // A hop through the adjacency artifact starts from its key's row the same way.
+    let hop = "MATCH (i:Item {n: $n})-[:Next]->(j:Item) RETURN j.n";
+    assert_eq!(
+        run_keyed(&graph, hop, json!({"n": 10})).await,
+        (vec![json!([11])], false)
+    );
+    assert_eq!(
+        run_keyed(&graph, hop, json!({"n": 11})).await,
+        (vec![json!([12])], false)
+    );
+    for (n, next) in [(12, Some(13)), (198, Some(199)), (199, None), (210, None)] {
+        let expected: Vec<Value> = next.map(|next| json!([next])).into_iter().collect();
+        assert_eq!(
+            run_keyed(&graph, hop, json!({"n": n})).await,
+            (expected, true),
+            "hop from {n}"
+        );
+    }
+    let more: Vec<Value> = (ITEMS..ITEMS + MORE).map(item).collect();
+    graph
+        .insert_json("Item", objects(Value::Array(more)))
+        .await
+        .unwrap();
+    for n in [5, 205] {
+        let deleted = graph.delete("Item", &format!("n = {n}")).await.unwrap();
+        assert!(deleted.is_some(), "item {n} deleted");
+    }
+    for n in [7, 207] {
+        let set = [("label".to_string(), json!(format!("updated {n}")))];
+        let updated = graph
+            .update("Item", &format!("n = {n}"), &set)
+            .await
+            .unwrap();
+        assert!(updated.is_some(), "item {n} updated");
+    }
+    let label = |n: i64| -> Vec<Value> {
+        match n {
+            5 | 205 => Vec::new(),
+            7 | 207 => vec![json!([format!("updated {n}")])],
+            0..220 => vec![json!([format!("i{n}")])],
+            _ => Vec::new(),
+        }
+    };
+
+    let point = "MATCH (i:Item {n: $n}) RETURN i.label";
+    // The first run is planned with its value; the first reuse makes the shared plan,
+    // whose scan Lance plans; every run after puts its value in Lance's plan.
+    assert_eq!(
+        run_keyed(&graph, point, json!({"n": 1})).await,
+        (label(1), false)
+    );
+    assert_eq!(
+        run_keyed(&graph, point, json!({"n": 2})).await,
+        (label(2), false)
+    );
+    for n in [3, 5, 7, 199, 200, 205, 207, 219, 220, -1, 1] {
+        assert_eq!(
+            run_keyed(&graph, point, json!({"n": n})).await,
+            (label(n), true),
+            "n = {n}"
+        );
+        // What Lance plans for the value written in the query.
+        let written = rows(&graph, &format!("MATCH (i:Item {{n: {n}}}) RETURN i.label")).await;
+        assert_eq!(written, label(n), "n = {n} written");
+    }
+    // A value the key's Int32 cannot hold is compared through a cast: Lance plans it.
+    assert_eq!(
+        run_keyed(&graph, point, json!({"n": 4_294_967_296_i64})).await,
+        (Vec::new(), false)
+    );
+    // Runs at once each read their own value's row.
+    let values: Vec<i64> = (0..16).map(|n| n * 13 + 7).collect();
+    let reads = values
+        .iter()
+        .map(|n| run_keyed(&graph, point, json!({"n": n})));
+    for (n, read) in values.iter().zip(futures::future::join_all(reads).await) {
+        assert_eq!(read, (label(*n), true), "n = {n} at once");
+    }
+}
+
+/// A text key's scan is planned once as an integer's is; a float's equality is planned
+/// by Lance for each value, since Lance plans equality to zero as equality to either
+/// zero (its indexes key on the bits): a plan made for 1.5 given 0.0 would miss -0.0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_text_keys_scan_is_planned_once_and_a_floats_for_each_value() {
+    use omnigraph_maintenance::MaintenanceExt;
+    let test = TestRoot::new(Backend::Memory).await;
+    let graph = Omnigraph::create(
+        &test.uri,
+        "node Reading { id: String @key, score: Float64 @index }\n",
+    )
+    .await
+    .unwrap();
+    let readings = json!([
+        {"id": "a", "score": 1.5}, {"id": "b", "score": 2.5}, {"id": "c", "score": 0.0},
+        {"id": "d", "score": -0.0}, {"id": "e", "score": 3.5},
+    ]);
+    graph
+        .insert_json("Reading", objects(readings))
+        .await
+        .unwrap();
+    graph.maintenance().optimize().await.unwrap();
+
+    let by_id = "MATCH (r:Reading {id: $id}) RETURN r.score";
+    assert_eq!(
+        run_keyed(&graph, by_id, json!({"id": "a"})).await,
+        (vec![json!([1.5])], false)
+    );
+    assert_eq!(
+        run_keyed(&graph, by_id, json!({"id": "b"})).await,
+        (vec![json!([2.5])], false)
+    );
+    for (id, score) in [("e", Some(3.5)), ("zz", None), ("a", Some(1.5))] {
+        let expected: Vec<Value> = score.map(|score| json!([score])).into_iter().collect();
+        assert_eq!(
+            run_keyed(&graph, by_id, json!({"id": id})).await,
+            (expected, true),
+            "id {id}"
+        );
+    }
+
+    let by_score = "MATCH (r:Reading) WHERE r.score = $s RETURN r.id";
+    let ids = |mut rows: Vec<Value>| {
+        rows.sort_by_key(|row| row.to_string());
+        rows
+    };
+    for s in [1.5, 2.5, 0.0, -0.0, 3.5] {
+        let (found, reused) = run_keyed(&graph, by_score, json!({"s": s})).await;
+        let written = rows(
+            &graph,
+            &format!("MATCH (r:Reading) WHERE r.score = {s:?} RETURN r.id"),
+        )
+        .await;
+        assert_eq!((ids(found), reused), (ids(written), false), "score {s}");
+    }
+    let (zero, _) = run_keyed(&graph, by_score, json!({"s": 0.0})).await;
+    assert_eq!(ids(zero), vec![json!(["c"]), json!(["d"])]);
+}
+
 #[tokio::test]
 async fn a_query_run_again_at_the_same_commit_reuses_its_plan_with_the_new_values() {
     // An Int32 key, and a parameter is an Int64: the plan compares them through a

@@ -18,23 +18,35 @@
 //! and `PROFILE` is) is Lance's, as before.
 
 use async_trait::async_trait;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
+use datafusion::common::Column;
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, ParamValues, Result};
+use datafusion::common::{
+    DFSchema, DFSchemaRef, DataFusionError, ParamValues, Result, ScalarValue,
+};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::{SendableRecordBatchStream, SessionState, TaskContext};
 use datafusion::logical_expr::expr::Placeholder;
 use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::logical_expr::{BinaryExpr, Operator};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::optimizer::OptimizerConfig;
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
-use std::sync::Arc;
+use omnigraph_core::lance::io::exec::filtered_read::FilteredReadExec;
+use omnigraph_core::lance::io::exec::scalar_index::ScalarIndexExec;
+use omnigraph_core::lance_index::scalar::SargableQuery;
+use omnigraph_core::lance_index::scalar::expression::{ScalarIndexExpr, ScalarIndexSearch};
+use std::sync::{Arc, OnceLock};
 
 /// Lance's provider of a node table, whose scans with a placeholder in their filters
 /// are planned when a run binds it.
@@ -102,6 +114,7 @@ impl TableProvider for ParameterScan {
             limit,
             schema,
             properties: Arc::new(properties),
+            key_read: OnceLock::new(),
         }))
     }
 }
@@ -121,6 +134,17 @@ pub(crate) struct ParameterScanExec {
     limit: Option<usize>,
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
+    /// Lance's plan of a key's equality, once a run's plan was one.
+    key_read: OnceLock<KeyRead>,
+}
+
+/// Lance's scan of a run bound to its values.
+#[derive(Debug)]
+pub(crate) struct Bound {
+    pub(crate) plan: Arc<dyn ExecutionPlan>,
+    /// Whether it is Lance's plan of an earlier run with this run's key put in
+    /// ([`KeyRead`]), not planned by Lance again.
+    pub(crate) key_reused: bool,
 }
 
 /// Why a parameter scan could not be bound for a run.
@@ -144,7 +168,7 @@ impl ParameterScanExec {
         &self,
         session: &SessionState,
         parameters: &ParamValues,
-    ) -> std::result::Result<Arc<dyn ExecutionPlan>, Unbound> {
+    ) -> std::result::Result<Bound, Unbound> {
         let simplifier = ExprSimplifier::new(
             SimplifyContext::builder()
                 .with_schema(self.table.clone())
@@ -179,6 +203,14 @@ impl ParameterScanExec {
                 .data;
             filters.push(simplifier.simplify(bound).map_err(|_| Unbound::Value)?);
         }
+        if let Some(key_read) = self.key_read.get()
+            && let Some(plan) = key_read.with_value(&filters)
+        {
+            return Ok(Bound {
+                plan,
+                key_reused: true,
+            });
+        }
         let plan = self
             .lance
             .scan(session, self.projection.as_ref(), &filters, self.limit)
@@ -199,7 +231,194 @@ impl ParameterScanExec {
         if partitions != 1 || !same_columns {
             return Err(Unbound::Shape);
         }
-        Ok(plan)
+        if self.key_read.get().is_none()
+            && let Some(key_read) = KeyRead::of(&plan, &filters)
+        {
+            let _ = self.key_read.set(key_read);
+        }
+        Ok(Bound {
+            plan,
+            key_reused: false,
+        })
+    }
+}
+
+/// Lance's plan of a scan whose one filter is a key's equality to a value, answered
+/// from the key's scalar index: its operators above one filtered read (projections),
+/// the read, and under it the index search, whose query is the value's equality. The
+/// value is in two places, the search's query and the read's filter (for fragments the
+/// index does not cover), and nowhere else: [`KeyRead::of`] takes only such a plan, and
+/// [`KeyRead::with_value`] makes it again with another value of the same type in both.
+///
+/// Lance's planning of such a value depends on the key's column, the value's type and
+/// the dataset, pinned with the plan, not on the value ([`key_equality`] takes only
+/// such values: not a null, which Lance searches otherwise, nor a float). Every operator of the plan made is new: nothing of a run is
+/// shared with another. The search is made without Lance's fragment scope (a setting
+/// Lance keeps to itself): its index is loaded whole, which covers the same fragments,
+/// and the read decides which fragments the result covers, as before.
+#[derive(Debug)]
+struct KeyRead {
+    plan: Arc<dyn ExecutionPlan>,
+    column: Column,
+    data_type: DataType,
+}
+
+impl KeyRead {
+    /// `plan`, Lance's for `filters`, if it is a key's equality as above.
+    fn of(plan: &Arc<dyn ExecutionPlan>, filters: &[Expr]) -> Option<KeyRead> {
+        let (filter, column, value) = key_equality(filters)?;
+        let mut reads = 0usize;
+        let mut fits = true;
+        plan.apply(|node| {
+            if let Some(read) = node.downcast_ref::<FilteredReadExec>() {
+                reads += 1;
+                let options = read.options();
+                let search = read.index_input().and_then(index_search);
+                fits &= options.full_filter.as_ref() == Some(filter)
+                    && options.refine_filter.is_none()
+                    && options.overlay_block.is_none()
+                    && read.row_stream_input().is_none()
+                    && search.is_some_and(|search| {
+                        search.column == column.name
+                            && !search.needs_recheck
+                            && matches!(
+                                search.query.as_any().downcast_ref::<SargableQuery>(),
+                                Some(SargableQuery::Equals(found)) if found.eq(value)
+                            )
+                    });
+                return Ok(TreeNodeRecursion::Jump);
+            }
+            fits &= node.is::<ProjectionExec>() || node.is::<CooperativeExec>();
+            Ok(TreeNodeRecursion::Continue)
+        })
+        .ok()?;
+        if !(fits && reads == 1) {
+            return None;
+        }
+        let ran = KeyRead {
+            plan: plan.clone(),
+            column: column.clone(),
+            data_type: value.data_type(),
+        };
+        // The plan kept is a copy made the same way, never run: Lance's read keeps what
+        // it ran (its stream and scheduler), which the run's plan would hold while the
+        // shared plan lives.
+        Some(KeyRead {
+            plan: ran.with_value(filters)?,
+            ..ran
+        })
+    }
+
+    /// Lance's plan with the value of `filters` in the place of the first one, or
+    /// `None` if `filters` are not this key's equality to a value of its type.
+    fn with_value(&self, filters: &[Expr]) -> Option<Arc<dyn ExecutionPlan>> {
+        let (filter, column, value) = key_equality(filters)?;
+        if *column != self.column || value.data_type() != self.data_type {
+            return None;
+        }
+        let made = self
+            .plan
+            .clone()
+            .transform_down(|node| {
+                let Some(read) = node.downcast_ref::<FilteredReadExec>() else {
+                    return Ok(Transformed::no(node));
+                };
+                let index = read
+                    .index_input()
+                    .cloned()
+                    .ok_or_else(|| DataFusionError::Internal("a key's read has an index".into()))?
+                    .transform_up(|node| {
+                        let Some(search) = node.downcast_ref::<ScalarIndexExec>() else {
+                            return Ok(Transformed::no(node));
+                        };
+                        let ScalarIndexExpr::Query(found) = search.expr() else {
+                            return Err(DataFusionError::Internal(
+                                "a key's index search is one query".into(),
+                            ));
+                        };
+                        let query = ScalarIndexSearch {
+                            query: Arc::new(SargableQuery::Equals(value.clone())),
+                            ..found.clone()
+                        };
+                        let made = ScalarIndexExec::new(
+                            search.dataset().clone(),
+                            ScalarIndexExpr::Query(query),
+                            search.result_format(),
+                        );
+                        Ok(Transformed::yes(Arc::new(made) as Arc<dyn ExecutionPlan>))
+                    })?
+                    .data;
+                let options = read
+                    .options()
+                    .clone()
+                    .with_filter(None, Some(filter.clone()))?;
+                let made = FilteredReadExec::try_new(read.dataset().clone(), options, Some(index))?;
+                Ok(Transformed::new(
+                    Arc::new(made) as Arc<dyn ExecutionPlan>,
+                    true,
+                    TreeNodeRecursion::Jump,
+                ))
+            })
+            .ok()?;
+        Some(made.data)
+    }
+}
+
+/// The one filter of `filters` if it is a column's equality to a value that is not
+/// null, as the optimizer leaves `key = $value` once bound: the filter, the column and
+/// the value. The value is an integer, a text or a date, whose equality Lance plans the
+/// same for every value of the type: Lance rewrites a float's equality to zero as
+/// equality to either zero (`x IN (-0.0, 0.0)`, its indexes keying on the bits), so a
+/// float's plan depends on its value.
+fn key_equality(filters: &[Expr]) -> Option<(&Expr, &Column, &ScalarValue)> {
+    let [filter] = filters else {
+        return None;
+    };
+    let Expr::BinaryExpr(BinaryExpr {
+        left,
+        op: Operator::Eq,
+        right,
+    }) = filter
+    else {
+        return None;
+    };
+    match (left.as_ref(), right.as_ref()) {
+        (Expr::Column(column), Expr::Literal(value, None))
+            if !value.is_null() && planned_alike(&value.data_type()) =>
+        {
+            Some((filter, column, value))
+        }
+        _ => None,
+    }
+}
+
+/// Whether Lance plans the equality of a column of `data_type` to every value alike.
+fn planned_alike(data_type: &DataType) -> bool {
+    data_type.is_integer()
+        || matches!(
+            data_type,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Date32
+        )
+}
+
+/// The index search under a read's index input: one scalar index query, under
+/// cooperative wrappers only.
+fn index_search(input: &Arc<dyn ExecutionPlan>) -> Option<&ScalarIndexSearch> {
+    let mut node = input;
+    loop {
+        if let Some(search) = node.downcast_ref::<ScalarIndexExec>() {
+            return match search.expr() {
+                ScalarIndexExpr::Query(query) => Some(query),
+                _ => None,
+            };
+        }
+        if !node.is::<CooperativeExec>() {
+            return None;
+        }
+        let [child] = node.children()[..] else {
+            return None;
+        };
+        node = child;
     }
 }
 
