@@ -1678,6 +1678,15 @@ async fn a_key_scan_planned_once_reads_each_runs_own_value() {
     for (n, read) in values.iter().zip(futures::future::join_all(reads).await) {
         assert_eq!(read, (label(*n), true), "n = {n} at once");
     }
+    // Two filters are not one key's equality: Lance plans them for each run.
+    let both = "MATCH (i:Item {n: $n, label: $l}) RETURN i.tens";
+    for n in [20, 21, 22, 23] {
+        assert_eq!(
+            run_keyed(&graph, both, json!({"n": n, "l": format!("i{n}")})).await,
+            (vec![json!([n / 10])], false),
+            "n = {n} and its label"
+        );
+    }
 }
 
 /// A text key's scan is planned once as an integer's is; a float's equality is planned

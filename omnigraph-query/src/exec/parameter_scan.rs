@@ -8,8 +8,9 @@
 //! passes, and the statistics they ask Lance for, took a sixth of a served point read's
 //! CPU. [`ParameterScan`] wraps Lance's provider: a scan whose filters hold a
 //! placeholder becomes a [`ParameterScanExec`], a leaf that keeps what the scan was
-//! asked and cannot run. [`ParameterScanExec::bind`] plans Lance's own scan of the bound
-//! filters, which `run.rs` puts in the leaf's place before the run starts. Lance gets
+//! asked and cannot run. [`ParameterScanExec::bind`] has Lance plan its own scan of the
+//! bound filters (or remakes Lance's plan of a key's equality, below), which `run.rs`
+//! puts in the leaf's place before the run starts. Lance gets
 //! what a plan made for the values hands it (the same filters, projection and limit),
 //! so it chooses the same index and reads the same rows. DataFusion's physical
 //! optimizer does not run over Lance's scan again: a rewrite it might make inside it
@@ -244,7 +245,8 @@ impl ParameterScanExec {
 }
 
 /// Lance's plan of a scan whose one filter is a key's equality to a value, answered
-/// from the key's scalar index: its operators above one filtered read (projections),
+/// exactly from the key's scalar index (a key's, or any column's whose index answers
+/// equality exactly): its operators above one filtered read (projections),
 /// the read, and under it the index search, whose query is the value's equality. The
 /// value is in two places, the search's query and the read's filter (for fragments the
 /// index does not cover), and nowhere else: [`KeyRead::of`] takes only such a plan, and
@@ -252,10 +254,12 @@ impl ParameterScanExec {
 ///
 /// Lance's planning of such a value depends on the key's column, the value's type and
 /// the dataset, pinned with the plan, not on the value ([`key_equality`] takes only
-/// such values: not a null, which Lance searches otherwise, nor a float). Every operator of the plan made is new: nothing of a run is
-/// shared with another. The search is made without Lance's fragment scope (a setting
-/// Lance keeps to itself): its index is loaded whole, which covers the same fragments,
-/// and the read decides which fragments the result covers, as before.
+/// such values: not a null, which Lance searches otherwise, nor a float). Every
+/// operator of the plan made is new: nothing of a run is shared with another. The
+/// search is made without Lance's fragment scope and segment choice (settings Lance
+/// keeps to itself): Lance's table provider never narrows a scan's fragments or
+/// segments, so the index's segments that meet the dataset are loaded, as before, and
+/// the read decides which fragments the result covers.
 #[derive(Debug)]
 struct KeyRead {
     plan: Arc<dyn ExecutionPlan>,
@@ -323,18 +327,17 @@ impl KeyRead {
                 let Some(read) = node.downcast_ref::<FilteredReadExec>() else {
                     return Ok(Transformed::no(node));
                 };
+                // `of` took only a read with an index input holding one query.
                 let index = read
                     .index_input()
                     .cloned()
-                    .ok_or_else(|| DataFusionError::Internal("a key's read has an index".into()))?
+                    .expect("a key's read has an index input")
                     .transform_up(|node| {
                         let Some(search) = node.downcast_ref::<ScalarIndexExec>() else {
                             return Ok(Transformed::no(node));
                         };
                         let ScalarIndexExpr::Query(found) = search.expr() else {
-                            return Err(DataFusionError::Internal(
-                                "a key's index search is one query".into(),
-                            ));
+                            unreachable!("a key's index search is one query");
                         };
                         let query = ScalarIndexSearch {
                             query: Arc::new(SargableQuery::Equals(value.clone())),
@@ -366,8 +369,8 @@ impl KeyRead {
 
 /// The one filter of `filters` if it is a column's equality to a value that is not
 /// null, as the optimizer leaves `key = $value` once bound: the filter, the column and
-/// the value. The value is an integer, a text or a date, whose equality Lance plans the
-/// same for every value of the type: Lance rewrites a float's equality to zero as
+/// the value. The value is an integer or a text, whose equality Lance plans the same
+/// for every value of the type: Lance rewrites a float's equality to zero as
 /// equality to either zero (`x IN (-0.0, 0.0)`, its indexes keying on the bits), so a
 /// float's plan depends on its value.
 fn key_equality(filters: &[Expr]) -> Option<(&Expr, &Column, &ScalarValue)> {
@@ -397,7 +400,7 @@ fn planned_alike(data_type: &DataType) -> bool {
     data_type.is_integer()
         || matches!(
             data_type,
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Date32
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
         )
 }
 
