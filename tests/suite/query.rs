@@ -1689,7 +1689,8 @@ async fn a_key_scan_planned_once_reads_each_runs_own_value() {
     }
 }
 
-/// A text key's scan is planned once as an integer's is; a float's equality is planned
+/// A text key's scan is planned once as an integer's is, and so is an indexed property's
+/// that many rows share, rows past the index included; a float's equality is planned
 /// by Lance for each value, since Lance plans equality to zero as equality to either
 /// zero (its indexes key on the bits): a plan made for 1.5 given 0.0 would miss -0.0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1698,13 +1699,14 @@ async fn a_text_keys_scan_is_planned_once_and_a_floats_for_each_value() {
     let test = TestRoot::new(Backend::Memory).await;
     let graph = Omnigraph::create(
         &test.uri,
-        "node Reading { id: String @key, score: Float64 @index }\n",
+        "node Reading { id: String @key, score: Float64 @index, rank: Int32 @index }\n",
     )
     .await
     .unwrap();
     let readings = json!([
-        {"id": "a", "score": 1.5}, {"id": "b", "score": 2.5}, {"id": "c", "score": 0.0},
-        {"id": "d", "score": -0.0}, {"id": "e", "score": 3.5},
+        {"id": "a", "score": 1.5, "rank": 1}, {"id": "b", "score": 2.5, "rank": 1},
+        {"id": "c", "score": 0.0, "rank": 2}, {"id": "d", "score": -0.0, "rank": 2},
+        {"id": "e", "score": 3.5, "rank": 3},
     ]);
     graph
         .insert_json("Reading", objects(readings))
@@ -1746,6 +1748,41 @@ async fn a_text_keys_scan_is_planned_once_and_a_floats_for_each_value() {
     }
     let (zero, _) = run_keyed(&graph, by_score, json!({"s": 0.0})).await;
     assert_eq!(ids(zero), vec![json!(["c"]), json!(["d"])]);
+
+    // A reading past the index (a fragment it does not cover), at a new commit whose
+    // plans are made again.
+    let past = json!([{"id": "f", "score": 4.5, "rank": 2}]);
+    graph.insert_json("Reading", objects(past)).await.unwrap();
+    let plan = rows(&graph, "EXPLAIN MATCH (r:Reading {id: 'f'}) RETURN r.score").await;
+    let plan = plan[0][0].as_str().unwrap();
+    assert!(
+        plan.contains("num_fragments=2") && plan.contains("ScalarIndexQuery"),
+        "the read meets the index's fragment and one past it: {plan}"
+    );
+    for (id, score, reused) in [
+        ("a", 1.5, false),
+        ("b", 2.5, false),
+        ("f", 4.5, true),
+        ("e", 3.5, true),
+    ] {
+        assert_eq!(
+            run_keyed(&graph, by_id, json!({"id": id})).await,
+            (vec![json!([score])], reused),
+            "id {id} past the index"
+        );
+    }
+    let by_rank = "MATCH (r:Reading) WHERE r.rank = $k RETURN r.id";
+    for (k, expected, reused) in [
+        (1, vec!["a", "b"], false),
+        (3, vec!["e"], false),
+        (2, vec!["c", "d", "f"], true),
+        (4, vec![], true),
+        (1, vec!["a", "b"], true),
+    ] {
+        let (found, was) = run_keyed(&graph, by_rank, json!({"k": k})).await;
+        let expected: Vec<Value> = expected.into_iter().map(|id| json!([id])).collect();
+        assert_eq!((ids(found), was), (expected, reused), "rank {k}");
+    }
 }
 
 #[tokio::test]
