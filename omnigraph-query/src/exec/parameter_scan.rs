@@ -143,7 +143,7 @@ pub(crate) struct ParameterScanExec {
 #[derive(Debug)]
 pub(crate) struct Bound {
     pub(crate) plan: Arc<dyn ExecutionPlan>,
-    /// Whether it is Lance's plan of an earlier run with this run's key put in
+    /// Whether it is Lance's plan of an earlier run with this run's value put in
     /// ([`KeyRead`]), not planned by Lance again.
     pub(crate) key_reused: bool,
 }
