@@ -220,10 +220,10 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
                 // operators count its run alone.
                 Mode::Explain | Mode::Profile => None,
             };
-            if let Some((physical, key_reused)) = shared {
+            if let Some(Bound { plan, key_reused }) = shared {
                 physical_reused = true;
                 key_scan_reused = key_reused;
-                (prepared, true, physical)
+                (prepared, true, plan)
             } else {
                 match physical_plan(&prepared, &parameters, budget).await {
                     Ok(physical) => (prepared, true, physical),
@@ -654,20 +654,14 @@ fn shared_leaf(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> 
 async fn bound_shared_plan(
     prepared: &Prepared,
     parameters: &BTreeMap<String, ScalarValue>,
-) -> Option<(Arc<dyn ExecutionPlan>, bool)> {
+) -> Option<Bound> {
     let Shared { plan, leaf } = shared_plan(prepared).await?;
-    let values = ParamValues::from(
-        parameters
-            .iter()
-            .map(|(name, value)| (name.clone(), value.clone()))
-            .collect::<Vec<_>>(),
-    );
     let Bound {
         plan: read,
         key_reused,
     } = match leaf
         .downcast_ref::<ParameterScanExec>()?
-        .bind(session(), &values)
+        .bind(session(), &param_values(parameters))
         .await
     {
         Ok(bound) => bound,
@@ -688,7 +682,20 @@ async fn bound_shared_plan(
         })
     })
     .ok()
-    .map(|transformed| (transformed.data, key_reused))
+    .map(|transformed| Bound {
+        plan: transformed.data,
+        key_reused,
+    })
+}
+
+/// `parameters` as DataFusion binds them.
+fn param_values(parameters: &BTreeMap<String, ScalarValue>) -> ParamValues {
+    ParamValues::from(
+        parameters
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// `plan` with its placeholders bound to `parameters`, its expressions simplified again
@@ -699,11 +706,7 @@ fn bind(
     plan: &LogicalPlan,
     parameters: &BTreeMap<String, ScalarValue>,
 ) -> std::result::Result<LogicalPlan, DataFusionError> {
-    let values: Vec<(String, ScalarValue)> = parameters
-        .iter()
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect();
-    let bound = plan.clone().with_param_values(values)?;
+    let bound = plan.clone().with_param_values(param_values(parameters))?;
     static SIMPLIFY: OnceLock<Optimizer> = OnceLock::new();
     SIMPLIFY
         .get_or_init(|| Optimizer::with_rules(vec![Arc::new(SimplifyExpressions::new())]))

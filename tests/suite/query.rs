@@ -79,15 +79,36 @@ async fn answer_shared(
     text: &str,
     options: &QueryOptions,
 ) -> (Vec<Value>, bool, bool) {
+    let (rows, reuse) = answer_reused(graph, text, options).await;
+    (rows, reuse.plan, reuse.physical_plan)
+}
+
+/// What a run reused of earlier runs (`QueryRows`).
+struct Reuse {
+    plan: bool,
+    physical_plan: bool,
+    key_scan: bool,
+}
+
+/// The rows of `text` as JSON arrays, and what its run reused.
+async fn answer_reused(
+    graph: &Omnigraph,
+    text: &str,
+    options: &QueryOptions,
+) -> (Vec<Value>, Reuse) {
     // Boxed: a query's future is large in a debug build, and a test that awaits many
     // would outgrow a test thread's stack.
     let result = Box::pin(query(graph, text, options))
         .await
         .unwrap_or_else(|error| panic!("{text}: {error}"));
-    let reused = (result.plan_reused(), result.physical_plan_reused());
+    let reuse = Reuse {
+        plan: result.plan_reused(),
+        physical_plan: result.physical_plan_reused(),
+        key_scan: result.key_scan_reused(),
+    };
     let schema = result.schema();
     let batches = result.collect().await.unwrap();
-    (rows_in_column_order(&schema, &batches), reused.0, reused.1)
+    (rows_in_column_order(&schema, &batches), reuse)
 }
 
 async fn rows(graph: &Omnigraph, text: &str) -> Vec<Value> {
@@ -1580,13 +1601,8 @@ async fn a_point_read_and_a_hop_share_one_physical_plan_over_every_value() {
 /// A run's rows, and whether its scan of a key was Lance's plan of an earlier run with
 /// its value put in.
 async fn run_keyed(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Value>, bool) {
-    let result = Box::pin(query(graph, text, &with_parameters(parameters)))
-        .await
-        .unwrap_or_else(|error| panic!("{text}: {error}"));
-    let reused = result.key_scan_reused();
-    let schema = result.schema();
-    let batches = result.collect().await.unwrap();
-    (rows_in_column_order(&schema, &batches), reused)
+    let (rows, reuse) = answer_reused(graph, text, &with_parameters(parameters)).await;
+    (rows, reuse.key_scan)
 }
 
 /// A scan of a key's equality, which Lance answers from the key's index, is planned by

@@ -139,7 +139,8 @@ pub(crate) struct ParameterScanExec {
     key_read: OnceLock<KeyRead>,
 }
 
-/// Lance's scan of a run bound to its values.
+/// Lance's scan of a run bound to its values (or the shared plan with that scan in
+/// its leaf's place).
 #[derive(Debug)]
 pub(crate) struct Bound {
     pub(crate) plan: Arc<dyn ExecutionPlan>,
