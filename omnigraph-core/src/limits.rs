@@ -95,6 +95,16 @@ pub(crate) const METADATA_CACHE_BYTES_MAX: usize = 64 << 20;
 /// of one per part.
 pub(crate) const LOCAL_WRITE_BYTES_MAX: usize = 128 << 10;
 
+/// The longest read of a local file the wrapper makes on the caller's thread. A local
+/// GET comes back from object_store as an open file that it then reads on tokio's
+/// blocking pool: a second trip between threads, after the one that opened the file,
+/// for a read that the page cache answers in microseconds. A served point read makes
+/// one or two such reads; in `omnigraph-bench --serve` at 32 clients on 2 cores, the
+/// threads' wake-ups were a fifth of the server's CPU (`docs/performance.md`). Reads
+/// longer than this (a scan's or a compaction's) stay on the blocking pool, so a worker
+/// never waits long on a disk.
+pub(crate) const LOCAL_INLINE_READ_BYTES_MAX: u64 = 256 << 10;
+
 /// The most manifest tails the wrapper keeps: one per table open in flight; the oldest
 /// is dropped first (its open then reads the block from the store, as before).
 pub(crate) const MANIFEST_TAILS_MAX: usize = 32;

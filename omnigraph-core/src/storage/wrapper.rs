@@ -16,7 +16,10 @@
 //! that block to the read that follows (see [`ManifestTail`]).
 
 use crate::error::StorageKind;
-use crate::limits::{LOCAL_WRITE_BYTES_MAX, MANIFEST_TAIL_AGE_MICROS_MAX, MANIFEST_TAILS_MAX};
+use crate::limits::{
+    LOCAL_INLINE_READ_BYTES_MAX, LOCAL_WRITE_BYTES_MAX, MANIFEST_TAIL_AGE_MICROS_MAX,
+    MANIFEST_TAILS_MAX,
+};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -749,8 +752,14 @@ impl ObjectStore for WrappedStore {
         } else {
             RequestKind::Get
         };
-        self.request(kind, location, || self.inner.get_opts(location, options))
-            .await
+        let got = self
+            .request(kind, location, || self.inner.get_opts(location, options))
+            .await?;
+        match kind {
+            // A HEAD's answer is its metadata: its file is never read.
+            RequestKind::Head => Ok(got),
+            _ => read_short_local_range(got),
+        }
     }
 
     async fn get_ranges(
@@ -860,6 +869,37 @@ fn answered_from(tail: ManifestTail, range: Range<u64>) -> GetResult {
         attributes: tail.attributes,
         extensions: Default::default(),
     }
+}
+
+/// A local file's range of at most [`LOCAL_INLINE_READ_BYTES_MAX`], read now, on this
+/// thread: object_store hands a local GET back as an open file, whose bytes it would
+/// read on tokio's blocking pool. Any other answer is handed on as it came.
+fn read_short_local_range(got: GetResult) -> object_store::Result<GetResult> {
+    #[cfg(unix)]
+    if got.range.end - got.range.start <= LOCAL_INLINE_READ_BYTES_MAX
+        && let GetResultPayload::File(file, path) = &got.payload
+    {
+        use std::os::unix::fs::FileExt;
+        let length = usize::try_from(got.range.end - got.range.start)
+            .expect("a range within LOCAL_INLINE_READ_BYTES_MAX fits in memory");
+        let mut buffer = vec![0; length];
+        file.read_exact_at(&mut buffer, got.range.start)
+            .map_err(|source| object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: format!("reading {} at {:?}: {source}", path.display(), got.range).into(),
+            })?;
+        let bytes = Bytes::from(buffer);
+        return Ok(GetResult {
+            payload: GetResultPayload::Stream(
+                futures::stream::once(async move { Ok(bytes) }).boxed(),
+            ),
+            meta: got.meta,
+            range: got.range,
+            attributes: got.attributes,
+            extensions: got.extensions,
+        });
+    }
+    Ok(got)
 }
 
 /// A multipart upload whose completion can lose its acknowledgement.
@@ -1108,6 +1148,57 @@ mod tests {
                 "{lengths:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_local_files_short_range_is_read_in_place_and_a_long_one_by_object_store() {
+        let folder = tempfile::tempdir().unwrap();
+        let whole: Vec<u8> = (0..LOCAL_INLINE_READ_BYTES_MAX + 10)
+            .map(|at| (at % 251) as u8)
+            .collect();
+        std::fs::write(folder.path().join("data"), &whole).unwrap();
+        let store = StoreWrapper::for_local_folder("").wrap_store(Arc::new(
+            object_store::local::LocalFileSystem::new_with_prefix(folder.path()).unwrap(),
+        ));
+        let path = Path::from("data");
+        let short = 3..3 + LOCAL_INLINE_READ_BYTES_MAX;
+        let long = 3..LOCAL_INLINE_READ_BYTES_MAX + 4;
+        for (range, in_place) in [(short, true), (long, false), (7..8, true)] {
+            let options = GetOptions {
+                range: Some(GetRange::Bounded(range.clone())),
+                ..GetOptions::default()
+            };
+            let read = store.get_opts(&path, options).await.unwrap();
+            let read_in_place = matches!(read.payload, GetResultPayload::Stream(_));
+            assert_eq!(read_in_place, in_place, "{range:?}");
+            assert_eq!(read.range, range);
+            assert_eq!(read.meta.size, whole.len() as u64);
+            let bytes = read.bytes().await.unwrap();
+            assert_eq!(bytes, whole[range.start as usize..range.end as usize]);
+        }
+        // object_store still decides the range: one that runs past the end is cut at
+        // the end, and one that starts past it is an error.
+        let size = whole.len() as u64;
+        let over = GetOptions {
+            range: Some(GetRange::Bounded(size - 5..size + 100)),
+            ..GetOptions::default()
+        };
+        let read = store.get_opts(&path, over).await.unwrap();
+        assert!(matches!(read.payload, GetResultPayload::Stream(_)));
+        assert_eq!(read.bytes().await.unwrap(), whole[whole.len() - 5..]);
+        let past = GetOptions {
+            range: Some(GetRange::Bounded(size + 1..size + 2)),
+            ..GetOptions::default()
+        };
+        assert!(store.get_opts(&path, past).await.is_err());
+        // A HEAD is answered with the file's metadata and never reads it.
+        let head = GetOptions {
+            head: true,
+            ..GetOptions::default()
+        };
+        let read = store.get_opts(&path, head).await.unwrap();
+        assert!(!matches!(read.payload, GetResultPayload::Stream(_)));
+        assert_eq!(read.meta.size, size);
     }
 
     #[tokio::test]
