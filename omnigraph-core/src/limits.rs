@@ -100,9 +100,10 @@ pub(crate) const LOCAL_WRITE_BYTES_MAX: usize = 128 << 10;
 /// blocking pool: a second trip between threads, after the one that opened the file,
 /// for a read that the page cache answers in microseconds. A served point read makes
 /// one or two such reads; in `omnigraph-bench --serve` at 32 clients on 2 cores, the
-/// threads' wake-ups were a fifth of the server's CPU (`docs/performance.md`). Reads
-/// longer than this (a scan's or a compaction's) stay on the blocking pool, so a worker
-/// never waits long on a disk.
+/// threads' switches and wake-ups were a quarter of the server's CPU
+/// (`docs/performance.md`). The bound is per read: a longer read stays on the blocking
+/// pool, and a worker waits on the disk for at most this much at a time (a scan of
+/// narrow columns makes many such reads, each in its turn).
 pub(crate) const LOCAL_INLINE_READ_BYTES_MAX: u64 = 256 << 10;
 
 /// The most manifest tails the wrapper keeps: one per table open in flight; the oldest
@@ -117,5 +118,8 @@ pub(crate) const MANIFEST_TAIL_AGE_MICROS_MAX: i64 = 1_000_000;
 // Relations
 /// A schema at its limits fits its source: every type named at the longest name.
 const _: () = assert!(TYPES_MAX * NAME_LEN_MAX <= SCHEMA_BYTES_MAX);
+/// A manifest's tail, the read of every table open, is read in place: one Lance block
+/// (`LANCE_BLOCK_BYTES` in storage/root.rs, 64 KiB).
+const _: () = assert!(LOCAL_INLINE_READ_BYTES_MAX >= 64 << 10);
 /// A local write in pieces still makes progress, and a manifest's tail fits one.
 const _: () = assert!(LOCAL_WRITE_BYTES_MAX >= 4 << 10);

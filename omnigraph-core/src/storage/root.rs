@@ -424,7 +424,8 @@ impl StorageRoot {
 
     /// Reads an object of at most `max_bytes`; `None` when it does not exist. A larger
     /// object is refused as corrupt from the size its GET reports, before its body is
-    /// read into memory.
+    /// read into memory (but for a local file of at most `LOCAL_INLINE_READ_BYTES_MAX`,
+    /// which the store's wrapper has read with the GET).
     pub async fn get_capped(&self, relative: &str, max_bytes: usize) -> Result<Option<Bytes>> {
         let too_large = |size: u64| {
             OmniError::corrupt(

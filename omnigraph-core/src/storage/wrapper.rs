@@ -581,7 +581,7 @@ impl WrappedStore {
         };
         let (meta, attributes, range, bytes) = self
             .request(RequestKind::RangedGet, location, || async {
-                let got = self.inner.get_opts(location, options).await?;
+                let got = read_short_local_range(self.inner.get_opts(location, options).await?)?;
                 let (meta, attributes, range) =
                     (got.meta.clone(), got.attributes.clone(), got.range.clone());
                 Ok((meta, attributes, range, got.bytes().await?))
@@ -873,20 +873,22 @@ fn answered_from(tail: ManifestTail, range: Range<u64>) -> GetResult {
 
 /// A local file's range of at most [`LOCAL_INLINE_READ_BYTES_MAX`], read now, on this
 /// thread: object_store hands a local GET back as an open file, whose bytes it would
-/// read on tokio's blocking pool. Any other answer is handed on as it came.
+/// read on tokio's blocking pool. Any other answer is handed on as it came. An error
+/// keeps the `io::Error` as its source, which the engine classifies by its kind.
 fn read_short_local_range(got: GetResult) -> object_store::Result<GetResult> {
     #[cfg(unix)]
-    if got.range.end - got.range.start <= LOCAL_INLINE_READ_BYTES_MAX
-        && let GetResultPayload::File(file, path) = &got.payload
+    if let GetResultPayload::File(file, _) = &got.payload
+        && let Some(length) = got.range.end.checked_sub(got.range.start)
+        && length <= LOCAL_INLINE_READ_BYTES_MAX
     {
         use std::os::unix::fs::FileExt;
-        let length = usize::try_from(got.range.end - got.range.start)
+        let length = usize::try_from(length)
             .expect("a range within LOCAL_INLINE_READ_BYTES_MAX fits in memory");
         let mut buffer = vec![0; length];
         file.read_exact_at(&mut buffer, got.range.start)
             .map_err(|source| object_store::Error::Generic {
                 store: "LocalFileSystem",
-                source: format!("reading {} at {:?}: {source}", path.display(), got.range).into(),
+                source: Box::new(source),
             })?;
         let bytes = Bytes::from(buffer);
         return Ok(GetResult {
@@ -1175,6 +1177,32 @@ mod tests {
             assert_eq!(read.meta.size, whole.len() as u64);
             let bytes = read.bytes().await.unwrap();
             assert_eq!(bytes, whole[range.start as usize..range.end as usize]);
+        }
+        // A range given from the end, and a whole small object, are read in place.
+        let small = Path::from("small");
+        store
+            .put_opts(
+                &small,
+                PutPayload::from(vec![9u8; 100]),
+                PutOptions::default(),
+            )
+            .await
+            .unwrap();
+        for (at, range, expected) in [
+            (
+                &path,
+                Some(GetRange::Suffix(10)),
+                &whole[whole.len() - 10..],
+            ),
+            (&small, None, &[9u8; 100][..]),
+        ] {
+            let options = GetOptions {
+                range,
+                ..GetOptions::default()
+            };
+            let read = store.get_opts(at, options).await.unwrap();
+            assert!(matches!(read.payload, GetResultPayload::Stream(_)), "{at}");
+            assert_eq!(read.bytes().await.unwrap(), expected, "{at}");
         }
         // object_store still decides the range: one that runs past the end is cut at
         // the end, and one that starts past it is an error.
