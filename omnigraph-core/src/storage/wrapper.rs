@@ -863,12 +863,17 @@ fn answered_from(tail: ManifestTail, range: Range<u64>) -> GetResult {
     let to = (range.end - tail.range.start) as usize;
     let bytes = tail.bytes.slice(from..to);
     GetResult {
-        payload: GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed()),
+        payload: in_one_chunk(bytes),
         meta: tail.meta,
         range,
         attributes: tail.attributes,
         extensions: Default::default(),
     }
+}
+
+/// Bytes already in memory, as the answer to a GET.
+fn in_one_chunk(bytes: Bytes) -> GetResultPayload {
+    GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed())
 }
 
 /// A local file's range of at most [`LOCAL_INLINE_READ_BYTES_MAX`], read now, on this
@@ -890,11 +895,8 @@ fn read_short_local_range(got: GetResult) -> object_store::Result<GetResult> {
                 store: "LocalFileSystem",
                 source: Box::new(source),
             })?;
-        let bytes = Bytes::from(buffer);
         return Ok(GetResult {
-            payload: GetResultPayload::Stream(
-                futures::stream::once(async move { Ok(bytes) }).boxed(),
-            ),
+            payload: in_one_chunk(Bytes::from(buffer)),
             meta: got.meta,
             range: got.range,
             attributes: got.attributes,
