@@ -106,6 +106,18 @@ pub(crate) const LOCAL_WRITE_BYTES_MAX: usize = 128 << 10;
 /// narrow columns makes many such reads, each in its turn).
 pub(crate) const LOCAL_INLINE_READ_BYTES_MAX: u64 = 256 << 10;
 
+/// The most local files a root keeps open after a short read, for the next short read
+/// of the same object (`storage/local_reads.rs`); the oldest is closed first. A served
+/// read's working set is a few files per table (its data, its index's pages); each
+/// kept file is one descriptor.
+pub(crate) const LOCAL_OPEN_FILES_KEPT_MAX: usize = 64;
+
+/// How long a local file is kept open (microseconds, clock seam), from its open. A file
+/// another process deletes is not used once deleted (its link count is checked on every
+/// read), but its space is held until it is closed: at the first read through the root
+/// after this age, or when the root is dropped.
+pub(crate) const LOCAL_OPEN_FILE_AGE_MICROS_MAX: i64 = 10_000_000;
+
 /// The most manifest tails the wrapper keeps: one per table open in flight; the oldest
 /// is dropped first (its open then reads the block from the store, as before).
 pub(crate) const MANIFEST_TAILS_MAX: usize = 32;

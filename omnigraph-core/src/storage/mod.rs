@@ -1,6 +1,7 @@
 //! The storage root and the object-store wrapper every request in it passes through.
 
 mod local_links;
+mod local_reads;
 mod options;
 mod root;
 #[cfg(feature = "s3")]

@@ -1,5 +1,6 @@
 //! The request-counting, fault-injecting object-store wrapper. For a local folder it also
-//! hands each write to the store in pieces (see [`LOCAL_WRITE_BYTES_MAX`]).
+//! hands each write to the store in pieces (see [`LOCAL_WRITE_BYTES_MAX`]), and makes
+//! short reads on the thread that asks, from files it keeps open (`local_reads.rs`).
 //!
 //! It implements Lance's `WrappingObjectStore`, so every request Lance makes for a table
 //! in the root passes through it, and the engine's own requests (the commit log) use the
@@ -15,11 +16,9 @@
 //! manifest's last block instead (one request that returns the size too), and hands
 //! that block to the read that follows (see [`ManifestTail`]).
 
+use super::local_reads::{OpenFiles, in_one_chunk, read_short_local_range};
 use crate::error::StorageKind;
-use crate::limits::{
-    LOCAL_INLINE_READ_BYTES_MAX, LOCAL_WRITE_BYTES_MAX, MANIFEST_TAIL_AGE_MICROS_MAX,
-    MANIFEST_TAILS_MAX,
-};
+use crate::limits::{LOCAL_WRITE_BYTES_MAX, MANIFEST_TAIL_AGE_MICROS_MAX, MANIFEST_TAILS_MAX};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -256,6 +255,8 @@ struct WrapperState {
     faults: Mutex<Vec<Arc<ActiveFault>>>,
     /// Manifest tails read in place of a HEAD, newest last, for the read that follows.
     tails: Mutex<VecDeque<ManifestTail>>,
+    /// A local folder's files kept open after a short read (`local_reads.rs`).
+    open_files: OpenFiles,
 }
 
 /// The last block of a table manifest, read in place of the HEAD that asked its size.
@@ -395,6 +396,7 @@ impl StoreWrapper {
                 probes: Mutex::new(Vec::new()),
                 faults: Mutex::new(Vec::new()),
                 tails: Mutex::new(VecDeque::new()),
+                open_files: OpenFiles::default(),
             }),
         }
     }
@@ -692,6 +694,7 @@ impl ObjectStore for WrappedStore {
             _ => RequestKind::Put,
         };
         let action = self.state.observe(kind, location);
+        self.state.open_files.forget(location);
         let payload = in_pieces(payload, self.state.piece_bytes_max);
         if let Some(FaultAction::AppliedLater(delay)) = action {
             // The write lands after the caller has given up on it.
@@ -714,6 +717,7 @@ impl ObjectStore for WrappedStore {
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
         let action = self.state.observe(RequestKind::Put, location);
+        self.state.open_files.forget(location);
         if let Some(failure) = failure_before(action, location) {
             return Err(failure);
         }
@@ -752,14 +756,24 @@ impl ObjectStore for WrappedStore {
         } else {
             RequestKind::Get
         };
-        let got = self
-            .request(kind, location, || self.inner.get_opts(location, options))
-            .await?;
-        match kind {
-            // A HEAD's answer is its metadata: its file is never read.
-            RequestKind::Head => Ok(got),
-            _ => read_short_local_range(got),
+        // A HEAD's answer is its metadata: its file is never read.
+        if options.head {
+            return self
+                .request(kind, location, || self.inner.get_opts(location, options))
+                .await;
         }
+        // Counted and faulted like any GET, whoever answers it.
+        self.request(kind, location, || async {
+            let open_files = &self.state.open_files;
+            if unconditional(&options)
+                && let Some(answer) = open_files.answer(location, &options)
+            {
+                return Ok(answer);
+            }
+            let got = self.inner.get_opts(location, options).await?;
+            open_files.read_and_keep(location, got)
+        })
+        .await
     }
 
     async fn get_ranges(
@@ -789,6 +803,7 @@ impl ObjectStore for WrappedStore {
                 async move {
                     let location = location?;
                     store.state.drop_tails(&location);
+                    store.state.open_files.forget(&location);
                     store
                         .request(RequestKind::Delete, &location, || async {
                             let single =
@@ -834,6 +849,7 @@ impl ObjectStore for WrappedStore {
         to: &Path,
         options: CopyOptions,
     ) -> object_store::Result<()> {
+        self.state.open_files.forget(to);
         self.request(RequestKind::CopyOrRename, to, || {
             self.inner.copy_opts(from, to, options)
         })
@@ -846,6 +862,8 @@ impl ObjectStore for WrappedStore {
         to: &Path,
         options: RenameOptions,
     ) -> object_store::Result<()> {
+        self.state.open_files.forget(from);
+        self.state.open_files.forget(to);
         self.request(RequestKind::CopyOrRename, to, || {
             self.inner.rename_opts(from, to, options)
         })
@@ -869,41 +887,6 @@ fn answered_from(tail: ManifestTail, range: Range<u64>) -> GetResult {
         attributes: tail.attributes,
         extensions: Default::default(),
     }
-}
-
-/// Bytes already in memory, as the answer to a GET.
-fn in_one_chunk(bytes: Bytes) -> GetResultPayload {
-    GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed())
-}
-
-/// A local file's range of at most [`LOCAL_INLINE_READ_BYTES_MAX`], read now, on this
-/// thread: object_store hands a local GET back as an open file, whose bytes it would
-/// read on tokio's blocking pool. Any other answer is handed on as it came. An error
-/// keeps the `io::Error` as its source, which the engine classifies by its kind.
-fn read_short_local_range(got: GetResult) -> object_store::Result<GetResult> {
-    #[cfg(unix)]
-    if let GetResultPayload::File(file, _) = &got.payload
-        && let Some(length) = got.range.end.checked_sub(got.range.start)
-        && length <= LOCAL_INLINE_READ_BYTES_MAX
-    {
-        use std::os::unix::fs::FileExt;
-        let length = usize::try_from(length)
-            .expect("a range within LOCAL_INLINE_READ_BYTES_MAX fits in memory");
-        let mut buffer = vec![0; length];
-        file.read_exact_at(&mut buffer, got.range.start)
-            .map_err(|source| object_store::Error::Generic {
-                store: "LocalFileSystem",
-                source: Box::new(source),
-            })?;
-        return Ok(GetResult {
-            payload: in_one_chunk(Bytes::from(buffer)),
-            meta: got.meta,
-            range: got.range,
-            attributes: got.attributes,
-            extensions: got.extensions,
-        });
-    }
-    Ok(got)
 }
 
 /// A multipart upload whose completion can lose its acknowledgement.
@@ -939,6 +922,9 @@ impl MultipartUpload for WrappedUpload {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::{
+        LOCAL_INLINE_READ_BYTES_MAX, LOCAL_OPEN_FILE_AGE_MICROS_MAX, LOCAL_OPEN_FILES_KEPT_MAX,
+    };
 
     #[test]
     fn globs() {
@@ -1152,6 +1138,200 @@ mod tests {
                 "{lengths:?}"
             );
         }
+    }
+
+    /// A wrapped local folder, its wrapper, and a range read of `path`.
+    fn local_store(folder: &std::path::Path) -> (StoreWrapper, Arc<dyn ObjectStore>) {
+        let wrapper = StoreWrapper::for_local_folder("");
+        let store = wrapper.wrap_store(Arc::new(
+            object_store::local::LocalFileSystem::new_with_prefix(folder).unwrap(),
+        ));
+        (wrapper, store)
+    }
+
+    async fn read(
+        store: &Arc<dyn ObjectStore>,
+        path: &Path,
+        range: Option<Range<u64>>,
+    ) -> object_store::Result<Bytes> {
+        let options = GetOptions {
+            range: range.map(GetRange::Bounded),
+            ..GetOptions::default()
+        };
+        store.get_opts(path, options).await?.bytes().await
+    }
+
+    #[tokio::test]
+    async fn a_short_reads_file_answers_the_next_until_it_changes_at_its_path() {
+        let folder = tempfile::tempdir().unwrap();
+        let on_disk = folder.path().join("data");
+        let first: Vec<u8> = (0..1_000u32).map(|at| (at % 251) as u8).collect();
+        std::fs::write(&on_disk, &first).unwrap();
+        let (wrapper, store) = local_store(folder.path());
+        let files = &wrapper.state.open_files;
+        let path = Path::from("data");
+        let probe = wrapper.probe();
+
+        // The first read opens the file through object_store and keeps it; the next
+        // ones are answered from it, whole or in part, and are counted all the same.
+        assert_eq!(
+            read(&store, &path, Some(0..100)).await.unwrap(),
+            first[..100]
+        );
+        assert_eq!((files.kept_count(), files.answered()), (1, 0));
+        assert_eq!(
+            read(&store, &path, Some(900..1_000)).await.unwrap(),
+            first[900..]
+        );
+        assert_eq!(read(&store, &path, None).await.unwrap(), first);
+        let got = store.get_opts(&path, GetOptions::default()).await.unwrap();
+        assert_eq!((got.meta.size, got.range.clone()), (1_000, 0..1_000));
+        assert_eq!(files.answered(), 3);
+        assert_eq!(probe.counts().get(RequestKind::RangedGet), 2);
+        assert_eq!(probe.counts().get(RequestKind::Get), 2);
+        // An invalid range is object_store's to refuse, kept file or not.
+        assert!(read(&store, &path, Some(1_001..1_002)).await.is_err());
+        assert_eq!(files.answered(), 3);
+
+        // Replaced by a rename over its path (as a put does), from outside the store:
+        // the kept file is unlinked, and the read is of the new one.
+        let second: Vec<u8> = (0..700u32).map(|at| (at % 13) as u8).collect();
+        std::fs::write(folder.path().join("staged"), &second).unwrap();
+        std::fs::rename(folder.path().join("staged"), &on_disk).unwrap();
+        assert_eq!(
+            read(&store, &path, Some(0..100)).await.unwrap(),
+            second[..100]
+        );
+        assert_eq!(files.answered(), 3);
+        assert_eq!(read(&store, &path, None).await.unwrap(), second);
+        assert_eq!(files.answered(), 4);
+
+        // Changed in place (its size and time): read again by object_store.
+        {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&on_disk)
+                .unwrap();
+            file.write_all(&[7; 50]).unwrap();
+        }
+        let grown = read(&store, &path, None).await.unwrap();
+        assert_eq!(
+            (grown.len(), &grown[..700], &grown[700..]),
+            (750, &second[..], &[7u8; 50][..])
+        );
+        assert_eq!(files.answered(), 4);
+
+        // Deleted from outside the store: not found, as without a kept file.
+        std::fs::remove_file(&on_disk).unwrap();
+        let gone = read(&store, &path, Some(0..10)).await.unwrap_err();
+        assert!(
+            matches!(gone, object_store::Error::NotFound { .. }),
+            "{gone:?}"
+        );
+        assert_eq!((files.kept_count(), files.answered()), (0, 4));
+
+        // A fault on the read applies to a read a kept file would answer.
+        std::fs::write(&on_disk, &first).unwrap();
+        read(&store, &path, Some(0..10)).await.unwrap();
+        let fault = wrapper.inject(FaultRule::new(
+            "data",
+            &[RequestKind::RangedGet],
+            FaultAction::FailBefore(StorageKind::Transient),
+        ));
+        assert!(read(&store, &path, Some(0..10)).await.is_err());
+        assert_eq!(fault.fired(), 1);
+        drop(fault);
+        assert_eq!(read(&store, &path, Some(0..10)).await.unwrap(), first[..10]);
+    }
+
+    #[tokio::test]
+    async fn the_stores_own_writes_and_deletes_close_a_kept_file_and_at_most_so_many_are_kept() {
+        use object_store::ObjectStoreExt;
+        let folder = tempfile::tempdir().unwrap();
+        let (wrapper, store) = local_store(folder.path());
+        let files = &wrapper.state.open_files;
+        let path = Path::from("data");
+        store
+            .put(&path, PutPayload::from(vec![1u8; 64]))
+            .await
+            .unwrap();
+        read(&store, &path, None).await.unwrap();
+        assert_eq!(files.kept_count(), 1);
+        // A put over it closes it, and the read after is of the new bytes.
+        store
+            .put(&path, PutPayload::from(vec![2u8; 32]))
+            .await
+            .unwrap();
+        assert_eq!(files.kept_count(), 0);
+        assert_eq!(read(&store, &path, None).await.unwrap(), vec![2u8; 32]);
+        // A delete closes it at once: its space is not held.
+        store.delete(&path).await.unwrap();
+        assert_eq!(files.kept_count(), 0);
+        assert!(matches!(
+            read(&store, &path, None).await.unwrap_err(),
+            object_store::Error::NotFound { .. }
+        ));
+        // So does a rename, of either end, and a copy over it.
+        let other = Path::from("other");
+        store
+            .put(&path, PutPayload::from(vec![3u8; 16]))
+            .await
+            .unwrap();
+        store
+            .put(&other, PutPayload::from(vec![4u8; 16]))
+            .await
+            .unwrap();
+        read(&store, &path, None).await.unwrap();
+        read(&store, &other, None).await.unwrap();
+        assert_eq!(files.kept_count(), 2);
+        store.copy(&other, &path).await.unwrap();
+        assert_eq!(files.kept_count(), 1);
+        assert_eq!(read(&store, &path, None).await.unwrap(), vec![4u8; 16]);
+        store.rename(&path, &other).await.unwrap();
+        assert_eq!(files.kept_count(), 0);
+
+        // The oldest kept file is closed first, past the bound.
+        let paths: Vec<Path> = (0..LOCAL_OPEN_FILES_KEPT_MAX + 3)
+            .map(|at| Path::from(format!("many/{at}")))
+            .collect();
+        for (at, path) in paths.iter().enumerate() {
+            store
+                .put(path, PutPayload::from(vec![at as u8; 8]))
+                .await
+                .unwrap();
+            read(&store, path, None).await.unwrap();
+            assert!(files.kept_count() <= LOCAL_OPEN_FILES_KEPT_MAX);
+        }
+        assert_eq!(files.kept_count(), LOCAL_OPEN_FILES_KEPT_MAX);
+        let answered = files.answered();
+        read(&store, &paths[paths.len() - 1], None).await.unwrap();
+        assert_eq!(files.answered(), answered + 1, "the newest is kept");
+        read(&store, &paths[0], None).await.unwrap();
+        assert_eq!(files.answered(), answered + 1, "the oldest was closed");
+    }
+
+    #[tokio::test]
+    async fn a_kept_file_is_closed_at_its_age() {
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::write(folder.path().join("data"), [5u8; 10]).unwrap();
+        let (wrapper, store) = local_store(folder.path());
+        let files = &wrapper.state.open_files;
+        let path = Path::from("data");
+        let simulation = crate::seams::Simulation::new(1, 1_000_000, 0);
+        crate::seams::simulate(simulation.clone(), async {
+            read(&store, &path, None).await.unwrap();
+            simulation.advance(LOCAL_OPEN_FILE_AGE_MICROS_MAX);
+            read(&store, &path, None).await.unwrap();
+            assert_eq!((files.kept_count(), files.answered()), (1, 1));
+            simulation.advance(1);
+            // Past its age: closed, then opened and kept again by the read.
+            read(&store, &path, None).await.unwrap();
+            assert_eq!((files.kept_count(), files.answered()), (1, 1));
+            read(&store, &path, None).await.unwrap();
+            assert_eq!(files.answered(), 2);
+        })
+        .await;
     }
 
     #[tokio::test]
