@@ -113,9 +113,9 @@ pub(crate) const LOCAL_INLINE_READ_BYTES_MAX: u64 = 256 << 10;
 pub(crate) const LOCAL_OPEN_FILES_KEPT_MAX: usize = 64;
 
 /// How long a local file is kept open (microseconds, clock seam), from its open. A file
-/// another process deletes is not used once deleted (its link count is checked on every
-/// read), but its space is held until it is closed: at the first read through the root
-/// after this age, or when the root is dropped.
+/// another process deletes is not used once deleted (its path is checked on every read),
+/// but its space is held until it is closed: at the next GET through the root after
+/// this age, when newer files push it out, or when the root is dropped.
 pub(crate) const LOCAL_OPEN_FILE_AGE_MICROS_MAX: i64 = 10_000_000;
 
 /// The most manifest tails the wrapper keeps: one per table open in flight; the oldest

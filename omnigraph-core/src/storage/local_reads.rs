@@ -7,14 +7,15 @@
 //! each trip is a thread's wake-up around a few kilobytes the page cache holds. So a
 //! range of at most [`LOCAL_INLINE_READ_BYTES_MAX`] is read here with one `pread`, and
 //! the open file is kept ([`OpenFiles`]): the next short read of the object is one
-//! `fstat` and one `pread`, with no trip at all.
+//! `stat` and one `pread`, with no trip at all.
 //!
-//! A kept file is used only while it is still the object at its path: its `fstat` must
-//! show it linked, with the device, inode, size and modification time it had when
-//! object_store opened it. A file deleted or replaced since, by this process or another,
-//! fails that check and the read goes to object_store as before. This process's own
-//! deletes, puts, copies and renames drop the kept file of their path at once, so a
-//! deleted file's space is not held by this process.
+//! A kept file is used only while it is still the object at its path: a `stat` of the
+//! path must show the device, inode, size, modification and change times it showed when
+//! the file was kept. A file deleted, replaced, renamed away or changed since, by this
+//! process or another, fails that check and the read goes to object_store as before.
+//! This process's own deletes, puts, copies and renames close the kept file of their
+//! path, before and after the request, so a file this process deletes is not held open
+//! past the reads in flight.
 
 use crate::limits::{
     LOCAL_INLINE_READ_BYTES_MAX, LOCAL_OPEN_FILE_AGE_MICROS_MAX, LOCAL_OPEN_FILES_KEPT_MAX,
@@ -26,6 +27,7 @@ use object_store::{Attributes, GetOptions, GetResult, GetResultPayload, ObjectMe
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Bytes already in memory, as the answer to a GET.
@@ -45,8 +47,13 @@ pub(super) fn read_short_local_range(got: GetResult) -> object_store::Result<Get
 
 /// What [`read_short`] made of a GET's answer.
 enum Short {
-    /// A short range of a local file, read: the answer, and the file it was read from.
-    Read { answer: GetResult, file: File },
+    /// A short range of a local file, read: the answer, and the file it was read from
+    /// with its path.
+    Read {
+        answer: GetResult,
+        file: File,
+        on_disk: PathBuf,
+    },
     /// Any other answer, as it came.
     Other(GetResult),
 }
@@ -64,7 +71,7 @@ fn read_short(got: GetResult) -> object_store::Result<Short> {
             attributes,
             extensions,
         } = got;
-        let GetResultPayload::File(file, _) = payload else {
+        let GetResultPayload::File(file, on_disk) = payload else {
             unreachable!("matched as a file above");
         };
         let bytes = pread(&file, range.start, length)?;
@@ -75,7 +82,11 @@ fn read_short(got: GetResult) -> object_store::Result<Short> {
             attributes,
             extensions,
         };
-        return Ok(Short::Read { answer, file });
+        return Ok(Short::Read {
+            answer,
+            file,
+            on_disk,
+        });
     }
     Ok(Short::Other(got))
 }
@@ -105,77 +116,119 @@ fn pread(_file: &File, _start: u64, _length: u64) -> object_store::Result<Bytes>
     })
 }
 
-/// What `fstat` says a file is: a kept file answers only while this is unchanged.
+/// What `stat` says of a file: a kept file answers only while its path still shows it
+/// so. A rename over the path or a delete (a new inode or none), a write in place (size,
+/// modification time), a rename away, a new link or a change of mode (change time) each
+/// change it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Identity {
     device: u64,
     inode: u64,
     size: u64,
-    modified_seconds: i64,
-    modified_nanos: i64,
+    modified: (i64, i64),
+    changed: (i64, i64),
 }
 
 impl Identity {
-    /// The file's identity, or `None` when it has no link left (deleted, or replaced by
-    /// a rename over its path) or cannot be read.
+    /// The identity of the file at `path` now, or `None` when there is none.
     #[cfg(unix)]
-    fn of_linked(file: &File) -> Option<Identity> {
+    fn at(path: &std::path::Path) -> Option<Identity> {
+        std::fs::metadata(path).ok().map(|stat| Identity::of(&stat))
+    }
+
+    /// The identity of an open file.
+    #[cfg(unix)]
+    fn of_open(file: &File) -> Option<Identity> {
+        file.metadata().ok().map(|stat| Identity::of(&stat))
+    }
+
+    #[cfg(unix)]
+    fn of(stat: &std::fs::Metadata) -> Identity {
         use std::os::unix::fs::MetadataExt;
-        let stat = file.metadata().ok()?;
-        (stat.nlink() > 0).then(|| Identity {
+        Identity {
             device: stat.dev(),
             inode: stat.ino(),
             size: stat.size(),
-            modified_seconds: stat.mtime(),
-            modified_nanos: stat.mtime_nsec(),
-        })
+            modified: (stat.mtime(), stat.mtime_nsec()),
+            changed: (stat.ctime(), stat.ctime_nsec()),
+        }
     }
 
     #[cfg(not(unix))]
-    fn of_linked(_file: &File) -> Option<Identity> {
+    fn at(_path: &std::path::Path) -> Option<Identity> {
         None
+    }
+
+    #[cfg(not(unix))]
+    fn of_open(_file: &File) -> Option<Identity> {
+        None
+    }
+
+    /// Whether object_store's metadata of the object describes this file: its size and
+    /// modification time (the ETag is made of the inode, the time and the size).
+    fn described_by(&self, meta: &ObjectMeta) -> bool {
+        let modified = meta.last_modified;
+        self.size == meta.size
+            && self.modified
+                == (
+                    modified.timestamp(),
+                    i64::from(modified.timestamp_subsec_nanos()),
+                )
     }
 }
 
 /// An open local file kept after a short read of it.
 #[derive(Debug)]
 struct OpenFile {
+    /// The object.
+    location: Path,
+    /// The file's path, as object_store mapped the object to it.
+    on_disk: PathBuf,
     file: File,
     /// What object_store said of the object when it opened the file.
     meta: ObjectMeta,
     attributes: Attributes,
-    /// What `fstat` said right after, checked against the metadata.
+    /// What `stat` said of the path right after, the same as of the open file.
     identity: Identity,
     /// When it was kept (clock seam).
     kept_at_micros: i64,
 }
 
+/// The kept files: `order` holds each of `by_path`'s, oldest first.
 #[derive(Debug, Default)]
 struct Kept {
     by_path: HashMap<Path, Arc<OpenFile>>,
-    /// Every kept file, oldest first; a path's entry here may be one `by_path` no longer
-    /// holds (dropped or kept again since).
-    order: VecDeque<(Path, Arc<OpenFile>)>,
+    order: VecDeque<Arc<OpenFile>>,
 }
 
 impl Kept {
-    /// Drops the oldest entry, and its file unless it was kept again since.
-    fn drop_oldest(&mut self) {
-        let Some((path, file)) = self.order.pop_front() else {
-            return;
-        };
-        if self
-            .by_path
-            .get(&path)
-            .is_some_and(|kept| Arc::ptr_eq(kept, &file))
-        {
-            self.by_path.remove(&path);
+    /// Takes out the kept file of `location`, if it is `only` (or any, without one).
+    fn take(&mut self, location: &Path, only: Option<&Arc<OpenFile>>) -> Option<Arc<OpenFile>> {
+        let kept = self.by_path.get(location)?;
+        if only.is_some_and(|only| !Arc::ptr_eq(only, kept)) {
+            return None;
         }
+        let kept = self.by_path.remove(location)?;
+        self.order.retain(|open| !Arc::ptr_eq(open, &kept));
+        self.check();
+        Some(kept)
+    }
+
+    fn check(&self) {
+        assert!(self.order.len() <= LOCAL_OPEN_FILES_KEPT_MAX);
+        assert_eq!(self.order.len(), self.by_path.len());
+        debug_assert!(self.order.iter().all(|open| {
+            self.by_path
+                .get(&open.location)
+                .is_some_and(|kept| Arc::ptr_eq(kept, open))
+        }));
     }
 }
 
 /// The local files a root keeps open, at most [`LOCAL_OPEN_FILES_KEPT_MAX`] and each
-/// for at most [`LOCAL_OPEN_FILE_AGE_MICROS_MAX`]; the oldest is closed first.
+/// for at most [`LOCAL_OPEN_FILE_AGE_MICROS_MAX`]; the oldest is closed first. A file is
+/// closed after the lock is let go: closing the last descriptor of a large deleted file
+/// frees its blocks, which can take a while.
 #[derive(Debug, Default)]
 pub(super) struct OpenFiles {
     kept: Mutex<Kept>,
@@ -191,8 +244,9 @@ impl OpenFiles {
     pub(super) fn answer(&self, location: &Path, options: &GetOptions) -> Option<GetResult> {
         assert!(!options.head, "a HEAD reads no file");
         let open = self.kept(location)?;
-        if Identity::of_linked(&open.file) != Some(open.identity) {
-            self.forget(location);
+        if Identity::at(&open.on_disk) != Some(open.identity) {
+            // Deleted, replaced or changed: object_store finds what is there now.
+            self.forget_this(&open);
             return None;
         }
         let range = match &options.range {
@@ -206,7 +260,7 @@ impl OpenFiles {
         }
         let Ok(bytes) = pread(&open.file, range.start, length) else {
             // object_store opens the file again and reports what it finds.
-            self.forget(location);
+            self.forget_this(&open);
             return None;
         };
         assert_eq!(bytes.len() as u64, length);
@@ -229,58 +283,92 @@ impl OpenFiles {
         got: GetResult,
     ) -> object_store::Result<GetResult> {
         match read_short(got)? {
-            Short::Read { answer, file } => {
-                self.keep(location, file, &answer.meta, &answer.attributes);
+            Short::Read {
+                answer,
+                file,
+                on_disk,
+            } => {
+                self.keep(location, on_disk, file, &answer.meta, &answer.attributes);
                 Ok(answer)
             }
             Short::Other(got) => Ok(got),
         }
     }
 
-    /// Closes the kept file of `location`: the object is being deleted or written.
+    /// Closes the kept file of `location`: the object is being deleted or written, or
+    /// was.
     pub(super) fn forget(&self, location: &Path) {
-        self.kept.lock().by_path.remove(location);
+        let closed = self.kept.lock().take(location, None);
+        drop(closed);
     }
 
-    /// The kept file of `location`, when one is kept and young enough.
+    /// Closes `open`, unless its object has been kept again since.
+    fn forget_this(&self, open: &Arc<OpenFile>) {
+        let closed = self.kept.lock().take(&open.location, Some(open));
+        drop(closed);
+    }
+
+    /// The kept file of `location`, when one is kept and young enough; the ones past
+    /// their age are closed.
     fn kept(&self, location: &Path) -> Option<Arc<OpenFile>> {
         let oldest = crate::seams::now_micros().saturating_sub(LOCAL_OPEN_FILE_AGE_MICROS_MAX);
-        let mut kept = self.kept.lock();
-        // The order is by age: the old ones are at its front.
-        while kept
-            .order
-            .front()
-            .is_some_and(|(_, file)| file.kept_at_micros < oldest)
-        {
-            kept.drop_oldest();
-        }
-        kept.by_path.get(location).cloned()
+        let mut closed = Vec::new();
+        let found = {
+            let mut kept = self.kept.lock();
+            // The order is by age: the old ones are at its front.
+            while let Some(front) = kept.order.front()
+                && front.kept_at_micros < oldest
+            {
+                let location = front.location.clone();
+                closed.extend(kept.take(&location, None));
+            }
+            kept.by_path.get(location).cloned()
+        };
+        drop(closed);
+        found
     }
 
-    /// Keeps `file`, just read as `location`, when `fstat` agrees with object_store's
-    /// metadata of it.
-    fn keep(&self, location: &Path, file: File, meta: &ObjectMeta, attributes: &Attributes) {
-        let Some(identity) = Identity::of_linked(&file) else {
+    /// Keeps `file`, just read as `location` from `on_disk`, when the path still shows
+    /// it and object_store's metadata describes it.
+    fn keep(
+        &self,
+        location: &Path,
+        on_disk: PathBuf,
+        file: File,
+        meta: &ObjectMeta,
+        attributes: &Attributes,
+    ) {
+        let Some(identity) = Identity::of_open(&file) else {
             return;
         };
-        if identity.size != meta.size || meta.location != *location {
+        if Identity::at(&on_disk) != Some(identity)
+            || !identity.described_by(meta)
+            || meta.location != *location
+        {
             return;
         }
         let open = Arc::new(OpenFile {
+            location: location.clone(),
+            on_disk,
             file,
             meta: meta.clone(),
             attributes: attributes.clone(),
             identity,
             kept_at_micros: crate::seams::now_micros(),
         });
-        let mut kept = self.kept.lock();
-        while kept.order.len() >= LOCAL_OPEN_FILES_KEPT_MAX {
-            kept.drop_oldest();
+        let mut closed = Vec::new();
+        {
+            let mut kept = self.kept.lock();
+            closed.extend(kept.take(location, None));
+            while kept.order.len() >= LOCAL_OPEN_FILES_KEPT_MAX {
+                let oldest = kept.order[0].location.clone();
+                closed.extend(kept.take(&oldest, None));
+            }
+            kept.order.push_back(open.clone());
+            kept.by_path.insert(location.clone(), open);
+            kept.check();
         }
-        kept.order.push_back((location.clone(), open.clone()));
-        kept.by_path.insert(location.clone(), open);
-        assert!(kept.order.len() <= LOCAL_OPEN_FILES_KEPT_MAX);
-        assert!(kept.by_path.len() <= kept.order.len());
+        drop(closed);
     }
 
     /// How many files are kept open (for tests).

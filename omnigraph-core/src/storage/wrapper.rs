@@ -705,10 +705,13 @@ impl ObjectStore for WrappedStore {
             });
             return Err(timed_out(location.as_ref()));
         }
-        Self::apply(action, location, || {
+        let put = Self::apply(action, location, || {
             self.inner.put_opts(location, payload, opts)
         })
-        .await
+        .await;
+        // A read while the put ran may have kept the file it replaced.
+        self.state.open_files.forget(location);
+        put
     }
 
     async fn put_multipart_opts(
@@ -804,7 +807,7 @@ impl ObjectStore for WrappedStore {
                     let location = location?;
                     store.state.drop_tails(&location);
                     store.state.open_files.forget(&location);
-                    store
+                    let deleted = store
                         .request(RequestKind::Delete, &location, || async {
                             let single =
                                 futures::stream::once(futures::future::ready(Ok(location.clone())))
@@ -815,7 +818,10 @@ impl ObjectStore for WrappedStore {
                                 None => Ok(location.clone()),
                             }
                         })
-                        .await
+                        .await;
+                    // A read while the delete ran may have kept the file.
+                    store.state.open_files.forget(&location);
+                    deleted
                 }
             })
             .boxed()
@@ -850,10 +856,13 @@ impl ObjectStore for WrappedStore {
         options: CopyOptions,
     ) -> object_store::Result<()> {
         self.state.open_files.forget(to);
-        self.request(RequestKind::CopyOrRename, to, || {
-            self.inner.copy_opts(from, to, options)
-        })
-        .await
+        let copied = self
+            .request(RequestKind::CopyOrRename, to, || {
+                self.inner.copy_opts(from, to, options)
+            })
+            .await;
+        self.state.open_files.forget(to);
+        copied
     }
 
     async fn rename_opts(
@@ -864,10 +873,14 @@ impl ObjectStore for WrappedStore {
     ) -> object_store::Result<()> {
         self.state.open_files.forget(from);
         self.state.open_files.forget(to);
-        self.request(RequestKind::CopyOrRename, to, || {
-            self.inner.rename_opts(from, to, options)
-        })
-        .await
+        let renamed = self
+            .request(RequestKind::CopyOrRename, to, || {
+                self.inner.rename_opts(from, to, options)
+            })
+            .await;
+        self.state.open_files.forget(from);
+        self.state.open_files.forget(to);
+        renamed
     }
 }
 
@@ -1192,9 +1205,32 @@ mod tests {
         // An invalid range is object_store's to refuse, kept file or not.
         assert!(read(&store, &path, Some(1_001..1_002)).await.is_err());
         assert_eq!(files.answered(), 3);
+        // A range from the end is answered, with what object_store itself gives.
+        let plain = object_store::local::LocalFileSystem::new_with_prefix(folder.path()).unwrap();
+        let suffix = GetOptions {
+            range: Some(GetRange::Suffix(10)),
+            ..GetOptions::default()
+        };
+        let kept = store.get_opts(&path, suffix.clone()).await.unwrap();
+        let direct = plain.get_opts(&path, suffix).await.unwrap();
+        assert_eq!(files.answered(), 4);
+        assert_eq!((&kept.meta, &kept.range), (&direct.meta, &direct.range));
+        assert_eq!(kept.attributes, direct.attributes);
+        assert_eq!(kept.bytes().await.unwrap(), direct.bytes().await.unwrap());
+        // A conditional read is object_store's to decide.
+        let unchanged = GetOptions {
+            if_none_match: got.meta.e_tag.clone(),
+            ..GetOptions::default()
+        };
+        let refused = store.get_opts(&path, unchanged).await.unwrap_err();
+        assert!(
+            matches!(refused, object_store::Error::NotModified { .. }),
+            "{refused:?}"
+        );
+        assert_eq!(files.answered(), 4);
 
         // Replaced by a rename over its path (as a put does), from outside the store:
-        // the kept file is unlinked, and the read is of the new one.
+        // the read is of the new file.
         let second: Vec<u8> = (0..700u32).map(|at| (at % 13) as u8).collect();
         std::fs::write(folder.path().join("staged"), &second).unwrap();
         std::fs::rename(folder.path().join("staged"), &on_disk).unwrap();
@@ -1202,11 +1238,11 @@ mod tests {
             read(&store, &path, Some(0..100)).await.unwrap(),
             second[..100]
         );
-        assert_eq!(files.answered(), 3);
-        assert_eq!(read(&store, &path, None).await.unwrap(), second);
         assert_eq!(files.answered(), 4);
+        assert_eq!(read(&store, &path, None).await.unwrap(), second);
+        assert_eq!(files.answered(), 5);
 
-        // Changed in place (its size and time): read again by object_store.
+        // Changed in place (its size and times): read again by object_store.
         {
             use std::io::Write;
             let mut file = std::fs::OpenOptions::new()
@@ -1220,7 +1256,7 @@ mod tests {
             (grown.len(), &grown[..700], &grown[700..]),
             (750, &second[..], &[7u8; 50][..])
         );
-        assert_eq!(files.answered(), 4);
+        assert_eq!(files.answered(), 5);
 
         // Deleted from outside the store: not found, as without a kept file.
         std::fs::remove_file(&on_disk).unwrap();
@@ -1229,11 +1265,48 @@ mod tests {
             matches!(gone, object_store::Error::NotFound { .. }),
             "{gone:?}"
         );
-        assert_eq!((files.kept_count(), files.answered()), (0, 4));
+        assert_eq!((files.kept_count(), files.answered()), (0, 5));
 
-        // A fault on the read applies to a read a kept file would answer.
-        std::fs::write(&on_disk, &first).unwrap();
+        // Renamed away, or deleted at its path while another link to it stays: its
+        // inode, size and contents are unchanged, and the object is gone all the same.
+        let elsewhere = folder.path().join("elsewhere");
+        fn rename_away(on_disk: &std::path::Path, elsewhere: &std::path::Path) {
+            std::fs::rename(on_disk, elsewhere).unwrap();
+        }
+        fn unlink_one_of_two(on_disk: &std::path::Path, elsewhere: &std::path::Path) {
+            std::fs::hard_link(on_disk, elsewhere).unwrap();
+            std::fs::remove_file(on_disk).unwrap();
+        }
+        let leaving: [fn(&std::path::Path, &std::path::Path); 2] = [rename_away, unlink_one_of_two];
+        for leave in leaving {
+            std::fs::write(&on_disk, &first).unwrap();
+            read(&store, &path, None).await.unwrap();
+            assert_eq!(read(&store, &path, None).await.unwrap(), first);
+            let answered = files.answered();
+            leave(&on_disk, &elsewhere);
+            let gone = read(&store, &path, None).await.unwrap_err();
+            assert!(
+                matches!(gone, object_store::Error::NotFound { .. }),
+                "{gone:?}"
+            );
+            assert_eq!((files.kept_count(), files.answered()), (0, answered));
+            std::fs::remove_file(&elsewhere).unwrap();
+        }
+
+        // A read longer than the bound is object_store's, kept file or not.
+        let long: Vec<u8> = (0..LOCAL_INLINE_READ_BYTES_MAX + 1)
+            .map(|at| (at % 7) as u8)
+            .collect();
+        std::fs::write(&on_disk, &long).unwrap();
         read(&store, &path, Some(0..10)).await.unwrap();
+        let answered = files.answered();
+        let whole = store.get_opts(&path, GetOptions::default()).await.unwrap();
+        assert!(matches!(whole.payload, GetResultPayload::File(..)));
+        assert_eq!(whole.bytes().await.unwrap(), long);
+        assert_eq!((files.kept_count(), files.answered()), (1, answered));
+
+        // A fault on the read applies to a read a kept file would answer: a failure,
+        // and a hold.
         let fault = wrapper.inject(FaultRule::new(
             "data",
             &[RequestKind::RangedGet],
@@ -1242,7 +1315,26 @@ mod tests {
         assert!(read(&store, &path, Some(0..10)).await.is_err());
         assert_eq!(fault.fired(), 1);
         drop(fault);
-        assert_eq!(read(&store, &path, Some(0..10)).await.unwrap(), first[..10]);
+        let hold = std::time::Duration::from_millis(50);
+        let held = wrapper.inject(FaultRule::new(
+            "data",
+            &[RequestKind::RangedGet],
+            FaultAction::Delay(hold),
+        ));
+        let started = std::time::Instant::now();
+        assert_eq!(read(&store, &path, Some(0..10)).await.unwrap(), long[..10]);
+        assert!(started.elapsed() >= hold);
+        assert_eq!((held.fired(), files.answered()), (1, answered + 1));
+    }
+
+    /// How many of this process's descriptors are open on `path` (deleted or not).
+    fn descriptors_on(path: &std::path::Path) -> usize {
+        let deleted = format!("{} (deleted)", path.display());
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            .filter(|target| *target == path || target.as_os_str() == deleted.as_str())
+            .count()
     }
 
     #[tokio::test]
@@ -1266,8 +1358,11 @@ mod tests {
         assert_eq!(files.kept_count(), 0);
         assert_eq!(read(&store, &path, None).await.unwrap(), vec![2u8; 32]);
         // A delete closes it at once: its space is not held.
+        let on_disk = folder.path().join("data");
+        assert_eq!(descriptors_on(&on_disk), 1);
         store.delete(&path).await.unwrap();
         assert_eq!(files.kept_count(), 0);
+        assert_eq!(descriptors_on(&on_disk), 0);
         assert!(matches!(
             read(&store, &path, None).await.unwrap_err(),
             object_store::Error::NotFound { .. }
