@@ -19,6 +19,15 @@ use omnigraph_core::OmniError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// mimalloc, not glibc's allocator: a served query makes many small allocations in
+/// DataFusion and Lance, and with glibc's a fifth of the server's CPU was `malloc` and
+/// `free`. In `omnigraph-bench --serve` the server's CPU per read fell by 15-25% and
+/// the peak memory beside optimize by about a fifth, and `omnigraph-bench
+/// --maintenance` stayed within its envelope at the same optimize time
+/// (`docs/performance.md`, "The allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// OmniGraph: typed property graphs kept as Lance tables, published by exact CAS.
 #[derive(Parser)]
 #[command(name = "omnigraph", version, about, long_about = None)]

@@ -1267,6 +1267,11 @@ fn kuzu_dir(args: &[String]) -> (std::path::PathBuf, tempfile::TempDir) {
     (dir, temp)
 }
 
+/// The `omnigraph` binary's allocator (`omnigraph-cli/src/main.rs`): the bench measures
+/// what the binary runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
