@@ -22,9 +22,9 @@ use std::process::ExitCode;
 /// mimalloc, not glibc's allocator: a served query makes many small allocations in
 /// DataFusion and Lance, and with glibc's a fifth of the server's CPU was `malloc` and
 /// `free`. In `omnigraph-bench --serve` the server's CPU per read fell by 15-25% and
-/// the peak memory beside optimize by about a fifth, and `omnigraph-bench
-/// --maintenance` stayed within its envelope at the same optimize time
-/// (`docs/performance.md`, "The allocator").
+/// the peak memory beside optimize by about a fifth; `omnigraph-bench --maintenance`
+/// stayed within its envelope, optimize taking up to 13% longer (`docs/performance.md`,
+/// "The allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -214,6 +214,20 @@ impl Kept {
         Some(kept)
     }
 
+    /// Takes out the oldest kept file. Each call shortens the order by one, so a loop
+    /// of them ends.
+    fn pop_oldest(&mut self) -> Option<Arc<OpenFile>> {
+        let oldest = self.order.pop_front()?;
+        if self
+            .by_path
+            .get(&oldest.location)
+            .is_some_and(|open| Arc::ptr_eq(open, &oldest))
+        {
+            self.by_path.remove(&oldest.location);
+        }
+        Some(oldest)
+    }
+
     fn check(&self) {
         assert!(self.order.len() <= LOCAL_OPEN_FILES_KEPT_MAX);
         assert_eq!(self.order.len(), self.by_path.len());
@@ -311,19 +325,23 @@ impl OpenFiles {
     /// The kept file of `location`, when one is kept and young enough; the ones past
     /// their age are closed.
     fn kept(&self, location: &Path) -> Option<Arc<OpenFile>> {
-        let oldest = crate::seams::now_micros().saturating_sub(LOCAL_OPEN_FILE_AGE_MICROS_MAX);
+        let now = crate::seams::now_micros();
+        let oldest = now.saturating_sub(LOCAL_OPEN_FILE_AGE_MICROS_MAX);
         let mut closed = Vec::new();
-        let found = {
-            let mut kept = self.kept.lock();
-            // The order is by age: the old ones are at its front.
-            while let Some(front) = kept.order.front()
-                && front.kept_at_micros < oldest
+        let found =
             {
-                let location = front.location.clone();
-                closed.extend(kept.take(&location, None));
-            }
-            kept.by_path.get(location).cloned()
-        };
+                let mut kept = self.kept.lock();
+                // The order is by age: the old ones are at its front. One kept after now
+                // (the clock stepped back) is as old as can be: it would hold the sweep.
+                while kept.order.front().is_some_and(|front| {
+                    front.kept_at_micros < oldest || front.kept_at_micros > now
+                }) && let Some(front) = kept.pop_oldest()
+                {
+                    closed.push(front);
+                }
+                kept.check();
+                kept.by_path.get(location).cloned()
+            };
         drop(closed);
         found
     }
@@ -341,10 +359,7 @@ impl OpenFiles {
         let Some(identity) = Identity::of_open(&file) else {
             return;
         };
-        if Identity::at(&on_disk) != Some(identity)
-            || !identity.described_by(meta)
-            || meta.location != *location
-        {
+        if !identity.described_by(meta) || meta.location != *location {
             return;
         }
         let open = Arc::new(OpenFile {
@@ -359,14 +374,22 @@ impl OpenFiles {
         let mut closed = Vec::new();
         {
             let mut kept = self.kept.lock();
-            closed.extend(kept.take(location, None));
-            while kept.order.len() >= LOCAL_OPEN_FILES_KEPT_MAX {
-                let oldest = kept.order[0].location.clone();
-                closed.extend(kept.take(&oldest, None));
+            // The path is checked under the lock: a delete or write of this process
+            // forgets the path under it too, so it comes wholly before (and the file
+            // is not kept) or wholly after (and closes it).
+            if Identity::at(&open.on_disk) == Some(identity) {
+                closed.extend(kept.take(location, None));
+                while kept.order.len() >= LOCAL_OPEN_FILES_KEPT_MAX
+                    && let Some(oldest) = kept.pop_oldest()
+                {
+                    closed.push(oldest);
+                }
+                kept.order.push_back(open.clone());
+                kept.by_path.insert(location.clone(), open);
+                kept.check();
+            } else {
+                closed.push(open);
             }
-            kept.order.push_back(open.clone());
-            kept.by_path.insert(location.clone(), open);
-            kept.check();
         }
         drop(closed);
     }
