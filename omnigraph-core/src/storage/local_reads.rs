@@ -309,6 +309,24 @@ impl OpenFiles {
         }
     }
 
+    /// Makes `change` (a write, copy, rename or delete of `locations`), closing their
+    /// kept files before it and after it: a read while it ran may have kept the file
+    /// it replaced or deleted.
+    pub(super) async fn changing<T>(
+        &self,
+        locations: &[&Path],
+        change: impl std::future::Future<Output = T>,
+    ) -> T {
+        for location in locations {
+            self.forget(location);
+        }
+        let changed = change.await;
+        for location in locations {
+            self.forget(location);
+        }
+        changed
+    }
+
     /// Closes the kept file of `location`: the object is being deleted or written, or
     /// was.
     pub(super) fn forget(&self, location: &Path) {

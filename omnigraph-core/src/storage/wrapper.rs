@@ -694,10 +694,11 @@ impl ObjectStore for WrappedStore {
             _ => RequestKind::Put,
         };
         let action = self.state.observe(kind, location);
-        self.state.open_files.forget(location);
         let payload = in_pieces(payload, self.state.piece_bytes_max);
         if let Some(FaultAction::AppliedLater(delay)) = action {
-            // The write lands after the caller has given up on it.
+            // The write lands after the caller has given up on it (a file it replaces
+            // then fails the kept file's check of its path).
+            self.state.open_files.forget(location);
             let (inner, later) = (self.inner.clone(), location.clone());
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
@@ -707,11 +708,8 @@ impl ObjectStore for WrappedStore {
         }
         let put = Self::apply(action, location, || {
             self.inner.put_opts(location, payload, opts)
-        })
-        .await;
-        // A read while the put ran may have kept the file it replaced.
-        self.state.open_files.forget(location);
-        put
+        });
+        self.state.open_files.changing(&[location], put).await
     }
 
     async fn put_multipart_opts(
@@ -806,22 +804,17 @@ impl ObjectStore for WrappedStore {
                 async move {
                     let location = location?;
                     store.state.drop_tails(&location);
-                    store.state.open_files.forget(&location);
-                    let deleted = store
-                        .request(RequestKind::Delete, &location, || async {
-                            let single =
-                                futures::stream::once(futures::future::ready(Ok(location.clone())))
-                                    .boxed();
-                            let mut results = store.inner.delete_stream(single);
-                            match results.next().await {
-                                Some(result) => result,
-                                None => Ok(location.clone()),
-                            }
-                        })
-                        .await;
-                    // A read while the delete ran may have kept the file.
-                    store.state.open_files.forget(&location);
-                    deleted
+                    let deleted = store.request(RequestKind::Delete, &location, || async {
+                        let single =
+                            futures::stream::once(futures::future::ready(Ok(location.clone())))
+                                .boxed();
+                        let mut results = store.inner.delete_stream(single);
+                        match results.next().await {
+                            Some(result) => result,
+                            None => Ok(location.clone()),
+                        }
+                    });
+                    store.state.open_files.changing(&[&location], deleted).await
                 }
             })
             .boxed()
@@ -855,14 +848,10 @@ impl ObjectStore for WrappedStore {
         to: &Path,
         options: CopyOptions,
     ) -> object_store::Result<()> {
-        self.state.open_files.forget(to);
-        let copied = self
-            .request(RequestKind::CopyOrRename, to, || {
-                self.inner.copy_opts(from, to, options)
-            })
-            .await;
-        self.state.open_files.forget(to);
-        copied
+        let copied = self.request(RequestKind::CopyOrRename, to, || {
+            self.inner.copy_opts(from, to, options)
+        });
+        self.state.open_files.changing(&[to], copied).await
     }
 
     async fn rename_opts(
@@ -871,16 +860,10 @@ impl ObjectStore for WrappedStore {
         to: &Path,
         options: RenameOptions,
     ) -> object_store::Result<()> {
-        self.state.open_files.forget(from);
-        self.state.open_files.forget(to);
-        let renamed = self
-            .request(RequestKind::CopyOrRename, to, || {
-                self.inner.rename_opts(from, to, options)
-            })
-            .await;
-        self.state.open_files.forget(from);
-        self.state.open_files.forget(to);
-        renamed
+        let renamed = self.request(RequestKind::CopyOrRename, to, || {
+            self.inner.rename_opts(from, to, options)
+        });
+        self.state.open_files.changing(&[from, to], renamed).await
     }
 }
 
@@ -1153,7 +1136,7 @@ mod tests {
         }
     }
 
-    /// A wrapped local folder, its wrapper, and a range read of `path`.
+    /// A wrapped local folder and its wrapper.
     fn local_store(folder: &std::path::Path) -> (StoreWrapper, Arc<dyn ObjectStore>) {
         let wrapper = StoreWrapper::for_local_folder("");
         let store = wrapper.wrap_store(Arc::new(
@@ -1162,6 +1145,7 @@ mod tests {
         (wrapper, store)
     }
 
+    /// The bytes of `range` of `path` (the whole object without one).
     async fn read(
         store: &Arc<dyn ObjectStore>,
         path: &Path,
@@ -1458,9 +1442,7 @@ mod tests {
             .map(|at| (at % 251) as u8)
             .collect();
         std::fs::write(folder.path().join("data"), &whole).unwrap();
-        let store = StoreWrapper::for_local_folder("").wrap_store(Arc::new(
-            object_store::local::LocalFileSystem::new_with_prefix(folder.path()).unwrap(),
-        ));
+        let (_, store) = local_store(folder.path());
         let path = Path::from("data");
         let short = 3..3 + LOCAL_INLINE_READ_BYTES_MAX;
         let long = 3..LOCAL_INLINE_READ_BYTES_MAX + 4;
