@@ -61,7 +61,10 @@ impl FragmentRead {
 /// The keys of one table as of one version, each with the row that holds it.
 #[derive(Debug, Default)]
 pub(crate) struct TableKeys {
-    version: u64,
+    /// The version every fragment and key describes; `None` while a refresh is under
+    /// way (a refresh dropped at an await leaves each fragment and its keys consistent,
+    /// but the cache no longer describes the version it held, nor yet the new one).
+    version: Option<u64>,
     fragments: HashMap<u64, FragmentRead>,
     /// Key to row address (fragment << 32 | offset).
     keys: KeyMap<u64>,
@@ -82,7 +85,7 @@ impl TableKeys {
     async fn bring_to(&mut self, table: &Arc<Dataset>, key_column: &str) -> Result<bool> {
         use futures::StreamExt;
         let version = table.manifest().version;
-        if self.version == version && !self.fragments.is_empty() {
+        if self.version == Some(version) && !self.fragments.is_empty() {
             return Ok(true);
         }
         let current = fragments::by_id(&table.manifest().fragments);
@@ -126,6 +129,10 @@ impl TableKeys {
                 losses.push((id, deleted));
             }
         }
+        // From here the cache describes no one version until the end: a refresh
+        // dropped at the key read below (a query past its time) must not leave the old
+        // version's number on fragments brought forward.
+        self.version = None;
         if !stale.is_empty() {
             self.keys
                 .retain(|_, address| !stale.contains(&split_row_address(*address).0));
@@ -222,7 +229,7 @@ impl TableKeys {
                 );
             }
         }
-        self.version = version;
+        self.version = Some(version);
         Ok(true)
     }
 
@@ -231,6 +238,22 @@ impl TableKeys {
         let address = *self.keys.get(key)?;
         let read = self.fragments.get(&split_row_address(address).0)?;
         read.holds(address).then_some(address)
+    }
+
+    /// Where the table's row of `key` is: `Some(None)` when the table lacks it, `None`
+    /// when the cache holds the key without its row's offset (a fragment this handle
+    /// appended).
+    pub(crate) fn row_of(&self, key: &str) -> Option<Option<u64>> {
+        match self.address_of(key) {
+            None => Some(None),
+            Some(address) if address & OFFSET_UNKNOWN == OFFSET_UNKNOWN => None,
+            Some(address) => Some(Some(address)),
+        }
+    }
+
+    /// The version of the table the cache describes, when it holds one.
+    pub(crate) fn version(&self) -> Option<u64> {
+        self.version.filter(|_| self.is_warm())
     }
 
     /// Which of `keys` the table holds.
@@ -295,12 +318,12 @@ impl TableKeys {
         table: &Dataset,
         added: impl IntoIterator<Item = RowKey>,
     ) {
-        if self.version == table.manifest().version && !self.fragments.is_empty() {
+        if self.version == Some(table.manifest().version) && !self.fragments.is_empty() {
             // Already brought to the tip (a read at the head while the append
             // published): it read the appended fragment's keys itself.
             return;
         }
-        if self.version != base_version || self.fragments.is_empty() {
+        if self.version != Some(base_version) || self.fragments.is_empty() {
             *self = TableKeys::default();
             return;
         }
@@ -325,7 +348,7 @@ impl TableKeys {
         );
         self.keys
             .extend(added.into_iter().map(|key| (key, address)));
-        self.version = table.manifest().version;
+        self.version = Some(table.manifest().version);
     }
 }
 

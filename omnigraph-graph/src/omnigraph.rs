@@ -59,6 +59,8 @@ pub struct Omnigraph {
     adjacency: AdjacencyCache,
     /// Whether traversals may use adjacency artifacts (see [`Omnigraph::without_adjacency`]).
     adjacency_reads: bool,
+    /// Whether a query may read a key's row from the place the key cache holds.
+    key_rows: bool,
 }
 
 /// What to read from one type.
@@ -118,6 +120,7 @@ impl Omnigraph {
             merge_budget: MergeBudget::default(),
             adjacency: AdjacencyCache::default(),
             adjacency_reads: true,
+            key_rows: true,
         })
     }
 
@@ -136,6 +139,15 @@ impl Omnigraph {
     /// the results are the same.
     pub fn without_adjacency(mut self) -> Omnigraph {
         self.adjacency_reads = false;
+        self
+    }
+
+    /// This handle with queries that read a node by its key through the key's index
+    /// only, never from the place its key cache holds, and that
+    /// never fill the cache for that. For comparisons and benchmarks; the results are
+    /// the same.
+    pub fn without_key_rows(mut self) -> Omnigraph {
+        self.key_rows = false;
         self
     }
 
@@ -671,6 +683,71 @@ impl Omnigraph {
         type_name: &str,
     ) -> Result<Arc<Dataset>> {
         self.table_of_type(commit, type_name).await
+    }
+
+    /// Where the row of `key` (rendered as the key cache renders it) is in `table`, the
+    /// version of `type_name` that `commit` pins: `Some(None)` when `table` lacks it.
+    /// `None` when this handle's key cache cannot say at once: it is in use (a write's,
+    /// or a refresh's), it holds the key without its row's place (a fragment this
+    /// handle appended), the key is not text or an integer, the table has more keys
+    /// than the cache holds, or the cache is more than `KEY_ROW_KEYS_TO_READ_MAX` keys
+    /// behind `table`. A cache cold or that far behind is then brought to `table`
+    /// by a task of its own, which holds it until done, so a read never waits for a
+    /// table's keys. Outside the supported API (it takes Lance's `Dataset`): the query
+    /// crate reads a key's row through it.
+    #[cfg(feature = "internal-api")]
+    pub async fn key_row(
+        &self,
+        commit: &GraphCommit,
+        type_name: &str,
+        table: &Arc<Dataset>,
+        key: &str,
+    ) -> Result<Option<Option<u64>>> {
+        use crate::limits::{CACHED_KEYS_PER_TABLE_MAX, KEY_ROW_KEYS_TO_READ_MAX};
+        use omnigraph_core::fragments::stored_rows;
+        use omnigraph_core::schema::PropertyType;
+        if !self.key_rows {
+            return Ok(None);
+        }
+        let catalog = self.catalog_at(commit).await?;
+        let type_def = catalog.require(type_name)?;
+        if !type_def.is_node()
+            || !matches!(
+                type_def.key_type(),
+                PropertyType::String | PropertyType::Int32 | PropertyType::Int64
+            )
+        {
+            return Ok(None);
+        }
+        if table.manifest().fragments.is_empty() {
+            return Ok(Some(None));
+        }
+        let stored: u64 = table.manifest().fragments.iter().map(stored_rows).sum();
+        if stored > CACHED_KEYS_PER_TABLE_MAX as u64 {
+            return Ok(None);
+        }
+        let pin = commit.require_pin_of_type(type_name)?;
+        let Ok(mut cache) = self.key_cache(&pin.table_id).try_lock_owned() else {
+            return Ok(None);
+        };
+        let version = table.manifest().version;
+        if cache.version() != Some(version) {
+            if cache.is_warm() && cache.keys_to_read(table) <= KEY_ROW_KEYS_TO_READ_MAX {
+                if !cache.refresh(table, type_def.key_column()).await? {
+                    return Ok(None);
+                }
+            } else {
+                let (table, key_column) = (table.clone(), type_def.key_column().to_owned());
+                // Dropped with the runtime, or its failure leaves the cache cold: a
+                // later read starts it again.
+                drop(tokio::spawn(async move {
+                    let _ = cache.refresh(&table, &key_column).await;
+                }));
+                return Ok(None);
+            }
+        }
+        assert_eq!(cache.version(), Some(version));
+        Ok(cache.row_of(key))
     }
 
     /// The table holding `type_name` at the version `commit` pins (from the cache).

@@ -99,6 +99,7 @@ pub struct QueryRows {
     plan_reused: bool,
     physical_plan_reused: bool,
     key_scan_reused: bool,
+    key_row_taken: bool,
     stream: BoxStream<'static, Result<RecordBatch>>,
 }
 
@@ -163,6 +164,15 @@ impl QueryRows {
         self.key_scan_reused
     }
 
+    /// Whether the run's scan, a node key's equality to a value (`id = $id`), read the
+    /// key's row from the place the handle's key cache holds for it, with Lance's take
+    /// of that one row, and neither the key's index nor Lance's filtered read. Only a
+    /// run that reused the physical plan can, on a handle whose key cache is at the
+    /// table's version; `docs/query.md`.
+    pub fn key_row_taken(&self) -> bool {
+        self.key_row_taken
+    }
+
     /// The next batch of rows, or `None` at the end.
     pub async fn next(&mut self) -> Option<Result<RecordBatch>> {
         self.stream.next().await
@@ -211,18 +221,25 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
     };
     let mut physical_reused = false;
     let mut key_scan_reused = false;
+    let mut key_row_taken = false;
     let (prepared, reused, physical) = match key.as_ref().and_then(plans::get) {
         Some(prepared) => {
             refuse_unread(&parameters, &prepared.reads)?;
             let shared = match prepared.mode {
-                Mode::Run => bound_shared_plan(&prepared, &parameters).await,
+                Mode::Run => bound_shared_plan(&prepared, &parameters, graph, &commit).await,
                 // Their text shows the plan made for the values, and a profile's
                 // operators count its run alone.
                 Mode::Explain | Mode::Profile => None,
             };
-            if let Some(Bound { plan, key_reused }) = shared {
+            if let Some(Bound {
+                plan,
+                key_reused,
+                key_taken,
+            }) = shared
+            {
                 physical_reused = true;
                 key_scan_reused = key_reused;
+                key_row_taken = key_taken;
                 (prepared, true, plan)
             } else {
                 match physical_plan(&prepared, &parameters, budget).await {
@@ -272,6 +289,7 @@ pub async fn query(graph: &Omnigraph, text: &str, options: &QueryOptions) -> Res
                 plan_reused: reused,
                 physical_plan_reused: physical_reused,
                 key_scan_reused,
+                key_row_taken,
                 stream,
             })
         }
@@ -435,6 +453,7 @@ fn plan_rows(
         plan_reused,
         physical_plan_reused: false,
         key_scan_reused: false,
+        key_row_taken: false,
         stream: futures::stream::iter([Ok(batch)]).boxed(),
     }
 }
@@ -654,14 +673,17 @@ fn shared_leaf(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> 
 async fn bound_shared_plan(
     prepared: &Prepared,
     parameters: &BTreeMap<String, ScalarValue>,
+    graph: &Omnigraph,
+    commit: &GraphCommit,
 ) -> Option<Bound> {
     let Shared { plan, leaf } = shared_plan(prepared).await?;
     let Bound {
         plan: read,
         key_reused,
+        key_taken,
     } = match leaf
         .downcast_ref::<ParameterScanExec>()?
-        .bind(session(), &param_values(parameters))
+        .bind(session(), &param_values(parameters), graph, commit)
         .await
     {
         Ok(bound) => bound,
@@ -685,6 +707,7 @@ async fn bound_shared_plan(
     .map(|transformed| Bound {
         plan: transformed.data,
         key_reused,
+        key_taken,
     })
 }
 

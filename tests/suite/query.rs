@@ -88,6 +88,7 @@ struct Reuse {
     plan: bool,
     physical_plan: bool,
     key_scan: bool,
+    key_row: bool,
 }
 
 /// The rows of `text` as JSON arrays, and what its run reused.
@@ -105,6 +106,7 @@ async fn answer_reused(
         plan: result.plan_reused(),
         physical_plan: result.physical_plan_reused(),
         key_scan: result.key_scan_reused(),
+        key_row: result.key_row_taken(),
     };
     let schema = result.schema();
     let batches = result.collect().await.unwrap();
@@ -1605,9 +1607,282 @@ async fn run_keyed(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Val
     (rows, reuse.key_scan)
 }
 
+/// A run's rows, and whether it read its key's row from the handle's key cache.
+async fn run_taken(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Value>, bool) {
+    let (rows, reuse) = answer_reused(graph, text, &with_parameters(parameters)).await;
+    (rows, reuse.key_row)
+}
+
+/// How many runs a test makes while a cold key cache is filled by its task.
+const KEY_CACHE_WARM_RUNS_MAX: usize = 500;
+
+/// Runs `text` with `parameters` until a run reads its key's row from the key cache
+/// (the first runs start the cache's task), and returns that run's rows.
+async fn run_until_taken(graph: &Omnigraph, text: &str, parameters: Value) -> Vec<Value> {
+    for _ in 0..KEY_CACHE_WARM_RUNS_MAX {
+        let (rows, taken) = run_taken(graph, text, parameters.clone()).await;
+        if taken {
+            return rows;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{text} never read its key's row from the key cache");
+}
+
+/// `text` run with `n` on `reader` and on `plain` (a handle that never reads a key's
+/// row from its key cache): the rows must be the same; the reader's rows and whether
+/// it read its key's row from its key cache.
+async fn same_rows(
+    reader: &Omnigraph,
+    plain: &Omnigraph,
+    text: &str,
+    parameters: Value,
+) -> (Vec<Value>, bool) {
+    let (rows, taken) = run_taken(reader, text, parameters.clone()).await;
+    let (expected, plain_taken) = run_taken(plain, text, parameters.clone()).await;
+    assert!(
+        !plain_taken,
+        "a handle without key rows read one: {text} {parameters}"
+    );
+    assert_eq!(rows, expected, "{text} with {parameters}");
+    (rows, taken)
+}
+
+/// On a warm handle, a node's row by its key is read from the place the handle's key
+/// cache holds for it (Lance's take of that row), and is what the key's index reads:
+/// on a reader whose cache starts cold (a task fills it, the runs before read through
+/// the index), keys present and absent, two text columns of one row in the order the
+/// query asks, a hop's start, rows inserted, deleted and updated by another writer
+/// since, an older commit, keys of a fragment the reader appended itself (their places
+/// unknown: read through the index), text keys that need escaping, and a value of
+/// another type. Every answer equals a handle's that never reads from its key cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_keys_row_is_read_from_the_key_caches_place_as_the_index_reads_it() {
+    const ITEMS: i32 = 200;
+    const MORE: i32 = 20;
+    let item = |n: i32| json!({"n": n, "label": format!("i{n}"), "tag": format!("t{n}")});
+    let (writer, test) = item_chain(ITEMS, "tag: String", item).await;
+    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    let plain = Omnigraph::open(&test.uri).await.unwrap().without_key_rows();
+    // Two text columns, asked in the other order than the table's.
+    let point = "MATCH (i:Item {n: $n}) RETURN i.tag, i.label";
+    let hop = "MATCH (i:Item {n: $n})-[:Next]->(j:Item) RETURN j.n";
+    let row = |n: i64, label: &str| vec![json!([format!("t{n}"), label])];
+    // Planned with its value, then the shared plan, whose run finds the cache cold.
+    for n in [1, 2] {
+        assert_eq!(
+            same_rows(&reader, &plain, point, json!({"n": n})).await,
+            (row(n, &format!("i{n}")), false)
+        );
+    }
+    assert_eq!(
+        run_until_taken(&reader, point, json!({"n": 3})).await,
+        row(3, "i3")
+    );
+    for n in [0, 3, 7, 100, 199] {
+        assert_eq!(
+            same_rows(&reader, &plain, point, json!({"n": n})).await,
+            (row(n, &format!("i{n}")), true),
+            "n = {n}"
+        );
+    }
+    for n in [200, -1, 1_000_000] {
+        assert_eq!(
+            same_rows(&reader, &plain, point, json!({"n": n})).await,
+            (Vec::new(), true),
+            "absent {n}"
+        );
+    }
+    // A hop starts from its key's row the same way.
+    same_rows(&reader, &plain, hop, json!({"n": 0})).await;
+    for n in [10, 198, 199] {
+        let next: Vec<Value> = (n < ITEMS as i64 - 1)
+            .then(|| json!([n + 1]))
+            .into_iter()
+            .collect();
+        assert_eq!(
+            same_rows(&reader, &plain, hop, json!({"n": n})).await,
+            (next, true),
+            "hop from {n}"
+        );
+    }
+    // A value the key's Int32 cannot hold is compared through a cast: not a key's row.
+    assert_eq!(
+        same_rows(&reader, &plain, point, json!({"n": 4_294_967_296_i64})).await,
+        (Vec::new(), false)
+    );
+
+    // Another writer inserts, deletes and updates: the reader's cache follows the head
+    // reading only what changed, and each run reads the head's rows.
+    let before = writer.head().await.unwrap();
+    let more: Vec<Value> = (ITEMS..ITEMS + MORE).map(item).collect();
+    writer
+        .insert_json("Item", objects(Value::Array(more)))
+        .await
+        .unwrap();
+    for n in [5, 205] {
+        let deleted = writer.delete("Item", &format!("n = {n}")).await.unwrap();
+        assert!(deleted.is_some(), "item {n} deleted");
+    }
+    for n in [7, 207] {
+        let set = [("label".to_string(), json!(format!("updated {n}")))];
+        let updated = writer
+            .update("Item", &format!("n = {n}"), &set)
+            .await
+            .unwrap();
+        assert!(updated.is_some(), "item {n} updated");
+    }
+    // The first run at a new head is planned with its value.
+    assert_eq!(
+        same_rows(&reader, &plain, point, json!({"n": 0})).await,
+        (row(0, "i0"), false)
+    );
+    for (n, expected) in [
+        (5, Vec::new()),
+        (205, Vec::new()),
+        (7, row(7, "updated 7")),
+        (207, row(207, "updated 207")),
+        (203, row(203, "i203")),
+        (8, row(8, "i8")),
+    ] {
+        assert_eq!(
+            same_rows(&reader, &plain, point, json!({"n": n})).await,
+            (expected, true),
+            "n = {n} at the head"
+        );
+    }
+    // An older commit: its own rows, the deleted and updated items as they were.
+    for n in [5, 7, 205] {
+        let options = with_parameters(json!({"n": n})).at(CommitRef::Seq(before.seq));
+        let (rows, _) = answer_reused(&reader, point, &options).await;
+        let (expected, _) = answer_reused(&plain, point, &options).await;
+        assert_eq!(rows, expected, "n = {n} at seq {}", before.seq);
+        let was = match n < ITEMS as i64 {
+            true => row(n, &format!("i{n}")),
+            false => Vec::new(),
+        };
+        assert_eq!(rows, was, "n = {n} at seq {}", before.seq);
+    }
+    // Back at the head.
+    assert_eq!(
+        same_rows(&reader, &plain, point, json!({"n": 7})).await,
+        (row(7, "updated 7"), true)
+    );
+
+    // Keys the reader appended itself are kept without their rows' places: read through
+    // the index, and the rest from the cache (after the run that plans the new head).
+    reader
+        .insert_json("Item", objects(json!([item(300), item(301)])))
+        .await
+        .unwrap();
+    assert_eq!(
+        same_rows(&reader, &plain, point, json!({"n": 0})).await,
+        (row(0, "i0"), false)
+    );
+    assert_eq!(
+        same_rows(&reader, &plain, point, json!({"n": 300})).await,
+        (row(300, "i300"), false)
+    );
+    assert_eq!(
+        same_rows(&reader, &plain, point, json!({"n": 9})).await,
+        (row(9, "i9"), true)
+    );
+
+    // Text keys that need escaping.
+    let (social, social_test) = social().await;
+    let odd = ["o'q", "quo\"te", "back\\slash", "uni\u{e9}", ""];
+    let people: Vec<Value> = odd
+        .iter()
+        .map(|name| json!({"name": name, "age": 3}))
+        .collect();
+    social
+        .insert_json("Person", objects(Value::Array(people)))
+        .await
+        .unwrap();
+    let reader = Omnigraph::open(&social_test.uri).await.unwrap();
+    let plain = Omnigraph::open(&social_test.uri)
+        .await
+        .unwrap()
+        .without_key_rows();
+    let by_name = "MATCH (p:Person {name: $name}) RETURN p.name, p.age";
+    for name in ["ada", "eve"] {
+        run_taken(&reader, by_name, json!({"name": name})).await;
+    }
+    run_until_taken(&reader, by_name, json!({"name": "ada"})).await;
+    for name in odd.iter().copied().chain(["ada", "dee", "nobody", "o'"]) {
+        let (rows, taken) = same_rows(&reader, &plain, by_name, json!({"name": name})).await;
+        assert!(taken, "{name:?}");
+        let found = name != "nobody" && name != "o'";
+        assert_eq!(rows.len(), usize::from(found), "{name:?}");
+    }
+}
+
+/// A key cache's refresh dropped while it reads the keys of a new fragment (a query
+/// past its time) leaves the fragments it brought forward under no version's number:
+/// a read at the version the cache held before reads that version's rows, not the
+/// newer deletions the refresh had taken in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_key_cache_refresh_dropped_midway_claims_no_version() {
+    use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
+    use std::time::Duration;
+    let item = |n: i32| json!({"n": n, "label": format!("i{n}"), "tag": format!("t{n}")});
+    let (writer, test) = item_chain(200, "tag: String", item).await;
+    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    let point = "MATCH (i:Item {n: $n}) RETURN i.tag, i.label";
+    for n in [1, 2] {
+        run_taken(&reader, point, json!({"n": n})).await;
+    }
+    run_until_taken(&reader, point, json!({"n": 3})).await;
+    let before = reader.head().await.unwrap();
+    // Another writer deletes item 5 (a deletion file on the indexed fragment) and adds
+    // a fragment.
+    assert!(writer.delete("Item", "n = 5").await.unwrap().is_some());
+    let more: Vec<Value> = (200..210).map(item).collect();
+    writer
+        .insert_json("Item", objects(Value::Array(more)))
+        .await
+        .unwrap();
+    // The first run at the new head is planned with its value (and reads the new
+    // fragment); the next brings the cache forward: it takes in the deletion, then its
+    // read of the new fragment's keys is held past the run's time.
+    assert_eq!(
+        run_taken(&reader, point, json!({"n": 0})).await,
+        (vec![json!(["t0", "i0"])], false)
+    );
+    let table = before.pin_of_type("Item").unwrap().table_id.clone();
+    let held = reader.graph().root().inject(FaultRule::new(
+        format!("tables/{table}/data/*"),
+        &[RequestKind::Get, RequestKind::RangedGet],
+        FaultAction::Delay(Duration::from_secs(30)),
+    ));
+    let run = tokio::time::timeout(
+        Duration::from_millis(500),
+        run_taken(&reader, point, json!({"n": 1})),
+    )
+    .await;
+    assert!(run.is_err(), "the run was held");
+    assert!(held.fired() > 0, "the new fragment's keys were being read");
+    drop(held);
+    // At the version the cache held: item 5 is there.
+    let at_before = with_parameters(json!({"n": 5})).at(CommitRef::Seq(before.seq));
+    let (rows, reuse) = answer_reused(&reader, point, &at_before).await;
+    assert_eq!(
+        rows,
+        vec![json!(["t5", "i5"])],
+        "item 5 at seq {}",
+        before.seq
+    );
+    assert!(reuse.key_row, "read from the key cache, brought back");
+    // And at the head it is gone.
+    assert_eq!(
+        run_taken(&reader, point, json!({"n": 5})).await,
+        (Vec::new(), true)
+    );
+}
+
 /// A scan of a key's equality, which Lance answers from the key's index, is planned by
 /// Lance once, at the shared plan's first run; each run after it puts its own value in
-/// Lance's plan. It reads what a plan made for the value reads: items inserted after
+/// Lance's plan (on a handle that never reads a key's row from its key cache). It reads what a plan made for the value reads: items inserted after
 /// the index was built (a fragment the index does not cover), deleted and updated
 /// items, absent values, runs at once, and a hop's start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1616,6 +1891,7 @@ async fn a_key_scan_planned_once_reads_each_runs_own_value() {
     const MORE: i32 = 20;
     let item = |n: i32| json!({"n": n, "label": format!("i{n}"), "tens": n / 10});
     let (graph, _test) = item_chain(ITEMS, "tens: Int32", item).await;
+    let graph = graph.without_key_rows();
     // A hop through the adjacency artifact starts from its key's row the same way.
     let hop = "MATCH (i:Item {n: $n})-[:Next]->(j:Item) RETURN j.n";
     assert_eq!(
@@ -1719,6 +1995,8 @@ async fn a_text_keys_scan_is_planned_once_and_a_floats_for_each_value() {
     )
     .await
     .unwrap();
+    // Lance's plans are what this test checks: no key's row from the key cache.
+    let graph = graph.without_key_rows();
     let readings = json!([
         {"id": "a", "score": 1.5, "rank": 1}, {"id": "b", "score": 2.5, "rank": 1},
         {"id": "c", "score": 0.0, "rank": 2}, {"id": "d", "score": -0.0, "rank": 2},

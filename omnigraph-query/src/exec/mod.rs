@@ -3,6 +3,7 @@
 
 pub(crate) mod expand;
 pub(crate) mod joined_scan;
+pub(crate) mod key_take;
 pub(crate) mod leg;
 pub(crate) mod parameter_scan;
 pub(crate) mod prefix;

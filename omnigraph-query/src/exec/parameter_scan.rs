@@ -18,6 +18,7 @@
 //! scan without placeholders (a plan bound before it is planned, as every `EXPLAIN`
 //! and `PROFILE` is) is Lance's, as before.
 
+use super::key_take::{KeyRow, KeyTakeExec};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -43,10 +44,13 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
+use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::io::exec::filtered_read::FilteredReadExec;
 use omnigraph_core::lance::io::exec::scalar_index::ScalarIndexExec;
 use omnigraph_core::lance_index::scalar::SargableQuery;
 use omnigraph_core::lance_index::scalar::expression::{ScalarIndexExpr, ScalarIndexSearch};
+use omnigraph_graph::Omnigraph;
+use omnigraph_publish::GraphCommit;
 use std::sync::{Arc, OnceLock};
 
 /// Lance's provider of a node table, whose scans with a placeholder in their filters
@@ -54,11 +58,31 @@ use std::sync::{Arc, OnceLock};
 #[derive(Debug)]
 pub(crate) struct ParameterScan {
     lance: Arc<dyn TableProvider>,
+    /// The table Lance's provider reads, at the commit's version.
+    dataset: Arc<Dataset>,
+    /// The node type and its key column, whose equality a warm handle answers from its
+    /// key cache.
+    key: Option<KeyColumn>,
+}
+
+/// A node type and its key column.
+#[derive(Clone, Debug)]
+pub(crate) struct KeyColumn {
+    pub(crate) type_name: String,
+    pub(crate) column: String,
 }
 
 impl ParameterScan {
-    pub(crate) fn new(lance: Arc<dyn TableProvider>) -> ParameterScan {
-        ParameterScan { lance }
+    pub(crate) fn new(
+        lance: Arc<dyn TableProvider>,
+        dataset: Arc<Dataset>,
+        key: Option<KeyColumn>,
+    ) -> ParameterScan {
+        ParameterScan {
+            lance,
+            dataset,
+            key,
+        }
     }
 }
 
@@ -110,6 +134,8 @@ impl TableProvider for ParameterScan {
         Ok(Arc::new(ParameterScanExec {
             table: Arc::new(DFSchema::try_from(self.lance.schema())?),
             lance: self.lance.clone(),
+            dataset: self.dataset.clone(),
+            key: self.key.clone(),
             projection: projection.cloned(),
             filters: filters.to_vec(),
             limit,
@@ -126,6 +152,8 @@ impl TableProvider for ParameterScan {
 #[derive(Debug)]
 pub(crate) struct ParameterScanExec {
     lance: Arc<dyn TableProvider>,
+    dataset: Arc<Dataset>,
+    key: Option<KeyColumn>,
     /// The table's columns, unqualified as the filters name them: what `bind`
     /// simplifies the bound filters against.
     table: DFSchemaRef,
@@ -147,6 +175,9 @@ pub(crate) struct Bound {
     /// Whether it is Lance's plan of an earlier run with this run's value put in
     /// ([`KeyRead`]), not planned by Lance again.
     pub(crate) key_reused: bool,
+    /// Whether it reads a key's row from the place the handle's key cache holds
+    /// ([`KeyTakeExec`]), not through Lance's filtered read.
+    pub(crate) key_taken: bool,
 }
 
 /// Why a parameter scan could not be bound for a run.
@@ -170,6 +201,8 @@ impl ParameterScanExec {
         &self,
         session: &SessionState,
         parameters: &ParamValues,
+        graph: &Omnigraph,
+        commit: &GraphCommit,
     ) -> std::result::Result<Bound, Unbound> {
         let simplifier = ExprSimplifier::new(
             SimplifyContext::builder()
@@ -205,12 +238,20 @@ impl ParameterScanExec {
                 .data;
             filters.push(simplifier.simplify(bound).map_err(|_| Unbound::Value)?);
         }
+        if let Some(plan) = self.key_take(&filters, graph, commit).await {
+            return Ok(Bound {
+                plan,
+                key_reused: false,
+                key_taken: true,
+            });
+        }
         if let Some(key_read) = self.key_read.get()
             && let Some(plan) = key_read.with_value(&filters)
         {
             return Ok(Bound {
                 plan,
                 key_reused: true,
+                key_taken: false,
             });
         }
         let plan = self
@@ -241,7 +282,53 @@ impl ParameterScanExec {
         Ok(Bound {
             plan,
             key_reused: false,
+            key_taken: false,
         })
+    }
+}
+
+impl ParameterScanExec {
+    /// The read of a node's row by its key's equality, answered by the handle's key
+    /// cache: the one row's place taken from Lance, or no row.
+    async fn key_take(
+        &self,
+        filters: &[Expr],
+        graph: &Omnigraph,
+        commit: &GraphCommit,
+    ) -> Option<Arc<dyn ExecutionPlan>> {
+        let key = self.key.as_ref()?;
+        let (_, column, value) = key_equality(filters)?;
+        if column.name != key.column || self.schema.fields().is_empty() || self.limit == Some(0) {
+            return None;
+        }
+        let field = self
+            .lance
+            .schema()
+            .field_with_name(&key.column)
+            .ok()?
+            .clone();
+        if *field.data_type() != value.data_type() {
+            return None;
+        }
+        let array = value.to_array().ok()?;
+        let rendered = omnigraph_core::keys::render_array_key(array.as_ref(), 0);
+        let row = match graph
+            .key_row(commit, &key.type_name, &self.dataset, &rendered)
+            .await
+            .ok()??
+        {
+            None => KeyRow::Absent,
+            // The key is the row's one column asked: its value is the key's.
+            Some(_) if matches!(self.schema.fields().as_ref(), [only] if only.name() == &key.column) => {
+                KeyRow::KeyOnly(array)
+            }
+            Some(address) => KeyRow::At(address),
+        };
+        Some(Arc::new(KeyTakeExec::new(
+            self.dataset.clone(),
+            row,
+            self.schema.clone(),
+        )))
     }
 }
 

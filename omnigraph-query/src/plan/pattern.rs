@@ -10,7 +10,7 @@
 use super::{Context, Entity, NodeColumns, Planner, RelationshipColumns, Rows, column};
 use crate::exec::expand::{Expand, ExpandWay, KeyType};
 use crate::exec::joined_scan::JoinedTable;
-use crate::exec::parameter_scan::ParameterScan;
+use crate::exec::parameter_scan::{KeyColumn, ParameterScan};
 use crate::limits::EXPAND_LOOKUP_KEYS_MAX;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Column, JoinType, ScalarValue, TableReference};
@@ -528,10 +528,14 @@ impl<'a> Planner<'a> {
     /// A scan of `def`'s table at the commit's pinned version.
     fn scan(&mut self, def: &TypeDef, span: Span) -> Result<(LogicalPlanBuilder, TableReference)> {
         let dataset = self.dataset(def, span)?;
-        let provider = LanceTableProvider::new_with_ordering(dataset, false, false, false);
+        let provider = LanceTableProvider::new_with_ordering(dataset.clone(), false, false, false);
         // Its filters on a parameter are planned when a run has the value, so the
         // physical plan serves every value (`exec/parameter_scan.rs`).
-        let provider = ParameterScan::new(Arc::new(provider));
+        let key = def.is_node().then(|| KeyColumn {
+            type_name: def.name().to_owned(),
+            column: def.key_column().to_owned(),
+        });
+        let provider = ParameterScan::new(Arc::new(provider), dataset, key);
         self.scan_of(def, Arc::new(provider), span)
     }
 
