@@ -68,6 +68,9 @@ pub(crate) struct TableKeys {
     fragments: HashMap<u64, FragmentRead>,
     /// Key to row address (fragment << 32 | offset).
     keys: KeyMap<u64>,
+    /// Whether the next refresh reads again the fragments whose keys were kept without
+    /// their rows' places (a query asked for such a row).
+    readdress: bool,
 }
 
 impl TableKeys {
@@ -93,7 +96,7 @@ impl TableKeys {
         let mut lost_rows: Vec<Fragment> = Vec::new();
         for (id, known) in &self.fragments {
             match current.get(id) {
-                Some(now) if **now == known.now => {}
+                Some(now) if **now == known.now && (known.addressed || !self.readdress) => {}
                 Some(now) if known.addressed && same_files(&known.read, now) => {
                     lost_rows.push((*now).clone());
                 }
@@ -230,6 +233,7 @@ impl TableKeys {
             }
         }
         self.version = Some(version);
+        self.readdress = false;
         Ok(true)
     }
 
@@ -248,6 +252,16 @@ impl TableKeys {
             None => Some(None),
             Some(address) if address & OFFSET_UNKNOWN == OFFSET_UNKNOWN => None,
             Some(address) => Some(Some(address)),
+        }
+    }
+
+    /// Has the next refresh read again the fragments whose keys this handle kept
+    /// without their rows' places (its own appends), so that a query can read those
+    /// rows from the cache too. Until then the cache describes no version.
+    pub(crate) fn readdress(&mut self) {
+        if self.fragments.values().any(|fragment| !fragment.addressed) {
+            self.readdress = true;
+            self.version = None;
         }
     }
 
@@ -275,7 +289,7 @@ impl TableKeys {
             .fragments
             .iter()
             .filter(|now| match self.fragments.get(&now.id) {
-                Some(known) if known.now == **now => false,
+                Some(known) if known.now == **now && (known.addressed || !self.readdress) => false,
                 Some(known) if known.addressed && same_files(&known.read, now) => {
                     let deleted = now
                         .deletion_file

@@ -153,12 +153,6 @@ pub(crate) const POINT_WRITE_COLD_ROWS_MAX: u64 = 65_536;
 /// next write, and the `get` scans.
 pub(crate) const GET_KEYS_TO_READ_MAX: u64 = 65_536;
 
-/// The most keys a query's read of a key's row brings a handle's key cache forward by
-/// before it reads the row from the cache's place; a cache further behind (or cold) is
-/// brought to the table by a task of its own while the query reads through the key's
-/// index.
-pub(crate) const KEY_ROW_KEYS_TO_READ_MAX: u64 = 65_536;
-
 /// Keys looked up per existence query.
 pub(crate) const KEY_LOOKUP_KEYS_MAX: usize = 1_000;
 
@@ -221,7 +215,6 @@ const _: () = assert!(APPEND_STREAM_BYTES_MAX <= APPEND_GATHER_BYTES_MAX);
 const _: () = assert!(KEY_CACHE_EXTEND_KEYS_MAX <= CACHED_KEYS_PER_TABLE_MAX);
 const _: () = assert!(POINT_WRITE_COLD_ROWS_MAX as usize <= CACHED_KEYS_PER_TABLE_MAX);
 const _: () = assert!(GET_KEYS_TO_READ_MAX as usize <= CACHED_KEYS_PER_TABLE_MAX);
-const _: () = assert!(KEY_ROW_KEYS_TO_READ_MAX as usize <= CACHED_KEYS_PER_TABLE_MAX);
 /// A merge's passes cover the most rows it changes.
 const _: () = assert!(MERGE_PASS_ROWS_MAX * MERGE_PASSES_MAX >= MERGE_CHANGED_ROWS_MAX);
 /// A load's key set ids fit 32 bits with one to spare.

@@ -687,14 +687,17 @@ impl Omnigraph {
 
     /// Where the row of `key` (rendered as the key cache renders it) is in `table`, the
     /// version of `type_name` that `commit` pins: `Some(None)` when `table` lacks it.
-    /// `None` when this handle's key cache cannot say at once: it is in use (a write's,
-    /// or a refresh's), it holds the key without its row's place (a fragment this
-    /// handle appended), the key is not text or an integer, the table has more keys
-    /// than the cache holds, or the cache is more than `KEY_ROW_KEYS_TO_READ_MAX` keys
-    /// behind `table`. A cache cold or that far behind is then brought to `table`
-    /// by a task of its own, which holds it until done, so a read never waits for a
-    /// table's keys. Outside the supported API (it takes Lance's `Dataset`): the query
-    /// crate reads a key's row through it.
+    /// `None` when this handle's key cache cannot say at once, and the caller reads
+    /// through the key's index: the cache is in use (by a write, or by a refresh), it
+    /// describes another version of the table, it holds the key without its row's
+    /// place (a fragment this handle appended), the key is not text or an integer, or
+    /// the table has more rows than the cache holds keys. A read never waits for the
+    /// cache nor reads for it: when `commit` is at least the newest head this handle
+    /// knows, a task of its own brings the cache to `table` (reading the fragments it
+    /// lacks, and those whose places it lacks), holding it until done. A read at an
+    /// older commit never moves it: the writes the cache serves start from the head.
+    /// Outside the supported API (it takes Lance's `Dataset`): the query crate reads a
+    /// key's row through it.
     #[cfg(feature = "internal-api")]
     pub async fn key_row(
         &self,
@@ -703,7 +706,7 @@ impl Omnigraph {
         table: &Arc<Dataset>,
         key: &str,
     ) -> Result<Option<Option<u64>>> {
-        use crate::limits::{CACHED_KEYS_PER_TABLE_MAX, KEY_ROW_KEYS_TO_READ_MAX};
+        use crate::limits::CACHED_KEYS_PER_TABLE_MAX;
         use omnigraph_core::fragments::stored_rows;
         use omnigraph_core::schema::PropertyType;
         if !self.key_rows {
@@ -730,24 +733,26 @@ impl Omnigraph {
         let Ok(mut cache) = self.key_cache(&pin.table_id).try_lock_owned() else {
             return Ok(None);
         };
-        let version = table.manifest().version;
-        if cache.version() != Some(version) {
-            if cache.is_warm() && cache.keys_to_read(table) <= KEY_ROW_KEYS_TO_READ_MAX {
-                if !cache.refresh(table, type_def.key_column()).await? {
-                    return Ok(None);
-                }
-            } else {
-                let (table, key_column) = (table.clone(), type_def.key_column().to_owned());
-                // Dropped with the runtime, or its failure leaves the cache cold: a
-                // later read starts it again.
-                drop(tokio::spawn(async move {
-                    let _ = cache.refresh(&table, &key_column).await;
-                }));
-                return Ok(None);
+        if cache.version() == Some(table.manifest().version) {
+            match cache.row_of(key) {
+                Some(row) => return Ok(Some(row)),
+                // Kept without its place: the refresh below reads its fragment again.
+                None => cache.readdress(),
             }
         }
-        assert_eq!(cache.version(), Some(version));
-        Ok(cache.row_of(key))
+        let at_head = self
+            .writer
+            .known_head()
+            .is_none_or(|head| commit.seq >= head.seq);
+        if at_head {
+            let (table, key_column) = (table.clone(), type_def.key_column().to_owned());
+            // Dropped with the runtime; a failure leaves the cache cold, and a later
+            // read starts it again.
+            drop(tokio::spawn(async move {
+                let _ = cache.refresh(&table, &key_column).await;
+            }));
+        }
+        Ok(None)
     }
 
     /// The table holding `type_name` at the version `commit` pins (from the cache).

@@ -1653,9 +1653,10 @@ async fn same_rows(
 /// on a reader whose cache starts cold (a task fills it, the runs before read through
 /// the index), keys present and absent, two text columns of one row in the order the
 /// query asks, a hop's start, rows inserted, deleted and updated by another writer
-/// since, an older commit, keys of a fragment the reader appended itself (their places
-/// unknown: read through the index), text keys that need escaping, and a value of
-/// another type. Every answer equals a handle's that never reads from its key cache.
+/// since (a task brings the cache forward), an older commit (read through the index,
+/// the cache left at the head), keys of a fragment the reader appended itself (their
+/// places unknown until a read asks for one), text keys that need escaping, and a value
+/// of another type. Every answer equals a handle's that never reads from its key cache.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_keys_row_is_read_from_the_key_caches_place_as_the_index_reads_it() {
     const ITEMS: i32 = 200;
@@ -1732,10 +1733,15 @@ async fn a_keys_row_is_read_from_the_key_caches_place_as_the_index_reads_it() {
             .unwrap();
         assert!(updated.is_some(), "item {n} updated");
     }
-    // The first run at a new head is planned with its value.
+    // The first run at a new head is planned with its value; the next starts the task
+    // that brings the cache to the head.
     assert_eq!(
         same_rows(&reader, &plain, point, json!({"n": 0})).await,
         (row(0, "i0"), false)
+    );
+    assert_eq!(
+        run_until_taken(&reader, point, json!({"n": 8})).await,
+        row(8, "i8")
     );
     for (n, expected) in [
         (5, Vec::new()),
@@ -1751,10 +1757,12 @@ async fn a_keys_row_is_read_from_the_key_caches_place_as_the_index_reads_it() {
             "n = {n} at the head"
         );
     }
-    // An older commit: its own rows, the deleted and updated items as they were.
+    // An older commit: its own rows, the deleted and updated items as they were, read
+    // through the index (the cache stays at the head).
     for n in [5, 7, 205] {
         let options = with_parameters(json!({"n": n})).at(CommitRef::Seq(before.seq));
-        let (rows, _) = answer_reused(&reader, point, &options).await;
+        let (rows, reuse) = answer_reused(&reader, point, &options).await;
+        assert!(!reuse.key_row, "n = {n} at seq {}", before.seq);
         let (expected, _) = answer_reused(&plain, point, &options).await;
         assert_eq!(rows, expected, "n = {n} at seq {}", before.seq);
         let was = match n < ITEMS as i64 {
@@ -1763,14 +1771,15 @@ async fn a_keys_row_is_read_from_the_key_caches_place_as_the_index_reads_it() {
         };
         assert_eq!(rows, was, "n = {n} at seq {}", before.seq);
     }
-    // Back at the head.
+    // Back at the head, from the cache at once: the older reads did not move it.
     assert_eq!(
         same_rows(&reader, &plain, point, json!({"n": 7})).await,
         (row(7, "updated 7"), true)
     );
 
-    // Keys the reader appended itself are kept without their rows' places: read through
-    // the index, and the rest from the cache (after the run that plans the new head).
+    // Keys the reader appended itself are kept without their rows' places: the first
+    // read of one goes through the index and has the task read their fragment again;
+    // then they are read from the cache too.
     reader
         .insert_json("Item", objects(json!([item(300), item(301)])))
         .await
@@ -1780,13 +1789,23 @@ async fn a_keys_row_is_read_from_the_key_caches_place_as_the_index_reads_it() {
         (row(0, "i0"), false)
     );
     assert_eq!(
+        same_rows(&reader, &plain, point, json!({"n": 9})).await,
+        (row(9, "i9"), true)
+    );
+    assert_eq!(
         same_rows(&reader, &plain, point, json!({"n": 300})).await,
         (row(300, "i300"), false)
     );
     assert_eq!(
-        same_rows(&reader, &plain, point, json!({"n": 9})).await,
-        (row(9, "i9"), true)
+        run_until_taken(&reader, point, json!({"n": 301})).await,
+        row(301, "i301")
     );
+    for n in [300, 9] {
+        assert_eq!(
+            same_rows(&reader, &plain, point, json!({"n": n})).await,
+            (row(n, &format!("i{n}")), true)
+        );
+    }
 
     // Text keys that need escaping.
     let (social, social_test) = social().await;
@@ -1817,17 +1836,18 @@ async fn a_keys_row_is_read_from_the_key_caches_place_as_the_index_reads_it() {
     }
 }
 
-/// A key cache's refresh dropped while it reads the keys of a new fragment (a query
-/// past its time) leaves the fragments it brought forward under no version's number:
-/// a read at the version the cache held before reads that version's rows, not the
-/// newer deletions the refresh had taken in.
+/// A key cache's refresh dropped while it reads the keys of a new fragment (a `get`
+/// dropped by its caller) leaves the fragments it brought forward under no version's
+/// number: a read at the version the cache held before reads that version's rows, not
+/// the newer deletions the refresh had taken in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_key_cache_refresh_dropped_midway_claims_no_version() {
     use omnigraph_core::storage::{FaultAction, FaultRule, RequestKind};
+    use std::sync::Arc;
     use std::time::Duration;
     let item = |n: i32| json!({"n": n, "label": format!("i{n}"), "tag": format!("t{n}")});
     let (writer, test) = item_chain(200, "tag: String", item).await;
-    let reader = Omnigraph::open(&test.uri).await.unwrap();
+    let reader = Arc::new(Omnigraph::open(&test.uri).await.unwrap());
     let point = "MATCH (i:Item {n: $n}) RETURN i.tag, i.label";
     for n in [1, 2] {
         run_taken(&reader, point, json!({"n": n})).await;
@@ -1842,41 +1862,42 @@ async fn a_key_cache_refresh_dropped_midway_claims_no_version() {
         .insert_json("Item", objects(Value::Array(more)))
         .await
         .unwrap();
-    // The first run at the new head is planned with its value (and reads the new
-    // fragment); the next brings the cache forward: it takes in the deletion, then its
-    // read of the new fragment's keys is held past the run's time.
-    assert_eq!(
-        run_taken(&reader, point, json!({"n": 0})).await,
-        (vec![json!(["t0", "i0"])], false)
-    );
+    // A `get` at the head brings the cache forward: it takes in the deletion, then its
+    // read of the new fragment's keys is held, and the `get` is dropped there.
     let table = before.pin_of_type("Item").unwrap().table_id.clone();
     let held = reader.graph().root().inject(FaultRule::new(
         format!("tables/{table}/data/*"),
         &[RequestKind::Get, RequestKind::RangedGet],
-        FaultAction::Delay(Duration::from_secs(30)),
+        FaultAction::Delay(Duration::from_secs(60)),
     ));
-    let run = tokio::time::timeout(
-        Duration::from_millis(500),
-        run_taken(&reader, point, json!({"n": 1})),
-    )
-    .await;
-    assert!(run.is_err(), "the run was held");
+    let get = tokio::spawn({
+        let reader = reader.clone();
+        async move { reader.get("Item", &json!(1), &CommitRef::Head).await }
+    });
+    for _ in 0..KEY_CACHE_WARM_RUNS_MAX {
+        if held.fired() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(held.fired() > 0, "the new fragment's keys were being read");
+    get.abort();
+    assert!(get.await.unwrap_err().is_cancelled());
     drop(held);
     // At the version the cache held: item 5 is there.
     let at_before = with_parameters(json!({"n": 5})).at(CommitRef::Seq(before.seq));
-    let (rows, reuse) = answer_reused(&reader, point, &at_before).await;
+    let (rows, _) = answer_reused(&reader, point, &at_before).await;
     assert_eq!(
         rows,
         vec![json!(["t5", "i5"])],
         "item 5 at seq {}",
         before.seq
     );
-    assert!(reuse.key_row, "read from the key cache, brought back");
-    // And at the head it is gone.
+    // And at the head it is gone, from the cache brought to the head.
+    run_taken(&reader, point, json!({"n": 0})).await;
     assert_eq!(
-        run_taken(&reader, point, json!({"n": 5})).await,
-        (Vec::new(), true)
+        run_until_taken(&reader, point, json!({"n": 5})).await,
+        Vec::<Value>::new()
     );
 }
 
