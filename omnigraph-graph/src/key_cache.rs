@@ -71,6 +71,8 @@ pub(crate) struct TableKeys {
     /// Whether the next refresh reads again the fragments whose keys were kept without
     /// their rows' places (a query asked for such a row).
     readdress: bool,
+    /// The version of the table a refresh last failed to bring the cache to.
+    failed_at: Option<u64>,
 }
 
 impl TableKeys {
@@ -263,6 +265,16 @@ impl TableKeys {
             self.readdress = true;
             self.version = None;
         }
+    }
+
+    /// Remembers that a refresh to `version` failed (after it left the cache cold).
+    pub(crate) fn failed(&mut self, version: u64) {
+        self.failed_at = Some(version);
+    }
+
+    /// The version of the table a refresh last failed to bring the cache to.
+    pub(crate) fn failed_at(&self) -> Option<u64> {
+        self.failed_at
     }
 
     /// The version of the table the cache describes, when it holds one.

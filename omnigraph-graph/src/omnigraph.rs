@@ -733,25 +733,32 @@ impl Omnigraph {
         let Ok(mut cache) = self.key_cache(&pin.table_id).try_lock_owned() else {
             return Ok(None);
         };
-        if cache.version() == Some(table.manifest().version) {
-            match cache.row_of(key) {
-                Some(row) => return Ok(Some(row)),
-                // Kept without its place: the refresh below reads its fragment again.
-                None => cache.readdress(),
-            }
+        let version = table.manifest().version;
+        let at_version = cache.version() == Some(version);
+        if at_version && let Some(row) = cache.row_of(key) {
+            return Ok(Some(row));
         }
+        // The head a query at the head just read; an older commit leaves the cache as
+        // it is, and so does a version whose refresh failed (until the table changes).
         let at_head = self
             .writer
             .known_head()
-            .is_none_or(|head| commit.seq >= head.seq);
-        if at_head {
-            let (table, key_column) = (table.clone(), type_def.key_column().to_owned());
-            // Dropped with the runtime; a failure leaves the cache cold, and a later
-            // read starts it again.
-            drop(tokio::spawn(async move {
-                let _ = cache.refresh(&table, &key_column).await;
-            }));
+            .is_some_and(|head| commit.seq >= head.seq);
+        if !at_head || cache.failed_at() == Some(version) {
+            return Ok(None);
         }
+        if at_version {
+            // The key is kept without its place: the refresh reads its fragment again.
+            cache.readdress();
+        }
+        let (table, key_column) = (table.clone(), type_def.key_column().to_owned());
+        // Dropped with the runtime. A failure leaves the cache cold, remembering the
+        // version it failed at.
+        drop(tokio::spawn(async move {
+            if cache.refresh(&table, &key_column).await.is_err() {
+                cache.failed(version);
+            }
+        }));
         Ok(None)
     }
 
@@ -828,8 +835,11 @@ impl Omnigraph {
         ) {
             return Ok(None);
         }
-        let cache = self.key_cache(table_id);
-        let mut cache = cache.lock().await;
+        // A cache in use (a write's, or a task a query started) is not waited for: the
+        // `get` scans.
+        let Ok(mut cache) = self.key_cache(table_id).try_lock_owned() else {
+            return Ok(None);
+        };
         // A cache far behind (after a compaction, say) is left to the next write: the
         // scan may find the key through an index at less cost.
         if !cache.is_warm() || cache.keys_to_read(table) > GET_KEYS_TO_READ_MAX {

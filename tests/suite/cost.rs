@@ -227,10 +227,10 @@ async fn measure() -> BTreeMap<String, String> {
     costs
 }
 
-/// Every other writer, warm: each runs once to warm the handle, then once measured.
 /// How many runs the cost test makes while a task brings a key cache to the head.
 const KEY_CACHE_FILL_RUNS_MAX: usize = 500;
 
+/// Every other writer, warm: each runs once to warm the handle, then once measured.
 async fn writer_costs(graph: &omnigraph_graph::Omnigraph, costs: &mut BTreeMap<String, String>) {
     use omnigraph_graph::LoadMode;
     use serde_json::json;
