@@ -257,7 +257,7 @@ impl TableKeys {
         }
     }
 
-    /// Has the next refresh read again the fragments whose keys this handle kept
+    /// Makes the next refresh read again the fragments whose keys this handle kept
     /// without their rows' places (its own appends), so that a query can read those
     /// rows from the cache too. Until then the cache describes no version.
     pub(crate) fn readdress(&mut self) {

@@ -143,9 +143,8 @@ impl Omnigraph {
     }
 
     /// This handle with queries that read a node by its key through the key's index
-    /// only, never from the place its key cache holds, and that
-    /// never fill the cache for that. For comparisons and benchmarks; the results are
-    /// the same.
+    /// only, never from the place its key cache holds, and that never fill the cache
+    /// for that. For comparisons and benchmarks; the results are the same.
     pub fn without_key_rows(mut self) -> Omnigraph {
         self.key_rows = false;
         self

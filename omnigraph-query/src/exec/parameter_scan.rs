@@ -17,6 +17,10 @@
 //! is not made, and a query without `ORDER BY` may return its rows in another order. A
 //! scan without placeholders (a plan bound before it is planned, as every `EXPLAIN`
 //! and `PROFILE` is) is Lance's, as before.
+//!
+//! A node key's equality to a value is first asked of the handle's key cache
+//! ([`Omnigraph::key_row`]): when it describes the pinned version, the leaf's place
+//! takes a [`KeyTakeExec`] of the key's one row (or of none), and Lance plans nothing.
 
 use super::key_take::{KeyRow, KeyTakeExec};
 use async_trait::async_trait;
