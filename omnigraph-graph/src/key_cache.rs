@@ -58,6 +58,16 @@ impl FragmentRead {
     }
 }
 
+/// Whether the cache serves lookups of `type_def`'s key: a text or an integer, whose
+/// rendering of a value and of a stored key is the same one-to-one text.
+pub(crate) fn renders_alike(type_def: &omnigraph_core::schema::TypeDef) -> bool {
+    use omnigraph_core::schema::PropertyType;
+    matches!(
+        type_def.key_type(),
+        PropertyType::String | PropertyType::Int32 | PropertyType::Int64
+    )
+}
+
 /// The keys of one table as of one version, each with the row that holds it.
 #[derive(Debug, Default)]
 pub(crate) struct TableKeys {
@@ -267,12 +277,13 @@ impl TableKeys {
         }
     }
 
-    /// Remembers that a refresh to `version` failed (after it left the cache cold).
+    /// Remembers that a refresh to `version` failed or found too many keys (after it
+    /// left the cache cold).
     pub(crate) fn failed(&mut self, version: u64) {
         self.failed_at = Some(version);
     }
 
-    /// The version of the table a refresh last failed to bring the cache to.
+    /// The version of the table a refresh last could not bring the cache to.
     pub(crate) fn failed_at(&self) -> Option<u64> {
         self.failed_at
     }

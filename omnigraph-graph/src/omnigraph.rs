@@ -7,7 +7,7 @@ use crate::commit::GraphCommit;
 use crate::endpoint_cache::EdgeEndpoints;
 use crate::graph::{CommitRef, Graph};
 use crate::ingest::{Ingest, IngestReport, LoadMode};
-use crate::key_cache::TableKeys;
+use crate::key_cache::{self, TableKeys};
 use crate::layout;
 use crate::limits::{GET_KEYS_TO_READ_MAX, KEY_LOOKUP_KEYS_MAX};
 use crate::merge::MergeBudget;
@@ -705,28 +705,16 @@ impl Omnigraph {
         table: &Arc<Dataset>,
         key: &str,
     ) -> Result<Option<Option<u64>>> {
-        use crate::limits::CACHED_KEYS_PER_TABLE_MAX;
-        use omnigraph_core::fragments::stored_rows;
-        use omnigraph_core::schema::PropertyType;
         if !self.key_rows {
             return Ok(None);
         }
         let catalog = self.catalog_at(commit).await?;
         let type_def = catalog.require(type_name)?;
-        if !type_def.is_node()
-            || !matches!(
-                type_def.key_type(),
-                PropertyType::String | PropertyType::Int32 | PropertyType::Int64
-            )
-        {
+        if !type_def.is_node() || !key_cache::renders_alike(type_def) {
             return Ok(None);
         }
         if table.manifest().fragments.is_empty() {
             return Ok(Some(None));
-        }
-        let stored: u64 = table.manifest().fragments.iter().map(stored_rows).sum();
-        if stored > CACHED_KEYS_PER_TABLE_MAX as u64 {
-            return Ok(None);
         }
         let pin = commit.require_pin_of_type(type_name)?;
         let Ok(mut cache) = self.key_cache(&pin.table_id).try_lock_owned() else {
@@ -738,7 +726,8 @@ impl Omnigraph {
             return Ok(Some(row));
         }
         // The head a query at the head just read; an older commit leaves the cache as
-        // it is, and so does a version whose refresh failed (until the table changes).
+        // it is, and so does a version whose refresh failed or found more keys than a
+        // cache holds (until the table changes).
         let at_head = self
             .writer
             .known_head()
@@ -751,10 +740,10 @@ impl Omnigraph {
             cache.readdress();
         }
         let (table, key_column) = (table.clone(), type_def.key_column().to_owned());
-        // Dropped with the runtime. A failure leaves the cache cold, remembering the
-        // version it failed at.
+        // Dropped with the runtime. A refresh that fails, or finds more keys than a
+        // cache holds, leaves it cold, remembering the version.
         drop(tokio::spawn(async move {
-            if cache.refresh(&table, &key_column).await.is_err() {
+            if !matches!(cache.refresh(&table, &key_column).await, Ok(true)) {
                 cache.failed(version);
             }
         }));
@@ -827,11 +816,7 @@ impl Omnigraph {
         type_def: &TypeDef,
         key: &Value,
     ) -> Result<Option<Vec<Fragment>>> {
-        use omnigraph_core::schema::PropertyType;
-        if !matches!(
-            type_def.key_type(),
-            PropertyType::String | PropertyType::Int32 | PropertyType::Int64
-        ) {
+        if !key_cache::renders_alike(type_def) {
             return Ok(None);
         }
         // A cache in use (a write's, or a task a query started) is not waited for: the

@@ -1607,6 +1607,28 @@ async fn run_keyed(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Val
     (rows, reuse.key_scan)
 }
 
+/// Inserts `more` items, deletes items 5 and 205 and relabels items 7 and 207 (`updated
+/// 7`, ...), each as a write of its own.
+async fn change_items(graph: &Omnigraph, more: impl Iterator<Item = Value>) {
+    let more: Vec<Value> = more.collect();
+    graph
+        .insert_json("Item", objects(Value::Array(more)))
+        .await
+        .unwrap();
+    for n in [5, 205] {
+        let deleted = graph.delete("Item", &format!("n = {n}")).await.unwrap();
+        assert!(deleted.is_some(), "item {n} deleted");
+    }
+    for n in [7, 207] {
+        let set = [("label".to_string(), json!(format!("updated {n}")))];
+        let updated = graph
+            .update("Item", &format!("n = {n}"), &set)
+            .await
+            .unwrap();
+        assert!(updated.is_some(), "item {n} updated");
+    }
+}
+
 /// A run's rows, and whether it read its key's row from the handle's key cache.
 async fn run_taken(graph: &Omnigraph, text: &str, parameters: Value) -> (Vec<Value>, bool) {
     let (rows, reuse) = answer_reused(graph, text, &with_parameters(parameters)).await;
@@ -1716,23 +1738,7 @@ async fn a_keys_row_is_read_from_the_key_caches_place_as_the_index_reads_it() {
     // Another writer inserts, deletes and updates: the reader's cache follows the head
     // reading only what changed, and each run reads the head's rows.
     let before = writer.head().await.unwrap();
-    let more: Vec<Value> = (ITEMS..ITEMS + MORE).map(item).collect();
-    writer
-        .insert_json("Item", objects(Value::Array(more)))
-        .await
-        .unwrap();
-    for n in [5, 205] {
-        let deleted = writer.delete("Item", &format!("n = {n}")).await.unwrap();
-        assert!(deleted.is_some(), "item {n} deleted");
-    }
-    for n in [7, 207] {
-        let set = [("label".to_string(), json!(format!("updated {n}")))];
-        let updated = writer
-            .update("Item", &format!("n = {n}"), &set)
-            .await
-            .unwrap();
-        assert!(updated.is_some(), "item {n} updated");
-    }
+    change_items(&writer, (ITEMS..ITEMS + MORE).map(item)).await;
     // The first run at a new head is planned with its value; the next starts the task
     // that brings the cache to the head.
     assert_eq!(
@@ -1931,23 +1937,7 @@ async fn a_key_scan_planned_once_reads_each_runs_own_value() {
             "hop from {n}"
         );
     }
-    let more: Vec<Value> = (ITEMS..ITEMS + MORE).map(item).collect();
-    graph
-        .insert_json("Item", objects(Value::Array(more)))
-        .await
-        .unwrap();
-    for n in [5, 205] {
-        let deleted = graph.delete("Item", &format!("n = {n}")).await.unwrap();
-        assert!(deleted.is_some(), "item {n} deleted");
-    }
-    for n in [7, 207] {
-        let set = [("label".to_string(), json!(format!("updated {n}")))];
-        let updated = graph
-            .update("Item", &format!("n = {n}"), &set)
-            .await
-            .unwrap();
-        assert!(updated.is_some(), "item {n} updated");
-    }
+    change_items(&graph, (ITEMS..ITEMS + MORE).map(item)).await;
     let label = |n: i64| -> Vec<Value> {
         match n {
             5 | 205 => Vec::new(),

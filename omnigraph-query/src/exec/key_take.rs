@@ -5,12 +5,8 @@ use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::dataset::{ProjectionRequest, TakeBuilder};
 use std::sync::Arc;
@@ -25,7 +21,7 @@ pub(crate) struct KeyTakeExec {
 }
 
 /// Where a key's row is, as the key cache says.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum KeyRow {
     /// The table lacks the key.
     Absent,
@@ -38,17 +34,11 @@ pub(crate) enum KeyRow {
 
 impl KeyTakeExec {
     pub(crate) fn new(dataset: Arc<Dataset>, row: KeyRow, schema: SchemaRef) -> Self {
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
         KeyTakeExec {
             dataset,
             row,
+            properties: Arc::new(super::one_partition(schema.clone())),
             schema,
-            properties: Arc::new(properties),
         }
     }
 }
@@ -80,13 +70,7 @@ impl ExecutionPlan for KeyTakeExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            Err(DataFusionError::Internal(
-                "a key's take has no children".into(),
-            ))
-        }
+        super::leaf_with_no_children(self, &children, "a key's take")
     }
 
     fn execute(
@@ -99,59 +83,47 @@ impl ExecutionPlan for KeyTakeExec {
                 "a key's take has one partition, not {partition}"
             )));
         }
-        let (dataset, schema) = (self.dataset.clone(), self.schema.clone());
-        let address = match &self.row {
-            KeyRow::At(address) => *address,
-            KeyRow::Absent => {
-                let batch = RecordBatch::new_empty(schema.clone());
-                return Ok(Box::pin(RecordBatchStreamAdapter::new(
-                    schema,
-                    futures::stream::iter([Ok(batch)]),
-                )));
-            }
-            KeyRow::KeyOnly(key) => {
-                let batch = RecordBatch::try_new(schema.clone(), vec![key.clone()])?;
-                return Ok(Box::pin(RecordBatchStreamAdapter::new(
-                    schema,
-                    futures::stream::iter([Ok(batch)]),
-                )));
-            }
-        };
+        let (dataset, row, schema) = (self.dataset.clone(), self.row.clone(), self.schema.clone());
         let read = async move {
-            let lance = |error| DataFusionError::External(Box::new(error));
-            let columns = schema.fields().iter().map(|field| field.name().clone());
-            let projection = ProjectionRequest::from_columns(columns, dataset.schema())
-                .into_projection_plan(dataset.clone())
-                .map_err(lance)?;
-            let batch =
-                TakeBuilder::try_new_from_addresses(dataset, vec![address], Arc::new(projection))
-                    .map_err(lance)?
-                    .execute()
-                    .await
-                    .map_err(lance)?;
-            // By name: Lance's columns come in the table's order.
-            let mut columns = Vec::with_capacity(schema.fields().len());
-            for field in schema.fields() {
-                let column = batch.column_by_name(field.name()).ok_or_else(|| {
-                    DataFusionError::Internal(format!(
-                        "Lance's take gave no column {}",
-                        field.name()
-                    ))
-                })?;
-                columns.push(column.clone());
+            match row {
+                KeyRow::Absent => Ok(RecordBatch::new_empty(schema)),
+                KeyRow::KeyOnly(key) => Ok(RecordBatch::try_new(schema, vec![key])?),
+                KeyRow::At(address) => take_row(dataset, address, schema).await,
             }
-            let batch = RecordBatch::try_new(schema, columns)?;
-            // One key is at most one row.
-            assert!(
-                batch.num_rows() <= 1,
-                "a key's take gave {} rows",
-                batch.num_rows()
-            );
-            Ok(batch)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
             futures::stream::once(read),
         )))
     }
+}
+
+/// The row at `address` of `dataset`, with the columns of `schema`.
+async fn take_row(dataset: Arc<Dataset>, address: u64, schema: SchemaRef) -> Result<RecordBatch> {
+    let lance = |error| DataFusionError::External(Box::new(error));
+    let columns = schema.fields().iter().map(|field| field.name().clone());
+    let projection = ProjectionRequest::from_columns(columns, dataset.schema())
+        .into_projection_plan(dataset.clone())
+        .map_err(lance)?;
+    let batch = TakeBuilder::try_new_from_addresses(dataset, vec![address], Arc::new(projection))
+        .map_err(lance)?
+        .execute()
+        .await
+        .map_err(lance)?;
+    // By name: Lance's columns come in the table's order.
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        let column = batch.column_by_name(field.name()).ok_or_else(|| {
+            DataFusionError::Internal(format!("Lance's take gave no column {}", field.name()))
+        })?;
+        columns.push(column.clone());
+    }
+    let batch = RecordBatch::try_new(schema, columns)?;
+    // One key is at most one row.
+    assert!(
+        batch.num_rows() <= 1,
+        "a key's take gave {} rows",
+        batch.num_rows()
+    );
+    Ok(batch)
 }

@@ -9,13 +9,41 @@ pub(crate) mod parameter_scan;
 pub(crate) mod prefix;
 
 use async_trait::async_trait;
-use datafusion::common::Result;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::SessionState;
 use datafusion::execution::context::QueryPlanner;
 use datafusion::logical_expr::{LogicalPlan, UserDefinedLogicalNode};
+use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::{Partitioning, PlanProperties};
 use datafusion::physical_planner::{DefaultPhysicalPlanner, ExtensionPlanner, PhysicalPlanner};
 use std::sync::Arc;
+
+/// The properties of a leaf of ours: one partition of `schema`'s rows, emitted as they
+/// are read, bounded.
+pub(crate) fn one_partition(schema: SchemaRef) -> PlanProperties {
+    PlanProperties::new(
+        EquivalenceProperties::new(schema),
+        Partitioning::UnknownPartitioning(1),
+        EmissionType::Incremental,
+        Boundedness::Bounded,
+    )
+}
+
+/// A leaf's `with_new_children`: itself for no children, else an internal error
+/// naming `what`.
+pub(crate) fn leaf_with_no_children(
+    leaf: Arc<dyn ExecutionPlan>,
+    children: &[Arc<dyn ExecutionPlan>],
+    what: &str,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    match children {
+        [] => Ok(leaf),
+        _ => Err(DataFusionError::Internal(format!("{what} has no children"))),
+    }
+}
 
 /// DataFusion's physical planner, with our operators.
 #[derive(Debug)]

@@ -41,13 +41,9 @@ use datafusion::logical_expr::{BinaryExpr, Operator};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::optimizer::OptimizerConfig;
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
-use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::coop::CooperativeExec;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use omnigraph_core::lance::Dataset;
 use omnigraph_core::lance::io::exec::filtered_read::FilteredReadExec;
 use omnigraph_core::lance::io::exec::scalar_index::ScalarIndexExec;
@@ -126,15 +122,9 @@ impl TableProvider for ParameterScan {
             Some(columns) => Arc::new(self.lance.schema().project(columns)?),
             None => self.lance.schema(),
         };
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            // Lance plans a scan of one partition (its read of fragments is parallel
-            // inside it); `bind` refuses a plan of more, which its parents were not
-            // made for.
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
+        // Lance plans a scan of one partition (its read of fragments is parallel inside
+        // it); `bind` refuses a plan of more, which its parents were not made for.
+        let properties = super::one_partition(schema.clone());
         Ok(Arc::new(ParameterScanExec {
             table: Arc::new(DFSchema::try_from(self.lance.schema())?),
             lance: self.lance.clone(),
@@ -547,13 +537,7 @@ impl ExecutionPlan for ParameterScanExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            Err(DataFusionError::Internal(
-                "a parameter scan has no children".into(),
-            ))
-        }
+        super::leaf_with_no_children(self, &children, "a parameter scan")
     }
 
     fn execute(
